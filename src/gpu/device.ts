@@ -1,0 +1,126 @@
+import { DeviceLostError, GpuUnavailableError } from '../errors.js';
+import { requestAdapter } from './host.js';
+import { PipelineCache } from './pipelines.js';
+
+/** Optional device features weft uses when the adapter has them. */
+export interface GpuFeatures {
+  /** WGSL `enable subgroups;` and subgroup built-ins. */
+  readonly subgroups: boolean;
+  /** WGSL `enable f16;` (native half precision arithmetic and storage). */
+  readonly f16: boolean;
+  /** Timestamp queries for GPU-side timing. */
+  readonly timestamps: boolean;
+}
+
+/** Options of {@link createGpuContext}. */
+export interface GpuContextOptions {
+  powerPreference?: GPUPowerPreference;
+  /** Features to leave off even when present, to test fallback paths (e.g. `['subgroups']`). */
+  disable?: ReadonlyArray<keyof GpuFeatures>;
+}
+
+/** A short description of the adapter, for logs, stats and the demo page. */
+export interface AdapterSummary {
+  readonly vendor: string;
+  readonly architecture: string;
+  readonly device: string;
+  readonly description: string;
+  /** True when the adapter is a CPU implementation (SwiftShader, WARP, lavapipe). */
+  readonly software: boolean;
+}
+
+/**
+ * One WebGPU device with what weft needs beside it: the features actually enabled, the limits,
+ * a pipeline cache, and a promise that rejects with {@link DeviceLostError} when the device is lost.
+ */
+export interface GpuContext {
+  readonly device: GPUDevice;
+  readonly adapter: AdapterSummary;
+  readonly features: GpuFeatures;
+  readonly limits: GPUSupportedLimits;
+  readonly pipelines: PipelineCache;
+  /** Resolves with the loss error when the device is lost; never rejects. */
+  readonly lost: Promise<DeviceLostError>;
+  /** Set once the device is lost: every later GPU call should throw it. */
+  readonly lostError: DeviceLostError | undefined;
+  /** Throws {@link DeviceLostError} if the device has been lost. */
+  assertAlive(): void;
+  destroy(): void;
+}
+
+const SOFTWARE = /swiftshader|llvmpipe|lavapipe|warp|software/i;
+
+/**
+ * Requests an adapter and a device with the largest storage-binding and buffer limits the adapter
+ * allows and the optional features it has (subgroups, shader-f16, timestamp-query).
+ */
+export async function createGpuContext(options: GpuContextOptions = {}): Promise<GpuContext> {
+  const adapter = await requestAdapter({ powerPreference: options.powerPreference ?? 'high-performance' });
+  if (!adapter) {
+    throw new GpuUnavailableError(
+      'navigator.gpu.requestAdapter() returned null: no WebGPU adapter (update the GPU driver, or enable WebGPU in the browser)',
+    );
+  }
+  const off = new Set(options.disable ?? []);
+  const want = (f: GPUFeatureName, key: keyof GpuFeatures) => adapter.features.has(f) && !off.has(key);
+  const features: GpuFeatures = {
+    subgroups: want('subgroups' as GPUFeatureName, 'subgroups'),
+    f16: want('shader-f16', 'f16'),
+    timestamps: want('timestamp-query', 'timestamps'),
+  };
+  const requiredFeatures: GPUFeatureName[] = [];
+  if (features.subgroups) requiredFeatures.push('subgroups' as GPUFeatureName);
+  if (features.f16) requiredFeatures.push('shader-f16');
+  if (features.timestamps) requiredFeatures.push('timestamp-query');
+  const a = adapter.limits;
+  const device = await adapter.requestDevice({
+    label: 'weft',
+    requiredFeatures,
+    requiredLimits: {
+      maxStorageBufferBindingSize: a.maxStorageBufferBindingSize,
+      maxBufferSize: a.maxBufferSize,
+      maxStorageBuffersPerShaderStage: a.maxStorageBuffersPerShaderStage,
+      maxComputeWorkgroupStorageSize: a.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: a.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: a.maxComputeWorkgroupSizeX,
+      maxComputeWorkgroupsPerDimension: a.maxComputeWorkgroupsPerDimension,
+    },
+  });
+  const info = adapter.info;
+  const summary: AdapterSummary = {
+    vendor: info.vendor,
+    architecture: info.architecture,
+    device: info.device,
+    description: info.description,
+    software: SOFTWARE.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`),
+  };
+  let lostError: DeviceLostError | undefined;
+  const lost = device.lost.then((l) => {
+    lostError = new DeviceLostError(l.reason, l.message || 'no message');
+    return lostError;
+  });
+  return {
+    device,
+    adapter: summary,
+    features,
+    limits: device.limits,
+    pipelines: new PipelineCache(device),
+    lost,
+    get lostError() {
+      return lostError;
+    },
+    assertAlive() {
+      if (lostError) throw lostError;
+    },
+    destroy() {
+      device.destroy();
+    },
+  };
+}
+
+/** One line naming the adapter, e.g. `google swiftshader (SwiftShader Device (Subzero)) [software]`. */
+export function describeAdapter(a: AdapterSummary): string {
+  const name = [a.vendor, a.architecture].filter(Boolean).join(' ') || 'unknown adapter';
+  const detail = a.description || a.device;
+  return `${name}${detail ? ` (${detail})` : ''}${a.software ? ' [software]' : ''}`;
+}

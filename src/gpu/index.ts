@@ -1,0 +1,22 @@
+export {
+  alignUp,
+  createBuffer,
+  readBuffer,
+  readF32,
+  readU32,
+  STORAGE,
+  UNIFORM,
+  uploadBuffer,
+  writeBuffer,
+} from './buffers.js';
+export type { AdapterSummary, GpuContext, GpuContextOptions, GpuFeatures } from './device.js';
+export { createGpuContext, describeAdapter } from './device.js';
+export { requestAdapter } from './host.js';
+export type { PipelineSource } from './pipelines.js';
+export { PipelineCache } from './pipelines.js';
+export { withErrorScope } from './scope.js';
+export { GpuTimer } from './timing.js';
+export type { UniformLayout, UniformType } from './uniforms.js';
+export { defineUniforms } from './uniforms.js';
+export type { WgslVars } from './wgsl.js';
+export { renderWgsl } from './wgsl.js';

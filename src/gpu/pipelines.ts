@@ -1,0 +1,74 @@
+import { GpuStepError } from '../errors.js';
+import { withErrorScope } from './scope.js';
+
+/** What a kernel wrapper hands to the cache to build a pipeline the first time a key is seen. */
+export interface PipelineSource {
+  /** Full WGSL text, variants already rendered. */
+  code: string;
+  entryPoint?: string;
+  /** Values for WGSL `override` declarations. */
+  constants?: Record<string, number>;
+}
+
+/**
+ * Compute pipelines keyed by `kernel:variant`. Each is compiled once per device (with
+ * `layout: 'auto'`); compile errors are reported with the kernel, variant and WGSL messages.
+ */
+export class PipelineCache {
+  private readonly pipelines = new Map<string, GPUComputePipeline>();
+  /** Number of pipelines compiled so far (tests assert steady-state decode compiles none). */
+  compiled = 0;
+
+  constructor(private readonly device: GPUDevice) {}
+
+  /** Returns the cached pipeline for `kernel:variant`, compiling it from `source()` the first time. */
+  get(kernel: string, variant: string, source: () => PipelineSource): GPUComputePipeline {
+    const key = `${kernel}:${variant}`;
+    const hit = this.pipelines.get(key);
+    if (hit) return hit;
+    const src = source();
+    const module = this.device.createShaderModule({ label: key, code: src.code });
+    const pipeline = this.device.createComputePipeline({
+      label: key,
+      layout: 'auto',
+      compute: { module, entryPoint: src.entryPoint ?? 'main', constants: src.constants ?? {} },
+    });
+    this.pipelines.set(key, pipeline);
+    this.compiled++;
+    return pipeline;
+  }
+
+  /**
+   * Like {@link get} but waits for the compiler and throws {@link GpuStepError} with the WGSL
+   * diagnostics when the kernel does not compile. Use when a kernel is first prepared.
+   */
+  async prepare(kernel: string, variant: string, source: () => PipelineSource): Promise<GPUComputePipeline> {
+    const key = `${kernel}:${variant}`;
+    const hit = this.pipelines.get(key);
+    if (hit) return hit;
+    const src = source();
+    const module = this.device.createShaderModule({ label: key, code: src.code });
+    const info = await module.getCompilationInfo();
+    const errors = info.messages.filter((m) => m.type === 'error');
+    if (errors.length > 0) {
+      const text = errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ');
+      throw new GpuStepError(`compile ${key}`, text);
+    }
+    // createComputePipelineAsync crashes Dawn's Node binding (webgpu 0.6.2); the sync call inside an
+    // error scope reports the same failures.
+    const pipeline = await withErrorScope(this.device, `pipeline ${key}`, () =>
+      this.device.createComputePipeline({
+        label: key,
+        layout: 'auto',
+        compute: { module, entryPoint: src.entryPoint ?? 'main', constants: src.constants ?? {} },
+      }),
+    );
+    this.pipelines.set(key, pipeline);
+    this.compiled++;
+    return pipeline;
+  }
+
+  get size(): number {
+    return this.pipelines.size;
+  }
+}

@@ -1,0 +1,46 @@
+import { InvalidInputError } from '../errors.js';
+
+/** Values substituted into a WGSL template. */
+export type WgslVars = Record<string, string | number | boolean>;
+
+/**
+ * Renders a WGSL template: the one way weft makes kernel variants.
+ *
+ * - `{{NAME}}` is replaced by `vars.NAME` (numbers and strings as written).
+ * - Lines between `//#if NAME` and `//#endif` (with an optional `//#else`) are kept when `vars.NAME`
+ *   is truthy (the `//#else` branch otherwise). `//#if !NAME` negates. Blocks may nest.
+ *
+ * A name used but missing from `vars` throws, so a typo never silently picks a branch.
+ */
+export function renderWgsl(template: string, vars: WgslVars = {}): string {
+  const need = (name: string) => {
+    if (!(name in vars)) throw new InvalidInputError(`WGSL template variable "${name}" is not set`);
+    return vars[name]!;
+  };
+  const out: string[] = [];
+  // Each stack entry: is this branch emitting, and did its parent emit.
+  const stack: { on: boolean; parent: boolean }[] = [];
+  const emitting = () => stack.every((s) => s.on);
+  for (const line of template.split('\n')) {
+    const t = line.trim();
+    const m = /^\/\/#if\s+(!?)(\w+)\s*$/.exec(t);
+    if (m) {
+      const v = Boolean(need(m[2]!));
+      stack.push({ on: m[1] === '!' ? !v : v, parent: emitting() });
+      continue;
+    }
+    if (t === '//#else') {
+      const top = stack.at(-1);
+      if (!top) throw new InvalidInputError('WGSL template: //#else without //#if');
+      top.on = !top.on;
+      continue;
+    }
+    if (t === '//#endif') {
+      if (!stack.pop()) throw new InvalidInputError('WGSL template: //#endif without //#if');
+      continue;
+    }
+    if (emitting()) out.push(line.replace(/\{\{(\w+)\}\}/g, (_, n: string) => String(need(n))));
+  }
+  if (stack.length) throw new InvalidInputError('WGSL template: unterminated //#if');
+  return out.join('\n');
+}

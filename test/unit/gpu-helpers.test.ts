@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../../src/errors.js';
+import { alignUp, defineUniforms, renderWgsl } from '../../src/gpu/index.js';
+import { grid } from '../../src/kernels/dispatch.js';
+import { saxpyRef } from '../../src/kernels/selftest/selftest.js';
+
+describe('renderWgsl', () => {
+  it('substitutes variables and keeps the right branches, nested', () => {
+    const t = [
+      'a {{X}}',
+      '//#if F',
+      'f',
+      '//#if !G',
+      'not g',
+      '//#endif',
+      '//#else',
+      'not f',
+      '//#endif',
+      'z',
+    ].join('\n');
+    expect(renderWgsl(t, { X: 3, F: true, G: false })).toBe('a 3\nf\nnot g\nz');
+    expect(renderWgsl(t, { X: 'y', F: false, G: false })).toBe('a y\nnot f\nz');
+  });
+  it('throws on a missing variable or unbalanced blocks', () => {
+    expect(() => renderWgsl('{{Q}}')).toThrow(InvalidInputError);
+    expect(() => renderWgsl('//#if A\nx', { A: 1 })).toThrow(/unterminated/);
+    expect(() => renderWgsl('//#endif')).toThrow(/without/);
+  });
+});
+
+describe('defineUniforms', () => {
+  it('gives the WGSL struct and packs values in order, padded to 16 bytes', () => {
+    const P = defineUniforms('P', { n: 'u32', k: 'i32', eps: 'f32' });
+    expect(P.wgsl).toBe('struct P {\n  n: u32,\n  k: i32,\n  eps: f32,\n}');
+    expect(P.byteLength).toBe(16);
+    const dv = new DataView(P.pack({ n: 7, k: -2, eps: 0.5 }));
+    expect([dv.getUint32(0, true), dv.getInt32(4, true), dv.getFloat32(8, true)]).toEqual([7, -2, 0.5]);
+  });
+});
+
+describe('dispatch helpers', () => {
+  it('splits large grids over y within the per-dimension limit', () => {
+    expect(grid(10)).toEqual([10, 1]);
+    expect(grid(0)).toEqual([1, 1]);
+    const [x, y] = grid(200_000);
+    expect(x).toBeLessThanOrEqual(65535);
+    expect(x * y).toBeGreaterThanOrEqual(200_000);
+    expect(alignUp(5, 4)).toBe(8);
+  });
+  it('the selftest reference is f32 saxpy', () => {
+    expect(Array.from(saxpyRef(2, new Float32Array([1, 2]), new Float32Array([0.5, -1])))).toEqual([2.5, 3]);
+  });
+});
