@@ -1,0 +1,71 @@
+import { createBuffer, UNIFORM } from '../gpu/buffers.js';
+import type { GpuContext } from '../gpu/device.js';
+import type { UniformLayout } from '../gpu/uniforms.js';
+
+/**
+ * Bind groups keyed by pipeline and the exact buffers bound (binding i = buffers[i]), created once
+ * and reused: steady-state decode binds the same buffers every token, so it creates none.
+ * `created` counts creations for tests.
+ */
+export class BindGroupCache {
+  private readonly groups = new WeakMap<GPUComputePipeline, Map<string, GPUBindGroup>>();
+  private readonly ids = new WeakMap<GPUBuffer, number>();
+  private nextId = 1;
+  created = 0;
+
+  constructor(private readonly device: GPUDevice) {}
+
+  /** The bind group of `pipeline` (group 0) with `buffers[i]` at binding i. */
+  get(pipeline: GPUComputePipeline, buffers: readonly GPUBuffer[]): GPUBindGroup {
+    let byKey = this.groups.get(pipeline);
+    if (!byKey) {
+      byKey = new Map();
+      this.groups.set(pipeline, byKey);
+    }
+    const key = buffers.map((b) => this.id(b)).join(',');
+    let group = byKey.get(key);
+    if (!group) {
+      group = this.device.createBindGroup({
+        layout: pipeline.getBindGroupLayout(0),
+        entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+      });
+      byKey.set(key, group);
+      this.created++;
+    }
+    return group;
+  }
+
+  private id(b: GPUBuffer): number {
+    let id = this.ids.get(b);
+    if (id === undefined) {
+      id = this.nextId++;
+      this.ids.set(b, id);
+    }
+    return id;
+  }
+}
+
+/**
+ * A uniform buffer owned by one kernel instance, rewritten before each use. Writes go through the
+ * queue, so they land before the next submitted command buffer: encode an instance at most once
+ * per submission (or use one instance per call site).
+ */
+export class UniformSlot<K extends string> {
+  readonly buffer: GPUBuffer;
+
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly layout: UniformLayout<K>,
+    label: string,
+  ) {
+    this.buffer = createBuffer(ctx, layout.byteLength, label, UNIFORM);
+  }
+
+  write(values: Record<K, number>): void {
+    this.ctx.device.queue.writeBuffer(this.buffer, 0, this.layout.pack(values));
+  }
+
+  destroy(): void {
+    this.buffer.destroy();
+  }
+}
