@@ -37,3 +37,9 @@ export class DeviceLostError extends WeftError {
 
 /** Input to a public function is invalid; the message names the argument and the value. */
 export class InvalidInputError extends WeftError {}
+
+/** A request was cancelled through its AbortSignal; the engine stays usable. */
+export class AbortError extends WeftError {}
+
+/** The engine was unloaded; create a new one to continue. */
+export class EngineClosedError extends WeftError {}

@@ -1,0 +1,289 @@
+import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
+import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import { TextStream } from './text-stream.js';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionRequest,
+  ChatMessage,
+  CompletionUsage,
+  FinishReason,
+  GenerateOptions,
+  GenerationChunk,
+  GenerationStats,
+  TextCodec,
+} from './types.js';
+
+/** A loaded model as the engine runs it. */
+export interface EngineModel {
+  /** Name reported in responses (`model` field). */
+  readonly id: string;
+  readonly runner: ModelRunner;
+  readonly codec: TextCodec;
+}
+
+const now = () => performance.now();
+
+/**
+ * Turns a loaded model into streamed tokens. Requests run one at a time in arrival order; the
+ * KV cache is kept between requests and reused for the longest shared prompt prefix, so a chat
+ * turn only prefills the new messages.
+ */
+export class Engine {
+  /** OpenAI-style entry point: `engine.chat.completions.create(request)`. */
+  readonly chat: {
+    completions: {
+      create(req: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+      create(req: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
+      create(req: ChatCompletionRequest): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>>;
+    };
+  };
+  /** Stats of the last finished request. */
+  lastStats: GenerationStats | undefined;
+
+  private queue: Promise<void> = Promise.resolve();
+  private cachedIds: number[] = [];
+  private closed = false;
+  private requests = 0;
+
+  constructor(private readonly model: EngineModel) {
+    const create = (req: ChatCompletionRequest) => this.createChatCompletion(req);
+    // The overloads above narrow the return type by `stream`; one implementation serves them.
+    this.chat = { completions: { create } } as Engine['chat'];
+  }
+
+  /** The model's id. */
+  get modelId(): string {
+    return this.model.id;
+  }
+
+  /** Token ids of `text` as the model's tokenizer encodes a prompt (with BOS when it uses one). */
+  tokenize(text: string): number[] {
+    return this.model.codec.encode(text, { addSpecialTokens: true });
+  }
+
+  /**
+   * Generates from a prompt (text, or token ids used as given) and yields chunks of new ids with
+   * their text as they are produced. Breaking out of the loop or aborting `options.signal` ends
+   * the request; the engine stays usable.
+   */
+  async *generate(
+    prompt: string | readonly number[],
+    options: GenerateOptions = {},
+  ): AsyncGenerator<GenerationChunk> {
+    const ids = typeof prompt === 'string' ? this.tokenize(prompt) : [...prompt];
+    const release = await this.acquire(options.signal);
+    try {
+      yield* this.run(ids, options);
+    } finally {
+      release();
+    }
+  }
+
+  /** Frees the model's GPU memory. Later requests throw {@link EngineClosedError}. */
+  async unload(): Promise<void> {
+    this.closed = true;
+    await this.queue.catch(() => {});
+    this.model.runner.dispose();
+  }
+
+  private async acquire(signal: AbortSignal | undefined): Promise<() => void> {
+    if (this.closed) throw new EngineClosedError('engine was unloaded');
+    let release!: () => void;
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
+    const before = this.queue;
+    this.queue = before.then(() => mine);
+    await before;
+    if (this.closed) {
+      release();
+      throw new EngineClosedError('engine was unloaded');
+    }
+    if (signal?.aborted) {
+      release();
+      throw new AbortError('request aborted before it started');
+    }
+    return release;
+  }
+
+  private sampler(o: GenerateOptions): SamplerSpec {
+    const temperature = o.temperature ?? 0;
+    const topP = o.topP ?? 1;
+    const topK = o.topK ?? 0;
+    if (!(temperature >= 0)) throw new InvalidInputError(`temperature must be >= 0, got ${temperature}`);
+    if (!(topP > 0 && topP <= 1)) throw new InvalidInputError(`top_p must be in (0, 1], got ${topP}`);
+    if (!Number.isInteger(topK) || topK < 0)
+      throw new InvalidInputError(`top_k must be an integer >= 0, got ${topK}`);
+    return { temperature, topP, topK, seed: o.seed ?? 0 };
+  }
+
+  private async *run(prompt: number[], o: GenerateOptions): AsyncGenerator<GenerationChunk> {
+    const { runner, codec } = this.model;
+    const maxTokens = o.maxTokens ?? 256;
+    const chunk = o.prefillChunk ?? 64;
+    const sampler = this.sampler(o);
+    if (prompt.length === 0) throw new InvalidInputError('prompt is empty');
+    if (!Number.isInteger(maxTokens) || maxTokens < 1)
+      throw new InvalidInputError(`max_tokens must be >= 1, got ${maxTokens}`);
+    if (prompt.length + maxTokens > runner.capacity) {
+      throw new InvalidInputError(
+        `prompt (${prompt.length} tokens) + max_tokens (${maxTokens}) exceeds the context of ${runner.capacity} tokens`,
+      );
+    }
+    const abortCheck = () => {
+      if (o.signal?.aborted) throw new AbortError('request aborted');
+    };
+    const stops = o.stop === undefined ? [] : typeof o.stop === 'string' ? [o.stop] : [...o.stop];
+    const eos = new Set(codec.eosIds);
+    const stream = new TextStream((ids) => codec.decode(ids, { skipSpecialTokens: true }), stops);
+
+    // Reuse the cached rows of the longest shared prefix; at least one prompt token must run.
+    let keep = 0;
+    while (keep < this.cachedIds.length && keep < prompt.length - 1 && this.cachedIds[keep] === prompt[keep])
+      keep++;
+    runner.trim(keep);
+    this.cachedIds = prompt.slice(0, keep);
+
+    const t0 = now();
+    let passes = 0;
+    let next = -1;
+    for (let at = keep; at < prompt.length; at += chunk) {
+      abortCheck();
+      const part = prompt.slice(at, at + chunk);
+      const out = await runner.forward({ tokens: part }, sampler, 'last');
+      runner.commit(part.map((_, i) => i));
+      this.cachedIds.push(...part);
+      passes++;
+      next = out[0]!;
+    }
+    const tFirst = now();
+    const generated: number[] = [];
+    let finish: FinishReason = 'length';
+    let decodePasses = 0;
+    let emittedByDecode = 0;
+    try {
+      for (;;) {
+        if (eos.has(next)) {
+          finish = 'stop';
+          break;
+        }
+        generated.push(next);
+        const text = stream.push([next]);
+        if (stream.stopped) {
+          finish = 'stop';
+          if (text) yield { ids: [next], text };
+          break;
+        }
+        if (generated.length >= maxTokens) {
+          yield { ids: [next], text: text + stream.flush(), finishReason: 'length' };
+          break;
+        }
+        yield { ids: [next], text };
+        abortCheck();
+        const out = await runner.forward({ tokens: [next] }, sampler, 'last');
+        runner.commit([0]);
+        this.cachedIds.push(next);
+        passes++;
+        decodePasses++;
+        emittedByDecode++;
+        next = out[0]!;
+      }
+      if (finish === 'stop') {
+        const rest = stream.flush();
+        yield { ids: [], text: rest, finishReason: 'stop' };
+      }
+    } finally {
+      const tEnd = now();
+      const prefilled = prompt.length - keep;
+      this.requests++;
+      this.lastStats = {
+        prompt_tokens: prompt.length,
+        cached_prompt_tokens: keep,
+        completion_tokens: generated.length,
+        prefill_tok_s: prefilled / Math.max(1e-9, (tFirst - t0) / 1000),
+        decode_tok_s: decodePasses / Math.max(1e-9, (tEnd - tFirst) / 1000),
+        time_to_first_token_ms: tFirst - t0,
+        target_passes: passes,
+        // Each plain decode pass emits one token; speculative passes emit accepted + 1.
+        tokens_per_pass: decodePasses > 0 ? emittedByDecode / decodePasses : 0,
+      };
+    }
+  }
+
+  private render(messages: readonly ChatMessage[]): number[] {
+    const { codec } = this.model;
+    if (!Array.isArray(messages) || messages.length === 0)
+      throw new InvalidInputError('messages must be a non-empty array');
+    for (const [i, m] of messages.entries()) {
+      if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string') {
+        throw new InvalidInputError(
+          `messages[${i}] must be { role: "system" | "user" | "assistant", content: string }`,
+        );
+      }
+    }
+    if (codec.applyChatTemplate) {
+      // The template adds BOS itself where the model wants it.
+      return codec.encode(codec.applyChatTemplate(messages, { addGenerationPrompt: true }), {
+        addSpecialTokens: false,
+      });
+    }
+    // Base model: continue the plain text of the conversation.
+    return this.tokenize(messages.map((m) => m.content).join('\n'));
+  }
+
+  private async createChatCompletion(
+    req: ChatCompletionRequest,
+  ): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>> {
+    const prompt = this.render(req.messages);
+    const options: GenerateOptions = {
+      maxTokens: req.max_tokens ?? 256,
+      temperature: req.temperature ?? 1,
+      topP: req.top_p ?? 1,
+      seed: req.seed ?? 0,
+      ...(req.stop !== undefined ? { stop: req.stop } : {}),
+      ...(req.signal ? { signal: req.signal } : {}),
+    };
+    const id = `chatcmpl-weft-${Date.now().toString(36)}-${this.requests}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = this.model.id;
+    const usage = (): CompletionUsage => {
+      const s = this.lastStats!;
+      return {
+        prompt_tokens: s.prompt_tokens,
+        completion_tokens: s.completion_tokens,
+        total_tokens: s.prompt_tokens + s.completion_tokens,
+        weft: s,
+      };
+    };
+    if (!req.stream) {
+      let content = '';
+      let finish: FinishReason = 'length';
+      for await (const c of this.generate(prompt, options)) {
+        content += c.text;
+        if (c.finishReason) finish = c.finishReason;
+      }
+      return {
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }],
+        usage: usage(),
+      };
+    }
+    const gen = this.generate(prompt, options);
+    return (async function* (): AsyncGenerator<ChatCompletionChunk> {
+      const base = { id, object: 'chat.completion.chunk' as const, created, model };
+      yield { ...base, choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }] };
+      let finish: FinishReason = 'length';
+      for await (const c of gen) {
+        if (c.finishReason) finish = c.finishReason;
+        if (c.text)
+          yield { ...base, choices: [{ index: 0, delta: { content: c.text }, finish_reason: null }] };
+      }
+      // After the generator has finished, so the usage figures are this request's.
+      yield { ...base, choices: [{ index: 0, delta: {}, finish_reason: finish }], usage: usage() };
+    })();
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Turns a growing list of token ids into text deltas. Tokens can split a UTF-8 character, so text
+ * that ends in U+FFFD (an incomplete character) is held back until the next token completes it; and
+ * text that could be the start of a stop string is held back until it can't.
+ */
+export class TextStream {
+  private readonly ids: number[] = [];
+  private emitted = 0;
+  /** Set once a stop string was seen: the text up to it, which has all been emitted. */
+  stopped = false;
+
+  constructor(
+    private readonly decode: (ids: readonly number[]) => string,
+    private readonly stops: readonly string[] = [],
+  ) {}
+
+  /** Appends tokens and returns the text that can be shown now. */
+  push(ids: readonly number[]): string {
+    this.ids.push(...ids);
+    return this.take(false);
+  }
+
+  /** Returns whatever is still held back (end of generation). */
+  flush(): string {
+    return this.take(true);
+  }
+
+  private take(final: boolean): string {
+    if (this.stopped) return '';
+    let text = this.decode(this.ids);
+    for (const s of this.stops) {
+      const at = text.indexOf(s, Math.max(0, this.emitted - s.length + 1));
+      if (at >= 0) {
+        text = text.slice(0, at);
+        this.stopped = true;
+      }
+    }
+    let end = text.length;
+    if (!final && !this.stopped) {
+      while (end > this.emitted && text[end - 1] === '\uFFFD') end--;
+      end = Math.max(this.emitted, end - this.heldForStop(text.slice(0, end)));
+    }
+    const out = text.slice(this.emitted, end);
+    this.emitted = Math.max(this.emitted, end);
+    return out;
+  }
+
+  /** Length of the longest suffix of `text` that is a proper prefix of a stop string. */
+  private heldForStop(text: string): number {
+    let held = 0;
+    for (const s of this.stops) {
+      for (let n = Math.min(s.length - 1, text.length); n > held; n--) {
+        if (text.endsWith(s.slice(0, n))) {
+          held = n;
+          break;
+        }
+      }
+    }
+    return held;
+  }
+}

@@ -1,0 +1,107 @@
+/** One chat message, as in OpenAI's chat completions API. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** What the engine needs from a tokenizer: text ↔ ids, its chat template, and where to stop. */
+export interface TextCodec {
+  encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+  decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
+  /** Renders messages with the model's chat template; absent for base models without one. */
+  applyChatTemplate?(messages: readonly ChatMessage[], options: { addGenerationPrompt: boolean }): string;
+  /** Generation stops on any of these ids. */
+  readonly eosIds: readonly number[];
+}
+
+/** Options of `engine.generate`. */
+export interface GenerateOptions {
+  /** Most tokens to generate (default 256). */
+  maxTokens?: number;
+  /** 0 is greedy (the default); higher samples more freely. */
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  /** Seed of the sampling noise; the same seed gives the same text. Default 0. */
+  seed?: number;
+  /** Generation stops before any of these strings; the string itself is not returned. */
+  stop?: string | readonly string[];
+  signal?: AbortSignal;
+  /** Prompt tokens per prefill pass (default 64). */
+  prefillChunk?: number;
+}
+
+/** Why a generation ended. */
+export type FinishReason = 'stop' | 'length';
+
+/** A piece of streamed output: new token ids and the text they complete. */
+export interface GenerationChunk {
+  ids: number[];
+  text: string;
+  /** Set on the last chunk. */
+  finishReason?: FinishReason;
+}
+
+/** Figures of one request. */
+export interface GenerationStats {
+  prompt_tokens: number;
+  /** Prompt tokens whose K/V rows were reused from the previous request. */
+  cached_prompt_tokens: number;
+  completion_tokens: number;
+  prefill_tok_s: number;
+  decode_tok_s: number;
+  time_to_first_token_ms: number;
+  /** Forward passes of the target model (prefill chunks included). */
+  target_passes: number;
+  /** Generated tokens per decode pass of the target (1 without speculation). */
+  tokens_per_pass: number;
+}
+
+/** Request of `engine.chat.completions.create`, a subset of OpenAI's. */
+export interface ChatCompletionRequest {
+  messages: ChatMessage[];
+  stream?: boolean;
+  max_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  seed?: number;
+  stop?: string | string[];
+  signal?: AbortSignal;
+  model?: string;
+}
+
+/** OpenAI-compatible usage block, with weft's figures beside it. */
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  weft: GenerationStats;
+}
+
+/** Non-streamed response, shaped as OpenAI's `chat.completion`. */
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    message: { role: 'assistant'; content: string };
+    finish_reason: FinishReason;
+  }[];
+  usage: CompletionUsage;
+}
+
+/** Streamed chunk, shaped as OpenAI's `chat.completion.chunk`; the last one carries `usage`. */
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: { role?: 'assistant'; content?: string };
+    finish_reason: FinishReason | null;
+  }[];
+  usage?: CompletionUsage;
+}

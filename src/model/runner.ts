@@ -1,0 +1,55 @@
+import type { ModelSpec } from './spec.js';
+
+/**
+ * How the next token is chosen at a scored position. Greedy when `temperature` is 0. Sampling is
+ * Gumbel-max with noise keyed by (seed, absolute position, token id), so the same seed gives the
+ * same text whatever runs it (GPU, CPU reference, speculative or not).
+ */
+export interface SamplerSpec {
+  readonly temperature: number;
+  /** Nucleus mass in (0, 1]; 1 disables it. */
+  readonly topP: number;
+  /** Keep the k most likely tokens; 0 disables it. */
+  readonly topK: number;
+  readonly seed: number;
+}
+
+/** The greedy sampler. */
+export const GREEDY: SamplerSpec = { temperature: 0, topP: 1, topK: 0, seed: 0 };
+
+/**
+ * Input of one forward pass: new tokens appended after the `kvLength` tokens already cached.
+ * `parents[i]` is the index (among the new tokens) of token i's parent, or -1 for a child of the
+ * last cached token; omitted means a chain (prefill and decode). Trees are in depth-first order.
+ */
+export interface ForwardInput {
+  readonly tokens: readonly number[];
+  readonly parents?: readonly number[];
+}
+
+/**
+ * What the engine drives: a model with its KV cache on some device. `forward` scores new tokens
+ * and returns, for each requested row, the token the sampler picks at the position after it.
+ * Logits stay where they are computed; only the chosen ids come back.
+ */
+export interface ModelRunner {
+  readonly spec: ModelSpec;
+  /** Largest number of cached tokens. */
+  readonly capacity: number;
+  /** Tokens whose K/V rows are committed in the cache (positions 0..kvLength-1). */
+  readonly kvLength: number;
+  /**
+   * Runs the new tokens at positions kvLength + depth, writes their K/V rows after the committed
+   * ones (uncommitted until {@link commit}), and returns the sampled next token for `rows`
+   * ('last': only the last new token; 'all': every new token, in order).
+   */
+  forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array>;
+  /**
+   * Keeps the new tokens at `path` (indices into the last forward's tokens, root to leaf) as the
+   * next committed rows, and drops the rest. A chain forward commits all rows with `path` = 0..T-1.
+   */
+  commit(path: readonly number[]): void;
+  /** Drops committed rows from `length` on (for reuse of a shared prompt prefix). */
+  trim(length: number): void;
+  dispose(): void;
+}
