@@ -1,12 +1,9 @@
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import { type ChatApi, chatApi } from './openai.js';
 import { TextStream } from './text-stream.js';
 import type {
-  ChatCompletion,
-  ChatCompletionChunk,
-  ChatCompletionRequest,
   ChatMessage,
-  CompletionUsage,
   FinishReason,
   GenerateOptions,
   GenerationChunk,
@@ -25,19 +22,26 @@ export interface EngineModel {
 const now = () => performance.now();
 
 /**
+ * The interface every engine offers, in the same thread ({@link Engine}) or across a Web Worker
+ * (`createWorkerEngine`).
+ */
+export interface WeftEngine {
+  readonly modelId: string;
+  /** Stats of the last finished request. */
+  readonly lastStats: GenerationStats | undefined;
+  generate(prompt: string | readonly number[], options?: GenerateOptions): AsyncGenerator<GenerationChunk>;
+  readonly chat: ChatApi;
+  unload(): Promise<void>;
+}
+
+/**
  * Turns a loaded model into streamed tokens. Requests run one at a time in arrival order; the
  * KV cache is kept between requests and reused for the longest shared prompt prefix, so a chat
  * turn only prefills the new messages.
  */
-export class Engine {
+export class Engine implements WeftEngine {
   /** OpenAI-style entry point: `engine.chat.completions.create(request)`. */
-  readonly chat: {
-    completions: {
-      create(req: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
-      create(req: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
-      create(req: ChatCompletionRequest): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>>;
-    };
-  };
+  readonly chat: ChatApi;
   /** Stats of the last finished request. */
   lastStats: GenerationStats | undefined;
 
@@ -47,9 +51,12 @@ export class Engine {
   private requests = 0;
 
   constructor(private readonly model: EngineModel) {
-    const create = (req: ChatCompletionRequest) => this.createChatCompletion(req);
-    // The overloads above narrow the return type by `stream`; one implementation serves them.
-    this.chat = { completions: { create } } as Engine['chat'];
+    this.chat = chatApi({
+      modelId: model.id,
+      render: async (messages) => this.render(messages),
+      generate: (ids, options) => this.generate(ids, options),
+      stats: () => this.lastStats,
+    });
   }
 
   /** The model's id. */
@@ -211,7 +218,8 @@ export class Engine {
     }
   }
 
-  private render(messages: readonly ChatMessage[]): number[] {
+  /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
+  render(messages: readonly ChatMessage[]): number[] {
     const { codec } = this.model;
     if (!Array.isArray(messages) || messages.length === 0)
       throw new InvalidInputError('messages must be a non-empty array');
@@ -230,60 +238,5 @@ export class Engine {
     }
     // Base model: continue the plain text of the conversation.
     return this.tokenize(messages.map((m) => m.content).join('\n'));
-  }
-
-  private async createChatCompletion(
-    req: ChatCompletionRequest,
-  ): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>> {
-    const prompt = this.render(req.messages);
-    const options: GenerateOptions = {
-      maxTokens: req.max_tokens ?? 256,
-      temperature: req.temperature ?? 1,
-      topP: req.top_p ?? 1,
-      seed: req.seed ?? 0,
-      ...(req.stop !== undefined ? { stop: req.stop } : {}),
-      ...(req.signal ? { signal: req.signal } : {}),
-    };
-    const id = `chatcmpl-weft-${Date.now().toString(36)}-${this.requests}`;
-    const created = Math.floor(Date.now() / 1000);
-    const model = this.model.id;
-    const usage = (): CompletionUsage => {
-      const s = this.lastStats!;
-      return {
-        prompt_tokens: s.prompt_tokens,
-        completion_tokens: s.completion_tokens,
-        total_tokens: s.prompt_tokens + s.completion_tokens,
-        weft: s,
-      };
-    };
-    if (!req.stream) {
-      let content = '';
-      let finish: FinishReason = 'length';
-      for await (const c of this.generate(prompt, options)) {
-        content += c.text;
-        if (c.finishReason) finish = c.finishReason;
-      }
-      return {
-        id,
-        object: 'chat.completion',
-        created,
-        model,
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }],
-        usage: usage(),
-      };
-    }
-    const gen = this.generate(prompt, options);
-    return (async function* (): AsyncGenerator<ChatCompletionChunk> {
-      const base = { id, object: 'chat.completion.chunk' as const, created, model };
-      yield { ...base, choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }] };
-      let finish: FinishReason = 'length';
-      for await (const c of gen) {
-        if (c.finishReason) finish = c.finishReason;
-        if (c.text)
-          yield { ...base, choices: [{ index: 0, delta: { content: c.text }, finish_reason: null }] };
-      }
-      // After the generator has finished, so the usage figures are this request's.
-      yield { ...base, choices: [{ index: 0, delta: {}, finish_reason: finish }], usage: usage() };
-    })();
   }
 }

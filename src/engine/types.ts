@@ -75,7 +75,7 @@ export interface CompletionUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  weft: GenerationStats;
+  weft?: GenerationStats;
 }
 
 /** Non-streamed response, shaped as OpenAI's `chat.completion`. */

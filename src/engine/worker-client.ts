@@ -1,0 +1,127 @@
+import * as Comlink from 'comlink';
+import { AbortError } from '../errors.js';
+import type { WeftEngine } from './engine.js';
+import { type ChatApi, chatApi } from './openai.js';
+import type { GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
+import { type EngineWorkerApi, reviveError, type StreamEvent } from './worker-protocol.js';
+
+/** A push-to-pull queue: the worker pushes chunks, the page's `for await` pulls them. */
+class ChunkQueue {
+  private readonly items: GenerationChunk[] = [];
+  private wake: (() => void) | undefined;
+  private ended = false;
+  private error: unknown;
+
+  push(c: GenerationChunk): void {
+    this.items.push(c);
+    this.wake?.();
+  }
+
+  end(error?: unknown): void {
+    this.ended = true;
+    this.error = error;
+    this.wake?.();
+  }
+
+  async *drain(): AsyncGenerator<GenerationChunk> {
+    for (;;) {
+      const next = this.items.shift();
+      if (next) {
+        yield next;
+        continue;
+      }
+      if (this.ended) {
+        if (this.error !== undefined) throw this.error;
+        return;
+      }
+      await new Promise<void>((r) => {
+        this.wake = r;
+      });
+      this.wake = undefined;
+    }
+  }
+}
+
+/**
+ * An engine that runs in a Web Worker, with the same interface as the in-thread engine. Tokens
+ * stream to the page as the worker produces them; errors arrive with their weft class.
+ */
+export class WorkerEngine implements WeftEngine {
+  readonly chat: ChatApi;
+  lastStats: GenerationStats | undefined;
+  private nextId = 1;
+
+  constructor(
+    private readonly remote: Comlink.Remote<EngineWorkerApi<unknown>>,
+    readonly modelId: string,
+    private readonly worker: { terminate(): void } | undefined,
+  ) {
+    this.chat = chatApi({
+      modelId,
+      render: async (messages) =>
+        this.remote.render(messages.map((m) => ({ role: m.role, content: m.content }))),
+      generate: (ids, options) => this.generate(ids, options),
+      stats: () => this.lastStats,
+    });
+  }
+
+  async *generate(
+    prompt: string | readonly number[],
+    options: GenerateOptions = {},
+  ): AsyncGenerator<GenerationChunk> {
+    const { signal, ...wire } = options;
+    const id = this.nextId++;
+    const queue = new ChunkQueue();
+    const onAbort = () => void this.remote.abort(id);
+    signal?.addEventListener('abort', onAbort);
+    const onEvent = (e: StreamEvent) => {
+      if (e.kind === 'chunk') queue.push(e.chunk);
+      else this.lastStats = e.stats;
+    };
+    const finished = this.remote
+      .generate(id, typeof prompt === 'string' ? prompt : [...prompt], wire, Comlink.proxy(onEvent))
+      .then(
+        () => queue.end(),
+        (err: unknown) => queue.end(reviveError(err)),
+      );
+    let done = false;
+    try {
+      for await (const chunk of queue.drain()) {
+        // Chunks already in flight when the page aborted are dropped, not shown.
+        if (signal?.aborted) throw new AbortError('request aborted');
+        yield chunk;
+      }
+      done = true;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      // The page stopped reading early: stop the worker too, and wait so the next request is clean.
+      if (!done) {
+        await this.remote.abort(id);
+        await finished;
+      }
+    }
+  }
+
+  async unload(): Promise<void> {
+    await this.remote.unload();
+    this.worker?.terminate();
+  }
+}
+
+/**
+ * Loads a model in `worker` (a Worker running a script that calls `serveEngine`, such as weft's
+ * `workers/engine.worker.ts`) and returns an engine with the in-thread engine's interface.
+ */
+export async function createWorkerEngine<O>(
+  worker: Worker,
+  options: O,
+  onProgress?: (event: unknown) => void,
+): Promise<WorkerEngine> {
+  const remote = Comlink.wrap<EngineWorkerApi<unknown>>(worker);
+  try {
+    const { modelId } = await remote.load(options, onProgress ? Comlink.proxy(onProgress) : undefined);
+    return new WorkerEngine(remote, modelId, worker);
+  } catch (err) {
+    throw reviveError(err);
+  }
+}
