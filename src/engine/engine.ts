@@ -48,7 +48,6 @@ export class Engine implements WeftEngine {
   private queue: Promise<void> = Promise.resolve();
   private cachedIds: number[] = [];
   private closed = false;
-  private requests = 0;
 
   constructor(private readonly model: EngineModel) {
     this.chat = chatApi({
@@ -203,7 +202,6 @@ export class Engine implements WeftEngine {
     } finally {
       const tEnd = now();
       const prefilled = prompt.length - keep;
-      this.requests++;
       this.lastStats = {
         prompt_tokens: prompt.length,
         cached_prompt_tokens: keep,
