@@ -1,0 +1,334 @@
+/**
+ * GGML tensor types: block sizes, plain-TS dequantisation references and simple round-to-nearest
+ * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K). Layouts
+ * follow ggml-common.h / ggml-quants.c (`dequantize_row_*`); all multi-byte fields little-endian.
+ *
+ *  Q8_0 (34 B / 32 values):  f16 d | i8 qs[32]                 w = d * q
+ *  Q4_0 (18 B / 32 values):  f16 d | u8 qs[16]                 w = d * (q - 8); value j < 16 is the
+ *                            low nibble of qs[j], value j + 16 its high nibble
+ *  Q4_K (144 B / 256 values): f16 d | f16 dmin | u8 scales[12] | u8 qs[128]
+ *                            8 sub-blocks of 32 with 6-bit scale sc and min m packed in `scales`
+ *                            (see scaleMinK4); w = d * sc * q - dmin * m; qs[32c + l] holds value
+ *                            64c + l (low nibble, sub-block 2c) and 64c + 32 + l (high, 2c + 1)
+ *  Q6_K (210 B / 256 values): u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d
+ *                            w = d * scales[i / 16] * (q - 32), q = 4 low bits from ql, 2 high from qh
+ *                            (per 128-value half n: value 32k + l reads ql[64n + l + 32 (k & 1)] low/high
+ *                            nibble (k >> 1) and qh[32n + l] bits 2k..2k+1)
+ */
+import { InvalidInputError } from '../errors.js';
+import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from './half.js';
+
+/** GGML type ids (the `ggml_type` enum) that weft knows the block size of. */
+export const GgmlType = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q4_1: 3,
+  Q5_0: 6,
+  Q5_1: 7,
+  Q8_0: 8,
+  Q8_1: 9,
+  Q2_K: 10,
+  Q3_K: 11,
+  Q4_K: 12,
+  Q5_K: 13,
+  Q6_K: 14,
+  Q8_K: 15,
+  BF16: 30,
+} as const;
+
+/** A GGML type id from {@link GgmlType}. */
+export type GgmlTypeId = (typeof GgmlType)[keyof typeof GgmlType];
+
+/** Name and block geometry of each known type: `elems` values take `bytes` bytes. */
+export const GGML_BLOCKS: ReadonlyMap<number, { name: string; elems: number; bytes: number }> = new Map([
+  [0, { name: 'F32', elems: 1, bytes: 4 }],
+  [1, { name: 'F16', elems: 1, bytes: 2 }],
+  [2, { name: 'Q4_0', elems: 32, bytes: 18 }],
+  [3, { name: 'Q4_1', elems: 32, bytes: 20 }],
+  [6, { name: 'Q5_0', elems: 32, bytes: 22 }],
+  [7, { name: 'Q5_1', elems: 32, bytes: 24 }],
+  [8, { name: 'Q8_0', elems: 32, bytes: 34 }],
+  [9, { name: 'Q8_1', elems: 32, bytes: 36 }],
+  [10, { name: 'Q2_K', elems: 256, bytes: 84 }],
+  [11, { name: 'Q3_K', elems: 256, bytes: 110 }],
+  [12, { name: 'Q4_K', elems: 256, bytes: 144 }],
+  [13, { name: 'Q5_K', elems: 256, bytes: 176 }],
+  [14, { name: 'Q6_K', elems: 256, bytes: 210 }],
+  [15, { name: 'Q8_K', elems: 256, bytes: 292 }],
+  [30, { name: 'BF16', elems: 1, bytes: 2 }],
+]);
+
+/** Types with a dequantiser here (and a quantiser, for the writer and tests). */
+export const DEQUANTIZABLE: ReadonlySet<number> = new Set([0, 1, 2, 8, 12, 14, 30]);
+
+function f16At(b: Uint8Array, at: number): number {
+  return f16BitsToF32(b[at]! | (b[at + 1]! << 8));
+}
+
+function putF16(b: Uint8Array, at: number, x: number): void {
+  const h = f32ToF16Bits(x);
+  b[at] = h & 0xff;
+  b[at + 1] = h >> 8;
+}
+
+/** Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes at `s` (get_scale_min_k4). */
+function scaleMinK4(b: Uint8Array, s: number, j: number): [number, number] {
+  if (j < 4) return [b[s + j]! & 63, b[s + j + 4]! & 63];
+  return [
+    (b[s + j + 4]! & 0xf) | ((b[s + j - 4]! >> 6) << 4),
+    (b[s + j + 4]! >> 4) | ((b[s + j]! >> 6) << 4),
+  ];
+}
+
+/**
+ * Dequantises `count` values of GGML `type` from `bytes` (f32 semantics: each product rounded to
+ * f32 as ggml's C code does). `count` must be a whole number of blocks.
+ */
+export function dequantizeGgml(type: number, bytes: Uint8Array, count: number): Float32Array {
+  const block = GGML_BLOCKS.get(type);
+  if (block === undefined || !DEQUANTIZABLE.has(type)) {
+    throw new InvalidInputError(`dequantizeGgml: unsupported GGML type ${block?.name ?? type}`);
+  }
+  if (count % block.elems !== 0 || bytes.byteLength < (count / block.elems) * block.bytes) {
+    throw new InvalidInputError(
+      `dequantizeGgml: ${count} ${block.name} values need ${(count / block.elems) * block.bytes} bytes in whole blocks, got ${bytes.byteLength}`,
+    );
+  }
+  const out = new Float32Array(count);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const fr = Math.fround;
+  const blocks = count / block.elems;
+  switch (type) {
+    case GgmlType.F32:
+      for (let i = 0; i < count; i++) out[i] = dv.getFloat32(4 * i, true);
+      break;
+    case GgmlType.F16:
+      for (let i = 0; i < count; i++) out[i] = f16At(bytes, 2 * i);
+      break;
+    case GgmlType.BF16:
+      for (let i = 0; i < count; i++) out[i] = bf16BitsToF32(dv.getUint16(2 * i, true));
+      break;
+    case GgmlType.Q8_0:
+      for (let b = 0; b < blocks; b++) {
+        const at = b * 34;
+        const d = f16At(bytes, at);
+        for (let j = 0; j < 32; j++) out[b * 32 + j] = fr(d * dv.getInt8(at + 2 + j));
+      }
+      break;
+    case GgmlType.Q4_0:
+      for (let b = 0; b < blocks; b++) {
+        const at = b * 18;
+        const d = f16At(bytes, at);
+        for (let j = 0; j < 16; j++) {
+          const q = bytes[at + 2 + j]!;
+          out[b * 32 + j] = fr(d * ((q & 0xf) - 8));
+          out[b * 32 + j + 16] = fr(d * ((q >> 4) - 8));
+        }
+      }
+      break;
+    case GgmlType.Q4_K:
+      for (let b = 0; b < blocks; b++) {
+        const at = b * 144;
+        const d = f16At(bytes, at);
+        const dmin = f16At(bytes, at + 2);
+        for (let c = 0; c < 4; c++) {
+          const [sc1, m1] = scaleMinK4(bytes, at + 4, 2 * c);
+          const [sc2, m2] = scaleMinK4(bytes, at + 4, 2 * c + 1);
+          const d1 = fr(d * sc1);
+          const mm1 = fr(dmin * m1);
+          const d2 = fr(d * sc2);
+          const mm2 = fr(dmin * m2);
+          for (let l = 0; l < 32; l++) {
+            const q = bytes[at + 16 + 32 * c + l]!;
+            out[b * 256 + 64 * c + l] = fr(fr(d1 * (q & 0xf)) - mm1);
+            out[b * 256 + 64 * c + 32 + l] = fr(fr(d2 * (q >> 4)) - mm2);
+          }
+        }
+      }
+      break;
+    case GgmlType.Q6_K:
+      for (let b = 0; b < blocks; b++) {
+        const at = b * 210;
+        const d = f16At(bytes, at + 208);
+        for (let n = 0; n < 2; n++) {
+          const ql = at + 64 * n;
+          const qh = at + 128 + 32 * n;
+          const sc = at + 192 + 8 * n;
+          for (let l = 0; l < 32; l++) {
+            const is = l >> 4;
+            const h = bytes[qh + l]!;
+            const q1 = ((bytes[ql + l]! & 0xf) | ((h & 3) << 4)) - 32;
+            const q2 = ((bytes[ql + l + 32]! & 0xf) | (((h >> 2) & 3) << 4)) - 32;
+            const q3 = ((bytes[ql + l]! >> 4) | (((h >> 4) & 3) << 4)) - 32;
+            const q4 = ((bytes[ql + l + 32]! >> 4) | (((h >> 6) & 3) << 4)) - 32;
+            const y = b * 256 + 128 * n + l;
+            out[y] = fr(fr(d * dv.getInt8(sc + is)) * q1);
+            out[y + 32] = fr(fr(d * dv.getInt8(sc + is + 2)) * q2);
+            out[y + 64] = fr(fr(d * dv.getInt8(sc + is + 4)) * q3);
+            out[y + 96] = fr(fr(d * dv.getInt8(sc + is + 6)) * q4);
+          }
+        }
+      }
+      break;
+  }
+  return out;
+}
+
+/** Largest |x| over `x[from, to)`. */
+function absMax(x: Float32Array, from: number, to: number): number {
+  let m = 0;
+  for (let i = from; i < to; i++) m = Math.max(m, Math.abs(x[i]!));
+  return m;
+}
+
+/**
+ * Quantises f32 values to GGML `type` with plain round-to-nearest (llama.cpp's reference formulas
+ * for Q8_0/Q4_0; min/max scales for the K-quants rather than its iterative search, so files are
+ * valid but slightly less accurate than llama-quantize's). Used by the GGUF writer and tests.
+ * `x.length` must be a whole number of blocks.
+ */
+export function quantizeGgml(type: number, x: Float32Array): Uint8Array {
+  const block = GGML_BLOCKS.get(type);
+  if (block === undefined || !DEQUANTIZABLE.has(type)) {
+    throw new InvalidInputError(`quantizeGgml: unsupported GGML type ${block?.name ?? type}`);
+  }
+  if (x.length % block.elems !== 0) {
+    throw new InvalidInputError(
+      `quantizeGgml: ${x.length} values are not whole ${block.name} blocks of ${block.elems}`,
+    );
+  }
+  const blocks = x.length / block.elems;
+  const out = new Uint8Array(blocks * block.bytes);
+  const dv = new DataView(out.buffer);
+  switch (type) {
+    case GgmlType.F32:
+      for (let i = 0; i < x.length; i++) dv.setFloat32(4 * i, x[i]!, true);
+      break;
+    case GgmlType.F16:
+      for (let i = 0; i < x.length; i++) putF16(out, 2 * i, x[i]!);
+      break;
+    case GgmlType.BF16:
+      for (let i = 0; i < x.length; i++) dv.setUint16(2 * i, f32ToBf16Bits(x[i]!), true);
+      break;
+    case GgmlType.Q8_0:
+      for (let b = 0; b < blocks; b++) {
+        const d = absMax(x, b * 32, b * 32 + 32) / 127;
+        const id = d ? 1 / d : 0;
+        putF16(out, b * 34, d);
+        for (let j = 0; j < 32; j++) dv.setInt8(b * 34 + 2 + j, Math.round(x[b * 32 + j]! * id));
+      }
+      break;
+    case GgmlType.Q4_0:
+      for (let b = 0; b < blocks; b++) {
+        // The value of largest magnitude maps to -8 exactly (ggml: d = max / -8).
+        let max = 0;
+        for (let j = 0; j < 32; j++) if (Math.abs(x[b * 32 + j]!) > Math.abs(max)) max = x[b * 32 + j]!;
+        const d = max / -8;
+        const id = d ? 1 / d : 0;
+        putF16(out, b * 18, d);
+        for (let j = 0; j < 16; j++) {
+          const lo = Math.min(15, Math.trunc(x[b * 32 + j]! * id + 8.5));
+          const hi = Math.min(15, Math.trunc(x[b * 32 + j + 16]! * id + 8.5));
+          out[b * 18 + 2 + j] = lo | (hi << 4);
+        }
+      }
+      break;
+    case GgmlType.Q4_K:
+      for (let b = 0; b < blocks; b++) quantizeQ4KBlock(x, b * 256, out, b * 144);
+      break;
+    case GgmlType.Q6_K:
+      for (let b = 0; b < blocks; b++) quantizeQ6KBlock(x, b * 256, out, b * 210);
+      break;
+  }
+  return out;
+}
+
+/** One Q4_K super-block: per sub-block of 32, scale = (max - min) / 15 and min = -min(0, lo). */
+function quantizeQ4KBlock(x: Float32Array, from: number, out: Uint8Array, at: number): void {
+  const scales = new Float32Array(8);
+  const mins = new Float32Array(8);
+  for (let s = 0; s < 8; s++) {
+    let lo = 0;
+    let hi = 0;
+    for (let l = 0; l < 32; l++) {
+      const v = x[from + 32 * s + l]!;
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+    }
+    scales[s] = (hi - lo) / 15;
+    mins[s] = -lo;
+  }
+  const maxScale = Math.max(...scales);
+  const maxMin = Math.max(...mins);
+  // Round d and dmin to f16 first so the 6-bit codes are chosen against the stored values.
+  const d = f16BitsToF32(f32ToF16Bits(maxScale / 63));
+  const dmin = f16BitsToF32(f32ToF16Bits(maxMin / 63));
+  putF16(out, at, d);
+  putF16(out, at + 2, dmin);
+  const ls = new Uint8Array(8);
+  const lm = new Uint8Array(8);
+  for (let s = 0; s < 8; s++) {
+    ls[s] = d ? Math.min(63, Math.round(scales[s]! / d)) : 0;
+    lm[s] = dmin ? Math.min(63, Math.round(mins[s]! / dmin)) : 0;
+  }
+  // Pack the inverse of scaleMinK4.
+  const sc = at + 4;
+  for (let j = 0; j < 8; j++) {
+    if (j < 4) {
+      out[sc + j] = ls[j]!;
+      out[sc + j + 4] = lm[j]!;
+    } else {
+      out[sc + j + 4] = (ls[j]! & 0xf) | ((lm[j]! & 0xf) << 4);
+      out[sc + j - 4]! |= (ls[j]! >> 4) << 6;
+      out[sc + j]! |= (lm[j]! >> 4) << 6;
+    }
+  }
+  for (let c = 0; c < 4; c++) {
+    for (let half = 0; half < 2; half++) {
+      const s = 2 * c + half;
+      const step = d * ls[s]!;
+      const m = dmin * lm[s]!;
+      for (let l = 0; l < 32; l++) {
+        const v = x[from + 32 * s + l]!;
+        const q = step ? Math.max(0, Math.min(15, Math.round((v + m) / step))) : 0;
+        out[at + 16 + 32 * c + l]! |= half ? q << 4 : q;
+      }
+    }
+  }
+}
+
+/** One Q6_K super-block: per sub-block of 16, a signed scale so the largest value maps to -32. */
+function quantizeQ6KBlock(x: Float32Array, from: number, out: Uint8Array, at: number): void {
+  const sub = new Float32Array(16);
+  for (let s = 0; s < 16; s++) {
+    let max = 0;
+    for (let l = 0; l < 16; l++) {
+      const v = x[from + 16 * s + l]!;
+      if (Math.abs(v) > Math.abs(max)) max = v;
+    }
+    sub[s] = max / -32;
+  }
+  let maxSub = 0;
+  for (const s of sub) if (Math.abs(s) > Math.abs(maxSub)) maxSub = s;
+  const d = f16BitsToF32(f32ToF16Bits(maxSub / -128));
+  putF16(out, at + 208, d);
+  const q = new Uint8Array(256);
+  for (let s = 0; s < 16; s++) {
+    const scale = d ? Math.max(-128, Math.min(127, Math.round(sub[s]! / d))) : 0;
+    out[at + 192 + s] = scale & 0xff;
+    const step = d * scale;
+    for (let l = 0; l < 16; l++) {
+      const v = x[from + 16 * s + l]!;
+      q[16 * s + l] = (step ? Math.max(-32, Math.min(31, Math.round(v / step))) : 0) + 32;
+    }
+  }
+  for (let n = 0; n < 2; n++) {
+    for (let l = 0; l < 32; l++) {
+      const v = (k: number) => q[128 * n + 32 * k + l]!;
+      out[at + 64 * n + l] = (v(0) & 0xf) | ((v(2) & 0xf) << 4);
+      out[at + 64 * n + l + 32] = (v(1) & 0xf) | ((v(3) & 0xf) << 4);
+      out[at + 128 + 32 * n + l] = (v(0) >> 4) | ((v(1) >> 4) << 2) | ((v(2) >> 4) << 4) | ((v(3) >> 4) << 6);
+    }
+  }
+}

