@@ -1,0 +1,27 @@
+// Page driver of the kernel benchmark: runs runKernelBench in this page's WebGPU context and puts
+// the rows as JSON into #result (data-done when finished, data-error on failure), for
+// bench/kernels-cli.mjs or a person to read. `?quick=1` cuts repetitions.
+import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
+import { runKernelBench } from './kernels.js';
+
+async function main(): Promise<void> {
+  const status = document.getElementById('status');
+  const result = document.getElementById('result');
+  if (!status || !result) return;
+  try {
+    const quick = new URLSearchParams(location.search).get('quick') === '1';
+    const ctx = await createGpuContext();
+    const adapter = describeAdapter(ctx.adapter);
+    console.log(`[bench] adapter: ${adapter}`);
+    const rows = await runKernelBench(ctx, { quick, log: (line) => console.log(`[bench] ${line}`) });
+    result.textContent = JSON.stringify({ adapter, features: ctx.features, rows }, null, 2);
+    status.textContent = 'done';
+    result.dataset.done = '1';
+  } catch (e) {
+    status.textContent = `failed: ${e instanceof Error ? e.message : String(e)}`;
+    result.dataset.error = '1';
+    result.dataset.done = '1';
+  }
+}
+
+void main();

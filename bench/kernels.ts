@@ -1,0 +1,253 @@
+// Kernel benchmark: GEMV/GEMM time per weight format, effective bandwidth of the weight bytes, and
+// the bandwidth of a plain copy measured in the same run. Engine code only (no DOM, no node:), so a
+// page (bench/kernels-page.ts) or a test can call it.
+import { shaders } from '../src/gen/shaders.js';
+import { createBuffer, uploadBuffer } from '../src/gpu/buffers.js';
+import type { GpuContext } from '../src/gpu/device.js';
+import { GpuTimer } from '../src/gpu/timing.js';
+import { defineUniforms } from '../src/gpu/uniforms.js';
+import { renderWgsl } from '../src/gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
+import { grid } from '../src/kernels/dispatch.js';
+import { Matmul, prepareMatmul, uploadMatrix } from '../src/kernels/matmul/matmul.js';
+import {
+  defaultGroup,
+  f32ToF16Bits,
+  type QuantizedMatrix,
+  type WeightFormat,
+  wordsPerRow,
+} from '../src/kernels/matmul/quant.js';
+import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
+
+/** One measured kernel × shape. */
+export interface BenchRow {
+  /** `matmul` (f32 activations) or `w8a8` (int8 activations; quantiser included in the time). */
+  kernel: 'matmul' | 'w8a8';
+  format: WeightFormat;
+  M: number;
+  N: number;
+  K: number;
+  /** Weight bytes read per call (packed data + scales + zeros). */
+  bytes: number;
+  medianMs: number;
+  /** bytes / median time. */
+  gbps: number;
+  /** Copy kernel bandwidth (bytes read + written per second) in the same run. */
+  copyGbps: number;
+  /** gbps / copyGbps. */
+  ratio: number;
+  timing: 'timestamp' | 'wall';
+  reps: number;
+  /** Why a row was not measured (e.g. a buffer over the binding limit). */
+  skipped?: string;
+}
+
+/** Options of {@link runKernelBench}. */
+export interface KernelBenchOptions {
+  /** Fewer repetitions and a smaller copy buffer. */
+  quick?: boolean;
+  /** [N, K] weight shapes; default decode GEMVs 2048×2048 and Llama down_proj 4096×11008. */
+  shapes?: [number, number][];
+  /** Batch sizes; default [1] (GEMV). */
+  batches?: number[];
+  formats?: WeightFormat[];
+  /** Progress lines (the page forwards them to the console). */
+  log?: (line: string) => void;
+}
+
+const CopyParams = defineUniforms('Params', { n: 'u32' });
+
+/**
+ * Runs the benchmark: the copy kernel first, then for each shape, batch and format a Matmul (and a
+ * W8A8 row for int8/int4/int2 weights). Weights are synthetic packed data of the right size (values
+ * do not change the speed). Times are medians of GPU timestamps when the device has them, else of
+ * wall time around submit + onSubmittedWorkDone.
+ */
+export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions = {}): Promise<BenchRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.quick ? 3 : 10;
+  const shapes = opts.shapes ?? [
+    [2048, 2048],
+    [4096, 11008],
+  ];
+  const batches = opts.batches ?? [1];
+  const formats = opts.formats ?? ['f32', 'f16', 'int8', 'int4', 'int2'];
+  const timer = new GpuTimer(ctx, reps + 1);
+  const binds = new BindGroupCache(ctx.device);
+  const copyGbps = await benchCopy(ctx, binds, timer, reps, opts.quick ? 16 << 20 : 64 << 20);
+  log(`copy: ${copyGbps.toFixed(2)} GB/s`);
+  const rows: BenchRow[] = [];
+  for (const [N, K] of shapes)
+    for (const M of batches)
+      for (const format of formats) {
+        const kernels: BenchRow['kernel'][] =
+          format === 'f32' || format === 'f16' ? ['matmul'] : ['matmul', 'w8a8'];
+        for (const kernel of kernels) {
+          const row = await benchMatmul(ctx, binds, timer, { kernel, format, M, N, K, reps, copyGbps });
+          log(
+            `${kernel} ${format} M=${M} ${N}x${K}: ${row.skipped ?? `${row.medianMs.toFixed(3)} ms, ${row.gbps.toFixed(2)} GB/s (${(row.ratio * 100).toFixed(0)}% of copy)`}`,
+          );
+          rows.push(row);
+        }
+      }
+  timer.destroy();
+  return rows;
+}
+
+/** Median time in ms of `reps` submissions of one pass recorded by `record` (after one warm-up). */
+async function timePass(
+  ctx: GpuContext,
+  timer: GpuTimer,
+  reps: number,
+  record: (pass: GPUComputePassEncoder) => void,
+): Promise<number> {
+  const once = async (timed: boolean) => {
+    const enc = ctx.device.createCommandEncoder();
+    const pass = enc.beginComputePass(timed ? timer.passDescriptor('bench') : {});
+    record(pass);
+    pass.end();
+    const t0 = performance.now();
+    ctx.device.queue.submit([enc.finish()]);
+    await ctx.device.queue.onSubmittedWorkDone();
+    return performance.now() - t0;
+  };
+  await once(false);
+  const wall: number[] = [];
+  for (let i = 0; i < reps; i++) wall.push(await once(timer.enabled));
+  const gpu = (await timer.read()).map((r) => r.ns / 1e6);
+  return median(gpu.length === reps ? gpu : wall);
+}
+
+function median(v: number[]): number {
+  const s = [...v].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+async function benchCopy(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  timer: GpuTimer,
+  reps: number,
+  bytes: number,
+): Promise<number> {
+  const size = Math.min(bytes, ctx.limits.maxStorageBufferBindingSize);
+  const n = Math.floor(size / 16);
+  const pipeline = await ctx.pipelines.prepare('copy_bw', 'vec4', () => ({
+    code: renderWgsl(shaders.copy_bw, { PARAMS: CopyParams.wgsl }),
+  }));
+  const src = createBuffer(ctx, n * 16, 'bench-copy-src');
+  const dst = createBuffer(ctx, n * 16, 'bench-copy-dst');
+  const params = new UniformSlot(ctx, CopyParams, 'bench-copy-params');
+  params.write({ n });
+  const ms = await timePass(ctx, timer, reps, (pass) => {
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, binds.get(pipeline, [params.buffer, src, dst]));
+    pass.dispatchWorkgroups(...grid(Math.ceil(n / 256), ctx.limits.maxComputeWorkgroupsPerDimension));
+  });
+  src.destroy();
+  dst.destroy();
+  params.destroy();
+  return (2 * n * 16) / (ms * 1e6);
+}
+
+async function benchMatmul(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  timer: GpuTimer,
+  o: {
+    kernel: BenchRow['kernel'];
+    format: WeightFormat;
+    M: number;
+    N: number;
+    K: number;
+    reps: number;
+    copyGbps: number;
+  },
+): Promise<BenchRow> {
+  const { kernel, format, M, N, K, reps, copyGbps } = o;
+  const q = syntheticMatrix(format, N, K);
+  const base = {
+    kernel,
+    format,
+    M,
+    N,
+    K,
+    copyGbps,
+    reps,
+    timing: timer.enabled ? 'timestamp' : 'wall',
+  } as const;
+  let w: ReturnType<typeof uploadMatrix>;
+  try {
+    w = uploadMatrix(ctx, q, `bench-${format}`);
+  } catch (e) {
+    const skipped = e instanceof Error ? e.message : String(e);
+    return { ...base, bytes: 0, medianMs: 0, gbps: 0, ratio: 0, skipped };
+  }
+  const x = uploadBuffer(ctx, syntheticF32(M * K, 7), 'bench-x');
+  const y = createBuffer(ctx, M * N * 4, 'bench-y');
+  let ms: number;
+  if (kernel === 'matmul') {
+    await prepareMatmul(ctx, format, M);
+    const mm = new Matmul(ctx, binds, w, { maxM: M });
+    ms = await timePass(ctx, timer, reps, (pass) => mm.encode(pass, x, y, M));
+    mm.destroy();
+  } else {
+    await prepareW8A8(ctx, format, M);
+    const quant = new QuantizeAct(ctx, binds, K);
+    const mm = new MatmulW8A8(ctx, binds, w, { maxM: M });
+    const xq = createBuffer(ctx, M * K, 'bench-xq');
+    const sx = createBuffer(ctx, M * 4, 'bench-sx');
+    ms = await timePass(ctx, timer, reps, (pass) => {
+      quant.encode(pass, x, xq, sx, M);
+      mm.encode(pass, xq, sx, y, M);
+    });
+    quant.destroy();
+    mm.destroy();
+    xq.destroy();
+    sx.destroy();
+  }
+  const bytes = w.bytes;
+  w.destroy();
+  x.destroy();
+  y.destroy();
+  const gbps = bytes / (ms * 1e6);
+  return { ...base, bytes, medianMs: ms, gbps, ratio: gbps / copyGbps };
+}
+
+/** Packed weights of the right size with arbitrary (finite, small) values. */
+function syntheticMatrix(format: WeightFormat, rows: number, cols: number): QuantizedMatrix {
+  const group = defaultGroup(format, cols);
+  const data = new Uint32Array(rows * wordsPerRow(format, cols));
+  let s = 0x12345678;
+  const next = () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s;
+  };
+  if (format === 'f32') data.set(new Uint32Array(syntheticF32(data.length, 3).buffer));
+  else if (format === 'f16')
+    for (let i = 0; i < data.length; i++) {
+      const r = next();
+      data[i] =
+        (f32ToF16Bits(((r & 0xffff) / 65536) * 2 - 1) |
+          (f32ToF16Bits(((r >>> 16) / 65536) * 2 - 1) << 16)) >>>
+        0;
+    }
+  else for (let i = 0; i < data.length; i++) data[i] = next();
+  if (format === 'f32' || format === 'f16') return { format, rows, cols, group: cols, data };
+  const groups = rows * (cols / group);
+  const scales = new Float32Array(groups).fill(0.01);
+  if (format === 'int8') return { format, rows, cols, group, data, scales };
+  const zeros = new Float32Array(groups).fill(format === 'int4' ? 8 : 2);
+  return { format, rows, cols, group, data, scales, zeros };
+}
+
+function syntheticF32(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = s / 2 ** 31 - 1;
+  }
+  return out;
+}

@@ -1,0 +1,332 @@
+// Matmul with fused dequantisation: y [M, N] = x [M, K] · Wᵀ, W [N, K] in any WeightFormat.
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { PipelineSource } from '../../gpu/pipelines.js';
+import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { renderWgsl } from '../../gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+import {
+  checkShape,
+  dequantize,
+  packedBytes,
+  type QuantizedMatrix,
+  type WeightFormat,
+  wordsPerRow,
+} from './quant.js';
+
+/**
+ * Uniforms of matmul.wgsl and matmul_w8a8.wgsl: batch M, total N (the stride of y), K, first x row,
+ * words per packed row, groups per row, group size, and the part being dispatched (its first
+ * output column and row count).
+ */
+export const MatmulParams = defineUniforms('Params', {
+  M: 'u32',
+  N: 'u32',
+  K: 'u32',
+  x_off: 'u32',
+  wpr: 'u32',
+  ngroups: 'u32',
+  group: 'u32',
+  n_off: 'u32',
+  n_rows: 'u32',
+});
+const Params = MatmulParams;
+
+/** Field names of a uniform layout. */
+export type FieldsOf<L> = L extends UniformLayout<infer K> ? K : never;
+
+/** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
+export const MATMUL_MAX_M = 64;
+
+/** Rows [row0, row0 + rows) of a {@link GpuMatrix}, each buffer within one storage binding. */
+export interface GpuMatrixPart {
+  readonly row0: number;
+  readonly rows: number;
+  /** Packed rows [rows, wpr] u32. */
+  readonly data: GPUBuffer;
+  /** [rows, K/group] (int formats). */
+  readonly scales?: GPUBuffer;
+  /** [rows, K/group] (int4, int2). */
+  readonly zeros?: GPUBuffer;
+}
+
+/**
+ * A weight matrix resident on the GPU in its packed format (never expanded). Its rows are split
+ * into parts so that no buffer exceeds the device's storage-binding and buffer limits; a matmul
+ * dispatches once per part (one part for all but the largest matrices, e.g. a big LM head).
+ */
+export interface GpuMatrix {
+  readonly format: WeightFormat;
+  /** N: output features. */
+  readonly rows: number;
+  /** K: input features. */
+  readonly cols: number;
+  readonly group: number;
+  readonly parts: readonly GpuMatrixPart[];
+  /** Bytes a matmul reads (packed data + scales + zeros, see `packedBytes`). */
+  readonly bytes: number;
+  destroy(): void;
+}
+
+/**
+ * Uploads a packed matrix as-is (no expansion), split by rows into parts whose buffers each fit
+ * `maxBindingBytes` (default: the smaller of the device's maxStorageBufferBindingSize and
+ * maxBufferSize). Throws {@link InvalidInputError} when K is not a multiple of 16 (the kernels'
+ * block), when a required scales/zeros array is missing, or when a single row does not fit.
+ */
+export function uploadMatrix(
+  ctx: GpuContext,
+  q: QuantizedMatrix,
+  label: string,
+  maxBindingBytes = Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize),
+): GpuMatrix {
+  const { format, rows: N, cols: K, group } = q;
+  checkShape(format, N, K, group);
+  if (K % 16 !== 0) throw new InvalidInputError(`uploadMatrix ${label}: K = ${K} must be a multiple of 16`);
+  const quantized = format === 'int8' || format === 'int4' || format === 'int2';
+  const zeroed = format === 'int4' || format === 'int2';
+  const wpr = wordsPerRow(format, K);
+  const ng = K / group;
+  if (q.data.length !== N * wpr)
+    throw new InvalidInputError(
+      `uploadMatrix ${label}: data has ${q.data.length} words, expected ${N * wpr}`,
+    );
+  if (quantized && q.scales?.length !== N * ng)
+    throw new InvalidInputError(`uploadMatrix ${label}: ${format} needs ${N * ng} scales`);
+  if (zeroed && q.zeros?.length !== N * ng)
+    throw new InvalidInputError(`uploadMatrix ${label}: ${format} needs ${N * ng} zeros`);
+  // Bytes per row of the largest of the three arrays bounds the rows a part can hold.
+  const rowBytes = Math.max(wpr * 4, quantized ? ng * 4 : 0);
+  const perPart = Math.floor(maxBindingBytes / rowBytes);
+  if (perPart < 1)
+    throw new InvalidInputError(
+      `uploadMatrix ${label}: one row (${rowBytes} bytes) exceeds ${maxBindingBytes}`,
+    );
+  const parts: GpuMatrixPart[] = [];
+  for (let row0 = 0; row0 < N; row0 += perPart) {
+    const rows = Math.min(perPart, N - row0);
+    const tag = `${label}[${row0}:${row0 + rows}]`;
+    const data = uploadBuffer(ctx, q.data.subarray(row0 * wpr, (row0 + rows) * wpr), `${tag}.data`);
+    const scales = quantized ? q.scales!.subarray(row0 * ng, (row0 + rows) * ng) : undefined;
+    const zeros = zeroed ? q.zeros!.subarray(row0 * ng, (row0 + rows) * ng) : undefined;
+    parts.push({
+      row0,
+      rows,
+      data,
+      ...(scales ? { scales: uploadBuffer(ctx, scales, `${tag}.scales`) } : {}),
+      ...(zeros ? { zeros: uploadBuffer(ctx, zeros, `${tag}.zeros`) } : {}),
+    });
+  }
+  return {
+    format,
+    rows: N,
+    cols: K,
+    group,
+    parts,
+    bytes: packedBytes(format, N, K, group),
+    destroy() {
+      for (const p of parts) {
+        p.data.destroy();
+        p.scales?.destroy();
+        p.zeros?.destroy();
+      }
+    },
+  };
+}
+
+/** Uniform values of one part's dispatch (shared by Matmul and MatmulW8A8). */
+export function matmulParams(
+  w: GpuMatrix,
+  part: GpuMatrixPart,
+  M: number,
+  xOffsetRows: number,
+): Record<FieldsOf<typeof MatmulParams>, number> {
+  return {
+    M,
+    N: w.rows,
+    K: w.cols,
+    x_off: xOffsetRows,
+    wpr: wordsPerRow(w.format, w.cols),
+    ngroups: w.cols / w.group,
+    group: w.group,
+    n_off: part.row0,
+    n_rows: part.rows,
+  };
+}
+
+/**
+ * Accumulators per thread (the WGSL constant MT) of the GEMM variant that serves batches up to
+ * `maxM` rows: the next power of two, at least 2. Shared with the W8A8 kernel.
+ */
+export function accumulators(maxM: number): number {
+  let mt = 2;
+  while (mt < maxM) mt *= 2;
+  return mt;
+}
+
+/** Pipeline key and WGSL of one matmul variant (format × accumulators × reduction path). */
+function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): [string, () => PipelineSource] {
+  const variant = `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`;
+  return [
+    variant,
+    () => ({
+      code: renderWgsl(shaders.matmul, {
+        PARAMS: Params.wgsl,
+        MT: mt,
+        RC: Math.min(mt, 16),
+        SUBGROUPS: subgroups,
+        F32: format === 'f32',
+        F16: format === 'f16',
+        INT8: format === 'int8',
+        INT4: format === 'int4',
+        INT2: format === 'int2',
+        SCALES: format === 'int8' || format === 'int4' || format === 'int2',
+        ZEROS: format === 'int4' || format === 'int2',
+      }),
+    }),
+  ];
+}
+
+/**
+ * Compiles (and waits for) the GEMV and GEMM pipelines a {@link Matmul} of this format needs, so
+ * WGSL errors surface as {@link GpuStepError} with diagnostics instead of a later validation error.
+ */
+export async function prepareMatmul(ctx: GpuContext, format: WeightFormat, maxM = 16): Promise<void> {
+  const sg = ctx.features.subgroups;
+  await ctx.pipelines.prepare('matmul', ...matmulSource(format, 1, sg));
+  if (maxM > 1) await ctx.pipelines.prepare('matmul', ...matmulSource(format, accumulators(maxM), sg));
+}
+
+/**
+ * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix. M = 1 runs the GEMV variant, 2..maxM the
+ * GEMM variant, which reads each weight once for the whole batch. Both accumulate every output in
+ * the same order, so a row's result is bit-identical whatever M is (batch invariance). Uses the
+ * subgroup reduction when the context has subgroups, else a workgroup-memory tree.
+ */
+export class Matmul {
+  readonly maxM: number;
+  private readonly gemv: GPUComputePipeline;
+  private readonly gemm: GPUComputePipeline | undefined;
+  /** One uniform slot per part of w. */
+  private readonly params: UniformSlot<FieldsOf<typeof Params>>[];
+
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly w: GpuMatrix,
+    opts: { maxM?: number } = {},
+  ) {
+    this.maxM = opts.maxM ?? 16;
+    if (!Number.isInteger(this.maxM) || this.maxM < 1 || this.maxM > MATMUL_MAX_M)
+      throw new InvalidInputError(`Matmul: maxM = ${this.maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
+    const sg = ctx.features.subgroups;
+    this.gemv = ctx.pipelines.get('matmul', ...matmulSource(w.format, 1, sg));
+    this.gemm =
+      this.maxM > 1
+        ? ctx.pipelines.get('matmul', ...matmulSource(w.format, accumulators(this.maxM), sg))
+        : undefined;
+    this.params = w.parts.map((_, i) => new UniformSlot(ctx, Params, `matmul-${w.format}-params-${i}`));
+  }
+
+  /**
+   * Records y[0..M) = x[xOffsetRows .. xOffsetRows + M) · Wᵀ into `pass`. x holds f32 rows of K
+   * elements, y receives M rows of N elements. Creates nothing after the first call per buffer set.
+   */
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, xOffsetRows = 0): void {
+    const { rows: N, cols: K } = this.w;
+    if (!Number.isInteger(M) || M < 1 || M > this.maxM)
+      throw new InvalidInputError(`Matmul.encode: M = ${M} must be an integer in [1, ${this.maxM}]`);
+    if (!Number.isInteger(xOffsetRows) || xOffsetRows < 0)
+      throw new InvalidInputError(
+        `Matmul.encode: xOffsetRows = ${xOffsetRows} must be a non-negative integer`,
+      );
+    if (x === y) throw new InvalidInputError('Matmul.encode: x and y must be different buffers');
+    if (x.size < (xOffsetRows + M) * K * 4)
+      throw new InvalidInputError(
+        `Matmul.encode: x has ${x.size} bytes, needs ${(xOffsetRows + M) * K * 4} for rows [${xOffsetRows}, ${xOffsetRows + M}) of K = ${K}`,
+      );
+    if (y.size < M * N * 4)
+      throw new InvalidInputError(
+        `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
+      );
+    const pipeline = M === 1 || !this.gemm ? this.gemv : this.gemm;
+    pass.setPipeline(pipeline);
+    this.w.parts.forEach((part, i) => {
+      const slot = this.params[i]!;
+      slot.write(matmulParams(this.w, part, M, xOffsetRows));
+      const buffers = [slot.buffer, part.data, x, y];
+      if (part.scales) buffers.push(part.scales);
+      if (part.zeros) buffers.push(part.zeros);
+      pass.setBindGroup(0, this.binds.get(pipeline, buffers));
+      pass.dispatchWorkgroups(...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    });
+  }
+
+  destroy(): void {
+    for (const slot of this.params) slot.destroy();
+  }
+}
+
+/**
+ * Convenience for tests and benchmarks: uploads `q` and `x` [M, K], runs one matmul, reads y [M, N]
+ * back and destroys its temporaries.
+ */
+export async function runMatmul(
+  ctx: GpuContext,
+  q: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+): Promise<Float32Array> {
+  if (x.length !== M * q.cols)
+    throw new InvalidInputError(`runMatmul: x has ${x.length} elements, expected M * K = ${M} * ${q.cols}`);
+  await prepareMatmul(ctx, q.format, Math.max(M, 1));
+  const w = uploadMatrix(ctx, q, 'runMatmul.w');
+  const xb = uploadBuffer(ctx, x, 'runMatmul.x');
+  const yb = createBuffer(ctx, M * q.rows * 4, 'runMatmul.y');
+  const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: Math.max(M, 1) });
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'runMatmul' });
+    const pass = enc.beginComputePass({ label: 'matmul' });
+    mm.encode(pass, xb, yb, M);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    return await readF32(ctx, yb, M * q.rows);
+  } finally {
+    mm.destroy();
+    w.destroy();
+    xb.destroy();
+    yb.destroy();
+  }
+}
+
+/**
+ * Reference: dequantize W, then y[m, n] = Σ_k x[m, k] · W[n, k] accumulated in f64 and rounded
+ * once to f32 (the GPU's f32 sums differ from it by far less than the test tolerance). Also returns
+ * Σ_k |x[m, k]| · |W[n, k]| per output, the scale the tolerance is relative to.
+ */
+export function matmulRef(
+  q: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+): { y: Float32Array; magnitude: Float32Array } {
+  const w = dequantize(q);
+  const { rows: N, cols: K } = q;
+  const y = new Float32Array(M * N);
+  const magnitude = new Float32Array(M * N);
+  for (let m = 0; m < M; m++)
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let a = 0;
+      for (let k = 0; k < K; k++) {
+        const p = x[m * K + k]! * w[n * K + k]!;
+        s += p;
+        a += Math.abs(p);
+      }
+      y[m * N + n] = s;
+      magnitude[m * N + n] = a;
+    }
+  return { y, magnitude };
+}

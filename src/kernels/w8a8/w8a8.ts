@@ -1,0 +1,319 @@
+// W8A8 (and W4A8, W2A8): per-token int8 activations times integer weights with i32 dot products.
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { createBuffer, readBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { PipelineSource } from '../../gpu/pipelines.js';
+import { defineUniforms } from '../../gpu/uniforms.js';
+import { renderWgsl } from '../../gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+import {
+  accumulators,
+  type FieldsOf,
+  type GpuMatrix,
+  MATMUL_MAX_M,
+  MatmulParams,
+  matmulParams,
+  uploadMatrix,
+} from '../matmul/matmul.js';
+import { type QuantizedMatrix, wordsPerRow } from '../matmul/quant.js';
+
+const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
+const MmParams = MatmulParams;
+
+/** Per-token int8 activations: codes [M, K] (Int8Array), scales [M] and the GPU packing [M, K/4]. */
+export interface QuantizedActivations {
+  q: Int8Array;
+  scale: Float32Array;
+  packed: Uint32Array;
+}
+
+/**
+ * Reference of the activation quantiser: per row, scale = max|x| / 127 and q = clamp(round(x /
+ * scale), -127, 127) with round half to even, all in f32 (q = 0 for an all-zero row). Packed 4 per
+ * u32 like int8 weights. The GPU divides with WGSL's `/`, which may be off by an ulp, so a GPU code
+ * can differ from this one by 1 at a near-tie.
+ */
+export function quantizeActRef(x: Float32Array, M: number, K: number): QuantizedActivations {
+  if (x.length !== M * K || K % 4 !== 0)
+    throw new InvalidInputError(`quantizeActRef: x has ${x.length} elements for [${M}, ${K}] (K % 4 == 0)`);
+  const q = new Int8Array(M * K);
+  const scale = new Float32Array(M);
+  for (let m = 0; m < M; m++) {
+    let amax = 0;
+    for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[m * K + k]!));
+    const s = Math.fround(amax / 127);
+    scale[m] = s;
+    if (amax === 0) continue;
+    for (let k = 0; k < K; k++) {
+      const v = roundHalfEven(Math.fround(x[m * K + k]! / s));
+      q[m * K + k] = Math.min(127, Math.max(-127, v));
+    }
+  }
+  return { q, scale, packed: new Uint32Array(q.buffer) };
+}
+
+/**
+ * Reference W8A8 product from int8 activations: y[m, n] = sx[m] · Σ_g sw[n, g] · Σ_{k∈g} qx · qw
+ * (qw = q for int8, q - zero for int4/int2), integer sums exact, the rest in f64. Also returns
+ * Σ |sx · sw · qx · qw| per output, the scale of the test tolerance.
+ */
+export function w8a8Ref(
+  w: QuantizedMatrix,
+  act: QuantizedActivations,
+  M: number,
+): { y: Float32Array; magnitude: Float32Array } {
+  const { rows: N, cols: K, group } = w;
+  const codes = weightCodes(w);
+  const ng = K / group;
+  const y = new Float32Array(M * N);
+  const magnitude = new Float32Array(M * N);
+  for (let m = 0; m < M; m++)
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let a = 0;
+      for (let g = 0; g < ng; g++) {
+        let dot = 0;
+        let adot = 0;
+        for (let k = g * group; k < (g + 1) * group; k++) {
+          const p = act.q[m * K + k]! * codes[n * K + k]!;
+          dot += p;
+          adot += Math.abs(p);
+        }
+        const sw = w.scales![n * ng + g]!;
+        s += dot * sw;
+        a += adot * Math.abs(sw);
+      }
+      y[m * N + n] = s * act.scale[m]!;
+      magnitude[m * N + n] = a * act.scale[m]!;
+    }
+  return { y, magnitude };
+}
+
+/** Integer weight codes qw [N, K] (q for int8, q - zero for int4/int2). */
+function weightCodes(w: QuantizedMatrix): Int8Array {
+  checkIntFormat(w.format, 'w8a8Ref');
+  const { rows: N, cols: K, group } = w;
+  const bits = w.format === 'int8' ? 8 : w.format === 'int4' ? 4 : 2;
+  const per = 32 / bits;
+  const wpr = wordsPerRow(w.format, K);
+  const out = new Int8Array(N * K);
+  for (let n = 0; n < N; n++)
+    for (let k = 0; k < K; k++) {
+      const raw = (w.data[n * wpr + Math.floor(k / per)]! >>> (bits * (k % per))) & ((1 << bits) - 1);
+      out[n * K + k] =
+        w.format === 'int8' ? (raw << 24) >> 24 : raw - w.zeros![n * (K / group) + Math.floor(k / group)]!;
+    }
+  return out;
+}
+
+function checkIntFormat(format: string, where: string): void {
+  if (format !== 'int8' && format !== 'int4' && format !== 'int2')
+    throw new InvalidInputError(`${where}: weight format ${format} is not int8, int4 or int2`);
+}
+
+function roundHalfEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+function actSource(): [string, () => PipelineSource] {
+  return ['per-token', () => ({ code: renderWgsl(shaders.quantize_act, { PARAMS: ActParams.wgsl }) })];
+}
+
+function w8a8Source(format: string, mt: number, subgroups: boolean): [string, () => PipelineSource] {
+  return [
+    `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`,
+    () => ({
+      code: renderWgsl(shaders.matmul_w8a8, {
+        PARAMS: MmParams.wgsl,
+        MT: mt,
+        RC: Math.min(mt, 16),
+        SUBGROUPS: subgroups,
+        INT8: format === 'int8',
+        INT4: format === 'int4',
+        INT2: format === 'int2',
+        ZEROS: format !== 'int8',
+      }),
+    }),
+  ];
+}
+
+/** Compiles (and waits for) the quantiser and the W8A8 GEMV/GEMM pipelines of a weight format. */
+export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): Promise<void> {
+  checkIntFormat(format, 'prepareW8A8');
+  const sg = ctx.features.subgroups;
+  await ctx.pipelines.prepare('quantize_act', ...actSource());
+  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, sg));
+  if (maxM > 1) await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, accumulators(maxM), sg));
+}
+
+/**
+ * Per-token activation quantiser: x rows [xOffsetRows, xOffsetRows + M) of K f32 → xq [M, K/4]
+ * packed int8 and sx [M] scales. A row's codes never depend on M.
+ */
+export class QuantizeAct {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly params: UniformSlot<FieldsOf<typeof ActParams>>;
+
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly K: number,
+  ) {
+    if (!Number.isInteger(K) || K < 4 || K % 4 !== 0)
+      throw new InvalidInputError(`QuantizeAct: K = ${K} must be a positive multiple of 4`);
+    this.pipeline = ctx.pipelines.get('quantize_act', ...actSource());
+    this.params = new UniformSlot(ctx, ActParams, 'quantize_act-params');
+  }
+
+  /** Records the quantisation of M rows of x into `xq` and `sx`. */
+  encode(
+    pass: GPUComputePassEncoder,
+    x: GPUBuffer,
+    xq: GPUBuffer,
+    sx: GPUBuffer,
+    M: number,
+    xOffsetRows = 0,
+  ): void {
+    const K = this.K;
+    if (!Number.isInteger(M) || M < 1)
+      throw new InvalidInputError(`QuantizeAct.encode: M = ${M} must be >= 1`);
+    if (x.size < (xOffsetRows + M) * K * 4)
+      throw new InvalidInputError(
+        `QuantizeAct.encode: x has ${x.size} bytes, needs ${(xOffsetRows + M) * K * 4}`,
+      );
+    if (xq.size < M * K)
+      throw new InvalidInputError(`QuantizeAct.encode: xq has ${xq.size} bytes, needs ${M * K}`);
+    if (sx.size < M * 4)
+      throw new InvalidInputError(`QuantizeAct.encode: sx has ${sx.size} bytes, needs ${M * 4}`);
+    this.params.write({ M, K, x_off: xOffsetRows });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.params.buffer, x, xq, sx]));
+    pass.dispatchWorkgroups(...grid(M, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+  }
+
+  destroy(): void {
+    this.params.destroy();
+  }
+}
+
+/**
+ * y [M, N] = dequantised product of int8 activations (xq, sx from {@link QuantizeAct}) and an
+ * int8/int4/int2 weight matrix, with `dot4I8Packed` and i32 sums per 16-element block. Like
+ * `Matmul`: GEMV for M = 1, GEMM reading each weight once for 2..maxM rows, and row results
+ * bit-identical whatever M is.
+ */
+export class MatmulW8A8 {
+  readonly maxM: number;
+  private readonly gemv: GPUComputePipeline;
+  private readonly gemm: GPUComputePipeline | undefined;
+  /** One uniform slot per part of w. */
+  private readonly params: UniformSlot<FieldsOf<typeof MmParams>>[];
+
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly w: GpuMatrix,
+    opts: { maxM?: number } = {},
+  ) {
+    checkIntFormat(w.format, 'MatmulW8A8');
+    this.maxM = opts.maxM ?? 16;
+    if (!Number.isInteger(this.maxM) || this.maxM < 1 || this.maxM > MATMUL_MAX_M)
+      throw new InvalidInputError(
+        `MatmulW8A8: maxM = ${this.maxM} must be an integer in [1, ${MATMUL_MAX_M}]`,
+      );
+    const sg = ctx.features.subgroups;
+    this.gemv = ctx.pipelines.get('matmul_w8a8', ...w8a8Source(w.format, 1, sg));
+    this.gemm =
+      this.maxM > 1
+        ? ctx.pipelines.get('matmul_w8a8', ...w8a8Source(w.format, accumulators(this.maxM), sg))
+        : undefined;
+    this.params = w.parts.map(
+      (_, i) => new UniformSlot(ctx, MmParams, `matmul_w8a8-${w.format}-params-${i}`),
+    );
+  }
+
+  /** Records y[0..M) from rows [xOffsetRows, xOffsetRows + M) of xq/sx. */
+  encode(
+    pass: GPUComputePassEncoder,
+    xq: GPUBuffer,
+    sx: GPUBuffer,
+    y: GPUBuffer,
+    M: number,
+    xOffsetRows = 0,
+  ): void {
+    const { rows: N, cols: K } = this.w;
+    if (!Number.isInteger(M) || M < 1 || M > this.maxM)
+      throw new InvalidInputError(`MatmulW8A8.encode: M = ${M} must be an integer in [1, ${this.maxM}]`);
+    if (!Number.isInteger(xOffsetRows) || xOffsetRows < 0)
+      throw new InvalidInputError(
+        `MatmulW8A8.encode: xOffsetRows = ${xOffsetRows} must be a non-negative integer`,
+      );
+    const rows = xOffsetRows + M;
+    if (xq.size < rows * K)
+      throw new InvalidInputError(`MatmulW8A8.encode: xq has ${xq.size} bytes, needs ${rows * K}`);
+    if (sx.size < rows * 4)
+      throw new InvalidInputError(`MatmulW8A8.encode: sx has ${sx.size} bytes, needs ${rows * 4}`);
+    if (y.size < M * N * 4)
+      throw new InvalidInputError(`MatmulW8A8.encode: y has ${y.size} bytes, needs ${M * N * 4}`);
+    const pipeline = M === 1 || !this.gemm ? this.gemv : this.gemm;
+    pass.setPipeline(pipeline);
+    this.w.parts.forEach((part, i) => {
+      const slot = this.params[i]!;
+      slot.write(matmulParams(this.w, part, M, xOffsetRows));
+      const buffers = [slot.buffer, part.data, xq, sx, y];
+      if (part.scales) buffers.push(part.scales);
+      if (part.zeros) buffers.push(part.zeros);
+      pass.setBindGroup(0, this.binds.get(pipeline, buffers));
+      pass.dispatchWorkgroups(...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    });
+  }
+
+  destroy(): void {
+    for (const slot of this.params) slot.destroy();
+  }
+}
+
+/**
+ * Convenience for tests and benchmarks: quantises x [M, K] on the GPU and multiplies by `w` (int8,
+ * int4 or int2) in one pass. With `act` given, uploads those activations instead of running the
+ * quantiser (to test the matmul alone). Returns y [M, N] and the GPU's activation codes and scales.
+ */
+export async function runW8A8(
+  ctx: GpuContext,
+  w: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+  act?: QuantizedActivations,
+): Promise<{ y: Float32Array; xq: Int8Array; sx: Float32Array }> {
+  const K = w.cols;
+  if (x.length !== M * K)
+    throw new InvalidInputError(`runW8A8: x has ${x.length} elements, expected M * K = ${M} * ${K}`);
+  await prepareW8A8(ctx, w.format, M);
+  const binds = new BindGroupCache(ctx.device);
+  const gw = uploadMatrix(ctx, w, 'runW8A8.w');
+  const xb = uploadBuffer(ctx, x, 'runW8A8.x');
+  const xq = act ? uploadBuffer(ctx, act.packed, 'runW8A8.xq') : createBuffer(ctx, M * K, 'runW8A8.xq');
+  const sx = act ? uploadBuffer(ctx, act.scale, 'runW8A8.sx') : createBuffer(ctx, M * 4, 'runW8A8.sx');
+  const yb = createBuffer(ctx, M * w.rows * 4, 'runW8A8.y');
+  const quant = new QuantizeAct(ctx, binds, K);
+  const mm = new MatmulW8A8(ctx, binds, gw, { maxM: M });
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'runW8A8' });
+    const pass = enc.beginComputePass({ label: 'w8a8' });
+    if (!act) quant.encode(pass, xb, xq, sx, M);
+    mm.encode(pass, xq, sx, yb, M);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    const y = await readF32(ctx, yb, M * w.rows);
+    const q = new Int8Array(await readBuffer(ctx, xq, M * K));
+    return { y, xq: q, sx: await readF32(ctx, sx, M) };
+  } finally {
+    quant.destroy();
+    mm.destroy();
+    for (const b of [xb, xq, sx, yb]) b.destroy();
+    gw.destroy();
+  }
+}

@@ -1,0 +1,178 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../../src/errors.js';
+import { createBuffer, readU32, uploadBuffer } from '../../src/gpu/buffers.js';
+import type { GpuContext } from '../../src/gpu/device.js';
+import { BindGroupCache } from '../../src/kernels/bind.js';
+import {
+  Matmul,
+  matmulRef,
+  prepareMatmul,
+  runMatmul,
+  uploadMatrix,
+} from '../../src/kernels/matmul/matmul.js';
+import { quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
+import { gpu } from '../helpers/gpu.js';
+import { randomF32 } from '../helpers/kernels-random.js';
+
+// [format, group] pairs covering every packing and the int8 group sizes.
+const FORMATS: [WeightFormat, number | undefined][] = [
+  ['f32', undefined],
+  ['f16', undefined],
+  ['int8', undefined],
+  ['int8', 32],
+  ['int8', 64],
+  ['int8', 128],
+  ['int4', 32],
+  ['int2', 64],
+];
+// [M, N, K]: N and M not multiples of anything, K a multiple of 128 so every group above fits.
+const SHAPES: [number, number, number][] = [
+  [1, 37, 128],
+  [3, 70, 256],
+  [13, 5, 384],
+  [33, 9, 128],
+];
+const PATHS = [
+  ['subgroups', () => gpu()],
+  ['workgroup tree', () => gpu({ disable: ['subgroups'] })],
+] as const;
+
+function expectClose(got: Float32Array, want: Float32Array, magnitude: Float32Array): void {
+  expect(got.length).toBe(want.length);
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) {
+    const err = Math.abs(got[i]! - want[i]!);
+    worst = Math.max(worst, err / (1e-4 * magnitude[i]! + 1e-30));
+  }
+  expect(worst).toBeLessThanOrEqual(1);
+}
+
+describe.each(PATHS)('matmul (%s)', (_name, context) => {
+  it.each(FORMATS)('%s group %s equals dequantize + f32 matmul on random shapes', async (format, group) => {
+    const ctx = await context();
+    let seed = 11;
+    for (const [M, N, K] of SHAPES) {
+      const q = quantize(randomF32(N * K, seed++), N, K, format, group);
+      const x = randomF32(M * K, seed++);
+      const ref = matmulRef(q, x, M);
+      expectClose(await runMatmul(ctx, q, x, M), ref.y, ref.magnitude);
+    }
+  });
+
+  it.each(FORMATS)('%s group %s: row r is bit-identical at M = 1 and in a batch', async (format, group) => {
+    const ctx = await context();
+    const [N, K, T] = [23, 256, 6];
+    const q = quantize(randomF32(N * K, 3), N, K, format, group);
+    const x = randomF32(T * K, 4);
+    const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
+    // maxM = T → 8 accumulators per thread; 64 → the largest GEMM variant.
+    for (const maxM of [T, 64]) {
+      const batch = await batchBits(ctx, q, x, T, maxM);
+      expect(Array.from(batch)).toEqual(Array.from(rowsAlone));
+    }
+  });
+});
+
+/** Runs the GEMV once per row of x (through xOffsetRows) and returns the bits of all rows. */
+async function rowsOneByOne(
+  ctx: GpuContext,
+  format: WeightFormat,
+  w: ReturnType<typeof uploadMatrix>,
+  x: Float32Array,
+  T: number,
+): Promise<Uint32Array> {
+  await prepareMatmul(ctx, format, 1);
+  const binds = new BindGroupCache(ctx.device);
+  const mm = new Matmul(ctx, binds, w, { maxM: 1 });
+  const xb = uploadBuffer(ctx, x, 'x');
+  const yb = createBuffer(ctx, w.rows * 4, 'y');
+  const out = new Uint32Array(T * w.rows);
+  for (let r = 0; r < T; r++) {
+    const enc = ctx.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    mm.encode(pass, xb, yb, 1, r);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    out.set(await readU32(ctx, yb, w.rows), r * w.rows);
+  }
+  expect(binds.created).toBe(1); // steady state: the same bind group every row
+  mm.destroy();
+  w.destroy();
+  xb.destroy();
+  yb.destroy();
+  return out;
+}
+
+/**
+ * One GEMM of all T rows through an instance prepared for `maxM` rows; returns the result bits.
+ * `maxBindingBytes` forces the matrix to be split into parts.
+ */
+async function batchBits(
+  ctx: GpuContext,
+  q: ReturnType<typeof quantize>,
+  x: Float32Array,
+  T: number,
+  maxM: number,
+  maxBindingBytes?: number,
+): Promise<Uint32Array> {
+  await prepareMatmul(ctx, q.format, maxM);
+  const w = uploadMatrix(ctx, q, 'w', maxBindingBytes);
+  const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM });
+  const xb = uploadBuffer(ctx, x, 'x');
+  const yb = createBuffer(ctx, T * q.rows * 4, 'y');
+  const enc = ctx.device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  mm.encode(pass, xb, yb, T);
+  pass.end();
+  ctx.device.queue.submit([enc.finish()]);
+  const bits = await readU32(ctx, yb, T * q.rows);
+  mm.destroy();
+  w.destroy();
+  xb.destroy();
+  yb.destroy();
+  return bits;
+}
+
+describe('matrices split into parts', () => {
+  it.each(FORMATS)(
+    '%s group %s: a split matrix gives the same bits as a whole one',
+    async (format, group) => {
+      const ctx = await gpu();
+      const [N, K, T] = [37, 128, 3];
+      const q = quantize(randomF32(N * K, 21), N, K, format, group);
+      const x = randomF32(T * K, 22);
+      const whole = await batchBits(ctx, q, x, T, T);
+      // 10 rows per part → parts of 10, 10, 10 and 7 rows.
+      const rowBytes = (q.data.length / N) * 4;
+      const split = await batchBits(ctx, q, x, T, T, 10 * rowBytes);
+      const parts = uploadMatrix(ctx, q, 'w', 10 * rowBytes);
+      expect(parts.parts.map((p) => p.rows)).toEqual([10, 10, 10, 7]);
+      parts.destroy();
+      expect(Array.from(split)).toEqual(Array.from(whole));
+      const ref = matmulRef(q, x, T);
+      expectClose(new Float32Array(split.buffer), ref.y, ref.magnitude);
+    },
+  );
+});
+
+describe('matmul input checks', () => {
+  it('names the bad argument', async () => {
+    const ctx = await gpu();
+    const q = quantize(randomF32(8 * 32, 1), 8, 32, 'int4', 16);
+    const w = uploadMatrix(ctx, q, 'w');
+    const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: 4 });
+    const x = createBuffer(ctx, 2 * 32 * 4, 'x');
+    const y = createBuffer(ctx, 4 * 8 * 4, 'y');
+    const enc = ctx.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    expect(() => mm.encode(pass, x, y, 5)).toThrow(/M = 5/);
+    expect(() => mm.encode(pass, x, y, 3)).toThrow(InvalidInputError);
+    expect(() => mm.encode(pass, x, y, 1, 2)).toThrow(/xOffsetRows|rows \[2, 3\)/);
+    pass.end();
+    expect(() => uploadMatrix(ctx, quantize(randomF32(24, 1), 1, 24, 'f32'), 'w')).toThrow(/multiple of 16/);
+    expect(() => new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: 65 })).toThrow(/maxM = 65/);
+    for (const b of [x, y]) b.destroy();
+    mm.destroy();
+    w.destroy();
+  });
+});

@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { createBuffer, readU32, uploadBuffer } from '../../src/gpu/buffers.js';
+import { BindGroupCache } from '../../src/kernels/bind.js';
+import { matmulRef, uploadMatrix } from '../../src/kernels/matmul/matmul.js';
+import { dequantize, quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
+import {
+  MatmulW8A8,
+  prepareW8A8,
+  QuantizeAct,
+  quantizeActRef,
+  runW8A8,
+  w8a8Ref,
+} from '../../src/kernels/w8a8/w8a8.js';
+import { gpu } from '../helpers/gpu.js';
+import { randomF32 } from '../helpers/kernels-random.js';
+
+const FORMATS: [WeightFormat, number | undefined][] = [
+  ['int8', undefined],
+  ['int8', 32],
+  ['int4', 32],
+  ['int2', 64],
+];
+// [M, N, K]: N, M off any tile; K a multiple of every group.
+const SHAPES: [number, number, number][] = [
+  [1, 37, 128],
+  [5, 70, 256],
+  [19, 6, 384],
+];
+const PATHS = [
+  ['subgroups', () => gpu()],
+  ['workgroup tree', () => gpu({ disable: ['subgroups'] })],
+] as const;
+
+/** x with a few outlier channels, as real activations have. */
+function activations(M: number, K: number, seed: number): Float32Array {
+  const x = randomF32(M * K, seed);
+  for (let m = 0; m < M; m++) x[m * K + ((seed * 7) % K)]! *= 20;
+  return x;
+}
+
+describe.each(PATHS)('W8A8 (%s)', (_name, context) => {
+  it('the activation quantiser matches the reference (codes within 1 at near-ties)', async () => {
+    const ctx = await context();
+    for (const [M, , K] of SHAPES) {
+      const x = activations(M, K, M + K);
+      x.fill(0, 0, K); // an all-zero row
+      const want = quantizeActRef(x, M, K);
+      const q = quantize(randomF32(16 * K, 1), 16, K, 'int8');
+      const got = await runW8A8(ctx, q, x, M);
+      let off = 0;
+      for (let i = 0; i < want.q.length; i++) {
+        const d = Math.abs(got.xq[i]! - want.q[i]!);
+        expect(d).toBeLessThanOrEqual(1);
+        off += d;
+      }
+      expect(off).toBeLessThanOrEqual(Math.ceil(want.q.length / 1000));
+      for (let m = 0; m < M; m++)
+        expect(Math.abs(got.sx[m]! - want.scale[m]!)).toBeLessThanOrEqual(want.scale[m]! * 2 ** -22);
+    }
+  });
+
+  it.each(FORMATS)('%s group %s: integer matmul equals the reference', async (format, group) => {
+    const ctx = await context();
+    let seed = 100;
+    for (const [M, N, K] of SHAPES) {
+      const w = quantize(randomF32(N * K, seed++), N, K, format, group);
+      const x = activations(M, K, seed++);
+      const act = quantizeActRef(x, M, K);
+      const { y } = await runW8A8(ctx, w, x, M, act);
+      const ref = w8a8Ref(w, act, M);
+      for (let i = 0; i < y.length; i++)
+        expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(1e-5 * ref.magnitude[i]! + 1e-30);
+    }
+  });
+
+  it.each(FORMATS)(
+    '%s group %s: end to end within the activation quantisation step',
+    async (format, group) => {
+      const ctx = await context();
+      const [M, N, K] = [7, 29, 256];
+      const w = quantize(randomF32(N * K, 5), N, K, format, group);
+      const x = activations(M, K, 6);
+      const { y, sx } = await runW8A8(ctx, w, x, M);
+      // y_w8a8 - x·Wdqᵀ = Σ_k Wdq[n,k] (sx·qx - x): each activation is off by at most sx/2.
+      const wdq = dequantize(w);
+      const ref = matmulRef(w, x, M);
+      for (let m = 0; m < M; m++)
+        for (let n = 0; n < N; n++) {
+          let wabs = 0;
+          for (let k = 0; k < K; k++) wabs += Math.abs(wdq[n * K + k]!);
+          const bound = wabs * sx[m]! * 0.5 * 1.001 + 1e-4 * ref.magnitude[m * N + n]!;
+          expect(Math.abs(y[m * N + n]! - ref.y[m * N + n]!)).toBeLessThanOrEqual(bound);
+        }
+    },
+  );
+
+  it.each(
+    FORMATS.flatMap(([f, g]) => [
+      [f, g, false],
+      [f, g, true],
+    ]),
+  )(
+    '%s group %s (split %s): row r is bit-identical at M = 1 and in a batch',
+    async (format, group, split) => {
+      const ctx = await context();
+      const [N, K, T] = [21, 256, 6];
+      const w = quantize(randomF32(N * K, 8), N, K, format, group);
+      const x = activations(T, K, 9);
+      await prepareW8A8(ctx, format, 64);
+      const binds = new BindGroupCache(ctx.device);
+      // Split into parts of 8 rows (8, 8, 5): parts must not change any bit either.
+      const gw = uploadMatrix(ctx, w, 'w', split ? 8 * (w.data.length / N) * 4 : undefined);
+      expect(gw.parts.length).toBe(split ? 3 : 1);
+      const xb = uploadBuffer(ctx, x, 'x');
+      const xq = createBuffer(ctx, T * K, 'xq');
+      const sx = createBuffer(ctx, T * 4, 'sx');
+      const y = createBuffer(ctx, T * N * 4, 'y');
+      const quant = new QuantizeAct(ctx, binds, K);
+      const one = new MatmulW8A8(ctx, binds, gw, { maxM: 1 });
+      const many = new MatmulW8A8(ctx, binds, gw, { maxM: 64 });
+      const run = async (f: (pass: GPUComputePassEncoder) => void, n: number) => {
+        const enc = ctx.device.createCommandEncoder();
+        const pass = enc.beginComputePass();
+        f(pass);
+        pass.end();
+        ctx.device.queue.submit([enc.finish()]);
+        return readU32(ctx, y, n);
+      };
+      const batch = await run((p) => {
+        quant.encode(p, xb, xq, sx, T);
+        many.encode(p, xq, sx, y, T);
+      }, T * N);
+      for (let r = 0; r < T; r++) {
+        // Row r alone: quantise only that row (into slot 0), then a GEMV.
+        const alone = await run((p) => {
+          quant.encode(p, xb, xq, sx, 1, r);
+          one.encode(p, xq, sx, y, 1);
+        }, N);
+        expect(Array.from(alone)).toEqual(Array.from(batch.subarray(r * N, (r + 1) * N)));
+      }
+      for (const o of [quant, one, many, gw]) o.destroy();
+      for (const b of [xb, xq, sx, y]) b.destroy();
+    },
+  );
+});
