@@ -1,0 +1,68 @@
+// elementwise: the small per-element ops between matmuls. One op per variant (renderWgsl flags):
+//
+// SILU_MUL: h[m, i] = silu(gate[m, i]) * up[m, i], silu(g) = g / (1 + exp(-g)).
+//   FUSED: 0 uniform Params { M, I }; 1 gu: array<f32> [M, 2I] (row m = gate | up, the output of
+//     one matmul over gate_proj and up_proj rows stacked); 2 h: array<f32> [M, I] (written).
+//   otherwise: 0 Params; 1 gate [M, I]; 2 up [M, I]; 3 h [M, I] (written).
+// ADD: residual add in place, y[i] += x[i]. 0 uniform Params { n }; 1 x [n]; 2 y [n] (read-write).
+// GATHER: out[r, :] = h[rows[r], :] (the rows the LM head needs). 0 uniform Params { R, n };
+//   1 rows: array<u32> [R]; 2 h: array<f32> [M, n]; 3 out: array<f32> [R, n] (written).
+//
+// Threads: one invocation per output element, flat index over the grid (gid.y * nwg.x * WG + gid.x).
+// Preconditions: GATHER row indices < M (checked by the wrapper's convenience function only).
+
+{{PARAMS}}
+
+override WG: u32 = 64;
+
+@group(0) @binding(0) var<uniform> p: Params;
+//#if SILU_MUL
+//#if FUSED
+@group(0) @binding(1) var<storage, read> gu: array<f32>;
+@group(0) @binding(2) var<storage, read_write> h: array<f32>;
+//#else
+@group(0) @binding(1) var<storage, read> gate: array<f32>;
+@group(0) @binding(2) var<storage, read> up: array<f32>;
+@group(0) @binding(3) var<storage, read_write> h: array<f32>;
+//#endif
+//#endif
+//#if ADD
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+//#endif
+//#if GATHER
+@group(0) @binding(1) var<storage, read> rows: array<u32>;
+@group(0) @binding(2) var<storage, read> src: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+//#endif
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = gid.y * nwg.x * WG + gid.x;
+//#if SILU_MUL
+  if (i >= p.M * p.I) {
+    return;
+  }
+//#if FUSED
+  let m = i / p.I;
+  let g = gu[m * 2u * p.I + i % p.I];
+  let u = gu[m * 2u * p.I + p.I + i % p.I];
+//#else
+  let g = gate[i];
+  let u = up[i];
+//#endif
+  h[i] = g / (1.0 + exp(-g)) * u;
+//#endif
+//#if ADD
+  if (i >= p.n) {
+    return;
+  }
+  y[i] += x[i];
+//#endif
+//#if GATHER
+  if (i >= p.R * p.n) {
+    return;
+  }
+  out[i] = src[rows[i / p.n] * p.n + i % p.n];
+//#endif
+}

@@ -1,0 +1,38 @@
+// kv_compact: after tree verification, moves the accepted path's rows to consecutive slots
+// prefixLen, prefixLen + 1, ... of one layer's K and V cache.
+//
+// Cache layout: kc, vc [capacity, row] moved as raw 32-bit words, so one kernel serves f32 caches
+//   (row = kvHeads * headDim words) and f16-packed ones (row = kvHeads * headDim / 2 words).
+// Bindings (group 0): 0 uniform Params { count, row, prefixLen, capacity } (row in u32 words);
+//   1 slots: array<u32> [count] (source slot of path entry a, strictly increasing, ≥ prefixLen);
+//   2 kc (read-write); 3 vc (read-write).
+// Threads: one invocation per word column e < row; it moves that column of every path entry in order
+//   a = 0, 1, ... Overlap is safe: with strictly increasing sources ≥ prefixLen, src[a] ≥
+//   prefixLen + a, so entry a writes slot prefixLen + a < src[b] for every later b: no source is
+//   overwritten before it is read, and invocations never share a column.
+// Preconditions: as above, and src[a] < capacity (checked on CPU by the wrapper's helper).
+
+{{PARAMS}}
+
+override WG: u32 = 64;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> slots: array<u32>;
+@group(0) @binding(2) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(3) var<storage, read_write> vc: array<u32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let e = gid.y * nwg.x * WG + gid.x;
+  if (e >= p.row) {
+    return;
+  }
+  for (var a = 0u; a < p.count; a++) {
+    let src = slots[a];
+    let dst = p.prefixLen + a;
+    if (src != dst && src < p.capacity) {
+      kc[dst * p.row + e] = kc[src * p.row + e];
+      vc[dst * p.row + e] = vc[src * p.row + e];
+    }
+  }
+}

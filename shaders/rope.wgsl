@@ -1,0 +1,89 @@
+// rope: rotary position embedding applied in place to q [M, heads, headDim] and k [M, kvHeads,
+// headDim] at explicit positions (tree nodes stand at prefix + depth, not consecutive).
+//
+// Bindings (group 0): 0 uniform Params { M, heads, kvHeads, headDim }; 1 positions: array<u32> [M];
+//   2 inv_freq: array<f32> [headDim / 2] (computed on the CPU, llama3 scaling folded in);
+//   3 q: array<f32> [M, heads, headDim] (read-write); 4 k: array<f32> [M, kvHeads, headDim] (read-write).
+// Pairs: INTERLEAVED rotates (2i, 2i + 1); otherwise HF rotate-half rotates (i, i + headDim/2);
+//   pair i uses inv_freq[i]. angle = f32(pos) * inv_freq[i] (one correctly rounded f32 multiply, as
+//   HF computes it). cos/sin are computed here, not with WGSL's cos/sin (whose error bound is 2^-11
+//   and which SwiftShader meets only to ~1e-4): Cody-Waite reduction by π/2 = 1.5703125 +
+//   4.838267948966482e-4 (k * 1.5703125 is exact for |k| < 2^16, i.e. angles below ~1e5), then
+//   Taylor polynomials on [-π/4, π/4] (truncation < 1e-10), so the result is within a few f32 ulps
+//   of the exact cos/sin of the f32 angle.
+// Threads: one invocation per pair, flat index over (m, head of q then k, i), over the grid.
+// Preconditions: headDim even; positions < 102900 (so |k| < 2^16 in the reduction).
+
+{{PARAMS}}
+
+override WG: u32 = 64;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> positions: array<u32>;
+@group(0) @binding(2) var<storage, read> inv_freq: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k: array<f32>;
+
+// (cos, sin) of angle.
+fn cos_sin(angle: f32) -> vec2<f32> {
+  let k = round(angle * 0.6366197723675814);
+  let x = (angle - k * 1.5703125) - k * 4.838267948966482e-4;
+  let x2 = x * x;
+  let s = x * (1.0 + x2 * (-1.0 / 6.0 + x2 * (1.0 / 120.0 + x2 * (-1.0 / 5040.0 + x2 * (1.0 / 362880.0 +
+    x2 * (-1.0 / 39916800.0))))));
+  let c = 1.0 + x2 * (-0.5 + x2 * (1.0 / 24.0 + x2 * (-1.0 / 720.0 + x2 * (1.0 / 40320.0 + x2 * (-1.0 /
+    3628800.0 + x2 * (1.0 / 479001600.0))))));
+  switch (i32(k) & 3) {
+    case 0: {
+      return vec2<f32>(c, s);
+    }
+    case 1: {
+      return vec2<f32>(-s, c);
+    }
+    case 2: {
+      return vec2<f32>(-c, -s);
+    }
+    default: {
+      return vec2<f32>(s, -c);
+    }
+  }
+}
+
+fn rotate(a: f32, b: f32, c: f32, s: f32) -> vec2<f32> {
+  return vec2<f32>(a * c - b * s, b * c + a * s);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.y * nwg.x * WG + gid.x;
+  let half = p.headDim / 2u;
+  let allHeads = p.heads + p.kvHeads;
+  if (idx >= p.M * allHeads * half) {
+    return;
+  }
+  let i = idx % half;
+  let hh = (idx / half) % allHeads;
+  let m = idx / (half * allHeads);
+  let angle = f32(positions[m]) * inv_freq[i];
+  let cs = cos_sin(angle);
+  let c = cs.x;
+  let s = cs.y;
+//#if INTERLEAVED
+  let ia = 2u * i;
+  let ib = 2u * i + 1u;
+//#else
+  let ia = i;
+  let ib = i + half;
+//#endif
+  if (hh < p.heads) {
+    let base = (m * p.heads + hh) * p.headDim;
+    let o = rotate(q[base + ia], q[base + ib], c, s);
+    q[base + ia] = o.x;
+    q[base + ib] = o.y;
+  } else {
+    let base = (m * p.kvHeads + hh - p.heads) * p.headDim;
+    let o = rotate(k[base + ia], k[base + ib], c, s);
+    k[base + ia] = o.x;
+    k[base + ib] = o.y;
+  }
+}

@@ -1,0 +1,284 @@
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { PipelineSource } from '../../gpu/pipelines.js';
+import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { renderWgsl, type WgslVars } from '../../gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+
+const WG = 64;
+const SiluParams = defineUniforms('Params', { M: 'u32', I: 'u32' });
+const AddParams = defineUniforms('Params', { n: 'u32' });
+const GatherParams = defineUniforms('Params', { R: 'u32', n: 'u32' });
+type Keys<L> = L extends UniformLayout<infer K> ? K : never;
+
+const OFF: WgslVars = { SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
+
+function checkSize(op: string, name: string, b: GPUBuffer, bytes: number): void {
+  if (b.size < bytes) throw new InvalidInputError(`${op}: ${name} holds ${b.size} bytes, need ${bytes}`);
+}
+
+function checkCount(op: string, name: string, v: number): void {
+  if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`${op}: ${name} must be ≥ 1, got ${v}`);
+}
+
+function siluSource(fused: boolean): [string, () => PipelineSource] {
+  const vars = { ...OFF, PARAMS: SiluParams.wgsl, SILU_MUL: true, FUSED: fused };
+  return [
+    fused ? 'silu_mul_fused' : 'silu_mul',
+    () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } }),
+  ];
+}
+
+function addSource(): [string, () => PipelineSource] {
+  const vars = { ...OFF, PARAMS: AddParams.wgsl, ADD: true };
+  return ['add', () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } })];
+}
+
+function gatherSource(): [string, () => PipelineSource] {
+  const vars = { ...OFF, PARAMS: GatherParams.wgsl, GATHER: true };
+  return ['gather', () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } })];
+}
+
+/** silu(g) · u in f32, as the kernel computes it (`g / (1 + exp(-g)) * u`). */
+function siluMul(g: number, u: number): number {
+  return Math.fround(Math.fround(g / Math.fround(1 + Math.fround(Math.exp(-g)))) * u);
+}
+
+/**
+ * Reference SiLU-gated MLP combine. `fused`: gate and up are the two halves of each row of one
+ * [M, 2I] buffer (gate first); else `gate` and `up` are separate [M, I] arrays. Returns h [M, I].
+ */
+export function siluMulRef(gate: Float32Array, up: Float32Array | null, M: number, I: number): Float32Array {
+  const h = new Float32Array(M * I);
+  for (let m = 0; m < M; m++)
+    for (let i = 0; i < I; i++)
+      h[m * I + i] = up
+        ? siluMul(gate[m * I + i]!, up[m * I + i]!)
+        : siluMul(gate[m * 2 * I + i]!, gate[m * 2 * I + I + i]!);
+  return h;
+}
+
+/** Reference of {@link GatherRows}: out[r] = h[rows[r]], h [M, n] → out [R, n]. */
+export function gatherRowsRef(h: Float32Array, n: number, rows: Uint32Array): Float32Array {
+  const out = new Float32Array(rows.length * n);
+  rows.forEach((r, i) => {
+    out.set(h.subarray(r * n, (r + 1) * n), i * n);
+  });
+  return out;
+}
+
+/**
+ * The SiLU-gated MLP combine h = silu(gate) · up on the GPU. Two input layouts (a pipeline each):
+ * `fused: true` reads one [M, 2I] buffer whose rows are gate | up (one matmul over gate_proj and
+ * up_proj stacked, the fast path), `fused: false` reads separate gate and up [M, I] buffers.
+ */
+export class SiluMul {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<Keys<typeof SiluParams>>;
+
+  /** Gets the pipeline of one layout for intermediate size `intermediate` (see {@link SiluMul.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    /** Intermediate size I. */
+    readonly intermediate: number,
+    readonly fused: boolean,
+  ) {
+    checkCount('SiluMul', 'intermediate', intermediate);
+    this.pipeline = ctx.pipelines.get('elementwise', ...siluSource(fused));
+    this.uniform = new UniformSlot(ctx, SiluParams, 'silu-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, fused: boolean): Promise<void> {
+    await ctx.pipelines.prepare('elementwise', ...siluSource(fused));
+  }
+
+  /**
+   * Encodes h = silu(gate) · up for `rows` rows. Fused: `inputs` = [gu] with gu [rows, 2I];
+   * else [gate, up], each [rows, I]. h: [rows, I], written.
+   */
+  encode(pass: GPUComputePassEncoder, inputs: readonly GPUBuffer[], h: GPUBuffer, rows: number): void {
+    const I = this.intermediate;
+    checkCount('SiluMul', 'rows', rows);
+    if (inputs.length !== (this.fused ? 1 : 2))
+      throw new InvalidInputError(
+        `SiluMul: ${this.fused ? 'fused takes [gu]' : 'takes [gate, up]'}, got ${inputs.length} buffers`,
+      );
+    inputs.forEach((b, i) => {
+      checkSize('SiluMul', `inputs[${i}]`, b, rows * I * (this.fused ? 8 : 4));
+    });
+    checkSize('SiluMul', 'h', h, rows * I * 4);
+    this.uniform.write({ M: rows, I });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, ...inputs, h]));
+    pass.dispatchWorkgroups(
+      ...grid(Math.ceil((rows * I) / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+    );
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/** Residual add in place, y += x over `n` floats, on the GPU. */
+export class AddInPlace {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<Keys<typeof AddParams>>;
+
+  /** Gets the pipeline (compiled on first use; see {@link AddInPlace.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+  ) {
+    this.pipeline = ctx.pipelines.get('elementwise', ...addSource());
+    this.uniform = new UniformSlot(ctx, AddParams, 'add-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext): Promise<void> {
+    await ctx.pipelines.prepare('elementwise', ...addSource());
+  }
+
+  /** Encodes y[i] += x[i] for i < n (x and y distinct buffers). */
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, n: number): void {
+    checkCount('AddInPlace', 'n', n);
+    if (x === y) throw new InvalidInputError('AddInPlace: x and y must be different buffers');
+    checkSize('AddInPlace', 'x', x, n * 4);
+    checkSize('AddInPlace', 'y', y, n * 4);
+    this.uniform.write({ n });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, x, y]));
+    pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension));
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/**
+ * Gathers rows [R] (u32 indices) of a hidden buffer [M, n] into a compact [R, n] buffer, so the LM
+ * head runs only on the rows whose logits are needed.
+ */
+export class GatherRows {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<Keys<typeof GatherParams>>;
+
+  /** Gets the pipeline for rows of `n` floats (see {@link GatherRows.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    /** Row width n. */
+    readonly n: number,
+  ) {
+    checkCount('GatherRows', 'n', n);
+    this.pipeline = ctx.pipelines.get('elementwise', ...gatherSource());
+    this.uniform = new UniformSlot(ctx, GatherParams, 'gather-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext): Promise<void> {
+    await ctx.pipelines.prepare('elementwise', ...gatherSource());
+  }
+
+  /** Encodes out[r] = h[rows[r]] for r < count. rows: [count] u32 (each < h's row count); out: [count, n]. */
+  encode(pass: GPUComputePassEncoder, h: GPUBuffer, rows: GPUBuffer, out: GPUBuffer, count: number): void {
+    checkCount('GatherRows', 'count', count);
+    checkSize('GatherRows', 'rows', rows, count * 4);
+    checkSize('GatherRows', 'out', out, count * this.n * 4);
+    checkSize('GatherRows', 'h', h, this.n * 4);
+    this.uniform.write({ R: count, n: this.n });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, rows, h, out]));
+    pass.dispatchWorkgroups(
+      ...grid(Math.ceil((count * this.n) / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+    );
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+async function runOnce(
+  ctx: GpuContext,
+  label: string,
+  encode: (pass: GPUComputePassEncoder) => void,
+  result: GPUBuffer,
+  count: number,
+): Promise<Float32Array> {
+  const enc = ctx.device.createCommandEncoder({ label });
+  const pass = enc.beginComputePass({ label });
+  encode(pass);
+  pass.end();
+  ctx.device.queue.submit([enc.finish()]);
+  return readF32(ctx, result, count);
+}
+
+/** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
+export async function runSiluMul(
+  ctx: GpuContext,
+  gate: Float32Array,
+  up: Float32Array | null,
+  M: number,
+  I: number,
+): Promise<Float32Array> {
+  await SiluMul.prepare(ctx, up === null);
+  const op = new SiluMul(ctx, new BindGroupCache(ctx.device), I, up === null);
+  const inputs = [gate, ...(up ? [up] : [])].map((a) => uploadBuffer(ctx, a, 'silu-in'));
+  const h = createBuffer(ctx, M * I * 4, 'silu-h');
+  try {
+    return await runOnce(ctx, 'silu', (pass) => op.encode(pass, inputs, h, M), h, M * I);
+  } finally {
+    for (const b of [...inputs, h]) b.destroy();
+    op.destroy();
+  }
+}
+
+/** Runs {@link AddInPlace} once and returns y + x. */
+export async function runAdd(ctx: GpuContext, x: Float32Array, y: Float32Array): Promise<Float32Array> {
+  await AddInPlace.prepare(ctx);
+  const op = new AddInPlace(ctx, new BindGroupCache(ctx.device));
+  const bx = uploadBuffer(ctx, x, 'add-x');
+  const by = uploadBuffer(ctx, y, 'add-y');
+  try {
+    return await runOnce(ctx, 'add', (pass) => op.encode(pass, bx, by, x.length), by, x.length);
+  } finally {
+    for (const b of [bx, by]) b.destroy();
+    op.destroy();
+  }
+}
+
+/** Runs {@link GatherRows} once on h [M, n] and reads out [rows.length, n]. */
+export async function runGatherRows(
+  ctx: GpuContext,
+  h: Float32Array,
+  n: number,
+  rows: Uint32Array,
+): Promise<Float32Array> {
+  for (const r of rows)
+    if ((r + 1) * n > h.length)
+      throw new InvalidInputError(`runGatherRows: row ${r} is outside h (${h.length / n} rows)`);
+  await GatherRows.prepare(ctx);
+  const op = new GatherRows(ctx, new BindGroupCache(ctx.device), n);
+  const bh = uploadBuffer(ctx, h, 'gather-h');
+  const br = uploadBuffer(ctx, rows, 'gather-rows');
+  const bo = createBuffer(ctx, rows.length * n * 4, 'gather-out');
+  try {
+    return await runOnce(
+      ctx,
+      'gather',
+      (pass) => op.encode(pass, bh, br, bo, rows.length),
+      bo,
+      rows.length * n,
+    );
+  } finally {
+    for (const b of [bh, br, bo]) b.destroy();
+    op.destroy();
+  }
+}

@@ -1,0 +1,371 @@
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { PipelineSource } from '../../gpu/pipelines.js';
+import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { renderWgsl } from '../../gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+import { f16BitsToF32, f32ToF16Bits } from '../matmul/quant.js';
+
+const WG = 64;
+const WriteParams = defineUniforms('Params', { M: 'u32', row: 'u32', capacity: 'u32' });
+const CompactParams = defineUniforms('Params', {
+  count: 'u32',
+  row: 'u32',
+  prefixLen: 'u32',
+  capacity: 'u32',
+});
+type WriteKey = typeof WriteParams extends UniformLayout<infer K> ? K : never;
+type CompactKey = typeof CompactParams extends UniformLayout<infer K> ? K : never;
+
+/** Element type of the KV cache: f32, or IEEE halves packed two per u32 (element 2j in the low 16 bits). */
+export type KvFormat = 'f32' | 'f16';
+
+/**
+ * Shape of one layer's KV cache: K and V buffers [capacity, kvHeads, headDim], slot = absolute
+ * position; `row = kvHeads * headDim` elements per slot, stored as f32 or (format 'f16') packed halves,
+ * which halves the cache's memory and the bytes attention reads.
+ */
+export interface KvShape {
+  capacity: number;
+  kvHeads: number;
+  headDim: number;
+  /** Defaults to 'f32'. */
+  format?: KvFormat;
+}
+
+/** One layer's cache buffers, each [capacity, kvHeads, headDim] in the cache's {@link KvFormat}. */
+export interface KvLayerBuffers {
+  k: GPUBuffer;
+  v: GPUBuffer;
+}
+
+function writeSource(format: KvFormat): [string, () => PipelineSource] {
+  return [
+    `${format}-wg${WG}`,
+    () => ({
+      code: renderWgsl(shaders.kv_write, { PARAMS: WriteParams.wgsl, KV_F16: format === 'f16' }),
+      constants: { WG },
+    }),
+  ];
+}
+
+function compactSource(): [string, () => PipelineSource] {
+  return [
+    `wg${WG}`,
+    () => ({ code: renderWgsl(shaders.kv_compact, { PARAMS: CompactParams.wgsl }), constants: { WG } }),
+  ];
+}
+
+function rowOf(shape: KvShape): number {
+  const { capacity, kvHeads, headDim } = shape;
+  for (const [name, v] of Object.entries({ capacity, kvHeads, headDim }))
+    if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`KV cache: ${name} must be ≥ 1, got ${v}`);
+  if (shape.format === 'f16' && headDim % 2 !== 0)
+    throw new InvalidInputError(`KV cache: an f16 cache needs an even headDim, got ${headDim}`);
+  return kvHeads * headDim;
+}
+
+/** u32 words per cache slot. */
+export function kvWordsPerSlot(shape: KvShape): number {
+  return shape.format === 'f16' ? rowOf(shape) / 2 : rowOf(shape);
+}
+
+/** Packs f32 values (even count) as IEEE halves, two per u32, rounding to nearest even: the f16 cache layout. */
+export function packHalves(x: Float32Array): Uint32Array {
+  const out = new Uint32Array(Math.ceil(x.length / 2));
+  for (let i = 0; i < out.length; i++)
+    out[i] = (f32ToF16Bits(x[2 * i]!) | (f32ToF16Bits(x[2 * i + 1] ?? 0) << 16)) >>> 0;
+  return out;
+}
+
+/** The first `n` values of halves packed by {@link packHalves}, as f32. */
+export function unpackHalves(words: Uint32Array, n: number): Float32Array {
+  return Float32Array.from({ length: n }, (_, i) =>
+    f16BitsToF32((words[i >> 1]! >>> (16 * (i & 1))) & 0xffff),
+  );
+}
+
+function checkCache(what: string, shape: KvShape, layers: readonly KvLayerBuffers[]): void {
+  const bytes = shape.capacity * kvWordsPerSlot(shape) * 4;
+  layers.forEach((l, i) => {
+    if (l.k.size < bytes || l.v.size < bytes)
+      throw new InvalidInputError(
+        `${what}: layer ${i} cache holds ${Math.min(l.k.size, l.v.size)} bytes, need ${bytes}`,
+      );
+  });
+}
+
+/** Reference of {@link KvWrite}: `cache[slots[i]] = rows[i]` for K and V (mutates the caches). */
+export function kvWriteRef(
+  shape: KvShape,
+  kCache: Float32Array,
+  vCache: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  slots: Uint32Array,
+): void {
+  const row = rowOf(shape);
+  slots.forEach((s, i) => {
+    kCache.set(k.subarray(i * row, (i + 1) * row), s * row);
+    vCache.set(v.subarray(i * row, (i + 1) * row), s * row);
+  });
+}
+
+/**
+ * Throws unless `slots` can be compacted to prefixLen, prefixLen + 1, ...: strictly increasing,
+ * ≥ prefixLen and < capacity. These are what make the in-place kernel safe (see kv_compact.wgsl).
+ */
+export function checkCompaction(shape: KvShape, slots: ArrayLike<number>, prefixLen: number): void {
+  for (let a = 0; a < slots.length; a++) {
+    const s = slots[a]!;
+    const prev = a === 0 ? prefixLen - 1 : slots[a - 1]!;
+    if (!Number.isInteger(s) || s <= prev || s >= shape.capacity)
+      throw new InvalidInputError(
+        `KV compaction: slots[${a}] = ${s} must be > ${prev} (strictly increasing, ≥ prefixLen ${prefixLen}) and < capacity ${shape.capacity}`,
+      );
+  }
+}
+
+/** Reference of {@link KvCompact}: row prefixLen + a takes the old row slots[a], for K and V. */
+export function kvCompactRef(
+  shape: KvShape,
+  kCache: Float32Array,
+  vCache: Float32Array,
+  slots: Uint32Array,
+  prefixLen: number,
+): void {
+  const row = rowOf(shape);
+  // Gather first, then scatter: obviously correct whatever the overlap.
+  for (const c of [kCache, vCache]) {
+    const rows = Array.from(slots, (s) => c.slice(s * row, (s + 1) * row));
+    rows.forEach((r, a) => {
+      c.set(r, (prefixLen + a) * row);
+    });
+  }
+}
+
+/**
+ * Writes M new key/value rows [M, kvHeads, headDim] into one layer's cache at explicit slots (a u32
+ * buffer [M]), e.g. positions prefix + depth of tree nodes. One dispatch writes both K and V.
+ */
+export class KvWrite {
+  private readonly uniform: UniformSlot<WriteKey>;
+  private readonly row: number;
+  private readonly pipeline: GPUComputePipeline;
+
+  /** Checks the shape and gets the pipeline (compiled on first use; see {@link KvWrite.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly shape: KvShape,
+  ) {
+    this.row = rowOf(shape);
+    this.pipeline = ctx.pipelines.get('kv_write', ...writeSource(shape.format ?? 'f32'));
+    this.uniform = new UniformSlot(ctx, WriteParams, 'kv-write-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, format: KvFormat = 'f32'): Promise<void> {
+    await ctx.pipelines.prepare('kv_write', ...writeSource(format));
+  }
+
+  /** Encodes `cache[slots[i]] = k[i] / v[i]` for i < rows. k, v: [rows, kvHeads, headDim]; slots: [rows] u32. */
+  encode(
+    pass: GPUComputePassEncoder,
+    k: GPUBuffer,
+    v: GPUBuffer,
+    slots: GPUBuffer,
+    cache: KvLayerBuffers,
+    rows: number,
+  ): void {
+    if (!Number.isInteger(rows) || rows < 1)
+      throw new InvalidInputError(`KvWrite: rows must be ≥ 1, got ${rows}`);
+    const bytes = rows * this.row * 4;
+    if (k.size < bytes || v.size < bytes)
+      throw new InvalidInputError(`KvWrite: k/v hold ${k.size}/${v.size} bytes, need ${bytes}`);
+    if (slots.size < rows * 4)
+      throw new InvalidInputError(`KvWrite: slots holds ${slots.size} bytes, need ${rows * 4}`);
+    checkCache('KvWrite', this.shape, [cache]);
+    this.uniform.write({ M: rows, row: this.row, capacity: this.shape.capacity });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, slots, k, v, cache.k, cache.v]));
+    pass.dispatchWorkgroups(
+      ...grid(
+        Math.ceil((rows * kvWordsPerSlot(this.shape)) / WG),
+        this.ctx.limits.maxComputeWorkgroupsPerDimension,
+      ),
+    );
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/**
+ * Commits an accepted tree path: moves the K/V rows at `slots` (strictly increasing, ≥ prefixLen,
+ * see {@link checkCompaction}) to slots prefixLen, prefixLen + 1, ... in every layer's cache, in
+ * place (one dispatch per layer, one uniform write).
+ */
+export class KvCompact {
+  private readonly uniform: UniformSlot<CompactKey>;
+  private readonly row: number;
+  private readonly pipeline: GPUComputePipeline;
+
+  /** Checks the shape and gets the pipeline (compiled on first use; see {@link KvCompact.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly shape: KvShape,
+  ) {
+    this.row = kvWordsPerSlot(shape); // the kernel moves raw u32 words
+    this.pipeline = ctx.pipelines.get('kv_compact', ...compactSource());
+    this.uniform = new UniformSlot(ctx, CompactParams, 'kv-compact-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext): Promise<void> {
+    await ctx.pipelines.prepare('kv_compact', ...compactSource());
+  }
+
+  /** Encodes the move of `count` rows (slots: [count] u32) for every layer in `layers`. */
+  encode(
+    pass: GPUComputePassEncoder,
+    layers: readonly KvLayerBuffers[],
+    slots: GPUBuffer,
+    count: number,
+    prefixLen: number,
+  ): void {
+    if (!Number.isInteger(count) || count < 1)
+      throw new InvalidInputError(`KvCompact: count must be ≥ 1, got ${count}`);
+    if (!Number.isInteger(prefixLen) || prefixLen < 0 || prefixLen + count > this.shape.capacity)
+      throw new InvalidInputError(
+        `KvCompact: prefixLen ${prefixLen} + count ${count} exceeds capacity ${this.shape.capacity}`,
+      );
+    if (slots.size < count * 4)
+      throw new InvalidInputError(`KvCompact: slots holds ${slots.size} bytes, need ${count * 4}`);
+    checkCache('KvCompact', this.shape, layers);
+    this.uniform.write({ count, row: this.row, prefixLen, capacity: this.shape.capacity });
+    pass.setPipeline(this.pipeline);
+    const wgs = grid(Math.ceil(this.row / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension);
+    for (const l of layers) {
+      pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, slots, l.k, l.v]));
+      pass.dispatchWorkgroups(...wgs);
+    }
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/** Caches of one layer on the CPU, [capacity, kvHeads, headDim] each. */
+export interface KvLayerData {
+  k: Float32Array;
+  v: Float32Array;
+}
+
+/** Uploads `data` in the cache layout of `format`. */
+function uploadCache(ctx: GpuContext, data: Float32Array, format: KvFormat, label: string): GPUBuffer {
+  return uploadBuffer(ctx, format === 'f16' ? packHalves(data) : data, label);
+}
+
+/** Reads `n` cache elements back as f32. */
+async function readCache(
+  ctx: GpuContext,
+  buf: GPUBuffer,
+  n: number,
+  format: KvFormat,
+): Promise<Float32Array> {
+  if (format === 'f32') return readF32(ctx, buf, n);
+  return unpackHalves(await readU32(ctx, buf, n / 2), n);
+}
+
+async function withCaches(
+  ctx: GpuContext,
+  format: KvFormat,
+  layers: readonly KvLayerData[],
+  encode: (pass: GPUComputePassEncoder, bufs: KvLayerBuffers[]) => void,
+): Promise<KvLayerData[]> {
+  const bufs = layers.map((l) => ({
+    k: uploadCache(ctx, l.k, format, 'kv-k'),
+    v: uploadCache(ctx, l.v, format, 'kv-v'),
+  }));
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'kv' });
+    const pass = enc.beginComputePass({ label: 'kv' });
+    encode(pass, bufs);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    return await Promise.all(
+      bufs.map(async (b, i) => ({
+        k: await readCache(ctx, b.k, layers[i]!.k.length, format),
+        v: await readCache(ctx, b.v, layers[i]!.v.length, format),
+      })),
+    );
+  } finally {
+    for (const b of bufs) {
+      b.k.destroy();
+      b.v.destroy();
+    }
+  }
+}
+
+/**
+ * Uploads one layer's caches (f32 values, packed to halves for an f16 cache), runs {@link KvWrite}
+ * and returns the new caches as f32. For tests.
+ */
+export async function runKvWrite(
+  ctx: GpuContext,
+  shape: KvShape,
+  cache: KvLayerData,
+  k: Float32Array,
+  v: Float32Array,
+  slots: Uint32Array,
+): Promise<KvLayerData> {
+  for (const s of slots)
+    if (s >= shape.capacity)
+      throw new InvalidInputError(`runKvWrite: slot ${s} ≥ capacity ${shape.capacity}`);
+  await KvWrite.prepare(ctx, shape.format);
+  const w = new KvWrite(ctx, new BindGroupCache(ctx.device), shape);
+  const bk = uploadBuffer(ctx, k, 'kv-new-k');
+  const bv = uploadBuffer(ctx, v, 'kv-new-v');
+  const bs = uploadBuffer(ctx, slots, 'kv-slots');
+  try {
+    const [out] = await withCaches(ctx, shape.format ?? 'f32', [cache], (pass, [c]) =>
+      w.encode(pass, bk, bv, bs, c!, slots.length),
+    );
+    return out!;
+  } finally {
+    for (const b of [bk, bv, bs]) b.destroy();
+    w.destroy();
+  }
+}
+
+/**
+ * Uploads every layer's caches (f32 values, packed to halves for an f16 cache), runs
+ * {@link KvCompact} and returns the new caches as f32. For tests.
+ */
+export async function runKvCompact(
+  ctx: GpuContext,
+  shape: KvShape,
+  layers: readonly KvLayerData[],
+  slots: Uint32Array,
+  prefixLen: number,
+): Promise<KvLayerData[]> {
+  checkCompaction(shape, slots, prefixLen);
+  await KvCompact.prepare(ctx);
+  const c = new KvCompact(ctx, new BindGroupCache(ctx.device), shape);
+  const bs = uploadBuffer(ctx, slots, 'kv-slots');
+  try {
+    return await withCaches(ctx, shape.format ?? 'f32', layers, (pass, bufs) =>
+      c.encode(pass, bufs, bs, slots.length, prefixLen),
+    );
+  } finally {
+    bs.destroy();
+    c.destroy();
+  }
+}

@@ -1,0 +1,190 @@
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { readF32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { PipelineSource } from '../../gpu/pipelines.js';
+import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { renderWgsl } from '../../gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+
+const WG = 64;
+const Params = defineUniforms('Params', { M: 'u32', heads: 'u32', kvHeads: 'u32', headDim: 'u32' });
+/**
+ * Positions the kernel rotates accurately: its Cody-Waite reduction by π/2 is exact while the
+ * quadrant count stays below 2^16 (angle = position · inv_freq[0] = position).
+ */
+export const ROPE_MAX_POSITION = 102_900;
+
+type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
+
+/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/model/spec.ts. */
+export interface Llama3RopeScaling {
+  factor: number;
+  lowFreqFactor: number;
+  highFreqFactor: number;
+  originalMaxPositions: number;
+}
+
+/** Static options of {@link Rope}. */
+export interface RopeOptions {
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  /** `rope_theta`. */
+  theta: number;
+  /** 'half': HF rotate-half pairs (i, i + headDim/2); 'interleaved': pairs (2i, 2i + 1). */
+  layout: 'half' | 'interleaved';
+  scaling?: Llama3RopeScaling;
+}
+
+/**
+ * inv_freq [headDim / 2] as Hugging Face computes it: 1 / theta^(2i / headDim) in f32, then, with
+ * llama3 scaling, `_compute_llama3_parameters`: wavelengths above original/lowFreqFactor are divided
+ * by `factor`, those below original/highFreqFactor kept, and the band between smoothly
+ * interpolated. Intermediate steps run in f64 and round to f32 at the end (torch runs them in f32,
+ * so the last bit may differ).
+ */
+export function ropeInvFreq(headDim: number, theta: number, scaling?: Llama3RopeScaling): Float32Array {
+  const half = headDim / 2;
+  const inv = Float32Array.from({ length: half }, (_, i) =>
+    Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / headDim))),
+  );
+  if (!scaling) return inv;
+  const { factor, lowFreqFactor: lo, highFreqFactor: hi, originalMaxPositions: old } = scaling;
+  const lowWavelen = old / lo;
+  const highWavelen = old / hi;
+  return inv.map((f) => {
+    const wavelen = (2 * Math.PI) / f;
+    if (wavelen < highWavelen) return f;
+    if (wavelen > lowWavelen) return f / factor;
+    const smooth = (old / wavelen - lo) / (hi - lo);
+    return (1 - smooth) * (f / factor) + smooth * f;
+  });
+}
+
+/**
+ * Reference RoPE, in place on x [M, nHeads, headDim]: angle = f32(pos · inv_freq[i]), then the
+ * exact cos/sin of that f32 angle (f64), output rounded to f32.
+ */
+export function ropeRef(
+  x: Float32Array,
+  nHeads: number,
+  headDim: number,
+  positions: Uint32Array,
+  invFreq: Float32Array,
+  layout: RopeOptions['layout'],
+): void {
+  const half = headDim / 2;
+  positions.forEach((pos, m) => {
+    for (let h = 0; h < nHeads; h++) {
+      const base = (m * nHeads + h) * headDim;
+      for (let i = 0; i < half; i++) {
+        const angle = Math.fround(pos * invFreq[i]!);
+        const c = Math.cos(angle);
+        const s = Math.sin(angle);
+        const ia = base + (layout === 'half' ? i : 2 * i);
+        const ib = base + (layout === 'half' ? i + half : 2 * i + 1);
+        const a = x[ia]!;
+        const b = x[ib]!;
+        x[ia] = a * c - b * s;
+        x[ib] = b * c + a * s;
+      }
+    }
+  });
+}
+
+function ropeSource(layout: RopeOptions['layout']): [string, () => PipelineSource] {
+  return [
+    layout,
+    () => ({
+      code: renderWgsl(shaders.rope, { PARAMS: Params.wgsl, INTERLEAVED: layout === 'interleaved' }),
+      constants: { WG },
+    }),
+  ];
+}
+
+/**
+ * Rotary embedding on the GPU (shaders/rope.wgsl), in place on q [M, heads, headDim] and
+ * k [M, kvHeads, headDim] in one dispatch, at explicit positions (u32 [M], each below
+ * {@link ROPE_MAX_POSITION}). Owns the inv_freq buffer.
+ */
+export class Rope {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<ParamKey>;
+  /** [headDim / 2] f32, uploaded once. */
+  readonly invFreq: GPUBuffer;
+
+  /** Checks the options, gets the pipeline (see {@link Rope.prepare}) and uploads inv_freq. */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly options: RopeOptions,
+  ) {
+    const { heads, kvHeads, headDim, theta } = options;
+    for (const [name, v] of Object.entries({ heads, kvHeads, headDim }))
+      if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`Rope: ${name} must be ≥ 1, got ${v}`);
+    if (headDim % 2 !== 0) throw new InvalidInputError(`Rope: headDim must be even, got ${headDim}`);
+    if (!(theta > 0)) throw new InvalidInputError(`Rope: theta must be > 0, got ${theta}`);
+    this.pipeline = ctx.pipelines.get('rope', ...ropeSource(options.layout));
+    this.uniform = new UniformSlot(ctx, Params, 'rope-params');
+    this.invFreq = uploadBuffer(ctx, ropeInvFreq(headDim, theta, options.scaling), 'rope-inv-freq');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, layout: RopeOptions['layout']): Promise<void> {
+    await ctx.pipelines.prepare('rope', ...ropeSource(layout));
+  }
+
+  /** Encodes the rotation of `rows` tokens. positions: [rows] u32; q, k: rotated in place. */
+  encode(pass: GPUComputePassEncoder, q: GPUBuffer, k: GPUBuffer, positions: GPUBuffer, rows: number): void {
+    const { heads, kvHeads, headDim } = this.options;
+    if (!Number.isInteger(rows) || rows < 1)
+      throw new InvalidInputError(`Rope: rows must be ≥ 1, got ${rows}`);
+    const need: [string, GPUBuffer, number][] = [
+      ['q', q, rows * heads * headDim * 4],
+      ['k', k, rows * kvHeads * headDim * 4],
+      ['positions', positions, rows * 4],
+    ];
+    for (const [name, b, bytes] of need)
+      if (b.size < bytes) throw new InvalidInputError(`Rope: ${name} holds ${b.size} bytes, need ${bytes}`);
+    this.uniform.write({ M: rows, heads, kvHeads, headDim });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, positions, this.invFreq, q, k]));
+    const pairs = (rows * (heads + kvHeads) * headDim) / 2;
+    pass.dispatchWorkgroups(...grid(Math.ceil(pairs / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension));
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+    this.invFreq.destroy();
+  }
+}
+
+/** Uploads q, k and positions, runs {@link Rope} once and reads the rotated q and k back. For tests. */
+export async function runRope(
+  ctx: GpuContext,
+  q: Float32Array,
+  k: Float32Array,
+  positions: Uint32Array,
+  options: RopeOptions,
+): Promise<{ q: Float32Array; k: Float32Array }> {
+  for (const p of positions)
+    if (p >= ROPE_MAX_POSITION) throw new InvalidInputError(`runRope: position ${p} ≥ ${ROPE_MAX_POSITION}`);
+  await Rope.prepare(ctx, options.layout);
+  const rope = new Rope(ctx, new BindGroupCache(ctx.device), options);
+  const bq = uploadBuffer(ctx, q, 'rope-q');
+  const bk = uploadBuffer(ctx, k, 'rope-k');
+  const bp = uploadBuffer(ctx, positions, 'rope-positions');
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'rope' });
+    const pass = enc.beginComputePass({ label: 'rope' });
+    rope.encode(pass, bq, bk, bp, positions.length);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    return { q: await readF32(ctx, bq, q.length), k: await readF32(ctx, bk, k.length) };
+  } finally {
+    for (const b of [bq, bk, bp]) b.destroy();
+    rope.destroy();
+  }
+}

@@ -1,0 +1,312 @@
+import type { SampleOptions } from '../../decode/gumbel.js';
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { PipelineSource } from '../../gpu/pipelines.js';
+import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { renderWgsl } from '../../gpu/wgsl.js';
+import { BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+
+const WG = 256;
+const Params = defineUniforms('Params', {
+  R: 'u32',
+  V: 'u32',
+  seed: 'u32',
+  invT: 'f32',
+  topK: 'u32',
+  topP: 'f32',
+  minP: 'f32',
+});
+type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
+const NoiseParams = defineUniforms('Params', { P: 'u32', V: 'u32', seed: 'u32' });
+
+/** Static options of a {@link Sampler}: the vocabulary size and greedy or Gumbel sampling. */
+export interface SamplerOptions {
+  /** Vocabulary size (columns of the logits). */
+  vocab: number;
+  /** Argmax only (ties to the lower id): no noise, no filters. */
+  greedy: boolean;
+}
+
+/** Per-call sampling settings of {@link Sampler.encode}. */
+export interface SamplerCall extends SampleOptions {
+  /** User seed (u32) of the Gumbel noise. */
+  seed: number;
+}
+
+function samplerSource(greedy: boolean): [string, () => PipelineSource] {
+  return [
+    greedy ? 'greedy' : 'gumbel',
+    () => ({
+      code: renderWgsl(shaders.sample, { PARAMS: Params.wgsl, NOISE: false, GREEDY: greedy }),
+      constants: { WG },
+    }),
+  ];
+}
+
+/**
+ * Chooses one token per logits row on the GPU: greedy argmax or Gumbel-max sampling with
+ * temperature / top-k / top-p / min-p (the restricted Gumbel-argmax, see shaders/sample.wgsl), with
+ * noise G(seed, position, token) bit-identical to src/decode/gumbel.ts. Writes ids [R] as u32.
+ */
+export class Sampler {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<ParamKey>;
+
+  /** Checks the options and gets the pipeline (compiled on first use; see {@link Sampler.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly options: SamplerOptions,
+  ) {
+    if (!Number.isInteger(options.vocab) || options.vocab < 1)
+      throw new InvalidInputError(`Sampler: vocab must be a positive integer, got ${options.vocab}`);
+    this.pipeline = ctx.pipelines.get('sample', ...samplerSource(options.greedy));
+    this.uniform = new UniformSlot(ctx, Params, 'sample-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, greedy: boolean): Promise<void> {
+    await ctx.pipelines.prepare('sample', ...samplerSource(greedy));
+  }
+
+  /**
+   * Encodes the choice of one token for each of `rows` logits rows. logits: [rows, vocab] f32;
+   * positions: [rows] u32 absolute positions (the noise key); ids: [rows] u32, written.
+   */
+  encode(
+    pass: GPUComputePassEncoder,
+    logits: GPUBuffer,
+    positions: GPUBuffer,
+    ids: GPUBuffer,
+    rows: number,
+    call: SamplerCall,
+  ): void {
+    const V = this.options.vocab;
+    if (!Number.isInteger(rows) || rows < 1)
+      throw new InvalidInputError(`Sampler: rows must be ≥ 1, got ${rows}`);
+    if (logits.size < rows * V * 4)
+      throw new InvalidInputError(
+        `Sampler: logits holds ${logits.size} bytes, need rows*vocab*4 = ${rows * V * 4}`,
+      );
+    if (positions.size < rows * 4)
+      throw new InvalidInputError(`Sampler: positions holds ${positions.size} bytes, need ${rows * 4}`);
+    if (ids.size < rows * 4)
+      throw new InvalidInputError(`Sampler: ids holds ${ids.size} bytes, need ${rows * 4}`);
+    const t = call.temperature;
+    if (!this.options.greedy && !(t > 0))
+      throw new InvalidInputError(`Sampler: temperature must be > 0 for sampling, got ${t}`);
+    const topK = call.topK ?? 0;
+    const topP = call.topP ?? 1;
+    const minP = call.minP ?? 0;
+    if (!Number.isInteger(topK) || topK < 0)
+      throw new InvalidInputError(`Sampler: topK must be ≥ 0, got ${topK}`);
+    if (!(topP > 0 && topP <= 1)) throw new InvalidInputError(`Sampler: topP must be in (0, 1], got ${topP}`);
+    if (!(minP >= 0 && minP <= 1))
+      throw new InvalidInputError(`Sampler: minP must be in [0, 1], got ${minP}`);
+    this.uniform.write({
+      R: rows,
+      V,
+      seed: call.seed >>> 0,
+      invT: this.options.greedy ? 0 : Math.fround(1 / t),
+      topK,
+      topP,
+      minP,
+    });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, logits, positions, ids]));
+    pass.dispatchWorkgroups(...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/**
+ * Uploads logits [rows, vocab] and positions [rows], samples on the GPU (greedy when
+ * `temperature` is 0) and reads the chosen ids back. For tests and benchmarks.
+ */
+export async function runSample(
+  ctx: GpuContext,
+  logits: Float32Array,
+  vocab: number,
+  positions: Uint32Array,
+  call: SamplerCall,
+): Promise<Uint32Array> {
+  const rows = positions.length;
+  if (logits.length !== rows * vocab)
+    throw new InvalidInputError(`runSample: logits has ${logits.length} values, expected ${rows}*${vocab}`);
+  const greedy = call.temperature <= 0;
+  await Sampler.prepare(ctx, greedy);
+  const sampler = new Sampler(ctx, new BindGroupCache(ctx.device), { vocab, greedy });
+  const bufL = uploadBuffer(ctx, logits, 'sample-logits');
+  const bufP = uploadBuffer(ctx, positions, 'sample-positions');
+  const bufI = createBuffer(ctx, rows * 4, 'sample-ids');
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'sample' });
+    const pass = enc.beginComputePass({ label: 'sample' });
+    sampler.encode(pass, bufL, bufP, bufI, rows, call);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    return await readU32(ctx, bufI, rows);
+  } finally {
+    for (const b of [bufL, bufP, bufI]) b.destroy();
+    sampler.destroy();
+  }
+}
+
+/** Raw noise of a grid of (position, token) pairs, as the GPU computes it. */
+export interface GumbelNoise {
+  /** Philox bits [positions, vocab]. */
+  bits: Uint32Array;
+  /** U in (0, 1) [positions, vocab]. */
+  u: Float32Array;
+  /** G = -log(-log U) [positions, vocab]. */
+  g: Float32Array;
+}
+
+/**
+ * Computes the Gumbel noise of every (position, token < vocab) pair on the GPU with the same code
+ * the sampler uses (the NOISE variant of shaders/sample.wgsl). For the bit-exactness test.
+ */
+export async function runGumbelNoise(
+  ctx: GpuContext,
+  seed: number,
+  positions: Uint32Array,
+  vocab: number,
+): Promise<GumbelNoise> {
+  const n = positions.length * vocab;
+  const pipeline = await ctx.pipelines.prepare('sample', 'noise', () => ({
+    code: renderWgsl(shaders.sample, { PARAMS: NoiseParams.wgsl, NOISE: true, GREEDY: false }),
+    constants: { WG },
+  }));
+  const params = new UniformSlot(ctx, NoiseParams, 'noise-params');
+  params.write({ P: positions.length, V: vocab, seed: seed >>> 0 });
+  const bufP = uploadBuffer(ctx, positions, 'noise-positions');
+  const outs = [0, 1, 2].map(() => createBuffer(ctx, n * 4, 'noise-out'));
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'noise' });
+    const pass = enc.beginComputePass({ label: 'noise' });
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, new BindGroupCache(ctx.device).get(pipeline, [params.buffer, bufP, ...outs]));
+    pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), ctx.limits.maxComputeWorkgroupsPerDimension));
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    const [bits, u, g] = await Promise.all(outs.map((b) => readBuffer(ctx, b, n * 4)));
+    return { bits: new Uint32Array(bits!), u: new Float32Array(u!), g: new Float32Array(g!) };
+  } finally {
+    for (const b of [bufP, ...outs]) b.destroy();
+    params.destroy();
+  }
+}
+
+const ProbParams = defineUniforms('Params', { R: 'u32', V: 'u32', invT: 'f32' });
+type ProbKey = typeof ProbParams extends UniformLayout<infer K> ? K : never;
+
+function probSource(): [string, () => PipelineSource] {
+  return [
+    `wg${WG}`,
+    () => ({ code: renderWgsl(shaders.sample_prob, { PARAMS: ProbParams.wgsl }), constants: { WG } }),
+  ];
+}
+
+/** Reference of {@link TokenProb}: softmax(ℓ / T)[token] of one row, in f64. */
+export function tokenProbRef(logits: ArrayLike<number>, token: number, temperature: number): number {
+  let m = Number.NEGATIVE_INFINITY;
+  for (let v = 0; v < logits.length; v++) m = Math.max(m, logits[v]!);
+  let z = 0;
+  for (let v = 0; v < logits.length; v++) z += Math.exp((logits[v]! - m) / temperature);
+  return Math.exp((logits[token]! - m) / temperature) / z;
+}
+
+/**
+ * The probability of one given token per logits row at temperature T (softmax(ℓ / T)[token]) on
+ * the GPU (shaders/sample_prob.wgsl): logits [R, vocab] f32, tokens [R] u32 → probs [R] f32.
+ */
+export class TokenProb {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<ProbKey>;
+
+  /** Gets the pipeline for rows of `vocab` logits (see {@link TokenProb.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly vocab: number,
+  ) {
+    if (!Number.isInteger(vocab) || vocab < 1)
+      throw new InvalidInputError(`TokenProb: vocab must be a positive integer, got ${vocab}`);
+    this.pipeline = ctx.pipelines.get('sample_prob', ...probSource());
+    this.uniform = new UniformSlot(ctx, ProbParams, 'sample-prob-params');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext): Promise<void> {
+    await ctx.pipelines.prepare('sample_prob', ...probSource());
+  }
+
+  /** Encodes probs[r] = softmax(logits[r] / temperature)[tokens[r]] for r < rows. */
+  encode(
+    pass: GPUComputePassEncoder,
+    logits: GPUBuffer,
+    tokens: GPUBuffer,
+    probs: GPUBuffer,
+    rows: number,
+    temperature: number,
+  ): void {
+    const V = this.vocab;
+    if (!Number.isInteger(rows) || rows < 1)
+      throw new InvalidInputError(`TokenProb: rows must be ≥ 1, got ${rows}`);
+    if (!(temperature > 0))
+      throw new InvalidInputError(`TokenProb: temperature must be > 0, got ${temperature}`);
+    const need: [string, GPUBuffer, number][] = [
+      ['logits', logits, rows * V * 4],
+      ['tokens', tokens, rows * 4],
+      ['probs', probs, rows * 4],
+    ];
+    for (const [name, b, bytes] of need)
+      if (b.size < bytes)
+        throw new InvalidInputError(`TokenProb: ${name} holds ${b.size} bytes, need ${bytes}`);
+    this.uniform.write({ R: rows, V, invT: Math.fround(1 / temperature) });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, logits, tokens, probs]));
+    pass.dispatchWorkgroups(...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/** Uploads logits [rows, vocab] and tokens [rows], runs {@link TokenProb} once and reads probs [rows]. */
+export async function runTokenProb(
+  ctx: GpuContext,
+  logits: Float32Array,
+  vocab: number,
+  tokens: Uint32Array,
+  temperature: number,
+): Promise<Float32Array> {
+  const rows = tokens.length;
+  if (logits.length !== rows * vocab)
+    throw new InvalidInputError(
+      `runTokenProb: logits has ${logits.length} values, expected ${rows}*${vocab}`,
+    );
+  await TokenProb.prepare(ctx);
+  const op = new TokenProb(ctx, new BindGroupCache(ctx.device), vocab);
+  const bl = uploadBuffer(ctx, logits, 'prob-logits');
+  const bt = uploadBuffer(ctx, tokens, 'prob-tokens');
+  const bp = createBuffer(ctx, rows * 4, 'prob-out');
+  try {
+    const enc = ctx.device.createCommandEncoder({ label: 'sample-prob' });
+    const pass = enc.beginComputePass({ label: 'sample-prob' });
+    op.encode(pass, bl, bt, bp, rows, temperature);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+    return await readF32(ctx, bp, rows);
+  } finally {
+    for (const b of [bl, bt, bp]) b.destroy();
+    op.destroy();
+  }
+}

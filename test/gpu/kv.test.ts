@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest';
+import {
+  checkCompaction,
+  type KvFormat,
+  type KvLayerData,
+  type KvShape,
+  kvCompactRef,
+  kvWriteRef,
+  packHalves,
+  runKvCompact,
+  runKvWrite,
+  unpackHalves,
+} from '../../src/kernels/kv/kv.js';
+import { gpu } from '../helpers/gpu.js';
+
+const F16: KvFormat = 'f16';
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+function rand(n: number, r: () => number): Float32Array {
+  return Float32Array.from({ length: n }, () => r() * 2 - 1);
+}
+
+function layer(shape: KvShape, r: () => number): KvLayerData {
+  const n = shape.capacity * shape.kvHeads * shape.headDim;
+  return { k: rand(n, r), v: rand(n, r) };
+}
+
+describe('KV cache kernels vs the TS reference (exact copies)', () => {
+  it.each([
+    [{ capacity: 40, kvHeads: 2, headDim: 24 }, [5, 6, 7]],
+    [{ capacity: 100, kvHeads: 1, headDim: 100 }, [90, 3, 41, 42, 17]],
+    [{ capacity: 17, kvHeads: 4, headDim: 12 }, [16]],
+  ])('write at explicit slots: %o slots %o', async (shape, slotList) => {
+    const ctx = await gpu();
+    const r = rng(shape.capacity);
+    const cache = layer(shape, r);
+    const slots = Uint32Array.from(slotList);
+    const row = shape.kvHeads * shape.headDim;
+    const k = rand(slots.length * row, r);
+    const v = rand(slots.length * row, r);
+    const got = await runKvWrite(ctx, shape, cache, k, v, slots);
+    kvWriteRef(shape, cache.k, cache.v, k, v, slots);
+    expect(got.k).toEqual(cache.k);
+    expect(got.v).toEqual(cache.v);
+  });
+
+  it.each([
+    // Overlapping: sources and destinations share slots 11..13.
+    [{ capacity: 30, kvHeads: 2, headDim: 16 }, 10, [11, 12, 13, 15]],
+    // Already in place for the first two, then a gap.
+    [{ capacity: 64, kvHeads: 3, headDim: 20 }, 40, [40, 41, 45, 50, 63]],
+    // Single row far away; non-multiple-of-64 row of 7 floats.
+    [{ capacity: 9, kvHeads: 1, headDim: 7 }, 2, [8]],
+  ])('compaction of every layer: %o prefix %i path %o', async (shape, prefixLen, slotList) => {
+    const ctx = await gpu();
+    const r = rng(prefixLen + slotList.length);
+    const layers = [layer(shape, r), layer(shape, r), layer(shape, r)];
+    const slots = Uint32Array.from(slotList);
+    const got = await runKvCompact(ctx, shape, layers, slots, prefixLen);
+    layers.forEach((l, i) => {
+      kvCompactRef(shape, l.k, l.v, slots, prefixLen);
+      expect(got[i]!.k).toEqual(l.k);
+      expect(got[i]!.v).toEqual(l.v);
+    });
+  });
+
+  it('rejects compaction paths that are not strictly increasing or start below the prefix', () => {
+    const shape = { capacity: 20, kvHeads: 1, headDim: 4 };
+    expect(() => checkCompaction(shape, [5, 4], 3)).toThrow(/slots\[1\] = 4/);
+    expect(() => checkCompaction(shape, [2, 7], 3)).toThrow(/slots\[0\] = 2/);
+    expect(() => checkCompaction(shape, [3, 20], 3)).toThrow(/capacity 20/);
+    expect(() => checkCompaction(shape, [3, 4, 19], 3)).not.toThrow();
+  });
+
+  it.each([
+    [{ capacity: 40, kvHeads: 2, headDim: 24, format: F16 }, [5, 6, 7]],
+    [{ capacity: 100, kvHeads: 1, headDim: 98, format: F16 }, [90, 3, 41, 42, 17]],
+    [{ capacity: 17, kvHeads: 3, headDim: 2, format: F16 }, [16, 0]],
+  ])(
+    'f16 cache: write rounds to halves (≤ 1 half ulp) at explicit slots: %o slots %o',
+    async (shape, slotList) => {
+      const ctx = await gpu();
+      const r = rng(shape.capacity + 1);
+      const toHalf = (x: Float32Array) => unpackHalves(packHalves(x), x.length);
+      const cache = layer(shape, r);
+      cache.k = toHalf(cache.k);
+      cache.v = toHalf(cache.v);
+      const slots = Uint32Array.from(slotList);
+      const row = shape.kvHeads * shape.headDim;
+      const k = rand(slots.length * row, r);
+      const v = rand(slots.length * row, r);
+      const got = await runKvWrite(ctx, shape, cache, k, v, slots);
+      kvWriteRef(shape, cache.k, cache.v, toHalf(k), toHalf(v), slots);
+      // pack2x16float may round either way in WGSL: allow one half ulp (2^-10 relative, 2^-24 absolute).
+      for (const [a, b] of [
+        [got.k, cache.k],
+        [got.v, cache.v],
+      ] satisfies [Float32Array, Float32Array][]) {
+        let worst = 0;
+        for (let i = 0; i < a.length; i++)
+          worst = Math.max(worst, Math.abs(a[i]! - b[i]!) - 2 ** -10 * Math.abs(b[i]!) - 2 ** -24);
+        expect(worst).toBeLessThanOrEqual(0);
+      }
+    },
+  );
+
+  it('f16 cache: compaction moves packed rows exactly, overlapping included', async () => {
+    const ctx = await gpu();
+    const shape = { capacity: 30, kvHeads: 2, headDim: 6, format: F16 };
+    const r = rng(9);
+    const toHalf = (x: Float32Array) => unpackHalves(packHalves(x), x.length);
+    const layers = [layer(shape, r), layer(shape, r)].map((l) => ({ k: toHalf(l.k), v: toHalf(l.v) }));
+    const slots = Uint32Array.from([11, 12, 14, 20]);
+    const got = await runKvCompact(ctx, shape, layers, slots, 10);
+    layers.forEach((l, i) => {
+      kvCompactRef(shape, l.k, l.v, slots, 10);
+      expect(got[i]!.k).toEqual(l.k);
+      expect(got[i]!.v).toEqual(l.v);
+    });
+  });
+});

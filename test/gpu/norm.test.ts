@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { rmsNormRef, runRmsNorm } from '../../src/kernels/norm/rmsnorm.js';
+import { gpu } from '../helpers/gpu.js';
+
+function rand(n: number, seed: number, scale = 1, offset = 0): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32 - 0.5) * 2 * scale + offset;
+  });
+}
+
+function maxRelErr(a: Float32Array, b: Float32Array): number {
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!) / (1 + Math.abs(b[i]!)));
+  return worst;
+}
+
+describe('RMSNorm kernel vs the TS reference', () => {
+  it.each([
+    [3, 1000, false],
+    [7, 96, true],
+    [1, 4097, false],
+    [33, 50, true],
+  ])('rows=%i n=%i onePlus=%s', async (rows, n, onePlus) => {
+    const ctx = await gpu();
+    const x = rand(rows * n, rows * n, 4);
+    const w = rand(n, n, 0.5, onePlus ? 0 : 1);
+    const opts = { n, eps: 1e-6, onePlus };
+    const y = await runRmsNorm(ctx, x, w, opts);
+    expect(maxRelErr(y, rmsNormRef(x, w, opts))).toBeLessThan(2e-6);
+  });
+
+  it('QK-norm: q [M, heads, headDim] normalised per head (rows = M * heads, n = headDim)', async () => {
+    const ctx = await gpu();
+    const M = 5;
+    const heads = 6;
+    const headDim = 40;
+    const q = rand(M * heads * headDim, 11, 3);
+    const w = rand(headDim, 12, 0.3, 1);
+    const y = await runRmsNorm(ctx, q, w, { n: headDim, eps: 1e-6 });
+    // Independent check of one head: its RMS after dividing by w is 1.
+    const h = 13;
+    let ss = 0;
+    for (let d = 0; d < headDim; d++) ss += (y[h * headDim + d]! / w[d]!) ** 2;
+    expect(Math.sqrt(ss / headDim)).toBeCloseTo(1, 4);
+    expect(maxRelErr(y, rmsNormRef(q, w, { n: headDim, eps: 1e-6 }))).toBeLessThan(2e-6);
+  });
+});

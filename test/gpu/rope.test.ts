@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { type RopeOptions, ropeInvFreq, ropeRef, runRope } from '../../src/kernels/rope/rope.js';
+import { gpu } from '../helpers/gpu.js';
+
+function rand(n: number, seed: number): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32 - 0.5) * 4;
+  });
+}
+
+function maxErr(a: Float32Array, b: Float32Array): number {
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!) / (1 + Math.abs(b[i]!)));
+  return worst;
+}
+
+const llama3 = { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 };
+
+// Both sides compute the same f32 angle (pos · inv_freq, one rounded multiply); they differ only
+// in cos/sin of it: the reference's is exact (f64), the kernel's is a Cody-Waite reduction plus
+// polynomials in f32 (a few ulps). The rotated pair then carries f32 rounding of a·c - b·s, so the
+// tolerance is relative to the magnitude; WGSL's own cos/sin (error ~1e-4 on SwiftShader) would fail it.
+const TOL = 2e-6;
+
+describe('RoPE kernel vs the TS reference', () => {
+  const cases: [string, RopeOptions, number[]][] = [
+    [
+      'half, theta 1e4',
+      { heads: 4, kvHeads: 2, headDim: 64, theta: 10000, layout: 'half' },
+      [0, 1, 2, 3, 4, 5, 6],
+    ],
+    [
+      'interleaved, theta 5e5',
+      { heads: 3, kvHeads: 1, headDim: 24, theta: 500000, layout: 'interleaved' },
+      [7, 100, 2],
+    ],
+    [
+      'half, llama3 scaling, tree positions',
+      { heads: 2, kvHeads: 1, headDim: 128, theta: 500000, layout: 'half', scaling: llama3 },
+      [4000, 4001, 4001, 4002, 4999],
+    ],
+    [
+      'half, headDim 10, large positions',
+      { heads: 5, kvHeads: 5, headDim: 10, theta: 10000, layout: 'half' },
+      [3000, 65],
+    ],
+  ];
+  it.each(cases)('%s', async (_, opts, posList) => {
+    const ctx = await gpu();
+    const positions = Uint32Array.from(posList);
+    const M = positions.length;
+    const q = rand(M * opts.heads * opts.headDim, M + opts.headDim);
+    const k = rand(M * opts.kvHeads * opts.headDim, 3 * M);
+    const got = await runRope(ctx, q, k, positions, opts);
+    const inv = ropeInvFreq(opts.headDim, opts.theta, opts.scaling);
+    ropeRef(q, opts.heads, opts.headDim, positions, inv, opts.layout);
+    ropeRef(k, opts.kvHeads, opts.headDim, positions, inv, opts.layout);
+    expect(maxErr(got.q, q)).toBeLessThan(TOL);
+    expect(maxErr(got.k, k)).toBeLessThan(TOL);
+  });
+
+  it('position 0 is the identity and rotations preserve each pair norm', async () => {
+    const ctx = await gpu();
+    const opts: RopeOptions = { heads: 1, kvHeads: 1, headDim: 8, theta: 10000, layout: 'half' };
+    const q = rand(16, 5);
+    const k = rand(16, 6);
+    const got = await runRope(ctx, q, k, Uint32Array.from([0, 1234]), opts);
+    expect(Array.from(got.q.subarray(0, 8))).toEqual(Array.from(q.subarray(0, 8)));
+    for (let i = 0; i < 4; i++) {
+      const before = Math.hypot(q[8 + i]!, q[12 + i]!);
+      expect(Math.hypot(got.q[8 + i]!, got.q[12 + i]!)).toBeCloseTo(before, 6);
+    }
+  });
+
+  it('llama3 inv_freq follows _compute_llama3_parameters (low band / factor, high band kept, smooth between)', () => {
+    const base = ropeInvFreq(128, 500000);
+    const scaled = ropeInvFreq(128, 500000, llama3);
+    // Values from Hugging Face (Llama 3.1, theta 5e5, headDim 128): first pair untouched, last divided by 8.
+    expect(scaled[0]).toBe(1);
+    expect(scaled[63]).toBeCloseTo(base[63]! / 8, 12);
+    let smooth = 0;
+    for (let i = 0; i < 64; i++) {
+      const wavelen = (2 * Math.PI) / base[i]!;
+      if (wavelen < 8192 / 4) expect(scaled[i]).toBe(base[i]);
+      else if (wavelen > 8192) expect(scaled[i]).toBe(Math.fround(base[i]! / 8));
+      else {
+        smooth++;
+        expect(scaled[i]!).toBeLessThan(base[i]!);
+        expect(scaled[i]!).toBeGreaterThan(base[i]! / 8);
+      }
+    }
+    expect(smooth).toBeGreaterThan(0);
+  });
+
+  it('llama3 inv_freq matches HF _compute_llama3_parameters run in float32 (Llama 3.1: theta 5e5, headDim 128)', () => {
+    // Computed with numpy float32 mirroring the torch float32 code of transformers'
+    // _compute_llama3_parameters (factor 8, low 1, high 4, original 8192); indices 29..34 are the smoothed band.
+    const hf: [number, number][] = [
+      [0, 1.0],
+      [20, 0.016560440883040428],
+      [29, 0.0021665706299245358],
+      [31, 0.0008567514596506953],
+      [34, 0.0001785077911335975],
+      [40, 3.428102354519069e-5],
+      [63, 3.068925877869333e-7],
+    ];
+    const got = ropeInvFreq(128, 500000, llama3);
+    for (const [i, want] of hf) expect(Math.abs(got[i]! - want) / want, `inv_freq[${i}]`).toBeLessThan(1e-6);
+  });
+});
