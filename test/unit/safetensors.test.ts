@@ -17,15 +17,8 @@ import {
 import { blobSource, bytesSource, urlSource } from '../../src/formats/source.js';
 import { specFromConfig, withGenerationConfig } from '../../src/model/config.js';
 import type { ModelFamily } from '../../src/model/spec.js';
-import {
-  randomTensors,
-  rng,
-  roundTrip,
-  safetensorsBytes,
-  sameF32,
-  tinyConfig,
-  writeFixtureDir,
-} from '../fixtures/write.js';
+import { randomTensors, rng, roundTrip, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
+import { writeFixtureDir } from '../fixtures/write-dir.js';
 
 /** A safetensors file built byte by byte from a header object and raw data, for malformed cases. */
 function rawFile(header: unknown, data: Uint8Array, lengthOverride?: bigint): Uint8Array {

@@ -1,0 +1,38 @@
+// The page the CLI drives in headless Chromium when Node's own WebGPU can't run kernels: it runs
+// the engine in its Web Worker and relays every event to Node through functions the CLI exposes.
+
+import type { CreateEngineOptions } from '../../engine/create.js';
+import type { GenerateOptions, GenerationChunk, GenerationStats } from '../../engine/types.js';
+import { createWorkerEngine, type WorkerEngine } from '../../engine/worker-client.js';
+
+/** What the CLI asks the page to run. */
+export interface HostJob {
+  load: Omit<CreateEngineOptions, 'onProgress' | 'gpu' | 'model'> & { model: string };
+  prompt: string | number[];
+  generate: Omit<GenerateOptions, 'signal'>;
+}
+
+declare global {
+  interface Window {
+    /** Set by this page: runs one job. */
+    weftRun(job: HostJob): Promise<{ stats: GenerationStats | undefined; adapter: string }>;
+    /** Exposed by the CLI (playwright's exposeFunction): receives each streamed chunk. */
+    weftChunk(chunk: GenerationChunk): Promise<void>;
+    /** Exposed by the CLI: receives load progress. */
+    weftProgress(event: unknown): Promise<void>;
+  }
+}
+let engine: WorkerEngine | undefined;
+
+window.weftRun = async (job) => {
+  const worker = new Worker(new URL('../../../workers/engine.worker.ts', import.meta.url), {
+    type: 'module',
+  });
+  engine = await createWorkerEngine(worker, job.load, (e) => void window.weftProgress(e));
+  for await (const chunk of engine.generate(job.prompt, job.generate)) await window.weftChunk(chunk);
+  const adapter = (await navigator.gpu?.requestAdapter())?.info;
+  return {
+    stats: engine.lastStats,
+    adapter: adapter ? `${adapter.vendor} ${adapter.architecture}`.trim() : 'unknown',
+  };
+};

@@ -1,0 +1,231 @@
+// `weft` command line (Node). Streams generated text to stdout, or prints one JSON object with
+// --json. Errors print one line and exit non-zero.
+import { existsSync, statSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { createEngine, type Quant } from '../engine/create.js';
+import type { GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
+import { InvalidInputError, WeftError } from '../errors.js';
+import { createGpuContext, describeAdapter } from '../gpu/device.js';
+import { requestAdapter } from '../gpu/host.js';
+import { openModel } from '../model/load.js';
+import { chromiumPath, runInChromium } from './chromium-host.js';
+import { modelFilesFor } from './model-arg.js';
+
+const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
+
+  --model M            model folder (Hugging Face layout), URL prefix, or hub id org/name
+  --prompt TEXT        prompt text (or --prompt-ids 1,2,3)
+  --prompt-ids IDS     comma-separated prompt token ids, used as given
+  --chat               wrap the prompt as a user message with the model's chat template
+  --max-tokens N       tokens to generate (default 64)
+  --temperature T      0 is greedy (default 0)
+  --top-p P            nucleus sampling mass (default 1)
+  --top-k K            keep the K most likely tokens (default 0: off)
+  --seed S             sampling seed (default 0)
+  --quant Q            f32|f16|int8|int4|int2|w8a8 (default f16)
+  --context N          KV cache length (default min(model, 2048))
+  --device D           gpu (default) or cpu (the plain-TS reference forward)
+  --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
+  --json               print {"ids", "text", "stats"} at the end instead of streaming text`;
+
+const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2', 'w8a8'];
+
+/** Parsed `weft generate` arguments. */
+export interface GenerateArgs {
+  model: string;
+  prompt: { text: string } | { ids: number[] };
+  chat: boolean;
+  options: Omit<GenerateOptions, 'signal'>;
+  quant: Quant;
+  context: number | undefined;
+  device: 'gpu' | 'cpu';
+  host: 'auto' | 'node' | 'chromium';
+  json: boolean;
+}
+
+function num(
+  name: string,
+  value: string | undefined,
+  fallback: number,
+  check: (n: number) => boolean,
+): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || !check(n))
+    throw new InvalidInputError(`--${name}: invalid value "${value}"`);
+  return n;
+}
+
+function oneOf<T extends string>(
+  name: string,
+  value: string | undefined,
+  allowed: readonly T[],
+  fallback: T,
+): T {
+  if (value === undefined) return fallback;
+  const hit = allowed.find((a) => a === value);
+  if (!hit) throw new InvalidInputError(`--${name}: "${value}" is not one of ${allowed.join(', ')}`);
+  return hit;
+}
+
+/** Parses the arguments after `weft generate`. */
+export function parseGenerateArgs(argv: string[]): GenerateArgs {
+  let parsed: ReturnType<typeof parseOptions>;
+  try {
+    parsed = parseOptions(argv);
+  } catch (e) {
+    throw new InvalidInputError(e instanceof Error ? e.message : String(e));
+  }
+  const { values } = parsed;
+  return fromValues(values);
+}
+
+function parseOptions(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      model: { type: 'string' },
+      prompt: { type: 'string' },
+      'prompt-ids': { type: 'string' },
+      chat: { type: 'boolean', default: false },
+      'max-tokens': { type: 'string' },
+      temperature: { type: 'string' },
+      'top-p': { type: 'string' },
+      'top-k': { type: 'string' },
+      seed: { type: 'string' },
+      quant: { type: 'string' },
+      context: { type: 'string' },
+      device: { type: 'string' },
+      host: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+}
+
+function fromValues(values: ReturnType<typeof parseOptions>['values']): GenerateArgs {
+  if (!values.model) throw new InvalidInputError('--model is required');
+  if ((values.prompt === undefined) === (values['prompt-ids'] === undefined))
+    throw new InvalidInputError('give exactly one of --prompt and --prompt-ids');
+  let prompt: GenerateArgs['prompt'];
+  if (values['prompt-ids'] !== undefined) {
+    const ids = values['prompt-ids'].split(',').map((s) => Number(s.trim()));
+    if (ids.length === 0 || ids.some((i) => !Number.isInteger(i) || i < 0))
+      throw new InvalidInputError(
+        `--prompt-ids: "${values['prompt-ids']}" is not a comma-separated list of token ids`,
+      );
+    prompt = { ids };
+  } else {
+    prompt = { text: values.prompt ?? '' };
+  }
+  if (values.chat && 'ids' in prompt)
+    throw new InvalidInputError('--chat needs --prompt text, not --prompt-ids');
+  return {
+    model: values.model,
+    prompt,
+    chat: values.chat ?? false,
+    options: {
+      maxTokens: num('max-tokens', values['max-tokens'], 64, (n) => Number.isInteger(n) && n >= 1),
+      temperature: num('temperature', values.temperature, 0, (n) => n >= 0),
+      topP: num('top-p', values['top-p'], 1, (n) => n > 0 && n <= 1),
+      topK: num('top-k', values['top-k'], 0, (n) => Number.isInteger(n) && n >= 0),
+      seed: num('seed', values.seed, 0, (n) => Number.isInteger(n) && n >= 0),
+    },
+    quant: oneOf('quant', values.quant, QUANTS, 'f16'),
+    context:
+      values.context === undefined
+        ? undefined
+        : num('context', values.context, 0, (n) => Number.isInteger(n) && n >= 2),
+    device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),
+    host: oneOf('host', values.host, ['auto', 'node', 'chromium'] as const, 'auto'),
+    json: values.json ?? false,
+  };
+}
+
+/** Node's Dawn can run kernels unless its only adapter is SwiftShader (see chromium-host.ts). */
+async function pickHost(args: GenerateArgs): Promise<'node' | 'chromium'> {
+  if (args.host !== 'auto') return args.host;
+  if (args.device === 'cpu') return 'node';
+  const adapter = await requestAdapter().catch(() => null);
+  const software =
+    !adapter || /swiftshader/i.test(`${adapter.info.architecture} ${adapter.info.description}`);
+  return software && chromiumPath() ? 'chromium' : 'node';
+}
+
+async function generate(args: GenerateArgs): Promise<void> {
+  const files = modelFilesFor(args.model);
+  // Tokenize in Node, so both hosts receive ids and chat templates render the same way.
+  const { tokenizer } = await openModel(files);
+  await files.close?.();
+  let ids: number[];
+  if ('ids' in args.prompt) ids = args.prompt.ids;
+  else if (args.chat) {
+    const text = tokenizer.applyChatTemplate([{ role: 'user', content: args.prompt.text }], {
+      addGenerationPrompt: true,
+    });
+    ids = tokenizer.encode(text, { addSpecialTokens: false });
+  } else ids = tokenizer.encode(args.prompt.text, { addSpecialTokens: true });
+
+  const out: number[] = [];
+  let text = '';
+  const onChunk = (c: GenerationChunk) => {
+    out.push(...c.ids);
+    text += c.text;
+    if (!args.json && c.text) process.stdout.write(c.text);
+  };
+  const load = {
+    quant: args.quant,
+    device: args.device,
+    ...(args.context ? { contextLength: args.context } : {}),
+  };
+  let stats: GenerationStats | undefined;
+  if ((await pickHost(args)) === 'chromium') {
+    const local = existsSync(args.model) && statSync(args.model).isDirectory();
+    if (!local)
+      throw new InvalidInputError(`--host chromium needs a local model folder, got "${args.model}"`);
+    ({ stats } = await runInChromium(args.model, { load, prompt: ids, generate: args.options }, onChunk));
+  } else {
+    const gpu = args.device === 'gpu' ? await createGpuContext() : undefined;
+    if (gpu && !args.json) process.stderr.write(`weft: ${describeAdapter(gpu.adapter)}\n`);
+    const engine = await createEngine({ model: files, ...load, ...(gpu ? { gpu } : {}) });
+    for await (const c of engine.generate(ids, args.options)) onChunk(c);
+    stats = engine.lastStats;
+    await engine.unload();
+    gpu?.destroy();
+  }
+  if (args.json) {
+    const s = stats;
+    const pick = s && {
+      prompt_tokens: s.prompt_tokens,
+      completion_tokens: s.completion_tokens,
+      prefill_tok_s: s.prefill_tok_s,
+      decode_tok_s: s.decode_tok_s,
+      target_passes: s.target_passes,
+      tokens_per_pass: s.tokens_per_pass,
+    };
+    process.stdout.write(`${JSON.stringify({ ids: out, text, stats: pick })}\n`);
+  } else process.stdout.write('\n');
+}
+
+/** Entry point of the `weft` binary. Returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    if (command === 'generate') await generate(parseGenerateArgs(rest));
+    else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+      process.stdout.write(`${USAGE}\n`);
+      return command === undefined ? 1 : 0;
+    } else throw new InvalidInputError(`unknown command "${command}" (try: weft generate --help)`);
+    return 0;
+  } catch (err) {
+    const msg =
+      err instanceof WeftError
+        ? `${err.name}: ${err.message}`
+        : err instanceof Error
+          ? err.message
+          : String(err);
+    process.stderr.write(`weft: ${msg.split('\n')[0]}\n`);
+    if (process.env.WEFT_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,108 @@
+import { InvalidInputError } from '../errors.js';
+import type { GpuContext } from '../gpu/device.js';
+import { type ModelFiles, urlModelFiles } from '../model/files.js';
+import { openModel } from '../model/load.js';
+import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
+import type { ModelRunner } from '../model/runner.js';
+import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
+import { Engine } from './engine.js';
+import type { TextCodec } from './types.js';
+
+/** Weight precision on the device. */
+export type Quant = 'f32' | 'f16' | 'int8' | 'int4' | 'int2' | 'w8a8';
+
+/** Progress of loading a model. */
+export interface LoadProgress {
+  phase: 'open' | 'weights' | 'ready';
+  /** Tensors placed so far, and in all. */
+  done: number;
+  total: number;
+  /** The tensor being placed. */
+  tensor?: string;
+}
+
+/** Options of {@link createEngine}. */
+export interface CreateEngineOptions {
+  /**
+   * The model: a URL prefix of a Hugging Face-layout folder (absolute or relative to the page), a
+   * Hugging Face id `org/name` (optionally `org/name@revision`), or a {@link ModelFiles}
+   * (a picked folder, the weights cache, or in Node `dirModelFiles(path)`).
+   */
+  model: string | ModelFiles;
+  /** Weight precision on the GPU (default f16; f32 where exactness matters). */
+  quant?: Quant;
+  /** 'gpu' (default) runs on WebGPU; 'cpu' runs the plain-TS reference (slow; for checks). */
+  device?: 'gpu' | 'cpu';
+  /** Most tokens of context to allocate the KV cache for (default min(model's, 2048)). */
+  contextLength?: number;
+  /** Base URL of the model hub for `org/name` ids (default https://huggingface.co). */
+  hubBase?: string;
+  /** A GPU context to use instead of creating one. */
+  gpu?: GpuContext;
+  onProgress?: (event: LoadProgress) => void;
+}
+
+const HUB_ID = /^[\w.-]+\/[\w.-]+(@[\w.\-/]+)?$/;
+
+/** Resolves the `model` option to files. */
+export function modelFiles(model: string | ModelFiles, hubBase = 'https://huggingface.co'): ModelFiles {
+  if (typeof model !== 'string') return model;
+  if (/^(https?:|\/|\.\.?\/)/.test(model)) return urlModelFiles(model);
+  if (HUB_ID.test(model)) {
+    const [id, rev = 'main'] = model.split('@') as [string, string?];
+    return urlModelFiles(`${hubBase.replace(/\/$/, '')}/${id}/resolve/${rev}/`);
+  }
+  throw new InvalidInputError(
+    `model "${model}" is neither a URL, a path starting with / or ./, nor a Hugging Face id "org/name"`,
+  );
+}
+
+/** The engine's view of a tokenizer. */
+function codecOf(tok: WeftTokenizer): TextCodec {
+  return {
+    encode: (text, o) => tok.encode(text, o),
+    // Checkpoints pad the vocabulary past the tokenizer's; such ids decode to nothing.
+    decode: (ids, o) => tok.decode(ids.filter((id) => id < tok.vocabSize), o),
+    eosIds: tok.eosIds,
+    ...(tok.hasChatTemplate
+      ? {
+          applyChatTemplate: (messages, o) =>
+            tok.applyChatTemplate(messages, { addGenerationPrompt: o.addGenerationPrompt }),
+        }
+      : {}),
+  };
+}
+
+/**
+ * Loads a model and returns an engine over it. The same call works in a page, a Web Worker and
+ * Node; in Node pass `dirModelFiles(path)` for a local folder.
+ */
+export async function createEngine(options: CreateEngineOptions): Promise<Engine> {
+  const files = modelFiles(options.model, options.hubBase);
+  const progress = options.onProgress ?? (() => {});
+  progress({ phase: 'open', done: 0, total: 0 });
+  const opened = await openModel(files);
+  const { spec } = opened;
+  const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
+  if (!Number.isInteger(context) || context < 2)
+    throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
+  let runner: ModelRunner;
+  if ((options.device ?? 'gpu') === 'cpu') {
+    const total = opened.weights.tensors.size;
+    progress({ phase: 'weights', done: 0, total });
+    runner = new ReferenceRunner(spec, await readAllF32(opened.weights), context);
+    progress({ phase: 'weights', done: total, total });
+  } else {
+    const { createGpuRunner } = await import('../model/gpu-runner.js');
+    runner = await createGpuRunner(opened, {
+      quant: options.quant ?? 'f16',
+      capacity: context,
+      onProgress: progress,
+      ...(options.gpu ? { gpu: options.gpu } : {}),
+    });
+  }
+  // Every tensor is on the device now: release file handles.
+  await files.close?.();
+  progress({ phase: 'ready', done: 1, total: 1 });
+  return new Engine({ id: files.name, runner, codec: codecOf(opened.tokenizer) });
+}

@@ -1,0 +1,481 @@
+import { draftTree } from '../decode/tree.js';
+import type { Quant } from '../engine/create.js';
+import { InvalidInputError } from '../errors.js';
+import { readTensorF32, type SafetensorsCheckpoint } from '../formats/safetensors.js';
+import { createBuffer, readF32, STORAGE, uploadBuffer } from '../gpu/buffers.js';
+import { createGpuContext, type GpuContext } from '../gpu/device.js';
+import { Attention } from '../kernels/attention/attention.js';
+import { BindGroupCache } from '../kernels/bind.js';
+import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
+import { Embedding } from '../kernels/embed/embed.js';
+import { KvCompact, type KvLayerBuffers, KvWrite } from '../kernels/kv/kv.js';
+import { type GpuMatrix, Matmul, prepareMatmul, uploadMatrix } from '../kernels/matmul/matmul.js';
+import { quantize, type WeightFormat } from '../kernels/matmul/quant.js';
+import { RmsNorm } from '../kernels/norm/rmsnorm.js';
+import { Rope } from '../kernels/rope/rope.js';
+import { Sampler } from '../kernels/sample/sample.js';
+import type { OpenedModel } from './load.js';
+import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import { deriveSizes, type ModelSpec } from './spec.js';
+
+/** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
+export const MAX_FORWARD_TOKENS = 64;
+
+/** Options of {@link createGpuRunner}. */
+export interface GpuRunnerOptions {
+  quant: Quant;
+  /** KV cache slots. */
+  capacity: number;
+  gpu?: GpuContext;
+  onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
+}
+
+/** Weight format of each quant choice (w8a8 keeps int8 weights until its activation path lands). */
+export function formatOf(quant: Quant): WeightFormat {
+  return quant === 'w8a8' ? 'int8' : quant;
+}
+
+/** Quantization group along K: 32 where it divides K, else 16; float formats use the whole row. */
+export function groupFor(format: WeightFormat, cols: number): number {
+  if (format === 'f32' || format === 'f16') return cols;
+  return cols % 32 === 0 ? 32 : 16;
+}
+
+/** One decoder layer on the GPU. */
+interface GpuLayer {
+  inputNorm: GPUBuffer; // [H]
+  postNorm: GPUBuffer; // [H]
+  q: Matmul; // [qWidth, H]
+  k: Matmul; // [kvWidth, H]
+  v: Matmul; // [kvWidth, H]
+  o: Matmul; // [H, qWidth]
+  gate: Matmul; // [I, H]
+  up: Matmul; // [I, H]
+  down: Matmul; // [H, I]
+  // Biases repeated for MAX_FORWARD_TOKENS rows, so the plain in-place add applies them.
+  qBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, qWidth]
+  kBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
+  vBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
+  qNorm: GPUBuffer | undefined; // [headDim]
+  kNorm: GPUBuffer | undefined; // [headDim]
+  cache: KvLayerBuffers; // K and V: [capacity, kvHeads, headDim]
+}
+
+/** Resident weights. */
+interface GpuWeights {
+  embed: GpuMatrix; // [V, H], also the LM head when tied
+  layers: GpuLayer[];
+  norm: GPUBuffer; // [H]
+  lmHead: Matmul; // [V, H]
+  matrices: GpuMatrix[]; // every matrix, for destroy
+}
+
+/** One kernel instance per call site whose uniforms differ; shared where they never do. */
+interface Kernels {
+  embed: Embedding;
+  norm: RmsNorm; // n = H, every T-row norm
+  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
+  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
+  rope: Rope;
+  kvWrite: KvWrite;
+  attention: Attention;
+  compact: KvCompact;
+  add: AddInPlace; // T * H
+  addQ: AddInPlace; // T * qWidth
+  addKv: AddInPlace; // T * kvWidth
+  silu: SiluMul;
+  gather: GatherRows;
+  greedy: Sampler;
+  gumbel: Sampler;
+}
+
+function destroyWeights(w: GpuWeights): void {
+  for (const m of w.matrices) m.destroy();
+  w.norm.destroy();
+  for (const l of w.layers) {
+    for (const b of [
+      l.inputNorm,
+      l.postNorm,
+      l.qBias,
+      l.kBias,
+      l.vBias,
+      l.qNorm,
+      l.kNorm,
+      l.cache.k,
+      l.cache.v,
+    ])
+      b?.destroy();
+    for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) m.destroy();
+  }
+  w.lmHead.destroy();
+}
+
+/** Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once. */
+interface Activations {
+  ids: GPUBuffer; // [T] u32 token ids
+  positions: GPUBuffer; // [T] u32 RoPE positions
+  slots: GPUBuffer; // [T] u32 cache slots
+  ends: GPUBuffer; // [T] u32 last row of each node's subtree
+  x: GPUBuffer; // [T, H] residual stream
+  h: GPUBuffer; // [T, H] normed
+  q: GPUBuffer; // [T, qWidth]
+  k: GPUBuffer; // [T, kvWidth]
+  v: GPUBuffer; // [T, kvWidth]
+  qn: GPUBuffer; // [T, qWidth] q after QK-norm
+  kn: GPUBuffer; // [T, kvWidth] k after QK-norm
+  attn: GPUBuffer; // [T, qWidth]
+  tmp: GPUBuffer; // [T, H]
+  gate: GPUBuffer; // [T, I]
+  up: GPUBuffer; // [T, I]
+  act: GPUBuffer; // [T, I] silu(gate) * up
+  rows: GPUBuffer; // [T] u32 rows to score
+  hr: GPUBuffer; // [T, H] gathered rows
+  logits: GPUBuffer; // [T, V]
+  samplePositions: GPUBuffer; // [T] u32 position of each sampled token
+  out: GPUBuffer; // [T] u32 sampled ids
+  commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
+  staging: GPUBuffer; // [T] u32, MAP_READ
+}
+
+/**
+ * Runs a model on WebGPU: weights resident in the chosen format, one KV cache buffer pair per
+ * layer, activation buffers for up to {@link MAX_FORWARD_TOKENS} tokens, and a kernel instance per
+ * call site, all made once. A forward pass is one compute pass and one 4-byte-per-row readback of
+ * the sampled ids: logits never leave the GPU, and nothing is created per token.
+ */
+export class GpuRunner implements ModelRunner {
+  private committed = 0;
+  private lastTokens = 0;
+  private lastBase = 0;
+  private lastRows = 0;
+  private readonly sizes;
+
+  constructor(
+    readonly spec: ModelSpec,
+    readonly capacity: number,
+    private readonly ctx: GpuContext,
+    private readonly ownsContext: boolean,
+    private readonly k: Kernels,
+    private readonly w: GpuWeights,
+    private readonly a: Activations,
+  ) {
+    this.sizes = deriveSizes(spec);
+  }
+
+  get kvLength(): number {
+    return this.committed;
+  }
+
+  async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
+    this.ctx.assertAlive();
+    const T = input.tokens.length;
+    const { spec, a, k, w } = this;
+    const { qWidth, kvWidth } = this.sizes;
+    const H = spec.hidden;
+    if (T < 1 || T > MAX_FORWARD_TOKENS)
+      throw new InvalidInputError(`forward: ${T} tokens, must be 1..${MAX_FORWARD_TOKENS}`);
+    const base = this.committed;
+    if (base + T > this.capacity)
+      throw new InvalidInputError(
+        `forward: ${base} cached + ${T} new tokens exceed the KV cache of ${this.capacity}`,
+      );
+    for (const t of input.tokens)
+      if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize)
+        throw new InvalidInputError(`forward: token id ${t} is outside the vocabulary of ${spec.vocabSize}`);
+    const tree = draftTree(input.parents ?? input.tokens.map((_, i) => i - 1));
+    const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
+    const R = picked.length;
+    const q = this.ctx.device.queue;
+    q.writeBuffer(a.ids, 0, Uint32Array.from(input.tokens));
+    q.writeBuffer(
+      a.positions,
+      0,
+      Uint32Array.from(tree.depth, (d) => base + d),
+    );
+    q.writeBuffer(
+      a.slots,
+      0,
+      Uint32Array.from(tree.depth, (_, i) => base + i),
+    );
+    q.writeBuffer(a.ends, 0, Uint32Array.from(tree.end));
+    q.writeBuffer(a.rows, 0, Uint32Array.from(picked));
+    // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
+    q.writeBuffer(
+      a.samplePositions,
+      0,
+      Uint32Array.from(picked, (i) => base + tree.depth[i]! + 1),
+    );
+
+    const enc = this.ctx.device.createCommandEncoder({ label: 'forward' });
+    const pass = enc.beginComputePass({ label: 'forward' });
+    k.embed.encode(pass, a.ids, a.x, T);
+    for (const l of w.layers) {
+      k.norm.encode(pass, a.x, l.inputNorm, a.h, T);
+      l.q.encode(pass, a.h, a.q, T);
+      l.k.encode(pass, a.h, a.k, T);
+      l.v.encode(pass, a.h, a.v, T);
+      if (l.qBias && l.kBias && l.vBias) {
+        k.addQ.encode(pass, l.qBias, a.q, T * qWidth);
+        k.addKv.encode(pass, l.kBias, a.k, T * kvWidth);
+        k.addKv.encode(pass, l.vBias, a.v, T * kvWidth);
+      }
+      let qIn = a.q;
+      let kIn = a.k;
+      if (k.qNorm && k.kNorm && l.qNorm && l.kNorm) {
+        k.qNorm.encode(pass, a.q, l.qNorm, a.qn, T * spec.heads);
+        k.kNorm.encode(pass, a.k, l.kNorm, a.kn, T * spec.kvHeads);
+        qIn = a.qn;
+        kIn = a.kn;
+      }
+      k.rope.encode(pass, qIn, kIn, a.positions, T);
+      k.kvWrite.encode(pass, kIn, a.v, a.slots, l.cache, T);
+      k.attention.encode(pass, qIn, l.cache.k, l.cache.v, a.ends, a.attn, T, base);
+      l.o.encode(pass, a.attn, a.tmp, T);
+      k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
+      k.norm.encode(pass, a.x, l.postNorm, a.h, T);
+      l.gate.encode(pass, a.h, a.gate, T);
+      l.up.encode(pass, a.h, a.up, T);
+      k.silu.encode(pass, [a.gate, a.up], a.act, T);
+      l.down.encode(pass, a.act, a.tmp, T);
+      k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
+    }
+    k.norm.encode(pass, a.x, w.norm, a.h, T);
+    let head = a.h;
+    if (R < T) {
+      k.gather.encode(pass, a.h, a.rows, a.hr, R);
+      head = a.hr;
+    }
+    w.lmHead.encode(pass, head, a.logits, R);
+    const s = sampler.temperature > 0 ? k.gumbel : k.greedy;
+    s.encode(pass, a.logits, a.samplePositions, a.out, R, {
+      seed: sampler.seed,
+      temperature: sampler.temperature,
+      topK: sampler.topK,
+      topP: sampler.topP,
+    });
+    pass.end();
+    enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
+    q.submit([enc.finish()]);
+    await Promise.race([
+      a.staging.mapAsync(GPUMapMode.READ, 0, R * 4),
+      this.ctx.lost.then((e) => Promise.reject(e)),
+    ]);
+    const ids = Int32Array.from(new Uint32Array(a.staging.getMappedRange(0, R * 4)));
+    a.staging.unmap();
+    this.lastTokens = T;
+    this.lastBase = base;
+    this.lastRows = R;
+    return ids;
+  }
+
+  /**
+   * Logits [R, V] of the rows the last forward scored, copied to the CPU. For tests and quality
+   * measurements only: generation never reads logits back.
+   */
+  async lastLogits(): Promise<Float32Array> {
+    const R = this.lastRows;
+    return readF32(this.ctx, this.a.logits, R * this.spec.vocabSize);
+  }
+
+  commit(path: readonly number[]): void {
+    if (this.lastBase !== this.committed)
+      throw new InvalidInputError('commit: the cache changed since the last forward');
+    for (const i of path)
+      if (!Number.isInteger(i) || i < 0 || i >= this.lastTokens)
+        throw new InvalidInputError(
+          `commit: node ${i} is not in the last forward (${this.lastTokens} tokens)`,
+        );
+    // Rows already in place (a chain's prefix) need no copy.
+    if (path.some((node, i) => node !== i)) {
+      const slots = Uint32Array.from(path, (i) => this.committed + i);
+      this.ctx.device.queue.writeBuffer(this.a.commitSlots, 0, slots);
+      const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
+      const pass = enc.beginComputePass({ label: 'commit' });
+      this.k.compact.encode(
+        pass,
+        this.w.layers.map((l) => l.cache),
+        this.a.commitSlots,
+        path.length,
+        this.committed,
+      );
+      pass.end();
+      this.ctx.device.queue.submit([enc.finish()]);
+    }
+    this.committed += path.length;
+    this.lastTokens = 0;
+  }
+
+  trim(length: number): void {
+    if (!Number.isInteger(length) || length < 0)
+      throw new InvalidInputError(`trim: length ${length} must be >= 0`);
+    this.committed = Math.min(this.committed, length);
+    this.lastTokens = 0;
+  }
+
+  dispose(): void {
+    for (const b of Object.values(this.a)) b.destroy();
+    destroyWeights(this.w);
+    if (this.ownsContext) this.ctx.destroy();
+  }
+}
+
+/** Reads a tensor as f32, checking its shape. */
+async function tensor(
+  weights: SafetensorsCheckpoint,
+  name: string,
+  shape: readonly number[],
+): Promise<Float32Array> {
+  const info = weights.tensors.get(name);
+  if (!info) throw new InvalidInputError(`model weights: missing tensor ${name}`);
+  if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i]))
+    throw new InvalidInputError(`model weights: ${name} has shape [${info.shape}], expected [${shape}]`);
+  return readTensorF32(info);
+}
+
+/** Repeats a bias vector for every row a forward pass can hold. */
+function repeatRows(v: Float32Array, rows: number): Float32Array {
+  const out = new Float32Array(v.length * rows);
+  for (let r = 0; r < rows; r++) out.set(v, r * v.length);
+  return out;
+}
+
+/**
+ * Places an opened model on the GPU in the chosen format, tensor by tensor (each is read, packed,
+ * uploaded and dropped before the next), and returns its runner.
+ */
+export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions): Promise<GpuRunner> {
+  const { spec, weights } = opened;
+  const ctx = o.gpu ?? (await createGpuContext());
+  const binds = new BindGroupCache(ctx.device);
+  const format = formatOf(o.quant);
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const V = spec.vocabSize;
+  const D = spec.headDim;
+  const maxT = MAX_FORWARD_TOKENS;
+  const capacity = o.capacity;
+  const names = [...weights.tensors.keys()];
+  let done = 0;
+  const step = (name: string) =>
+    o.onProgress?.({ phase: 'weights', done: ++done, total: names.length, tensor: name });
+  const matrices: GpuMatrix[] = [];
+  const matrix = async (name: string, rows: number, cols: number): Promise<GpuMatrix> => {
+    const f32 = await tensor(weights, name, [rows, cols]);
+    const m = uploadMatrix(ctx, quantize(f32, rows, cols, format, groupFor(format, cols)), name);
+    matrices.push(m);
+    step(name);
+    return m;
+  };
+  const linear = async (name: string, rows: number, cols: number) =>
+    new Matmul(ctx, binds, await matrix(name, rows, cols), { maxM: maxT });
+  const vector = async (name: string, n: number, repeat = 1) => {
+    const v = await tensor(weights, name, [n]);
+    step(name);
+    return uploadBuffer(ctx, repeat > 1 ? repeatRows(v, repeat) : v, name);
+  };
+
+  const embed = await matrix('model.embed_tokens.weight', V, H);
+  const layers: GpuLayer[] = [];
+  for (let i = 0; i < spec.layers; i++) {
+    const p = `model.layers.${i}`;
+    const cacheBytes = capacity * kvWidth * 4;
+    layers.push({
+      inputNorm: await vector(`${p}.input_layernorm.weight`, H),
+      postNorm: await vector(`${p}.post_attention_layernorm.weight`, H),
+      q: await linear(`${p}.self_attn.q_proj.weight`, qWidth, H),
+      k: await linear(`${p}.self_attn.k_proj.weight`, kvWidth, H),
+      v: await linear(`${p}.self_attn.v_proj.weight`, kvWidth, H),
+      o: await linear(`${p}.self_attn.o_proj.weight`, H, qWidth),
+      gate: await linear(`${p}.mlp.gate_proj.weight`, I, H),
+      up: await linear(`${p}.mlp.up_proj.weight`, I, H),
+      down: await linear(`${p}.mlp.down_proj.weight`, H, I),
+      qBias: spec.qkvBias ? await vector(`${p}.self_attn.q_proj.bias`, qWidth, maxT) : undefined,
+      kBias: spec.qkvBias ? await vector(`${p}.self_attn.k_proj.bias`, kvWidth, maxT) : undefined,
+      vBias: spec.qkvBias ? await vector(`${p}.self_attn.v_proj.bias`, kvWidth, maxT) : undefined,
+      qNorm: spec.qkNorm ? await vector(`${p}.self_attn.q_norm.weight`, D) : undefined,
+      kNorm: spec.qkNorm ? await vector(`${p}.self_attn.k_norm.weight`, D) : undefined,
+      cache: {
+        k: createBuffer(ctx, cacheBytes, `${p}.k_cache`),
+        v: createBuffer(ctx, cacheBytes, `${p}.v_cache`),
+      },
+    });
+  }
+  const norm = await vector('model.norm.weight', H);
+  const lmHead = new Matmul(ctx, binds, spec.tiedEmbeddings ? embed : await matrix('lm_head.weight', V, H), {
+    maxM: maxT,
+  });
+
+  const eps = spec.rmsEps;
+  await Promise.all([
+    RmsNorm.prepare(ctx),
+    Embedding.prepare(ctx, format),
+    Rope.prepare(ctx, spec.rope.layout),
+    AddInPlace.prepare(ctx),
+    SiluMul.prepare(ctx, false),
+    GatherRows.prepare(ctx),
+    prepareMatmul(ctx, format, maxT),
+    KvWrite.prepare(ctx),
+    KvCompact.prepare(ctx),
+    Attention.prepare(ctx),
+    Sampler.prepare(ctx, true),
+    Sampler.prepare(ctx, false),
+  ]);
+  const kvShape = { capacity, kvHeads: spec.kvHeads, headDim: D };
+  const kernels: Kernels = {
+    embed: new Embedding(ctx, binds, embed),
+    norm: new RmsNorm(ctx, binds, { n: H, eps }),
+    qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
+    kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
+    rope: new Rope(ctx, binds, {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: D,
+      theta: spec.rope.theta,
+      layout: spec.rope.layout,
+      ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
+    }),
+    kvWrite: new KvWrite(ctx, binds, kvShape),
+    attention: new Attention(ctx, binds, { heads: spec.heads, kvHeads: spec.kvHeads, headDim: D, capacity }),
+    compact: new KvCompact(ctx, binds, kvShape),
+    add: new AddInPlace(ctx, binds),
+    addQ: new AddInPlace(ctx, binds),
+    addKv: new AddInPlace(ctx, binds),
+    silu: new SiluMul(ctx, binds, I, false),
+    gather: new GatherRows(ctx, binds, H),
+    greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
+    gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
+  };
+  const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
+  const acts: Activations = {
+    ids: f(1, 'ids'),
+    positions: f(1, 'positions'),
+    slots: f(1, 'slots'),
+    ends: f(1, 'ends'),
+    x: f(H, 'x'),
+    h: f(H, 'h'),
+    q: f(qWidth, 'q'),
+    k: f(kvWidth, 'k'),
+    v: f(kvWidth, 'v'),
+    qn: f(qWidth, 'qn'),
+    kn: f(kvWidth, 'kn'),
+    attn: f(qWidth, 'attn'),
+    tmp: f(H, 'tmp'),
+    gate: f(I, 'gate'),
+    up: f(I, 'up'),
+    act: f(I, 'act'),
+    rows: f(1, 'rows'),
+    hr: f(H, 'hr'),
+    logits: f(V, 'logits'),
+    samplePositions: f(1, 'sample-positions'),
+    out: f(1, 'sampled'),
+    commitSlots: f(1, 'commit-slots'),
+    staging: ctx.device.createBuffer({
+      label: 'sampled-readback',
+      size: maxT * 4,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    }),
+  };
+  const w: GpuWeights = { embed, layers, norm, lmHead, matrices };
+  return new GpuRunner(spec, capacity, ctx, !o.gpu, kernels, w, acts);
+}

@@ -1,0 +1,72 @@
+import { sampleRef } from '../decode/gumbel.js';
+import { draftTree } from '../decode/tree.js';
+import { InvalidInputError } from '../errors.js';
+import { readTensorF32, type SafetensorsCheckpoint } from '../formats/safetensors.js';
+import { ReferenceModel } from './reference.js';
+import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import type { ModelSpec } from './spec.js';
+import { mapWeights, type Tensor } from './weights.js';
+
+/** Reads every tensor of a checkpoint as f32 (for the CPU reference; small models only). */
+export async function readAllF32(weights: SafetensorsCheckpoint): Promise<Record<string, Tensor>> {
+  const out: Record<string, Tensor> = {};
+  for (const [name, info] of weights.tensors)
+    out[name] = { shape: info.shape, data: await readTensorF32(info) };
+  return out;
+}
+
+/**
+ * Runs the plain-TS reference forward pass as a {@link ModelRunner} (CPU, slow, exact): the oracle
+ * the GPU runner is compared with, and `--device cpu` in the CLI.
+ */
+export class ReferenceRunner implements ModelRunner {
+  readonly model: ReferenceModel;
+  readonly capacity: number;
+  private lastTokens = 0;
+
+  constructor(
+    readonly spec: ModelSpec,
+    tensors: Record<string, Tensor>,
+    capacity = Math.min(spec.maxPositions, 4096),
+  ) {
+    this.capacity = capacity;
+    this.model = new ReferenceModel(spec, mapWeights(tensors), { capacity });
+  }
+
+  get kvLength(): number {
+    return this.model.cache.length;
+  }
+
+  async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
+    const T = input.tokens.length;
+    if (T < 1) throw new InvalidInputError('forward: no tokens');
+    const parents = input.parents ?? input.tokens.map((_, i) => i - 1);
+    const tree = draftTree(parents);
+    const base = this.kvLength;
+    const logits = this.model.verifyTree(parents, input.tokens);
+    this.lastTokens = T;
+    const V = this.spec.vocabSize;
+    const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
+    // The token after node i stands at position base + depth(i) + 1.
+    return Int32Array.from(picked, (i) =>
+      sampleRef(logits.subarray(i * V, (i + 1) * V), sampler.seed, base + tree.depth[i]! + 1, sampler),
+    );
+  }
+
+  commit(path: readonly number[]): void {
+    for (const i of path) {
+      if (!Number.isInteger(i) || i < 0 || i >= this.lastTokens)
+        throw new InvalidInputError(
+          `commit: node ${i} is not in the last forward (${this.lastTokens} tokens)`,
+        );
+    }
+    this.model.acceptPath(path);
+    this.lastTokens = 0;
+  }
+
+  trim(length: number): void {
+    this.model.cache.trim(length);
+  }
+
+  dispose(): void {}
+}

@@ -1,0 +1,479 @@
+import { InvalidInputError } from '../errors.js';
+import { deriveSizes, type ModelSpec, type RopeSpec } from './spec.js';
+import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
+
+// The plain-TS reference forward pass: the oracle the GPU forward is tested against. It follows
+// Hugging Face's Llama / Qwen2 / Qwen3 modelling code in f32:
+//   x = embed[token]
+//   per layer: x += o_proj(attention(rope(qk_norm(q)), rope(qk_norm(k)), v)) of rmsnorm(x)
+//              x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
+//   logits = lm_head(rmsnorm(x))
+// Numerics: every tensor is stored as f32 (Float32Array), so each op's result is rounded to f32 as
+// in an f32 PyTorch run; inside an op, dot products, RMSNorm means, attention scores, the softmax and
+// the weighted sum of values are accumulated in f64 (JS numbers). That is at least as exact as
+// PyTorch's f32 reductions, so the reference agrees with Hugging Face to f32 rounding, and it is
+// deterministic: a row's result never depends on which other rows share the call (batch invariance).
+
+/**
+ * The reference model's KV cache: per layer, keys (after RoPE) and values stored as
+ * `[capacity, kvHeads, headDim]`. Rows `[0, length)` are the committed prefix every new token
+ * attends to. A forward writes new rows at explicit slots at or after `length` without committing
+ * them; {@link ReferenceKvCache.commitPath} then appends the rows of an accepted path (a plain chain
+ * or a tree path) at `length, length + 1, ...`, and {@link ReferenceKvCache.trim} rolls back. Keys
+ * are cached after RoPE, so a row is only valid at the slot equal to its position: commit paths
+ * whose positions are `length + depth`, as tree verification lays them out.
+ */
+export class ReferenceKvCache {
+  /** Per layer, keys after RoPE: [capacity, kvHeads, headDim]. */
+  readonly keys: Float32Array[] = [];
+  /** Per layer, values: [capacity, kvHeads, headDim]. */
+  readonly values: Float32Array[] = [];
+  private committed = 0;
+
+  constructor(
+    readonly layers: number,
+    /** kvHeads * headDim: floats per row. */
+    readonly rowWidth: number,
+    /** Rows per layer. */
+    readonly capacity: number,
+  ) {
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new InvalidInputError(`ReferenceKvCache: capacity must be a positive integer, got ${capacity}`);
+    for (let l = 0; l < layers; l++) {
+      this.keys.push(new Float32Array(capacity * rowWidth));
+      this.values.push(new Float32Array(capacity * rowWidth));
+    }
+  }
+
+  /** Number of committed rows: the prefix new tokens attend to. */
+  get length(): number {
+    return this.committed;
+  }
+
+  /** Drops committed rows past `length` (rollback); the rows' data is left to be overwritten. */
+  trim(length: number): void {
+    if (!Number.isInteger(length) || length < 0 || length > this.committed)
+      throw new InvalidInputError(`ReferenceKvCache.trim: length ${length} not in [0, ${this.committed}]`);
+    this.committed = length;
+  }
+
+  /**
+   * Appends the rows at `slots` (all at or after `length`, distinct) to the committed prefix, in the
+   * order given: slot `slots[d]` moves to row `length + d` in every layer, and `length` grows by
+   * `slots.length`. For a chain written at `length, length + 1, ...` this only advances `length`.
+   */
+  commitPath(slots: readonly number[]): void {
+    this.checkSlots(slots, 'commitPath');
+    const w = this.rowWidth;
+    for (const table of [...this.keys, ...this.values]) {
+      // Gather first, then write: a destination row may be another path row's source.
+      const rows = slots.map((s) => table.slice(s * w, (s + 1) * w));
+      rows.forEach((row, d) => {
+        table.set(row, (this.committed + d) * w);
+      });
+    }
+    this.committed += slots.length;
+  }
+
+  /** Throws unless `slots` are distinct integers in `[length, capacity)`. */
+  checkSlots(slots: readonly number[], what: string): void {
+    const seen = new Set<number>();
+    for (const s of slots) {
+      if (!Number.isInteger(s) || s < this.committed || s >= this.capacity || seen.has(s))
+        throw new InvalidInputError(
+          `ReferenceKvCache.${what}: slot ${s} is repeated or outside [${this.committed}, ${this.capacity})`,
+        );
+      seen.add(s);
+    }
+  }
+}
+
+/** Options of {@link ReferenceModel}. */
+export interface ReferenceModelOptions {
+  /** KV cache rows; defaults to `spec.maxPositions`. */
+  readonly capacity?: number;
+}
+
+/**
+ * The plain-TypeScript forward pass of a Llama / Qwen2 / Qwen3 model, exact to f32 rounding of
+ * Hugging Face's implementation, with its own {@link ReferenceKvCache}. One
+ * {@link ReferenceModel.forward} serves prefill, decode and tree verification; the other methods are
+ * conveniences over it. It is the oracle for the GPU forward and runs a few-million-parameter model
+ * at a few tokens per second in Node.
+ */
+export class ReferenceModel {
+  readonly weights: ModelWeights;
+  readonly cache: ReferenceKvCache;
+  /** RoPE inverse frequencies: [headDim / 2]. */
+  readonly invFreq: Float32Array;
+
+  constructor(
+    readonly spec: ModelSpec,
+    source: WeightSource,
+    options: ReferenceModelOptions = {},
+  ) {
+    checkSpec(spec);
+    this.weights = readWeights(spec, source);
+    this.invFreq = ropeInverseFrequencies(spec.rope, spec.headDim);
+    this.cache = new ReferenceKvCache(
+      spec.layers,
+      deriveSizes(spec).kvWidth,
+      options.capacity ?? spec.maxPositions,
+    );
+  }
+
+  /**
+   * Runs T new tokens after the cache's committed prefix and returns their logits `[T, V]`.
+   * `positions[i]` is token i's RoPE position; its K/V rows are written at cache slot
+   * `cacheSlots[i]` (at or after `cache.length`) but not committed. Visibility comes from the tree
+   * parent array: `parents[i]` is the index of token i's parent among the new tokens, or -1 when its
+   * parent is the last prefix token; token i attends to the whole prefix, to its ancestors and to
+   * itself. A causal chain is `parents[i] = i - 1` ({@link chainParents}).
+   */
+  forward(
+    tokens: readonly number[],
+    positions: readonly number[],
+    cacheSlots: readonly number[],
+    parents: readonly number[],
+  ): Float32Array {
+    const { spec, weights, cache } = this;
+    const T = tokens.length;
+    if (T < 1 || positions.length !== T || cacheSlots.length !== T || parents.length !== T)
+      throw new InvalidInputError(
+        `forward: tokens ${T}, positions ${positions.length}, cacheSlots ${cacheSlots.length}, ` +
+          `parents ${parents.length}: need equal, non-zero lengths`,
+      );
+    tokens.forEach((t, i) => {
+      if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize)
+        throw new InvalidInputError(`forward: tokens[${i}] = ${t} not in [0, ${spec.vocabSize})`);
+    });
+    positions.forEach((p, i) => {
+      if (!Number.isInteger(p) || p < 0)
+        throw new InvalidInputError(`forward: positions[${i}] = ${p} is not a non-negative integer`);
+    });
+    cache.checkSlots(cacheSlots, 'forward');
+    // Cache slots each new token attends to, in slot order for a chain: the whole committed
+    // prefix, then its ancestors among the new tokens, then itself.
+    const prefix = Array.from({ length: cache.length }, (_, s) => s);
+    const attended = visibleTokens(parents).map((js) => prefix.concat(js.map((j) => cacheSlots[j]!)));
+
+    const H = spec.hidden;
+    const I = spec.intermediate;
+    const { qWidth, kvWidth } = deriveSizes(spec);
+    const x = new Float32Array(T * H); // [T, H] residual stream
+    for (let t = 0; t < T; t++) x.set(weights.embed.subarray(tokens[t]! * H, (tokens[t]! + 1) * H), t * H);
+
+    const h = new Float32Array(T * H); // [T, H] normed input of a block
+    const q = new Float32Array(T * qWidth); // [T, heads, headDim]
+    const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+    const v = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+    const attn = new Float32Array(T * qWidth); // [T, heads, headDim]
+    const proj = new Float32Array(T * H); // [T, H] block output before the residual add
+    const gate = new Float32Array(T * I); // [T, I]
+    const up = new Float32Array(T * I); // [T, I]
+
+    weights.layers.forEach((lw, l) => {
+      rmsNorm(x, H, lw.inputNorm, spec.rmsEps, h);
+      linear(h, H, lw.q, qWidth, lw.qBias, q);
+      linear(h, H, lw.k, kvWidth, lw.kBias, k);
+      linear(h, H, lw.v, kvWidth, lw.vBias, v);
+      // Qwen3: RMSNorm over each head's headDim values, before RoPE.
+      if (lw.qNorm) rmsNorm(q, spec.headDim, lw.qNorm, spec.rmsEps, q);
+      if (lw.kNorm) rmsNorm(k, spec.headDim, lw.kNorm, spec.rmsEps, k);
+      rope(q, spec.heads, spec.headDim, positions, this.invFreq, spec.rope.layout);
+      rope(k, spec.kvHeads, spec.headDim, positions, this.invFreq, spec.rope.layout);
+      const keys = cache.keys[l]!;
+      const values = cache.values[l]!;
+      for (let t = 0; t < T; t++) {
+        keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), cacheSlots[t]! * kvWidth);
+        values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), cacheSlots[t]! * kvWidth);
+      }
+      for (let t = 0; t < T; t++)
+        attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, attended[t]!, attn, t * qWidth);
+      linear(attn, qWidth, lw.o, H, undefined, proj);
+      addInto(x, proj);
+
+      rmsNorm(x, H, lw.postNorm, spec.rmsEps, h);
+      linear(h, H, lw.gate, I, undefined, gate);
+      linear(h, H, lw.up, I, undefined, up);
+      for (let i = 0; i < gate.length; i++) {
+        const g = gate[i]!;
+        // SiLU in f32 as PyTorch rounds it, then the product rounded again.
+        gate[i] = Math.fround(g / (1 + Math.exp(-g))) * up[i]!;
+      }
+      linear(gate, I, lw.down, H, undefined, proj);
+      addInto(x, proj);
+    });
+
+    rmsNorm(x, H, weights.norm, spec.rmsEps, h);
+    const logits = new Float32Array(T * spec.vocabSize); // [T, V]
+    linear(h, H, weights.lmHead, spec.vocabSize, undefined, logits);
+    return logits;
+  }
+
+  /**
+   * Runs `ids` as a chain after the committed prefix, commits them, and returns their logits
+   * `[T, V]`. Calling it repeatedly is chunked prefill; on an empty cache it is a prompt's prefill.
+   */
+  prefill(ids: readonly number[]): Float32Array {
+    const start = this.cache.length;
+    const slots = ids.map((_, i) => start + i);
+    const logits = this.forward(ids, slots, slots, chainParents(ids.length));
+    this.cache.commitPath(slots);
+    return logits;
+  }
+
+  /** Runs one token after the committed prefix, commits it, and returns its logits `[V]`. */
+  decodeStep(id: number): Float32Array {
+    return this.prefill([id]);
+  }
+
+  /** Empties the KV cache. */
+  reset(): void {
+    this.cache.trim(0);
+  }
+
+  /** Logits `[T, V]` of `ids` run from scratch; the cache is reset and left holding `ids`. */
+  logitsFor(ids: readonly number[]): Float32Array {
+    this.reset();
+    return this.prefill(ids);
+  }
+
+  /** Greedy generation from scratch: the `n` argmax tokens that follow `promptIds`. */
+  greedy(promptIds: readonly number[], n: number): number[] {
+    const V = this.spec.vocabSize;
+    const logits = this.logitsFor(promptIds);
+    const out: number[] = [];
+    let next = argmax(logits.subarray(logits.length - V));
+    for (let i = 0; i < n; i++) {
+      out.push(next);
+      if (i + 1 < n) next = argmax(this.decodeStep(next));
+    }
+    return out;
+  }
+
+  /**
+   * Scores a draft tree after the committed prefix and returns each node's logits `[T, V]` (the
+   * target's distribution for the token after that node). `parents` is in depth-first order with -1
+   * for children of the last prefix token; node i is written at slot `length + i` with position
+   * `length + depth(i)`. Nothing is committed: follow with {@link ReferenceModel.acceptPath}.
+   */
+  verifyTree(parents: readonly number[], tokens: readonly number[]): Float32Array {
+    const start = this.cache.length;
+    const depth: number[] = [];
+    parents.forEach((p, i) => {
+      if (!Number.isInteger(p) || p < -1 || p >= i)
+        throw new InvalidInputError(`verifyTree: parents[${i}] = ${p} must be -1 or an earlier node`);
+      depth.push(p < 0 ? 0 : depth[p]! + 1);
+    });
+    return this.forward(
+      tokens,
+      depth.map((d) => start + d),
+      parents.map((_, i) => start + i),
+      parents,
+    );
+  }
+
+  /**
+   * Commits the accepted root-to-node path of the last {@link ReferenceModel.verifyTree} (node
+   * indices in path order) to consecutive cache rows and drops the rest of the tree.
+   */
+  acceptPath(nodes: readonly number[]): void {
+    const start = this.cache.length;
+    this.cache.commitPath(nodes.map((i) => start + i));
+  }
+}
+
+/** The parent array of a causal chain of `n` tokens: `[-1, 0, 1, ..., n - 2]`. */
+export function chainParents(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i - 1);
+}
+
+/** Index of the largest value, the lowest index on ties (the tie rule used across weft). */
+export function argmax(values: ArrayLike<number>): number {
+  let best = 0;
+  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
+  return best;
+}
+
+/**
+ * RoPE inverse frequencies `[headDim / 2]` as Hugging Face computes them, rounded to f32:
+ * `1 / theta^(2i / headDim)`, then Llama 3 scaling (`_compute_llama3_parameters`) when set:
+ * wavelengths below `originalMaxPositions / highFreqFactor` are kept, those above
+ * `originalMaxPositions / lowFreqFactor` are divided by `factor`, and the band between is
+ * interpolated smoothly.
+ */
+export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32Array {
+  const inv = new Float32Array(headDim / 2);
+  for (let i = 0; i < inv.length; i++) {
+    const f = 1 / rope.theta ** ((2 * i) / headDim);
+    const s = rope.scaling;
+    if (s === undefined) {
+      inv[i] = f;
+      continue;
+    }
+    const wavelen = (2 * Math.PI) / f;
+    if (wavelen < s.originalMaxPositions / s.highFreqFactor) inv[i] = f;
+    else if (wavelen > s.originalMaxPositions / s.lowFreqFactor) inv[i] = f / s.factor;
+    else {
+      const smooth =
+        (s.originalMaxPositions / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+      inv[i] = ((1 - smooth) * f) / s.factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+/** Rejects specs the forward cannot run, naming the field and its value. */
+function checkSpec(spec: ModelSpec): void {
+  const positive: [string, number][] = [
+    ['vocabSize', spec.vocabSize],
+    ['hidden', spec.hidden],
+    ['intermediate', spec.intermediate],
+    ['layers', spec.layers],
+    ['heads', spec.heads],
+    ['kvHeads', spec.kvHeads],
+    ['headDim', spec.headDim],
+  ];
+  for (const [name, value] of positive)
+    if (!Number.isInteger(value) || value < 1)
+      throw new InvalidInputError(`ReferenceModel: spec.${name} must be a positive integer, got ${value}`);
+  if (spec.heads % spec.kvHeads !== 0)
+    throw new InvalidInputError(
+      `ReferenceModel: heads ${spec.heads} is not a multiple of kvHeads ${spec.kvHeads}`,
+    );
+  if (spec.headDim % 2 !== 0)
+    throw new InvalidInputError(`ReferenceModel: headDim ${spec.headDim} must be even for RoPE`);
+}
+
+/**
+ * For each new token, the new tokens it attends to: its ancestors (ascending) and itself. Parents
+ * must precede their children (`-1 <= parents[i] < i`).
+ */
+function visibleTokens(parents: readonly number[]): number[][] {
+  const visible: number[][] = [];
+  parents.forEach((p, i) => {
+    if (!Number.isInteger(p) || p < -1 || p >= i)
+      throw new InvalidInputError(`forward: parents[${i}] = ${p} must be -1 or an earlier token`);
+    visible.push(p < 0 ? [i] : [...visible[p]!, i]);
+  });
+  return visible;
+}
+
+/**
+ * RMSNorm over rows of `width`: `y = x / sqrt(mean(x^2) + eps) * w`, the mean in f64, the normed
+ * value rounded to f32 before the weight multiply as Hugging Face does. `out` may alias `x`.
+ */
+function rmsNorm(x: Float32Array, width: number, w: Float32Array, eps: number, out: Float32Array): void {
+  for (let r = 0; r < x.length / width; r++) {
+    const base = r * width;
+    let sum = 0;
+    for (let i = 0; i < width; i++) sum += x[base + i]! * x[base + i]!;
+    const inv = 1 / Math.sqrt(Math.fround(sum / width) + eps);
+    for (let i = 0; i < width; i++) out[base + i] = w[i]! * Math.fround(x[base + i]! * inv);
+  }
+}
+
+/** `out[t, o] = sum_i x[t, i] * W[o, i] (+ bias[o])`: x [T, inDim], W [outDim, inDim], out [T, outDim]. */
+function linear(
+  x: Float32Array,
+  inDim: number,
+  W: Float32Array,
+  outDim: number,
+  bias: Float32Array | undefined,
+  out: Float32Array,
+): void {
+  const T = x.length / inDim;
+  for (let o = 0; o < outDim; o++) {
+    const wBase = o * inDim;
+    for (let t = 0; t < T; t++) {
+      const xBase = t * inDim;
+      let acc = 0;
+      for (let i = 0; i < inDim; i++) acc += x[xBase + i]! * W[wBase + i]!;
+      // The bias is added to the f32 product, as PyTorch's addmm rounds before it.
+      out[t * outDim + o] = bias ? Math.fround(acc) + bias[o]! : acc;
+    }
+  }
+}
+
+/** `x += y`, elementwise in f32. */
+function addInto(x: Float32Array, y: Float32Array): void {
+  for (let i = 0; i < x.length; i++) x[i] = x[i]! + y[i]!;
+}
+
+/**
+ * Rotates x [T, heads, headDim] in place at each token's position. `'half'` pairs dimension i with
+ * i + headDim/2 (Hugging Face's rotate_half); `'interleaved'` pairs 2i with 2i + 1. Pair i turns by
+ * angle `position * invFreq[i]`, with the angle, cos and sin rounded to f32 as in PyTorch.
+ */
+function rope(
+  x: Float32Array,
+  heads: number,
+  headDim: number,
+  positions: readonly number[],
+  invFreq: Float32Array,
+  layout: RopeSpec['layout'],
+): void {
+  const half = headDim / 2;
+  positions.forEach((pos, t) => {
+    for (let i = 0; i < half; i++) {
+      const angle = Math.fround(pos * invFreq[i]!);
+      const c = Math.fround(Math.cos(angle));
+      const s = Math.fround(Math.sin(angle));
+      for (let hd = 0; hd < heads; hd++) {
+        const base = (t * heads + hd) * headDim;
+        const a = layout === 'half' ? base + i : base + 2 * i;
+        const b = layout === 'half' ? base + i + half : base + 2 * i + 1;
+        const xa = x[a]!;
+        const xb = x[b]!;
+        x[a] = xa * c - xb * s;
+        x[b] = xb * c + xa * s;
+      }
+    }
+  });
+}
+
+/**
+ * Scaled dot-product attention of one token's queries q [heads, headDim] over the cache rows at
+ * `slots` (keys/values [capacity, kvHeads, headDim]); query head h reads KV head
+ * `floor(h / groupSize)` (GQA). Scores, softmax and the weighted sum are in f64; the result
+ * [heads, headDim] is written to `out` at `outBase`.
+ */
+function attend(
+  spec: ModelSpec,
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  slots: readonly number[],
+  out: Float32Array,
+  outBase: number,
+): void {
+  const { kvWidth, groupSize } = deriveSizes(spec);
+  const D = spec.headDim;
+  const scale = 1 / Math.sqrt(D);
+  const scores = new Float64Array(slots.length);
+  const acc = new Float64Array(D);
+  for (let h = 0; h < spec.heads; h++) {
+    const kvOff = Math.floor(h / groupSize) * D;
+    let max = Number.NEGATIVE_INFINITY;
+    slots.forEach((slot, j) => {
+      const kBase = slot * kvWidth + kvOff;
+      let dot = 0;
+      for (let d = 0; d < D; d++) dot += q[h * D + d]! * keys[kBase + d]!;
+      scores[j] = dot * scale;
+      if (scores[j]! > max) max = scores[j]!;
+    });
+    let denom = 0;
+    for (let j = 0; j < slots.length; j++) {
+      scores[j] = Math.exp(scores[j]! - max);
+      denom += scores[j]!;
+    }
+    acc.fill(0);
+    slots.forEach((slot, j) => {
+      const vBase = slot * kvWidth + kvOff;
+      const p = scores[j]! / denom;
+      for (let d = 0; d < D; d++) acc[d] = acc[d]! + p * values[vBase + d]!;
+    });
+    for (let d = 0; d < D; d++) out[outBase + h * D + d] = acc[d]!;
+  }
+}

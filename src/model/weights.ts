@@ -1,0 +1,165 @@
+import { InvalidInputError } from '../errors.js';
+import { deriveSizes, type ModelSpec } from './spec.js';
+
+/** A dense f32 tensor, row-major: the last dimension is contiguous. */
+export interface Tensor {
+  readonly shape: readonly number[];
+  readonly data: Float32Array;
+}
+
+/**
+ * Where a forward pass gets its weights: named f32 tensors under the checkpoint's own Hugging Face
+ * names (`model.layers.0.self_attn.q_proj.weight`, ...). A loader (safetensors, GGUF after its
+ * renames) or a test implements it; `get` throws {@link InvalidInputError} for an unknown name.
+ */
+export interface WeightSource {
+  get(name: string): Tensor;
+}
+
+/**
+ * Wraps a plain record of tensors as a {@link WeightSource}, for tests and small tools. A missing
+ * name throws {@link InvalidInputError} naming it.
+ */
+export function mapWeights(record: Readonly<Record<string, Tensor>>): WeightSource {
+  return {
+    get(name: string): Tensor {
+      const tensor = Object.hasOwn(record, name) ? record[name] : undefined;
+      if (tensor === undefined) throw new InvalidInputError(`weights: missing tensor ${name}`);
+      return tensor;
+    },
+  };
+}
+
+/** One decoder layer's weights; projections are `[out, in]` as in PyTorch's `nn.Linear`. */
+export interface LayerWeights {
+  /** [H] */
+  readonly inputNorm: Float32Array;
+  /** [qWidth, H] */
+  readonly q: Float32Array;
+  /** [kvWidth, H] */
+  readonly k: Float32Array;
+  /** [kvWidth, H] */
+  readonly v: Float32Array;
+  /** [H, qWidth] */
+  readonly o: Float32Array;
+  /** [qWidth], [kvWidth], [kvWidth] when `spec.qkvBias`. */
+  readonly qBias: Float32Array | undefined;
+  readonly kBias: Float32Array | undefined;
+  readonly vBias: Float32Array | undefined;
+  /** [headDim] each, when `spec.qkNorm`. */
+  readonly qNorm: Float32Array | undefined;
+  readonly kNorm: Float32Array | undefined;
+  /** [H] */
+  readonly postNorm: Float32Array;
+  /** [I, H] */
+  readonly gate: Float32Array;
+  /** [I, H] */
+  readonly up: Float32Array;
+  /** [H, I] */
+  readonly down: Float32Array;
+}
+
+/** All of a model's weights, checked against its spec. */
+export interface ModelWeights {
+  /** [V, H] */
+  readonly embed: Float32Array;
+  readonly layers: readonly LayerWeights[];
+  /** [H] */
+  readonly norm: Float32Array;
+  /** [V, H]; the same array as `embed` when `spec.tiedEmbeddings`. */
+  readonly lmHead: Float32Array;
+}
+
+/**
+ * The Hugging Face name and shape of every tensor a spec needs, in checkpoint order. This is the one
+ * place the names are written; {@link readWeights} and test generators both go through it.
+ */
+export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const shapes = new Map<string, readonly number[]>();
+  shapes.set('model.embed_tokens.weight', [spec.vocabSize, H]);
+  for (let i = 0; i < spec.layers; i++) {
+    const p = `model.layers.${i}`;
+    shapes.set(`${p}.input_layernorm.weight`, [H]);
+    shapes.set(`${p}.self_attn.q_proj.weight`, [qWidth, H]);
+    shapes.set(`${p}.self_attn.k_proj.weight`, [kvWidth, H]);
+    shapes.set(`${p}.self_attn.v_proj.weight`, [kvWidth, H]);
+    if (spec.qkvBias) {
+      shapes.set(`${p}.self_attn.q_proj.bias`, [qWidth]);
+      shapes.set(`${p}.self_attn.k_proj.bias`, [kvWidth]);
+      shapes.set(`${p}.self_attn.v_proj.bias`, [kvWidth]);
+    }
+    if (spec.qkNorm) {
+      shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
+      shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
+    }
+    shapes.set(`${p}.self_attn.o_proj.weight`, [H, qWidth]);
+    shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
+    shapes.set(`${p}.mlp.gate_proj.weight`, [I, H]);
+    shapes.set(`${p}.mlp.up_proj.weight`, [I, H]);
+    shapes.set(`${p}.mlp.down_proj.weight`, [H, I]);
+  }
+  shapes.set('model.norm.weight', [H]);
+  if (!spec.tiedEmbeddings) shapes.set('lm_head.weight', [spec.vocabSize, H]);
+  return shapes;
+}
+
+/**
+ * Reads and checks every tensor a spec needs from a source. Throws {@link InvalidInputError} naming
+ * the tensor when it is missing, when its shape differs from the spec, or when its data length does
+ * not match its shape. With `spec.tiedEmbeddings` the LM head is the embedding table.
+ */
+export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights {
+  const shapes = weightShapes(spec);
+  const take = (name: string): Float32Array => {
+    const want = shapes.get(name);
+    if (want === undefined) throw new InvalidInputError(`weights: ${name} is not used by this spec`);
+    return checkedTensor(source, name, want);
+  };
+  const takeIf = (on: boolean, name: string): Float32Array | undefined => (on ? take(name) : undefined);
+  const layers: LayerWeights[] = [];
+  for (let i = 0; i < spec.layers; i++) {
+    const p = `model.layers.${i}`;
+    layers.push({
+      inputNorm: take(`${p}.input_layernorm.weight`),
+      q: take(`${p}.self_attn.q_proj.weight`),
+      k: take(`${p}.self_attn.k_proj.weight`),
+      v: take(`${p}.self_attn.v_proj.weight`),
+      o: take(`${p}.self_attn.o_proj.weight`),
+      qBias: takeIf(spec.qkvBias, `${p}.self_attn.q_proj.bias`),
+      kBias: takeIf(spec.qkvBias, `${p}.self_attn.k_proj.bias`),
+      vBias: takeIf(spec.qkvBias, `${p}.self_attn.v_proj.bias`),
+      qNorm: takeIf(spec.qkNorm, `${p}.self_attn.q_norm.weight`),
+      kNorm: takeIf(spec.qkNorm, `${p}.self_attn.k_norm.weight`),
+      postNorm: take(`${p}.post_attention_layernorm.weight`),
+      gate: take(`${p}.mlp.gate_proj.weight`),
+      up: take(`${p}.mlp.up_proj.weight`),
+      down: take(`${p}.mlp.down_proj.weight`),
+    });
+  }
+  const embed = take('model.embed_tokens.weight');
+  return {
+    embed,
+    layers,
+    norm: take('model.norm.weight'),
+    lmHead: spec.tiedEmbeddings ? embed : take('lm_head.weight'),
+  };
+}
+
+/** Gets one tensor and checks its shape and data length, naming the tensor in any error. */
+function checkedTensor(source: WeightSource, name: string, want: readonly number[]): Float32Array {
+  const tensor = source.get(name);
+  const same = tensor.shape.length === want.length && tensor.shape.every((d, i) => d === want[i]);
+  if (!same)
+    throw new InvalidInputError(
+      `weights: ${name} has shape [${tensor.shape.join(', ')}], expected [${want.join(', ')}]`,
+    );
+  const count = want.reduce((a, b) => a * b, 1);
+  if (tensor.data.length !== count)
+    throw new InvalidInputError(
+      `weights: ${name} has ${tensor.data.length} values for shape [${want.join(', ')}] (${count})`,
+    );
+  return tensor.data;
+}

@@ -1,0 +1,89 @@
+// The `weft` CLI end to end (built by `npm run build`): greedy generation through the engine in
+// headless Chromium's WebGPU equals the TS reference, and bad input exits non-zero in one line.
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openModel } from '../../src/model/load.js';
+import { dirModelFiles } from '../../src/model/node-files.js';
+import { ReferenceModel } from '../../src/model/reference.js';
+import { readAllF32 } from '../../src/model/reference-runner.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import { mapWeights } from '../../src/model/weights.js';
+import { writeFixtureDir } from '../fixtures/write-dir.js';
+
+const run = promisify(execFile);
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'weft-cli-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function weft(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run('node', ['bin/weft.js', ...args], { timeout: 240_000 });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: err.code ?? -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
+  }
+}
+
+const PROMPT = [5, 17, 99, 3, 250, 11, 42];
+
+describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s', (family) => {
+  it('greedy 32 tokens with f32 weights equal the TS reference', async () => {
+    const modelDir = join(dir, family);
+    await writeFixtureDir(modelDir, family, 'f32', 3);
+    const opened = await openModel(dirModelFiles(modelDir));
+    const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: 64,
+    });
+    const want = ref.greedy(PROMPT, 32);
+    const out = await weft([
+      'generate',
+      '--model',
+      modelDir,
+      '--prompt-ids',
+      PROMPT.join(','),
+      '--max-tokens',
+      '32',
+      '--quant',
+      'f32',
+      '--temperature',
+      '0',
+      '--json',
+    ]);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
+    // The fixture's EOS ids (2, 302) may end generation early; compare what was generated.
+    expect(json.ids).toEqual(want.slice(0, json.ids.length));
+    expect(json.ids.length === 32 || [2, 302].includes(want[json.ids.length]!)).toBe(true);
+    expect(json.stats.prompt_tokens).toBe(PROMPT.length);
+    expect(json.stats.target_passes).toBeGreaterThan(0);
+  });
+});
+
+describe('weft CLI errors', () => {
+  it.each([
+    [['generate'], /--model is required/],
+    [['generate', '--model', '/nonexistent-weft', '--prompt', 'x'], /nonexistent-weft/],
+    [
+      ['generate', '--model', 'x', '--prompt', 'a', '--temperature', 'hot'],
+      /--temperature: invalid value "hot"/,
+    ],
+    [['generate', '--model', 'x', '--prompt', 'a', '--quant', 'int3'], /--quant: "int3" is not one of/],
+    [['frobnicate'], /unknown command/],
+  ])('%j exits non-zero with one line', async (args, message) => {
+    const out = await weft(args);
+    expect(out.code).not.toBe(0);
+    expect(out.stderr.trim().split('\n')).toHaveLength(1);
+    expect(out.stderr).toMatch(message);
+  });
+});

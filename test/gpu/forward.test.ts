@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { Engine } from '../../src/engine/engine.js';
+import type { TextCodec } from '../../src/engine/types.js';
+import { dequantize, quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
+import { memoryModelFiles } from '../../src/model/files.js';
+import { createGpuRunner, formatOf, type GpuRunner, groupFor } from '../../src/model/gpu-runner.js';
+import { openModel } from '../../src/model/load.js';
+import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { GREEDY } from '../../src/model/runner.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import type { Tensor } from '../../src/model/weights.js';
+import { fixtureFiles } from '../fixtures/write.js';
+import { gpu } from '../helpers/gpu.js';
+
+const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
+// Ids only: the fixture tokenizer is irrelevant to these checks.
+const ids: TextCodec = { encode: () => [], decode: () => '', eosIds: [] };
+
+async function pair(family: ModelFamily) {
+  const { files } = fixtureFiles(family, 'f32', 7);
+  const opened = await openModel(memoryModelFiles(family, files));
+  const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 128);
+  const dev = await createGpuRunner(opened, { quant: 'f32', capacity: 128, gpu: await gpu() });
+  return { ref, dev, spec: opened.spec };
+}
+
+async function greedyIds(engine: Engine, prompt: number[], n: number, prefillChunk = 64): Promise<number[]> {
+  const out: number[] = [];
+  for await (const c of engine.generate(prompt, { maxTokens: n, prefillChunk })) out.push(...c.ids);
+  return out;
+}
+
+/** Largest |a - b| relative to the largest |b|. */
+function relErr(a: Float32Array, b: Float32Array): number {
+  let err = 0;
+  let scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    err = Math.max(err, Math.abs(a[i]! - b[i]!));
+    scale = Math.max(scale, Math.abs(b[i]!));
+  }
+  return err / scale;
+}
+
+describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
+  it('greedy 32 tokens equal the TS reference, across prefill chunk boundaries', async () => {
+    const { ref, dev } = await pair(family);
+    const prompt = [5, 17, 99, 3, 250, 11, 42, 8, 300, 77];
+    const want = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 32);
+    const gpuEngine = new Engine({ id: 'gpu', runner: dev, codec: ids });
+    expect(await greedyIds(gpuEngine, prompt, 32, 4)).toEqual(want);
+    expect(await greedyIds(gpuEngine, prompt, 32)).toEqual(want);
+    dev.dispose();
+  });
+
+  it('scores a draft tree like the reference, and commits a path', async () => {
+    const { ref, dev, spec } = await pair(family);
+    const prompt = [9, 8, 7, 6, 5];
+    for (const r of [ref, dev]) {
+      await r.forward({ tokens: prompt }, GREEDY, 'last');
+      r.commit(prompt.map((_, i) => i));
+    }
+    // Depth-first tree: 0 → (1 → 2, 3), 4 → 5
+    const tree = { tokens: [40, 41, 42, 43, 44, 45], parents: [-1, 0, 1, 1, -1, 4] };
+    const want = await ref.forward(tree, GREEDY, 'all');
+    const got = await dev.forward(tree, GREEDY, 'all');
+    expect(Array.from(got)).toEqual(Array.from(want));
+    const refLogits = ref.model.verifyTree(tree.parents, tree.tokens);
+    const devLogits = await (dev as GpuRunner).lastLogits();
+    expect(relErr(devLogits, refLogits)).toBeLessThan(1e-4);
+    expect(devLogits.length).toBe(tree.tokens.length * spec.vocabSize);
+    // Keep the path 0 → 1 → 3, then decode one token on both.
+    for (const r of [ref, dev]) r.commit([0, 1, 3]);
+    const a = await ref.forward({ tokens: [12] }, GREEDY, 'last');
+    const b = await dev.forward({ tokens: [12] }, GREEDY, 'last');
+    expect(Array.from(b)).toEqual(Array.from(a));
+    expect(relErr(await dev.lastLogits(), ref.model.verifyTree([-1], [12]).subarray(0))).toBeLessThan(1e-4);
+    dev.dispose();
+  });
+});
+
+/** The checkpoint's tensors with every matrix rounded through `format` as the GPU runner packs it. */
+function roundedThrough(tensors: Record<string, Tensor>, format: WeightFormat): Record<string, Tensor> {
+  const out: Record<string, Tensor> = {};
+  for (const [name, t] of Object.entries(tensors)) {
+    const [rows, cols] = t.shape;
+    out[name] =
+      t.shape.length === 2 && rows && cols
+        ? { shape: t.shape, data: dequantize(quantize(t.data, rows, cols, format, groupFor(format, cols))) }
+        : t;
+  }
+  return out;
+}
+
+describe.each(['int8', 'int4', 'int2'] as const)('GPU forward pass, %s weights', (quant) => {
+  it.each(FAMILIES)('%s logits equal the reference on the same rounded weights', async (family) => {
+    const { files } = fixtureFiles(family, 'f32', 7);
+    const opened = await openModel(memoryModelFiles(family, files));
+    const tensors = roundedThrough(await readAllF32(opened.weights), formatOf(quant));
+    const ref = new ReferenceRunner(opened.spec, tensors, 64);
+    const dev = await createGpuRunner(opened, { quant, capacity: 64, gpu: await gpu() });
+    const prompt = [5, 17, 99, 3, 250, 11];
+    const want = await ref.forward({ tokens: prompt }, GREEDY, 'all');
+    const got = await dev.forward({ tokens: prompt }, GREEDY, 'all');
+    expect(relErr(await dev.lastLogits(), ref.model.verifyTree(chain(prompt.length), prompt))).toBeLessThan(
+      1e-4,
+    );
+    expect(Array.from(got)).toEqual(Array.from(want));
+    dev.dispose();
+  });
+});
+
+const chain = (n: number) => Array.from({ length: n }, (_, i) => i - 1);
