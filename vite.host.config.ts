@@ -8,5 +8,11 @@ export default defineConfig({
   logLevel: 'warn',
   worker: { format: 'es' },
   // Not minified: error class names must survive (errors cross the worker boundary by name).
-  build: { outDir: '../../../dist/host', emptyOutDir: true, target: 'es2022', sourcemap: false, minify: false },
+  build: {
+    outDir: '../../../dist/host',
+    emptyOutDir: true,
+    target: 'es2022',
+    sourcemap: false,
+    minify: false,
+  },
 });

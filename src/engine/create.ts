@@ -1,7 +1,11 @@
+import type { Drafter } from '../decode/drafter.js';
+import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
 import type { GpuContext } from '../gpu/device.js';
+import { createGpuContext } from '../gpu/device.js';
 import { type ModelFiles, urlModelFiles } from '../model/files.js';
-import { openModel } from '../model/load.js';
+import { type OpenedModel, openModel } from '../model/load.js';
+import { formatOf, roundedThrough } from '../model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
 import type { ModelRunner } from '../model/runner.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
@@ -37,6 +41,11 @@ export interface CreateEngineOptions {
   contextLength?: number;
   /** Base URL of the model hub for `org/name` ids (default https://huggingface.co). */
   hubBase?: string;
+  /**
+   * A drafter for speculative decoding: a separate small model that shares the tokenizer, or the
+   * target's own weights at low precision (`{ self: 'int4' }`). N-gram drafting needs no model.
+   */
+  draft?: { model: string | ModelFiles; quant?: Quant } | { self: 'int4' | 'int2' };
   /** A GPU context to use instead of creating one. */
   gpu?: GpuContext;
   onProgress?: (event: LoadProgress) => void;
@@ -62,7 +71,11 @@ function codecOf(tok: WeftTokenizer): TextCodec {
   return {
     encode: (text, o) => tok.encode(text, o),
     // Checkpoints pad the vocabulary past the tokenizer's; such ids decode to nothing.
-    decode: (ids, o) => tok.decode(ids.filter((id) => id < tok.vocabSize), o),
+    decode: (ids, o) =>
+      tok.decode(
+        ids.filter((id) => id < tok.vocabSize),
+        o,
+      ),
     eosIds: tok.eosIds,
     ...(tok.hasChatTemplate
       ? {
@@ -86,23 +99,53 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
   if (!Number.isInteger(context) || context < 2)
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
-  let runner: ModelRunner;
-  if ((options.device ?? 'gpu') === 'cpu') {
-    const total = opened.weights.tensors.size;
-    progress({ phase: 'weights', done: 0, total });
-    runner = new ReferenceRunner(spec, await readAllF32(opened.weights), context);
-    progress({ phase: 'weights', done: total, total });
-  } else {
+  const quant = options.quant ?? 'f16';
+  const cpu = (options.device ?? 'gpu') === 'cpu';
+  // One GPU context for the target and its draft model; the target's runner owns it.
+  const gpu = cpu ? undefined : (options.gpu ?? (await createGpuContext()));
+  const place = async (model: OpenedModel, q: Quant, owner: boolean): Promise<ModelRunner> => {
+    const total = model.weights.tensors.size;
+    if (cpu) {
+      progress({ phase: 'weights', done: 0, total });
+      const tensors = await readAllF32(model.weights);
+      progress({ phase: 'weights', done: total, total });
+      return new ReferenceRunner(
+        model.spec,
+        q === 'f32' ? tensors : roundedThrough(tensors, formatOf(q)),
+        context,
+      );
+    }
     const { createGpuRunner } = await import('../model/gpu-runner.js');
-    runner = await createGpuRunner(opened, {
-      quant: options.quant ?? 'f16',
+    return createGpuRunner(model, {
+      quant: q,
       capacity: context,
       onProgress: progress,
-      ...(options.gpu ? { gpu: options.gpu } : {}),
+      gpu: gpu!,
+      ownsContext: owner && !options.gpu,
     });
+  };
+  const runner = await place(opened, quant, true);
+  let drafter: Drafter | undefined;
+  const draft = options.draft;
+  if (draft && 'self' in draft) {
+    drafter = new ModelDrafter(`self-${draft.self}`, await place(opened, draft.self, false));
+  } else if (draft) {
+    const draftFiles = modelFiles(draft.model, options.hubBase);
+    const draftModel = await openModel(draftFiles);
+    if (draftModel.spec.vocabSize !== spec.vocabSize)
+      throw new InvalidInputError(
+        `draft model ${draftFiles.name} has a vocabulary of ${draftModel.spec.vocabSize}, the target ${spec.vocabSize}: they must share the tokenizer`,
+      );
+    drafter = new ModelDrafter(draftFiles.name, await place(draftModel, draft.quant ?? quant, false));
+    await draftFiles.close?.();
   }
   // Every tensor is on the device now: release file handles.
   await files.close?.();
   progress({ phase: 'ready', done: 1, total: 1 });
-  return new Engine({ id: files.name, runner, codec: codecOf(opened.tokenizer) });
+  return new Engine({
+    id: files.name,
+    runner,
+    codec: codecOf(opened.tokenizer),
+    ...(drafter ? { drafter } : {}),
+  });
 }

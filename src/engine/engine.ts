@@ -1,9 +1,12 @@
+import { type Drafter, NgramDrafter } from '../decode/drafter.js';
+import { verify } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
 import { TextStream } from './text-stream.js';
 import type {
   ChatMessage,
+  DraftTreeView,
   FinishReason,
   GenerateOptions,
   GenerationChunk,
@@ -17,6 +20,8 @@ export interface EngineModel {
   readonly id: string;
   readonly runner: ModelRunner;
   readonly codec: TextCodec;
+  /** A draft model (separate, or the target at low precision) for speculative decoding. */
+  readonly drafter?: Drafter;
 }
 
 const now = () => performance.now();
@@ -48,6 +53,7 @@ export class Engine implements WeftEngine {
   private queue: Promise<void> = Promise.resolve();
   private cachedIds: number[] = [];
   private closed = false;
+  private readonly ngram = new NgramDrafter();
 
   constructor(private readonly model: EngineModel) {
     this.chat = chatApi({
@@ -91,6 +97,7 @@ export class Engine implements WeftEngine {
     this.closed = true;
     await this.queue.catch(() => {});
     this.model.runner.dispose();
+    this.model.drafter?.dispose();
   }
 
   private async acquire(signal: AbortSignal | undefined): Promise<() => void> {
@@ -111,6 +118,25 @@ export class Engine implements WeftEngine {
       throw new AbortError('request aborted before it started');
     }
     return release;
+  }
+
+  /** The drafter a request asked for; by default the engine's draft model when it has one. */
+  private drafterFor(o: GenerateOptions): Drafter | undefined {
+    const kind = o.drafter ?? (this.model.drafter ? 'draft' : 'none');
+    switch (kind) {
+      case 'none':
+        return undefined;
+      case 'ngram':
+        return this.ngram;
+      case 'draft':
+        if (!this.model.drafter)
+          throw new InvalidInputError('drafter "draft" needs a draft model: createEngine({ draft: ... })');
+        return this.model.drafter;
+      default:
+        throw new InvalidInputError(
+          `drafter must be "none", "ngram" or "draft", got ${JSON.stringify(kind)}`,
+        );
+    }
   }
 
   private sampler(o: GenerateOptions): SamplerSpec {
@@ -168,36 +194,66 @@ export class Engine implements WeftEngine {
     let finish: FinishReason = 'length';
     let decodePasses = 0;
     let emittedByDecode = 0;
+    let draftMs = 0;
+    let verifyMs = 0;
+    const drafter = this.drafterFor(o);
+    const budget = o.treeBudget ?? 8;
+    if (!Number.isInteger(budget) || budget < 1 || budget > 32)
+      throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
+    // Tokens the target chose and nobody has seen yet; all but the last are already in the cache.
+    let pending = [next];
+    let tree: DraftTreeView | undefined;
     try {
       for (;;) {
-        if (eos.has(next)) {
-          finish = 'stop';
+        const ids: number[] = [];
+        let text = '';
+        let done = false;
+        for (const t of pending) {
+          if (eos.has(t)) {
+            finish = 'stop';
+            done = true;
+            break;
+          }
+          generated.push(t);
+          ids.push(t);
+          text += stream.push([t]);
+          if (stream.stopped) {
+            finish = 'stop';
+            done = true;
+            break;
+          }
+          if (generated.length >= maxTokens) {
+            done = true;
+            break;
+          }
+        }
+        if (done) {
+          yield { ids, text: text + stream.flush(), finishReason: finish, ...(tree ? { tree } : {}) };
           break;
         }
-        generated.push(next);
-        const text = stream.push([next]);
-        if (stream.stopped) {
-          finish = 'stop';
-          if (text) yield { ids: [next], text };
-          break;
-        }
-        if (generated.length >= maxTokens) {
-          yield { ids: [next], text: text + stream.flush(), finishReason: 'length' };
-          break;
-        }
-        yield { ids: [next], text };
+        yield { ids, text, ...(tree ? { tree } : {}) };
         abortCheck();
-        const out = await runner.forward({ tokens: [next] }, sampler, 'last');
-        runner.commit([0]);
-        this.cachedIds.push(next);
+        const last = pending.at(-1)!;
+        const room = runner.capacity - this.cachedIds.length - 1;
+        if (!drafter || room < 1) {
+          const out = await runner.forward({ tokens: [last] }, sampler, 'last');
+          runner.commit([0]);
+          this.cachedIds.push(last);
+          pending = [out[0]!];
+        } else {
+          const t1 = now();
+          const draft = await drafter.propose([...this.cachedIds, last], Math.min(budget, room), sampler);
+          const t2 = now();
+          const step = await verify(runner, last, draft, sampler);
+          verifyMs += now() - t2;
+          draftMs += t2 - t1;
+          this.cachedIds.push(last, ...step.accepted.map((i) => draft.tokens[i]!));
+          pending = step.emitted;
+          tree = { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted };
+        }
         passes++;
         decodePasses++;
-        emittedByDecode++;
-        next = out[0]!;
-      }
-      if (finish === 'stop') {
-        const rest = stream.flush();
-        yield { ids: [], text: rest, finishReason: 'stop' };
+        emittedByDecode += pending.length;
       }
     } finally {
       const tEnd = now();
@@ -207,11 +263,13 @@ export class Engine implements WeftEngine {
         cached_prompt_tokens: keep,
         completion_tokens: generated.length,
         prefill_tok_s: prefilled / Math.max(1e-9, (tFirst - t0) / 1000),
-        decode_tok_s: decodePasses / Math.max(1e-9, (tEnd - tFirst) / 1000),
+        decode_tok_s: Math.max(0, generated.length - 1) / Math.max(1e-9, (tEnd - tFirst) / 1000),
         time_to_first_token_ms: tFirst - t0,
         target_passes: passes,
         // Each plain decode pass emits one token; speculative passes emit accepted + 1.
         tokens_per_pass: decodePasses > 0 ? emittedByDecode / decodePasses : 0,
+        draft_ms: draftMs,
+        verify_ms: verifyMs,
       };
     }
   }

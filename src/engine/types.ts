@@ -29,6 +29,27 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Prompt tokens per prefill pass (default 64). */
   prefillChunk?: number;
+  /**
+   * Speculative decoding: how drafts are proposed ('none' disables it). 'ngram' looks up the
+   * context; 'draft' uses the engine's draft model (loaded with `createEngine({ draft })`).
+   * Defaults to the engine's drafter.
+   */
+  drafter?: DrafterKind;
+  /** Most draft tokens verified per target pass (4..32, default 8). */
+  treeBudget?: number;
+}
+
+/** Kinds of drafter. 'draft' is a separate draft model or the target's own low-bit copy. */
+export type DrafterKind = 'none' | 'ngram' | 'draft';
+
+/** The draft tree of one target pass, for display: node tokens, their parents, the accepted path. */
+export interface DraftTreeView {
+  /** Token of each node, depth-first. */
+  tokens: number[];
+  /** Parent of each node (-1: child of the last committed token). */
+  parents: number[];
+  /** Node indices of the accepted path, root to leaf. */
+  accepted: number[];
 }
 
 /** Why a generation ended. */
@@ -40,6 +61,8 @@ export interface GenerationChunk {
   text: string;
   /** Set on the last chunk. */
   finishReason?: FinishReason;
+  /** With speculative decoding: the tree of the pass that produced these tokens. */
+  tree?: DraftTreeView;
 }
 
 /** Figures of one request. */
@@ -55,6 +78,9 @@ export interface GenerationStats {
   target_passes: number;
   /** Generated tokens per decode pass of the target (1 without speculation). */
   tokens_per_pass: number;
+  /** Time spent drafting and verifying (speculative decoding only). */
+  draft_ms: number;
+  verify_ms: number;
 }
 
 /** Request of `engine.chat.completions.create`, a subset of OpenAI's. */

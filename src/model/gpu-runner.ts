@@ -10,11 +10,12 @@ import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementw
 import { Embedding } from '../kernels/embed/embed.js';
 import { KvCompact, type KvLayerBuffers, KvWrite } from '../kernels/kv/kv.js';
 import { type GpuMatrix, Matmul, prepareMatmul, uploadMatrix } from '../kernels/matmul/matmul.js';
-import { quantize, type WeightFormat } from '../kernels/matmul/quant.js';
+import { quantize } from '../kernels/matmul/quant.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import type { OpenedModel } from './load.js';
+import { formatOf, groupFor } from './quantized.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import { deriveSizes, type ModelSpec } from './spec.js';
 
@@ -27,18 +28,9 @@ export interface GpuRunnerOptions {
   /** KV cache slots. */
   capacity: number;
   gpu?: GpuContext;
+  /** Destroy `gpu` with the runner (default: only when the runner created it). */
+  ownsContext?: boolean;
   onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
-}
-
-/** Weight format of each quant choice (w8a8 keeps int8 weights until its activation path lands). */
-export function formatOf(quant: Quant): WeightFormat {
-  return quant === 'w8a8' ? 'int8' : quant;
-}
-
-/** Quantization group along K: 32 where it divides K, else 16; float formats use the whole row. */
-export function groupFor(format: WeightFormat, cols: number): number {
-  if (format === 'f32' || format === 'f16') return cols;
-  return cols % 32 === 0 ? 32 : 16;
 }
 
 /** One decoder layer on the GPU. */
@@ -477,5 +469,5 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     }),
   };
   const w: GpuWeights = { embed, layers, norm, lmHead, matrices };
-  return new GpuRunner(spec, capacity, ctx, !o.gpu, kernels, w, acts);
+  return new GpuRunner(spec, capacity, ctx, o.ownsContext ?? !o.gpu, kernels, w, acts);
 }

@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
-import { dequantize, quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
 import { memoryModelFiles } from '../../src/model/files.js';
-import { createGpuRunner, formatOf, type GpuRunner, groupFor } from '../../src/model/gpu-runner.js';
+import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
+import { formatOf, roundedThrough } from '../../src/model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY } from '../../src/model/runner.js';
 import type { ModelFamily } from '../../src/model/spec.js';
-import type { Tensor } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
@@ -77,19 +76,6 @@ describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
     dev.dispose();
   });
 });
-
-/** The checkpoint's tensors with every matrix rounded through `format` as the GPU runner packs it. */
-function roundedThrough(tensors: Record<string, Tensor>, format: WeightFormat): Record<string, Tensor> {
-  const out: Record<string, Tensor> = {};
-  for (const [name, t] of Object.entries(tensors)) {
-    const [rows, cols] = t.shape;
-    out[name] =
-      t.shape.length === 2 && rows && cols
-        ? { shape: t.shape, data: dequantize(quantize(t.data, rows, cols, format, groupFor(format, cols))) }
-        : t;
-  }
-  return out;
-}
 
 describe.each(['int8', 'int4', 'int2'] as const)('GPU forward pass, %s weights', (quant) => {
   it.each(FAMILIES)('%s logits equal the reference on the same rounded weights', async (family) => {

@@ -1,0 +1,94 @@
+import type { SamplerSpec } from '../model/runner.js';
+
+/**
+ * Draft tokens proposed after the current context: nodes in depth-first order, `parents[i]` an
+ * earlier node or -1 for a child of the context's last token. Empty when there is nothing to offer.
+ */
+export interface DraftProposal {
+  readonly tokens: readonly number[];
+  readonly parents: readonly number[];
+}
+
+/** Proposes drafts for speculative decoding. Verification never trusts them: see speculate.ts. */
+export interface Drafter {
+  readonly name: string;
+  /**
+   * Up to `budget` draft nodes that may follow `context` (every token so far; its last token is
+   * the target's latest choice, not yet scored). Draft models sample with `sampler`, whose noise
+   * is keyed by absolute position, so they agree with the target where their distributions do.
+   */
+  propose(context: readonly number[], budget: number, sampler: SamplerSpec): Promise<DraftProposal>;
+  /** Frees what the drafter holds (a draft model's GPU memory). */
+  dispose(): void;
+}
+
+/** No drafts. */
+export const EMPTY_PROPOSAL: DraftProposal = { tokens: [], parents: [] };
+
+/**
+ * Prompt lookup / n-gram drafting: find earlier occurrences of the context's last n tokens
+ * (longest n first, most recent first) and propose what followed them. Distinct continuations
+ * share their common prefix in a small tree; the most recent gets the longest branch.
+ */
+export class NgramDrafter implements Drafter {
+  readonly name = 'ngram';
+
+  constructor(
+    /** Longest suffix to match. */
+    private readonly maxN = 4,
+    /** Most distinct continuations to branch into. */
+    private readonly maxBranches = 4,
+  ) {}
+
+  async propose(context: readonly number[], budget: number): Promise<DraftProposal> {
+    const L = context.length;
+    for (let n = Math.min(this.maxN, L - 1); n >= 1; n--) {
+      const conts: number[][] = [];
+      // Occurrences ending at e (exclusive) with e < L, newest first.
+      for (let e = L - 1; e >= n && conts.length < this.maxBranches; e--) {
+        let same = true;
+        for (let j = 1; j <= n && same; j++) same = context[e - j] === context[L - j];
+        if (same) conts.push(context.slice(e, Math.min(L, e + budget)));
+      }
+      const useful = conts.filter((c) => c.length > 0);
+      if (useful.length > 0) return trie(useful, budget);
+    }
+    return EMPTY_PROPOSAL;
+  }
+
+  dispose(): void {}
+}
+
+/** Merges token sequences into a tree in depth-first order, at most `budget` nodes. */
+export function trie(sequences: readonly (readonly number[])[], budget: number): DraftProposal {
+  interface Node {
+    token: number;
+    children: Node[];
+  }
+  const root: Node = { token: -1, children: [] };
+  let count = 0;
+  for (const seq of sequences) {
+    let at = root;
+    for (const t of seq) {
+      let child = at.children.find((c) => c.token === t);
+      if (!child) {
+        if (count >= budget) break;
+        child = { token: t, children: [] };
+        at.children.push(child);
+        count++;
+      }
+      at = child;
+    }
+  }
+  const tokens: number[] = [];
+  const parents: number[] = [];
+  const walk = (node: Node, parent: number) => {
+    for (const c of node.children) {
+      const index = tokens.push(c.token) - 1;
+      parents.push(parent);
+      walk(c, index);
+    }
+  };
+  walk(root, -1);
+  return { tokens, parents };
+}

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { createEngine } from '../../src/engine/create.js';
+import type { Engine } from '../../src/engine/engine.js';
+import type { GenerateOptions } from '../../src/engine/types.js';
+import { memoryModelFiles } from '../../src/model/files.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import { fixtureFiles } from '../fixtures/write.js';
+import { gpu } from '../helpers/gpu.js';
+
+async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promise<number[]> {
+  const out: number[] = [];
+  for await (const c of engine.generate(prompt, o)) out.push(...c.ids);
+  return out;
+}
+
+describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])(
+  'speculative decoding on WebGPU, %s',
+  (family) => {
+    it('greedy and seeded sampling equal plain decoding, with self-drafts and n-grams', async () => {
+      const { files } = fixtureFiles(family, 'f32', 5);
+      const engine = await createEngine({
+        model: memoryModelFiles(family, files),
+        quant: 'f32',
+        contextLength: 128,
+        draft: { self: 'int4' },
+        gpu: await gpu(),
+      });
+      const prompt = [5, 17, 99, 3, 250, 17, 99, 3];
+      const greedy = await ids(engine, prompt, { maxTokens: 16, drafter: 'none' });
+      for (const budget of [8]) {
+        expect(await ids(engine, prompt, { maxTokens: 16, drafter: 'draft', treeBudget: budget })).toEqual(
+          greedy,
+        );
+        expect(await ids(engine, prompt, { maxTokens: 16, drafter: 'ngram', treeBudget: budget })).toEqual(
+          greedy,
+        );
+      }
+      for (let seed = 1; seed <= 2; seed++) {
+        const o: GenerateOptions = { maxTokens: 12, temperature: 1, seed };
+        const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
+        expect(await ids(engine, prompt, { ...o, drafter: 'draft', treeBudget: 6 })).toEqual(plain);
+      }
+      await engine.unload();
+    });
+  },
+);

@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { NgramDrafter, trie } from '../../src/decode/drafter.js';
+import { type CreateEngineOptions, createEngine } from '../../src/engine/create.js';
+import type { Engine } from '../../src/engine/engine.js';
+import type { GenerateOptions } from '../../src/engine/types.js';
+import { memoryModelFiles } from '../../src/model/files.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import { fixtureFiles } from '../fixtures/write.js';
+
+const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
+const PROMPTS = [
+  [5, 17, 99, 3, 250, 11, 42],
+  [7, 7, 7, 8, 9, 7, 7, 7, 8],
+  [300, 12, 45, 12, 45, 12],
+];
+
+function engineFor(family: ModelFamily, draft?: CreateEngineOptions['draft']): Promise<Engine> {
+  const { files } = fixtureFiles(family, 'f32', 11);
+  const model = memoryModelFiles(family, files);
+  return createEngine({
+    model,
+    device: 'cpu',
+    quant: 'f32',
+    contextLength: 128,
+    ...(draft ? { draft } : {}),
+  });
+}
+
+async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promise<number[]> {
+  const out: number[] = [];
+  for await (const c of engine.generate(prompt, o)) out.push(...c.ids);
+  return out;
+}
+
+describe.each(FAMILIES)('speculative decoding on the CPU reference, %s', (family) => {
+  it('greedy: every drafter and budget gives the plain greedy ids', { timeout: 60_000 }, async () => {
+    const { files } = fixtureFiles(family, 'f32', 11);
+    const engine = await engineFor(family, { self: 'int4' });
+    const withDraftModel = await engineFor(family, {
+      model: memoryModelFiles('draft', files),
+      quant: 'int2',
+    });
+    for (const prompt of PROMPTS) {
+      const want = await ids(engine, prompt, { maxTokens: 24, drafter: 'none' });
+      for (const budget of [4, 8, 16, 32]) {
+        expect(await ids(engine, prompt, { maxTokens: 24, drafter: 'ngram', treeBudget: budget })).toEqual(
+          want,
+        );
+        expect(await ids(engine, prompt, { maxTokens: 24, drafter: 'draft', treeBudget: budget })).toEqual(
+          want,
+        );
+        expect(await ids(withDraftModel, prompt, { maxTokens: 24, treeBudget: budget })).toEqual(want);
+      }
+    }
+  });
+
+  it('a drafter that is the target itself has every draft accepted', async () => {
+    const { files } = fixtureFiles(family, 'f32', 11);
+    const engine = await engineFor(family, { model: memoryModelFiles('same', files), quant: 'f32' });
+    const plain = await ids(engine, PROMPTS[0]!, { maxTokens: 20, drafter: 'none' });
+    const chunks = [];
+    for await (const c of engine.generate(PROMPTS[0]!, { maxTokens: 20, treeBudget: 4, seed: 3 }))
+      chunks.push(c);
+    expect(chunks.flatMap((c) => c.ids)).toEqual(plain);
+    for (const c of chunks.slice(1, -1)) expect(c.tree!.accepted).toHaveLength(c.tree!.tokens.length);
+    expect(engine.lastStats!.tokens_per_pass).toBeGreaterThan(4);
+  });
+});
+
+describe('speculative sampling with shared Gumbel noise', () => {
+  it('same seed at T = 1: speculative and plain sampling agree over 200 seeds', {
+    timeout: 120_000,
+  }, async () => {
+    const { files } = fixtureFiles('qwen3', 'f32', 11);
+    const engine = await engineFor('qwen3', { model: memoryModelFiles('draft', files), quant: 'int4' });
+    let accepted = 0;
+    for (let seed = 0; seed < 200; seed++) {
+      const o: GenerateOptions = { maxTokens: 8, temperature: 1, seed };
+      const plain = await ids(engine, PROMPTS[seed % 3]!, { ...o, drafter: 'none' });
+      const spec = await ids(engine, PROMPTS[seed % 3]!, { ...o, drafter: 'draft', treeBudget: 4 });
+      expect(spec).toEqual(plain);
+      accepted += engine.lastStats!.tokens_per_pass;
+    }
+    // The int4 draft shares the noise, so it agrees with the target often.
+    expect(accepted / 200).toBeGreaterThan(1.5);
+  });
+});
+
+describe('n-gram drafter', () => {
+  it('proposes what followed the latest match of the longest suffix, as a tree', async () => {
+    const d = new NgramDrafter();
+    const p = await d.propose([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3], 6);
+    // Suffix [1,2,3] occurred twice: followed by 8,5,1,2,3 (newest) and by 9,1,2,3,8.
+    expect(p.tokens).toEqual([8, 5, 1, 2, 3, 9]);
+    expect(p.parents).toEqual([-1, 0, 1, 2, 3, -1]);
+    expect(await d.propose([4, 5, 6], 4)).toEqual({ tokens: [], parents: [] });
+  });
+  it('trie merges shared prefixes in depth-first order within the budget', () => {
+    expect(trie([[1, 2, 3], [1, 2, 4], [5]], 10)).toEqual({
+      tokens: [1, 2, 3, 4, 5],
+      parents: [-1, 0, 1, 1, -1],
+    });
+    expect(
+      trie(
+        [
+          [1, 2, 3],
+          [1, 4],
+        ],
+        3,
+      ).tokens,
+    ).toEqual([1, 2, 3]);
+  });
+});
