@@ -43,12 +43,20 @@ const TYPES: Record<string, string> = {
   '.wasm': 'application/wasm',
 };
 
-/** Serves `/host/*` from the built host page and `/model/*` from the model folder, with ranges. */
-function serve(hostDir: string, modelDir: string): Promise<{ server: Server; origin: string }> {
+/**
+ * Serves `/host/*` from the built host page, `/model/*` from the model folder and `/draft/*` from
+ * the draft model folder, with ranges.
+ */
+function serve(
+  hostDir: string,
+  modelDir: string,
+  draftDir?: string,
+): Promise<{ server: Server; origin: string }> {
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const [, area, ...rest] = url.pathname.split('/');
-    const root = area === 'host' ? hostDir : area === 'model' ? modelDir : undefined;
+    const roots: Record<string, string | undefined> = { host: hostDir, model: modelDir, draft: draftDir };
+    const root = area ? roots[area] : undefined;
     const file = root ? normalize(join(root, decodeURIComponent(rest.join('/')) || 'index.html')) : '';
     if (!root || !file.startsWith(resolve(root) + sep) || !existsSync(file) || !statSync(file).isFile()) {
       res.writeHead(404).end();
@@ -105,6 +113,7 @@ export interface ChromiumRun {
  */
 export async function runInChromium(
   modelDir: string,
+  draftDir: string | undefined,
   job: Omit<HostJob, 'load'> & { load: Omit<HostJob['load'], 'model'> },
   onChunk: (c: GenerationChunk) => void,
 ): Promise<ChromiumRun> {
@@ -114,7 +123,7 @@ export async function runInChromium(
       'Chromium not found: install it (apt-get install chromium) or set CHROMIUM',
     );
   const { chromium } = await import('playwright-core');
-  const { server, origin } = await serve(hostDir(), resolve(modelDir));
+  const { server, origin } = await serve(hostDir(), resolve(modelDir), draftDir && resolve(draftDir));
   const browser = await chromium.launch({ executablePath, headless: true, args: chromiumFlags() });
   try {
     const page = await browser.newPage();
@@ -124,7 +133,8 @@ export async function runInChromium(
     await page.exposeFunction('weftProgress', () => {});
     await page.goto(`${origin}/host/index.html`);
     await page.waitForFunction(() => typeof window.weftRun === 'function');
-    const full: HostJob = { ...job, load: { ...job.load, model: `${origin}/model/` } };
+    const draft = draftDir ? { draft: { model: `${origin}/draft/`, quant: job.load.quant ?? 'f16' } } : {};
+    const full: HostJob = { ...job, load: { ...job.load, ...draft, model: `${origin}/model/` } };
     try {
       return await page.evaluate((j) => window.weftRun(j), full);
     } catch (err) {

@@ -3,7 +3,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createEngine, type Quant } from '../engine/create.js';
-import type { GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
+import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
 import { InvalidInputError, WeftError } from '../errors.js';
 import { createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
@@ -26,6 +26,9 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --context N          KV cache length (default min(model, 2048))
   --device D           gpu (default) or cpu (the plain-TS reference forward)
   --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
+  --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
+                       for int2), or a draft model folder sharing the tokenizer
+  --tree-budget K      most draft tokens verified per target pass (1..32, default 8)
   --json               print {"ids", "text", "stats"} at the end instead of streaming text`;
 
 const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2', 'w8a8'];
@@ -40,6 +43,8 @@ export interface GenerateArgs {
   context: number | undefined;
   device: 'gpu' | 'cpu';
   host: 'auto' | 'node' | 'chromium';
+  /** 'none', 'ngram', 'self-int4', 'self-int2', or a draft model folder. */
+  draft: string;
   json: boolean;
 }
 
@@ -93,6 +98,8 @@ function parseOptions(argv: string[]) {
       temperature: { type: 'string' },
       'top-p': { type: 'string' },
       'top-k': { type: 'string' },
+      draft: { type: 'string' },
+      'tree-budget': { type: 'string' },
       seed: { type: 'string' },
       quant: { type: 'string' },
       context: { type: 'string' },
@@ -130,6 +137,12 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
       topP: num('top-p', values['top-p'], 1, (n) => n > 0 && n <= 1),
       topK: num('top-k', values['top-k'], 0, (n) => Number.isInteger(n) && n >= 0),
       seed: num('seed', values.seed, 0, (n) => Number.isInteger(n) && n >= 0),
+      treeBudget: num(
+        'tree-budget',
+        values['tree-budget'],
+        8,
+        (n) => Number.isInteger(n) && n >= 1 && n <= 32,
+      ),
     },
     quant: oneOf('quant', values.quant, QUANTS, 'f16'),
     context:
@@ -138,8 +151,28 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
         : num('context', values.context, 0, (n) => Number.isInteger(n) && n >= 2),
     device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),
     host: oneOf('host', values.host, ['auto', 'node', 'chromium'] as const, 'auto'),
+    draft: values.draft === 'self' ? 'self-int4' : (values.draft ?? 'none'),
     json: values.json ?? false,
   };
+}
+
+/** Engine load options and the request's drafter for `--draft`. */
+function draftSetup(args: GenerateArgs) {
+  const load = {
+    quant: args.quant,
+    device: args.device,
+    ...(args.context ? { contextLength: args.context } : {}),
+    ...(args.draft === 'self-int4' || args.draft === 'self-int2'
+      ? { draft: { self: args.draft === 'self-int4' ? ('int4' as const) : ('int2' as const) } }
+      : {}),
+  };
+  const isDir = !['none', 'ngram', 'self-int4', 'self-int2'].includes(args.draft);
+  if (isDir && !(existsSync(args.draft) && statSync(args.draft).isDirectory()))
+    throw new InvalidInputError(
+      `--draft: "${args.draft}" is not none, ngram, self, self-int2 or a model folder`,
+    );
+  const drafter: DrafterKind = args.draft === 'none' ? 'none' : args.draft === 'ngram' ? 'ngram' : 'draft';
+  return { load, drafter, draftDir: isDir ? args.draft : undefined };
 }
 
 /** Node's Dawn can run kernels unless its only adapter is SwiftShader (see chromium-host.ts). */
@@ -153,6 +186,7 @@ async function pickHost(args: GenerateArgs): Promise<'node' | 'chromium'> {
 }
 
 async function generate(args: GenerateArgs): Promise<void> {
+  const { load, drafter, draftDir } = draftSetup(args);
   const files = modelFilesFor(args.model);
   // Tokenize in Node, so both hosts receive ids and chat templates render the same way.
   const { tokenizer } = await openModel(files);
@@ -173,22 +207,23 @@ async function generate(args: GenerateArgs): Promise<void> {
     text += c.text;
     if (!args.json && c.text) process.stdout.write(c.text);
   };
-  const load = {
-    quant: args.quant,
-    device: args.device,
-    ...(args.context ? { contextLength: args.context } : {}),
-  };
   let stats: GenerationStats | undefined;
   if ((await pickHost(args)) === 'chromium') {
     const local = existsSync(args.model) && statSync(args.model).isDirectory();
     if (!local)
       throw new InvalidInputError(`--host chromium needs a local model folder, got "${args.model}"`);
-    ({ stats } = await runInChromium(args.model, { load, prompt: ids, generate: args.options }, onChunk));
+    ({ stats } = await runInChromium(
+      args.model,
+      draftDir,
+      { load, prompt: ids, generate: { ...args.options, drafter } },
+      onChunk,
+    ));
   } else {
     const gpu = args.device === 'gpu' ? await createGpuContext() : undefined;
     if (gpu && !args.json) process.stderr.write(`weft: ${describeAdapter(gpu.adapter)}\n`);
-    const engine = await createEngine({ model: files, ...load, ...(gpu ? { gpu } : {}) });
-    for await (const c of engine.generate(ids, args.options)) onChunk(c);
+    const draft = draftDir ? { draft: { model: modelFilesFor(draftDir), quant: args.quant } } : {};
+    const engine = await createEngine({ model: files, ...load, ...draft, ...(gpu ? { gpu } : {}) });
+    for await (const c of engine.generate(ids, { ...args.options, drafter })) onChunk(c);
     stats = engine.lastStats;
     await engine.unload();
     gpu?.destroy();

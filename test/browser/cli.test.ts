@@ -70,6 +70,22 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s',
   });
 });
 
+describe('weft generate --draft', () => {
+  it('self-speculation gives the same greedy ids and reports passes and tokens per pass', async () => {
+    const modelDir = join(dir, 'spec-llama');
+    await writeFixtureDir(modelDir, 'llama', 'f32', 4);
+    const base = ['generate', '--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '16'];
+    const rest = ['--quant', 'f32', '--json'];
+    const plain = JSON.parse((await weft([...base, ...rest])).stdout) as { ids: number[] };
+    const out = await weft([...base, ...rest, '--draft', 'self', '--tree-budget', '6']);
+    expect(out.stderr).toBe('');
+    const spec = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
+    expect(spec.ids).toEqual(plain.ids);
+    expect(spec.stats.tokens_per_pass).toBeGreaterThanOrEqual(1);
+    expect(spec.stats.target_passes).toBeGreaterThan(0);
+  });
+});
+
 describe('weft CLI errors', () => {
   it.each([
     [['generate'], /--model is required/],
@@ -80,6 +96,7 @@ describe('weft CLI errors', () => {
     ],
     [['generate', '--model', 'x', '--prompt', 'a', '--quant', 'int3'], /--quant: "int3" is not one of/],
     [['frobnicate'], /unknown command/],
+    [['generate', '--model', 'x', '--prompt', 'a', '--draft', 'sideways'], /--draft: "sideways"/],
   ])('%j exits non-zero with one line', async (args, message) => {
     const out = await weft(args);
     expect(out.code).not.toBe(0);
