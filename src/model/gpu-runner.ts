@@ -14,6 +14,7 @@ import { quantize } from '../kernels/matmul/quant.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
+import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import type { OpenedModel } from './load.js';
 import { formatOf, groupFor } from './quantized.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
@@ -33,17 +34,55 @@ export interface GpuRunnerOptions {
   onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
 }
 
+/** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
+interface Linear {
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
+  destroy(): void;
+}
+
+/**
+ * W8A8: each row of x is quantized to int8 with its own scale (per token, dynamic), then multiplied
+ * with the int8 weights by `dot4I8Packed` with i32 sums. `xq`/`sx` are scratch shared by every
+ * linear of the model: dispatches in one pass run in order, so each quantize-then-multiply pair
+ * finishes with them before the next begins.
+ */
+class W8A8Linear implements Linear {
+  private readonly quant: QuantizeAct;
+  private readonly mm: MatmulW8A8;
+
+  constructor(
+    ctx: GpuContext,
+    binds: BindGroupCache,
+    w: GpuMatrix,
+    private readonly xq: GPUBuffer,
+    private readonly sx: GPUBuffer,
+  ) {
+    this.quant = new QuantizeAct(ctx, binds, w.cols);
+    this.mm = new MatmulW8A8(ctx, binds, w, { maxM: MAX_FORWARD_TOKENS });
+  }
+
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void {
+    this.quant.encode(pass, x, this.xq, this.sx, M);
+    this.mm.encode(pass, this.xq, this.sx, y, M);
+  }
+
+  destroy(): void {
+    this.quant.destroy();
+    this.mm.destroy();
+  }
+}
+
 /** One decoder layer on the GPU. */
 interface GpuLayer {
   inputNorm: GPUBuffer; // [H]
   postNorm: GPUBuffer; // [H]
-  q: Matmul; // [qWidth, H]
-  k: Matmul; // [kvWidth, H]
-  v: Matmul; // [kvWidth, H]
-  o: Matmul; // [H, qWidth]
-  gate: Matmul; // [I, H]
-  up: Matmul; // [I, H]
-  down: Matmul; // [H, I]
+  q: Linear; // [qWidth, H]
+  k: Linear; // [kvWidth, H]
+  v: Linear; // [kvWidth, H]
+  o: Linear; // [H, qWidth]
+  gate: Linear; // [I, H]
+  up: Linear; // [I, H]
+  down: Linear; // [H, I]
   // Biases repeated for MAX_FORWARD_TOKENS rows, so the plain in-place add applies them.
   qBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, qWidth]
   kBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
@@ -58,8 +97,9 @@ interface GpuWeights {
   embed: GpuMatrix; // [V, H], also the LM head when tied
   layers: GpuLayer[];
   norm: GPUBuffer; // [H]
-  lmHead: Matmul; // [V, H]
+  lmHead: Linear; // [V, H]
   matrices: GpuMatrix[]; // every matrix, for destroy
+  scratch: GPUBuffer[]; // shared scratch (W8A8 activations)
 }
 
 /** One kernel instance per call site whose uniforms differ; shared where they never do. */
@@ -100,6 +140,7 @@ function destroyWeights(w: GpuWeights): void {
     for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) m.destroy();
   }
   w.lmHead.destroy();
+  for (const b of w.scratch) b.destroy();
 }
 
 /** Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once. */
@@ -359,8 +400,13 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     step(name);
     return m;
   };
-  const linear = async (name: string, rows: number, cols: number) =>
-    new Matmul(ctx, binds, await matrix(name, rows, cols), { maxM: maxT });
+  // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
+  const maxK = Math.max(H, I, qWidth);
+  const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
+  const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
+  const linearOf = (m: GpuMatrix): Linear =>
+    xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : new Matmul(ctx, binds, m, { maxM: maxT });
+  const linear = async (name: string, rows: number, cols: number) => linearOf(await matrix(name, rows, cols));
   const vector = async (name: string, n: number, repeat = 1) => {
     const v = await tensor(weights, name, [n]);
     step(name);
@@ -407,6 +453,7 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     SiluMul.prepare(ctx, false),
     GatherRows.prepare(ctx),
     prepareMatmul(ctx, format, maxT),
+    ...(o.quant === 'w8a8' ? [prepareW8A8(ctx, format, maxT)] : []),
     KvWrite.prepare(ctx),
     KvCompact.prepare(ctx),
     Attention.prepare(ctx),
@@ -468,6 +515,13 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     }),
   };
-  const w: GpuWeights = { embed, layers, norm, lmHead, matrices };
+  const w: GpuWeights = {
+    embed,
+    layers,
+    norm,
+    lmHead,
+    matrices,
+    scratch: [xq, sx].filter((b) => b !== undefined),
+  };
   return new GpuRunner(spec, capacity, ctx, o.ownsContext ?? !o.gpu, kernels, w, acts);
 }
