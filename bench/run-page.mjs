@@ -1,0 +1,33 @@
+// Shared launcher of the page benchmarks: serves the repository with Vite, opens a bench page in
+// headless Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real), waits for its
+// #result[data-done] and returns the JSON in it. Page console lines go to stderr.
+import { chromium } from 'playwright-core';
+import { createServer } from 'vite';
+
+/** Runs `page` (a path under the repository, with its query) and returns the parsed result. */
+export async function runBenchPage(page) {
+  const server = await createServer({
+    configFile: 'vite.config.ts',
+    logLevel: 'warn',
+    server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false },
+  });
+  await server.listen();
+  let browser;
+  try {
+    const url = server.resolvedUrls?.local[0];
+    if (!url) throw new Error('vite did not report a URL');
+    // The launch flags live in a TS helper shared with the tests; Vite loads it for us.
+    const { chromiumLaunchOptions } = await server.ssrLoadModule('/test/helpers/chromium.ts');
+    browser = await chromium.launch(chromiumLaunchOptions());
+    const tab = await browser.newPage();
+    tab.on('console', (m) => process.stderr.write(`${m.text()}\n`));
+    tab.on('pageerror', (e) => process.stderr.write(`[page] uncaught: ${e.message}\n`));
+    await tab.goto(`${url}${page}`);
+    await tab.waitForSelector('#result[data-done]', { state: 'attached', timeout: 60 * 60_000 });
+    if (await tab.$('#result[data-error]')) throw new Error(await tab.textContent('#status'));
+    return JSON.parse((await tab.textContent('#result')) ?? '{}');
+  } finally {
+    await browser?.close();
+    await server.close();
+  }
+}

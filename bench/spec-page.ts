@@ -1,0 +1,38 @@
+// Page driver of the speculative decoding benchmark: held-out prompts from the demo model's card
+// split, results as JSON in #result for bench/spec-cli.mjs. `?quick=1` uses fewer prompts.
+import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
+import { runSpecBench } from './spec.js';
+
+async function main(): Promise<void> {
+  const status = document.getElementById('status')!;
+  const result = document.getElementById('result')!;
+  try {
+    const quick = new URLSearchParams(location.search).get('quick') === '1';
+    const ctx = await createGpuContext();
+    const heldout = (await (await fetch('/models/kjv-heldout.txt')).text())
+      .split('\n')
+      .filter((l) => l.length > 40);
+    // Fixed prompts: the first words of evenly spaced held-out verses.
+    const n = quick ? 2 : 6;
+    const prompts = Array.from({ length: n }, (_, i) =>
+      heldout[Math.floor((i * heldout.length) / n)]!.split(' ').slice(0, 8).join(' '),
+    );
+    const out = await runSpecBench(ctx, {
+      target: '/models/kjv-target/',
+      draft: '/models/kjv-draft/',
+      prompts,
+      maxTokens: quick ? 32 : 64,
+      budgets: quick ? [4, 16] : [4, 8, 16, 32],
+      log: (l) => console.log(`[bench] ${l}`),
+    });
+    result.textContent = JSON.stringify({ adapter: describeAdapter(ctx.adapter), prompts, ...out }, null, 2);
+    status.textContent = 'done';
+    result.dataset.done = '1';
+  } catch (e) {
+    status.textContent = `failed: ${e instanceof Error ? e.message : String(e)}`;
+    result.dataset.error = '1';
+    result.dataset.done = '1';
+  }
+}
+
+void main();
