@@ -1,8 +1,14 @@
-// The engine's Web Worker: loads a model with createEngine and serves it through comlink.
-// Transport only; pages reach it with createWorkerEngine.
+// The engine's Web Worker: loads a model and serves it through comlink. Transport only; pages reach
+// it with createWorkerEngine. Two load shapes: the CLI host passes createEngine's options (`model`
+// as a URL or hub id); the demo page passes a serializable model choice (`choice`), which goes
+// through the weights cache (see src/engine/sources.ts) and reports `ChoiceLoadEvent`s.
 import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
+import { type ChoiceLoadOptions, loadChoice } from '../src/engine/sources.js';
 import { serveEngine } from '../src/engine/worker-server.js';
 
-serveEngine<Omit<CreateEngineOptions, 'onProgress' | 'gpu'>>((options, onProgress) =>
-  createEngine({ ...options, onProgress }),
+/** What `createWorkerEngine(worker, options)` may pass to this worker. */
+export type EngineWorkerLoadOptions = Omit<CreateEngineOptions, 'onProgress' | 'gpu'> | ChoiceLoadOptions;
+
+serveEngine<EngineWorkerLoadOptions>((options, onProgress) =>
+  'choice' in options ? loadChoice(options, onProgress) : createEngine({ ...options, onProgress }),
 );

@@ -44,7 +44,9 @@ export function urlModelFiles(base: string, fetchFn: typeof fetch = (...a) => fe
     name: base,
     async exists(file) {
       const res = await fetchFn(url(file), { method: 'HEAD' });
-      return res.ok;
+      // Single-page-app servers (Vite's dev server among them) answer any path with index.html.
+      const html = (res.headers.get('content-type') ?? '').includes('text/html') && !file.endsWith('.html');
+      return res.ok && !html;
     },
     async text(file) {
       const res = await fetchFn(url(file));

@@ -23,6 +23,8 @@ describe('WebGPU in Chromium', () => {
     const page = await browser.newPage();
     logPageErrors(page);
     await page.goto(url);
+    // The self-test runs when its panel is opened.
+    await page.getByTestId('selftest-panel').locator('summary').click();
     const status = page.getByTestId('selftest-status');
     await expect.poll(() => status.textContent(), { timeout: 120_000 }).toMatch(/^(done|failed)/);
     const adapter = await page.getByTestId('gpu-status').textContent();

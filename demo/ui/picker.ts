@@ -1,0 +1,103 @@
+// The model picker: the bundled demo model, Hugging Face ids, or files on this computer, turned into
+// a serializable `ModelChoice` for the engine worker.
+import type { ModelChoice } from '../../src/engine/sources.js';
+import { byId } from './dom.js';
+
+/** Where the bundled models are served, relative to the page; `?bundled=` and `?draft=` override. */
+const params = new URLSearchParams(location.search);
+const BUNDLED = new URL(params.get('bundled') ?? '/models/kjv-target/', location.href).href;
+const BUNDLED_DRAFT = new URL(params.get('draft') ?? '/models/kjv-draft/', location.href).href;
+
+/** What the picker asks the worker to load, or why it cannot yet. */
+export type PickResult =
+  | { readonly ok: true; readonly choice: ModelChoice; readonly draft?: ModelChoice; readonly label: string }
+  | { readonly ok: false; readonly reason: string };
+
+async function served(folder: string): Promise<boolean> {
+  const res = await fetch(new URL('config.json', folder), { method: 'HEAD' }).catch(() => undefined);
+  return res?.ok === true;
+}
+
+/** The picker's controls, and its reading of them. */
+export class ModelPicker {
+  private readonly select = byId('model-select', HTMLSelectElement);
+  private readonly hubId = byId('hub-id', HTMLInputElement);
+  private readonly hubBase = byId('hub-base', HTMLInputElement);
+  private readonly folder = byId('local-folder', HTMLInputElement);
+  private readonly files = byId('local-files', HTMLInputElement);
+  private readonly draftBox = byId('draft-model', HTMLInputElement);
+  private readonly note = byId('model-note', HTMLParagraphElement);
+  private bundled = { target: false, draft: false };
+
+  constructor(onChange: () => void) {
+    if (params.get('hub')) this.hubBase.value = params.get('hub') ?? '';
+    this.select.addEventListener('change', () => {
+      this.sync();
+      onChange();
+    });
+    for (const input of [this.hubId, this.folder, this.files]) input.addEventListener('change', onChange);
+    this.sync();
+  }
+
+  /** Checks which bundled models this build serves, and says so. */
+  async probe(): Promise<void> {
+    const [target, draft] = await Promise.all([served(BUNDLED), served(BUNDLED_DRAFT)]);
+    this.bundled = { target, draft };
+    this.draftBox.checked = draft;
+    this.sync();
+  }
+
+  /** Shows the fields the selected kind of model needs. */
+  private sync(): void {
+    const v = this.select.value;
+    byId('hub-custom', HTMLDivElement).hidden = v !== 'hub-custom';
+    byId('local-pick', HTMLDivElement).hidden = v !== 'local';
+    byId('draft-model-row', HTMLLabelElement).hidden = v !== 'bundled' || !this.bundled.draft;
+    this.note.textContent =
+      v === 'bundled'
+        ? this.bundled.target
+          ? 'A small model trained on the King James Bible; it continues the text you give it.'
+          : 'The bundled model is not in this build (models/kjv-target/ is missing). Pick a Hugging Face model or files on this computer.'
+        : v === 'local'
+          ? 'Files are read where they are; nothing is uploaded or copied.'
+          : 'Downloaded once into this browser’s storage, then loaded from there (also offline).';
+  }
+
+  /** The current choice. */
+  pick(): PickResult {
+    const v = this.select.value;
+    if (v === 'bundled') {
+      if (!this.bundled.target) return { ok: false, reason: 'the bundled model is not in this build' };
+      const draft: ModelChoice | undefined =
+        this.bundled.draft && this.draftBox.checked
+          ? { kind: 'url', url: BUNDLED_DRAFT, cache: false }
+          : undefined;
+      return {
+        ok: true,
+        choice: { kind: 'url', url: BUNDLED, cache: false },
+        ...(draft ? { draft } : {}),
+        label: 'KJV demo model',
+      };
+    }
+    if (v === 'local') {
+      const picked = [...(this.folder.files ?? []), ...(this.files.files ?? [])];
+      if (picked.length === 0) return { ok: false, reason: 'choose a model folder or its files first' };
+      const name = picked[0]?.webkitRelativePath.split('/')[0] || 'local files';
+      return { ok: true, choice: { kind: 'files', name, files: picked }, label: name };
+    }
+    const text = v === 'hub-custom' ? this.hubId.value.trim() : v.replace(/^hub:/, '');
+    const m = /^([\w.-]+\/[\w.-]+)(?:@(.+))?$/.exec(text);
+    if (!m) return { ok: false, reason: `a Hugging Face id looks like "org/name", got "${text}"` };
+    const hubBase = this.hubBase.value.trim();
+    return {
+      ok: true,
+      choice: {
+        kind: 'hub',
+        id: m[1]!,
+        ...(m[2] ? { revision: m[2] } : {}),
+        ...(hubBase ? { hubBase } : {}),
+      },
+      label: text,
+    };
+  }
+}

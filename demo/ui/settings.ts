@@ -1,0 +1,60 @@
+// Generation settings: sampling, length and speculative decoding, read fresh for every request.
+import type { Quant } from '../../src/engine/create.js';
+import type { DrafterKind, GenerateOptions } from '../../src/engine/types.js';
+import { byId } from './dom.js';
+
+const temperature = byId('temperature', HTMLInputElement);
+const topP = byId('top-p', HTMLInputElement);
+const maxTokens = byId('max-tokens', HTMLInputElement);
+const drafter = byId('drafter', HTMLSelectElement);
+const treeBudget = byId('tree-budget', HTMLInputElement);
+const quant = byId('quant', HTMLSelectElement);
+const context = byId('context', HTMLInputElement);
+
+const DRAFTERS: readonly DrafterKind[] = ['none', 'ngram', 'draft'];
+const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
+
+// Sliders show their value beside the label.
+for (const [input, id] of [
+  [temperature, 'temperature-value'],
+  [topP, 'top-p-value'],
+  [treeBudget, 'tree-budget-value'],
+] as const) {
+  const out = byId(id, HTMLOutputElement);
+  const sync = () => {
+    out.value = input.value;
+  };
+  input.addEventListener('input', sync);
+  sync();
+}
+const syncBudget = () => {
+  treeBudget.disabled = drafter.value === 'none';
+};
+drafter.addEventListener('change', syncBudget);
+syncBudget();
+
+/** Options of the next request. */
+export function generateOptions(): GenerateOptions {
+  const kind = DRAFTERS.find((d) => d === drafter.value) ?? 'none';
+  return {
+    temperature: Number(temperature.value),
+    topP: Number(topP.value),
+    maxTokens: Math.max(1, Math.floor(Number(maxTokens.value) || 1)),
+    drafter: kind,
+    ...(kind === 'none' ? {} : { treeBudget: Number(treeBudget.value) }),
+  };
+}
+
+/** Load-time settings: weight precision and context length. */
+export function loadSettings(): { quant: Quant; contextLength: number } {
+  return {
+    quant: QUANTS.find((q) => q === quant.value) ?? 'f16',
+    contextLength: Math.max(64, Math.floor(Number(context.value) || 1024)),
+  };
+}
+
+/** Selects a drafter (the demo picks 'draft' when a draft model was loaded). */
+export function setDrafter(kind: DrafterKind): void {
+  drafter.value = kind;
+  syncBudget();
+}
