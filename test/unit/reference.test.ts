@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { argmax } from '../../src/decode/gumbel.js';
 import { draftTree, longestAcceptedPath, pathTo } from '../../src/decode/tree.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { argmax, chainParents, ReferenceKvCache, ReferenceModel } from '../../src/model/reference.js';
+import { chainParents, ReferenceKvCache, ReferenceModel } from '../../src/model/reference.js';
 import { randomWeights, seededRandom, tinySpecs } from '../../src/model/reference-fixtures.js';
 import type { ModelSpec } from '../../src/model/spec.js';
 import {

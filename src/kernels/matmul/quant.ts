@@ -1,6 +1,7 @@
 // Weight formats of weft's matmul kernels: packing (quantize), the reference unpacking
 // (dequantize) and sizes. Pure TypeScript, no GPU: loaders and tests import it.
 import { InvalidInputError } from '../../errors.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../formats/half.js';
 
 /** Storage format of a weight matrix: float (f32, f16) or integer-quantized with group scales. */
 export type WeightFormat = 'f32' | 'f16' | 'int8' | 'int4' | 'int2';
@@ -194,44 +195,8 @@ export function dequantize(q: QuantizedMatrix): Float32Array {
   return out;
 }
 
-/** IEEE binary16 bits of `v`, rounded to nearest even (overflow to infinity, NaN kept). */
-export function f32ToF16Bits(v: number): number {
-  const f = new Float32Array([v]);
-  const x = new Uint32Array(f.buffer)[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  const man = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (man ? 0x200 : 0);
-  // Unbiased exponent e; half normal range is e in [-14, 15].
-  const e = exp - 127;
-  if (e > 15) return sign | 0x7c00;
-  if (e >= -14) {
-    // Keep 10 mantissa bits; round the dropped 13 bits to nearest even (a carry may bump the exponent).
-    let h = ((e + 15) << 10) | (man >>> 13);
-    const rest = man & 0x1fff;
-    if (rest > 0x1000 || (rest === 0x1000 && h & 1)) h++;
-    return sign | h;
-  }
-  if (e < -25) return sign; // below half the smallest subnormal: rounds to zero
-  // Subnormal half: value = m * 2^-24 with the implicit 1 restored, shifted right.
-  const full = man | 0x800000;
-  const shift = -e - 14 + 13; // 14..24 → 13 + (−14 − e)
-  let h = full >>> shift;
-  const rest = full & ((1 << shift) - 1);
-  const half = 1 << (shift - 1);
-  if (rest > half || (rest === half && h & 1)) h++;
-  return sign | h;
-}
-
-/** f32 value of IEEE binary16 bits. */
-export function f16BitsToF32(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >>> 10) & 0x1f;
-  const man = h & 0x3ff;
-  if (exp === 0) return sign * man * 2 ** -24;
-  if (exp === 0x1f) return man ? Number.NaN : sign * Number.POSITIVE_INFINITY;
-  return sign * (1 + man / 1024) * 2 ** (exp - 15);
-}
+// IEEE binary16 conversions live with the other float formats.
+export { f16BitsToF32, f32ToF16Bits } from '../../formats/half.js';
 
 function clamp(v: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, v));
