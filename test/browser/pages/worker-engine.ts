@@ -1,26 +1,39 @@
-// Drives a worker engine the way a web app would: stream into the DOM, abort one request
-// mid-stream, then run another. The test reads the results from the page.
+// Drives weft's engine worker the way a web app would, on a real (tiny, random-weight) model
+// whose folder URL comes in the query: stream into the DOM, abort one request mid-stream, then
+// run another through the OpenAI-style API. The test reads the results from the page.
 import { createWorkerEngine } from '../../../src/engine/worker-client.js';
 import { AbortError } from '../../../src/errors.js';
 
 const el = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`)!;
+const PROMPT = [5, 17, 99, 3, 250, 11, 42];
 
 async function main(): Promise<void> {
-  const worker = new Worker(new URL('./toy-engine.worker.ts', import.meta.url), { type: 'module' });
-  const engine = await createWorkerEngine(worker, {});
+  const model = new URLSearchParams(location.search).get('model')!;
+  const worker = new Worker(new URL('../../../workers/engine.worker.ts', import.meta.url), {
+    type: 'module',
+  });
+  const engine = await createWorkerEngine(worker, { model, quant: 'f32', contextLength: 128 });
 
   const first = el('first');
+  const ids: number[] = [];
   let n = 0;
-  for await (const c of engine.generate('abc', { maxTokens: 24 })) {
+  for await (const c of engine.generate(PROMPT, { maxTokens: 24 })) {
     first.textContent += c.text;
+    ids.push(...c.ids);
     first.dataset.chunks = String(++n);
   }
+  first.dataset.ids = ids.join(',');
 
   const second = el('second');
   const ac = new AbortController();
   let m = 0;
   try {
-    for await (const c of engine.generate('xyz', { maxTokens: 200, signal: ac.signal })) {
+    for await (const c of engine.generate(PROMPT, {
+      maxTokens: 100,
+      signal: ac.signal,
+      temperature: 1,
+      seed: 9,
+    })) {
       second.textContent += c.text;
       if (++m === 5) ac.abort();
     }
@@ -30,12 +43,9 @@ async function main(): Promise<void> {
   }
   second.dataset.chunks = String(m);
 
-  const res = await engine.chat.completions.create({
-    messages: [{ role: 'user', content: 'abc' }],
-    max_tokens: 24,
-  });
-  el('third').textContent = res.choices[0]!.message.content;
-  el('third').dataset.tokens = String(res.usage.completion_tokens);
+  const again: number[] = [];
+  for await (const c of engine.generate(PROMPT, { maxTokens: 24 })) again.push(...c.ids);
+  el('third').dataset.ids = again.join(',');
   el('status').textContent = 'done';
 }
 
