@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
 import { type HubServer, startHubServer } from '../helpers/hub-server.js';
 import type { PageDownload } from './pages/store-page.js';
@@ -118,6 +119,36 @@ describe('weights cache in Chromium', () => {
     expect(read).toEqual({ value: { sha256, repaired: 0 } });
     expect(hub.log).toEqual([]);
     expect(blocked).toBe(0);
+  });
+
+  it('a real model loads from IndexedDB after a reload with the network blocked and generates the same tokens', async () => {
+    const REAL = 'weft-test/real-model';
+    await writeFixtureDir(join(root, ...REAL.split('/')), 'llama', 'f32', 8);
+    await page.unroute(`${hub.url}/**`);
+    await open();
+    const first = await page.evaluate(([u, id]) => window.weftStore.generate(u, id), [
+      hub.url,
+      REAL,
+    ] as const);
+    if (!('value' in first))
+      throw new Error(`first load failed: ${first.error.name}: ${first.error.message}`);
+    expect(first.value).toHaveLength(12);
+    expect(hub.log.some((r) => r.file === 'model.safetensors' && r.method === 'GET')).toBe(true);
+    let blocked = 0;
+    await page.route(`${hub.url}/**`, (route) => {
+      blocked++;
+      return route.abort();
+    });
+    await open();
+    hub.log.length = 0;
+    const again = await page.evaluate(([u, id]) => window.weftStore.generate(u, id), [
+      hub.url,
+      REAL,
+    ] as const);
+    expect(again).toEqual({ value: first.value });
+    expect(hub.log).toEqual([]);
+    expect(blocked).toBe(0);
+    await page.unroute(`${hub.url}/**`);
   });
 
   it('the server drops the connection mid-file 5 times: the download resumes and the bytes match', async () => {

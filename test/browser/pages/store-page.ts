@@ -1,6 +1,7 @@
 // Test page for test/browser/store.test.ts: puts a small API over src/store on `window.weftStore`
 // so the Node side can drive downloads, reads and corruption through page.evaluate. Every call
 // returns plain data; errors come back as { error: { name, message } } so their type survives.
+import { loadChoice } from '../../../src/engine/sources.js';
 import { type DownloadProgress, downloadModel } from '../../../src/store/download.js';
 import { openStoredFile } from '../../../src/store/reader.js';
 import { Sha256 } from '../../../src/store/sha256.js';
@@ -24,6 +25,8 @@ export interface PageDownload {
 
 /** The API the page exposes. */
 export interface StorePageApi {
+  /** Loads a real model through the cache (hub id at `hubUrl`) and returns 12 greedy ids. */
+  generate(hubUrl: string, id: string): Promise<PageResult<number[]>>;
   download(o: PageDownload): Promise<PageResult<{ bytes: number; events: DownloadProgress[] }>>;
   /** Starts a download without waiting; `progress()` reports how far it got. */
   start(o: PageDownload): void;
@@ -79,6 +82,18 @@ function run(o: PageDownload, events: DownloadProgress[]) {
 }
 
 window.weftStore = {
+  generate: (hubUrl, id) =>
+    wrap(async () => {
+      // Through the weights cache: downloads on first use, then reads IndexedDB only.
+      const engine = await loadChoice(
+        { choice: { kind: 'hub', id, hubBase: hubUrl }, quant: 'f32', contextLength: 64 },
+        () => {},
+      );
+      const ids: number[] = [];
+      for await (const c of engine.generate([5, 17, 99, 3, 250], { maxTokens: 12 })) ids.push(...c.ids);
+      await engine.unload();
+      return ids;
+    }),
   download: (o) =>
     wrap(async () => {
       const events: DownloadProgress[] = [];
