@@ -7,7 +7,9 @@ async function main(): Promise<void> {
   const status = document.getElementById('status')!;
   const result = document.getElementById('result')!;
   try {
-    const quick = new URLSearchParams(location.search).get('quick') === '1';
+    const params = new URLSearchParams(location.search);
+    const quick = params.get('quick') === '1';
+    const device = params.get('device') === 'cpu' ? 'cpu' : 'gpu';
     const ctx = await createGpuContext();
     const heldout = (await (await fetch('/models/kjv-heldout.txt')).text())
       .split('\n')
@@ -23,9 +25,14 @@ async function main(): Promise<void> {
       prompts,
       maxTokens: quick ? 32 : 64,
       budgets: quick ? [4, 16] : [4, 8, 16, 32],
+      device,
       log: (l) => console.log(`[bench] ${l}`),
     });
-    result.textContent = JSON.stringify({ adapter: describeAdapter(ctx.adapter), prompts, ...out }, null, 2);
+    result.textContent = JSON.stringify(
+      { adapter: describeAdapter(ctx.adapter), device, prompts, ...out },
+      null,
+      2,
+    );
     status.textContent = 'done';
     result.dataset.done = '1';
   } catch (e) {

@@ -31,6 +31,8 @@ export interface SpecBenchOptions {
   prompts: string[];
   maxTokens: number;
   budgets: number[];
+  /** 'cpu' runs the plain-TS reference: tokens per pass are the same, wall-clock ratios are not GPU figures. */
+  device?: 'gpu' | 'cpu';
   log?: (line: string) => void;
 }
 
@@ -63,7 +65,8 @@ export async function runSpecBench(
   o: SpecBenchOptions,
 ): Promise<{ rows: SpecRow[]; verifyCost: { T: number; ms: number; ratio: number }[] }> {
   const log = o.log ?? (() => {});
-  const base: CreateEngineOptions = { model: o.target, quant: 'f16', gpu: ctx, contextLength: 512 };
+  const device = o.device ?? 'gpu';
+  const base: CreateEngineOptions = { model: o.target, quant: 'f16', gpu: ctx, contextLength: 512, device };
   const configs: { name: string; draft?: CreateEngineOptions['draft']; drafter: DrafterKind }[] = [
     { name: 'ngram', drafter: 'ngram' },
     { name: 'draft-model', draft: { model: o.draft, quant: 'f16' }, drafter: 'draft' },
@@ -99,6 +102,7 @@ export async function runSpecBench(
   }
   await plainEngine.unload();
 
+  if (device === 'cpu') return { rows, verifyCost: [] };
   // Verify cost: one target pass over a chain of T tokens after a short prefix.
   const runner = await createGpuRunner(await openModel(urlModelFiles(o.target)), {
     quant: 'f16',
