@@ -86,6 +86,32 @@ describe('weft generate --draft', () => {
   });
 });
 
+describe.each(['kjv-target', 'kjv-draft'])('weft generate on the bundled %s', (name) => {
+  it('writes readable KJV-style text', async () => {
+    const out = await weft([
+      'generate',
+      '--model',
+      `models/${name}`,
+      '--prompt',
+      'And the LORD said unto Moses',
+      '--max-tokens',
+      '24',
+      '--temperature',
+      '0.8',
+      '--seed',
+      '1',
+      '--device',
+      'cpu',
+    ]);
+    expect(out.code).toBe(0);
+    console.log(`[cli] ${name}: ${JSON.stringify(out.stdout)}`);
+    // Mostly words of the corpus: letters with KJV punctuation.
+    expect(
+      out.stdout.split(/\s+/).filter((w) => /^[A-Za-z]+[,.;:?!']*$/.test(w)).length,
+    ).toBeGreaterThanOrEqual(8);
+  });
+});
+
 describe('weft CLI errors', () => {
   it.each([
     [['generate'], /--model is required/],
