@@ -10,6 +10,7 @@ import { requestAdapter } from '../gpu/host.js';
 import { openModel } from '../model/load.js';
 import { chromiumPath, runInChromium } from './chromium-host.js';
 import { modelFilesFor } from './model-arg.js';
+import { STEER_GENERATE_USAGE, type SteerArgs, steerArgs, steerCommand, steerOption } from './steer.js';
 
 const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
 
@@ -29,7 +30,10 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
                        for int2), or a draft model folder sharing the tokenizer
   --tree-budget K      most draft tokens verified per target pass (1..32, default 8)
-  --json               print {"ids", "text", "stats"} at the end instead of streaming text`;
+  --json               print {"ids", "text", "stats"} at the end instead of streaming text
+${STEER_GENERATE_USAGE}
+
+       weft steer measure --help`;
 
 const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2', 'w8a8'];
 
@@ -46,6 +50,8 @@ export interface GenerateArgs {
   /** 'none', 'ngram', 'self-int4', 'self-int2', or a draft model folder. */
   draft: string;
   json: boolean;
+  /** Activation steering (see steer.ts). */
+  steer: SteerArgs | undefined;
 }
 
 function num(
@@ -106,6 +112,9 @@ function parseOptions(argv: string[]) {
       device: { type: 'string' },
       host: { type: 'string' },
       json: { type: 'boolean', default: false },
+      steer: { type: 'string' },
+      'steer-mode': { type: 'string' },
+      'steer-scale': { type: 'string' },
     },
   });
 }
@@ -153,6 +162,7 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
     host: oneOf('host', values.host, ['auto', 'node', 'chromium'] as const, 'auto'),
     draft: values.draft === 'self' ? 'self-int4' : (values.draft ?? 'none'),
     json: values.json ?? false,
+    steer: steerArgs(values),
   };
 }
 
@@ -189,7 +199,8 @@ async function generate(args: GenerateArgs): Promise<void> {
   const { load, drafter, draftDir } = draftSetup(args);
   const files = modelFilesFor(args.model);
   // Tokenize in Node, so both hosts receive ids and chat templates render the same way.
-  const { tokenizer } = await openModel(files);
+  const { tokenizer, spec } = await openModel(files);
+  const steer = args.steer && { steer: await steerOption(args.steer, files, spec) };
   await files.close?.();
   let ids: number[];
   if ('ids' in args.prompt) ids = args.prompt.ids;
@@ -215,14 +226,14 @@ async function generate(args: GenerateArgs): Promise<void> {
     ({ stats } = await runInChromium(
       args.model,
       draftDir,
-      { load, prompt: ids, generate: { ...args.options, drafter } },
+      { load: { ...load, ...steer }, prompt: ids, generate: { ...args.options, drafter } },
       onChunk,
     ));
   } else {
     const gpu = args.device === 'gpu' ? await createGpuContext() : undefined;
     if (gpu && !args.json) process.stderr.write(`weft: ${describeAdapter(gpu.adapter)}\n`);
     const draft = draftDir ? { draft: { model: modelFilesFor(draftDir), quant: args.quant } } : {};
-    const engine = await createEngine({ model: files, ...load, ...draft, ...(gpu ? { gpu } : {}) });
+    const engine = await createEngine({ model: files, ...load, ...draft, ...steer, ...(gpu ? { gpu } : {}) });
     for await (const c of engine.generate(ids, { ...args.options, drafter })) onChunk(c);
     stats = engine.lastStats;
     await engine.unload();
@@ -247,6 +258,7 @@ export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
     if (command === 'generate') await generate(parseGenerateArgs(rest));
+    else if (command === 'steer') await steerCommand(rest);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return command === undefined ? 1 : 0;

@@ -3,11 +3,14 @@ import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
 import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
+import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type ModelFiles, urlModelFiles } from '../model/files.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { formatOf, roundedThrough } from '../model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
 import type { ModelRunner } from '../model/runner.js';
+import { modelChecksum } from '../steer/format.js';
+import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
 import type { TextCodec } from './types.js';
@@ -46,6 +49,11 @@ export interface CreateEngineOptions {
    * target's own weights at low precision (`{ self: 'int4' }`). N-gram drafting needs no model.
    */
   draft?: { model: string | ModelFiles; quant?: Quant } | { self: 'int4' | 'int2' };
+  /**
+   * Activation steering: remove ("ablate") or add a direction in the residual stream after chosen
+   * layers, from a steering file measured on this model (`weft steer measure`) or given vectors.
+   */
+  steer?: SteerOptions;
   /** A GPU context to use instead of creating one. */
   gpu?: GpuContext;
   onProgress?: (event: LoadProgress) => void;
@@ -101,19 +109,31 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
   const quant = options.quant ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
+  // Steering applies to the target only (a drafter only proposes; the target decides).
+  const steer = options.steer;
+  const plan = steer
+    ? await resolveSteer(steer, spec, steer.file ? await modelChecksum(files) : undefined)
+    : undefined;
   // One GPU context for the target and its draft model; the target's runner owns it.
   const gpu = cpu ? undefined : (options.gpu ?? (await createGpuContext()));
-  const place = async (model: OpenedModel, q: Quant, owner: boolean): Promise<ModelRunner> => {
+  const place = async (
+    model: OpenedModel,
+    q: Quant,
+    owner: boolean,
+    steerPlan?: SteerPlan,
+  ): Promise<ModelRunner> => {
     const total = model.weights.tensors.size;
     if (cpu) {
       progress({ phase: 'weights', done: 0, total });
       const tensors = await readAllF32(model.weights);
       progress({ phase: 'weights', done: total, total });
-      return new ReferenceRunner(
+      const ref = new ReferenceRunner(
         model.spec,
         q === 'f32' ? tensors : roundedThrough(tensors, formatOf(q)),
         context,
       );
+      if (steerPlan) ref.model.residualHook = steerHook(steerPlan);
+      return ref;
     }
     const { createGpuRunner } = await import('../model/gpu-runner.js');
     return createGpuRunner(model, {
@@ -122,9 +142,10 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       onProgress: progress,
       gpu: gpu!,
       ownsContext: owner && !options.gpu,
+      ...(steerPlan ? { steer: steerPlan } : {}),
     });
   };
-  const runner = await place(opened, quant, true);
+  const runner = await place(opened, quant, true, plan);
   let drafter: Drafter | undefined;
   const draft = options.draft;
   if (draft && 'self' in draft) {

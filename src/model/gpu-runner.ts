@@ -14,6 +14,7 @@ import { quantize } from '../kernels/matmul/quant.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
+import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import type { OpenedModel } from './load.js';
 import { formatOf, groupFor } from './quantized.js';
@@ -32,6 +33,8 @@ export interface GpuRunnerOptions {
   /** Destroy `gpu` with the runner (default: only when the runner created it). */
   ownsContext?: boolean;
   onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
+  /** Activation steering applied in every forward pass (see kernels/steer). */
+  steer?: SteerPlan;
 }
 
 /** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
@@ -119,6 +122,9 @@ interface Kernels {
   gather: GatherRows;
   greedy: Sampler;
   gumbel: Sampler;
+  // Activation steering, per layer: on the block's input and output (undefined: not steered).
+  steerIn: (Steer | undefined)[];
+  steerOut: (Steer | undefined)[];
 }
 
 function destroyWeights(w: GpuWeights): void {
@@ -242,7 +248,8 @@ export class GpuRunner implements ModelRunner {
     const enc = this.ctx.device.createCommandEncoder({ label: 'forward' });
     const pass = enc.beginComputePass({ label: 'forward' });
     k.embed.encode(pass, a.ids, a.x, T);
-    for (const l of w.layers) {
+    for (const [i, l] of w.layers.entries()) {
+      k.steerIn[i]?.encode(pass, a.x, T); // steering: the block's input (SteerPlan.inputs)
       k.norm.encode(pass, a.x, l.inputNorm, a.h, T);
       l.q.encode(pass, a.h, a.q, T);
       l.k.encode(pass, a.h, a.k, T);
@@ -271,6 +278,7 @@ export class GpuRunner implements ModelRunner {
       k.silu.encode(pass, [a.gate, a.up], a.act, T);
       l.down.encode(pass, a.act, a.tmp, T);
       k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
+      k.steerOut[i]?.encode(pass, a.x, T); // steering: the block's output
     }
     k.norm.encode(pass, a.x, w.norm, a.h, T);
     let head = a.h;
@@ -308,6 +316,14 @@ export class GpuRunner implements ModelRunner {
   async lastLogits(): Promise<Float32Array> {
     const R = this.lastRows;
     return readF32(this.ctx, this.a.logits, R * this.spec.vocabSize);
+  }
+
+  /**
+   * The residual stream [T, H] after the last block of the last forward (before the final norm),
+   * copied to the CPU. For tests only (checking steering at the last layer).
+   */
+  async lastResidual(): Promise<Float32Array> {
+    return readF32(this.ctx, this.a.x, this.lastTokens * this.spec.hidden);
   }
 
   commit(path: readonly number[]): void {
@@ -459,7 +475,19 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     Attention.prepare(ctx),
     Sampler.prepare(ctx, true),
     Sampler.prepare(ctx, false),
+    ...(o.steer ? [Steer.prepare(ctx)] : []),
   ]);
+  // Steering vectors: one [layers, H] buffer, layer l's vector at l * H (zeros where unused).
+  const plan = o.steer;
+  const steerVectors = plan && new Float32Array(spec.layers * H);
+  plan?.vectors.forEach((r, l) => {
+    if (r) steerVectors?.set(r, l * H);
+  });
+  const steerBuf = steerVectors && uploadBuffer(ctx, steerVectors, 'steer-vectors');
+  const steerAt = (l: number, on: boolean) =>
+    plan && steerBuf && plan.vectors[l] && on
+      ? new Steer(ctx, binds, steerBuf, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
+      : undefined;
   const kvShape = { capacity, kvHeads: spec.kvHeads, headDim: D };
   const kernels: Kernels = {
     embed: new Embedding(ctx, binds, embed),
@@ -484,6 +512,8 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     gather: new GatherRows(ctx, binds, H),
     greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
     gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
+    steerIn: layers.map((_, l) => steerAt(l, plan?.inputs ?? false)),
+    steerOut: layers.map((_, l) => steerAt(l, true)),
   };
   const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
   const acts: Activations = {
@@ -521,7 +551,7 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     norm,
     lmHead,
     matrices,
-    scratch: [xq, sx].filter((b) => b !== undefined),
+    scratch: [xq, sx, steerBuf].filter((b) => b !== undefined),
   };
   return new GpuRunner(spec, capacity, ctx, o.ownsContext ?? !o.gpu, kernels, w, acts);
 }

@@ -95,6 +95,17 @@ export interface ReferenceModelOptions {
 }
 
 /**
+ * Reads or edits the residual stream x [T, H] in place at block boundaries: activation steering
+ * (`steerHook` in kernels/steer) and direction measurement (src/steer) plug in here.
+ */
+export interface ResidualHook {
+  /** Block `layer`'s input, before its attention norm. */
+  input?(layer: number, x: Float32Array): void;
+  /** Block `layer`'s output, after its MLP residual add. */
+  output?(layer: number, x: Float32Array): void;
+}
+
+/**
  * The plain-TypeScript forward pass of a Llama / Qwen2 / Qwen3 model, exact to f32 rounding of
  * Hugging Face's implementation, with its own {@link ReferenceKvCache}. One
  * {@link ReferenceModel.forward} serves prefill, decode and tree verification; the other methods are
@@ -106,6 +117,8 @@ export class ReferenceModel {
   readonly cache: ReferenceKvCache;
   /** RoPE inverse frequencies: [headDim / 2]. */
   readonly invFreq: Float32Array;
+  /** Called at every block boundary of {@link ReferenceModel.forward} when set. */
+  residualHook: ResidualHook | undefined;
 
   constructor(
     readonly spec: ModelSpec,
@@ -173,6 +186,7 @@ export class ReferenceModel {
     const up = new Float32Array(T * I); // [T, I]
 
     weights.layers.forEach((lw, l) => {
+      this.residualHook?.input?.(l, x); // steering / measurement: the block's input
       rmsNorm(x, H, lw.inputNorm, spec.rmsEps, h);
       linear(h, H, lw.q, qWidth, lw.qBias, q);
       linear(h, H, lw.k, kvWidth, lw.kBias, k);
@@ -203,6 +217,7 @@ export class ReferenceModel {
       }
       linear(gate, I, lw.down, H, undefined, proj);
       addInto(x, proj);
+      this.residualHook?.output?.(l, x); // steering / measurement: the block's output
     });
 
     rmsNorm(x, H, weights.norm, spec.rmsEps, h);
@@ -289,8 +304,9 @@ export function chainParents(n: number): number[] {
   return Array.from({ length: n }, (_, i) => i - 1);
 }
 
-/** Index of the largest value, the lowest index on ties (the tie rule used across weft). */
-export function argmax(values: ArrayLike<number>): number {
+// Index of the largest value, the lowest index on ties (the tie rule used across weft). The same
+// rule as decode/gumbel.ts's argmax, kept private here because model/ does not import decode/.
+function argmax(values: ArrayLike<number>): number {
   let best = 0;
   for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
   return best;

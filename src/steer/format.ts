@@ -1,0 +1,199 @@
+// The steering file: a safetensors file of unit vectors in a model's residual stream, with
+//   steer.layer.<i>  [hidden]  the direction applied after block i, or
+//   steer.shared     [hidden]  one direction for every chosen layer without its own,
+// and __metadata__ { format: "weft-steer", version: "1", model_checksum, hidden, layers, mode, scale }.
+// `model_checksum` ties a file to the model it was measured on (see modelChecksum); loading it for
+// another model is refused with a SteerMismatchError.
+import { WeftError } from '../errors.js';
+import { ModelFormatError } from '../formats/errors.js';
+import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
+import { bytesSource } from '../formats/source.js';
+import type { SteerMode } from '../kernels/steer/steer.js';
+import type { ModelFiles } from '../model/files.js';
+
+/** Metadata `format` of a steering file. */
+export const STEER_FORMAT = 'weft-steer';
+/** Metadata `version` this code writes and reads. */
+export const STEER_VERSION = '1';
+/** Largest |‖r‖ − 1| accepted for a stored vector (they are written normalized in f32). */
+export const UNIT_TOLERANCE = 1e-3;
+/** Bytes of the weights file that enter {@link modelChecksum}. */
+export const CHECKSUM_WEIGHT_BYTES = 1 << 20;
+
+/** A steering file's content. */
+export interface SteerFile {
+  /** Where it came from, for messages. */
+  readonly name: string;
+  /** Residual stream width of the model it was measured on. */
+  readonly hidden: number;
+  /** {@link modelChecksum} of that model. */
+  readonly modelChecksum: string;
+  /** Per-layer unit vectors [hidden], by layer index. */
+  readonly layers: ReadonlyMap<number, Float32Array>;
+  /** One unit vector [hidden] for every layer without its own. */
+  readonly shared: Float32Array | undefined;
+  /** Default layers to steer: indices, or every layer. */
+  readonly defaultLayers: readonly number[] | 'all';
+  /** Default mode and scale. */
+  readonly mode: SteerMode;
+  readonly scale: number;
+}
+
+/**
+ * A steering file does not belong to the model it is loaded for: `field` is `model_checksum` or
+ * `hidden`, with the file's value (`found`) and the model's (`expected`).
+ */
+export class SteerMismatchError extends WeftError {
+  constructor(
+    readonly file: string,
+    readonly field: 'model_checksum' | 'hidden',
+    readonly found: string | number,
+    readonly expected: string | number,
+  ) {
+    super(
+      `${file}: ${field} = ${found}, but the model has ${expected}: the steering file was measured on another model`,
+    );
+  }
+}
+
+/**
+ * The model checksum a steering file records: SHA-256 (lowercase hex) of config.json's text as
+ * UTF-8, followed by the first {@link CHECKSUM_WEIGHT_BYTES} bytes of the weights file
+ * (`model.safetensors`, or for a sharded checkpoint the first shard named in
+ * `model.safetensors.index.json`'s weight map, in sorted order). The header and the first tensors
+ * of the weights change with any retraining or re-export, and reading 1 MiB keeps it cheap.
+ */
+export async function modelChecksum(files: ModelFiles): Promise<string> {
+  const config = new TextEncoder().encode(await files.text('config.json'));
+  let weightsFile = 'model.safetensors';
+  if (await files.exists('model.safetensors.index.json')) {
+    const index: unknown = JSON.parse(await files.text('model.safetensors.index.json'));
+    const map =
+      typeof index === 'object' && index !== null && 'weight_map' in index ? index.weight_map : undefined;
+    const shards =
+      typeof map === 'object' && map !== null
+        ? Object.values(map).filter((v): v is string => typeof v === 'string')
+        : [];
+    const first = shards.sort()[0];
+    if (!first)
+      throw new ModelFormatError(
+        `${files.name}/model.safetensors.index.json`,
+        'weight_map',
+        map,
+        'names no shard',
+      );
+    weightsFile = first;
+  }
+  const src = await files.open(weightsFile);
+  const head = await src.read(0, Math.min(src.size, CHECKSUM_WEIGHT_BYTES));
+  const all = new Uint8Array(config.byteLength + head.byteLength);
+  all.set(config);
+  all.set(head, config.byteLength);
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', all));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** Euclidean norm, accumulated in f64. */
+export function l2(v: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += v[i]! * v[i]!;
+  return Math.sqrt(s);
+}
+
+/** Parses a `layers` value: `all`, or comma-separated non-negative integers. */
+export function parseLayers(text: string, file: string, field = 'layers'): readonly number[] | 'all' {
+  if (text.trim() === 'all') return 'all';
+  const parts = text.split(',').map((s) => s.trim());
+  const layers = parts.map(Number);
+  if (parts.length === 0 || parts.some((p) => !/^\d+$/.test(p)))
+    throw new ModelFormatError(file, field, text, 'must be "all" or comma-separated layer indices');
+  return layers;
+}
+
+/** Serialises a steering file (vectors as F32). Vectors must already be unit length. */
+export function writeSteerFile(f: Omit<SteerFile, 'name'>): Uint8Array<ArrayBuffer> {
+  const bytes = (v: Float32Array) =>
+    new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
+  const tensors = [...f.layers]
+    .sort(([a], [b]) => a - b)
+    .map(([l, v]) => ({
+      name: `steer.layer.${l}`,
+      dtype: 'F32' as const,
+      shape: [v.length],
+      data: bytes(v),
+    }));
+  if (f.shared)
+    tensors.push({ name: 'steer.shared', dtype: 'F32', shape: [f.shared.length], data: bytes(f.shared) });
+  return writeSafetensors(tensors, {
+    format: STEER_FORMAT,
+    version: STEER_VERSION,
+    model_checksum: f.modelChecksum,
+    hidden: String(f.hidden),
+    layers: f.defaultLayers === 'all' ? 'all' : f.defaultLayers.join(','),
+    mode: f.mode,
+    scale: String(f.scale),
+  });
+}
+
+/**
+ * Reads and validates a steering file: the metadata fields above, every tensor named
+ * `steer.layer.<i>` or `steer.shared` with shape [hidden] and unit length. Throws
+ * {@link ModelFormatError} naming the file, the field and the value otherwise.
+ */
+export async function readSteerFile(bytes: Uint8Array, name: string): Promise<SteerFile> {
+  const ckpt = await openSafetensors(bytesSource(bytes, name));
+  const meta = ckpt.metadata;
+  const field = (key: string): string => {
+    const v = meta[key];
+    if (v === undefined) throw new ModelFormatError(name, `__metadata__.${key}`, v, 'is missing');
+    return v;
+  };
+  if (field('format') !== STEER_FORMAT)
+    throw new ModelFormatError(name, '__metadata__.format', meta.format, `must be "${STEER_FORMAT}"`);
+  if (field('version') !== STEER_VERSION)
+    throw new ModelFormatError(name, '__metadata__.version', meta.version, `must be "${STEER_VERSION}"`);
+  const checksum = field('model_checksum');
+  if (!/^[0-9a-f]{64}$/.test(checksum))
+    throw new ModelFormatError(
+      name,
+      '__metadata__.model_checksum',
+      checksum,
+      'must be 64 lowercase hex digits',
+    );
+  const hidden = Number(field('hidden'));
+  if (!Number.isInteger(hidden) || hidden < 1)
+    throw new ModelFormatError(name, '__metadata__.hidden', meta.hidden, 'must be a positive integer');
+  const mode = field('mode');
+  if (mode !== 'ablate' && mode !== 'add')
+    throw new ModelFormatError(name, '__metadata__.mode', mode, 'must be "ablate" or "add"');
+  const scale = Number(field('scale'));
+  if (field('scale').trim() === '' || !Number.isFinite(scale))
+    throw new ModelFormatError(name, '__metadata__.scale', meta.scale, 'must be a finite number');
+  const defaultLayers = parseLayers(field('layers'), name, '__metadata__.layers');
+
+  const layers = new Map<number, Float32Array>();
+  let shared: Float32Array | undefined;
+  for (const [tensor, info] of ckpt.tensors) {
+    const m = /^steer\.layer\.(\d+)$/.exec(tensor);
+    if (!m && tensor !== 'steer.shared')
+      throw new ModelFormatError(name, tensor, info.shape, 'is not steer.layer.<i> or steer.shared');
+    if (info.shape.length !== 1 || info.shape[0] !== hidden)
+      throw new ModelFormatError(name, tensor, info.shape, `must have shape [${hidden}] (the hidden size)`);
+    const v = await readTensorF32(info);
+    const norm = l2(v);
+    if (!(Math.abs(norm - 1) <= UNIT_TOLERANCE))
+      throw new ModelFormatError(name, tensor, norm, 'must be a unit vector (its norm is shown)');
+    if (m) layers.set(Number(m[1]), v);
+    else shared = v;
+  }
+  if (layers.size === 0 && !shared)
+    throw new ModelFormatError(name, '(tensors)', [], 'holds no steering vector');
+  return { name, hidden, modelChecksum: checksum, layers, shared, defaultLayers, mode, scale };
+}
+
+/** Throws {@link SteerMismatchError} unless `file` was measured on the model with this checksum and width. */
+export function checkSteerModel(file: SteerFile, checksum: string, hidden: number): void {
+  if (file.hidden !== hidden) throw new SteerMismatchError(file.name, 'hidden', file.hidden, hidden);
+  if (file.modelChecksum !== checksum)
+    throw new SteerMismatchError(file.name, 'model_checksum', file.modelChecksum, checksum);
+}

@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import { runSteer, type SteerPlan, steerHook, steerRowsRef } from '../../src/kernels/steer/steer.js';
+import { memoryModelFiles } from '../../src/model/files.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { openModel } from '../../src/model/load.js';
+import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { GREEDY } from '../../src/model/runner.js';
+import { fixtureFiles } from '../fixtures/write.js';
+import { gpu } from '../helpers/gpu.js';
+import { basis, deadCoordinateModel } from '../unit/steer-fixtures.js';
+
+function rand(n: number, seed: number, scale = 4): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32 - 0.5) * 2 * scale;
+  });
+}
+
+function unit(n: number, seed: number): Float32Array {
+  const v = rand(n, seed);
+  const norm = Math.hypot(...v);
+  return v.map((x) => x / norm);
+}
+
+function relErr(a: Float32Array, b: Float32Array): number {
+  let err = 0;
+  let scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    err = Math.max(err, Math.abs(a[i]! - b[i]!));
+    scale = Math.max(scale, Math.abs(b[i]!));
+  }
+  return err / scale;
+}
+
+const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * b[i]!, 0);
+const PROMPT = [5, 17, 99, 3, 250, 11, 42];
+
+async function runners(files: ReturnType<typeof memoryModelFiles>, plan?: SteerPlan) {
+  const opened = await openModel(files);
+  const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
+  if (plan) ref.model.residualHook = steerHook(plan);
+  const dev = await createGpuRunner(opened, {
+    quant: 'f32',
+    capacity: 64,
+    gpu: await gpu(),
+    ...(plan ? { steer: plan } : {}),
+  });
+  return { ref, dev, spec: opened.spec };
+}
+
+describe('steer kernel vs the TS reference', () => {
+  it.each([
+    [1, 37],
+    [5, 200],
+    [64, 64],
+  ])('ablate and add, rows=%i H=%i', async (rows, H) => {
+    const ctx = await gpu();
+    const x = rand(rows * H, rows + H);
+    const r = unit(H, H);
+    for (const [mode, scale] of [
+      ['ablate', 1],
+      ['add', -2.5],
+    ] as const) {
+      const want = x.slice();
+      steerRowsRef(want, r, mode, scale);
+      const got = await runSteer(ctx, x, r, mode, scale);
+      expect(relErr(got, want)).toBeLessThan(1e-5);
+      if (mode === 'ablate')
+        for (let t = 0; t < rows; t++)
+          expect(Math.abs(dot(got.subarray(t * H, (t + 1) * H), r))).toBeLessThan(1e-4);
+    }
+  });
+});
+
+describe('steering in the GPU forward', () => {
+  it('ablation leaves no component along r at the steered layer, and logits match the reference', async () => {
+    const files = memoryModelFiles('llama', fixtureFiles('llama', 'f32', 7).files);
+    const { spec } = await openModel(files);
+    const r = unit(spec.hidden, 3);
+    const last = spec.layers - 1;
+    const vectors = Array.from({ length: spec.layers }, (_, l) => (l === last ? r : undefined));
+    const { ref, dev } = await runners(files, { mode: 'ablate', scale: 1, inputs: true, vectors });
+    await dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+    const x = await dev.lastResidual(); // [T, H] after the last (steered) block
+    const H = spec.hidden;
+    for (let t = 0; t < PROMPT.length; t++)
+      expect(Math.abs(dot(x.subarray(t * H, (t + 1) * H), r))).toBeLessThan(1e-4);
+    const refLogits = ref.model.verifyTree(
+      PROMPT.map((_, i) => i - 1),
+      PROMPT,
+    );
+    expect(relErr(await dev.lastLogits(), refLogits)).toBeLessThan(1e-4);
+    dev.dispose();
+  });
+
+  it('"add" with inputs at every layer matches the reference', async () => {
+    const files = memoryModelFiles('qwen3', fixtureFiles('qwen3', 'f32', 9).files);
+    const { spec } = await openModel(files);
+    const vectors = Array.from({ length: spec.layers }, (_, l) => unit(spec.hidden, 10 + l));
+    const { ref, dev } = await runners(files, { mode: 'add', scale: 3, inputs: true, vectors });
+    const want = ref.model.verifyTree(
+      PROMPT.map((_, i) => i - 1),
+      PROMPT,
+    );
+    await dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+    expect(relErr(await dev.lastLogits(), want)).toBeLessThan(1e-4);
+    const plain = await runners(files);
+    await plain.dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+    expect(relErr(await plain.dev.lastLogits(), want)).toBeGreaterThan(1e-3);
+    dev.dispose();
+    plain.dev.dispose();
+  });
+
+  it('ablating a direction the residual stream never uses leaves the logits bit-identical', async () => {
+    const c = 5;
+    const { spec, files } = deadCoordinateModel('llama', c);
+    const vectors = Array.from({ length: spec.layers }, () => basis(spec.hidden, c));
+    const steered = await runners(files, { mode: 'ablate', scale: 1, inputs: true, vectors });
+    const plain = await runners(files);
+    await steered.dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+    await plain.dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+    expect(Array.from(await steered.dev.lastLogits())).toEqual(Array.from(await plain.dev.lastLogits()));
+    steered.dev.dispose();
+    plain.dev.dispose();
+  });
+});
