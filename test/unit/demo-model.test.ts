@@ -15,7 +15,9 @@ const WINDOWS = 8;
 /** Mean cross-entropy over the first `windows` chunks of 256 held-out ids, each fed as [BOS] + chunk[:-1]. */
 async function heldoutLoss(dir: string, windows: number): Promise<number> {
   const opened = await openModel(dirModelFiles(dir));
-  const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), { capacity: 256 });
+  const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    capacity: 256,
+  });
   const text = (await readFile('models/kjv-heldout.txt', 'utf8')).replace(/\n$/, '');
   const ids = opened.tokenizer.encode(text, { addSpecialTokens: false });
   const V = opened.spec.vocabSize;
@@ -49,14 +51,24 @@ describe.each(['kjv-target', 'kjv-draft'])('bundled demo model %s', (name) => {
   it('held-out perplexity matches the model card within 5%', { timeout: 600_000 }, async () => {
     const loss = await heldoutLoss(`models/${name}`, WINDOWS);
     const card = await cardLoss(name);
-    console.log(`[demo-model] ${name}: weft ppl ${Math.exp(loss).toFixed(2)}, card ${Math.exp(card).toFixed(2)}`);
+    console.log(
+      `[demo-model] ${name}: weft ppl ${Math.exp(loss).toFixed(2)}, card ${Math.exp(card).toFixed(2)}`,
+    );
     expect(Math.abs(Math.exp(loss) / Math.exp(card) - 1)).toBeLessThan(0.05);
   });
 
   it('generates readable KJV-style text', { timeout: 600_000 }, async () => {
-    const engine = await createEngine({ model: dirModelFiles(`models/${name}`), device: 'cpu', contextLength: 128 });
+    const engine = await createEngine({
+      model: dirModelFiles(`models/${name}`),
+      device: 'cpu',
+      contextLength: 128,
+    });
     let text = '';
-    for await (const c of engine.generate('And the LORD said unto Moses', { maxTokens: 24, temperature: 0.8, seed: 1 }))
+    for await (const c of engine.generate('And the LORD said unto Moses', {
+      maxTokens: 24,
+      temperature: 0.8,
+      seed: 1,
+    }))
       text += c.text;
     console.log(`[demo-model] ${name}: ${JSON.stringify(text)}`);
     // Mostly English words of the corpus: letters, spaces and KJV punctuation, at least a few words.
