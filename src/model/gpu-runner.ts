@@ -381,6 +381,20 @@ async function tensor(
   return readTensorF32(info);
 }
 
+/** `w` [rows, cols] placed in the top-left of a zero [padRows, padCols] matrix (itself when equal). */
+function zeroPad(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  padRows: number,
+  padCols: number,
+): Float32Array {
+  if (padRows === rows && padCols === cols) return w;
+  const out = new Float32Array(padRows * padCols);
+  for (let r = 0; r < rows; r++) out.set(w.subarray(r * cols, (r + 1) * cols), r * padCols);
+  return out;
+}
+
 /** Repeats a bias vector for every row a forward pass can hold. */
 function repeatRows(v: Float32Array, rows: number): Float32Array {
   const out = new Float32Array(v.length * rows);
@@ -400,6 +414,9 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   const { qWidth, kvWidth } = deriveSizes(spec);
   const H = spec.hidden;
   const I = spec.intermediate;
+  // The matmul reads K in blocks of 16. An MLP width that isn't a multiple (the demo draft's 344)
+  // is padded with zero rows of gate/up and zero columns of down: silu(0) * 0 = 0, so exact.
+  const Ip = Math.ceil(I / 16) * 16;
   const V = spec.vocabSize;
   const D = spec.headDim;
   const maxT = MAX_FORWARD_TOKENS;
@@ -409,20 +426,27 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   const step = (name: string) =>
     o.onProgress?.({ phase: 'weights', done: ++done, total: names.length, tensor: name });
   const matrices: GpuMatrix[] = [];
-  const matrix = async (name: string, rows: number, cols: number): Promise<GpuMatrix> => {
-    const f32 = await tensor(weights, name, [rows, cols]);
-    const m = uploadMatrix(ctx, quantize(f32, rows, cols, format, groupFor(format, cols)), name);
+  // `pad` grows the matrix with zero rows and columns to [padRows, padCols] (see Ip above).
+  const matrix = async (
+    name: string,
+    rows: number,
+    cols: number,
+    pad: { rows: number; cols: number } = { rows, cols },
+  ): Promise<GpuMatrix> => {
+    const f32 = zeroPad(await tensor(weights, name, [rows, cols]), rows, cols, pad.rows, pad.cols);
+    const m = uploadMatrix(ctx, quantize(f32, pad.rows, pad.cols, format, groupFor(format, pad.cols)), name);
     matrices.push(m);
     step(name);
     return m;
   };
   // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
-  const maxK = Math.max(H, I, qWidth);
+  const maxK = Math.max(H, Ip, qWidth);
   const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
   const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
   const linearOf = (m: GpuMatrix): Linear =>
     xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : new Matmul(ctx, binds, m, { maxM: maxT });
-  const linear = async (name: string, rows: number, cols: number) => linearOf(await matrix(name, rows, cols));
+  const linear = async (name: string, rows: number, cols: number, pad?: { rows: number; cols: number }) =>
+    linearOf(await matrix(name, rows, cols, pad));
   const vector = async (name: string, n: number, repeat = 1) => {
     const v = await tensor(weights, name, [n]);
     step(name);
@@ -441,9 +465,9 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
       k: await linear(`${p}.self_attn.k_proj.weight`, kvWidth, H),
       v: await linear(`${p}.self_attn.v_proj.weight`, kvWidth, H),
       o: await linear(`${p}.self_attn.o_proj.weight`, H, qWidth),
-      gate: await linear(`${p}.mlp.gate_proj.weight`, I, H),
-      up: await linear(`${p}.mlp.up_proj.weight`, I, H),
-      down: await linear(`${p}.mlp.down_proj.weight`, H, I),
+      gate: await linear(`${p}.mlp.gate_proj.weight`, I, H, { rows: Ip, cols: H }),
+      up: await linear(`${p}.mlp.up_proj.weight`, I, H, { rows: Ip, cols: H }),
+      down: await linear(`${p}.mlp.down_proj.weight`, H, I, { rows: H, cols: Ip }),
       qBias: spec.qkvBias ? await vector(`${p}.self_attn.q_proj.bias`, qWidth, maxT) : undefined,
       kBias: spec.qkvBias ? await vector(`${p}.self_attn.k_proj.bias`, kvWidth, maxT) : undefined,
       vBias: spec.qkvBias ? await vector(`${p}.self_attn.v_proj.bias`, kvWidth, maxT) : undefined,
@@ -508,7 +532,7 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     add: new AddInPlace(ctx, binds),
     addQ: new AddInPlace(ctx, binds),
     addKv: new AddInPlace(ctx, binds),
-    silu: new SiluMul(ctx, binds, I, false),
+    silu: new SiluMul(ctx, binds, Ip, false),
     gather: new GatherRows(ctx, binds, H),
     greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
     gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
@@ -530,9 +554,9 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     kn: f(kvWidth, 'kn'),
     attn: f(qWidth, 'attn'),
     tmp: f(H, 'tmp'),
-    gate: f(I, 'gate'),
-    up: f(I, 'up'),
-    act: f(I, 'act'),
+    gate: f(Ip, 'gate'),
+    up: f(Ip, 'up'),
+    act: f(Ip, 'act'),
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(V, 'logits'),

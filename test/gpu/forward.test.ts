@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/model/files.js';
+import { memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { formatOf, roundedThrough } from '../../src/model/quantized.js';
@@ -117,6 +117,19 @@ describe('GPU forward pass, w8a8', () => {
     // Stated tolerance: 25% of the largest logit; the quality on a trained model is measured by
     // the quality benchmark, not here.
     expect(err).toBeLessThan(0.25);
+    dev.dispose();
+  });
+});
+
+describe('GPU forward pass, MLP width not a multiple of 16', () => {
+  it('kjv-draft (intermediate 344, padded on the GPU) gives the reference greedy ids', async () => {
+    const opened = await openModel(urlModelFiles('/models/kjv-draft/'));
+    expect(opened.spec.intermediate % 16).not.toBe(0);
+    const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
+    const dev = await createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: await gpu() });
+    const prompt = opened.tokenizer.encode('And the LORD said unto Moses', { addSpecialTokens: true });
+    const want = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 16);
+    expect(await greedyIds(new Engine({ id: 'gpu', runner: dev, codec: ids }), prompt, 16)).toEqual(want);
     dev.dispose();
   });
 });
