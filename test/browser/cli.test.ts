@@ -40,11 +40,13 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s',
   it('greedy 32 tokens with f32 weights equal the TS reference', async () => {
     const modelDir = join(dir, family);
     await writeFixtureDir(modelDir, family, 'f32', 3);
-    const opened = await openModel(dirModelFiles(modelDir));
+    const files = dirModelFiles(modelDir);
+    const opened = await openModel(files);
     const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,
     });
     const want = ref.greedy(PROMPT, 32);
+    await files.close?.();
     const out = await weft([
       'generate',
       '--model',

@@ -31,11 +31,13 @@ afterAll(async () => {
 
 describe('engine in a Web Worker', () => {
   it('streams a real model into the DOM, aborts a request mid-stream, and serves the next one', async () => {
-    const opened = await openModel(dirModelFiles(DIR));
+    const files = dirModelFiles(DIR);
+    const opened = await openModel(files);
     const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,
     });
     const want = ref.greedy([5, 17, 99, 3, 250, 11, 42], 24);
+    await files.close?.();
 
     const page = await browser.newPage();
     logPageErrors(page);

@@ -14,10 +14,12 @@ const WINDOWS = 8;
 
 /** Mean cross-entropy over the first `windows` chunks of 256 held-out ids, each fed as [BOS] + chunk[:-1]. */
 async function heldoutLoss(dir: string, windows: number): Promise<number> {
-  const opened = await openModel(dirModelFiles(dir));
+  const files = dirModelFiles(dir);
+  const opened = await openModel(files);
   const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
     capacity: 256,
   });
+  await files.close?.();
   const text = (await readFile('models/kjv-heldout.txt', 'utf8')).replace(/\n$/, '');
   const ids = opened.tokenizer.encode(text, { addSpecialTokens: false });
   const V = opened.spec.vocabSize;
