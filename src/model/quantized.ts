@@ -1,6 +1,18 @@
 import type { Quant } from '../engine/create.js';
-import { dequantize, quantize, type WeightFormat } from '../kernels/matmul/quant.js';
+import { InvalidInputError } from '../errors.js';
+import { hadamardFactor, hadamardRef } from '../kernels/hadamard/construct.js';
+import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../kernels/matmul/quant.js';
 import type { Tensor } from './weights.js';
+
+/**
+ * Rotation of a linear's input: `'hadamard'` multiplies the activations by R = H·D/√n on the GPU
+ * before the matmul and packs the weights as W·Rᵀ (so W·x = (W·Rᵀ)(R·x) exactly before rounding),
+ * which spreads outliers across the row before quantizing (QuaRot-style, online).
+ */
+export type Rotation = 'none' | 'hadamard';
+
+/** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
+export const ROTATION_SEED = 0x77656674;
 
 /** Weight format of each quant choice (w8a8 keeps int8 weights; its activation path is not wired yet). */
 export function formatOf(quant: Quant): WeightFormat {
@@ -13,6 +25,105 @@ export function groupFor(format: WeightFormat, cols: number): number {
   return cols % 32 === 0 ? 32 : 16;
 }
 
+/** True when `n` is a size the Hadamard kernels can rotate (K·2^m, see `hadamardFactor`). */
+export function isHadamardSize(n: number): boolean {
+  try {
+    hadamardFactor(n);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The width K a linear's input is packed at: `cols` rounded up to the matmul's blocks of 16 and,
+ * when rotating, further up to the next Hadamard size (344 → 384 = 12·32). The extra columns are
+ * zero weights meeting zero activations, so the product is unchanged.
+ */
+export function packedWidth(cols: number, rotate: Rotation): number {
+  const n = Math.ceil(cols / 16) * 16;
+  if (rotate === 'none') return n;
+  // A power of two ≥ n always works, so the search ends by 2n.
+  for (let m = n; m <= 2 * n; m += 16) if (isHadamardSize(m)) return m;
+  throw new InvalidInputError(`packedWidth: no Hadamard size between ${n} and ${2 * n}`);
+}
+
+/** `w` [rows, cols] placed in the top-left of a zero [padRows, padCols] matrix (itself when equal). */
+export function zeroPad(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  padRows: number,
+  padCols: number,
+): Float32Array {
+  if (padRows === rows && padCols === cols) return w;
+  const out = new Float32Array(padRows * padCols);
+  for (let r = 0; r < rows; r++) out.set(w.subarray(r * cols, (r + 1) * cols), r * padCols);
+  return out;
+}
+
+/**
+ * Packs one linear weight [rows, cols] exactly as the GPU runner places it: zero-padded to
+ * `pad`, rotated on the input side (W·Rᵀ over the padded width) when `rotate` is `'hadamard'`,
+ * then quantized to `format` with {@link groupFor} of the padded width. The converter and the
+ * runner both call this, so a converted checkpoint is bit-identical to quantizing while loading.
+ */
+export function packLinear(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  pad: { readonly rows: number; readonly cols: number },
+  format: WeightFormat,
+  rotate: Rotation,
+): QuantizedMatrix {
+  if (w.length !== rows * cols)
+    throw new InvalidInputError(`packLinear: w has ${w.length} elements for [${rows}, ${cols}]`);
+  if (rotate === 'hadamard' && !isHadamardSize(pad.cols))
+    throw new InvalidInputError(`packLinear: padded width ${pad.cols} is not a Hadamard size`);
+  let m = zeroPad(w, rows, cols, pad.rows, pad.cols);
+  if (rotate === 'hadamard') m = hadamardRef(m, pad.rows, pad.cols, ROTATION_SEED);
+  return quantize(m, pad.rows, pad.cols, format, groupFor(format, pad.cols));
+}
+
+/**
+ * The f32 weights [rows, cols] that a packed linear multiplies the (unrotated) input by: the
+ * dequantized matrix, un-rotated ((W·Rᵀ)_q · R) and cropped to the unpadded shape. The CPU
+ * reference of a quantized (and maybe rotated) model runs on these.
+ */
+export function effectiveWeights(
+  q: QuantizedMatrix,
+  rows: number,
+  cols: number,
+  rotate: Rotation,
+): Float32Array {
+  const n = q.cols;
+  const d = dequantize(q);
+  const out = new Float32Array(rows * cols);
+  if (rotate === 'none') {
+    for (let r = 0; r < rows; r++) out.set(d.subarray(r * n, r * n + cols), r * cols);
+    return out;
+  }
+  // Rows of Rt are R·e_i, i.e. Rt[i][j] = R[j][i]; (W_q·R)[r][j] = Σ_i W_q[r][i]·R[i][j] = Σ_i W_q[r][i]·Rt[j][i].
+  const eye = new Float32Array(n * n);
+  for (let i = 0; i < n; i++) eye[i * n + i] = 1;
+  const rt = hadamardRef(eye, n, n, ROTATION_SEED);
+  for (let r = 0; r < rows; r++) {
+    const wr = d.subarray(r * n, (r + 1) * n);
+    for (let j = 0; j < cols; j++) {
+      const rj = rt.subarray(j * n, (j + 1) * n);
+      let acc = 0;
+      for (let i = 0; i < n; i++) acc += wr[i]! * rj[i]!;
+      out[r * cols + j] = acc;
+    }
+  }
+  return out;
+}
+
+/** Linears whose input the runner rotates: every `*_proj` (not the LM head, not the embedding). */
+export function isRotatedLinear(name: string): boolean {
+  return name.endsWith('_proj.weight');
+}
+
 /**
  * The tensors with every matrix rounded through `format` exactly as the GPU runner packs it
  * (vectors stay f32): the CPU reference of a quantized model.
@@ -20,14 +131,21 @@ export function groupFor(format: WeightFormat, cols: number): number {
 export function roundedThrough(
   tensors: Record<string, Tensor>,
   format: WeightFormat,
+  rotate: Rotation = 'none',
 ): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(tensors)) {
     const [rows, cols] = t.shape;
-    out[name] =
-      t.shape.length === 2 && rows && cols
-        ? { shape: t.shape, data: dequantize(quantize(t.data, rows, cols, format, groupFor(format, cols))) }
-        : t;
+    if (t.shape.length !== 2 || !rows || !cols) {
+      out[name] = t;
+      continue;
+    }
+    const r = isRotatedLinear(name) ? rotate : 'none';
+    const pad = { rows, cols: packedWidth(cols, r) };
+    out[name] = {
+      shape: t.shape,
+      data: effectiveWeights(packLinear(t.data, rows, cols, pad, format, r), rows, cols, r),
+    };
   }
   return out;
 }
