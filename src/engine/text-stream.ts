@@ -2,9 +2,19 @@
  * Turns a growing list of token ids into text deltas. Tokens can split a UTF-8 character, so text
  * that ends in U+FFFD (an incomplete character) is held back until the next token completes it; and
  * text that could be the start of a stop string is held back until it can't.
+ *
+ * Each token is decoded in a short window, not with the whole completion: the window from
+ * `prefixOffset` is decoded with and without the ids after `readOffset`, and the difference is
+ * appended to `text` once it is complete (the scheme of `WeftTokenizer.streamDecoder`; starting both
+ * decodes at the same id keeps SentencePiece's leading-space handling right). So a long completion
+ * costs O(1) decode work per token instead of re-decoding everything.
  */
 export class TextStream {
   private readonly ids: number[] = [];
+  private prefixOffset = 0;
+  private readOffset = 0;
+  /** Text of ids[0, readOffset). */
+  private text = '';
   private emitted = 0;
   /** Set once a stop string was seen: the text up to it, which has all been emitted. */
   stopped = false;
@@ -16,8 +26,22 @@ export class TextStream {
 
   /** Appends tokens and returns the text that can be shown now. */
   push(ids: readonly number[]): string {
-    this.ids.push(...ids);
+    for (const id of ids) {
+      this.ids.push(id);
+      const prefix = this.window(this.readOffset);
+      const full = this.window(this.ids.length);
+      if (full.length > prefix.length && !full.endsWith('\uFFFD')) {
+        this.text += full.slice(prefix.length);
+        this.prefixOffset = this.readOffset;
+        this.readOffset = this.ids.length;
+      }
+    }
     return this.take(false);
+  }
+
+  /** Text of ids[prefixOffset, end). */
+  private window(end: number): string {
+    return end > this.prefixOffset ? this.decode(this.ids.slice(this.prefixOffset, end)) : '';
   }
 
   /** Returns whatever is still held back (end of generation). */
@@ -27,7 +51,10 @@ export class TextStream {
 
   private take(final: boolean): string {
     if (this.stopped) return '';
-    let text = this.decode(this.ids);
+    // At the end, the ids not yet complete are shown as they decode (U+FFFD included).
+    let text = final
+      ? this.text + this.window(this.ids.length).slice(this.window(this.readOffset).length)
+      : this.text;
     for (const s of this.stops) {
       const at = text.indexOf(s, Math.max(0, this.emitted - s.length + 1));
       if (at >= 0) {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { TextStream } from '../../src/engine/text-stream.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { loadTokenizer, type WeftTokenizer } from '../../src/tokenizer/tokenizer.js';
@@ -122,6 +123,24 @@ describe.each(['qwen3', 'llama3', 'llama2'] as const)('%s tokenizer', (name) => 
       name === 'llama2' ? ' '.repeat(out.slice(0, -1).join('').length) : '',
     );
     expect(out.join('')).toContain('🦙');
+  });
+  it('TextStream joins to the full decode with a bounded window per token', () => {
+    const text = cases
+      .map((c) => c.text)
+      .join(' ')
+      .repeat(8);
+    const ids = tok.encode(text, { addSpecialTokens: false });
+    let decodedIds = 0;
+    const stream = new TextStream((w) => {
+      decodedIds += w.length;
+      return tok.decode(w);
+    });
+    const chunks = ids.map((id) => stream.push([id]));
+    chunks.push(stream.flush());
+    expect(chunks.join('')).toBe(tok.decode(ids));
+    for (const ch of chunks.slice(0, -1)) expect(ch).not.toContain('\uFFFD');
+    // Re-decoding everything per token would cost ids² / 2 ids; windows cost a few ids per token.
+    expect(decodedIds).toBeLessThan(12 * ids.length);
   });
   it('knows its special ids and EOS', () => {
     const eos: Record<Name, number[]> = { qwen3: [151645], llama3: [128001], llama2: [2] };
