@@ -12,6 +12,7 @@ import { endProgress, showProgress, startProgress } from './ui/progress.js';
 import { startSelftest } from './ui/selftest.js';
 import { generateOptions, loadSettings, setDrafter } from './ui/settings.js';
 import { type PageTiming, showStats } from './ui/stats.js';
+import { steerSettings, steerSummary } from './ui/steer.js';
 import { drawTree } from './ui/tree.js';
 
 const loadButton = byId('load-button', HTMLButtonElement);
@@ -51,16 +52,30 @@ async function load(): Promise<void> {
     return;
   }
   clearProblem();
+  let steer: ReturnType<typeof steerSettings>;
+  try {
+    steer = steerSettings();
+  } catch (err) {
+    showProblem(err);
+    return;
+  }
   setBusy('load');
   startProgress(`Starting ${picked.label}…`);
   loaded.textContent = `Loading ${picked.label}…`;
   mode.textContent = '';
   try {
     const model = await session.load(
-      { choice: picked.choice, ...(picked.draft ? { draft: picked.draft } : {}), ...loadSettings() },
+      {
+        choice: picked.choice,
+        ...(picked.draft ? { draft: picked.draft } : {}),
+        ...loadSettings(),
+        ...(steer ? { steer } : {}),
+      },
       showProgress,
     );
-    loaded.textContent = `Loaded: ${picked.label} (${model.chat ? 'chat' : 'text completion'}).`;
+    loaded.textContent = `Loaded: ${picked.label} (${model.chat ? 'chat' : 'text completion'}${steerSummary(steer)}).`;
+    if (steer) loaded.dataset.steer = steer.mode ?? '';
+    else delete loaded.dataset.steer;
     loaded.dataset.model = picked.label;
     mode.textContent = model.chat ? '· chat' : '· text completion';
     promptInput.placeholder = model.chat

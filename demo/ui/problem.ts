@@ -33,6 +33,19 @@ export function explain(err: unknown): { title: string; advice: string } {
             ? 'Check the model id and revision.'
             : 'Check your connection and try again; what was already downloaded is kept.',
       };
+    case 'SteerMismatchError':
+      return {
+        title: 'This steering file was measured on another model.',
+        advice:
+          'A steering direction only means something in the model it was measured on. Measure one for this model with “npx weft steer measure”, or press “No steering”.',
+      };
+    case 'InvalidInputError':
+      return message.startsWith('steer:')
+        ? {
+            title: 'The steering settings do not fit this model.',
+            advice: 'Check the layers (0 to the number of layers − 1) and the scale, or press “No steering”.',
+          }
+        : { title: 'Something went wrong.', advice: '' };
     case 'ModelFormatError':
     case 'UnsupportedModelError':
       return {

@@ -1,13 +1,21 @@
 // Activation steering on the bundled demo target (models/kjv-target), through the CPU reference in
-// Node. A direction is measured between verses of two books, Psalms (positive) and Leviticus
-// (negative), then applied while scoring held-out verses of each book (lines of
-// models/kjv-heldout.txt, not seen in training and not used for measuring).
+// Node. Metric, in both tests: the mean log-probability per token of a set of lines (each line
+// scored from BOS, nats/token), and the gap G = mean logp(set A) − mean logp(set B) of two books'
+// held-out verses (lines of models/kjv-heldout.txt, not seen in training).
 //
-// Metric: the mean log-probability per token of a set of lines (each line scored from BOS), and
-// the gap G = mean logp(Psalms lines) − mean logp(Leviticus lines). Adding the direction at the
-// middle layer must raise G (toward Psalms) and adding its negative must lower G (toward
-// Leviticus). Ablating it at every layer must make both books' held-out text less likely (the
-// model loses what tells them apart), by over 4x what ablating a random direction does.
+// 1. A Psalms − Leviticus direction measured on training verses (10 each), evaluated on 10
+//    held-out verses of each book: adding it at the middle layer raises G (toward Psalms), adding
+//    its negative lowers G; ablating it at every layer makes both books' text less likely.
+// 2. A held-out split (the acceptance test of issue 11): the held-out verses of Psalms (lines
+//    278–327) and of Leviticus + Numbers (lines 54–96) are split by alternate lines; the direction
+//    r = mean(Psalms) − mean(Leviticus + Numbers) at the last token and the layer are chosen on
+//    the first half only, and G is evaluated on the other half. Adding r moves G toward Psalms;
+//    ablating r (h − (h·r)r on the chosen block's input and output) moves G away from Psalms.
+//    Why ablation lowers G: both sets' residuals project positively on r, the Psalms ones further
+//    (measuring half, last token: 302 vs 176 at layer 4), so removing the r component takes more
+//    away from Psalms' representation, and Psalms text loses more log-probability than Leviticus
+//    / Numbers text. A random direction (the same norm for "add") is the control: it must not move
+//    G by more than a fifth of the measured direction's effect.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type SteerPlan, steerHook } from '../../src/kernels/steer/steer.js';
@@ -16,7 +24,7 @@ import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
-import { measureDirections } from '../../src/steer/measure.js';
+import { lastTokenResiduals, measureDirections } from '../../src/steer/measure.js';
 
 const PS_MEASURE = [
   'But his delight is in the law of the LORD; and in his law doth he meditate day and night.',
@@ -71,6 +79,20 @@ const LEV_HELDOUT = [
 ];
 
 const DIR = 'models/kjv-target';
+
+/** Lines [from, to] of models/kjv-heldout.txt: Psalms, and Leviticus + Numbers (Bible order). */
+const PSALMS_LINES = [278, 327] as const;
+const LEVNUM_LINES = [54, 96] as const;
+/** Lines per half and set, and tokens per line (BOS included), to keep the CPU reference quick. */
+const SPLIT_LINES = 20;
+const MAX_TOKENS = 48;
+/**
+ * The steered layer of the split test, chosen on the measuring half alone: the layer whose
+ * "ablate" (input and output) lowered G most on the verses the direction was measured on
+ * (ΔG by layer 0..5: +0.004, −0.017, −0.063, −0.073, −0.079, −0.035; "add" at the norm raised G
+ * at every layer: +0.23, +0.24, +0.29, +0.28, +0.22, +0.18).
+ */
+const SPLIT_LAYER = 4;
 
 /** A fixed pseudo-random unit vector [H] (the control direction). */
 function randomUnit(H: number): Float32Array {
@@ -139,4 +161,74 @@ describe('steering the KJV demo target (CPU reference)', () => {
     }
     await files.close?.();
   }, 600_000);
+
+  it('held-out split: a Psalms − Leviticus/Numbers direction moves G toward Psalms when added and away when ablated; random directions do not', async () => {
+    const text = readFileSync('models/kjv-heldout.txt', 'utf8').split('\n');
+    // The line ranges are the books they claim to be (first and last verse of each range).
+    expect(text[PSALMS_LINES[0]]).toMatch(/^He that sitteth in the heavens shall laugh/); // Ps 2:4
+    expect(text[PSALMS_LINES[1]]).toMatch(/^Praise him upon the loud cymbals/); // Ps 150:5
+    expect(text[LEVNUM_LINES[0]]).toMatch(/^And he shall put his hand upon the head of the burnt/); // Lev 1:4
+    expect(text[LEVNUM_LINES[1]]).toMatch(/^And the suburbs of the cities/); // Num 35:4
+    const files = dirModelFiles(DIR);
+    const opened = await openModel(files);
+    const { spec, tokenizer } = opened;
+    const model = new ReferenceModel(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });
+    const lines = ([from, to]: readonly [number, number], half: 0 | 1) =>
+      Array.from({ length: to - from + 1 }, (_, i) => from + i)
+        .filter((_, i) => i % 2 === half)
+        .slice(0, SPLIT_LINES)
+        .map((i) => tokenizer.encode(text[i]!, { addSpecialTokens: true }).slice(0, MAX_TOKENS));
+    const L = SPLIT_LAYER;
+    // Measured on the first half only.
+    const psM = lines(PSALMS_LINES, 0);
+    const lnM = lines(LEVNUM_LINES, 0);
+    const { vectors, norms } = measureDirections(model, psM, lnM, [L]);
+    const r = vectors.get(L)!;
+    const norm = norms.get(L)!;
+    const projection = (set: number[][]) => {
+      let sum = 0;
+      for (const ids of set) {
+        const x = lastTokenResiduals(model, ids, [L]).get(L)!;
+        for (let i = 0; i < x.length; i++) sum += (x[i]! * r[i]!) / set.length;
+      }
+      return sum;
+    };
+    const proj = { ps: projection(psM), levnum: projection(lnM) };
+    // Evaluated on the other half.
+    const ps = lines(PSALMS_LINES, 1);
+    const ln = lines(LEVNUM_LINES, 1);
+    const at = (v: Float32Array) => Array.from({ length: spec.layers }, (_, l) => (l === L ? v : undefined));
+    const gap = (plan?: SteerPlan) => {
+      model.residualHook = plan && steerHook(plan);
+      const g = { ps: meanLogProb(model, ps), levnum: meanLogProb(model, ln) };
+      model.residualHook = undefined;
+      return { ...g, gap: g.ps - g.levnum };
+    };
+    const random = randomUnit(spec.hidden);
+    const base = gap();
+    const shift = (plan: SteerPlan) => {
+      const g = gap(plan);
+      return { ps: g.ps - base.ps, levnum: g.levnum - base.levnum, gap: g.gap - base.gap };
+    };
+    const added = shift({ mode: 'add', scale: norm, inputs: false, vectors: at(r) });
+    const ablated = shift({ mode: 'ablate', scale: 1, inputs: true, vectors: at(r) });
+    const randomAdded = shift({ mode: 'add', scale: norm, inputs: false, vectors: at(random) });
+    const randomAblated = shift({ mode: 'ablate', scale: 1, inputs: true, vectors: at(random) });
+    console.log(JSON.stringify({ L, norm, proj, base, added, ablated, randomAdded, randomAblated }));
+    // Measured here (evaluation half, layer 4, nats/token): G = −0.636 unsteered; ΔG add +0.249
+    // (Psalms −0.304, Lev/Num −0.553), ablate −0.064 (Psalms −0.101, Lev/Num −0.037), random add
+    // −0.007, random ablate +0.004. The thresholds below leave about half of each effect as margin.
+    // Both sets project positively on r, Psalms further: what ablation removes is mostly Psalms'.
+    expect(proj.levnum).toBeGreaterThan(0);
+    expect(proj.ps).toBeGreaterThan(1.3 * proj.levnum);
+    // Added (scale: the distance between the two means): G rises, toward Psalms.
+    expect(added.gap).toBeGreaterThan(0.15);
+    // Ablated: G falls, away from Psalms (Psalms text loses more log-probability).
+    expect(ablated.gap).toBeLessThan(-0.03);
+    expect(ablated.ps).toBeLessThan(ablated.levnum);
+    // Controls: a random direction, steered the same way, barely moves G.
+    expect(Math.abs(randomAdded.gap)).toBeLessThan(added.gap / 5);
+    expect(Math.abs(randomAblated.gap)).toBeLessThan(Math.abs(ablated.gap) / 5);
+    await files.close?.();
+  }, 900_000);
 });
