@@ -3,6 +3,7 @@
 // the bundled model and picked files are read in place.
 import { ModelFormatError } from '../formats/errors.js';
 import { type ModelFiles, readJson, urlModelFiles } from '../model/files.js';
+import { WEFT_WEIGHTS } from '../model/load.js';
 import { type DownloadProgress, downloadModel } from '../store/download.js';
 import { openStoredFile } from '../store/reader.js';
 import {
@@ -90,14 +91,16 @@ export async function openChoice(choice: ModelChoice, options: OpenChoiceOptions
 
 /**
  * The files a Hugging Face-layout model needs: config.json and tokenizer.json, the optional
- * generation and tokenizer configs when the server has them, and the weights (model.safetensors, or
- * the sharded index and every shard it names). Probed with HEAD; the index is fetched.
+ * generation and tokenizer configs when the server has them, and the weights (a weft-q
+ * `model.weft.safetensors` written by `weft convert` when present, else model.safetensors, or the
+ * sharded index and every shard it names). Probed with HEAD; the index is fetched.
  */
 export async function remoteFileList(source: RemoteSource, fetchFn: typeof fetch): Promise<string[]> {
   const has = async (file: string) => (await fetchFn(fileUrl(source, file), { method: 'HEAD' })).ok;
   const files = ['config.json', 'tokenizer.json'];
   for (const optional of ['generation_config.json', 'tokenizer_config.json'])
     if (await has(optional)) files.push(optional);
+  if (await has(WEFT_WEIGHTS)) return [...files, WEFT_WEIGHTS];
   const index = 'model.safetensors.index.json';
   if (!(await has(index))) return [...files, 'model.safetensors'];
   const res = await fetchFn(fileUrl(source, index));

@@ -7,18 +7,35 @@
  *   `W.scales`   F32 `[rows, cols / group]` (int formats)
  *   `W.zeros`    F32 `[rows, cols / group]` (int4, int2)
  * Every other tensor (norms, biases) is stored F32 under its own name.
- * `__metadata__`: `format` = "weft-q", `version` = "1", `schemes` = JSON `{ name: { format, group,
- * rows, cols } }` for every packed matrix, `rotation` = "none" (rotated checkpoints are not
- * produced yet), `source_sha256` = hex SHA-256 over the source tensors (see {@link sourceChecksum}).
+ * `__metadata__`: `format` = "weft-q", `version` = "2", `schemes` = JSON `{ name: { format, group,
+ * rows, cols, shape, rotation } }` for every packed matrix, `rotation` = "none" | "hadamard" (of the
+ * `*_proj` linears), `rotation_seed` (decimal, when rotated), `source_sha256` = hex SHA-256 over the
+ * source tensors (see {@link sourceChecksum}).
+ *
+ * Version 2 stores each matrix exactly as the GPU runner places it ({@link linearPad}): `rows`,
+ * `cols` are the packed (zero-padded) sizes, `shape` the checkpoint's own `[rows, cols]`, and
+ * `rotation` whether it was packed as W·Rᵀ. Version 1 files (no padding, no rotation; `shape` and
+ * `rotation` absent) are still read.
  */
+
+import { hadamardRef } from '../kernels/hadamard/construct.js';
 import {
   checkShape,
-  dequantize,
   type QuantizedMatrix,
   quantize,
   type WeightFormat,
   wordsPerRow,
 } from '../kernels/matmul/quant.js';
+import {
+  effectiveWeights,
+  groupFor,
+  isRotatedLinear,
+  packedWidth,
+  packLinear,
+  ROTATION_SEED,
+  type Rotation,
+  zeroPad,
+} from '../model/quantized.js';
 import { ModelFormatError } from './errors.js';
 import {
   openSafetensors,
@@ -29,10 +46,25 @@ import {
 } from './safetensors.js';
 import type { ByteSource } from './source.js';
 
-/** Any checkpoint weft can read tensors from as f32 in HF layout (safetensors, GGUF, weft-q). */
+/** How the GPU runner wants one matrix placed: the packed format, padded size and rotation. */
+export interface PackedWant {
+  readonly format: WeightFormat;
+  /** Packed (zero-padded) rows and cols. */
+  readonly rows: number;
+  readonly cols: number;
+  readonly rotation: Rotation;
+}
+
+/**
+ * Any checkpoint weft can read tensors from as f32 in HF layout (safetensors, GGUF, weft-q).
+ * `readPacked` exists where matrices are stored already packed (weft-q): it returns the stored
+ * matrix when it is packed as `want` asks (any group), else undefined, and the caller packs from
+ * `readF32` instead.
+ */
 export interface TensorReader {
   readonly tensors: ReadonlyMap<string, { readonly shape: readonly number[] }>;
   readF32(name: string): Promise<Float32Array>;
+  readPacked?(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
 }
 
 /** A safetensors checkpoint as a {@link TensorReader}. */
@@ -51,18 +83,47 @@ export function safetensorsReader(ck: SafetensorsCheckpoint): TensorReader {
 export interface WeftScheme {
   readonly format: WeightFormat;
   readonly group: number;
+  /** Packed (zero-padded) rows and cols. */
   readonly rows: number;
   readonly cols: number;
+  /** The checkpoint's own `[rows, cols]` (top-left of the packed matrix). */
+  readonly shape: readonly [number, number];
+  /** Packed as W·Rᵀ (see `packLinear`). */
+  readonly rotation: Rotation;
 }
 
 /** Options of {@link convert}. */
 export interface ConvertOptions {
   /** Format of the Linear weights (`*_proj.weight`, `lm_head.weight`). */
   readonly quant: WeightFormat;
-  /** Group along K for int formats (default: per channel for int8, 32 for int4/int2). */
+  /** Group along K for int formats (default: the GPU runner's, `groupFor` of the packed width). */
   readonly group?: number;
   /** Format of `model.embed_tokens.weight` (default f16: it is gathered, and tied heads reuse it). */
   readonly embeddings?: WeightFormat;
+  /** Rotation of the `*_proj` linears' inputs (default none), as the GPU runner's `rotate`. */
+  readonly rotate?: Rotation;
+  /**
+   * The source model's identity for steering files (`modelChecksum` in src/steer), stored as
+   * `source_model_checksum` so a direction measured on the source applies to its conversion.
+   */
+  readonly sourceModel?: string;
+}
+
+/**
+ * The packed size of a `[rows, cols]` checkpoint matrix as the GPU runner places it: a `*_proj`
+ * linear's input width goes to `packedWidth(cols, rotate)`, and gate/up grow zero rows to the
+ * same width as down's input (silu(0)·0 = 0), so the MLP is exact. Embedding and LM head are
+ * placed as they are.
+ */
+export function linearPad(
+  name: string,
+  rows: number,
+  cols: number,
+  rotate: Rotation,
+): { rows: number; cols: number } {
+  if (!isRotatedLinear(name)) return { rows, cols };
+  const mlpIn = name.endsWith('mlp.gate_proj.weight') || name.endsWith('mlp.up_proj.weight');
+  return { rows: mlpIn ? packedWidth(rows, rotate) : rows, cols: packedWidth(cols, rotate) };
 }
 
 const hex = (bytes: ArrayBuffer) =>
@@ -94,9 +155,25 @@ function schemeFor(name: string, shape: readonly number[], options: ConvertOptio
         : undefined;
   if (format === undefined) return undefined;
   const [rows = 0, cols = 0] = shape;
+  const rotation = isRotatedLinear(name) ? (options.rotate ?? 'none') : 'none';
+  const pad = linearPad(name, rows, cols, rotation);
   const group =
-    format === 'f32' || format === 'f16' ? cols : (options.group ?? (format === 'int8' ? cols : 32));
-  return { format, group, rows, cols };
+    format === 'f32' || format === 'f16' ? pad.cols : (options.group ?? groupFor(format, pad.cols));
+  return { format, group, rows: pad.rows, cols: pad.cols, shape: [rows, cols], rotation };
+}
+
+/**
+ * Packs one matrix by its scheme: through `packLinear` (the GPU runner's own packing) at the
+ * runner's group, or with the same steps at an explicit `--group`.
+ */
+function packByScheme(values: Float32Array, s: WeftScheme): QuantizedMatrix {
+  const [rows, cols] = s.shape;
+  const pad = { rows: s.rows, cols: s.cols };
+  if (s.group === groupFor(s.format, s.cols))
+    return packLinear(values, rows, cols, pad, s.format, s.rotation);
+  let m = zeroPad(values, rows, cols, s.rows, s.cols);
+  if (s.rotation === 'hadamard') m = hadamardRef(m, s.rows, s.cols, ROTATION_SEED);
+  return quantize(m, s.rows, s.cols, s.format, s.group);
 }
 
 interface Planned {
@@ -107,8 +184,9 @@ interface Planned {
 }
 
 /**
- * Converts a checkpoint to weft-q: Linear weights packed as `options.quant`, the embedding as
- * `options.embeddings`, everything else F32. Writes through `write` in order — 8-byte header
+ * Converts a checkpoint to weft-q: Linear weights packed as `options.quant` (padded and rotated
+ * as the GPU runner places them, see {@link linearPad}), the embedding as `options.embeddings`,
+ * everything else F32. Writes through `write` in order — 8-byte header
  * length, header, then each tensor as it is read and packed — so only one tensor is in memory at
  * a time. Returns the metadata written. Shapes that the format cannot pack (K not a multiple of
  * the group) throw {@link ModelFormatError} naming the tensor before anything is written.
@@ -122,17 +200,19 @@ export async function convert(
   const schemes: Record<string, WeftScheme> = {};
   const plan: Planned[] = [];
   for (const [name, { shape }] of source.tensors) {
-    const s = schemeFor(name, shape, options);
+    let s: WeftScheme | undefined;
+    try {
+      s = schemeFor(name, shape, options);
+      if (s !== undefined) checkShape(s.format, s.rows, s.cols, s.group);
+    } catch (cause) {
+      const format = name === 'model.embed_tokens.weight' ? (options.embeddings ?? 'f16') : options.quant;
+      throw new ModelFormatError('checkpoint', name, shape, `cannot pack as ${format}: ${String(cause)}`, {
+        cause,
+      });
+    }
     if (s === undefined) {
       plan.push({ name, dtype: 'F32', shape, bytes: 4 * shape.reduce((a, b) => a * b, 1) });
       continue;
-    }
-    try {
-      checkShape(s.format, s.rows, s.cols, s.group);
-    } catch (cause) {
-      throw new ModelFormatError('checkpoint', name, shape, `cannot pack as ${s.format}: ${String(cause)}`, {
-        cause,
-      });
     }
     schemes[name] = s;
     const wpr = wordsPerRow(s.format, s.cols);
@@ -155,12 +235,15 @@ export async function convert(
       });
     }
   }
+  const rotate = options.rotate ?? 'none';
   const metadata: Record<string, string> = {
     format: 'weft-q',
-    version: '1',
+    version: '2',
     schemes: JSON.stringify(schemes),
-    rotation: 'none',
+    rotation: rotate,
+    ...(rotate === 'hadamard' ? { rotation_seed: String(ROTATION_SEED) } : {}),
     source_sha256: await sourceChecksum(source),
+    ...(options.sourceModel === undefined ? {} : { source_model_checksum: options.sourceModel }),
   };
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
@@ -183,7 +266,7 @@ export async function convert(
       await write(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
       continue;
     }
-    const q = quantize(values, s.rows, s.cols, s.format, s.group);
+    const q = packByScheme(values, s);
     await write(new Uint8Array(q.data.buffer, q.data.byteOffset, q.data.byteLength));
     if (q.scales) await write(new Uint8Array(q.scales.buffer, q.scales.byteOffset, q.scales.byteLength));
     if (q.zeros) await write(new Uint8Array(q.zeros.buffer, q.zeros.byteOffset, q.zeros.byteLength));
@@ -220,8 +303,17 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
   const meta = st.metadata;
   if (meta.format !== 'weft-q')
     throw new ModelFormatError(file, '__metadata__.format', meta.format, 'not a weft-q checkpoint');
-  if (meta.version !== '1')
-    throw new ModelFormatError(file, '__metadata__.version', meta.version, 'unsupported version');
+  if (meta.version !== '1' && meta.version !== '2')
+    throw new ModelFormatError(file, '__metadata__.version', meta.version, 'unsupported version (1, 2)');
+  // A rotation weft cannot reproduce (another sign seed) would give wrong outputs, not a crash.
+  if (meta.rotation === 'hadamard' && meta.rotation_seed !== String(ROTATION_SEED)) {
+    throw new ModelFormatError(
+      file,
+      '__metadata__.rotation_seed',
+      meta.rotation_seed,
+      `weft rotates with seed ${ROTATION_SEED}`,
+    );
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(meta.schemes ?? '');
@@ -256,11 +348,26 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
     } catch (cause) {
       throw new ModelFormatError(file, field, s, String(cause), { cause });
     }
+    // Version 1 has neither: the matrix is stored at its own shape, unrotated.
+    const rawShape: unknown = s.shape ?? [rows, cols];
+    const [r, c] = Array.isArray(rawShape) && rawShape.length === 2 ? rawShape : [];
+    if (!(Number.isInteger(r) && Number.isInteger(c) && r >= 1 && c >= 1 && r <= rows && c <= cols))
+      throw new ModelFormatError(
+        file,
+        `${field}.shape`,
+        rawShape,
+        `must be [r, c] within [${rows}, ${cols}]`,
+      );
+    const rotation = s.rotation ?? 'none';
+    if (rotation !== 'none' && rotation !== 'hadamard')
+      throw new ModelFormatError(file, `${field}.rotation`, rotation, 'must be none or hadamard');
+    if (rotation !== (meta.rotation ?? 'none') && rotation === 'hadamard')
+      throw new ModelFormatError(file, '__metadata__.rotation', meta.rotation, `${name} is rotated`);
     expectTensor(name, 'I32', [rows, wordsPerRow(format, cols)]);
     if (format === 'int8' || format === 'int4' || format === 'int2')
       expectTensor(`${name}.scales`, 'F32', [rows, cols / group]);
     if (format === 'int4' || format === 'int2') expectTensor(`${name}.zeros`, 'F32', [rows, cols / group]);
-    schemes[name] = { format, group, rows, cols };
+    schemes[name] = { format, group, rows, cols, shape: [r, c], rotation };
   }
   // The reader's view: every tensor under its model name and HF shape (packed parts hidden).
   const tensors = new Map<string, { readonly shape: readonly number[] }>();
@@ -269,7 +376,7 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
       if (schemes[name.slice(0, name.lastIndexOf('.'))] !== undefined) continue;
     }
     const s = schemes[name];
-    tensors.set(name, { shape: s ? [s.rows, s.cols] : t.shape });
+    tensors.set(name, { shape: s ? s.shape : t.shape });
   }
   const f32 = async (name: string) => readTensorF32(st.tensors.get(name)!);
   const readMatrix = async (name: string): Promise<QuantizedMatrix> => {
@@ -291,8 +398,20 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
     readMatrix,
     async readF32(name) {
       if (!tensors.has(name)) throw new ModelFormatError(file, name, undefined, 'missing tensor');
-      if (schemes[name] === undefined) return f32(name);
-      return dequantize(await readMatrix(name));
+      const s = schemes[name];
+      if (s === undefined) return f32(name);
+      // The values the packed matrix multiplies by: dequantized, un-rotated, cropped.
+      return effectiveWeights(await readMatrix(name), s.shape[0], s.shape[1], s.rotation);
+    },
+    async readPacked(name, want) {
+      const s = schemes[name];
+      const same =
+        s !== undefined &&
+        s.format === want.format &&
+        s.rows === want.rows &&
+        s.cols === want.cols &&
+        s.rotation === want.rotation;
+      return same ? readMatrix(name) : undefined;
     },
   };
 }

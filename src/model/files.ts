@@ -3,12 +3,16 @@ import type { ByteSource } from '../formats/source.js';
 import { bytesSource, urlSource } from '../formats/source.js';
 
 /**
- * The files of a Hugging Face-layout model folder (config.json, tokenizer.json, weights, ...),
- * wherever they are: a URL prefix, a picked folder, the weights cache, or a Node directory.
+ * The files of a model, wherever they are: a URL prefix, a picked folder, the weights cache, or a
+ * Node directory. A model is either a Hugging Face-layout folder (config.json, tokenizer.json,
+ * weights: `model.safetensors`, the sharded index, or weft's `model.weft.safetensors`) or one GGUF
+ * file, named by `gguf` (see `openModel`).
  */
 export interface ModelFiles {
   /** Where the files are, for messages and the model id. */
   readonly name: string;
+  /** The model is this one GGUF file among the files (spec, tokenizer and weights from it). */
+  readonly gguf?: string;
   exists(file: string): Promise<boolean>;
   /** A file's text; throws {@link ModelFormatError} naming the file when it is missing. */
   text(file: string): Promise<string>;
@@ -36,12 +40,28 @@ export async function readJson(files: ModelFiles, file: string): Promise<unknown
   }
 }
 
-/** Model files under a URL prefix (`https://host/org/model/resolve/main/`, or a relative path). */
+/** The file name of a `.gguf` location (a path or URL ending in `.gguf`), else undefined. */
+export function ggufName(location: string): string | undefined {
+  const last =
+    location
+      .replace(/[?#].*$/, '')
+      .split('/')
+      .pop() ?? '';
+  return /\.gguf$/i.test(last) ? last : undefined;
+}
+
+/**
+ * Model files under a URL prefix (`https://host/org/model/resolve/main/`, or a relative path), or
+ * one GGUF file when `base` ends in `.gguf` (its folder's files, with `gguf` naming it).
+ */
 export function urlModelFiles(base: string, fetchFn: typeof fetch = (...a) => fetch(...a)): ModelFiles {
-  const prefix = base.endsWith('/') ? base : `${base}/`;
+  const gguf = ggufName(base);
+  const folder = gguf === undefined ? base : base.slice(0, base.lastIndexOf(gguf));
+  const prefix = folder.endsWith('/') || folder === '' ? folder : `${folder}/`;
   const url = (file: string) => new URL(file, new URL(prefix, globalThis.location?.href ?? undefined)).href;
   return {
     name: base,
+    ...(gguf === undefined ? {} : { gguf }),
     async exists(file) {
       const res = await fetchFn(url(file), { method: 'HEAD' });
       // Single-page-app servers (Vite's dev server among them) answer any path with index.html.
@@ -58,8 +78,12 @@ export function urlModelFiles(base: string, fetchFn: typeof fetch = (...a) => fe
   };
 }
 
-/** Model files held in memory (tests, files received from a page, small fixtures). */
+/**
+ * Model files held in memory (tests, files received from a page, small fixtures); a `name` ending
+ * in `.gguf` makes it that one GGUF file (held under the same name in `files`).
+ */
 export function memoryModelFiles(name: string, files: ReadonlyMap<string, Uint8Array>): ModelFiles {
+  const gguf = ggufName(name);
   const get = (file: string) => {
     const bytes = files.get(file);
     if (!bytes) throw new ModelFormatError(`${name}/${file}`, '(file)', file, 'is missing');
@@ -67,6 +91,7 @@ export function memoryModelFiles(name: string, files: ReadonlyMap<string, Uint8A
   };
   return {
     name,
+    ...(gguf === undefined ? {} : { gguf }),
     exists: async (file) => files.has(file),
     text: async (file) => new TextDecoder().decode(get(file)),
     open: async (file) => bytesSource(get(file), file),

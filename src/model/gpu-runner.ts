@@ -1,23 +1,31 @@
 import { draftTree } from '../decode/tree.js';
 import type { Quant } from '../engine/create.js';
 import { InvalidInputError } from '../errors.js';
-import { readTensorF32, type SafetensorsCheckpoint } from '../formats/safetensors.js';
+import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { createBuffer, readF32, STORAGE, uploadBuffer } from '../gpu/buffers.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import { Attention } from '../kernels/attention/attention.js';
 import { BindGroupCache } from '../kernels/bind.js';
 import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
 import { Embedding } from '../kernels/embed/embed.js';
+import { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { KvCompact, type KvLayerBuffers, KvWrite } from '../kernels/kv/kv.js';
 import { type GpuMatrix, Matmul, prepareMatmul, uploadMatrix } from '../kernels/matmul/matmul.js';
-import { quantize } from '../kernels/matmul/quant.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import type { OpenedModel } from './load.js';
-import { formatOf, groupFor } from './quantized.js';
+import {
+  formatOf,
+  isHadamardSize,
+  isRotatedLinear,
+  packedWidth,
+  packLinear,
+  ROTATION_SEED,
+  type Rotation,
+} from './quantized.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import { deriveSizes, type ModelSpec } from './spec.js';
 
@@ -35,6 +43,11 @@ export interface GpuRunnerOptions {
   onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
   /** Activation steering applied in every forward pass (see kernels/steer). */
   steer?: SteerPlan;
+  /**
+   * `'hadamard'`: rotate the input of every `*_proj` linear online (R·x on the GPU) and pack its
+   * weights as W·Rᵀ (see `packLinear`), which spreads outliers before rounding. Default `'none'`.
+   */
+  rotate?: Rotation;
 }
 
 /** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
@@ -103,6 +116,19 @@ interface GpuWeights {
   lmHead: Linear; // [V, H]
   matrices: GpuMatrix[]; // every matrix, for destroy
   scratch: GPUBuffer[]; // shared scratch (W8A8 activations)
+  rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
+}
+
+/**
+ * Online input rotations (rotate 'hadamard'), one kernel per width, shared by every layer: the
+ * `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each rotation writes `out`,
+ * which its linears read before the next rotation overwrites it (dispatches in a pass run in order).
+ */
+interface Rotations {
+  hidden: Hadamard; // n = H: the normed input of q/k/v and of gate/up
+  heads: Hadamard; // n = qWidth: the attention output, input of o_proj
+  mlp: Hadamard; // n = Ip: silu(gate) * up, input of down_proj
+  out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
 }
 
 /** One kernel instance per call site whose uniforms differ; shared where they never do. */
@@ -147,6 +173,8 @@ function destroyWeights(w: GpuWeights): void {
   }
   w.lmHead.destroy();
   for (const b of w.scratch) b.destroy();
+  if (w.rot) for (const r of new Set([w.rot.hidden, w.rot.heads, w.rot.mlp])) r.destroy();
+  w.rot?.out.destroy();
 }
 
 /** Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once. */
@@ -187,6 +215,8 @@ export class GpuRunner implements ModelRunner {
   private lastTokens = 0;
   private lastBase = 0;
   private lastRows = 0;
+  /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
+  private logitsStaging: GPUBuffer | undefined;
   private readonly sizes;
 
   constructor(
@@ -247,13 +277,20 @@ export class GpuRunner implements ModelRunner {
 
     const enc = this.ctx.device.createCommandEncoder({ label: 'forward' });
     const pass = enc.beginComputePass({ label: 'forward' });
+    // A linear's input as its weights expect it: R·x in the rotation's buffer, or x itself.
+    const rotated = (r: Hadamard | undefined, x: GPUBuffer): GPUBuffer => {
+      if (!r || !w.rot) return x;
+      r.encode(pass, x, w.rot.out, T);
+      return w.rot.out;
+    };
     k.embed.encode(pass, a.ids, a.x, T);
     for (const [i, l] of w.layers.entries()) {
       k.steerIn[i]?.encode(pass, a.x, T); // steering: the block's input (SteerPlan.inputs)
       k.norm.encode(pass, a.x, l.inputNorm, a.h, T);
-      l.q.encode(pass, a.h, a.q, T);
-      l.k.encode(pass, a.h, a.k, T);
-      l.v.encode(pass, a.h, a.v, T);
+      const hq = rotated(w.rot?.hidden, a.h); // one rotated copy for q, k and v
+      l.q.encode(pass, hq, a.q, T);
+      l.k.encode(pass, hq, a.k, T);
+      l.v.encode(pass, hq, a.v, T);
       if (l.qBias && l.kBias && l.vBias) {
         k.addQ.encode(pass, l.qBias, a.q, T * qWidth);
         k.addKv.encode(pass, l.kBias, a.k, T * kvWidth);
@@ -270,13 +307,14 @@ export class GpuRunner implements ModelRunner {
       k.rope.encode(pass, qIn, kIn, a.positions, T);
       k.kvWrite.encode(pass, kIn, a.v, a.slots, l.cache, T);
       k.attention.encode(pass, qIn, l.cache.k, l.cache.v, a.ends, a.attn, T, base);
-      l.o.encode(pass, a.attn, a.tmp, T);
+      l.o.encode(pass, rotated(w.rot?.heads, a.attn), a.tmp, T);
       k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
       k.norm.encode(pass, a.x, l.postNorm, a.h, T);
-      l.gate.encode(pass, a.h, a.gate, T);
-      l.up.encode(pass, a.h, a.up, T);
+      const hm = rotated(w.rot?.hidden, a.h); // one rotated copy for gate and up
+      l.gate.encode(pass, hm, a.gate, T);
+      l.up.encode(pass, hm, a.up, T);
       k.silu.encode(pass, [a.gate, a.up], a.act, T);
-      l.down.encode(pass, a.act, a.tmp, T);
+      l.down.encode(pass, rotated(w.rot?.mlp, a.act), a.tmp, T);
       k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
       k.steerOut[i]?.encode(pass, a.x, T); // steering: the block's output
     }
@@ -310,12 +348,30 @@ export class GpuRunner implements ModelRunner {
   }
 
   /**
-   * Logits [R, V] of the rows the last forward scored, copied to the CPU. For tests and quality
-   * measurements only: generation never reads logits back.
+   * Logits [R, V] of the rows the last forward scored, copied to the CPU. Plain and Gumbel decoding
+   * never read logits back; the rejection rule and best-first tree drafting do (see
+   * {@link ModelRunner.lastLogits}). The staging buffer is made on first use and kept, so a
+   * speculative loop creates nothing per pass.
    */
   async lastLogits(): Promise<Float32Array> {
-    const R = this.lastRows;
-    return readF32(this.ctx, this.a.logits, R * this.spec.vocabSize);
+    this.ctx.assertAlive();
+    const bytes = this.lastRows * this.spec.vocabSize * 4;
+    this.logitsStaging ??= this.ctx.device.createBuffer({
+      label: 'logits-readback',
+      size: this.a.logits.size,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    const staging = this.logitsStaging;
+    const enc = this.ctx.device.createCommandEncoder({ label: 'logits-readback' });
+    enc.copyBufferToBuffer(this.a.logits, 0, staging, 0, bytes);
+    this.ctx.device.queue.submit([enc.finish()]);
+    await Promise.race([
+      staging.mapAsync(GPUMapMode.READ, 0, bytes),
+      this.ctx.lost.then((e) => Promise.reject(e)),
+    ]);
+    const out = new Float32Array(staging.getMappedRange(0, bytes).slice(0));
+    staging.unmap();
+    return out;
   }
 
   /**
@@ -363,36 +419,24 @@ export class GpuRunner implements ModelRunner {
 
   dispose(): void {
     for (const b of Object.values(this.a)) b.destroy();
+    this.logitsStaging?.destroy();
     destroyWeights(this.w);
     if (this.ownsContext) this.ctx.destroy();
   }
 }
 
-/** Reads a tensor as f32, checking its shape. */
-async function tensor(
-  weights: SafetensorsCheckpoint,
-  name: string,
-  shape: readonly number[],
-): Promise<Float32Array> {
+/** Checks that a tensor exists with `shape` (its Hugging Face shape, whatever the file format). */
+function checkTensor(weights: TensorReader, name: string, shape: readonly number[]): void {
   const info = weights.tensors.get(name);
   if (!info) throw new InvalidInputError(`model weights: missing tensor ${name}`);
   if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i]))
     throw new InvalidInputError(`model weights: ${name} has shape [${info.shape}], expected [${shape}]`);
-  return readTensorF32(info);
 }
 
-/** `w` [rows, cols] placed in the top-left of a zero [padRows, padCols] matrix (itself when equal). */
-function zeroPad(
-  w: Float32Array,
-  rows: number,
-  cols: number,
-  padRows: number,
-  padCols: number,
-): Float32Array {
-  if (padRows === rows && padCols === cols) return w;
-  const out = new Float32Array(padRows * padCols);
-  for (let r = 0; r < rows; r++) out.set(w.subarray(r * cols, (r + 1) * cols), r * padCols);
-  return out;
+/** Reads a tensor as f32, checking its shape. */
+async function tensor(weights: TensorReader, name: string, shape: readonly number[]): Promise<Float32Array> {
+  checkTensor(weights, name, shape);
+  return weights.readF32(name);
 }
 
 /** Repeats a bias vector for every row a forward pass can hold. */
@@ -414,9 +458,20 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   const { qWidth, kvWidth } = deriveSizes(spec);
   const H = spec.hidden;
   const I = spec.intermediate;
-  // The matmul reads K in blocks of 16. An MLP width that isn't a multiple (the demo draft's 344)
-  // is padded with zero rows of gate/up and zero columns of down: silu(0) * 0 = 0, so exact.
-  const Ip = Math.ceil(I / 16) * 16;
+  const rotate = o.rotate ?? 'none';
+  // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
+  // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down:
+  // silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
+  const Ip = packedWidth(I, rotate);
+  if (rotate === 'hadamard')
+    for (const [field, n] of [
+      ['hidden_size', H],
+      ['q width (num_attention_heads * head_dim)', qWidth],
+    ] as const)
+      if (n % 16 !== 0 || !isHadamardSize(n))
+        throw new InvalidInputError(
+          `rotate hadamard: ${field} = ${n} is not a Hadamard size K·2^m that is a multiple of 16`,
+        );
   const V = spec.vocabSize;
   const D = spec.headDim;
   const maxT = MAX_FORWARD_TOKENS;
@@ -433,8 +488,13 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     cols: number,
     pad: { rows: number; cols: number } = { rows, cols },
   ): Promise<GpuMatrix> => {
-    const f32 = zeroPad(await tensor(weights, name, [rows, cols]), rows, cols, pad.rows, pad.cols);
-    const m = uploadMatrix(ctx, quantize(f32, pad.rows, pad.cols, format, groupFor(format, pad.cols)), name);
+    const r = isRotatedLinear(name) ? rotate : 'none';
+    checkTensor(weights, name, [rows, cols]);
+    // A weft-q checkpoint packed exactly this way is copied; anything else is packed here from f32
+    // (for weft-q: its dequantized values, so a different --quant re-quantizes).
+    const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation: r });
+    const packed = stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, r);
+    const m = uploadMatrix(ctx, packed, name);
     matrices.push(m);
     step(name);
     return m;
@@ -569,6 +629,17 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     }),
   };
+  // One Hadamard kernel per width (a single instance where widths agree: same uniforms).
+  const rotations = (): Rotations => {
+    const byWidth = new Map<number, Hadamard>();
+    const at = (n: number): Hadamard => {
+      const h = byWidth.get(n) ?? new Hadamard(ctx, binds, n, ROTATION_SEED, { maxM: maxT });
+      byWidth.set(n, h);
+      return h;
+    };
+    const out = createBuffer(ctx, maxT * Math.max(H, qWidth, Ip) * 4, 'rotated-input');
+    return { hidden: at(H), heads: at(qWidth), mlp: at(Ip), out };
+  };
   const w: GpuWeights = {
     embed,
     layers,
@@ -576,6 +647,7 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     lmHead,
     matrices,
     scratch: [xq, sx, steerBuf].filter((b) => b !== undefined),
+    rot: rotate === 'hadamard' ? rotations() : undefined,
   };
   return new GpuRunner(spec, capacity, ctx, o.ownsContext ?? !o.gpu, kernels, w, acts);
 }

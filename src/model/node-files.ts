@@ -1,14 +1,20 @@
 import { access, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { ModelFormatError } from '../formats/errors.js';
 import { fileSource } from '../formats/node-file.js';
-import type { ModelFiles } from './files.js';
+import { ggufName, type ModelFiles } from './files.js';
 
-/** Node only: the model files in local directory `dir`. */
-export function dirModelFiles(dir: string): ModelFiles {
+/**
+ * Node only: the model files in local directory `path`, or the one GGUF file `path` when it ends
+ * in `.gguf` (read from its folder, with `gguf` naming it).
+ */
+export function dirModelFiles(path: string): ModelFiles {
+  const gguf = ggufName(path) === undefined ? undefined : basename(path);
+  const dir = gguf === undefined ? path : dirname(path);
   const opened: { close(): Promise<void> }[] = [];
   return {
-    name: dir,
+    name: path,
+    ...(gguf === undefined ? {} : { gguf }),
     async exists(file) {
       return access(join(dir, file)).then(
         () => true,

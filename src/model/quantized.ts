@@ -1,7 +1,9 @@
 import type { Quant } from '../engine/create.js';
 import { InvalidInputError } from '../errors.js';
-import { hadamardFactor, hadamardRef } from '../kernels/hadamard/construct.js';
+import { hadamardFactor, hadamardPlan, hadamardRef, hadamardSigns } from '../kernels/hadamard/construct.js';
 import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../kernels/matmul/quant.js';
+import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
+import type { LinearInputHook } from './reference.js';
 import type { Tensor } from './weights.js';
 
 /**
@@ -14,7 +16,7 @@ export type Rotation = 'none' | 'hadamard';
 /** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
 export const ROTATION_SEED = 0x77656674;
 
-/** Weight format of each quant choice (w8a8 keeps int8 weights; its activation path is not wired yet). */
+/** Weight format of each quant choice (w8a8 keeps int8 weights and rounds activations per token). */
 export function formatOf(quant: Quant): WeightFormat {
   return quant === 'w8a8' ? 'int8' : quant;
 }
@@ -86,9 +88,48 @@ export function packLinear(
 }
 
 /**
+ * Rᵀ·y for each row y [n] of y [M, n], R = H_n·D/√n the rotation of {@link ROTATION_SEED}: the
+ * inverse of `hadamardRef` (R is orthogonal), in O(n log n) per row. H_n = hb ⊗ H_P (the block mix
+ * hb of `hadamardPlan` across blocks of P, Sylvester butterflies within a block), so
+ * Hᵀ = hbᵀ ⊗ H_P: the same butterflies (H_P is symmetric), the transposed mix (hb need not be:
+ * Paley I matrices are not), then the scale and the signs.
+ */
+export function unrotateRows(y: Float32Array, M: number, n: number): Float32Array {
+  if (y.length !== M * n)
+    throw new InvalidInputError(`unrotateRows: y has ${y.length} elements for [${M}, ${n}]`);
+  const { P, Kb, hb, scale } = hadamardPlan(n);
+  const signs = hadamardSigns(n, ROTATION_SEED);
+  const out = new Float32Array(M * n);
+  const t = new Float64Array(n);
+  for (let r = 0; r < M; r++) {
+    for (let i = 0; i < n; i++) t[i] = y[r * n + i]!;
+    for (let a = 0; a < Kb; a++)
+      for (let h = 1; h < P; h *= 2)
+        for (let j = 0; j < P / 2; j++) {
+          const i = a * P + Math.floor(j / h) * 2 * h + (j % h);
+          const u = t[i]!;
+          const v = t[i + h]!;
+          t[i] = u + v;
+          t[i + h] = u - v;
+        }
+    for (let a = 0; a < Kb; a++)
+      for (let b = 0; b < P; b++) {
+        let acc = t[a * P + b]!;
+        if (Kb > 1) {
+          acc = 0;
+          for (let c = 0; c < Kb; c++) acc += hb[c * Kb + a]! * t[c * P + b]!;
+        }
+        out[r * n + a * P + b] = acc * scale * signs[a * P + b]!;
+      }
+  }
+  return out;
+}
+
+/**
  * The f32 weights [rows, cols] that a packed linear multiplies the (unrotated) input by: the
  * dequantized matrix, un-rotated ((W·Rᵀ)_q · R) and cropped to the unpadded shape. The CPU
- * reference of a quantized (and maybe rotated) model runs on these.
+ * reference of a quantized (and maybe rotated) model runs on these. Row r of W_q·R is
+ * (Rᵀ·W_q[r]ᵀ)ᵀ, so the un-rotation is {@link unrotateRows} over the rows.
  */
 export function effectiveWeights(
   q: QuantizedMatrix,
@@ -97,26 +138,40 @@ export function effectiveWeights(
   rotate: Rotation,
 ): Float32Array {
   const n = q.cols;
-  const d = dequantize(q);
+  let d = dequantize(q);
+  if (rotate === 'hadamard') d = unrotateRows(d, q.rows, n);
+  return crop(d, n, rows, cols);
+}
+
+/** The top-left [rows, cols] of a matrix with rows of `n` (itself when n === cols and it has `rows` rows). */
+function crop(m: Float32Array, n: number, rows: number, cols: number): Float32Array {
+  if (n === cols && m.length === rows * cols) return m;
   const out = new Float32Array(rows * cols);
-  if (rotate === 'none') {
-    for (let r = 0; r < rows; r++) out.set(d.subarray(r * n, r * n + cols), r * cols);
-    return out;
-  }
-  // Rows of Rt are R·e_i, i.e. Rt[i][j] = R[j][i]; (W_q·R)[r][j] = Σ_i W_q[r][i]·R[i][j] = Σ_i W_q[r][i]·Rt[j][i].
-  const eye = new Float32Array(n * n);
-  for (let i = 0; i < n; i++) eye[i * n + i] = 1;
-  const rt = hadamardRef(eye, n, n, ROTATION_SEED);
-  for (let r = 0; r < rows; r++) {
-    const wr = d.subarray(r * n, (r + 1) * n);
-    for (let j = 0; j < cols; j++) {
-      const rj = rt.subarray(j * n, (j + 1) * n);
-      let acc = 0;
-      for (let i = 0; i < n; i++) acc += wr[i]! * rj[i]!;
-      out[r * cols + j] = acc;
-    }
-  }
+  for (let r = 0; r < rows; r++) out.set(m.subarray(r * n, r * n + cols), r * cols);
   return out;
+}
+
+/**
+ * The reference's W8A8 activation path (a {@link LinearInputHook}): each row of a linear's input x
+ * [T, width] is zero-padded to {@link packedWidth}, rotated when `rotate` is `'hadamard'`, rounded
+ * to int8 per token exactly as the GPU's `quantize_act` does (`quantizeActRef`), dequantized,
+ * un-rotated and cropped. Multiplied by {@link effectiveWeights} this is the GPU's
+ * (W·Rᵀ)_q · Q(R·x) up to f32 rounding; when padding and rotation meet (a width that is not a
+ * Hadamard size), the product through the padded columns of (W·Rᵀ)_q·R is left out: a rounding-sized
+ * term, since those columns are zero before quantization.
+ */
+export function w8a8Inputs(rotate: Rotation): LinearInputHook {
+  return (x, width) => {
+    const T = x.length / width;
+    const n = packedWidth(width, rotate);
+    let m = zeroPad(x, T, width, T, n);
+    if (rotate === 'hadamard') m = hadamardRef(m, T, n, ROTATION_SEED);
+    const { q, scale } = quantizeActRef(m, T, n);
+    let d: Float32Array = new Float32Array(T * n);
+    for (let i = 0; i < d.length; i++) d[i] = q[i]! * scale[Math.floor(i / n)]!;
+    if (rotate === 'hadamard') d = unrotateRows(d, T, n);
+    return crop(d, n, T, width);
+  };
 }
 
 /** Linears whose input the runner rotates: every `*_proj` (not the LM head, not the embedding). */

@@ -1,17 +1,21 @@
 import { sampleRef } from '../decode/gumbel.js';
 import { draftTree } from '../decode/tree.js';
 import { InvalidInputError } from '../errors.js';
-import { readTensorF32, type SafetensorsCheckpoint } from '../formats/safetensors.js';
+import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { ReferenceModel } from './reference.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import type { ModelSpec } from './spec.js';
 import { mapWeights, type Tensor } from './weights.js';
 
-/** Reads every tensor of a checkpoint as f32 (for the CPU reference; small models only). */
-export async function readAllF32(weights: SafetensorsCheckpoint): Promise<Record<string, Tensor>> {
+/**
+ * Reads every tensor of a checkpoint as f32 in Hugging Face layout (for the CPU reference; small
+ * models only): safetensors values as stored, GGUF blocks dequantized, weft-q matrices as the
+ * values they multiply by (dequantized, un-rotated, unpadded).
+ */
+export async function readAllF32(weights: TensorReader): Promise<Record<string, Tensor>> {
   const out: Record<string, Tensor> = {};
   for (const [name, info] of weights.tensors)
-    out[name] = { shape: info.shape, data: await readTensorF32(info) };
+    out[name] = { shape: info.shape, data: await weights.readF32(name) };
   return out;
 }
 
@@ -23,6 +27,8 @@ export class ReferenceRunner implements ModelRunner {
   readonly model: ReferenceModel;
   readonly capacity: number;
   private lastTokens = 0;
+  /** Logits [R, vocab] of the rows the last forward scored. */
+  private scored: Float32Array = new Float32Array(0);
 
   constructor(
     readonly spec: ModelSpec,
@@ -47,10 +53,16 @@ export class ReferenceRunner implements ModelRunner {
     this.lastTokens = T;
     const V = this.spec.vocabSize;
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
+    this.scored = rows === 'last' ? logits.slice((T - 1) * V, T * V) : logits;
     // The token after node i stands at position base + depth(i) + 1.
     return Int32Array.from(picked, (i) =>
       sampleRef(logits.subarray(i * V, (i + 1) * V), sampler.seed, base + tree.depth[i]! + 1, sampler),
     );
+  }
+
+  /** Logits [R, vocab] of the rows the last forward scored (see {@link ModelRunner.lastLogits}). */
+  async lastLogits(): Promise<Float32Array> {
+    return this.scored.slice();
   }
 
   commit(path: readonly number[]): void {

@@ -106,6 +106,13 @@ export interface ResidualHook {
 }
 
 /**
+ * Replaces the input x [T, width] of every `*_proj` linear before its product (the LM head's input
+ * is left alone) and returns the values to multiply by, leaving x unchanged: the W8A8 path's
+ * per-token activation rounding (`w8a8Inputs` in model/quantized) plugs in here.
+ */
+export type LinearInputHook = (x: Float32Array, width: number) => Float32Array;
+
+/**
  * The plain-TypeScript forward pass of a Llama / Qwen2 / Qwen3 model, exact to f32 rounding of
  * Hugging Face's implementation, with its own {@link ReferenceKvCache}. One
  * {@link ReferenceModel.forward} serves prefill, decode and tree verification; the other methods are
@@ -119,6 +126,8 @@ export class ReferenceModel {
   readonly invFreq: Float32Array;
   /** Called at every block boundary of {@link ReferenceModel.forward} when set. */
   residualHook: ResidualHook | undefined;
+  /** Applied to the input of every `*_proj` linear when set (see {@link LinearInputHook}). */
+  linearInput: LinearInputHook | undefined;
 
   constructor(
     readonly spec: ModelSpec,
@@ -185,12 +194,14 @@ export class ReferenceModel {
     const gate = new Float32Array(T * I); // [T, I]
     const up = new Float32Array(T * I); // [T, I]
 
+    const input = (a: Float32Array, width: number) => this.linearInput?.(a, width) ?? a;
     weights.layers.forEach((lw, l) => {
       this.residualHook?.input?.(l, x); // steering / measurement: the block's input
       rmsNorm(x, H, lw.inputNorm, spec.rmsEps, h);
-      linear(h, H, lw.q, qWidth, lw.qBias, q);
-      linear(h, H, lw.k, kvWidth, lw.kBias, k);
-      linear(h, H, lw.v, kvWidth, lw.vBias, v);
+      const hq = input(h, H); // q, k and v share one input, as on the GPU
+      linear(hq, H, lw.q, qWidth, lw.qBias, q);
+      linear(hq, H, lw.k, kvWidth, lw.kBias, k);
+      linear(hq, H, lw.v, kvWidth, lw.vBias, v);
       // Qwen3: RMSNorm over each head's headDim values, before RoPE.
       if (lw.qNorm) rmsNorm(q, spec.headDim, lw.qNorm, spec.rmsEps, q);
       if (lw.kNorm) rmsNorm(k, spec.headDim, lw.kNorm, spec.rmsEps, k);
@@ -204,18 +215,19 @@ export class ReferenceModel {
       }
       for (let t = 0; t < T; t++)
         attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, attended[t]!, attn, t * qWidth);
-      linear(attn, qWidth, lw.o, H, undefined, proj);
+      linear(input(attn, qWidth), qWidth, lw.o, H, undefined, proj);
       addInto(x, proj);
 
       rmsNorm(x, H, lw.postNorm, spec.rmsEps, h);
-      linear(h, H, lw.gate, I, undefined, gate);
-      linear(h, H, lw.up, I, undefined, up);
+      const hm = input(h, H);
+      linear(hm, H, lw.gate, I, undefined, gate);
+      linear(hm, H, lw.up, I, undefined, up);
       for (let i = 0; i < gate.length; i++) {
         const g = gate[i]!;
         // SiLU in f32 as PyTorch rounds it, then the product rounded again.
         gate[i] = Math.fround(g / (1 + Math.exp(-g))) * up[i]!;
       }
-      linear(gate, I, lw.down, H, undefined, proj);
+      linear(input(gate, I), I, lw.down, H, undefined, proj);
       addInto(x, proj);
       this.residualHook?.output?.(l, x); // steering / measurement: the block's output
     });

@@ -8,8 +8,10 @@ import { WeftError } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
 import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
 import { bytesSource } from '../formats/source.js';
+import { openWeftCheckpoint } from '../formats/weft-checkpoint.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import type { ModelFiles } from '../model/files.js';
+import { ggufFileOf, WEFT_WEIGHTS } from '../model/load.js';
 
 /** Metadata `format` of a steering file. */
 export const STEER_FORMAT = 'weft-steer';
@@ -62,11 +64,22 @@ export class SteerMismatchError extends WeftError {
  * (`model.safetensors`, or for a sharded checkpoint the first shard named in
  * `model.safetensors.index.json`'s weight map, in sorted order). The header and the first tensors
  * of the weights change with any retraining or re-export, and reading 1 MiB keeps it cheap.
+ * A GGUF model hashes the first {@link CHECKSUM_WEIGHT_BYTES} of its file (header, metadata and
+ * first tensors). A folder converted by `weft convert` answers its source's checksum, recorded in
+ * the weft-q metadata (`source_model_checksum`), so a direction measured on a model also applies
+ * to its quantized conversions.
  */
 export async function modelChecksum(files: ModelFiles): Promise<string> {
+  const gguf = await ggufFileOf(files);
+  if (gguf !== undefined) return sha256Hex(await head(files, gguf));
   const config = new TextEncoder().encode(await files.text('config.json'));
   let weightsFile = 'model.safetensors';
-  if (await files.exists('model.safetensors.index.json')) {
+  if (await files.exists(WEFT_WEIGHTS)) {
+    const recorded = (await openWeftCheckpoint(await files.open(WEFT_WEIGHTS))).metadata
+      .source_model_checksum;
+    if (recorded !== undefined) return recorded;
+    weightsFile = WEFT_WEIGHTS;
+  } else if (await files.exists('model.safetensors.index.json')) {
     const index: unknown = JSON.parse(await files.text('model.safetensors.index.json'));
     const map =
       typeof index === 'object' && index !== null && 'weight_map' in index ? index.weight_map : undefined;
@@ -84,12 +97,21 @@ export async function modelChecksum(files: ModelFiles): Promise<string> {
       );
     weightsFile = first;
   }
-  const src = await files.open(weightsFile);
-  const head = await src.read(0, Math.min(src.size, CHECKSUM_WEIGHT_BYTES));
-  const all = new Uint8Array(config.byteLength + head.byteLength);
+  const weights = await head(files, weightsFile);
+  const all = new Uint8Array(config.byteLength + weights.byteLength);
   all.set(config);
-  all.set(head, config.byteLength);
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', all));
+  all.set(weights, config.byteLength);
+  return sha256Hex(all);
+}
+
+/** The first {@link CHECKSUM_WEIGHT_BYTES} bytes of a model file. */
+async function head(files: ModelFiles, file: string): Promise<Uint8Array> {
+  const src = await files.open(file);
+  return src.read(0, Math.min(src.size, CHECKSUM_WEIGHT_BYTES));
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes.slice()));
   return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 

@@ -1,9 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ChoiceLoadEvent, loadChoice, type ModelChoice, openChoice } from '../../src/engine/sources.js';
-import { openModel } from '../../src/model/load.js';
+import { convertModel } from '../../src/model/convert.js';
+import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
+import { dirModelFiles } from '../../src/model/node-files.js';
 import { memoryBackend, WeightStore } from '../../src/store/store.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
@@ -16,6 +18,22 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'weft-sources-'));
   await writeFixtureDir(join(root, 'org', 'sharded'), 'qwen3', 'sharded');
   await writeFixtureDir(join(root, 'org', 'single'), 'llama', 'f32');
+  // A folder converted by `weft convert`: the HF files plus model.weft.safetensors (and the
+  // original weights left beside it, which the cache must not download).
+  await writeFixtureDir(join(root, 'org', 'converted'), 'llama', 'f32');
+  const out = join(root, 'org', 'converted');
+  const chunks: Uint8Array[] = [];
+  await convertModel(
+    dirModelFiles(out),
+    { quant: 'int4' },
+    {
+      file: async () => {},
+      weights: async (c) => {
+        chunks.push(c.slice());
+      },
+    },
+  );
+  await writeFile(join(out, WEFT_WEIGHTS), Buffer.concat(chunks));
   hub = await startHubServer(root, { lfsThreshold: 10_000 });
 });
 
@@ -43,6 +61,17 @@ describe('model choices', () => {
     const again = await openChoice(choice, { store: s, fetch: offline });
     expect(again.name).toBe('org/sharded@main');
     expect((await openModel(again)).spec.family).toBe('qwen3');
+  });
+
+  it('caches a converted model by its weft-q weights only', async () => {
+    const s = store();
+    const files = await openChoice({ kind: 'hub', id: 'org/converted', hubBase: hub.url }, { store: s });
+    const [stored] = await s.list();
+    expect(stored?.files).toContain(WEFT_WEIGHTS);
+    expect(stored?.files).not.toContain('model.safetensors');
+    const opened = await openModel(files);
+    expect(opened.source).toBe('weft-q');
+    expect(opened.packed?.format).toBe('int4');
   });
 
   it('lists only the optional files the server has and reports a missing model', async () => {

@@ -1,0 +1,177 @@
+// Node only: `weft convert` and `weft export-gguf`, thin wrappers over model/convert.ts that parse
+// arguments and write files so that nothing is ever half written: everything goes to a temporary
+// name next to the target, renamed into place only once complete, and removed on any failure.
+import { existsSync, statSync } from 'node:fs';
+import { mkdir, open, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { InvalidInputError } from '../errors.js';
+import type { GgufExportType } from '../formats/gguf-write.js';
+import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../model/convert.js';
+import { WEFT_WEIGHTS } from '../model/load.js';
+import { dirModelFiles } from '../model/node-files.js';
+import type { Rotation } from '../model/quantized.js';
+
+/** Usage of both commands. */
+export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--group N] [--rotate hadamard|none]
+       weft export-gguf <hf-dir> <out.gguf> --type f32|f16|q8_0|q4_0|q4_k|q6_k`;
+
+/** Parsed `weft convert` arguments. */
+export interface ConvertArgs {
+  readonly source: string;
+  readonly out: string;
+  readonly quant: ConvertQuant;
+  readonly group: number | undefined;
+  readonly rotate: Rotation;
+}
+
+/** Parsed `weft export-gguf` arguments. */
+export interface ExportGgufArgs {
+  readonly source: string;
+  readonly out: string;
+  readonly type: GgufExportType;
+}
+
+function parse(argv: readonly string[], options: Record<string, { type: 'string' }>) {
+  try {
+    return parseArgs({ args: [...argv], options, strict: true, allowPositionals: true });
+  } catch (e) {
+    throw new InvalidInputError(e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** The model to read: a folder, or a `.gguf` file. */
+function checkSource(source: string): void {
+  const ok =
+    existsSync(source) &&
+    (statSync(source).isDirectory() || (statSync(source).isFile() && /\.gguf$/i.test(source)));
+  if (!ok) throw new InvalidInputError(`<source>: "${source}" is neither a model folder nor a .gguf file`);
+}
+
+/** Parses the arguments after `weft convert`; every fault names the argument and its value. */
+export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
+  const { values, positionals } = parse(argv, {
+    quant: { type: 'string' },
+    group: { type: 'string' },
+    rotate: { type: 'string' },
+  });
+  const [source, out, ...more] = positionals;
+  if (source === undefined || out === undefined || more.length > 0)
+    throw new InvalidInputError(`convert needs <source> and <out-dir>, got ${JSON.stringify(positionals)}`);
+  const quants: readonly ConvertQuant[] = ['int8', 'int4', 'int2'];
+  const quant = quants.find((q) => q === values.quant);
+  if (quant === undefined)
+    throw new InvalidInputError(`--quant: "${values.quant ?? ''}" is not one of ${quants.join(', ')}`);
+  let group: number | undefined;
+  if (values.group !== undefined) {
+    group = Number(values.group);
+    // The packing's own limits (a multiple of 16; at most 64 for int2), checked before any work.
+    if (!Number.isInteger(group) || group < 16 || group % 16 !== 0 || (quant === 'int2' && group > 64))
+      throw new InvalidInputError(
+        `--group: "${values.group}" must be a multiple of 16${quant === 'int2' ? ' up to 64 for int2' : ''}`,
+      );
+  }
+  const rotations: readonly Rotation[] = ['none', 'hadamard'];
+  const rotate = rotations.find((r) => r === (values.rotate ?? 'none'));
+  if (rotate === undefined)
+    throw new InvalidInputError(`--rotate: "${values.rotate}" is not one of ${rotations.join(', ')}`);
+  return { source, out, quant, group, rotate };
+}
+
+/** Parses the arguments after `weft export-gguf`. */
+export function parseExportGgufArgs(argv: readonly string[]): ExportGgufArgs {
+  const { values, positionals } = parse(argv, { type: { type: 'string' } });
+  const [source, out, ...more] = positionals;
+  if (source === undefined || out === undefined || more.length > 0)
+    throw new InvalidInputError(
+      `export-gguf needs <hf-dir> and <out.gguf>, got ${JSON.stringify(positionals)}`,
+    );
+  if (!/\.gguf$/i.test(out)) throw new InvalidInputError(`<out.gguf>: "${out}" must end in .gguf`);
+  const type = EXPORT_TYPES.find((t) => t.toLowerCase() === values.type?.toLowerCase());
+  if (type === undefined)
+    throw new InvalidInputError(
+      `--type: "${values.type ?? ''}" is not one of ${EXPORT_TYPES.map((t) => t.toLowerCase()).join(', ')}`,
+    );
+  return { source, out, type };
+}
+
+/** A sibling temporary name for `path`, unique to this process. */
+function tempNear(path: string): string {
+  const abs = resolve(path);
+  return join(dirname(abs), `.${basename(abs)}.tmp-${process.pid}-${Date.now().toString(36)}`);
+}
+
+function refuseExisting(out: string, what: string): void {
+  if (existsSync(out))
+    throw new InvalidInputError(`${what}: "${out}" already exists (weft will not overwrite it)`);
+}
+
+/**
+ * Runs `weft convert`: writes the converted folder to a temporary sibling, streaming the weights
+ * through one file handle, then renames it to `out`. Progress lines go to `log` (stderr).
+ */
+export async function runConvert(args: ConvertArgs, log: (line: string) => void): Promise<void> {
+  checkSource(args.source);
+  refuseExisting(args.out, '<out-dir>');
+  const files = dirModelFiles(args.source);
+  const tmp = tempNear(args.out);
+  await mkdir(tmp, { recursive: true });
+  const weights = await open(join(tmp, WEFT_WEIGHTS), 'w');
+  let written = 0;
+  try {
+    let last = '';
+    const metadata = await convertModel(
+      files,
+      {
+        quant: args.quant,
+        rotate: args.rotate,
+        ...(args.group === undefined ? {} : { group: args.group }),
+        onProgress: (e) => {
+          // One line per tenth, not per tensor: models have hundreds.
+          const line = `weft convert: ${e.phase} ${Math.floor((10 * e.done) / e.total) * 10}%`;
+          if (line !== last || e.done === e.total) log(`${line} (${e.done}/${e.total} ${e.tensor})`);
+          last = line;
+        },
+      },
+      {
+        file: (name, bytes) => writeFile(join(tmp, name), bytes),
+        weights: async (chunk) => {
+          await weights.write(chunk);
+          written += chunk.byteLength;
+        },
+      },
+    );
+    await weights.close();
+    refuseExisting(args.out, '<out-dir>');
+    await rename(tmp, args.out);
+    log(
+      `weft convert: wrote ${args.out} (${(written / 2 ** 20).toFixed(1)} MiB, ${args.quant}, rotation ${metadata.rotation}, source ${metadata.source_sha256?.slice(0, 12)})`,
+    );
+  } catch (err) {
+    await weights.close().catch(() => {});
+    await rm(tmp, { recursive: true, force: true });
+    throw err;
+  } finally {
+    await files.close?.();
+  }
+}
+
+/** Runs `weft export-gguf`: the GGUF is built in memory, written to a temporary name and renamed. */
+export async function runExportGguf(args: ExportGgufArgs, log: (line: string) => void): Promise<void> {
+  if (!(existsSync(args.source) && statSync(args.source).isDirectory()))
+    throw new InvalidInputError(`<hf-dir>: "${args.source}" is not a model folder`);
+  refuseExisting(args.out, '<out.gguf>');
+  const files = dirModelFiles(args.source);
+  const tmp = tempNear(args.out);
+  try {
+    const bytes = await exportModelGguf(files, args.type);
+    await writeFile(tmp, bytes);
+    await rename(tmp, args.out);
+    log(`weft export-gguf: wrote ${args.out} (${(bytes.byteLength / 2 ** 20).toFixed(1)} MiB, ${args.type})`);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  } finally {
+    await files.close?.();
+  }
+}

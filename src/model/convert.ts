@@ -1,0 +1,187 @@
+/**
+ * The host-neutral core of `weft convert` and `weft export-gguf`: a model's files in, a loadable
+ * model's files out, through callbacks, so the same code runs in Node (src/cli/convert.ts writes
+ * to disk) and in a page (tests keep the bytes in memory).
+ */
+import { InvalidInputError } from '../errors.js';
+import { openGgufCheckpoint } from '../formats/gguf.js';
+import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.js';
+import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
+import { convert } from '../formats/weft-checkpoint.js';
+import { modelChecksum } from '../steer/format.js';
+import { type ModelFiles, readJson } from './files.js';
+import { ggufFileOf, openModel, WEFT_WEIGHTS } from './load.js';
+import type { Rotation } from './quantized.js';
+import type { ModelSpec } from './spec.js';
+
+/** Formats `weft convert` writes (the float formats need no converted checkpoint). */
+export type ConvertQuant = 'int8' | 'int4' | 'int2';
+
+/** Options of {@link convertModel}. */
+export interface ConvertModelOptions {
+  readonly quant: ConvertQuant;
+  /** Group along K (default: the GPU runner's, so loading copies every matrix as stored). */
+  readonly group?: number;
+  /** Rotation of the `*_proj` linears' inputs (default none). */
+  readonly rotate?: Rotation;
+  /** Called as each tensor is hashed (`checksum`) and then packed and written (`pack`). */
+  readonly onProgress?: (e: {
+    phase: 'checksum' | 'pack';
+    done: number;
+    total: number;
+    tensor: string;
+  }) => void;
+}
+
+/** Where {@link convertModel} puts its output: small files whole, the weights as a stream. */
+export interface ConvertSink {
+  /** A small file (config.json, tokenizer files), given whole. */
+  file(name: string, bytes: Uint8Array): Promise<void>;
+  /** The next bytes of {@link WEFT_WEIGHTS}, in order. */
+  weights(chunk: Uint8Array): Promise<void>;
+}
+
+/** Hugging Face files copied as they are into a converted folder (when the source has them). */
+const COPIED = [
+  'config.json',
+  'generation_config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+];
+
+/**
+ * A Hugging Face `config.json` for a spec (the inverse of `specFromConfig` for what weft reads),
+ * written for a model converted from GGUF, whose metadata has no config.json.
+ */
+export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
+  const scaling = spec.rope.scaling;
+  return {
+    architectures: [
+      {
+        llama: 'LlamaForCausalLM',
+        mistral: 'MistralForCausalLM',
+        qwen2: 'Qwen2ForCausalLM',
+        qwen3: 'Qwen3ForCausalLM',
+      }[spec.family],
+    ],
+    model_type: spec.family,
+    vocab_size: spec.vocabSize,
+    hidden_size: spec.hidden,
+    intermediate_size: spec.intermediate,
+    num_hidden_layers: spec.layers,
+    num_attention_heads: spec.heads,
+    num_key_value_heads: spec.kvHeads,
+    head_dim: spec.headDim,
+    hidden_act: 'silu',
+    rms_norm_eps: spec.rmsEps,
+    rope_theta: spec.rope.theta,
+    ...(scaling
+      ? {
+          rope_scaling: {
+            rope_type: 'llama3',
+            factor: scaling.factor,
+            low_freq_factor: scaling.lowFreqFactor,
+            high_freq_factor: scaling.highFreqFactor,
+            original_max_position_embeddings: scaling.originalMaxPositions,
+          },
+        }
+      : {}),
+    max_position_embeddings: spec.maxPositions,
+    tie_word_embeddings: spec.tiedEmbeddings,
+    ...(spec.bosId === undefined ? {} : { bos_token_id: spec.bosId }),
+    eos_token_id: spec.eosIds.length === 1 ? spec.eosIds[0] : [...spec.eosIds],
+  };
+}
+
+const json = (v: unknown) => new TextEncoder().encode(`${JSON.stringify(v, null, 2)}\n`);
+
+/**
+ * Converts a model (a Hugging Face folder or a GGUF file) to a weft-q folder: the small files
+ * (copied, or for GGUF written from its metadata: config.json, tokenizer.json,
+ * tokenizer_config.json), then {@link WEFT_WEIGHTS} streamed tensor by tensor. Every matrix the GPU
+ * runner multiplies by (embedding, linears, LM head) is packed as `quant` exactly as the runner
+ * packs it while loading, so loading the result at that quant copies every matrix and gives the
+ * same logits. Returns the weights' metadata.
+ */
+export async function convertModel(
+  files: ModelFiles,
+  options: ConvertModelOptions,
+  sink: ConvertSink,
+): Promise<Record<string, string>> {
+  const opened = await openModel(files);
+  if (opened.source === 'weft-q')
+    throw new InvalidInputError(`convert: ${files.name} is already a weft-q checkpoint (${WEFT_WEIGHTS})`);
+  const gguf = await ggufFileOf(files);
+  if (gguf !== undefined) {
+    const ck = await openGgufCheckpoint(await files.open(gguf));
+    const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
+    await sink.file('config.json', json(configFromSpec(ck.spec)));
+    await sink.file('tokenizer.json', json(tokenizerJson));
+    await sink.file('tokenizer_config.json', json(tokenizerConfig));
+  } else {
+    for (const name of COPIED)
+      if (await files.exists(name)) await sink.file(name, new TextEncoder().encode(await files.text(name)));
+  }
+  const total = opened.weights.tensors.size;
+  let hashed = 0;
+  let packed = 0;
+  // Progress rides on the reads: the checksum reads every tensor once, then packing reads each again.
+  const reader = {
+    tensors: opened.weights.tensors,
+    readF32: (name: string) => {
+      const phase = hashed < total ? 'checksum' : 'pack';
+      const done = phase === 'checksum' ? ++hashed : ++packed;
+      options.onProgress?.({ phase, done, total, tensor: name });
+      return opened.weights.readF32(name);
+    },
+  };
+  return convert(reader, (chunk) => sink.weights(chunk), {
+    quant: options.quant,
+    // The runner gathers the embedding from a table in the chosen format too.
+    embeddings: options.quant,
+    rotate: options.rotate ?? 'none',
+    sourceModel: await modelChecksum(files),
+    ...(options.group === undefined ? {} : { group: options.group }),
+  });
+}
+
+/** GGUF types `weft export-gguf` writes (2-D weights; vectors stay F32). */
+export const EXPORT_TYPES: readonly GgufExportType[] = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+
+/**
+ * A Hugging Face folder (safetensors) as one GGUF file in memory: weights through `exportGguf` as
+ * `type`, the tokenizer as `tokenizer.ggml.*` metadata, and BOS/EOS from the config where the
+ * tokenizer config does not name them. Holds every tensor in memory (small models).
+ */
+export async function exportModelGguf(files: ModelFiles, type: GgufExportType): Promise<Uint8Array> {
+  const opened = await openModel(files);
+  if (opened.source !== 'safetensors')
+    throw new InvalidInputError(`export-gguf: ${files.name} is ${opened.source}; give a Hugging Face folder`);
+  const tokenizerConfig = (await files.exists('tokenizer_config.json'))
+    ? await readJson(files, 'tokenizer_config.json')
+    : {};
+  const extra: [string, GgufEntry][] = tokenizerGgufMetadata(
+    await readJson(files, 'tokenizer.json'),
+    tokenizerConfig,
+    opened.spec.vocabSize,
+    `${files.name}/tokenizer.json`,
+  );
+  const has = (key: string) => extra.some(([k]) => k === key);
+  const { bosId, eosIds } = opened.spec;
+  if (!has('tokenizer.ggml.bos_token_id') && bosId !== undefined)
+    extra.push(['tokenizer.ggml.bos_token_id', { type: 'u32', value: bosId }]);
+  // GGUF keeps up to three stop ids (EOS, end of turn, end of message): the tokenizer's EOS first,
+  // then the configs' (generation_config.json adds end-of-turn ids there).
+  const slots = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id'];
+  const given = extra.find(([k]) => k === slots[0])?.[1];
+  const stops = [...new Set([...(given?.type === 'u32' ? [given.value] : []), ...eosIds])];
+  for (const [i, key] of slots.entries()) {
+    const id = stops[i];
+    if (id !== undefined && !has(key)) extra.push([key, { type: 'u32', value: id }]);
+  }
+  const tensors = [];
+  for (const [name, { shape }] of opened.weights.tensors)
+    tensors.push({ name, shape, data: await opened.weights.readF32(name) });
+  return exportGguf(opened.spec, tensors, type, extra);
+}

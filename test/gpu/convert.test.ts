@@ -1,0 +1,170 @@
+// Converted checkpoints and GGUF files on the GPU (in Chromium; everything in memory): loading a
+// weft-q checkpoint gives bit-identical logits to quantizing while loading, with every matrix
+// copied from the file, and a GGUF loads through openModel with logits equal to the reference.
+import { describe, expect, it } from 'vitest';
+import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
+import { convertModel } from '../../src/model/convert.js';
+import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
+import type { Rotation } from '../../src/model/quantized.js';
+import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { GREEDY } from '../../src/model/runner.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import { weightShapes } from '../../src/model/weights.js';
+import { fixtureFiles, ggufFixture, sameF32 } from '../fixtures/write.js';
+import { gpu } from '../helpers/gpu.js';
+
+const PROMPT = [5, 17, 99, 3, 250, 11];
+
+/** Converts in-memory model files; returns the converted folder's files. */
+async function converted(
+  files: Map<string, Uint8Array> | ModelFiles,
+  quant: 'int8' | 'int4' | 'int2',
+  rotate: Rotation,
+): Promise<Map<string, Uint8Array>> {
+  const out = new Map<string, Uint8Array>();
+  const chunks: Uint8Array[] = [];
+  await convertModel(
+    files instanceof Map ? memoryModelFiles('src', files) : files,
+    { quant, rotate },
+    {
+      file: async (name, bytes) => {
+        out.set(name, bytes);
+      },
+      weights: async (chunk) => {
+        chunks.push(chunk.slice());
+      },
+    },
+  );
+  const weights = new Uint8Array(chunks.reduce((a, c) => a + c.byteLength, 0));
+  let at = 0;
+  for (const c of chunks) {
+    weights.set(c, at);
+    at += c.byteLength;
+  }
+  out.set(WEFT_WEIGHTS, weights);
+  return out;
+}
+
+/** The opened model with `readPacked` hits counted (a hit: a matrix placed by copy). */
+function counting(opened: OpenedModel): { model: OpenedModel; copied: Set<string> } {
+  const copied = new Set<string>();
+  const w = opened.weights;
+  const weights: TensorReader = {
+    tensors: w.tensors,
+    readF32: (name) => w.readF32(name),
+    readPacked: async (name, want) => {
+      const m = await w.readPacked?.(name, want);
+      if (m) copied.add(name);
+      return m;
+    },
+  };
+  return { model: { ...opened, weights }, copied };
+}
+
+async function logits(opened: OpenedModel, quant: 'f32' | 'int8' | 'int4' | 'int2', rotate: Rotation) {
+  const runner = await createGpuRunner(opened, { quant, rotate, capacity: 32, gpu: await gpu() });
+  const ids = await runner.forward({ tokens: PROMPT }, GREEDY, 'all');
+  const out = await runner.lastLogits();
+  runner.dispose();
+  return { ids, logits: out };
+}
+
+const CASES: [ModelFamily, 'int8' | 'int4' | 'int2', Rotation][] = [
+  ['llama', 'int8', 'none'],
+  ['qwen2', 'int4', 'none'],
+  ['qwen3', 'int2', 'none'],
+  ['llama', 'int4', 'hadamard'],
+];
+
+describe('weft-q checkpoints on the GPU', () => {
+  it.each(CASES)(
+    '%s %s rotate %s: logits bit-identical to quantizing while loading',
+    async (family, quant, rotate) => {
+      const { files } = fixtureFiles(family, 'f32', 11);
+      const source = await openModel(memoryModelFiles(family, files));
+      const want = await logits(source, quant, rotate);
+      const opened = await openModel(
+        memoryModelFiles(`${family}-${quant}`, await converted(files, quant, rotate)),
+      );
+      expect(opened.source).toBe('weft-q');
+      const { model, copied } = counting(opened);
+      const got = await logits(model, quant, rotate);
+      // Every matrix came from the file as stored: embedding, linears and (untied) head.
+      const matrices = [...weightShapes(opened.spec)].filter(([, s]) => s.length === 2).map(([n]) => n);
+      expect([...copied].sort()).toEqual(matrices.sort());
+      expect(sameF32(got.logits, want.logits)).toBeUndefined();
+      expect(Array.from(got.ids)).toEqual(Array.from(want.ids));
+    },
+  );
+
+  it('kjv-draft (MLP 344, padded to 352 on the GPU) int4: padded matrices are stored padded and copied', async () => {
+    const source = await openModel(urlModelFiles('/models/kjv-draft/'));
+    expect(source.spec.intermediate % 16).not.toBe(0);
+    const want = await logits(source, 'int4', 'none');
+    const opened = await openModel(
+      memoryModelFiles(
+        'kjv-draft-int4',
+        await converted(urlModelFiles('/models/kjv-draft/'), 'int4', 'none'),
+      ),
+    );
+    const { model, copied } = counting(opened);
+    const got = await logits(model, 'int4', 'none');
+    expect(copied.has('model.layers.0.mlp.down_proj.weight')).toBe(true);
+    expect(copied.size).toBe([...weightShapes(opened.spec).values()].filter((s) => s.length === 2).length);
+    expect(sameF32(got.logits, want.logits)).toBeUndefined();
+  });
+
+  it('another quant than the stored one re-quantizes from the dequantized values', async () => {
+    const { files } = fixtureFiles('llama', 'f32', 12);
+    const opened = await openModel(memoryModelFiles('llama-int8', await converted(files, 'int8', 'none')));
+    const { model, copied } = counting(opened);
+    const got = await logits(model, 'f32', 'none');
+    expect(copied.size).toBe(0);
+    // f32 of the dequantized int8 weights is exactly what the reference runs on.
+    const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 32);
+    await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
+    const want = ref.model.verifyTree(
+      PROMPT.map((_, i) => i - 1),
+      PROMPT,
+    );
+    expect(relErr(got.logits, want)).toBeLessThan(1e-4);
+  });
+});
+
+/** Largest |a - b| relative to the largest |b| (the forward tests' measure). */
+function relErr(a: Float32Array, b: Float32Array): number {
+  let err = 0;
+  let scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    err = Math.max(err, Math.abs(a[i]! - b[i]!));
+    scale = Math.max(scale, Math.abs(b[i]!));
+  }
+  return err / scale;
+}
+
+describe('GGUF files on the GPU', () => {
+  it.each([
+    ['llama', 'F16'],
+    ['qwen3', 'Q8_0'],
+  ] as const)(
+    '%s %s: loads through openModel; f32 logits equal the reference on the same tensors',
+    async (family, variant) => {
+      const { bytes } = ggufFixture(family, variant, 13);
+      const opened = await openModel(
+        memoryModelFiles(`${family}.gguf`, new Map([[`${family}.gguf`, bytes]])),
+      );
+      expect(opened.source).toBe('gguf');
+      const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 32);
+      const want = await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
+      const wantLogits = ref.model.verifyTree(
+        PROMPT.map((_, i) => i - 1),
+        PROMPT,
+      );
+      const got = await logits(opened, 'f32', 'none');
+      expect(relErr(got.logits, wantLogits)).toBeLessThan(1e-4);
+      expect(Array.from(got.ids)).toEqual(Array.from(want));
+    },
+  );
+});

@@ -1,0 +1,393 @@
+// `weft convert` / `weft export-gguf` through their CLI functions on the fixture checkpoints, and
+// openModel on what they write: schemes, metadata, checksums, packed bits, argument errors, and
+// that a failed conversion leaves nothing behind.
+import { truncateSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConvertArgs, parseExportGgufArgs, runConvert, runExportGguf } from '../../src/cli/convert.js';
+import { createEngine, type Quant } from '../../src/engine/create.js';
+import { InvalidInputError } from '../../src/errors.js';
+import { ModelFormatError } from '../../src/formats/errors.js';
+import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
+import { bytesSource } from '../../src/formats/source.js';
+import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats/weft-checkpoint.js';
+import { dequantize, quantize } from '../../src/kernels/matmul/quant.js';
+import { specFromConfig } from '../../src/model/config.js';
+import { configFromSpec } from '../../src/model/convert.js';
+import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
+import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
+import { dirModelFiles } from '../../src/model/node-files.js';
+import { groupFor, isRotatedLinear, packLinear, type Rotation } from '../../src/model/quantized.js';
+import type { ModelFamily } from '../../src/model/spec.js';
+import { weightShapes } from '../../src/model/weights.js';
+import { ggufFixture, roundTrip, sameF32, tinyConfig } from '../fixtures/write.js';
+import { writeFixtureDir } from '../fixtures/write-dir.js';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'weft-convert-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const quiet = () => {};
+const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
+
+/** Converts `src` through the CLI functions and opens the result. */
+async function convertAndOpen(src: string, out: string, extra: string[]) {
+  const lines: string[] = [];
+  await runConvert(parseConvertArgs([src, out, ...extra]), (l) => lines.push(l));
+  const files = dirModelFiles(out);
+  const opened = await openModel(files);
+  return { opened, files, lines };
+}
+
+/** Every packed matrix equals packLinear of the source, and the reader's f32 view has HF shapes. */
+async function expectRunnerPacking(
+  src: string,
+  out: string,
+  quant: 'int8' | 'int4' | 'int2',
+  rotate: Rotation,
+): Promise<void> {
+  const srcFiles = dirModelFiles(src);
+  const source = await openModel(srcFiles);
+  const { opened, files, lines } = await convertAndOpen(src, out, [
+    '--quant',
+    quant,
+    ...(rotate === 'none' ? [] : ['--rotate', rotate]),
+  ]);
+  expect(lines.at(-1)).toMatch(/^weft convert: wrote .* \(\d+\.\d MiB/);
+  expect(opened.source).toBe('weft-q');
+  expect(opened.packed).toEqual({ format: quant, rotation: rotate });
+  expect(opened.spec).toEqual(source.spec);
+  for (const [name, shape] of weightShapes(source.spec)) {
+    expect(opened.weights.tensors.get(name)?.shape).toEqual(shape);
+    const [rows = 0, cols = 0] = shape;
+    if (shape.length !== 2) {
+      expect(sameF32(await opened.weights.readF32(name), await source.weights.readF32(name))).toBeUndefined();
+      continue;
+    }
+    const r = isRotatedLinear(name) ? rotate : 'none';
+    const pad = linearPad(name, rows, cols, r);
+    const want = packLinear(await source.weights.readF32(name), rows, cols, pad, quant, r);
+    const got = await opened.weights.readPacked?.(name, { format: quant, ...pad, rotation: r });
+    expect(got?.group).toBe(groupFor(quant, pad.cols));
+    expect(got?.data).toEqual(want.data);
+    expect(got?.scales).toEqual(want.scales);
+    expect(got?.zeros).toEqual(want.zeros);
+    // Another format or rotation is not served from the file: the runner packs those itself.
+    expect(await opened.weights.readPacked?.(name, { format: 'f16', ...pad, rotation: r })).toBeUndefined();
+  }
+  await files.close?.();
+  await srcFiles.close?.();
+}
+
+describe.each(FAMILIES)('weft convert, %s', (family) => {
+  it.each(['int8', 'int4', 'int2'] as const)(
+    '%s: packed like the GPU runner, small files copied, source checksum recorded',
+    async (quant) => {
+      const src = join(dir, `${family}-src`);
+      await writeFixtureDir(src, family, 'sharded', 5);
+      const out = join(dir, `${family}-${quant}`);
+      await expectRunnerPacking(src, out, quant, 'none');
+      for (const f of ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json'])
+        expect(await readFile(join(out, f), 'utf8')).toBe(await readFile(join(src, f), 'utf8'));
+      expect((await readdir(out)).sort()).toEqual(
+        [
+          'config.json',
+          'generation_config.json',
+          WEFT_WEIGHTS,
+          'tokenizer.json',
+          'tokenizer_config.json',
+        ].sort(),
+      );
+      // The checksum covers the source's content, whatever its layout (here: two BF16 shards).
+      const srcFiles = dirModelFiles(src);
+      const want = await sourceChecksum((await openModel(srcFiles)).weights);
+      await srcFiles.close?.();
+      const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
+      expect(ck.metadata).toMatchObject({
+        format: 'weft-q',
+        version: '2',
+        rotation: 'none',
+        source_sha256: want,
+      });
+      await rm(src, { recursive: true, force: true });
+    },
+  );
+});
+
+describe('weft convert --rotate hadamard', () => {
+  it.each(FAMILIES)(
+    '%s int4: linears packed as W·Rᵀ exactly as packLinear does, seed recorded',
+    async (family) => {
+      const src = join(dir, `rot-${family}`);
+      await writeFixtureDir(src, family, 'f32', 6);
+      const out = join(dir, `rot-${family}-int4`);
+      await expectRunnerPacking(src, out, 'int4', 'hadamard');
+      const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
+      expect(ck.metadata.rotation).toBe('hadamard');
+      expect(ck.metadata.rotation_seed).toMatch(/^\d+$/);
+      // readF32 undoes the rotation: the values stay within int4's rounding of the source.
+      const files = dirModelFiles(out);
+      const opened = await openModel(files);
+      const name = 'model.layers.1.mlp.down_proj.weight';
+      const got = await opened.weights.readF32(name);
+      const srcFiles = dirModelFiles(src);
+      const want = await (await openModel(srcFiles)).weights.readF32(name);
+      await srcFiles.close?.();
+      let err = 0;
+      for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(got[i]! - want[i]!));
+      expect(err).toBeGreaterThan(0);
+      expect(err).toBeLessThan(0.5);
+      await files.close?.();
+    },
+  );
+});
+
+describe('weft convert from GGUF', () => {
+  it.each(['F16', 'Q8_0'] as const)('%s: spec, tokenizer and weights come from the file', async (variant) => {
+    const { bytes, spec } = ggufFixture('qwen2', variant, 8);
+    const gguf = join(dir, `qwen2-${variant}.gguf`);
+    await writeFile(gguf, bytes);
+    const ggufFiles = dirModelFiles(gguf);
+    const source = await openModel(ggufFiles);
+    expect(source.source).toBe('gguf');
+    expect({ ...source.spec, eosIds: [], bosId: undefined }).toEqual({
+      ...spec,
+      eosIds: [],
+      bosId: undefined,
+    });
+    const out = join(dir, `from-gguf-${variant}`);
+    const { opened, files } = await convertAndOpen(gguf, out, ['--quant', 'int8']);
+    expect(opened.spec).toEqual(source.spec);
+    const text = 'the cat sat on the mat';
+    expect(opened.tokenizer.encode(text)).toEqual(source.tokenizer.encode(text));
+    expect(opened.tokenizer.encode(text).length).toBeGreaterThan(3);
+    const name = 'model.layers.0.self_attn.q_proj.weight';
+    const [rows = 0, cols = 0] = opened.weights.tensors.get(name)!.shape;
+    const want = packLinear(await source.weights.readF32(name), rows, cols, { rows, cols }, 'int8', 'none');
+    const got = await opened.weights.readPacked?.(name, { format: 'int8', rows, cols, rotation: 'none' });
+    expect(got?.data).toEqual(want.data);
+    await files.close?.();
+    await ggufFiles.close?.();
+  });
+
+  it('a config written from a spec reads back as the same spec (llama with Llama 3 RoPE scaling)', () => {
+    const spec = specFromConfig(tinyConfig('llama'));
+    expect(spec.rope.scaling).toBeDefined();
+    expect(specFromConfig(configFromSpec(spec))).toEqual(spec);
+    const qwen3 = specFromConfig(tinyConfig('qwen3'));
+    expect(specFromConfig(configFromSpec(qwen3))).toEqual(qwen3);
+  });
+});
+
+describe('openModel on a GGUF file', () => {
+  it('a .gguf name, in memory or in a folder as model.gguf, loads spec, tokenizer and HF tensors', async () => {
+    const { bytes, spec, tensors } = ggufFixture('llama', 'F16', 9);
+    const named = await openModel(memoryModelFiles('tiny.gguf', new Map([['tiny.gguf', bytes]])));
+    const inFolder = await openModel(memoryModelFiles('folder', new Map([['model.gguf', bytes]])));
+    for (const opened of [named, inFolder]) {
+      expect(opened.source).toBe('gguf');
+      expect(opened.spec.hidden).toBe(spec.hidden);
+      expect(opened.spec.rope).toEqual(spec.rope);
+      // F16 values, llama Q/K rows un-permuted back to HF order.
+      for (const t of tensors) {
+        const want = t.shape.length === 2 ? roundTrip(t, 'F16') : t.data;
+        expect(sameF32(await opened.weights.readF32(t.name), want), t.name).toBeUndefined();
+      }
+    }
+    expect(named.tokenizer.encode('the sat')).toEqual(inFolder.tokenizer.encode('the sat'));
+  });
+});
+
+describe('weft export-gguf', () => {
+  it('writes a GGUF that loads with the same spec, tokenizer and (F16-rounded) tensors', async () => {
+    const src = join(dir, 'export-src');
+    const { tensors } = await writeFixtureDir(src, 'qwen3', 'f32', 10);
+    const out = join(dir, 'export.gguf');
+    const lines: string[] = [];
+    await runExportGguf(parseExportGgufArgs([src, out, '--type', 'f16']), (l) => lines.push(l));
+    expect(lines[0]).toMatch(/wrote .*export\.gguf/);
+    const srcFiles = dirModelFiles(src);
+    const source = await openModel(srcFiles);
+    const files = dirModelFiles(out);
+    const opened = await openModel(files);
+    // GGUF lists the stop ids tokenizer EOS first.
+    const sorted = (ids: readonly number[]) => [...ids].sort((a, b) => a - b);
+    expect({ ...opened.spec, eosIds: sorted(opened.spec.eosIds) }).toEqual({
+      ...source.spec,
+      eosIds: sorted(source.spec.eosIds),
+    });
+    const text = 'the cat<|im_end|> on the mat';
+    expect(opened.tokenizer.encode(text)).toEqual(source.tokenizer.encode(text));
+    for (const t of tensors) {
+      const want = t.shape.length === 2 ? roundTrip(t, 'F16') : t.data;
+      expect(sameF32(await opened.weights.readF32(t.name), want), t.name).toBeUndefined();
+    }
+    await files.close?.();
+    await srcFiles.close?.();
+  });
+});
+
+describe('bad arguments and failures', () => {
+  it('argument errors are InvalidInputError naming the argument and the value', () => {
+    const cases: [string[], RegExp][] = [
+      [['a', 'b'], /--quant: "" is not one of int8, int4, int2/],
+      [['a', 'b', '--quant', 'int3'], /--quant: "int3"/],
+      [['a', 'b', '--quant', 'int4', '--group', '24'], /--group: "24" must be a multiple of 16/],
+      [['a', 'b', '--quant', 'int2', '--group', '128'], /--group: "128" .* up to 64 for int2/],
+      [['a', 'b', '--quant', 'int4', '--rotate', 'spin'], /--rotate: "spin"/],
+      [['a', '--quant', 'int4'], /convert needs <source> and <out-dir>/],
+      [['a', 'b', '--quant', 'int4', '--bogus', '1'], /bogus/],
+    ];
+    for (const [argv, message] of cases) {
+      expect(() => parseConvertArgs(argv)).toThrow(InvalidInputError);
+      expect(() => parseConvertArgs(argv)).toThrow(message);
+    }
+    expect(() => parseExportGgufArgs(['a', 'b.gguf', '--type', 'q5_0'])).toThrow(/--type: "q5_0"/);
+    expect(() => parseExportGgufArgs(['a', 'b.bin', '--type', 'f16'])).toThrow(/<out.gguf>: "b.bin"/);
+  });
+
+  it('a missing source or an existing output is refused before anything is written', async () => {
+    const missing = join(dir, 'nope');
+    await expect(
+      runConvert(parseConvertArgs([missing, join(dir, 'x'), '--quant', 'int8']), quiet),
+    ).rejects.toThrow(new RegExp(`<source>: "${missing}"`));
+    const src = join(dir, 'exists-src');
+    await writeFixtureDir(src, 'llama', 'f32', 2);
+    await expect(runConvert(parseConvertArgs([src, src, '--quant', 'int8']), quiet)).rejects.toThrow(
+      /<out-dir>: .* already exists/,
+    );
+  });
+
+  async function leftovers(parent: string, out: string): Promise<string[]> {
+    return (await readdir(parent)).filter((f) => f.includes(out));
+  }
+
+  it('a shape the format cannot pack fails with a typed error and leaves no files', async () => {
+    const parent = await mkdtemp(join(dir, 'fail-'));
+    const src = join(parent, 'src');
+    await writeFixtureDir(src, 'llama', 'f32', 2);
+    // The MLP width 96 is not a multiple of 64.
+    const err = await runConvert(
+      parseConvertArgs([src, join(parent, 'out'), '--quant', 'int2', '--group', '64']),
+      quiet,
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelFormatError);
+    expect(String(err)).toMatch(/mlp\.(gate|up|down)_proj\.weight.*cannot pack as int2/);
+    expect(await leftovers(parent, 'out')).toEqual([]);
+  });
+
+  it('a read failing mid-stream (source truncated while packing) leaves no files', async () => {
+    const parent = await mkdtemp(join(dir, 'fail-'));
+    const src = join(parent, 'src');
+    await writeFixtureDir(src, 'qwen2', 'f32', 2);
+    const log: string[] = [];
+    const err = await runConvert(parseConvertArgs([src, join(parent, 'out'), '--quant', 'int4']), (line) => {
+      log.push(line);
+      // Called just before the packing pass reads its first tensor.
+      if (line.includes(' pack ') && log.filter((l) => l.includes(' pack ')).length === 1)
+        truncateSync(join(src, 'model.safetensors'), 4096);
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(log.some((l) => l.includes('checksum'))).toBe(true);
+    expect(await leftovers(parent, 'out')).toEqual([]);
+  });
+});
+
+describe('weft-q versions and metadata faults', () => {
+  const int8 = quantize(
+    Float32Array.from({ length: 32 }, (_, i) => Math.sin(i)),
+    2,
+    16,
+    'int8',
+    16,
+  );
+  const bytes = (meta: Record<string, string>) =>
+    writeSafetensors(
+      [
+        { name: 'w', dtype: 'I32', shape: [2, 4], data: new Uint8Array(int8.data.buffer) },
+        { name: 'w.scales', dtype: 'F32', shape: [2, 1], data: new Uint8Array(int8.scales!.buffer) },
+      ],
+      meta,
+    );
+  const scheme = (extra: Record<string, unknown>) =>
+    JSON.stringify({ w: { format: 'int8', group: 16, rows: 2, cols: 16, ...extra } });
+
+  it('version 1 files (no shape, no rotation) still read, as unpadded and unrotated', async () => {
+    const ck = await openWeftCheckpoint(
+      bytesSource(bytes({ format: 'weft-q', version: '1', schemes: scheme({}) }), 'v1'),
+    );
+    expect(ck.schemes.w).toMatchObject({ shape: [2, 16], rotation: 'none' });
+    expect(sameF32(await ck.readF32('w'), dequantize(int8))).toBeUndefined();
+    expect(
+      (await ck.readPacked?.('w', { format: 'int8', rows: 2, cols: 16, rotation: 'none' }))?.data,
+    ).toEqual(int8.data);
+  });
+
+  it('refuses an unknown version, a foreign rotation seed and a shape outside the packed matrix', async () => {
+    const open = (meta: Record<string, string>) => openWeftCheckpoint(bytesSource(bytes(meta), 'm'));
+    await expect(open({ format: 'weft-q', version: '3', schemes: scheme({}) })).rejects.toThrow(
+      /m: __metadata__.version = "3": unsupported version/,
+    );
+    await expect(
+      open({ format: 'weft-q', version: '2', rotation: 'hadamard', rotation_seed: '1', schemes: scheme({}) }),
+    ).rejects.toThrow(/m: __metadata__.rotation_seed = "1"/);
+    await expect(
+      open({ format: 'weft-q', version: '2', schemes: scheme({ shape: [3, 16] }) }),
+    ).rejects.toThrow(/m: __metadata__.schemes.w.shape = \[3,16\]: must be \[r, c\] within \[2, 16\]/);
+    await expect(
+      open({ format: 'weft-q', version: '2', schemes: scheme({ rotation: 'spin' }) }),
+    ).rejects.toThrow(ModelFormatError);
+  });
+});
+
+describe('createEngine on converted and GGUF models', () => {
+  async function greedy(model: ModelFiles, quant?: Quant): Promise<number[]> {
+    const engine = await createEngine({
+      model,
+      device: 'cpu',
+      contextLength: 64,
+      ...(quant ? { quant } : {}),
+    });
+    const ids: number[] = [];
+    for await (const c of engine.generate([5, 17, 99, 3], { maxTokens: 12 })) ids.push(...c.ids);
+    await engine.unload();
+    return ids;
+  }
+
+  it('a weft-q folder defaults to its own format and matches the source at that --quant (CPU)', async () => {
+    const src = join(dir, 'engine-src');
+    await writeFixtureDir(src, 'llama', 'f32', 31);
+    const out = join(dir, 'engine-int4');
+    await runConvert(parseConvertArgs([src, out, '--quant', 'int4']), quiet);
+    const want = await greedy(dirModelFiles(src), 'int4');
+    expect(want.length).toBeGreaterThan(0);
+    expect(await greedy(dirModelFiles(out))).toEqual(want);
+  });
+
+  it('a .gguf URL is one GGUF file: only ranges of it are fetched', async () => {
+    const { bytes } = ggufFixture('qwen3', 'F32', 32);
+    const seen: string[] = [];
+    const fetchFn: typeof fetch = async (input, init) => {
+      const url = String(input);
+      seen.push(url);
+      if (url !== 'https://host/m/tiny.gguf') return new Response(null, { status: 404 });
+      if (init?.method === 'HEAD')
+        return new Response(null, { headers: { 'content-length': `${bytes.length}` } });
+      const [, a = '0', b = '0'] =
+        /bytes=(\d+)-(\d+)/.exec(new Headers(init?.headers).get('range') ?? '') ?? [];
+      return new Response(bytes.slice(Number(a), Number(b) + 1), { status: 206 });
+    };
+    const files = urlModelFiles('https://host/m/tiny.gguf', fetchFn);
+    expect(files.gguf).toBe('tiny.gguf');
+    const opened = await openModel(files);
+    expect(opened.source).toBe('gguf');
+    expect(opened.spec.family).toBe('qwen3');
+    expect(new Set(seen)).toEqual(new Set(['https://host/m/tiny.gguf']));
+  });
+});
