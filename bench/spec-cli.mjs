@@ -1,23 +1,31 @@
-// Speculative decoding benchmark on the bundled demo pair (greedy), in headless Chromium.
-// Usage: npm run bench:spec -- [--json] [--quick] [--cpu]
+// Speculative decoding benchmark on the bundled demo pair (greedy and T = 1), in headless Chromium.
+// Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2]
+// --quick: one prompt, 24 tokens, budgets 4 and 16, greedy and T = 1 (Gumbel) only.
 // --cpu runs the plain-TS reference forward: same tokens per pass, but no GPU timing.
 import { runBenchPage } from './run-page.mjs';
 
-const args = new Set(process.argv.slice(2));
-const query = [args.has('--quick') ? 'quick=1' : '', args.has('--cpu') ? 'device=cpu' : '']
+const argv = process.argv.slice(2);
+const args = new Set(argv);
+// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2); plain rows always run.
+const drafters = argv[argv.indexOf('--drafters') + 1];
+const query = [
+  args.has('--quick') ? 'quick=1' : '',
+  args.has('--cpu') ? 'device=cpu' : '',
+  args.has('--drafters') && drafters ? `drafters=${encodeURIComponent(drafters)}` : '',
+]
   .filter(Boolean)
   .join('&');
 const out = await runBenchPage(`bench/spec.html${query ? `?${query}` : ''}`);
 if (args.has('--json')) {
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
 } else {
-  console.log(`adapter: ${out.adapter}; forward on ${out.device}`);
-  console.log('drafter       budget  tokens/pass  speed-up  lossless');
+  console.log(`adapter: ${out.adapter}; forward on ${out.device}; prompts: ${out.prompts.length}`);
+  console.log('mode           drafter      budget  tokens/pass  passes   ms       vs plain  lossless');
   for (const r of out.rows)
     console.log(
-      `${r.drafter.padEnd(13)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${r.speedup.toFixed(2).padStart(7)}x  ${r.lossless}`,
+      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${r.lossless ?? '-'}`,
     );
-  console.log('verify cost (one target pass over T tokens, / T=1):');
+  console.log('verify cost (median time of one target pass over T tokens, / T=1):');
   for (const v of out.verifyCost)
-    console.log(`  T=${String(v.T).padStart(2)}  ${v.ms.toFixed(1)} ms  ${v.ratio.toFixed(2)}`);
+    console.log(`  T=${String(v.T).padStart(2)}  ${v.ms.toFixed(1).padStart(8)} ms  ${v.ratio.toFixed(2)}`);
 }

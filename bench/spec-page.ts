@@ -1,5 +1,6 @@
 // Page driver of the speculative decoding benchmark: held-out prompts from the demo model's card
-// split, results as JSON in #result for bench/spec-cli.mjs. `?quick=1` uses fewer prompts.
+// split, results as JSON in #result for bench/spec-cli.mjs. `?quick=1` uses one prompt, 24 tokens,
+// budgets 4 and 16 and no rejection-rule rows; `?device=cpu` runs the reference forward.
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { runSpecBench } from './spec.js';
 
@@ -14,17 +15,25 @@ async function main(): Promise<void> {
     const heldout = (await (await fetch('/models/kjv-heldout.txt')).text())
       .split('\n')
       .filter((l) => l.length > 40);
-    // Fixed prompts: the first words of evenly spaced held-out verses.
-    const n = quick ? 2 : 6;
+    // Fixed prompts: the first words of evenly spaced held-out verses. Quick: one prompt, fewer
+    // tokens and budgets, so the table fits in a few minutes on SwiftShader.
+    const n = quick ? 1 : 6;
     const prompts = Array.from({ length: n }, (_, i) =>
-      heldout[Math.floor((i * heldout.length) / n)]!.split(' ').slice(0, 8).join(' '),
+      heldout[Math.floor(((i + 0.5) * heldout.length) / n)]!.split(' ').slice(0, 8).join(' '),
     );
     const out = await runSpecBench(ctx, {
       target: '/models/kjv-target/',
       draft: '/models/kjv-draft/',
       prompts,
-      maxTokens: quick ? 32 : 64,
+      maxTokens: quick ? 24 : 64,
       budgets: quick ? [4, 16] : [4, 8, 16, 32],
+      modes: [
+        { name: 'greedy', temperature: 0, acceptance: 'gumbel' },
+        { name: 'T=1', temperature: 1, acceptance: 'gumbel' },
+        ...(quick ? [] : [{ name: 'T=1 rejection', temperature: 1, acceptance: 'rejection' as const }]),
+      ],
+      verifyReps: quick ? 3 : 5,
+      ...(params.get('drafters') ? { drafters: params.get('drafters')!.split(',') } : {}),
       device,
       log: (l) => console.log(`[bench] ${l}`),
     });

@@ -1,27 +1,47 @@
-// Speculative decoding benchmark (engine code only: no DOM, no node:). On the demo pair, greedy:
-// tokens per target pass and wall-clock speed-up against plain decoding, per drafter and budget;
-// and the verify-cost curve (time of one target pass over T tokens divided by T = 1).
+// Speculative decoding benchmark (engine code only: no DOM, no node:). On the demo pair, greedy and
+// T = 1: tokens per target pass and wall-clock ratio against plain decoding in the same run, per
+// drafter and budget; and the verify-cost curve (median time of one target pass over T tokens,
+// after a warm-up, divided by T = 1's).
 import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
 import type { Engine } from '../src/engine/engine.js';
-import type { DrafterKind } from '../src/engine/types.js';
+import type { Acceptance, DrafterKind } from '../src/engine/types.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { urlModelFiles } from '../src/model/files.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
 import { openModel } from '../src/model/load.js';
-import { GREEDY } from '../src/model/runner.js';
+import type { SamplerSpec } from '../src/model/runner.js';
 
-/** One drafter configuration at one budget. */
+/** How tokens are chosen in one part of the table. */
+export interface SpecMode {
+  /** 'greedy', 'T=1' (Gumbel coupling) or 'T=1 rejection' (the classic rule on chains). */
+  name: string;
+  temperature: number;
+  acceptance: Acceptance;
+}
+
+/** One drafter configuration at one budget, in one mode. */
 export interface SpecRow {
+  mode: string;
   drafter: string;
   budget: number;
   tokensPerPass: number;
   targetPasses: number;
   tokens: number;
   ms: number;
-  /** Plain decoding's time for the same prompts and tokens, divided by this row's. */
+  /** Plain decoding's time for the same prompts, tokens and mode, divided by this row's. */
   speedup: number;
-  /** The generated ids equal plain greedy decoding's. */
-  lossless: boolean;
+  /**
+   * The generated ids equal plain decoding's (greedy, and T = 1 with Gumbel coupling, where they
+   * must); null for the rejection rule, which is exact in distribution only.
+   */
+  lossless: boolean | null;
+}
+
+/** One point of the verify-cost curve. */
+export interface VerifyCost {
+  T: number;
+  ms: number;
+  ratio: number;
 }
 
 /** Options of {@link runSpecBench}. */
@@ -31,6 +51,11 @@ export interface SpecBenchOptions {
   prompts: string[];
   maxTokens: number;
   budgets: number[];
+  modes: SpecMode[];
+  /** Only these drafters (names as in the table: ngram, draft-model, self-int4, self-int2); all when absent. */
+  drafters?: string[];
+  /** Forward passes timed per verify-cost point (after one warm-up pass). */
+  verifyReps: number;
   /** 'cpu' runs the plain-TS reference: tokens per pass are the same, wall-clock ratios are not GPU figures. */
   device?: 'gpu' | 'cpu';
   log?: (line: string) => void;
@@ -42,6 +67,7 @@ async function timed(
   engine: Engine,
   prompts: string[],
   maxTokens: number,
+  mode: SpecMode,
   drafter: DrafterKind,
   budget: number,
 ) {
@@ -49,9 +75,17 @@ async function timed(
   const ids: number[][] = [];
   let passes = 0;
   let perPass = 0;
-  for (const p of prompts) {
+  for (const [i, p] of prompts.entries()) {
     const out: number[] = [];
-    for await (const c of engine.generate(p, { maxTokens, drafter, treeBudget: budget })) out.push(...c.ids);
+    const o = {
+      maxTokens,
+      drafter,
+      treeBudget: budget,
+      temperature: mode.temperature,
+      acceptance: mode.acceptance,
+      seed: i + 1,
+    };
+    for await (const c of engine.generate(p, o)) out.push(...c.ids);
     ids.push(out);
     passes += engine.lastStats!.target_passes;
     perPass += engine.lastStats!.tokens_per_pass;
@@ -59,72 +93,110 @@ async function timed(
   return { ms: performance.now() - t0, ids, passes, tokensPerPass: perPass / prompts.length };
 }
 
-/** Runs the drafter × budget table and the verify-cost curve. */
+/** Runs the drafter × budget table in every mode, then the verify-cost curve. */
 export async function runSpecBench(
   ctx: GpuContext,
   o: SpecBenchOptions,
-): Promise<{ rows: SpecRow[]; verifyCost: { T: number; ms: number; ratio: number }[] }> {
+): Promise<{ rows: SpecRow[]; verifyCost: VerifyCost[] }> {
   const log = o.log ?? (() => {});
   const device = o.device ?? 'gpu';
   const base: CreateEngineOptions = { model: o.target, quant: 'f16', gpu: ctx, contextLength: 512, device };
-  const configs: { name: string; draft?: CreateEngineOptions['draft']; drafter: DrafterKind }[] = [
+  const all: { name: string; draft?: CreateEngineOptions['draft']; drafter: DrafterKind }[] = [
     { name: 'ngram', drafter: 'ngram' },
     { name: 'draft-model', draft: { model: o.draft, quant: 'f16' }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
     { name: 'self-int2', draft: { self: 'int2' }, drafter: 'draft' },
   ];
+  const configs = all.filter((c) => !o.drafters || o.drafters.includes(c.name));
   const plainEngine = await createEngine(base);
-  await timed(plainEngine, o.prompts.slice(0, 1), 4, 'none', 1); // warm-up
-  const plain = await timed(plainEngine, o.prompts, o.maxTokens, 'none', 1);
-  log(`plain: ${plain.ms.toFixed(0)} ms`);
+  const warm = o.prompts.slice(0, 1);
+  // Plain decoding per mode (acceptance does not matter without drafts): the baseline rows.
+  const plain = new Map<string, Awaited<ReturnType<typeof timed>>>();
   const rows: SpecRow[] = [];
+  for (const mode of o.modes) {
+    await timed(plainEngine, warm, 4, mode, 'none', 1); // warm-up: pipelines compiled, caches hot
+    const r = await timed(plainEngine, o.prompts, o.maxTokens, mode, 'none', 1);
+    plain.set(mode.name, r);
+    rows.push({
+      mode: mode.name,
+      drafter: 'none',
+      budget: 0,
+      tokensPerPass: r.tokensPerPass,
+      targetPasses: r.passes,
+      tokens: r.ids.flat().length,
+      ms: r.ms,
+      speedup: 1,
+      lossless: true,
+    });
+    log(`${mode.name} none: ${r.ms.toFixed(0)} ms`);
+  }
   for (const c of configs) {
     const engine = c.draft ? await createEngine({ ...base, draft: c.draft }) : plainEngine;
-    await timed(engine, o.prompts.slice(0, 1), 4, c.drafter, 4); // warm-up
-    for (const budget of o.budgets) {
-      const r = await timed(engine, o.prompts, o.maxTokens, c.drafter, budget);
-      const row: SpecRow = {
-        drafter: c.name,
-        budget,
-        tokensPerPass: r.tokensPerPass,
-        targetPasses: r.passes,
-        tokens: r.ids.flat().length,
-        ms: r.ms,
-        speedup: plain.ms / r.ms,
-        lossless: JSON.stringify(r.ids) === JSON.stringify(plain.ids),
-      };
-      log(
-        `${c.name} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x`,
-      );
-      rows.push(row);
+    for (const mode of o.modes) {
+      const ref = plain.get(mode.name)!;
+      await timed(engine, warm, 4, mode, c.drafter, 4); // warm-up
+      for (const budget of o.budgets) {
+        const r = await timed(engine, o.prompts, o.maxTokens, mode, c.drafter, budget);
+        const exact = mode.temperature === 0 || mode.acceptance === 'gumbel';
+        const row: SpecRow = {
+          mode: mode.name,
+          drafter: c.name,
+          budget,
+          tokensPerPass: r.tokensPerPass,
+          targetPasses: r.passes,
+          tokens: r.ids.flat().length,
+          ms: r.ms,
+          speedup: ref.ms / r.ms,
+          lossless: exact ? JSON.stringify(r.ids) === JSON.stringify(ref.ids) : null,
+        };
+        log(
+          `${mode.name} ${c.name} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x`,
+        );
+        rows.push(row);
+      }
     }
     if (engine !== plainEngine) await engine.unload();
   }
   await plainEngine.unload();
 
   if (device === 'cpu') return { rows, verifyCost: [] };
-  // Verify cost: one target pass over a chain of T tokens after a short prefix.
-  const runner = await createGpuRunner(await openModel(urlModelFiles(o.target)), {
+  return { rows, verifyCost: await verifyCurve(ctx, o.target, o.verifyReps, log) };
+}
+
+/**
+ * Median time of one target pass over a chain of T new tokens after a 16-token prefix, at T = 1,
+ * 2, 4, ..., 64, sampling at T = 1 on every row (as tree verification does), each point after one
+ * warm-up pass; the ratio is against T = 1.
+ */
+async function verifyCurve(
+  ctx: GpuContext,
+  target: string,
+  reps: number,
+  log: (line: string) => void,
+): Promise<VerifyCost[]> {
+  const runner = await createGpuRunner(await openModel(urlModelFiles(target)), {
     quant: 'f16',
     capacity: 256,
     gpu: ctx,
   });
+  const sampler: SamplerSpec = { temperature: 1, topP: 1, topK: 0, seed: 1 };
   const prefix = Array.from({ length: 16 }, (_, i) => 10 + i);
-  await runner.forward({ tokens: prefix }, GREEDY, 'last');
+  await runner.forward({ tokens: prefix }, sampler, 'last');
   runner.commit(prefix.map((_, i) => i));
-  const verifyCost: { T: number; ms: number; ratio: number }[] = [];
+  const out: VerifyCost[] = [];
   for (const T of [1, 2, 4, 8, 16, 32, 64]) {
     const times: number[] = [];
-    for (let rep = 0; rep < 4; rep++) {
+    const tokens = Array.from({ length: T }, (_, i) => 20 + i);
+    for (let rep = 0; rep <= reps; rep++) {
       const t0 = performance.now();
-      await runner.forward({ tokens: Array.from({ length: T }, (_, i) => 20 + i) }, GREEDY, 'all');
+      await runner.forward({ tokens }, sampler, 'all');
       times.push(performance.now() - t0);
       runner.trim(prefix.length);
     }
     const ms = median(times.slice(1));
-    verifyCost.push({ T, ms, ratio: ms / (verifyCost[0]?.ms ?? ms) });
+    out.push({ T, ms, ratio: ms / (out[0]?.ms ?? ms) });
     log(`verify T=${T}: ${ms.toFixed(1)} ms`);
   }
   runner.dispose();
-  return { rows, verifyCost };
+  return out;
 }

@@ -8,10 +8,12 @@
  */
 
 // Speculative decoding.
-export type { Drafter, DraftProposal } from './decode/drafter.js';
-export { NgramDrafter } from './decode/drafter.js';
+export type { Drafter, DraftProposal, DraftShape } from './decode/drafter.js';
+export { firstChain, NgramDrafter } from './decode/drafter.js';
 export { ModelDrafter } from './decode/model-drafter.js';
-export { type VerifyStep, verify } from './decode/speculate.js';
+export { rankChildren, samplingProbs } from './decode/probs.js';
+export { type RejectionRand, rejectionUniform } from './decode/rejection.js';
+export { type VerifyStep, verify, verifyChain } from './decode/speculate.js';
 // Engine: the public API.
 export type { CreateEngineOptions, LoadProgress, Quant } from './engine/create.js';
 export { createEngine, modelFiles } from './engine/create.js';
@@ -29,13 +31,35 @@ export { ModelFormatError } from './formats/errors.js';
 export { exportGguf } from './formats/gguf-write.js';
 export { openSafetensors, openShardedSafetensors } from './formats/safetensors.js';
 export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/source.js';
+export type { TensorReader } from './formats/weft-checkpoint.js';
 // WebGPU plumbing, for custom kernels and hosts.
 export * from './gpu/index.js';
+// Activation steering.
+export type { SteerMode, SteerPlan } from './kernels/steer/steer.js';
 export { specFromConfig, withGenerationConfig } from './model/config.js';
+export {
+  type ConvertModelOptions,
+  type ConvertQuant,
+  type ConvertSink,
+  convertModel,
+  EXPORT_TYPES,
+  exportModelGguf,
+} from './model/convert.js';
 export { type ModelFiles, memoryModelFiles, urlModelFiles } from './model/files.js';
-export { type OpenedModel, openModel } from './model/load.js';
+export { GGUF_IN_FOLDER, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
+export type { Rotation } from './model/quantized.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
 export type { ModelFamily, ModelSpec } from './model/spec.js';
+export {
+  checkSteerModel,
+  modelChecksum,
+  readSteerFile,
+  type SteerFile,
+  SteerMismatchError,
+  writeSteerFile,
+} from './steer/format.js';
+export { type MeasuredDirections, measureDirections } from './steer/measure.js';
+export type { SteerOptions } from './steer/plan.js';
 // The weights cache.
 export * from './store/index.js';
 export { type ChatMessage as TemplateMessage, ChatTemplate } from './tokenizer/chat.js';

@@ -133,7 +133,14 @@ export async function runInChromium(
     await page.exposeFunction('weftProgress', () => {});
     await page.goto(`${origin}/host/index.html`);
     await page.waitForFunction(() => typeof window.weftRun === 'function');
-    const draft = draftDir ? { draft: { model: `${origin}/draft/`, quant: job.load.quant ?? 'f16' } } : {};
+    const draft = draftDir
+      ? {
+          draft: {
+            model: `${origin}/draft/`,
+            ...(job.load.quant === undefined ? {} : { quant: job.load.quant }),
+          },
+        }
+      : {};
     const full: HostJob = { ...job, load: { ...job.load, ...draft, model: `${origin}/model/` } };
     try {
       return await page.evaluate((j) => window.weftRun(j), full);

@@ -1,20 +1,32 @@
 // `weft` command line (Node). Streams generated text to stdout, or prints one JSON object with
 // --json. Errors print one line and exit non-zero.
 import { existsSync, statSync } from 'node:fs';
+import { mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createEngine, type Quant } from '../engine/create.js';
 import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
 import { InvalidInputError, WeftError } from '../errors.js';
 import { createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
-import { openModel } from '../model/load.js';
+import { GGUF_IN_FOLDER, openModel } from '../model/load.js';
+import type { Rotation } from '../model/quantized.js';
 import { chromiumPath, runInChromium } from './chromium-host.js';
-import { modelFilesFor } from './model-arg.js';
+import {
+  CONVERT_USAGE,
+  parseConvertArgs,
+  parseExportGgufArgs,
+  runConvert,
+  runExportGguf,
+} from './convert.js';
+import { isLocalModel, modelFilesFor } from './model-arg.js';
 import { STEER_GENERATE_USAGE, type SteerArgs, steerArgs, steerCommand, steerOption } from './steer.js';
 
 const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
 
-  --model M            model folder (Hugging Face layout), URL prefix, or hub id org/name
+  --model M            model folder (Hugging Face layout, or weft convert's output), .gguf file,
+                       URL prefix, or hub id org/name
   --prompt TEXT        prompt text (or --prompt-ids 1,2,3)
   --prompt-ids IDS     comma-separated prompt token ids, used as given
   --chat               wrap the prompt as a user message with the model's chat template
@@ -23,17 +35,21 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --top-p P            nucleus sampling mass (default 1)
   --top-k K            keep the K most likely tokens (default 0: off)
   --seed S             sampling seed (default 0)
-  --quant Q            f32|f16|int8|int4|int2|w8a8 (default f16)
+  --quant Q            f32|f16|int8|int4|int2|w8a8 (default: a converted model's own, else f16)
+  --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own, else none)
   --context N          KV cache length (default min(model, 2048))
   --device D           gpu (default) or cpu (the plain-TS reference forward)
   --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
   --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
                        for int2), or a draft model folder sharing the tokenizer
   --tree-budget K      most draft tokens verified per target pass (1..32, default 8)
+  --acceptance A       gumbel (default: the same text as plain sampling with the seed) or rejection
+                       (the classic min(1, p/q) rule on draft chains); greedy ignores it
   --json               print {"ids", "text", "stats"} at the end instead of streaming text
 ${STEER_GENERATE_USAGE}
 
-       weft steer measure --help`;
+       weft steer measure --help
+${CONVERT_USAGE}`;
 
 const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2', 'w8a8'];
 
@@ -43,7 +59,10 @@ export interface GenerateArgs {
   prompt: { text: string } | { ids: number[] };
   chat: boolean;
   options: Omit<GenerateOptions, 'signal'>;
-  quant: Quant;
+  /** Runtime weight format; undefined: the checkpoint's own (weft convert), else f16. */
+  quant: Quant | undefined;
+  /** Online Hadamard rotation of the `*_proj` inputs (see createEngine's `rotate`); undefined: the checkpoint's. */
+  rotate: Rotation | undefined;
   context: number | undefined;
   device: 'gpu' | 'cpu';
   host: 'auto' | 'node' | 'chromium';
@@ -106,8 +125,10 @@ function parseOptions(argv: string[]) {
       'top-k': { type: 'string' },
       draft: { type: 'string' },
       'tree-budget': { type: 'string' },
+      acceptance: { type: 'string' },
       seed: { type: 'string' },
       quant: { type: 'string' },
+      rotate: { type: 'string' },
       context: { type: 'string' },
       device: { type: 'string' },
       host: { type: 'string' },
@@ -152,8 +173,13 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
         8,
         (n) => Number.isInteger(n) && n >= 1 && n <= 32,
       ),
+      acceptance: oneOf('acceptance', values.acceptance, ['gumbel', 'rejection'] as const, 'gumbel'),
     },
-    quant: oneOf('quant', values.quant, QUANTS, 'f16'),
+    quant: values.quant === undefined ? undefined : oneOf('quant', values.quant, QUANTS, 'f16'),
+    rotate:
+      values.rotate === undefined
+        ? undefined
+        : oneOf('rotate', values.rotate, ['none', 'hadamard'] as const, 'none'),
     context:
       values.context === undefined
         ? undefined
@@ -169,7 +195,8 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
 /** Engine load options and the request's drafter for `--draft`. */
 function draftSetup(args: GenerateArgs) {
   const load = {
-    quant: args.quant,
+    ...(args.quant === undefined ? {} : { quant: args.quant }),
+    ...(args.rotate === undefined ? {} : { rotate: args.rotate }),
     device: args.device,
     ...(args.context ? { contextLength: args.context } : {}),
     ...(args.draft === 'self-int4' || args.draft === 'self-int2'
@@ -220,19 +247,32 @@ async function generate(args: GenerateArgs): Promise<void> {
   };
   let stats: GenerationStats | undefined;
   if ((await pickHost(args)) === 'chromium') {
-    const local = existsSync(args.model) && statSync(args.model).isDirectory();
-    if (!local)
-      throw new InvalidInputError(`--host chromium needs a local model folder, got "${args.model}"`);
-    ({ stats } = await runInChromium(
-      args.model,
-      draftDir,
-      { load: { ...load, ...steer }, prompt: ids, generate: { ...args.options, drafter } },
-      onChunk,
-    ));
+    if (!isLocalModel(args.model))
+      throw new InvalidInputError(
+        `--host chromium needs a local model folder or .gguf file, got "${args.model}"`,
+      );
+    const served = await servedFolder(args.model);
+    try {
+      ({ stats } = await runInChromium(
+        served.dir,
+        draftDir,
+        { load: { ...load, ...steer }, prompt: ids, generate: { ...args.options, drafter } },
+        onChunk,
+      ));
+    } finally {
+      await served.release();
+    }
   } else {
     const gpu = args.device === 'gpu' ? await createGpuContext() : undefined;
     if (gpu && !args.json) process.stderr.write(`weft: ${describeAdapter(gpu.adapter)}\n`);
-    const draft = draftDir ? { draft: { model: modelFilesFor(draftDir), quant: args.quant } } : {};
+    const draft = draftDir
+      ? {
+          draft: {
+            model: modelFilesFor(draftDir),
+            ...(args.quant === undefined ? {} : { quant: args.quant }),
+          },
+        }
+      : {};
     const engine = await createEngine({ model: files, ...load, ...draft, ...steer, ...(gpu ? { gpu } : {}) });
     for await (const c of engine.generate(ids, { ...args.options, drafter })) onChunk(c);
     stats = engine.lastStats;
@@ -253,12 +293,28 @@ async function generate(args: GenerateArgs): Promise<void> {
   } else process.stdout.write('\n');
 }
 
+/**
+ * The folder the Chromium host serves for a local model: the folder itself, or for a `.gguf` file a
+ * temporary folder holding a link to it as `model.gguf` (what `openModel` looks for in a folder
+ * without config.json), removed by `release`.
+ */
+async function servedFolder(model: string): Promise<{ dir: string; release(): Promise<void> }> {
+  if (statSync(model).isDirectory()) return { dir: model, release: async () => {} };
+  const dir = await mkdtemp(join(tmpdir(), 'weft-gguf-'));
+  await symlink(resolve(model), join(dir, GGUF_IN_FOLDER));
+  return { dir, release: () => rm(dir, { recursive: true, force: true }) };
+}
+
+const stderrLine = (line: string) => process.stderr.write(`${line}\n`);
+
 /** Entry point of the `weft` binary. Returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
     if (command === 'generate') await generate(parseGenerateArgs(rest));
     else if (command === 'steer') await steerCommand(rest);
+    else if (command === 'convert') await runConvert(parseConvertArgs(rest), stderrLine);
+    else if (command === 'export-gguf') await runExportGguf(parseExportGgufArgs(rest), stderrLine);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return command === undefined ? 1 : 0;

@@ -7,7 +7,19 @@ import type { SamplerSpec } from '../model/runner.js';
 export interface DraftProposal {
   readonly tokens: readonly number[];
   readonly parents: readonly number[];
+  /**
+   * For a chain drawn by sampling: `probs[i]` is the distribution node i was drawn from (the
+   * drafter's filtered, tempered softmax), as the rejection rule needs. Absent for deterministic
+   * drafts (n-grams), which the rule treats as one-hot proposals.
+   */
+  readonly probs?: readonly Float64Array[];
 }
+
+/**
+ * What a proposal should look like: a 'tree' for sample-and-match verification (greedy and Gumbel
+ * sampling), or a 'chain' with its draft probabilities for the classic rejection rule.
+ */
+export type DraftShape = 'tree' | 'chain';
 
 /** Proposes drafts for speculative decoding. Verification never trusts them: see speculate.ts. */
 export interface Drafter {
@@ -17,7 +29,12 @@ export interface Drafter {
    * the target's latest choice, not yet scored). Draft models sample with `sampler`, whose noise
    * is keyed by absolute position, so they agree with the target where their distributions do.
    */
-  propose(context: readonly number[], budget: number, sampler: SamplerSpec): Promise<DraftProposal>;
+  propose(
+    context: readonly number[],
+    budget: number,
+    sampler: SamplerSpec,
+    shape?: DraftShape,
+  ): Promise<DraftProposal>;
   /** Frees what the drafter holds (a draft model's GPU memory). */
   dispose(): void;
 }
@@ -40,7 +57,17 @@ export class NgramDrafter implements Drafter {
     private readonly maxBranches = 4,
   ) {}
 
-  async propose(context: readonly number[], budget: number): Promise<DraftProposal> {
+  async propose(
+    context: readonly number[],
+    budget: number,
+    _sampler?: SamplerSpec,
+    shape: DraftShape = 'tree',
+  ): Promise<DraftProposal> {
+    const proposal = this.lookup(context, budget);
+    return shape === 'chain' ? firstChain(proposal) : proposal;
+  }
+
+  private lookup(context: readonly number[], budget: number): DraftProposal {
     const L = context.length;
     for (let n = Math.min(this.maxN, L - 1); n >= 1; n--) {
       const conts: number[][] = [];
@@ -57,6 +84,13 @@ export class NgramDrafter implements Drafter {
   }
 
   dispose(): void {}
+}
+
+/** The first root-to-leaf path of a depth-first tree: nodes 0..m with `parents[i] = i - 1`. */
+export function firstChain(p: DraftProposal): DraftProposal {
+  let m = 0;
+  while (m < p.parents.length && p.parents[m] === m - 1) m++;
+  return { tokens: p.tokens.slice(0, m), parents: p.parents.slice(0, m) };
 }
 
 /** Merges token sequences into a tree in depth-first order, at most `budget` nodes. */

@@ -1,12 +1,36 @@
+import { InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
-import type { Drafter, DraftProposal } from './drafter.js';
+import type { Drafter, DraftProposal, DraftShape } from './drafter.js';
+import { rankChildren, samplingProbs } from './probs.js';
+
+/** Most children a tree node gets, and most frontier nodes expanded per depth (EAGLE-2's top-k). */
+const TREE_WIDTH = 4;
+/** Most rows of one draft forward (the GPU runner's limit). */
+const MAX_DRAFT_ROWS = 64;
+
+/** A node of a tree being grown: parent is a node index or -1 (child of the context's last token). */
+interface GrowNode {
+  token: number;
+  parent: number;
+  depth: number;
+  /** Sum of the children's log weights from the root (see {@link rankChildren}). */
+  score: number;
+}
 
 /**
  * Drafts with a model: a small separate model sharing the target's tokenizer, or the target's own
  * weights at low precision (self-speculation). It keeps its own KV cache in step with the context:
  * each proposal first trims the cache to the longest prefix still valid (the accepted path) and
- * runs what is new, then samples a chain of `budget` tokens with the target's sampler, so with
- * Gumbel noise shared by position its choices match the target's wherever their distributions do.
+ * runs what is new. Then it either
+ *
+ * - grows a tree best-first (EAGLE-2, arXiv 2406.16858): at each depth the best frontier nodes by
+ *   cumulative log weight are expanded with one draft forward (tree attention over the nodes so far)
+ *   into their best children under the shared noise, and the `budget` best nodes are kept; or
+ * - samples a chain with the target's sampler and returns the distribution of each step (for the
+ *   classic rejection rule).
+ *
+ * Its choices use Gumbel noise keyed by absolute position, the target's, so its first child at every
+ * node is its own Gumbel-argmax and it agrees with the target wherever their distributions do.
  */
 export class ModelDrafter implements Drafter {
   /** Tokens whose K/V rows are in the draft cache, in order. */
@@ -19,11 +43,26 @@ export class ModelDrafter implements Drafter {
     private readonly chunk = 64,
   ) {}
 
-  async propose(context: readonly number[], budget: number, sampler: SamplerSpec): Promise<DraftProposal> {
+  async propose(
+    context: readonly number[],
+    budget: number,
+    sampler: SamplerSpec,
+    shape: DraftShape = 'tree',
+  ): Promise<DraftProposal> {
     const room = this.runner.capacity - context.length;
     const n = Math.min(budget, room);
     if (n < 1) return { tokens: [], parents: [] };
-    // Roll back to the longest valid prefix; at least the last context token must run.
+    const next = await this.catchUp(context, sampler);
+    if (shape === 'chain') return this.chain(next, n, sampler);
+    return this.tree(context.length, n, sampler);
+  }
+
+  /**
+   * Brings the draft cache to `context` (all of it committed) and returns the draft's sampled token
+   * after it. Rolls back to the longest valid prefix first; at least the last token must run, so
+   * the runner's last scored row is the context's last token.
+   */
+  private async catchUp(context: readonly number[], sampler: SamplerSpec): Promise<number> {
     let keep = 0;
     while (keep < this.cached.length && keep < context.length - 1 && this.cached[keep] === context[keep])
       keep++;
@@ -32,10 +71,25 @@ export class ModelDrafter implements Drafter {
     let next = -1;
     for (let at = keep; at < context.length; at += this.chunk) {
       const part = context.slice(at, at + this.chunk);
+      // Chains take the sampled token; trees rank the read-back logits instead.
       next = (await this.runner.forward({ tokens: part }, sampler, 'last'))[0]!;
       this.runner.commit(part.map((_, i) => i));
       this.cached.push(...part);
     }
+    return next;
+  }
+
+  private logits(): Promise<Float32Array> {
+    if (!this.runner.lastLogits)
+      throw new InvalidInputError(`drafter ${this.name}: its runner cannot read logits back`);
+    return this.runner.lastLogits();
+  }
+
+  /** A sampled chain of `n` tokens, with the draft distribution each was drawn from. */
+  private async chain(first: number, n: number, sampler: SamplerSpec): Promise<DraftProposal> {
+    const V = this.runner.spec.vocabSize;
+    const probs = [samplingProbs((await this.logits()).subarray(0, V), sampler)];
+    let next = first;
     const chain = [next];
     while (chain.length < n) {
       const out = await this.runner.forward({ tokens: [next] }, sampler, 'last');
@@ -43,11 +97,113 @@ export class ModelDrafter implements Drafter {
       this.cached.push(next);
       next = out[0]!;
       chain.push(next);
+      probs.push(samplingProbs((await this.logits()).subarray(0, V), sampler));
     }
-    return { tokens: chain, parents: chain.map((_, i) => i - 1) };
+    return { tokens: chain, parents: chain.map((_, i) => i - 1), probs };
+  }
+
+  /**
+   * A best-first tree of at most `n` nodes after a context of `L` tokens, all committed in the
+   * draft cache (its last row's logits are the runner's last scored row). Node positions are
+   * `L + depth`; the tree is recomputed from the cache at each depth (one forward over the nodes
+   * needed), and nothing of it is committed.
+   */
+  private async tree(L: number, n: number, sampler: SamplerSpec): Promise<DraftProposal> {
+    const V = this.runner.spec.vocabSize;
+    const width = Math.min(TREE_WIDTH, n);
+    const nodes: GrowNode[] = rankChildren((await this.logits()).subarray(0, V), L, sampler, width).map(
+      (c) => ({ token: c.token, parent: -1, depth: 0, score: c.logWeight }),
+    );
+    let frontier = nodes.map((_, i) => i);
+    const rowRoom = Math.min(MAX_DRAFT_ROWS, this.runner.capacity - L);
+    for (let depth = 1; depth < n && frontier.length > 0; depth++) {
+      // A child scores at most its parent, so frontier nodes below the n-th best score overall
+      // cannot add a node to the final tree.
+      const bar = nodes.length >= n ? nthBest(nodes, n) : Number.NEGATIVE_INFINITY;
+      const expand: number[] = [];
+      let rows = new Set<number>();
+      for (const i of [...frontier].sort((a, b) => nodes[b]!.score - nodes[a]!.score)) {
+        if (expand.length >= width || nodes[i]!.score <= bar) break;
+        const withPath = new Set(rows);
+        for (let a = i; a >= 0; a = nodes[a]!.parent) withPath.add(a);
+        if (withPath.size > rowRoom) continue;
+        rows = withPath;
+        expand.push(i);
+      }
+      if (expand.length === 0) break;
+      // One forward over the expanded nodes and their ancestors, in depth-first order.
+      const order = depthFirst(nodes, rows);
+      const rowOf = new Map(order.map((node, r) => [node, r]));
+      await this.runner.forward(
+        {
+          tokens: order.map((i) => nodes[i]!.token),
+          parents: order.map((i) => (nodes[i]!.parent < 0 ? -1 : rowOf.get(nodes[i]!.parent)!)),
+        },
+        sampler,
+        'all',
+      );
+      const logits = await this.logits();
+      frontier = [];
+      for (const e of expand) {
+        const r = rowOf.get(e)!;
+        const parent = nodes[e]!;
+        for (const c of rankChildren(logits.subarray(r * V, (r + 1) * V), L + depth, sampler, width)) {
+          frontier.push(nodes.length);
+          nodes.push({ token: c.token, parent: e, depth, score: parent.score + c.logWeight });
+        }
+      }
+    }
+    // Nothing of the tree stays in the draft cache: the next forward overwrites its rows.
+    this.runner.trim(L);
+    const keep = bestNodes(nodes, n);
+    const order = depthFirst(nodes, keep);
+    const index = new Map(order.map((node, i) => [node, i]));
+    return {
+      tokens: order.map((i) => nodes[i]!.token),
+      parents: order.map((i) => (nodes[i]!.parent < 0 ? -1 : index.get(nodes[i]!.parent)!)),
+    };
   }
 
   dispose(): void {
     this.runner.dispose();
   }
+}
+
+/**
+ * The `n` best nodes by score; ties go to the shallower, then the earlier node, so a parent (whose
+ * score is never below its child's) always precedes its children and the set is ancestor-closed.
+ */
+function bestNodes(nodes: readonly GrowNode[], n: number): Set<number> {
+  const ranked = nodes
+    .map((_, i) => i)
+    .sort((a, b) => nodes[b]!.score - nodes[a]!.score || nodes[a]!.depth - nodes[b]!.depth || a - b);
+  return new Set(ranked.slice(0, n));
+}
+
+/** The n-th best score. */
+function nthBest(nodes: readonly GrowNode[], n: number): number {
+  return nodes.map((x) => x.score).sort((a, b) => b - a)[n - 1]!;
+}
+
+/**
+ * The nodes of an ancestor-closed subset in depth-first order, siblings in creation order (best
+ * child first, so the drafter's own choices form the first path).
+ */
+function depthFirst(nodes: readonly GrowNode[], subset: ReadonlySet<number>): number[] {
+  const children = new Map<number, number[]>();
+  for (const i of [...subset].sort((a, b) => a - b)) {
+    const p = nodes[i]!.parent;
+    const list = children.get(p) ?? [];
+    children.set(p, list);
+    list.push(i);
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(-1);
+  return out;
 }

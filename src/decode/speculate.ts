@@ -1,5 +1,8 @@
+import { InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import type { DraftProposal } from './drafter.js';
+import { samplingProbs } from './probs.js';
+import { rejectionUniform, rejectionVerify } from './rejection.js';
 import { draftTree, longestAcceptedPath } from './tree.js';
 
 /** What one verification pass keeps. */
@@ -34,4 +37,47 @@ export async function verify(
   });
   target.commit([0, ...path.nodes.map((i) => i + 1)]);
   return { accepted: path.nodes, emitted: path.tokens };
+}
+
+/**
+ * One target pass over `last` and a chain of drafts, verified by the classic rejection rule
+ * (Leviathan et al.; see rejection.ts): draft i is accepted with probability min(1, p_i(x)/q_i(x)),
+ * at the first rejection the token comes from norm(max(0, p_i − q_i)), and after a fully accepted
+ * chain a bonus token comes from p_k. p are the target's filtered, tempered rows
+ * ({@link samplingProbs}), q the drafter's (one-hot when it offers none: a deterministic draft).
+ * Uniforms are keyed by (seed, position), so a seed reproduces the text; the text is an exact
+ * sample of the target's distribution, but unlike {@link verify} not the same text as plain
+ * sampling with that seed. Only for temperature > 0.
+ */
+export async function verifyChain(
+  target: ModelRunner,
+  last: number,
+  draft: DraftProposal,
+  sampler: SamplerSpec,
+  rule: typeof rejectionVerify = rejectionVerify,
+): Promise<VerifyStep> {
+  if (draft.parents.some((p, i) => p !== i - 1))
+    throw new InvalidInputError('verifyChain: the rejection rule verifies chains only, got a tree');
+  if (!(sampler.temperature > 0))
+    throw new InvalidInputError(`verifyChain: needs temperature > 0, got ${sampler.temperature}`);
+  if (!target.lastLogits)
+    throw new InvalidInputError('verifyChain: the target runner cannot read logits back');
+  // `last` stands at position base; draft i at base + 1 + i.
+  const base = target.kvLength;
+  const tokens = [last, ...draft.tokens];
+  await target.forward({ tokens }, sampler, 'all');
+  const logits = await target.lastLogits();
+  const V = target.spec.vocabSize;
+  const p = tokens.map((_, r) => samplingProbs(logits.subarray(r * V, (r + 1) * V), sampler));
+  const q =
+    draft.probs ??
+    draft.tokens.map((x) => {
+      const oneHot = new Float64Array(V);
+      oneHot[x] = 1;
+      return oneHot;
+    });
+  const step = rule(draft.tokens, q, p, (i, draw) => rejectionUniform(sampler.seed, base + 1 + i, draw));
+  const accepted = Array.from({ length: step.accepted }, (_, i) => i);
+  target.commit([0, ...accepted.map((i) => i + 1)]);
+  return { accepted, emitted: step.emitted };
 }

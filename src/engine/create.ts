@@ -6,14 +6,14 @@ import { createGpuContext } from '../gpu/device.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type ModelFiles, urlModelFiles } from '../model/files.js';
 import { type OpenedModel, openModel } from '../model/load.js';
-import { formatOf, roundedThrough } from '../model/quantized.js';
+import { formatOf, type Rotation, roundedThrough, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
 import type { ModelRunner } from '../model/runner.js';
 import { modelChecksum } from '../steer/format.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
-import type { TextCodec } from './types.js';
+import type { Acceptance, TextCodec } from './types.js';
 
 /** Weight precision on the device. */
 export type Quant = 'f32' | 'f16' | 'int8' | 'int4' | 'int2' | 'w8a8';
@@ -31,13 +31,23 @@ export interface LoadProgress {
 /** Options of {@link createEngine}. */
 export interface CreateEngineOptions {
   /**
-   * The model: a URL prefix of a Hugging Face-layout folder (absolute or relative to the page), a
-   * Hugging Face id `org/name` (optionally `org/name@revision`), or a {@link ModelFiles}
-   * (a picked folder, the weights cache, or in Node `dirModelFiles(path)`).
+   * The model: a URL prefix of a Hugging Face-layout folder (absolute or relative to the page;
+   * safetensors or weft's converted `model.weft.safetensors`), a URL of a `.gguf` file, a Hugging
+   * Face id `org/name` (optionally `org/name@revision`), or a {@link ModelFiles} (a picked folder,
+   * the weights cache, or in Node `dirModelFiles(path)` for a folder or a `.gguf` file).
    */
   model: string | ModelFiles;
-  /** Weight precision on the GPU (default f16; f32 where exactness matters). */
+  /**
+   * Weight precision on the GPU (default f16, or a weft-q checkpoint's own format; f32 where
+   * exactness matters).
+   */
   quant?: Quant;
+  /**
+   * `'hadamard'` rotates the input of every `*_proj` linear online and packs its weights as W·Rᵀ
+   * before rounding, which spreads outliers and lowers the error of int4/int2/w8a8 (default
+   * `'none'`). Applies to every model the engine places: the target and a draft model.
+   */
+  rotate?: Rotation;
   /** 'gpu' (default) runs on WebGPU; 'cpu' runs the plain-TS reference (slow; for checks). */
   device?: 'gpu' | 'cpu';
   /** Most tokens of context to allocate the KV cache for (default min(model's, 2048)). */
@@ -49,6 +59,12 @@ export interface CreateEngineOptions {
    * target's own weights at low precision (`{ self: 'int4' }`). N-gram drafting needs no model.
    */
   draft?: { model: string | ModelFiles; quant?: Quant } | { self: 'int4' | 'int2' };
+  /**
+   * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
+   * the same text as plain sampling with the seed) or 'rejection' (the classic min(1, p/q) rule on
+   * chains). Greedy requests ignore it.
+   */
+  acceptance?: Acceptance;
   /**
    * Activation steering: remove ("ablate") or add a direction in the residual stream after chosen
    * layers, from a steering file measured on this model (`weft steer measure`) or given vectors.
@@ -107,8 +123,10 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
   if (!Number.isInteger(context) || context < 2)
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
-  const quant = options.quant ?? 'f16';
+  // A weft-q checkpoint defaults to the format it is stored in (placed by copy).
+  const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
+  const rotate = options.rotate ?? opened.packed?.rotation ?? 'none';
   // Steering applies to the target only (a drafter only proposes; the target decides).
   const steer = options.steer;
   const plan = steer
@@ -127,12 +145,16 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       progress({ phase: 'weights', done: 0, total });
       const tensors = await readAllF32(model.weights);
       progress({ phase: 'weights', done: total, total });
+      // weft-q read at its own packing is already the rounded weights (rounding twice could differ).
+      const asStored = model.packed?.format === formatOf(q) && model.packed.rotation === rotate;
       const ref = new ReferenceRunner(
         model.spec,
-        q === 'f32' ? tensors : roundedThrough(tensors, formatOf(q)),
+        // f32: rotation is exact math, so the source weights are what a rotated runner multiplies by.
+        q === 'f32' || asStored ? tensors : roundedThrough(tensors, formatOf(q), rotate),
         context,
       );
       if (steerPlan) ref.model.residualHook = steerHook(steerPlan);
+      if (q === 'w8a8') ref.model.linearInput = w8a8Inputs(rotate);
       return ref;
     }
     const { createGpuRunner } = await import('../model/gpu-runner.js');
@@ -142,6 +164,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       onProgress: progress,
       gpu: gpu!,
       ownsContext: owner && !options.gpu,
+      rotate,
       ...(steerPlan ? { steer: steerPlan } : {}),
     });
   };
@@ -168,5 +191,6 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     runner,
     codec: codecOf(opened.tokenizer),
     ...(drafter ? { drafter } : {}),
+    ...(options.acceptance ? { acceptance: options.acceptance } : {}),
   });
 }

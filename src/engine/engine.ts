@@ -1,10 +1,11 @@
 import { type Drafter, NgramDrafter } from '../decode/drafter.js';
-import { verify } from '../decode/speculate.js';
+import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
 import { TextStream } from './text-stream.js';
 import type {
+  Acceptance,
   ChatMessage,
   DraftTreeView,
   FinishReason,
@@ -22,6 +23,8 @@ export interface EngineModel {
   readonly codec: TextCodec;
   /** A draft model (separate, or the target at low precision) for speculative decoding. */
   readonly drafter?: Drafter;
+  /** The acceptance rule of requests that do not name one (default 'gumbel'). */
+  readonly acceptance?: Acceptance;
 }
 
 const now = () => performance.now();
@@ -139,6 +142,16 @@ export class Engine implements WeftEngine {
     }
   }
 
+  /** Whether a request verifies by the classic rejection rule (sampling only; greedy ignores it). */
+  private usesRejection(o: GenerateOptions, sampler: SamplerSpec): boolean {
+    const acceptance = o.acceptance ?? this.model.acceptance ?? 'gumbel';
+    if (acceptance !== 'gumbel' && acceptance !== 'rejection')
+      throw new InvalidInputError(
+        `acceptance must be "gumbel" or "rejection", got ${JSON.stringify(acceptance)}`,
+      );
+    return acceptance === 'rejection' && sampler.temperature > 0;
+  }
+
   private sampler(o: GenerateOptions): SamplerSpec {
     const temperature = o.temperature ?? 0;
     const topP = o.topP ?? 1;
@@ -197,6 +210,7 @@ export class Engine implements WeftEngine {
     let draftMs = 0;
     let verifyMs = 0;
     const drafter = this.drafterFor(o);
+    const rejection = this.usesRejection(o, sampler);
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
@@ -242,9 +256,13 @@ export class Engine implements WeftEngine {
           pending = [out[0]!];
         } else {
           const t1 = now();
-          const draft = await drafter.propose([...this.cachedIds, last], Math.min(budget, room), sampler);
+          const context = [...this.cachedIds, last];
+          const n = Math.min(budget, room);
+          const draft = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
           const t2 = now();
-          const step = await verify(runner, last, draft, sampler);
+          const step = rejection
+            ? await verifyChain(runner, last, draft, sampler)
+            : await verify(runner, last, draft, sampler);
           verifyMs += now() - t2;
           draftMs += t2 - t1;
           this.cachedIds.push(last, ...step.accepted.map((i) => draft.tokens[i]!));

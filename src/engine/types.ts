@@ -37,7 +37,20 @@ export interface GenerateOptions {
   drafter?: DrafterKind;
   /** Most draft tokens verified per target pass (4..32, default 8). */
   treeBudget?: number;
+  /**
+   * How drafts are accepted when sampling (temperature > 0; greedy always takes exact matches).
+   * Defaults to the engine's (`createEngine({ acceptance })`, else 'gumbel').
+   */
+  acceptance?: Acceptance;
 }
+
+/**
+ * Acceptance rule of speculative sampling. 'gumbel' (default): the target's own Gumbel-argmax at
+ * every tree node with noise shared by position; the text equals plain sampling with the same
+ * seed. 'rejection': the classic rule on a chain (accept with min(1, p/q), else sample the
+ * residual); an exact sample of the same distribution, not the same text.
+ */
+export type Acceptance = 'gumbel' | 'rejection';
 
 /** Kinds of drafter. 'draft' is a separate draft model or the target's own low-bit copy. */
 export type DrafterKind = 'none' | 'ngram' | 'draft';

@@ -30,7 +30,8 @@ export interface ForwardInput {
 /**
  * What the engine drives: a model with its KV cache on some device. `forward` scores new tokens
  * and returns, for each requested row, the token the sampler picks at the position after it.
- * Logits stay where they are computed; only the chosen ids come back.
+ * Logits stay where they are computed; only the chosen ids come back, unless a caller that needs
+ * probabilities (the rejection rule, tree drafting) reads them with `lastLogits`.
  */
 export interface ModelRunner {
   readonly spec: ModelSpec;
@@ -44,6 +45,13 @@ export interface ModelRunner {
    * ('last': only the last new token; 'all': every new token, in order).
    */
   forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array>;
+  /**
+   * Logits [R, vocab] of the R rows the last forward scored, read back to the CPU. Plain and
+   * Gumbel decoding never need them; the classic rejection rule (which needs the target's and the
+   * draft's probabilities) and best-first tree drafting (which needs the draft's top-k) do. Optional
+   * so that control-flow stand-ins need not implement it; both real runners do.
+   */
+  lastLogits?(): Promise<Float32Array>;
   /**
    * Keeps the new tokens at `path` (indices into the last forward's tokens, root to leaf) as the
    * next committed rows, and drops the rest. A chain forward commits all rows with `path` = 0..T-1.

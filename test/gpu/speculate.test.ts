@@ -40,6 +40,28 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])(
         const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
         expect(await ids(engine, prompt, { ...o, drafter: 'draft', treeBudget: 6 })).toEqual(plain);
       }
+      // Best-first trees from the draft model (logits read back from the GPU) stay exact.
+      let branched = 0;
+      const got: number[] = [];
+      for await (const c of engine.generate(prompt, { maxTokens: 16, drafter: 'draft', treeBudget: 16 })) {
+        got.push(...c.ids);
+        if (c.tree?.parents.some((p, i) => p !== i - 1)) branched++;
+      }
+      expect(got).toEqual(greedy);
+      expect(branched).toBeGreaterThan(0);
+      // The rejection rule needs the target's and the draft's probabilities from the GPU: the
+      // same seed gives the same text, of the requested length.
+      const r: GenerateOptions = {
+        maxTokens: 10,
+        temperature: 1,
+        seed: 5,
+        acceptance: 'rejection',
+        treeBudget: 4,
+      };
+      const first = await ids(engine, prompt, { ...r, drafter: 'draft' });
+      expect(first).toHaveLength(10);
+      expect(await ids(engine, prompt, { ...r, drafter: 'draft' })).toEqual(first);
+      expect(engine.lastStats!.tokens_per_pass).toBeGreaterThan(1);
       await engine.unload();
     });
   },

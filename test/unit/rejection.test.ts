@@ -75,14 +75,14 @@ describe('classic speculative sampling (rejection rule)', () => {
       const emitted: number[] = [];
       for (let i = 0; i < drafts.length; i++) {
         const x = drafts[i]!;
-        if (rand() * q[i]![x]! < p[i]![x]!) {
+        if (rand(i, 'accept') * q[i]![x]! < p[i]![x]!) {
           emitted.push(x);
           continue;
         }
-        emitted.push(sampleWeights(p[i]!, rand()));
+        emitted.push(sampleWeights(p[i]!, rand(i, 'resample')));
         return { accepted: i, emitted };
       }
-      emitted.push(sampleWeights(p[drafts.length]!, rand()));
+      emitted.push(sampleWeights(p[drafts.length]!, rand(drafts.length, 'resample')));
       return { accepted: drafts.length, emitted };
     };
     expect(chiSquare(broken, 20_000, 1)).toBeGreaterThan(CRITICAL_15_DOF);

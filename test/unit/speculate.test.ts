@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NgramDrafter, trie } from '../../src/decode/drafter.js';
+import { firstChain, NgramDrafter, trie } from '../../src/decode/drafter.js';
 import { type CreateEngineOptions, createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
@@ -54,16 +54,80 @@ describe.each(FAMILIES)('speculative decoding on the CPU reference, %s', (family
     }
   });
 
-  it('a drafter that is the target itself has every draft accepted', async () => {
+  it('a drafter that is the target itself has every draft accepted', { timeout: 30_000 }, async () => {
     const { files } = fixtureFiles(family, 'f32', 11);
     const engine = await engineFor(family, { model: memoryModelFiles('same', files), quant: 'f32' });
     const plain = await ids(engine, PROMPTS[0]!, { maxTokens: 20, drafter: 'none' });
+    // Chains (the rejection rule at T = 1): p = q at every draft, so min(1, p/q) = 1 always.
     const chunks = [];
-    for await (const c of engine.generate(PROMPTS[0]!, { maxTokens: 20, treeBudget: 4, seed: 3 }))
-      chunks.push(c);
-    expect(chunks.flatMap((c) => c.ids)).toEqual(plain);
-    for (const c of chunks.slice(1, -1)) expect(c.tree!.accepted).toHaveLength(c.tree!.tokens.length);
+    const chain: GenerateOptions = { maxTokens: 20, treeBudget: 4, temperature: 1, seed: 3 };
+    for await (const c of engine.generate(PROMPTS[0]!, { ...chain, acceptance: 'rejection' })) chunks.push(c);
+    for (const c of chunks.slice(1, -1)) {
+      expect(c.tree!.parents).toEqual(c.tree!.tokens.map((_, i) => i - 1));
+      expect(c.tree!.accepted).toHaveLength(c.tree!.tokens.length);
+    }
     expect(engine.lastStats!.tokens_per_pass).toBeGreaterThan(4);
+    // Best-first trees (greedy and Gumbel): the first path of every tree is the drafter's own
+    // choices, which are the target's, so that whole path is accepted.
+    for (const o of [{ temperature: 0 }, { temperature: 1, seed: 3 }] as GenerateOptions[]) {
+      const want = await ids(engine, PROMPTS[0]!, { ...o, maxTokens: 20, drafter: 'none' });
+      if (!o.temperature) expect(want).toEqual(plain);
+      const treeChunks = [];
+      for await (const c of engine.generate(PROMPTS[0]!, { ...o, maxTokens: 20, treeBudget: 4 }))
+        treeChunks.push(c);
+      expect(treeChunks.flatMap((c) => c.ids)).toEqual(want);
+      for (const c of treeChunks.slice(1, -1)) {
+        const own = firstChain({ tokens: c.tree!.tokens, parents: c.tree!.parents });
+        expect(c.tree!.accepted).toEqual(own.tokens.map((_, i) => i));
+      }
+    }
+  });
+
+  it('the rejection rule: greedy ignores it, a seed reproduces the text, drafts are sometimes rejected', {
+    timeout: 30_000,
+  }, async () => {
+    const { files } = fixtureFiles(family, 'f32', 11);
+    const engine = await engineFor(family, { model: memoryModelFiles('draft', files), quant: 'int2' });
+    const greedy = await ids(engine, PROMPTS[1]!, { maxTokens: 16, drafter: 'none' });
+    expect(await ids(engine, PROMPTS[1]!, { maxTokens: 16, acceptance: 'rejection' })).toEqual(greedy);
+    let perPass = 0;
+    for (let seed = 0; seed < 6; seed++) {
+      const o: GenerateOptions = {
+        maxTokens: 12,
+        temperature: 1,
+        seed,
+        acceptance: 'rejection',
+        treeBudget: 4,
+      };
+      const first = await ids(engine, PROMPTS[seed % 3]!, o);
+      perPass += engine.lastStats!.tokens_per_pass;
+      expect(await ids(engine, PROMPTS[seed % 3]!, o)).toEqual(first);
+      expect(first).toHaveLength(12);
+      // n-gram chains carry no probabilities: the rule treats them as one-hot proposals.
+      expect(await ids(engine, PROMPTS[seed % 3]!, { ...o, drafter: 'ngram' })).toHaveLength(12);
+    }
+    expect(perPass / 6).toBeGreaterThan(1);
+    expect(perPass / 6).toBeLessThan(5);
+    await expect(
+      ids(engine, PROMPTS[0]!, { maxTokens: 4, temperature: 1, acceptance: 'maybe' as 'gumbel' }),
+    ).rejects.toThrow(/acceptance must be/);
+  });
+
+  it('model drafters grow real trees (branching), and greedy output is unchanged', {
+    timeout: 30_000,
+  }, async () => {
+    const { files } = fixtureFiles(family, 'f32', 11);
+    const engine = await engineFor(family, { model: memoryModelFiles('draft', files), quant: 'int2' });
+    const want = await ids(engine, PROMPTS[2]!, { maxTokens: 24, drafter: 'none' });
+    let branched = 0;
+    const got: number[] = [];
+    for await (const c of engine.generate(PROMPTS[2]!, { maxTokens: 24, treeBudget: 16 })) {
+      got.push(...c.ids);
+      if (c.tree?.parents.some((p, i) => p !== i - 1)) branched++;
+      if (c.tree) expect(c.tree.tokens.length).toBeLessThanOrEqual(16);
+    }
+    expect(got).toEqual(want);
+    expect(branched).toBeGreaterThan(0);
   });
 });
 
