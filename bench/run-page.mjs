@@ -1,15 +1,23 @@
 // Shared launcher of the page benchmarks: serves the repository with Vite, opens a bench page in
 // headless Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real), waits for its
-// #result[data-done] and returns the JSON in it. Page console lines go to stderr.
+// #result[data-done] and returns the JSON in it. Page console lines go to stderr. WEFT_CHROMIUM_ARGS
+// (space-separated) adds Chromium flags.
 import { chromium } from 'playwright-core';
 import { createServer } from 'vite';
 
-/** Runs `page` (a path under the repository, with its query) and returns the parsed result. */
-export async function runBenchPage(page) {
+/**
+ * Runs `page` (a path under the repository, with its query) and returns the parsed result.
+ * `options.isolated` serves the page cross-origin isolated (COOP/COEP), which WebAssembly threads
+ * (wllama's multi-threaded build) need.
+ */
+export async function runBenchPage(page, options = {}) {
+  const headers = options.isolated
+    ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' }
+    : {};
   const server = await createServer({
     configFile: 'vite.config.ts',
     logLevel: 'warn',
-    server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false },
+    server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false, headers },
   });
   await server.listen();
   let browser;
@@ -18,7 +26,10 @@ export async function runBenchPage(page) {
     if (!url) throw new Error('vite did not report a URL');
     // The launch flags live in a TS helper shared with the tests; Vite loads it for us.
     const { chromiumLaunchOptions } = await server.ssrLoadModule('/test/helpers/chromium.ts');
-    browser = await chromium.launch(chromiumLaunchOptions());
+    // WEFT_CHROMIUM_ARGS adds flags (bench/gpu-run.sh: ANGLE on Vulkan for a display-less GPU).
+    const launch = chromiumLaunchOptions();
+    const extra = (process.env.WEFT_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean);
+    browser = await chromium.launch({ ...launch, args: [...launch.args, ...extra] });
     const tab = await browser.newPage();
     tab.on('console', (m) => process.stderr.write(`${m.text()}\n`));
     tab.on('pageerror', (e) => process.stderr.write(`[page] uncaught: ${e.message}\n`));

@@ -1,0 +1,105 @@
+// Speed benchmark through weft's Node entry (`weft`, `weft/node`; needs `npm run build`): the weft
+// rows of bench:browser, no peers. Node runs WebGPU through Dawn (npm `webgpu`); where Dawn's only
+// adapter is SwiftShader, its Node binding crashes on multi-threaded dispatches (see README), so
+// like `weft generate --host auto` the benchmark then runs the same engine in headless Chromium,
+// and says so.
+// Usage: npm run bench -- [--json] [--quick] [--host auto|node|chromium] [--cpu] [bench:browser's options]
+// --cpu runs the plain-TS reference forward in Node (a check of this path on a machine without a
+// GPU; its figures are not GPU figures).
+import { existsSync, readFileSync } from 'node:fs';
+import { benchArgs } from './args.mjs';
+import { printSpeedTables, speedReport } from './report.mjs';
+import { runBenchPage } from './run-page.mjs';
+import { withSources } from './ssr.mjs';
+
+const { values, settings } = benchArgs(process.argv.slice(2), {
+  host: { type: 'string', default: 'auto' },
+  cpu: { type: 'boolean', default: false },
+});
+if (!['auto', 'node', 'chromium'].includes(values.host)) {
+  console.error(`--host: "${values.host}" is not one of auto, node, chromium`);
+  process.exit(2);
+}
+if (!existsSync('dist/src/index.js')) {
+  console.error('weft is not built: run `npm run build` first');
+  process.exit(2);
+}
+const weft = await import('weft');
+const { dirModelFiles } = await import('weft/node');
+
+/** Dawn can run kernels unless its only adapter is SwiftShader (the CLI's rule). */
+async function pickHost() {
+  if (values.host !== 'auto') return { host: values.host };
+  if (values.cpu) return { host: 'node' };
+  const adapter = await weft.requestAdapter().catch(() => null);
+  const info = adapter ? `${adapter.info.architecture} ${adapter.info.description}` : '';
+  if (adapter && !/swiftshader/i.test(info)) return { host: 'node' };
+  const chromium = process.env.CHROMIUM ?? '/usr/bin/chromium';
+  if (!existsSync(chromium)) return { host: 'node' };
+  return {
+    host: 'chromium',
+    note: adapter
+      ? "Node's only WebGPU adapter is SwiftShader, on which Dawn's Node binding crashes: the engine runs in headless Chromium, as `weft generate --host auto` does"
+      : 'Node has no WebGPU adapter: the engine runs in headless Chromium, as `weft generate --host auto` does',
+  };
+}
+
+const { host, note } = await pickHost();
+let report;
+if (host === 'chromium') {
+  const out = await runBenchPage(`bench/browser.html?${new URLSearchParams({ ...settings, peers: '' })}`);
+  report = speedReport(out, { host: 'chromium (from Node)', hostNote: note, quick: values.quick });
+} else {
+  const target = 'models/kjv-target';
+  const gpu = values.cpu ? undefined : await weft.createGpuContext();
+  const { tokenizer } = await weft.openModel(dirModelFiles(target));
+  const p = new URLSearchParams(settings);
+  const { benchPrompts, runWeftBench } = await withSources((load) => load('/bench/browser.ts'));
+  const { texts, warmup } = benchPrompts(
+    readFileSync('models/kjv-heldout.txt', 'utf8'),
+    Number(p.get('prompts')),
+  );
+  const encode = (t) => tokenizer.encode(t, { addSpecialTokens: true });
+  const all = ['f16', 'int8', 'int4', 'int2', 'w8a8'];
+  const pick = (k, d) => (p.has(k) ? p.get(k).split(',').filter(Boolean) : d);
+  const quants = pick('quants', all);
+  const weftRows = await runWeftBench({
+    // Fresh file handles per engine: an unloaded engine closes its model's files.
+    load: (o) =>
+      weft.createEngine({
+        ...o,
+        ...(gpu ? { gpu } : { device: 'cpu' }),
+        model: dirModelFiles(target),
+        ...(o.draft && 'model' in o.draft
+          ? { draft: { ...o.draft, model: dirModelFiles('models/kjv-draft') } }
+          : {}),
+      }),
+    target,
+    draft: 'models/kjv-draft',
+    prompts: texts.map(encode),
+    warmup: encode(warmup),
+    maxTokens: Number(p.get('tokens')),
+    runs: Number(p.get('runs')),
+    quants,
+    drafters: pick('drafters', ['none', 'ngram', 'draft-model', 'self-int4']),
+    specQuants: pick('specQuants', quants),
+    treeBudget: Number(p.get('budget') ?? 8),
+    log: (l) => process.stderr.write(`[bench] ${l}\n`),
+  });
+  const out = {
+    adapter: gpu ? weft.describeAdapter(gpu.adapter) : 'none (--cpu: plain-TS reference forward)',
+    settings: {
+      runs: Number(p.get('runs')),
+      maxTokens: Number(p.get('tokens')),
+      treeBudget: Number(p.get('budget') ?? 8),
+      warmup: 1,
+    },
+    prompts: texts.map((text) => ({ text, ids: encode(text) })),
+    weft: weftRows.map((w) => ({ ...w, texts: w.ids.map((ids) => tokenizer.decode(ids)) })),
+    peers: [],
+  };
+  report = speedReport(out, { host: gpu ? 'node (Dawn)' : 'node (CPU reference)', quick: values.quick });
+  gpu?.destroy();
+}
+if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+else printSpeedTables(report, (l) => console.log(l));

@@ -1,0 +1,179 @@
+// Quantization quality of the demo target on its held-out text (issue 10): for each weight format,
+// with and without the online Hadamard rotation, perplexity, its ratio to f16, mean KL(p_f16 ||
+// p_quant) per token and top-1 agreement with f16 (the greedy acceptance rate of that format as a
+// self-draft). Runs the plain-TS reference in Node: only the numbers matter, not speed, and the
+// reference on `roundedThrough` weights is the exact math the GPU runner does for int formats
+// (test/gpu/rotate.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
+// through `w8a8Inputs`.
+import { readFile } from 'node:fs/promises';
+import type { Quant } from '../src/engine/create.js';
+import { openModel } from '../src/model/load.js';
+import { dirModelFiles } from '../src/model/node-files.js';
+import { formatOf, type Rotation, roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
+import { ReferenceModel } from '../src/model/reference.js';
+import { readAllF32 } from '../src/model/reference-runner.js';
+import { mapWeights, type Tensor } from '../src/model/weights.js';
+
+/** Chunk length of the model card's evaluation protocol (models/README.md). */
+export const CHUNK = 256;
+
+/** Options of {@link measureQuality}. */
+export interface QualityOptions {
+  /** Model folder (Hugging Face layout). */
+  model: string;
+  /** Held-out text file, scored by the model card's protocol. */
+  text: string;
+  /** Chunks of {@link CHUNK} ids to score, from the start of the text (at most all of them). */
+  chunks: number;
+  /** Formats to compare with f16 (each with rotation off and on). */
+  quants: readonly Quant[];
+  /** Called after each chunk. */
+  onChunk?: (done: number, total: number) => void;
+}
+
+/** One format and rotation against the f16 model, over the scored tokens. */
+export interface QualityRow {
+  quant: Quant;
+  rotate: Rotation;
+  ppl: number;
+  /** ppl / ppl(f16). */
+  ppl_ratio: number;
+  /** Mean KL(p_f16 || p_quant) per token, in nats. */
+  kld: number;
+  /** Fraction of tokens whose argmax equals the f16 argmax (lowest id on ties). */
+  top1: number;
+}
+
+/** The benchmark's result. */
+export interface QualityReport {
+  model: string;
+  text: string;
+  chunks: number;
+  /** Chunks the text has in all. */
+  chunks_available: number;
+  tokens: number;
+  f16: { ppl: number };
+  rows: QualityRow[];
+  seconds: number;
+}
+
+/** Running sums for one configuration. */
+interface Sums {
+  nll: number;
+  kld: number;
+  agree: number;
+}
+
+/**
+ * Scores the first `chunks` chunks of the held-out text (each fed as [BOS] + chunk[:-1] from
+ * position 0, as the model card does) with the f16 model once and every configuration once,
+ * chunk by chunk, so only one chunk's logits per model are held at a time.
+ */
+export async function measureQuality(o: QualityOptions): Promise<QualityReport> {
+  const started = performance.now();
+  const files = dirModelFiles(o.model);
+  const opened = await openModel(files);
+  const { spec } = opened;
+  const source = await readAllF32(opened.weights);
+  await files.close?.();
+  const bos = spec.bosId;
+  if (bos === undefined) throw new Error(`${o.model}: the model has no BOS id to start chunks with`);
+  const text = (await readFile(o.text, 'utf8')).replace(/\n$/, '');
+  const ids = opened.tokenizer.encode(text, { addSpecialTokens: false });
+  const available = Math.ceil(ids.length / CHUNK);
+  const chunks = Math.min(o.chunks, available);
+
+  const model = (tensors: Record<string, Tensor>) =>
+    new ReferenceModel(spec, mapWeights(tensors), { capacity: CHUNK });
+  const base = model(source);
+  // int8 and w8a8 share their weights: round each (format, rotation) once.
+  const rounded = new Map<string, Record<string, Tensor>>();
+  const weightsFor = (quant: Quant, rotate: Rotation) => {
+    const key = `${formatOf(quant)}/${rotate}`;
+    const t = rounded.get(key) ?? roundedThrough(source, formatOf(quant), rotate);
+    rounded.set(key, t);
+    return t;
+  };
+  const configs = o.quants.flatMap((quant) =>
+    (['none', 'hadamard'] as const).map((rotate) => {
+      const m = model(weightsFor(quant, rotate));
+      if (quant === 'w8a8') m.linearInput = w8a8Inputs(rotate);
+      return { quant, rotate, model: m, sums: { nll: 0, kld: 0, agree: 0 } satisfies Sums };
+    }),
+  );
+
+  const V = spec.vocabSize;
+  let baseNll = 0;
+  let tokens = 0;
+  const lp = new Float64Array(V);
+  const lq = new Float64Array(V);
+  for (let c = 0; c < chunks; c++) {
+    const chunk = ids.slice(c * CHUNK, (c + 1) * CHUNK);
+    const input = [bos, ...chunk.slice(0, -1)];
+    const p = base.logitsFor(input);
+    const qs = configs.map((cfg) => cfg.model.logitsFor(input));
+    chunk.forEach((target, r) => {
+      const pTop = logSoftmax(p.subarray(r * V, (r + 1) * V), lp);
+      baseNll -= lp[target]!;
+      configs.forEach((cfg, i) => {
+        const qTop = logSoftmax(qs[i]!.subarray(r * V, (r + 1) * V), lq);
+        cfg.sums.nll -= lq[target]!;
+        let kl = 0;
+        for (let v = 0; v < V; v++) kl += Math.exp(lp[v]!) * (lp[v]! - lq[v]!);
+        cfg.sums.kld += kl;
+        if (qTop === pTop) cfg.sums.agree++;
+      });
+    });
+    tokens += chunk.length;
+    o.onChunk?.(c + 1, chunks);
+  }
+  const basePpl = Math.exp(baseNll / tokens);
+  return {
+    model: o.model,
+    text: o.text,
+    chunks,
+    chunks_available: available,
+    tokens,
+    f16: { ppl: basePpl },
+    rows: configs.map(({ quant, rotate, sums }) => {
+      const ppl = Math.exp(sums.nll / tokens);
+      return {
+        quant,
+        rotate,
+        ppl,
+        ppl_ratio: ppl / basePpl,
+        kld: sums.kld / tokens,
+        top1: sums.agree / tokens,
+      };
+    }),
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
+/** Writes log-softmax(logits) into `out` (f64) and returns the argmax (lowest id on ties). */
+function logSoftmax(logits: Float32Array, out: Float64Array): number {
+  let top = 0;
+  for (let v = 1; v < logits.length; v++) if (logits[v]! > logits[top]!) top = v;
+  const max = logits[top]!;
+  let z = 0;
+  for (let v = 0; v < logits.length; v++) z += Math.exp(logits[v]! - max);
+  const logZ = Math.log(z) + max;
+  for (let v = 0; v < logits.length; v++) out[v] = logits[v]! - logZ;
+  return top;
+}
+
+/** The report as a markdown table (one row per configuration, f16 first). */
+export function qualityTable(r: QualityReport): string {
+  const lines = [
+    `Quantization quality of ${r.model} on ${r.text}: ${r.chunks} of ${r.chunks_available} chunks of ${CHUNK} tokens (${r.tokens} tokens), CPU reference, ${r.seconds.toFixed(0)} s.`,
+    '',
+    '| format | rotation | perplexity | ppl ratio | mean KLD (nats) | top-1 agreement |',
+    '|---|---|---|---|---|---|',
+    `| f16 | none | ${r.f16.ppl.toFixed(3)} | 1.000 | 0 | 100% |`,
+  ];
+  for (const row of r.rows)
+    lines.push(
+      `| ${row.quant} | ${row.rotate} | ${row.ppl.toFixed(3)} | ${row.ppl_ratio.toFixed(4)} | ${row.kld.toFixed(5)} | ${(row.top1 * 100).toFixed(2)}% |`,
+    );
+  return lines.join('\n');
+}
