@@ -1,10 +1,8 @@
 // The `weft` CLI end to end (built by `npm run build`): greedy generation through the engine in
 // headless Chromium's WebGPU equals the TS reference, and bad input exits non-zero in one line.
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../../src/model/load.js';
 import { dirModelFiles } from '../../src/model/node-files.js';
@@ -13,8 +11,8 @@ import { readAllF32 } from '../../src/model/reference-runner.js';
 import type { ModelFamily } from '../../src/model/spec.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
+import { weft } from '../helpers/cli.js';
 
-const run = promisify(execFile);
 let dir: string;
 
 beforeAll(async () => {
@@ -23,16 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-async function weft(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('node', ['bin/weft.js', ...args], { timeout: 240_000 });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: err.code ?? -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-  }
-}
 
 const PROMPT = [5, 17, 99, 3, 250, 11, 42];
 

@@ -1,11 +1,9 @@
 // `weft convert` and `weft export-gguf` end to end through bin/weft.js (built by `npm run build`),
 // generating in headless Chromium: a converted folder gives the same greedy ids as the source at
 // the same --quant, a GGUF file loads with --model, and an exported GGUF gives the source's ids.
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../../src/model/load.js';
 import { dirModelFiles } from '../../src/model/node-files.js';
@@ -14,8 +12,8 @@ import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { ggufFixture } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
+import { weft } from '../helpers/cli.js';
 
-const run = promisify(execFile);
 let dir: string;
 
 beforeAll(async () => {
@@ -24,16 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-async function weft(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('node', ['bin/weft.js', ...args], { timeout: 240_000 });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: err.code ?? -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-  }
-}
 
 const PROMPT = [5, 17, 99, 3, 250, 11, 42];
 

@@ -13,6 +13,7 @@ import { GREEDY } from '../../src/model/runner.js';
 import type { ModelFamily } from '../../src/model/spec.js';
 import { weightShapes } from '../../src/model/weights.js';
 import { fixtureFiles, ggufFixture, sameF32 } from '../fixtures/write.js';
+import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
 
 const PROMPT = [5, 17, 99, 3, 250, 11];
@@ -132,17 +133,6 @@ describe('weft-q checkpoints on the GPU', () => {
     expect(relErr(got.logits, want)).toBeLessThan(1e-4);
   });
 });
-
-/** Largest |a - b| relative to the largest |b| (the forward tests' measure). */
-function relErr(a: Float32Array, b: Float32Array): number {
-  let err = 0;
-  let scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    err = Math.max(err, Math.abs(a[i]! - b[i]!));
-    scale = Math.max(scale, Math.abs(b[i]!));
-  }
-  return err / scale;
-}
 
 describe('GGUF files on the GPU', () => {
   it.each([

@@ -9,6 +9,7 @@ import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js
 import { GREEDY } from '../../src/model/runner.js';
 import type { ModelFamily } from '../../src/model/spec.js';
 import { fixtureFiles } from '../fixtures/write.js';
+import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
 
 const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
@@ -27,17 +28,6 @@ async function greedyIds(engine: Engine, prompt: number[], n: number, prefillChu
   const out: number[] = [];
   for await (const c of engine.generate(prompt, { maxTokens: n, prefillChunk })) out.push(...c.ids);
   return out;
-}
-
-/** Largest |a - b| relative to the largest |b|. */
-function relErr(a: Float32Array, b: Float32Array): number {
-  let err = 0;
-  let scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    err = Math.max(err, Math.abs(a[i]! - b[i]!));
-    scale = Math.max(scale, Math.abs(b[i]!));
-  }
-  return err / scale;
 }
 
 describe.each(FAMILIES)('GPU forward pass, %s', (family) => {

@@ -12,21 +12,11 @@ import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js
 import { GREEDY } from '../../src/model/runner.js';
 import type { ModelFamily } from '../../src/model/spec.js';
 import { fixtureFiles } from '../fixtures/write.js';
+import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
 
 const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
 const PROMPT = [5, 17, 99, 3, 250, 11];
-
-/** Largest |a - b| relative to the largest |b| (the measure test/gpu/forward.test.ts uses). */
-function relErr(a: Float32Array, b: Float32Array): number {
-  let err = 0;
-  let scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    err = Math.max(err, Math.abs(a[i]! - b[i]!));
-    scale = Math.max(scale, Math.abs(b[i]!));
-  }
-  return err / scale;
-}
 
 /** Greedy ids and logits [T, V] of `prompt` run as one chain. */
 interface Scored {

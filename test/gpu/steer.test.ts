@@ -6,6 +6,7 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
+import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
 import { basis, deadCoordinateModel } from '../unit/steer-fixtures.js';
 
@@ -21,16 +22,6 @@ function unit(n: number, seed: number): Float32Array {
   const v = rand(n, seed);
   const norm = Math.hypot(...v);
   return v.map((x) => x / norm);
-}
-
-function relErr(a: Float32Array, b: Float32Array): number {
-  let err = 0;
-  let scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    err = Math.max(err, Math.abs(a[i]! - b[i]!));
-    scale = Math.max(scale, Math.abs(b[i]!));
-  }
-  return err / scale;
 }
 
 const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * b[i]!, 0);
