@@ -1,6 +1,12 @@
 import type { Quant } from '../engine/create.js';
 import { InvalidInputError } from '../errors.js';
-import { hadamardFactor, hadamardPlan, hadamardRef, hadamardSigns } from '../kernels/hadamard/construct.js';
+import {
+  blockButterflies,
+  hadamardFactor,
+  hadamardPlan,
+  hadamardRef,
+  hadamardSigns,
+} from '../kernels/hadamard/construct.js';
 import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import type { LinearInputHook } from './reference.js';
@@ -103,15 +109,7 @@ export function unrotateRows(y: Float32Array, M: number, n: number): Float32Arra
   const t = new Float64Array(n);
   for (let r = 0; r < M; r++) {
     for (let i = 0; i < n; i++) t[i] = y[r * n + i]!;
-    for (let a = 0; a < Kb; a++)
-      for (let h = 1; h < P; h *= 2)
-        for (let j = 0; j < P / 2; j++) {
-          const i = a * P + Math.floor(j / h) * 2 * h + (j % h);
-          const u = t[i]!;
-          const v = t[i + h]!;
-          t[i] = u + v;
-          t[i + h] = u - v;
-        }
+    blockButterflies(t, P, Kb);
     for (let a = 0; a < Kb; a++)
       for (let b = 0; b < P; b++) {
         let acc = t[a * P + b]!;

@@ -279,15 +279,7 @@ export function hadamardRef(
   const t = new Float32Array(n);
   for (let r = 0; r < M; r++) {
     for (let i = 0; i < n; i++) t[i] = x[r * n + i]! * signs[i]!;
-    for (let a = 0; a < Kb; a++)
-      for (let h = 1; h < P; h *= 2)
-        for (let j = 0; j < P / 2; j++) {
-          const i = a * P + Math.floor(j / h) * 2 * h + (j % h);
-          const u = t[i]!;
-          const v = t[i + h]!;
-          t[i] = u + v;
-          t[i + h] = u - v;
-        }
+    blockButterflies(t, P, Kb);
     for (let a = 0; a < Kb; a++)
       for (let b = 0; b < P; b++) {
         let acc = 0;
@@ -297,6 +289,23 @@ export function hadamardRef(
       }
   }
   return y;
+}
+
+/**
+ * In place, the unscaled natural-order Walsh–Hadamard butterflies H_P on each of the Kb blocks of P
+ * consecutive elements of `t` (stage h pairs i with i + h), in the GPU kernel's order. A
+ * Float32Array rounds every stage to f32 as the kernel does; a Float64Array keeps f64.
+ */
+export function blockButterflies(t: Float32Array | Float64Array, P: number, Kb: number): void {
+  for (let a = 0; a < Kb; a++)
+    for (let h = 1; h < P; h *= 2)
+      for (let j = 0; j < P / 2; j++) {
+        const i = a * P + Math.floor(j / h) * 2 * h + (j % h);
+        const u = t[i]!;
+        const v = t[i + h]!;
+        t[i] = u + v;
+        t[i + h] = u - v;
+      }
 }
 
 /**
