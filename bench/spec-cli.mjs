@@ -1,5 +1,6 @@
 // Speculative decoding benchmark on the bundled demo pair (greedy and T = 1), in headless Chromium.
 // Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2]
+//   [--budgets 4,8,16,32]
 // --quick: one prompt, 24 tokens, budgets 4 and 16, greedy and T = 1 (Gumbel) only.
 // --cpu runs the plain-TS reference forward: same tokens per pass, but no GPU timing.
 import { runBenchPage } from './run-page.mjs';
@@ -8,10 +9,17 @@ const argv = process.argv.slice(2);
 const args = new Set(argv);
 // --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2); plain rows always run.
 const drafters = argv[argv.indexOf('--drafters') + 1];
+// --budgets a,b: tree budgets (4 to 32 nodes), e.g. all four with --quick's single prompt.
+const budgets = argv[argv.indexOf('--budgets') + 1];
+if (args.has('--budgets') && !/^\d+(,\d+)*$/.test(budgets ?? '')) {
+  console.error(`bench:spec: --budgets "${budgets ?? ''}" must be comma-separated integers, e.g. 4,8,16,32`);
+  process.exit(2);
+}
 const query = [
   args.has('--quick') ? 'quick=1' : '',
   args.has('--cpu') ? 'device=cpu' : '',
   args.has('--drafters') && drafters ? `drafters=${encodeURIComponent(drafters)}` : '',
+  args.has('--budgets') ? `budgets=${budgets}` : '',
 ]
   .filter(Boolean)
   .join('&');

@@ -1,6 +1,7 @@
 // Page driver of the speculative decoding benchmark: held-out prompts from the demo model's card
 // split, results as JSON in #result for bench/spec-cli.mjs. `?quick=1` uses one prompt, 24 tokens,
-// budgets 4 and 16 and no rejection-rule rows; `?device=cpu` runs the reference forward.
+// budgets 4 and 16 and no rejection-rule rows; `?budgets=4,8` overrides the budgets; `?device=cpu`
+// runs the reference forward.
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { runSpecBench } from './spec.js';
 
@@ -26,7 +27,14 @@ async function main(): Promise<void> {
       draft: '/models/kjv-draft/',
       prompts,
       maxTokens: quick ? 24 : 64,
-      budgets: quick ? [4, 16] : [4, 8, 16, 32],
+      budgets: params.get('budgets')
+        ? params
+            .get('budgets')!
+            .split(',')
+            .map((b) => Number(b))
+        : quick
+          ? [4, 16]
+          : [4, 8, 16, 32],
       modes: [
         { name: 'greedy', temperature: 0, acceptance: 'gumbel' },
         { name: 'T=1', temperature: 1, acceptance: 'gumbel' },
