@@ -11,7 +11,7 @@ import { printSpeedTables, speedReport } from './report.mjs';
 import { runBenchPage } from './run-page.mjs';
 
 const { values, settings } = benchArgs(process.argv.slice(2));
-if (settings.peers !== '') await ensurePeerFiles();
+if (settings.peers !== '') await ensurePeerFiles(settings.peers);
 const out = await runBenchPage(`bench/browser.html?${new URLSearchParams(settings)}`, { isolated: true });
 const report = speedReport(out, {
   host: process.env.WEFT_GPU === 'real' ? 'chromium (real GPU through Vulkan)' : 'chromium',

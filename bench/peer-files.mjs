@@ -23,17 +23,23 @@ function writeGgufs(model, types) {
     execFileSync(
       'node',
       ['bin/weft.js', 'export-gguf', `models/${model}`, ggufPath(model, type), '--type', type.toLowerCase()],
-      { stdio: ['ignore', 'inherit', 'inherit'] },
+      { stdio: ['ignore', 2, 'inherit'] },
     );
 }
 
-/** Makes whatever peer files of `model` (a folder under models/) are missing. */
-export async function ensurePeerFiles(model = 'kjv-target') {
+/**
+ * Makes whatever peer files of `model` (a folder under models/) the chosen `peers` (comma-separated
+ * names, as `--peers` takes them) need and are missing: GGUFs for wllama, the ONNX export (which
+ * needs torch) for transformers.js.
+ */
+export async function ensurePeerFiles(peers, model = 'kjv-target') {
+  const names = peers.split(',');
   const missing = ['Q8_0', 'Q4_0'].filter((t) => !existsSync(ggufPath(model, t)));
-  if (missing.length) writeGgufs(model, missing);
-  if (!existsSync(join(onnxDir(model), 'onnx', 'model.onnx'))) {
+  if (names.includes('wllama') && missing.length) writeGgufs(model, missing);
+  const onnx = names.some((n) => n.startsWith('transformers.js'));
+  if (onnx && !existsSync(join(onnxDir(model), 'onnx', 'model.onnx'))) {
     execFileSync('/usr/bin/python3', ['tools/onnx/export.py', `models/${model}`, onnxDir(model)], {
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', 2, 'inherit'],
     });
   }
 }
