@@ -34,6 +34,7 @@ if (args.has('--json')) {
       `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${r.lossless ?? '-'}`,
     );
   console.log('verify cost (median time of one target pass over T tokens, / T=1):');
+  if (out.verifyCost.length === 0) console.log('  (not measured: --cpu runs the reference forward)');
   for (const v of out.verifyCost)
     console.log(`  T=${String(v.T).padStart(2)}  ${v.ms.toFixed(1).padStart(8)} ms  ${v.ratio.toFixed(2)}`);
 }
