@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { rejectionVerify, sampleWeights } from '../../src/decode/rejection.js';
+import { brokenResidualVerify } from '../helpers/broken-rejection.js';
 
 // A tiny "model" over V = 4 tokens: the target's and the draft's distributions of the next token
 // given the previous one (-1 at the start). They differ on purpose.
@@ -71,20 +72,7 @@ describe('classic speculative sampling (rejection rule)', () => {
 
   it('has the power to see a wrong residual step', () => {
     // Resampling from p instead of max(0, p - q) after a rejection over-weights what q liked.
-    const broken: Verify = (drafts, q, p, rand) => {
-      const emitted: number[] = [];
-      for (let i = 0; i < drafts.length; i++) {
-        const x = drafts[i]!;
-        if (rand(i, 'accept') * q[i]![x]! < p[i]![x]!) {
-          emitted.push(x);
-          continue;
-        }
-        emitted.push(sampleWeights(p[i]!, rand(i, 'resample')));
-        return { accepted: i, emitted };
-      }
-      emitted.push(sampleWeights(p[drafts.length]!, rand(drafts.length, 'resample')));
-      return { accepted: drafts.length, emitted };
-    };
+    const broken: Verify = brokenResidualVerify;
     expect(chiSquare(broken, 20_000, 1)).toBeGreaterThan(CRITICAL_15_DOF);
   });
 

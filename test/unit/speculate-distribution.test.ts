@@ -7,7 +7,7 @@ import type { Drafter } from '../../src/decode/drafter.js';
 import { sampleRef } from '../../src/decode/gumbel.js';
 import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { samplingProbs } from '../../src/decode/probs.js';
-import { type RejectionStep, rejectionVerify, sampleWeights } from '../../src/decode/rejection.js';
+import { rejectionVerify } from '../../src/decode/rejection.js';
 import { verifyChain } from '../../src/decode/speculate.js';
 import { draftTree } from '../../src/decode/tree.js';
 import { Engine } from '../../src/engine/engine.js';
@@ -16,6 +16,7 @@ import { specFromConfig } from '../../src/model/config.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from '../../src/model/runner.js';
 import type { ModelSpec } from '../../src/model/spec.js';
 import { rng, tinyConfig } from '../fixtures/write.js';
+import { brokenResidualVerify } from '../helpers/broken-rejection.js';
 
 const V = 5;
 const N = 20_000;
@@ -206,20 +207,7 @@ describe('speculative sampling: the next two tokens follow the target distributi
 
     // The same loop as the engine's (draft a chain, verify it, keep the accepted path), with the
     // broken rule in place of rejectionVerify.
-    const broken: typeof rejectionVerify = (drafts, q, p, rand): RejectionStep => {
-      const emitted: number[] = [];
-      for (let i = 0; i < drafts.length; i++) {
-        const x = drafts[i]!;
-        if (rand(i, 'accept') * q[i]![x]! < p[i]![x]!) {
-          emitted.push(x);
-          continue;
-        }
-        emitted.push(sampleWeights(p[i]!, rand(i, 'resample')));
-        return { accepted: i, emitted };
-      }
-      emitted.push(sampleWeights(p[drafts.length]!, rand(drafts.length, 'resample')));
-      return { accepted: drafts.length, emitted };
-    };
+    const broken = brokenResidualVerify;
     const target = new BigramRunner(TARGET);
     const drafter: Drafter = new ModelDrafter('draft', new BigramRunner(DRAFT));
     const loop = (rule: typeof rejectionVerify) => async (seed: number) => {
