@@ -11,6 +11,11 @@ interface DawnModule {
 }
 
 let dawn: Promise<DawnModule> | undefined;
+/**
+ * Dawn instances made so far, kept for the life of the process: when one is garbage-collected while
+ * its devices live, or before them at exit, Dawn can crash the process.
+ */
+const instances: GPU[] = [];
 
 /**
  * Requests a WebGPU adapter from the host: `navigator.gpu` in a page or worker, else Dawn from the
@@ -33,11 +38,21 @@ export async function requestAdapter(options: GPURequestAdapterOptions = {}): Pr
   if (canUseSwiftShader && !GPU_DEVICE_NODES.some((p) => fs.existsSync(p)))
     env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
   const mod = await loadDawn();
-  const adapter = await mod.create([]).requestAdapter(options);
+  const adapter = await instance(mod).requestAdapter(options);
   if (adapter || !canUseSwiftShader || env.VK_ICD_FILENAMES) return adapter;
   // The installed drivers gave nothing usable (Dawn refuses lavapipe, for one): try SwiftShader.
   env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  return mod.create([]).requestAdapter(options);
+  return instance(mod, true).requestAdapter(options);
+}
+
+/** The latest Dawn instance (a new one when `fresh`, after the driver setting changed). */
+function instance(mod: DawnModule, fresh = false): GPU {
+  let gpu = instances[instances.length - 1];
+  if (!gpu || fresh) {
+    gpu = mod.create([]);
+    instances.push(gpu);
+  }
+  return gpu;
 }
 
 function loadDawn(): Promise<DawnModule> {
