@@ -1,6 +1,7 @@
 // The model picker: the bundled demo model, Hugging Face ids, or files on this computer, turned into
 // a serializable `ModelChoice` for the engine worker.
 import type { ModelChoice } from '../../src/engine/sources.js';
+import { parseHubRef } from '../../src/store/source.js';
 import { byId } from './dom.js';
 
 /** Where the bundled models are served, relative to the page; `?bundled=` and `?draft=` override. */
@@ -86,17 +87,16 @@ export class ModelPicker {
       return { ok: true, choice: { kind: 'files', name, files: picked }, label: name };
     }
     const text = v === 'hub-custom' ? this.hubId.value.trim() : v.replace(/^hub:/, '');
-    const m = /^([\w.-]+\/[\w.-]+)(?:@(.+))?$/.exec(text);
-    if (!m) return { ok: false, reason: `a Hugging Face id looks like "org/name", got "${text}"` };
+    const ref = parseHubRef(text);
+    if (!ref)
+      return {
+        ok: false,
+        reason: `a Hugging Face id looks like "org/name" (or "org/name/file.gguf"), got "${text}"`,
+      };
     const hubBase = this.hubBase.value.trim();
     return {
       ok: true,
-      choice: {
-        kind: 'hub',
-        id: m[1]!,
-        ...(m[2] ? { revision: m[2] } : {}),
-        ...(hubBase ? { hubBase } : {}),
-      },
+      choice: { kind: 'hub', ...ref, ...(hubBase ? { hubBase } : {}) },
       label: text,
     };
   }

@@ -11,6 +11,7 @@ import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
 import type { ModelRunner } from '../model/runner.js';
 import { modelChecksum } from '../steer/format.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
+import { parseHubRef } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
 import type { Acceptance, TextCodec } from './types.js';
@@ -33,7 +34,8 @@ export interface CreateEngineOptions {
   /**
    * The model: a URL prefix of a Hugging Face-layout folder (absolute or relative to the page;
    * safetensors or weft's converted `model.weft.safetensors`), a URL of a `.gguf` file, a Hugging
-   * Face id `org/name` (optionally `org/name@revision`), or a {@link ModelFiles} (a picked folder,
+   * Face id `org/name` (optionally with one GGUF file of the repository, `org/name/file.gguf`, and a
+   * revision, `@revision`), or a {@link ModelFiles} (a picked folder,
    * the weights cache, or in Node `dirModelFiles(path)` for a folder or a `.gguf` file).
    */
   model: string | ModelFiles;
@@ -75,18 +77,17 @@ export interface CreateEngineOptions {
   onProgress?: (event: LoadProgress) => void;
 }
 
-const HUB_ID = /^[\w.-]+\/[\w.-]+(@[\w.\-/]+)?$/;
-
 /** Resolves the `model` option to files. */
 export function modelFiles(model: string | ModelFiles, hubBase = 'https://huggingface.co'): ModelFiles {
   if (typeof model !== 'string') return model;
   if (/^(https?:|\/|\.\.?\/)/.test(model)) return urlModelFiles(model);
-  if (HUB_ID.test(model)) {
-    const [id, rev = 'main'] = model.split('@') as [string, string?];
-    return urlModelFiles(`${hubBase.replace(/\/$/, '')}/${id}/resolve/${rev}/`);
+  const ref = parseHubRef(model);
+  if (ref) {
+    const base = `${hubBase.replace(/\/$/, '')}/${ref.id}/resolve/${ref.revision ?? 'main'}/`;
+    return urlModelFiles(base + (ref.file ?? ''));
   }
   throw new InvalidInputError(
-    `model "${model}" is neither a URL, a path starting with / or ./, nor a Hugging Face id "org/name"`,
+    `model "${model}" is neither a URL, a path starting with / or ./, nor a Hugging Face id "org/name" (optionally "/file.gguf" and "@revision")`,
   );
 }
 

@@ -1,9 +1,13 @@
 // A model choice a page can send to the engine worker as plain data, and what the worker does with
 // it: remote models go through the weights cache (download with progress, then read from IndexedDB),
 // the bundled model and picked files are read in place.
+
+import { InvalidInputError } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
-import { type ModelFiles, readJson, urlModelFiles } from '../model/files.js';
-import { WEFT_WEIGHTS } from '../model/load.js';
+import { openGguf } from '../formats/gguf.js';
+import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
+import { ggufName, type ModelFiles, readJson, urlModelFiles } from '../model/files.js';
+import { ggufFileOf, WEFT_WEIGHTS } from '../model/load.js';
 import { type DownloadProgress, downloadModel } from '../store/download.js';
 import { openStoredFile } from '../store/reader.js';
 import {
@@ -22,14 +26,23 @@ import type { Engine } from './engine.js';
 
 /**
  * A model as plain, structured-cloneable data (it crosses `postMessage`):
- * - `url`: a Hugging Face-layout folder at an absolute URL; `cache: false` reads it in place (the
- *   demo's bundled model, served with the page), `cache: true` downloads it into the weights cache.
- * - `hub`: a Hugging Face id at a revision, always through the weights cache.
+ * - `url`: a Hugging Face-layout folder, or one `.gguf` file, at an absolute URL; `cache: false`
+ *   reads it in place (the demo's bundled model, served with the page), `cache: true` downloads it
+ *   into the weights cache.
+ * - `hub`: a Hugging Face id at a revision, always through the weights cache; `file` picks one
+ *   `.gguf` file of the repository (GGUF repositories hold several quantizations), and only that
+ *   file is downloaded.
  * - `files`: `File`s the user picked (a folder or loose files), read in place, never copied.
  */
 export type ModelChoice =
   | { readonly kind: 'url'; readonly url: string; readonly cache: boolean }
-  | { readonly kind: 'hub'; readonly id: string; readonly revision?: string; readonly hubBase?: string }
+  | {
+      readonly kind: 'hub';
+      readonly id: string;
+      readonly file?: string;
+      readonly revision?: string;
+      readonly hubBase?: string;
+    }
   | { readonly kind: 'files'; readonly name: string; readonly files: readonly File[] };
 
 /** Load options of {@link loadChoice}: a {@link ModelChoice} and the engine's own settings. */
@@ -62,31 +75,45 @@ export interface OpenChoiceOptions {
 
 /**
  * The files of a chosen model. A remote choice found complete in the cache is opened without any
- * network access; otherwise its file list is discovered (see {@link remoteFileList}), downloaded
- * into the cache with progress, and then read from the cache.
+ * network access; otherwise its file list is discovered (see {@link remoteFileList}; a GGUF choice
+ * is its one file), downloaded into the cache with progress, and then read from the cache. GGUF
+ * files of one repository or folder share its cache entry, which grows by each file asked for.
  */
 export async function openChoice(choice: ModelChoice, options: OpenChoiceOptions = {}): Promise<ModelFiles> {
   const fetchFn = options.fetch ?? ((...a: Parameters<typeof fetch>) => fetch(...a));
   if (choice.kind === 'files') return localModelFiles(localFilesModel(choice.files, choice.name));
   if (choice.kind === 'url' && !choice.cache) return urlModelFiles(choice.url, fetchFn);
+  const gguf = choice.kind === 'hub' ? choice.file : ggufName(choice.url);
+  if (gguf !== undefined && !/\.gguf$/i.test(gguf))
+    throw new InvalidInputError(
+      `hub model file must be a .gguf file of the repository, got ${JSON.stringify(gguf)}`,
+    );
   const source: RemoteSource =
     choice.kind === 'hub'
       ? hubModel(choice.id, {
           ...(choice.revision ? { revision: choice.revision } : {}),
           ...(choice.hubBase ? { baseUrl: choice.hubBase } : {}),
         })
-      : urlModel(choice.url);
+      : urlModel(gguf === undefined ? choice.url : choice.url.slice(0, choice.url.lastIndexOf(gguf)));
   const store = options.store ?? new WeightStore();
   const key = modelKey(source);
   const cached = await store.manifest(key);
-  const files = cached ? cached.files.map((f) => f.name) : await remoteFileList(source, fetchFn);
+  const files =
+    gguf !== undefined
+      ? [gguf]
+      : cached?.files.some((f) => f.name === 'config.json')
+        ? cached.files.map((f) => f.name)
+        : await remoteFileList(source, fetchFn);
   await downloadModel(store, source, files, {
     fetch: fetchFn,
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),
   });
-  const name = choice.kind === 'hub' ? `${choice.id}@${key.revision}` : choice.url;
-  return storedModelFiles(store, key, name, fetchFn);
+  const name =
+    choice.kind === 'hub'
+      ? `${choice.id}${gguf === undefined ? '' : `/${gguf}`}@${key.revision}`
+      : choice.url;
+  return storedModelFiles(store, key, name, fetchFn, gguf);
 }
 
 /**
@@ -114,12 +141,16 @@ export async function remoteFileList(source: RemoteSource, fetchFn: typeof fetch
   return [...files, index, ...[...shards].sort()];
 }
 
-/** {@link ModelFiles} over a complete model in the weights cache; every read is verified. */
+/**
+ * {@link ModelFiles} over a complete model in the weights cache; every read is verified. `gguf` names
+ * the stored GGUF file to load, for an entry that holds GGUF files.
+ */
 export async function storedModelFiles(
   store: WeightStore,
   key: ModelKey,
   name: string,
   fetchFn?: typeof fetch,
+  gguf?: string,
 ): Promise<ModelFiles> {
   const manifest = await store.manifest(key);
   const present = new Set(manifest?.files.map((f) => f.name));
@@ -129,6 +160,7 @@ export async function storedModelFiles(
   };
   return {
     name,
+    ...(gguf === undefined ? {} : { gguf }),
     exists: async (file) => present.has(file),
     text: async (file) => {
       const f = await open(file);
@@ -156,8 +188,14 @@ export function localModelFiles(source: LocalSource): ModelFiles {
   };
 }
 
-/** Whether the model's tokenizer config has a chat template (the rule `openModel` uses for `chat`). */
+/**
+ * Whether the model's tokenizer config has a chat template (the rule `openModel` uses for `chat`);
+ * for a GGUF model, whether its metadata carries one.
+ */
 export async function hasChatTemplate(files: ModelFiles): Promise<boolean> {
+  const gguf = await ggufFileOf(files);
+  if (gguf !== undefined)
+    return 'chat_template' in ggufTokenizer(await openGguf(await files.open(gguf))).tokenizerConfig;
   if (!(await files.exists('tokenizer_config.json'))) return false;
   const config = await readJson(files, 'tokenizer_config.json');
   return typeof config === 'object' && config !== null && 'chat_template' in config;

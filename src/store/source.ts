@@ -53,6 +53,25 @@ export interface ModelKey {
 const HUB_ID = /^[\w.-]+\/[\w.-]+$/;
 
 /**
+ * A hub model as people write it: `org/name`, then optionally `/file.gguf` (one GGUF file of a
+ * repository that holds several quantizations) and `@revision` (branch, tag or commit).
+ */
+export interface HubRef {
+  readonly id: string;
+  readonly file?: string;
+  readonly revision?: string;
+}
+
+const HUB_REF = /^([\w.-]+\/[\w.-]+)(?:\/([\w.-]+\.gguf))?(?:@([\w.\-/]+))?$/i;
+
+/** Parses `org/name[/file.gguf][@revision]`; undefined when `text` is not written that way. */
+export function parseHubRef(text: string): HubRef | undefined {
+  const m = HUB_REF.exec(text);
+  if (!m?.[1] || m[1].includes('..')) return undefined;
+  return { id: m[1], ...(m[2] ? { file: m[2] } : {}), ...(m[3] ? { revision: m[3] } : {}) };
+}
+
+/**
  * A {@link HubSource} for `id` (`org/name`). `revision` defaults to `main`, `baseUrl` to
  * {@link DEFAULT_HUB_URL} (tests and mirrors pass their own). Throws {@link InvalidInputError} for an
  * id that is not two path-safe names separated by one `/`.

@@ -1,13 +1,18 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { modelFiles } from '../../src/engine/create.js';
 import { type ChoiceLoadEvent, loadChoice, type ModelChoice, openChoice } from '../../src/engine/sources.js';
+import { InvalidInputError } from '../../src/errors.js';
+import { tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
+import { exportGguf } from '../../src/formats/gguf-write.js';
 import { convertModel } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { dirModelFiles } from '../../src/model/node-files.js';
+import { parseHubRef } from '../../src/store/source.js';
 import { memoryBackend, WeightStore } from '../../src/store/store.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import { fixtureFiles, ggufFixture, tinyTokenizerJson } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { type HubServer, startHubServer } from '../helpers/hub-server.js';
 
@@ -34,6 +39,20 @@ beforeAll(async () => {
     },
   );
   await writeFile(join(out, WEFT_WEIGHTS), Buffer.concat(chunks));
+  // A GGUF repository as the hub has them: several quantizations side by side, no config.json.
+  // The Q8_0 file carries a chat template in its metadata.
+  await mkdir(join(root, 'org', 'gguf'));
+  const q8 = ggufFixture('qwen2', 'Q8_0', 5);
+  const withTemplate = tokenizerGgufMetadata(
+    tinyTokenizerJson(),
+    { bos_token: '<|endoftext|>', eos_token: '<|im_end|>', chat_template: CHAT_TEMPLATE },
+    q8.spec.vocabSize,
+  );
+  await writeFile(
+    join(root, 'org', 'gguf', 'tiny-q8_0.gguf'),
+    exportGguf(q8.spec, q8.tensors, 'Q8_0', withTemplate),
+  );
+  await writeFile(join(root, 'org', 'gguf', 'tiny-f32.gguf'), ggufFixture('llama', 'F32', 6).bytes);
   hub = await startHubServer(root, { lfsThreshold: 10_000 });
 });
 
@@ -41,6 +60,8 @@ afterAll(async () => {
   await hub?.close();
   if (root) await rm(root, { recursive: true, force: true });
 });
+
+const CHAT_TEMPLATE = '{% for m in messages %}{{ m.content }}{% endfor %}';
 
 const store = () => new WeightStore({ backend: memoryBackend(), estimate: async () => ({}) });
 const offline: typeof fetch = () => Promise.reject(new TypeError('offline'));
@@ -115,5 +136,78 @@ describe('model choices', () => {
     for await (const c of engine.generate('hello', { maxTokens: 3 })) n += c.ids.length;
     expect(n).toBeGreaterThan(0);
     await engine.unload();
+  });
+
+  it('downloads only the chosen GGUF file of a hub repository, and opens it offline afterwards', async () => {
+    const s = store();
+    const choice: ModelChoice = { kind: 'hub', id: 'org/gguf', file: 'tiny-q8_0.gguf', hubBase: hub.url };
+    const seen: number[] = [];
+    const files = await openChoice(choice, { store: s, onProgress: (p) => seen.push(p.bytesDone) });
+    expect(files.name).toBe('org/gguf/tiny-q8_0.gguf@main');
+    expect((await s.list()).map((m) => m.files)).toEqual([['tiny-q8_0.gguf']]);
+    expect(seen.length).toBeGreaterThan(0);
+    const opened = await openModel(files);
+    expect([opened.source, opened.spec.family, opened.chat]).toEqual(['gguf', 'qwen2', true]);
+    const offlineFiles = await openChoice(choice, { store: s, fetch: offline });
+    expect((await openModel(offlineFiles)).spec.family).toBe('qwen2');
+    // The repository's other file joins the same cache entry; both then open offline.
+    await openChoice({ ...choice, file: 'tiny-f32.gguf' }, { store: s });
+    const [entry] = await s.list();
+    expect([...(entry?.files ?? [])].sort()).toEqual(['tiny-f32.gguf', 'tiny-q8_0.gguf']);
+    const f32 = await openChoice({ ...choice, file: 'tiny-f32.gguf' }, { store: s, fetch: offline });
+    expect((await openModel(f32)).spec.family).toBe('llama');
+    expect((await openModel(await openChoice(choice, { store: s, fetch: offline }))).spec.family).toBe(
+      'qwen2',
+    );
+  });
+
+  it('caches a .gguf URL as its one file, and says the chat template in its metadata is there', async () => {
+    let chat: boolean | undefined;
+    const s = store();
+    const engine = await loadChoice(
+      {
+        choice: { kind: 'url', url: `${hub.url}/org/gguf/resolve/main/tiny-q8_0.gguf`, cache: true },
+        device: 'cpu',
+      },
+      (e) => {
+        if (e.kind === 'model') chat = e.chat;
+      },
+      { store: s },
+    );
+    expect(chat).toBe(true);
+    expect((await s.list()).map((m) => [m.key, m.files])).toEqual([
+      [{ source: `${hub.url}/org/gguf/resolve/main`, revision: '' }, ['tiny-q8_0.gguf']],
+    ]);
+    let n = 0;
+    for await (const c of engine.generate('hello', { maxTokens: 2 })) n += c.ids.length;
+    expect(n).toBeGreaterThan(0);
+    await engine.unload();
+  });
+
+  it('refuses a hub file that is not a .gguf file, naming it, and caches nothing', async () => {
+    const s = store();
+    const err = await openChoice(
+      { kind: 'hub', id: 'org/gguf', file: 'config.json', hubBase: hub.url },
+      { store: s },
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(String(err)).toMatch(/"config\.json"/);
+    expect(await s.list()).toEqual([]);
+  });
+
+  it('reads "org/name/file.gguf[@revision]" the same way in the engine, the CLI and the demo', async () => {
+    expect(parseHubRef('org/name')).toEqual({ id: 'org/name' });
+    expect(parseHubRef('org/name@v1.0')).toEqual({ id: 'org/name', revision: 'v1.0' });
+    expect(parseHubRef('Org/Name-GGUF/name-Q4_K_M.gguf@main')).toEqual({
+      id: 'Org/Name-GGUF',
+      file: 'name-Q4_K_M.gguf',
+      revision: 'main',
+    });
+    for (const bad of ['org', 'org/name/config.json', 'org/../x', 'a/b/c/d.gguf', 'org/name@'])
+      expect(parseHubRef(bad), bad).toBeUndefined();
+    const inPlace = modelFiles('org/gguf/tiny-f32.gguf', hub.url);
+    expect(inPlace.gguf).toBe('tiny-f32.gguf');
+    expect((await openModel(inPlace)).spec.family).toBe('llama');
+    expect(() => modelFiles('org/gguf/notes.txt', hub.url)).toThrow(/file\.gguf/);
   });
 });
