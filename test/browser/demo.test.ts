@@ -1,6 +1,7 @@
 // The demo page (index.html) end to end in Chromium: load the bundled model, stream a completion,
 // stop mid-stream, change settings, the draft-tree view, a hub model through the weights cache
-// (progress, cancel, chat mode) and deleting it from the cache manager; and the message shown
+// (progress, cancel, chat mode) and deleting it from the cache manager, one GGUF file of a hub
+// repository through the cache; and the message shown
 // without WebGPU. Tiny random fixture models stand in for real ones (SwiftShader is slow): the
 // "bundled" one, unless models/kjv-target/ exists, is served from test-results/ with its chat
 // template removed (a base model); the "hub" one comes from the local hub server. Screenshots of each state go to test-results/demo/.
@@ -11,6 +12,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ggufFixture } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
 import { type HubServer, startHubServer } from '../helpers/hub-server.js';
@@ -25,6 +27,8 @@ declare global {
 const BUNDLED = 'test-results/demo-model';
 const SHOTS = 'test-results/demo';
 const HUB_ID = 'weft-test/tiny-chat';
+/** One file of a GGUF repository on the hub (the repository has two; only this one is fetched). */
+const HUB_GGUF = 'weft-test/tiny-gguf/tiny-q8_0.gguf';
 
 let browser: Browser;
 let vite: ViteDevServer;
@@ -41,6 +45,14 @@ beforeAll(async () => {
   await writeFile(join(BUNDLED, 'tokenizer_config.json'), JSON.stringify(config));
   hubRoot = await mkdtemp(join(tmpdir(), 'weft-demo-hub-'));
   await writeFixtureDir(join(hubRoot, ...HUB_ID.split('/')), 'qwen3', 'f32', 7);
+  const ggufRepo = join(hubRoot, 'weft-test', 'tiny-gguf');
+  await mkdir(ggufRepo);
+  const template = '{% for m in messages %}{{ m.content }}{% endfor %}';
+  await writeFile(
+    join(ggufRepo, 'tiny-q8_0.gguf'),
+    ggufFixture('qwen2', 'Q8_0', 8, { chatTemplate: template }).bytes,
+  );
+  await writeFile(join(ggufRepo, 'tiny-f32.gguf'), ggufFixture('qwen2', 'F32', 8).bytes);
   hub = await startHubServer(hubRoot, { lfsThreshold: 10_000 });
   await mkdir(SHOTS, { recursive: true });
   ({ url, server: vite } = await startServer());
@@ -198,6 +210,23 @@ describe('demo page', () => {
     await expect.poll(() => item.count()).toBe(0);
     expect(await page.getByTestId('cache-list').textContent()).toBe('Nothing downloaded yet.');
     await shot('7-deleted');
+  });
+
+  it('downloads one GGUF file of a hub repository into the cache, runs it in chat mode, and deletes it', async () => {
+    await setValue('model-select', 'hub-custom');
+    await page.getByTestId('hub-id').fill(HUB_GGUF);
+    const before = hub.log.length;
+    await page.getByTestId('load-button').click();
+    await expect.poll(loadState, { timeout: 50_000 }).toMatch(/^Loaded/);
+    expect(await loadState()).toBe(`Loaded: ${HUB_GGUF} (chat).`);
+    const fetched = new Set(hub.log.slice(before).map((r) => r.file));
+    expect([...fetched]).toEqual(['tiny-q8_0.gguf']);
+    await send('Hello');
+    await expect.poll(state, { timeout: 50_000 }).toBe('done');
+    const item = page.getByTestId('cache-list').locator('li[data-model="weft-test/tiny-gguf @ main"]');
+    await expect.poll(() => item.count()).toBe(1);
+    await item.getByRole('button', { name: 'Delete weft-test/tiny-gguf @ main' }).click();
+    await expect.poll(() => item.count()).toBe(0);
   });
 
   it('loads a model from files picked on this computer', async () => {

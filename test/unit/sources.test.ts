@@ -5,14 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelFiles } from '../../src/engine/create.js';
 import { type ChoiceLoadEvent, loadChoice, type ModelChoice, openChoice } from '../../src/engine/sources.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
-import { exportGguf } from '../../src/formats/gguf-write.js';
 import { convertModel } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { dirModelFiles } from '../../src/model/node-files.js';
 import { parseHubRef } from '../../src/store/source.js';
 import { memoryBackend, WeightStore } from '../../src/store/store.js';
-import { fixtureFiles, ggufFixture, tinyTokenizerJson } from '../fixtures/write.js';
+import { fixtureFiles, ggufFixture } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { type HubServer, startHubServer } from '../helpers/hub-server.js';
 
@@ -42,16 +40,8 @@ beforeAll(async () => {
   // A GGUF repository as the hub has them: several quantizations side by side, no config.json.
   // The Q8_0 file carries a chat template in its metadata.
   await mkdir(join(root, 'org', 'gguf'));
-  const q8 = ggufFixture('qwen2', 'Q8_0', 5);
-  const withTemplate = tokenizerGgufMetadata(
-    tinyTokenizerJson(),
-    { bos_token: '<|endoftext|>', eos_token: '<|im_end|>', chat_template: CHAT_TEMPLATE },
-    q8.spec.vocabSize,
-  );
-  await writeFile(
-    join(root, 'org', 'gguf', 'tiny-q8_0.gguf'),
-    exportGguf(q8.spec, q8.tensors, 'Q8_0', withTemplate),
-  );
+  const q8 = ggufFixture('qwen2', 'Q8_0', 5, { chatTemplate: CHAT_TEMPLATE });
+  await writeFile(join(root, 'org', 'gguf', 'tiny-q8_0.gguf'), q8.bytes);
   await writeFile(join(root, 'org', 'gguf', 'tiny-f32.gguf'), ggufFixture('llama', 'F32', 6).bytes);
   hub = await startHubServer(root, { lfsThreshold: 10_000 });
 });
