@@ -2,7 +2,8 @@
 //
 // Cache layout (per layer): kc, vc [capacity, kvHeads, headDim], row = one slot of
 //   row = kvHeads * headDim elements: f32, or with KV_F16 IEEE halves packed two per u32 (element 2j
-//   in the low 16 bits, written with pack2x16float; row is even since headDim is).
+//   in the low 16 bits, rounded to nearest even by half_bits, as the TS reference rounds; row is even
+//   since headDim is).
 // Bindings (group 0): 0 uniform Params { M, row, capacity };
 //   1 slots: array<u32> [M]; 2 k: array<f32> [M, row]; 3 v: array<f32> [M, row];
 //   4 kc (written); 5 vc (written).
@@ -26,6 +27,46 @@ override WG: u32 = 64;
 @group(0) @binding(5) var<storage, read_write> vc: array<f32>;
 //#endif
 
+//#if KV_F16
+// IEEE half bits of x rounded to nearest even (pack2x16float leaves the rounding to the device, so
+// the cache would differ between GPUs and from the reference). Overflow gives ±Inf, NaN stays NaN.
+fn half_bits(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let sign = (b >> 16u) & 0x8000u;
+  let biased = i32((b >> 23u) & 0xffu);
+  var mant = b & 0x7fffffu;
+  if (biased == 255) {
+    return sign | 0x7c00u | select(0u, 0x200u, mant != 0u);
+  }
+  let e = biased - 112; // re-biased for half: - 127 + 15
+  if (e >= 31) {
+    return sign | 0x7c00u;
+  }
+  if (e <= 0) {
+    // Subnormal half (or zero): the full 24-bit significand shifted down.
+    if (e < -10) {
+      return sign;
+    }
+    mant = mant | 0x800000u;
+    let shift = u32(14 - e);
+    let mid = 1u << (shift - 1u);
+    var m = mant >> shift;
+    let rest = mant & ((1u << shift) - 1u);
+    if (rest > mid || (rest == mid && (m & 1u) == 1u)) {
+      m = m + 1u;
+    }
+    return sign | m;
+  }
+  var h = sign | (u32(e) << 10u) | (mant >> 13u);
+  let rest = mant & 0x1fffu;
+  // A carry out of the mantissa bumps the exponent (up to Inf), as it should.
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) == 1u)) {
+    h = h + 1u;
+  }
+  return h;
+}
+//#endif
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = gid.y * nwg.x * WG + gid.x;
@@ -44,8 +85,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let dst = slot * words + i % words;
 //#if KV_F16
   // Rows are contiguous in k and v, so word i holds elements 2i and 2i + 1.
-  kc[dst] = pack2x16float(vec2<f32>(k[2u * i], k[2u * i + 1u]));
-  vc[dst] = pack2x16float(vec2<f32>(v[2u * i], v[2u * i + 1u]));
+  kc[dst] = half_bits(k[2u * i]) | (half_bits(k[2u * i + 1u]) << 16u);
+  vc[dst] = half_bits(v[2u * i]) | (half_bits(v[2u * i + 1u]) << 16u);
 //#else
   kc[dst] = k[i];
   vc[dst] = v[i];

@@ -34,6 +34,7 @@ export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/s
 export type { TensorReader } from './formats/weft-checkpoint.js';
 // WebGPU plumbing, for custom kernels and hosts.
 export * from './gpu/index.js';
+export type { KvFormat } from './kernels/kv/kv.js';
 // Activation steering.
 export type { SteerMode, SteerPlan } from './kernels/steer/steer.js';
 export { specFromConfig, withGenerationConfig } from './model/config.js';

@@ -1,6 +1,7 @@
 // Generation settings: sampling, length and speculative decoding, read fresh for every request.
 import type { Quant } from '../../src/engine/create.js';
 import type { DrafterKind, GenerateOptions } from '../../src/engine/types.js';
+import type { KvFormat } from '../../src/kernels/kv/kv.js';
 import { byId } from './dom.js';
 
 const temperature = byId('temperature', HTMLInputElement);
@@ -10,6 +11,7 @@ const drafter = byId('drafter', HTMLSelectElement);
 const treeBudget = byId('tree-budget', HTMLInputElement);
 const quant = byId('quant', HTMLSelectElement);
 const context = byId('context', HTMLInputElement);
+const kvCache = byId('kv-cache', HTMLSelectElement);
 
 const DRAFTERS: readonly DrafterKind[] = ['none', 'ngram', 'draft'];
 const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
@@ -45,11 +47,12 @@ export function generateOptions(): GenerateOptions {
   };
 }
 
-/** Load-time settings: weight precision and context length. */
-export function loadSettings(): { quant: Quant; contextLength: number } {
+/** Load-time settings: weight precision, context length and the KV cache's element type. */
+export function loadSettings(): { quant: Quant; contextLength: number; kvCache: KvFormat } {
   return {
     quant: QUANTS.find((q) => q === quant.value) ?? 'f16',
     contextLength: Math.max(64, Math.floor(Number(context.value) || 1024)),
+    kvCache: kvCache.value === 'f16' ? 'f16' : 'f32',
   };
 }
 

@@ -38,6 +38,7 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --quant Q            f32|f16|int8|int4|int2|w8a8 (default: a converted model's own, else f16)
   --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own, else none)
   --context N          KV cache length (default min(model, 2048))
+  --kv-cache F         f32 (default) or f16: how the KV cache stores keys and values (f16 halves its memory)
   --device D           gpu (default) or cpu (the plain-TS reference forward)
   --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
   --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
@@ -64,6 +65,8 @@ export interface GenerateArgs {
   /** Online Hadamard rotation of the `*_proj` inputs (see createEngine's `rotate`); undefined: the checkpoint's. */
   rotate: Rotation | undefined;
   context: number | undefined;
+  /** KV cache element type (see createEngine's `kvCache`). */
+  kvCache: 'f32' | 'f16';
   device: 'gpu' | 'cpu';
   host: 'auto' | 'node' | 'chromium';
   /** 'none', 'ngram', 'self-int4', 'self-int2', or a draft model folder. */
@@ -130,6 +133,7 @@ function parseOptions(argv: string[]) {
       quant: { type: 'string' },
       rotate: { type: 'string' },
       context: { type: 'string' },
+      'kv-cache': { type: 'string' },
       device: { type: 'string' },
       host: { type: 'string' },
       json: { type: 'boolean', default: false },
@@ -184,6 +188,7 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
       values.context === undefined
         ? undefined
         : num('context', values.context, 0, (n) => Number.isInteger(n) && n >= 2),
+    kvCache: oneOf('kv-cache', values['kv-cache'], ['f32', 'f16'] as const, 'f32'),
     device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),
     host: oneOf('host', values.host, ['auto', 'node', 'chromium'] as const, 'auto'),
     draft: values.draft === 'self' ? 'self-int4' : (values.draft ?? 'none'),
@@ -199,6 +204,7 @@ function draftSetup(args: GenerateArgs) {
     ...(args.rotate === undefined ? {} : { rotate: args.rotate }),
     device: args.device,
     ...(args.context ? { contextLength: args.context } : {}),
+    kvCache: args.kvCache,
     ...(args.draft === 'self-int4' || args.draft === 'self-int2'
       ? { draft: { self: args.draft === 'self-int4' ? ('int4' as const) : ('int2' as const) } }
       : {}),

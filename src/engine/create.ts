@@ -3,6 +3,7 @@ import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
 import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
+import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type ModelFiles, urlModelFiles } from '../model/files.js';
 import { type OpenedModel, openModel } from '../model/load.js';
@@ -54,6 +55,12 @@ export interface CreateEngineOptions {
   device?: 'gpu' | 'cpu';
   /** Most tokens of context to allocate the KV cache for (default min(model's, 2048)). */
   contextLength?: number;
+  /**
+   * How the KV cache stores keys and values: `'f32'` (default; exact) or `'f16'` (IEEE halves,
+   * rounded to nearest even: half the cache memory and half the bytes attention reads, so longer
+   * contexts fit). Applies to the target and a draft model.
+   */
+  kvCache?: KvFormat;
   /** Base URL of the model hub for `org/name` ids (default https://huggingface.co). */
   hubBase?: string;
   /**
@@ -128,6 +135,9 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
   const rotate = options.rotate ?? opened.packed?.rotation ?? 'none';
+  const kvFormat = options.kvCache ?? 'f32';
+  if (kvFormat !== 'f32' && kvFormat !== 'f16')
+    throw new InvalidInputError(`kvCache must be 'f32' or 'f16', got ${JSON.stringify(kvFormat)}`);
   // Steering applies to the target only (a drafter only proposes; the target decides).
   const steer = options.steer;
   const plan = steer
@@ -153,6 +163,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
         // f32: rotation is exact math, so the source weights are what a rotated runner multiplies by.
         q === 'f32' || asStored ? tensors : roundedThrough(tensors, formatOf(q), rotate),
         context,
+        kvFormat,
       );
       if (steerPlan) ref.model.residualHook = steerHook(steerPlan);
       if (q === 'w8a8') ref.model.linearInput = w8a8Inputs(rotate);
@@ -166,6 +177,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       gpu: gpu!,
       ownsContext: owner && !options.gpu,
       rotate,
+      kvFormat,
       ...(steerPlan ? { steer: steerPlan } : {}),
     });
   };

@@ -9,7 +9,7 @@ import { BindGroupCache } from '../kernels/bind.js';
 import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
 import { Embedding } from '../kernels/embed/embed.js';
 import { Hadamard } from '../kernels/hadamard/hadamard.js';
-import { KvCompact, type KvLayerBuffers, KvWrite } from '../kernels/kv/kv.js';
+import { KvCompact, type KvFormat, type KvLayerBuffers, KvWrite, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import { type GpuMatrix, Matmul, prepareMatmul, uploadMatrix } from '../kernels/matmul/matmul.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { Rope } from '../kernels/rope/rope.js';
@@ -48,6 +48,11 @@ export interface GpuRunnerOptions {
    * weights as W·Rᵀ (see `packLinear`), which spreads outliers before rounding. Default `'none'`.
    */
   rotate?: Rotation;
+  /**
+   * `'f16'`: the KV cache holds IEEE halves (rounded to nearest even), which halves its memory and
+   * the bytes attention reads. Default `'f32'`.
+   */
+  kvFormat?: KvFormat;
 }
 
 /** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
@@ -233,6 +238,11 @@ export class GpuRunner implements ModelRunner {
 
   get kvLength(): number {
     return this.committed;
+  }
+
+  /** Bytes the KV cache holds on the device, every layer's keys and values. */
+  get kvCacheBytes(): number {
+    return this.w.layers.reduce((sum, l) => sum + l.cache.k.size + l.cache.v.size, 0);
   }
 
   async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
@@ -476,6 +486,10 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   const D = spec.headDim;
   const maxT = MAX_FORWARD_TOKENS;
   const capacity = o.capacity;
+  const kvFormat = o.kvFormat ?? 'f32';
+  // Checked before any weight is read: an f16 cache needs an even headDim.
+  const kvShape = { capacity, kvHeads: spec.kvHeads, headDim: D, format: kvFormat };
+  kvWordsPerSlot(kvShape);
   const names = [...weights.tensors.keys()];
   let done = 0;
   const step = (name: string) =>
@@ -517,7 +531,7 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   const layers: GpuLayer[] = [];
   for (let i = 0; i < spec.layers; i++) {
     const p = `model.layers.${i}`;
-    const cacheBytes = capacity * kvWidth * 4;
+    const cacheBytes = capacity * kvWordsPerSlot(kvShape) * 4;
     layers.push({
       inputNorm: await vector(`${p}.input_layernorm.weight`, H),
       postNorm: await vector(`${p}.post_attention_layernorm.weight`, H),
@@ -554,9 +568,9 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     GatherRows.prepare(ctx),
     prepareMatmul(ctx, format, maxT),
     ...(o.quant === 'w8a8' ? [prepareW8A8(ctx, format, maxT)] : []),
-    KvWrite.prepare(ctx),
+    KvWrite.prepare(ctx, kvFormat),
     KvCompact.prepare(ctx),
-    Attention.prepare(ctx),
+    Attention.prepare(ctx, kvFormat),
     Sampler.prepare(ctx, true),
     Sampler.prepare(ctx, false),
     ...(o.steer ? [Steer.prepare(ctx)] : []),
@@ -572,7 +586,6 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     plan && steerBuf && plan.vectors[l] && on
       ? new Steer(ctx, binds, steerBuf, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
       : undefined;
-  const kvShape = { capacity, kvHeads: spec.kvHeads, headDim: D };
   const kernels: Kernels = {
     embed: new Embedding(ctx, binds, embed),
     norm: new RmsNorm(ctx, binds, { n: H, eps }),
@@ -587,7 +600,13 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
       ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
     }),
     kvWrite: new KvWrite(ctx, binds, kvShape),
-    attention: new Attention(ctx, binds, { heads: spec.heads, kvHeads: spec.kvHeads, headDim: D, capacity }),
+    attention: new Attention(ctx, binds, {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: D,
+      capacity,
+      format: kvFormat,
+    }),
     compact: new KvCompact(ctx, binds, kvShape),
     add: new AddInPlace(ctx, binds),
     addQ: new AddInPlace(ctx, binds),

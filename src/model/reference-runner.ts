@@ -2,6 +2,7 @@ import { sampleRef } from '../decode/gumbel.js';
 import { draftTree } from '../decode/tree.js';
 import { InvalidInputError } from '../errors.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
+import type { KvFormat } from '../kernels/kv/kv.js';
 import { ReferenceModel } from './reference.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import type { ModelSpec } from './spec.js';
@@ -34,9 +35,10 @@ export class ReferenceRunner implements ModelRunner {
     readonly spec: ModelSpec,
     tensors: Record<string, Tensor>,
     capacity = Math.min(spec.maxPositions, 4096),
+    kvFormat: KvFormat = 'f32',
   ) {
     this.capacity = capacity;
-    this.model = new ReferenceModel(spec, mapWeights(tensors), { capacity });
+    this.model = new ReferenceModel(spec, mapWeights(tensors), { capacity, kvFormat });
   }
 
   get kvLength(): number {

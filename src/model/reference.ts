@@ -1,4 +1,6 @@
 import { InvalidInputError } from '../errors.js';
+import { f16BitsToF32, f32ToF16Bits } from '../formats/half.js';
+import type { KvFormat } from '../kernels/kv/kv.js';
 import { deriveSizes, type ModelSpec, type RopeSpec } from './spec.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
 
@@ -92,6 +94,11 @@ export class ReferenceKvCache {
 export interface ReferenceModelOptions {
   /** KV cache rows; defaults to `spec.maxPositions`. */
   readonly capacity?: number;
+  /**
+   * `'f16'`: keys and values are rounded to IEEE halves (nearest even) as they enter the cache, as
+   * the GPU's f16 cache stores them. Default `'f32'`.
+   */
+  readonly kvFormat?: KvFormat;
 }
 
 /**
@@ -128,6 +135,8 @@ export class ReferenceModel {
   residualHook: ResidualHook | undefined;
   /** Applied to the input of every `*_proj` linear when set (see {@link LinearInputHook}). */
   linearInput: LinearInputHook | undefined;
+  /** How cached keys and values are stored (see {@link ReferenceModelOptions.kvFormat}). */
+  readonly kvFormat: KvFormat;
 
   constructor(
     readonly spec: ModelSpec,
@@ -137,6 +146,7 @@ export class ReferenceModel {
     checkSpec(spec);
     this.weights = readWeights(spec, source);
     this.invFreq = ropeInverseFrequencies(spec.rope, spec.headDim);
+    this.kvFormat = options.kvFormat ?? 'f32';
     this.cache = new ReferenceKvCache(
       spec.layers,
       deriveSizes(spec).kvWidth,
@@ -209,6 +219,10 @@ export class ReferenceModel {
       rope(k, spec.kvHeads, spec.headDim, positions, this.invFreq, spec.rope.layout);
       const keys = cache.keys[l]!;
       const values = cache.values[l]!;
+      if (this.kvFormat === 'f16') {
+        roundToHalves(k);
+        roundToHalves(v);
+      }
       for (let t = 0; t < T; t++) {
         keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), cacheSlots[t]! * kvWidth);
         values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), cacheSlots[t]! * kvWidth);
@@ -309,6 +323,11 @@ export class ReferenceModel {
     const start = this.cache.length;
     this.cache.commitPath(nodes.map((i) => start + i));
   }
+}
+
+/** Rounds every value to the nearest IEEE half (ties to even), in place. */
+function roundToHalves(x: Float32Array): void {
+  for (let i = 0; i < x.length; i++) x[i] = f16BitsToF32(f32ToF16Bits(x[i]!));
 }
 
 /** The parent array of a causal chain of `n` tokens: `[-1, 0, 1, ..., n - 2]`. */

@@ -76,6 +76,23 @@ describe('weft generate --draft', () => {
   });
 });
 
+describe('weft generate --kv-cache f16', () => {
+  it('on kjv-target: the GPU gives the greedy ids of the reference with the same f16 cache', async () => {
+    const base = ['generate', '--model', 'models/kjv-target', '--prompt', 'And the LORD said unto Moses'];
+    const rest = ['--max-tokens', '20', '--quant', 'f32', '--kv-cache', 'f16', '--json'];
+    const run = async (extra: string[]) => {
+      const out = await weft([...base, ...rest, ...extra]);
+      expect(out.stderr).toBe('');
+      expect(out.code).toBe(0);
+      return (JSON.parse(out.stdout) as { ids: number[] }).ids;
+    };
+    const want = await run(['--device', 'cpu']);
+    expect(want.length).toBeGreaterThan(8);
+    // (Tree verification and path commits over an f16 cache: test/gpu/kv-f16.test.ts.)
+    expect(await run([])).toEqual(want);
+  });
+});
+
 describe.each(['kjv-target', 'kjv-draft'])('weft generate on the bundled %s', (name) => {
   it('writes readable KJV-style text', async () => {
     const out = await weft([
@@ -113,6 +130,7 @@ describe('weft CLI errors', () => {
     [['generate', '--model', 'x', '--prompt', 'a', '--quant', 'int3'], /--quant: "int3" is not one of/],
     [['frobnicate'], /unknown command/],
     [['generate', '--model', 'x', '--prompt', 'a', '--draft', 'sideways'], /--draft: "sideways"/],
+    [['generate', '--model', 'x', '--prompt', 'a', '--kv-cache', 'f8'], /--kv-cache: "f8" is not one of/],
   ])('%j exits non-zero with one line', async (args, message) => {
     const out = await weft(args);
     expect(out.code).not.toBe(0);
