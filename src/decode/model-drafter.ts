@@ -79,10 +79,11 @@ export class ModelDrafter implements Drafter {
     return next;
   }
 
-  private logits(): Promise<Float32Array> {
+  /** Logits of the last draft forward: every scored row, or only `rows` (in that order). */
+  private logits(rows?: readonly number[]): Promise<Float32Array> {
     if (!this.runner.lastLogits)
       throw new InvalidInputError(`drafter ${this.name}: its runner cannot read logits back`);
-    return this.runner.lastLogits();
+    return this.runner.lastLogits(rows);
   }
 
   /** A sampled chain of `n` tokens, with the draft distribution each was drawn from. */
@@ -142,10 +143,10 @@ export class ModelDrafter implements Drafter {
         sampler,
         'all',
       );
-      const logits = await this.logits();
+      // Only the expanded nodes' rows come back (their ancestors' logits are not needed).
+      const logits = await this.logits(expand.map((e) => rowOf.get(e)!));
       frontier = [];
-      for (const e of expand) {
-        const r = rowOf.get(e)!;
+      for (const [r, e] of expand.entries()) {
         const parent = nodes[e]!;
         for (const c of rankChildren(logits.subarray(r * V, (r + 1) * V), L + depth, sampler, width)) {
           frontier.push(nodes.length);

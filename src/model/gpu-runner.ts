@@ -358,14 +358,21 @@ export class GpuRunner implements ModelRunner {
   }
 
   /**
-   * Logits [R, V] of the rows the last forward scored, copied to the CPU. Plain and Gumbel decoding
-   * never read logits back; the rejection rule and best-first tree drafting do (see
-   * {@link ModelRunner.lastLogits}). The staging buffer is made on first use and kept, so a
-   * speculative loop creates nothing per pass.
+   * Logits [R, V] of the rows the last forward scored (or of `rows` only, in that order), copied to
+   * the CPU. Plain and Gumbel decoding never read logits back; the rejection rule and best-first
+   * tree drafting do (see {@link ModelRunner.lastLogits}). The staging buffer is made on first use
+   * and kept, so a speculative loop creates nothing per pass.
    */
-  async lastLogits(): Promise<Float32Array> {
+  async lastLogits(rows?: readonly number[]): Promise<Float32Array> {
     this.ctx.assertAlive();
-    const bytes = this.lastRows * this.spec.vocabSize * 4;
+    const rowBytes = this.spec.vocabSize * 4;
+    for (const r of rows ?? [])
+      if (!Number.isInteger(r) || r < 0 || r >= this.lastRows)
+        throw new InvalidInputError(`lastLogits: row ${r} is not one of the ${this.lastRows} scored rows`);
+    if (rows && rows.length > this.lastRows)
+      throw new InvalidInputError(`lastLogits: ${rows.length} rows asked for, ${this.lastRows} scored`);
+    const bytes = (rows?.length ?? this.lastRows) * rowBytes;
+    if (bytes === 0) return new Float32Array(0);
     this.logitsStaging ??= this.ctx.device.createBuffer({
       label: 'logits-readback',
       size: this.a.logits.size,
@@ -373,7 +380,9 @@ export class GpuRunner implements ModelRunner {
     });
     const staging = this.logitsStaging;
     const enc = this.ctx.device.createCommandEncoder({ label: 'logits-readback' });
-    enc.copyBufferToBuffer(this.a.logits, 0, staging, 0, bytes);
+    if (!rows) enc.copyBufferToBuffer(this.a.logits, 0, staging, 0, bytes);
+    for (const [i, r] of (rows ?? []).entries())
+      enc.copyBufferToBuffer(this.a.logits, r * rowBytes, staging, i * rowBytes, rowBytes);
     this.ctx.device.queue.submit([enc.finish()]);
     await Promise.race([
       staging.mapAsync(GPUMapMode.READ, 0, bytes),

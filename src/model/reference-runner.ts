@@ -62,9 +62,18 @@ export class ReferenceRunner implements ModelRunner {
     );
   }
 
-  /** Logits [R, vocab] of the rows the last forward scored (see {@link ModelRunner.lastLogits}). */
-  async lastLogits(): Promise<Float32Array> {
-    return this.scored.slice();
+  /** Logits [R, vocab] of the rows the last forward scored, or of `rows` (see {@link ModelRunner.lastLogits}). */
+  async lastLogits(rows?: readonly number[]): Promise<Float32Array> {
+    if (!rows) return this.scored.slice();
+    const V = this.spec.vocabSize;
+    const scoredRows = this.scored.length / V;
+    const out = new Float32Array(rows.length * V);
+    rows.forEach((r, i) => {
+      if (!Number.isInteger(r) || r < 0 || r >= scoredRows)
+        throw new InvalidInputError(`lastLogits: row ${r} is not one of the ${scoredRows} scored rows`);
+      out.set(this.scored.subarray(r * V, (r + 1) * V), i * V);
+    });
+    return out;
   }
 
   commit(path: readonly number[]): void {

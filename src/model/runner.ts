@@ -49,9 +49,10 @@ export interface ModelRunner {
    * Logits [R, vocab] of the R rows the last forward scored, read back to the CPU. Plain and
    * Gumbel decoding never need them; the classic rejection rule (which needs the target's and the
    * draft's probabilities) and best-first tree drafting (which needs the draft's top-k) do. Optional
-   * so that control-flow stand-ins need not implement it; both real runners do.
+   * so that control-flow stand-ins need not implement it; both real runners do. With `rows`
+   * (indices into the scored rows), only those rows come back, [rows.length, vocab] in that order.
    */
-  lastLogits?(): Promise<Float32Array>;
+  lastLogits?(rows?: readonly number[]): Promise<Float32Array>;
   /**
    * Keeps the new tokens at `path` (indices into the last forward's tokens, root to leaf) as the
    * next committed rows, and drops the rest. A chain forward commits all rows with `path` = 0..T-1.

@@ -57,6 +57,11 @@ describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
     const devLogits = await (dev as GpuRunner).lastLogits();
     expect(relErr(devLogits, refLogits)).toBeLessThan(1e-4);
     expect(devLogits.length).toBe(tree.tokens.length * spec.vocabSize);
+    // Some rows only, in the asked order: the same values as the full read-back.
+    const V = spec.vocabSize;
+    const some = await (dev as GpuRunner).lastLogits([5, 1]);
+    expect(Array.from(some)).toEqual([...devLogits.subarray(5 * V, 6 * V), ...devLogits.subarray(V, 2 * V)]);
+    await expect((dev as GpuRunner).lastLogits([6])).rejects.toThrow(/row 6 is not one of the 6 scored rows/);
     // Keep the path 0 → 1 → 3, then decode one token on both.
     for (const r of [ref, dev]) r.commit([0, 1, 3]);
     const a = await ref.forward({ tokens: [12] }, GREEDY, 'last');
