@@ -1,15 +1,14 @@
-// Deterministic random inputs for kernel tests (browser and Node alike).
+// Deterministic random inputs for tests (browser and Node alike), all from one seeded generator:
+// mulberry32, as src/model/reference-fixtures.ts defines it for the CPU and GPU model tests.
+import { seededRandom } from '../../src/model/reference-fixtures.js';
 
-/** `n` values uniform in [-1, 1) from a seeded mulberry32 generator, as f32. */
+/** A seeded mulberry32 generator: uniform floats in [0, 1). */
+export const rng = seededRandom;
+
+/** `n` values uniform in [-1, 1) from {@link rng}(seed), times `scale`, as f32. */
 export function randomF32(n: number, seed: number, scale = 1): Float32Array {
-  let s = seed >>> 0;
+  const next = rng(seed);
   const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = ((((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1) * scale;
-  }
+  for (let i = 0; i < n; i++) out[i] = (next() * 2 - 1) * scale;
   return out;
 }

@@ -7,25 +7,12 @@ import {
   quantize,
   type WeightFormat,
 } from '../../src/kernels/matmul/quant.js';
-
-/** Deterministic uniform values in [-1, 1) (mulberry32). */
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1;
-  }
-  return out;
-}
+import { randomF32 } from '../helpers/kernels-random.js';
 
 describe('quantize / dequantize round trip', () => {
   const rows = 7;
   const cols = 128;
-  const w = rand(rows * cols, 1);
+  const w = randomF32(rows * cols, 1);
   // Worst-case error per element: half a step for round-to-nearest formats.
   const cases: [WeightFormat, number | undefined, (q: ReturnType<typeof quantize>, i: number) => number][] = [
     ['f32', undefined, () => 0],

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { rejectionVerify, sampleWeights } from '../../src/decode/rejection.js';
 import { brokenResidualVerify } from '../helpers/broken-rejection.js';
+import { rng } from '../helpers/kernels-random.js';
 
 // A tiny "model" over V = 4 tokens: the target's and the draft's distributions of the next token
 // given the previous one (-1 at the start). They differ on purpose.
@@ -20,16 +21,6 @@ const Q: Record<number, number[]> = {
   3: [0.2, 0.2, 0.2, 0.4],
 };
 
-function mulberry(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 type Verify = typeof rejectionVerify;
 
 /** The next two tokens from an empty prefix by speculative sampling with chains of 2 drafts. */
@@ -47,7 +38,7 @@ function nextTwo(verify: Verify, rand: () => number): [number, number] {
 
 /** Pearson chi-square of counts over the 16 two-token outcomes against p(t1) p(t2 | t1). */
 function chiSquare(verify: Verify, n: number, seed: number): number {
-  const rand = mulberry(seed);
+  const rand = rng(seed);
   const counts = new Array<number>(V * V).fill(0);
   for (let i = 0; i < n; i++) {
     const [a, b] = nextTwo(verify, rand);
@@ -77,7 +68,7 @@ describe('classic speculative sampling (rejection rule)', () => {
   });
 
   it('accepts every draft when the draft is the target', () => {
-    const rand = mulberry(3);
+    const rand = rng(3);
     for (let i = 0; i < 100; i++) {
       const d1 = sampleWeights(P[-1]!, rand());
       const d2 = sampleWeights(P[d1]!, rand());
