@@ -20,9 +20,24 @@ export { createEngine, modelFiles } from './engine/create.js';
 export type { EngineModel, WeftEngine } from './engine/engine.js';
 export { Engine } from './engine/engine.js';
 export type { ChatApi } from './engine/openai.js';
+// Model choices as plain data, loaded through the weights cache (what weft's worker runs).
+export {
+  type ChoiceLoadEvent,
+  type ChoiceLoadOptions,
+  loadChoice,
+  type ModelChoice,
+  openChoice,
+  remoteFileList,
+  storedModelFiles,
+} from './engine/sources.js';
 export type * from './engine/types.js';
 export { createWorkerEngine, WorkerEngine } from './engine/worker-client.js';
-export type { EngineWorkerApi, StreamEvent } from './engine/worker-protocol.js';
+export type {
+  EngineWorkerApi,
+  EngineWorkerLoadEvent,
+  EngineWorkerLoadOptions,
+  StreamEvent,
+} from './engine/worker-protocol.js';
 export { type ServableEngine, serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
 

@@ -2,12 +2,13 @@
 // it with createWorkerEngine. Two load shapes: the CLI host passes createEngine's options (`model`
 // as a URL or hub id); the demo page passes a serializable model choice (`choice`), which goes
 // through the weights cache (see src/engine/sources.ts) and reports `ChoiceLoadEvent`s.
-import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
-import { type ChoiceLoadOptions, loadChoice } from '../src/engine/sources.js';
+import { createEngine } from '../src/engine/create.js';
+import { loadChoice } from '../src/engine/sources.js';
+import type { EngineWorkerLoadOptions } from '../src/engine/worker-protocol.js';
 import { serveEngine } from '../src/engine/worker-server.js';
 
 /** What `createWorkerEngine(worker, options)` may pass to this worker. */
-export type EngineWorkerLoadOptions = Omit<CreateEngineOptions, 'onProgress' | 'gpu'> | ChoiceLoadOptions;
+export type { EngineWorkerLoadOptions };
 
 serveEngine<EngineWorkerLoadOptions>((options, onProgress) =>
   'choice' in options ? loadChoice(options, onProgress) : createEngine({ ...options, onProgress }),

@@ -3,7 +3,13 @@ import { AbortError } from '../errors.js';
 import type { WeftEngine } from './engine.js';
 import { type ChatApi, chatApi } from './openai.js';
 import type { GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
-import { type EngineWorkerApi, reviveError, type StreamEvent } from './worker-protocol.js';
+import {
+  type EngineWorkerApi,
+  type EngineWorkerLoadEvent,
+  type EngineWorkerLoadOptions,
+  reviveError,
+  type StreamEvent,
+} from './worker-protocol.js';
 
 /** A push-to-pull queue: the worker pushes chunks, the page's `for await` pulls them. */
 class ChunkQueue {
@@ -109,17 +115,21 @@ export class WorkerEngine implements WeftEngine {
 }
 
 /**
- * Loads a model in `worker` (a Worker running a script that calls `serveEngine`, such as weft's
- * `workers/engine.worker.ts`) and returns an engine with the in-thread engine's interface.
+ * Loads a model in `worker` and returns an engine with the in-thread engine's interface. For weft's
+ * own worker (`weft/worker`) the options and progress events are typed as
+ * {@link EngineWorkerLoadOptions} and {@link EngineWorkerLoadEvent}; a worker of your own that
+ * calls `serveEngine` with another load function names its types:
+ * `createWorkerEngine<MyOptions, MyEvent>(worker, options)`.
  */
-export async function createWorkerEngine<O>(
+export async function createWorkerEngine<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>(
   worker: Worker,
-  options: O,
-  onProgress?: (event: unknown) => void,
+  options: NoInfer<O>,
+  onProgress?: (event: E) => void,
 ): Promise<WorkerEngine> {
   const remote = Comlink.wrap<EngineWorkerApi<unknown>>(worker);
   try {
-    const { modelId } = await remote.load(options, onProgress ? Comlink.proxy(onProgress) : undefined);
+    const progress = onProgress && ((event: unknown) => onProgress(event as E));
+    const { modelId } = await remote.load(options, progress ? Comlink.proxy(progress) : undefined);
     return new WorkerEngine(remote, modelId, worker);
   } catch (err) {
     throw reviveError(err);

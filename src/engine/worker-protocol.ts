@@ -1,5 +1,27 @@
 import * as errors from '../errors.js';
+import type { CreateEngineOptions, LoadProgress, Quant } from './create.js';
+import type { ChoiceLoadEvent, ChoiceLoadOptions } from './sources.js';
 import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
+
+/**
+ * What weft's engine worker (`weft/worker`) loads, as plain data that crosses `postMessage`:
+ * createEngine's options with the model (and a draft model) named by URL or hub id, read in
+ * place; or a {@link ChoiceLoadOptions} (`choice`), which goes through the weights cache.
+ */
+export type EngineWorkerLoadOptions =
+  | (Omit<CreateEngineOptions, 'onProgress' | 'gpu' | 'model' | 'draft'> & {
+      readonly model: string;
+      readonly draft?:
+        | { readonly model: string; readonly quant?: Quant }
+        | { readonly self: 'int4' | 'int2' };
+    })
+  | ChoiceLoadOptions;
+
+/**
+ * Progress events of weft's engine worker while it loads: {@link LoadProgress} for createEngine's
+ * options, {@link ChoiceLoadEvent}s for a `choice`.
+ */
+export type EngineWorkerLoadEvent = LoadProgress | ChoiceLoadEvent;
 
 /** Events of one streamed request, sent from the worker to the page. */
 export type StreamEvent =

@@ -1,13 +1,14 @@
 // The page the CLI drives in headless Chromium when Node's own WebGPU can't run kernels: it runs
 // the engine in its Web Worker and relays every event to Node through functions the CLI exposes.
 
-import type { CreateEngineOptions } from '../../engine/create.js';
+import type { ChoiceLoadOptions } from '../../engine/sources.js';
 import type { GenerateOptions, GenerationChunk, GenerationStats } from '../../engine/types.js';
 import { createWorkerEngine, type WorkerEngine } from '../../engine/worker-client.js';
+import type { EngineWorkerLoadOptions } from '../../engine/worker-protocol.js';
 
 /** What the CLI asks the page to run. */
 export interface HostJob {
-  load: Omit<CreateEngineOptions, 'onProgress' | 'gpu' | 'model'> & { model: string };
+  load: Exclude<EngineWorkerLoadOptions, ChoiceLoadOptions>;
   prompt: string | number[];
   generate: Omit<GenerateOptions, 'signal'>;
 }
