@@ -19,7 +19,7 @@
 
 const WG: u32 = 64u;
 
-var<workgroup> red: array<f32, WG>;
+//#include reduce
 
 @compute @workgroup_size(WG)
 fn main(
@@ -38,15 +38,7 @@ fn main(
     let v = abs(x[base + i]);
     amax = max(amax, max(max(v.x, v.y), max(v.z, v.w)));
   }
-  red[t] = amax;
-  workgroupBarrier();
-  for (var h = WG / 2u; h > 0u; h >>= 1u) {
-    if (t < h) {
-      red[t] = max(red[t], red[t + h]);
-    }
-    workgroupBarrier();
-  }
-  let rmax = red[0];
+  let rmax = wg_max(amax, t);
   let s = rmax / 127.0;
   if (t == 0u) {
     sx[m] = s;

@@ -17,7 +17,7 @@ override WG: u32 = 64;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
+//#include reduce
 
 @compute @workgroup_size(WG)
 fn main(
@@ -35,15 +35,7 @@ fn main(
     let v = x[base + i];
     ss += v * v;
   }
-  partial[t] = ss;
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    workgroupBarrier();
-    if (t < s) {
-      partial[t] += partial[t + s];
-    }
-  }
-  workgroupBarrier();
-  let inv = 1.0 / sqrt(partial[0] / f32(p.n) + p.eps);
+  let inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.n) + p.eps);
   for (var i = t; i < p.n; i += WG) {
 //#if ONE_PLUS
     let g = 1.0 + w[i];

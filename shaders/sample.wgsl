@@ -136,6 +136,7 @@ var<workgroup> red_s: array<f32, WG>;
 var<workgroup> red_i: array<u32, WG>;
 var<workgroup> red_c: array<u32, WG>;
 var<workgroup> done: u32;
+//#include reduce
 
 const NONE: u32 = 0xffffffffu;
 
@@ -211,25 +212,12 @@ fn main(
     for (var v = t; v < p.V; v += WG) {
       m = max(m, logits[base + v]);
     }
-    red_s[t] = m;
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-      workgroupBarrier();
-      if (t < s) {
-        red_s[t] = max(red_s[t], red_s[t + s]);
-      }
-    }
-    workgroupBarrier();
-    lmax = red_s[0];
-    workgroupBarrier(); // every thread has read red_s[0] before it is reused
+    lmax = wg_max(m, t);
     var z = 0.0;
     for (var v = t; v < p.V; v += WG) {
       z += exp((logits[base + v] - lmax) * p.invT);
     }
-    red_s[t] = z;
-    red_c[t] = 0u;
-    reduce_sum(t);
-    total = red_s[0];
-    workgroupBarrier();
+    total = wg_sum(z, t);
   }
   // S = { v : !has_thr || ℓ_v > thr }.
   var has_thr = false;

@@ -16,7 +16,7 @@ override WG: u32 = 256;
 @group(0) @binding(2) var<storage, read> tokens: array<u32>;
 @group(0) @binding(3) var<storage, read_write> probs: array<f32>;
 
-var<workgroup> red: array<f32, WG>;
+//#include reduce
 
 @compute @workgroup_size(WG)
 fn main(
@@ -33,30 +33,14 @@ fn main(
   for (var v = t; v < p.V; v += WG) {
     m = max(m, logits[base + v]);
   }
-  red[t] = m;
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    workgroupBarrier();
-    if (t < s) {
-      red[t] = max(red[t], red[t + s]);
-    }
-  }
-  workgroupBarrier();
-  let lmax = red[0];
-  workgroupBarrier(); // all threads have read red[0] before it is reused
+  let lmax = wg_max(m, t);
   var z = 0.0;
   for (var v = t; v < p.V; v += WG) {
     z += exp((logits[base + v] - lmax) * p.invT);
   }
-  red[t] = z;
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    workgroupBarrier();
-    if (t < s) {
-      red[t] += red[t + s];
-    }
-  }
-  workgroupBarrier();
+  let total = wg_sum(z, t);
   if (t == 0u) {
     let tok = tokens[row];
-    probs[row] = select(0.0, exp((logits[base + min(tok, p.V - 1u)] - lmax) * p.invT) / red[0], tok < p.V);
+    probs[row] = select(0.0, exp((logits[base + min(tok, p.V - 1u)] - lmax) * p.invT) / total, tok < p.V);
   }
 }

@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { shaders } from '../gen/shaders.js';
 
 /** Values substituted into a WGSL template. */
 export type WgslVars = Record<string, string | number | boolean>;
@@ -9,10 +10,16 @@ export type WgslVars = Record<string, string | number | boolean>;
  * - `{{NAME}}` is replaced by `vars.NAME` (numbers and strings as written).
  * - Lines between `//#if NAME` and `//#endif` (with an optional `//#else`) are kept when `vars.NAME`
  *   is truthy (the `//#else` branch otherwise). `//#if !NAME` negates. Blocks may nest.
+ * - `//#include NAME` is replaced by the snippet `NAME` of `includes` (default: the files of
+ *   shaders/, e.g. `reduce`), rendered with the same `vars`.
  *
  * A name used but missing from `vars` throws, so a typo never silently picks a branch.
  */
-export function renderWgsl(template: string, vars: WgslVars = {}): string {
+export function renderWgsl(
+  template: string,
+  vars: WgslVars = {},
+  includes: Readonly<Record<string, string>> = shaders,
+): string {
   const need = (name: string) => {
     if (!(name in vars)) throw new InvalidInputError(`WGSL template variable "${name}" is not set`);
     return vars[name]!;
@@ -27,6 +34,15 @@ export function renderWgsl(template: string, vars: WgslVars = {}): string {
     if (m) {
       const v = Boolean(need(m[2]!));
       stack.push({ on: m[1] === '!' ? !v : v, parent: emitting() });
+      continue;
+    }
+    const inc = /^\/\/#include\s+(\w+)\s*$/.exec(t);
+    if (inc) {
+      if (!emitting()) continue;
+      const snippet = includes[inc[1]!];
+      if (snippet === undefined)
+        throw new InvalidInputError(`WGSL template: no snippet "${inc[1]}" to include`);
+      out.push(renderWgsl(snippet, vars, includes));
       continue;
     }
     if (t === '//#else') {

@@ -21,6 +21,14 @@ describe('renderWgsl', () => {
     expect(renderWgsl(t, { X: 3, F: true, G: false })).toBe('a 3\nf\nnot g\nz');
     expect(renderWgsl(t, { X: 'y', F: false, G: false })).toBe('a y\nnot f\nz');
   });
+  it('includes snippets, rendered with the same variables, only in kept branches', () => {
+    const snippets = { part: 'n = {{N}}\n//#if F\nf\n//#endif', missing: '{{Q}}' };
+    const t = ['a', '//#include part', '//#if !F', '//#include missing', '//#endif', 'z'].join('\n');
+    expect(renderWgsl(t, { N: 4, F: true }, snippets)).toBe('a\nn = 4\nf\nz');
+    expect(() => renderWgsl('//#include nope', {}, snippets)).toThrow(/no snippet "nope"/);
+    // The shared reductions: every kernel that includes them gets wg_sum and wg_max.
+    expect(renderWgsl('//#include reduce')).toMatch(/fn wg_sum[\s\S]*fn wg_max/);
+  });
   it('throws on a missing variable or unbalanced blocks', () => {
     expect(() => renderWgsl('{{Q}}')).toThrow(InvalidInputError);
     expect(() => renderWgsl('//#if A\nx', { A: 1 })).toThrow(/unterminated/);
