@@ -201,63 +201,62 @@ export async function prepareMatmul(ctx: GpuContext, format: WeightFormat, maxM 
 }
 
 /**
- * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix. M = 1 runs the GEMV variant, 2..maxM the
- * GEMM variant, which reads each weight once for the whole batch. Both accumulate every output in
- * the same order, so a row's result is bit-identical whatever M is (batch invariance). Uses the
- * subgroup reduction when the context has subgroups, else a workgroup-memory tree.
+ * What every resident-weight matmul shares ({@link Matmul}, and `MatmulW8A8` in kernels/w8a8): a GEMV
+ * pipeline for M = 1 and a GEMM pipeline for 2..maxM rows of one kernel, one uniform slot per part of
+ * the weight matrix, and the dispatch of every part with the inputs its kernel binds.
  */
-export class Matmul {
+export abstract class PartedMatmul {
   readonly maxM: number;
   private readonly gemv: GPUComputePipeline;
   private readonly gemm: GPUComputePipeline | undefined;
   /** One uniform slot per part of w. */
   private readonly params: UniformSlot<FieldsOf<typeof Params>>[];
 
-  constructor(
+  /**
+   * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a
+   * variant with `mt` accumulators (1 for the GEMV).
+   */
+  protected constructor(
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
     readonly w: GpuMatrix,
-    opts: { maxM?: number } = {},
+    maxM: number,
+    protected readonly name: string,
+    kernel: string,
+    source: (mt: number) => [string, () => PipelineSource],
   ) {
-    this.maxM = opts.maxM ?? 16;
-    if (!Number.isInteger(this.maxM) || this.maxM < 1 || this.maxM > MATMUL_MAX_M)
-      throw new InvalidInputError(`Matmul: maxM = ${this.maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
-    const sg = ctx.features.subgroups;
-    this.gemv = ctx.pipelines.get('matmul', ...matmulSource(w.format, 1, sg));
-    this.gemm =
-      this.maxM > 1
-        ? ctx.pipelines.get('matmul', ...matmulSource(w.format, accumulators(this.maxM), sg))
-        : undefined;
-    this.params = w.parts.map((_, i) => new UniformSlot(ctx, Params, `matmul-${w.format}-params-${i}`));
+    this.maxM = maxM;
+    if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
+      throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
+    this.gemv = ctx.pipelines.get(kernel, ...source(1));
+    this.gemm = maxM > 1 ? ctx.pipelines.get(kernel, ...source(accumulators(maxM))) : undefined;
+    this.params = w.parts.map((_, i) => new UniformSlot(ctx, Params, `${kernel}-${w.format}-params-${i}`));
   }
 
-  /**
-   * Records y[0..M) = x[xOffsetRows .. xOffsetRows + M) · Wᵀ into `pass`. x holds f32 rows of K
-   * elements, y receives M rows of N elements. Creates nothing after the first call per buffer set.
-   */
-  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, xOffsetRows = 0): void {
-    const { rows: N, cols: K } = this.w;
+  /** Checks M and the row offset of the input, naming this kernel in the error. */
+  protected checkRows(M: number, xOffsetRows: number): void {
     if (!Number.isInteger(M) || M < 1 || M > this.maxM)
-      throw new InvalidInputError(`Matmul.encode: M = ${M} must be an integer in [1, ${this.maxM}]`);
+      throw new InvalidInputError(`${this.name}.encode: M = ${M} must be an integer in [1, ${this.maxM}]`);
     if (!Number.isInteger(xOffsetRows) || xOffsetRows < 0)
       throw new InvalidInputError(
-        `Matmul.encode: xOffsetRows = ${xOffsetRows} must be a non-negative integer`,
+        `${this.name}.encode: xOffsetRows = ${xOffsetRows} must be a non-negative integer`,
       );
-    if (x === y) throw new InvalidInputError('Matmul.encode: x and y must be different buffers');
-    if (x.size < (xOffsetRows + M) * K * 4)
-      throw new InvalidInputError(
-        `Matmul.encode: x has ${x.size} bytes, needs ${(xOffsetRows + M) * K * 4} for rows [${xOffsetRows}, ${xOffsetRows + M}) of K = ${K}`,
-      );
-    if (y.size < M * N * 4)
-      throw new InvalidInputError(
-        `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
-      );
+  }
+
+  /** Dispatches every part: bindings uniform, weights, `inputs`..., y, then scales and zeros. */
+  protected dispatch(
+    pass: GPUComputePassEncoder,
+    inputs: readonly GPUBuffer[],
+    y: GPUBuffer,
+    M: number,
+    xOffsetRows: number,
+  ): void {
     const pipeline = M === 1 || !this.gemm ? this.gemv : this.gemm;
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {
       const slot = this.params[i]!;
       slot.write(matmulParams(this.w, part, M, xOffsetRows));
-      const buffers = [slot.buffer, part.data, x, y];
+      const buffers = [slot.buffer, part.data, ...inputs, y];
       if (part.scales) buffers.push(part.scales);
       if (part.zeros) buffers.push(part.zeros);
       pass.setBindGroup(0, this.binds.get(pipeline, buffers));
@@ -267,6 +266,38 @@ export class Matmul {
 
   destroy(): void {
     for (const slot of this.params) slot.destroy();
+  }
+}
+
+/**
+ * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix. M = 1 runs the GEMV variant, 2..maxM the
+ * GEMM variant, which reads each weight once for the whole batch. Both accumulate every output in
+ * the same order, so a row's result is bit-identical whatever M is (batch invariance). Uses the
+ * subgroup reduction when the context has subgroups, else a workgroup-memory tree.
+ */
+export class Matmul extends PartedMatmul {
+  constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
+    const sg = ctx.features.subgroups;
+    super(ctx, binds, w, opts.maxM ?? 16, 'Matmul', 'matmul', (mt) => matmulSource(w.format, mt, sg));
+  }
+
+  /**
+   * Records y[0..M) = x[xOffsetRows .. xOffsetRows + M) · Wᵀ into `pass`. x holds f32 rows of K
+   * elements, y receives M rows of N elements. Creates nothing after the first call per buffer set.
+   */
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, xOffsetRows = 0): void {
+    const { rows: N, cols: K } = this.w;
+    this.checkRows(M, xOffsetRows);
+    if (x === y) throw new InvalidInputError('Matmul.encode: x and y must be different buffers');
+    if (x.size < (xOffsetRows + M) * K * 4)
+      throw new InvalidInputError(
+        `Matmul.encode: x has ${x.size} bytes, needs ${(xOffsetRows + M) * K * 4} for rows [${xOffsetRows}, ${xOffsetRows + M}) of K = ${K}`,
+      );
+    if (y.size < M * N * 4)
+      throw new InvalidInputError(
+        `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
+      );
+    this.dispatch(pass, [x], y, M, xOffsetRows);
   }
 }
 

@@ -12,9 +12,8 @@ import {
   accumulators,
   type FieldsOf,
   type GpuMatrix,
-  MATMUL_MAX_M,
   MatmulParams,
-  matmulParams,
+  PartedMatmul,
   uploadMatrix,
 } from '../matmul/matmul.js';
 import { type QuantizedMatrix, wordsPerRow } from '../matmul/quant.js';
@@ -205,34 +204,11 @@ export class QuantizeAct {
  * `Matmul`: GEMV for M = 1, GEMM reading each weight once for 2..maxM rows, and row results
  * bit-identical whatever M is.
  */
-export class MatmulW8A8 {
-  readonly maxM: number;
-  private readonly gemv: GPUComputePipeline;
-  private readonly gemm: GPUComputePipeline | undefined;
-  /** One uniform slot per part of w. */
-  private readonly params: UniformSlot<FieldsOf<typeof MmParams>>[];
-
-  constructor(
-    private readonly ctx: GpuContext,
-    private readonly binds: BindGroupCache,
-    readonly w: GpuMatrix,
-    opts: { maxM?: number } = {},
-  ) {
+export class MatmulW8A8 extends PartedMatmul {
+  constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
     checkIntFormat(w.format, 'MatmulW8A8');
-    this.maxM = opts.maxM ?? 16;
-    if (!Number.isInteger(this.maxM) || this.maxM < 1 || this.maxM > MATMUL_MAX_M)
-      throw new InvalidInputError(
-        `MatmulW8A8: maxM = ${this.maxM} must be an integer in [1, ${MATMUL_MAX_M}]`,
-      );
     const sg = ctx.features.subgroups;
-    this.gemv = ctx.pipelines.get('matmul_w8a8', ...w8a8Source(w.format, 1, sg));
-    this.gemm =
-      this.maxM > 1
-        ? ctx.pipelines.get('matmul_w8a8', ...w8a8Source(w.format, accumulators(this.maxM), sg))
-        : undefined;
-    this.params = w.parts.map(
-      (_, i) => new UniformSlot(ctx, MmParams, `matmul_w8a8-${w.format}-params-${i}`),
-    );
+    super(ctx, binds, w, opts.maxM ?? 16, 'MatmulW8A8', 'matmul_w8a8', (mt) => w8a8Source(w.format, mt, sg));
   }
 
   /** Records y[0..M) from rows [xOffsetRows, xOffsetRows + M) of xq/sx. */
@@ -245,12 +221,7 @@ export class MatmulW8A8 {
     xOffsetRows = 0,
   ): void {
     const { rows: N, cols: K } = this.w;
-    if (!Number.isInteger(M) || M < 1 || M > this.maxM)
-      throw new InvalidInputError(`MatmulW8A8.encode: M = ${M} must be an integer in [1, ${this.maxM}]`);
-    if (!Number.isInteger(xOffsetRows) || xOffsetRows < 0)
-      throw new InvalidInputError(
-        `MatmulW8A8.encode: xOffsetRows = ${xOffsetRows} must be a non-negative integer`,
-      );
+    this.checkRows(M, xOffsetRows);
     const rows = xOffsetRows + M;
     if (xq.size < rows * K)
       throw new InvalidInputError(`MatmulW8A8.encode: xq has ${xq.size} bytes, needs ${rows * K}`);
@@ -258,21 +229,7 @@ export class MatmulW8A8 {
       throw new InvalidInputError(`MatmulW8A8.encode: sx has ${sx.size} bytes, needs ${rows * 4}`);
     if (y.size < M * N * 4)
       throw new InvalidInputError(`MatmulW8A8.encode: y has ${y.size} bytes, needs ${M * N * 4}`);
-    const pipeline = M === 1 || !this.gemm ? this.gemv : this.gemm;
-    pass.setPipeline(pipeline);
-    this.w.parts.forEach((part, i) => {
-      const slot = this.params[i]!;
-      slot.write(matmulParams(this.w, part, M, xOffsetRows));
-      const buffers = [slot.buffer, part.data, xq, sx, y];
-      if (part.scales) buffers.push(part.scales);
-      if (part.zeros) buffers.push(part.zeros);
-      pass.setBindGroup(0, this.binds.get(pipeline, buffers));
-      pass.dispatchWorkgroups(...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
-    });
-  }
-
-  destroy(): void {
-    for (const slot of this.params) slot.destroy();
+    this.dispatch(pass, [xq, sx], y, M, xOffsetRows);
   }
 }
 
