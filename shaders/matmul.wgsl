@@ -12,10 +12,9 @@
 // Threads: one workgroup of TPR = 64 threads per weight row n of the part (flat workgroup index
 //   wid.y * nwg.x + wid.x), writing output column n_off + n. Thread t walks blocks t, t + 64, ... of row n; for each block it
 //   unpacks the 16 weights once and updates the accumulators of all M rows of x, so every weight
-//   is read once per dispatch. The 64 partials of each output are then combined: by a fixed
-//   workgroup-memory tree, or (SUBGROUPS) by subgroupAdd then the subgroup leaders' sums added in
-//   thread order. Per output, the order of operations does not depend on M or MT: row r's result
-//   is bit-identical in a GEMV and in any GEMM batch (explicit fma keeps compilers from contracting
+//   is read once per dispatch. The 64 partials of each output are then combined by store_rows
+//   (matmul_store.wgsl) in an order that does not depend on M or MT: row r's result is
+//   bit-identical in a GEMV and in any GEMM batch (explicit fma keeps compilers from contracting
 //   differently per variant).
 // Preconditions (checked in TS): K % 16 == 0, K % group == 0, group % 16 == 0, M <= MT.
 //#if SUBGROUPS
@@ -40,7 +39,12 @@ const MT: u32 = {{MT}}u;
 // Outputs reduced per round in workgroup memory (MT is a multiple of RC).
 const RC: u32 = {{RC}}u;
 
-var<workgroup> red: array<f32, RC * TPR>;
+//#include matmul_store
+
+// Rows of x are plain f32: nothing to scale by (× 1 is exact).
+fn row_scale(m: u32) -> f32 {
+  return 1.0;
+}
 
 // 16 weights of one block, before the group scale.
 struct Block {
@@ -138,42 +142,9 @@ fn main(
       }
     }
   }
-  for (var m0 = 0u; m0 < MT; m0 += RC) {
-    if (m0 >= p.M) {
-      break;
-    }
 //#if SUBGROUPS
-    // Leaders hold their subgroup's sum, every other slot 0: adding the 64 slots in thread order
-    // is a fixed order for a given subgroup partition.
-    for (var i = 0u; i < RC; i++) {
-      let v = subgroupAdd(acc[m0 + i]);
-      red[i * TPR + t] = select(0.0, v, lane == 0u);
-    }
-    workgroupBarrier();
-    if (t < RC && m0 + t < p.M) {
-      var sum = 0.0;
-      for (var j = 0u; j < TPR; j++) {
-        sum += red[t * TPR + j];
-      }
-      y[(m0 + t) * p.N + p.n_off + n] = sum;
-    }
+  store_rows(&acc, n, t, lane);
 //#else
-    for (var i = 0u; i < RC; i++) {
-      red[i * TPR + t] = acc[m0 + i];
-    }
-    workgroupBarrier();
-    for (var h = TPR / 2u; h > 0u; h >>= 1u) {
-      if (t < h) {
-        for (var i = 0u; i < RC; i++) {
-          red[i * TPR + t] += red[i * TPR + t + h];
-        }
-      }
-      workgroupBarrier();
-    }
-    if (t < RC && m0 + t < p.M) {
-      y[(m0 + t) * p.N + p.n_off + n] = red[t * TPR];
-    }
+  store_rows(&acc, n, t, 0u);
 //#endif
-    workgroupBarrier();
-  }
 }

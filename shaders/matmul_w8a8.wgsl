@@ -8,8 +8,8 @@
 //   5 scales: array<f32> [n_rows, K / group]; 6 zeros [n_rows, K / group] (int4, int2).
 // Threads: as matmul.wgsl: one workgroup of TPR = 64 per weight row of the part, thread t walks 16-element
 //   blocks t, t + 64, ..., each weight block unpacked once for all M rows; the 64 partials are
-//   combined by a fixed workgroup-memory tree, or subgroupAdd + leaders in thread order. The
-//   per-output order never depends on M or MT (batch invariance).
+//   combined and scaled by sx by store_rows (matmul_store.wgsl), in an order that never depends on
+//   M or MT (batch invariance).
 // Preconditions (checked in TS): K % 16 == 0, group % 16 == 0, M <= MT.
 //#if SUBGROUPS
 enable subgroups;
@@ -31,7 +31,12 @@ const TPR: u32 = 64u;
 const MT: u32 = {{MT}}u;
 const RC: u32 = {{RC}}u;
 
-var<workgroup> red: array<f32, RC * TPR>;
+//#include matmul_store
+
+// The activation row's int8 scale.
+fn row_scale(m: u32) -> f32 {
+  return sx[p.x_off + m];
+}
 
 // Four codes (q >> sh, q >> sh + B, ...) of BITS bits minus the zero point, as packed int8 lanes.
 fn lanes(v: u32, sh: u32, bits: u32, z: i32) -> u32 {
@@ -86,40 +91,9 @@ fn main(
       }
     }
   }
-  for (var m0 = 0u; m0 < MT; m0 += RC) {
-    if (m0 >= p.M) {
-      break;
-    }
 //#if SUBGROUPS
-    for (var i = 0u; i < RC; i++) {
-      let v = subgroupAdd(acc[m0 + i]);
-      red[i * TPR + t] = select(0.0, v, lane == 0u);
-    }
-    workgroupBarrier();
-    if (t < RC && m0 + t < p.M) {
-      var sum = 0.0;
-      for (var j = 0u; j < TPR; j++) {
-        sum += red[t * TPR + j];
-      }
-      y[(m0 + t) * p.N + p.n_off + n] = sum * sx[p.x_off + m0 + t];
-    }
+  store_rows(&acc, n, t, lane);
 //#else
-    for (var i = 0u; i < RC; i++) {
-      red[i * TPR + t] = acc[m0 + i];
-    }
-    workgroupBarrier();
-    for (var h = TPR / 2u; h > 0u; h >>= 1u) {
-      if (t < h) {
-        for (var i = 0u; i < RC; i++) {
-          red[i * TPR + t] += red[i * TPR + t + h];
-        }
-      }
-      workgroupBarrier();
-    }
-    if (t < RC && m0 + t < p.M) {
-      y[(m0 + t) * p.N + p.n_off + n] = red[t * TPR] * sx[p.x_off + m0 + t];
-    }
+  store_rows(&acc, n, t, 0u);
 //#endif
-    workgroupBarrier();
-  }
 }
