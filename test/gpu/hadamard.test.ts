@@ -4,7 +4,7 @@ import { hadamardMaxBlock, runHadamard } from '../../src/kernels/hadamard/hadama
 import { matmulRef, runMatmul } from '../../src/kernels/matmul/matmul.js';
 import { quantize } from '../../src/kernels/matmul/quant.js';
 import { gpu } from '../helpers/gpu.js';
-import { randomF32 } from '../helpers/kernels-random.js';
+import { randomF32 } from '../helpers/random.js';
 
 describe('Hadamard rotation kernel', () => {
   // n = K · 2^m: powers of two, 12/20/28 blocks, Qwen's 76 · 64, Llama-2's 172 · 64 (Williamson), and

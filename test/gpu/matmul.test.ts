@@ -12,7 +12,7 @@ import {
 } from '../../src/kernels/matmul/matmul.js';
 import { quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
 import { gpu } from '../helpers/gpu.js';
-import { randomF32 } from '../helpers/kernels-random.js';
+import { randomF32 } from '../helpers/random.js';
 
 // [format, group] pairs covering every packing and the int8 group sizes.
 const FORMATS: [WeightFormat, number | undefined][] = [

@@ -12,7 +12,7 @@ import {
   w8a8Ref,
 } from '../../src/kernels/w8a8/w8a8.js';
 import { gpu } from '../helpers/gpu.js';
-import { randomF32 } from '../helpers/kernels-random.js';
+import { randomF32 } from '../helpers/random.js';
 
 const FORMATS: [WeightFormat, number | undefined][] = [
   ['int8', undefined],

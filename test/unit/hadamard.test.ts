@@ -7,7 +7,7 @@ import {
   rotateWeightsIn,
   rotateWeightsOut,
 } from '../../src/kernels/hadamard/construct.js';
-import { randomF32 } from '../helpers/kernels-random.js';
+import { randomF32 } from '../helpers/random.js';
 
 describe('Hadamard matrices', () => {
   it.each([1, 2, 4, 8, 16, ...HADAMARD_ORDERS])('order %i: entries ±1 and H·Hᵀ = K·I', (K) => {

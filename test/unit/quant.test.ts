@@ -7,7 +7,7 @@ import {
   quantize,
   type WeightFormat,
 } from '../../src/kernels/matmul/quant.js';
-import { randomF32 } from '../helpers/kernels-random.js';
+import { randomF32 } from '../helpers/random.js';
 
 describe('quantize / dequantize round trip', () => {
   const rows = 7;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { rejectionVerify, sampleWeights } from '../../src/decode/rejection.js';
 import { brokenResidualVerify } from '../helpers/broken-rejection.js';
-import { rng } from '../helpers/kernels-random.js';
+import { rng } from '../helpers/random.js';
 
 // A tiny "model" over V = 4 tokens: the target's and the draft's distributions of the next token
 // given the previous one (-1 at the start). They differ on purpose.

@@ -16,18 +16,7 @@ import { openStoredFile } from '../../src/store/reader.js';
 import { toHex } from '../../src/store/sha256.js';
 import { hubModel, modelKey } from '../../src/store/source.js';
 import { memoryBackend, type StoreBackend, WeightStore } from '../../src/store/store.js';
-
-function randomBytes(n: number, seed: number): Uint8Array {
-  const out = new Uint8Array(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
+import { randomBytes } from '../helpers/random.js';
 
 async function sha(bytes: Uint8Array): Promise<string> {
   return toHex(new Uint8Array(await webcrypto.subtle.digest('SHA-256', bytes)));

@@ -1,19 +1,7 @@
 import { webcrypto } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Sha256, sha256Hex, toHex } from '../../src/store/sha256.js';
-
-// Deterministic pseudo-random bytes (xorshift32), so a failure can be replayed.
-function randomBytes(n: number, seed: number): Uint8Array {
-  const out = new Uint8Array(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
+import { randomBytes } from '../helpers/random.js';
 
 async function subtleHex(bytes: Uint8Array): Promise<string> {
   return toHex(new Uint8Array(await webcrypto.subtle.digest('SHA-256', bytes)));
