@@ -121,8 +121,9 @@ function readRopeScaling(f: Fields): Llama3RopeScaling | undefined {
  * (`num_key_value_heads` = heads, `head_dim` = hidden / heads, `rope_theta` 10000, untied head).
  * A sliding window (Mistral v0.1, Qwen2 with `use_sliding_window`) is honoured by capping
  * `maxPositions` at the window, where full attention and windowed attention agree. Unknown
- * families, activations other than SiLU, RoPE scalings other than `llama3` and missing or
- * ill-typed fields throw {@link ModelFormatError} naming `file`, the key and the value.
+ * families, activations other than SiLU, RoPE scalings other than `llama3`, MLP biases, partial
+ * RoPE, pre-quantized checkpoints (`quantization_config`) and missing or ill-typed fields throw
+ * {@link ModelFormatError} naming `file`, the key and the value.
  */
 export function specFromConfig(json: unknown, file = 'config.json'): ModelSpec {
   if (!isObject(json)) throw new ModelFormatError(file, '(root)', json, 'must be a JSON object');
@@ -137,6 +138,18 @@ export function specFromConfig(json: unknown, file = 'config.json'): ModelSpec {
   // Llama's `attention_bias` adds biases to q, k, v and o; weft's block has q/k/v biases only.
   if (family !== 'qwen2' && f.boolean('attention_bias', false)) {
     f.refuse('attention_bias', 'attention biases are only supported for qwen2');
+  }
+  // Each of these changes which tensors the checkpoint holds or what they mean; running it as a
+  // plain block would give wrong outputs rather than an error.
+  if (f.boolean('mlp_bias', false)) f.refuse('mlp_bias', 'MLP biases are not supported');
+  if (f.number('partial_rotary_factor', 1) !== 1) {
+    f.refuse('partial_rotary_factor', 'partial RoPE is not supported (only 1: every head dimension)');
+  }
+  if (f.has('quantization_config')) {
+    f.refuse(
+      'quantization_config',
+      'pre-quantized checkpoints (GPTQ, AWQ, bitsandbytes, ...) are not supported; use the unquantized model',
+    );
   }
 
   const hidden = f.count('hidden_size');

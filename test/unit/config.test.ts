@@ -5,6 +5,8 @@ import { specFromConfig, withGenerationConfig } from '../../src/model/config.js'
 // Key fields of published config.json files (values copied from the Hugging Face repos named).
 const llama32_1b = {
   model_type: 'llama',
+  attention_bias: false,
+  mlp_bias: false,
   hidden_size: 2048,
   intermediate_size: 8192,
   num_hidden_layers: 16,
@@ -94,6 +96,27 @@ const qwen3_06b = {
   bos_token_id: 151643,
   eos_token_id: 151645,
 };
+
+const smollm2_135m = {
+  model_type: 'llama',
+  attention_bias: false,
+  mlp_bias: false,
+  hidden_size: 576,
+  intermediate_size: 1536,
+  num_hidden_layers: 30,
+  num_attention_heads: 9,
+  num_key_value_heads: 3,
+  rms_norm_eps: 1e-5,
+  rope_theta: 100000,
+  rope_scaling: null,
+  max_position_embeddings: 8192,
+  tie_word_embeddings: true,
+  vocab_size: 49152,
+  bos_token_id: 0,
+  eos_token_id: 0,
+  hidden_act: 'silu',
+};
+const published = { llama32_1b, tinyllama, mistral7b, qwen25_05b, qwen3_06b, smollm2_135m };
 
 function expectFormatError(fn: () => unknown, field: string, problem: RegExp): void {
   try {
@@ -241,6 +264,45 @@ describe('specFromConfig refusals', () => {
       'attention_bias',
       /qwen2/,
     );
+  });
+  it('refuses MLP biases, partial RoPE and pre-quantized checkpoints, naming the value', () => {
+    expectFormatError(
+      () => specFromConfig({ ...llama32_1b, mlp_bias: true }),
+      'mlp_bias',
+      /= true: MLP biases/,
+    );
+    expectFormatError(
+      () => specFromConfig({ ...qwen3_06b, partial_rotary_factor: 0.5 }),
+      'partial_rotary_factor',
+      /= 0.5: partial RoPE/,
+    );
+    expectFormatError(
+      () => specFromConfig({ ...mistral7b, partial_rotary_factor: 'half' }),
+      'partial_rotary_factor',
+      /finite number/,
+    );
+    for (const quant of [
+      { quant_method: 'gptq', bits: 4, group_size: 128 },
+      { quant_method: 'awq', bits: 4, version: 'gemm' },
+      { quant_method: 'bitsandbytes', load_in_4bit: true },
+    ]) {
+      expectFormatError(
+        () => specFromConfig({ ...qwen25_05b, quantization_config: quant }),
+        'quantization_config',
+        new RegExp(`"quant_method":"${quant.quant_method}".*: pre-quantized checkpoints`),
+      );
+    }
+  });
+  it('published configs carry no MLP bias, partial RoPE or quantization, and stay loadable', () => {
+    for (const [name, cfg] of Object.entries(published)) {
+      const fields: Record<string, unknown> = cfg;
+      expect(fields.mlp_bias ?? false, name).toBe(false);
+      expect(fields.partial_rotary_factor ?? 1, name).toBe(1);
+      expect(fields.quantization_config, name).toBeUndefined();
+      // The neutral values of the refused fields leave the spec as it was.
+      const neutral = { ...cfg, mlp_bias: false, partial_rotary_factor: 1, quantization_config: null };
+      expect(specFromConfig(neutral), name).toEqual(specFromConfig(cfg));
+    }
   });
   it('names the given file', () => {
     expect(() => specFromConfig({}, 'models/x/config.json')).toThrow(/^models\/x\/config.json: model_type/);
