@@ -67,13 +67,13 @@ export interface TensorReader {
   readPacked?(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
 }
 
-/** A safetensors checkpoint as a {@link TensorReader}. */
-export function safetensorsReader(ck: SafetensorsCheckpoint): TensorReader {
+/** A safetensors checkpoint as a {@link TensorReader}; `file` is what a missing tensor's error names. */
+export function safetensorsReader(ck: SafetensorsCheckpoint, file = 'checkpoint'): TensorReader {
   return {
     tensors: ck.tensors,
     readF32: async (name) => {
       const info = ck.tensors.get(name);
-      if (info === undefined) throw new ModelFormatError('checkpoint', name, undefined, 'missing tensor');
+      if (info === undefined) throw new ModelFormatError(file, name, undefined, 'missing tensor');
       return readTensorF32(info);
     },
   };

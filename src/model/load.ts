@@ -1,5 +1,6 @@
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
+import { checkTensors } from '../formats/layout.js';
 import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import type { WeightFormat } from '../kernels/matmul/quant.js';
@@ -11,6 +12,10 @@ import type { ModelSpec } from './spec.js';
 
 /** weft's own quantized checkpoint, next to config.json and the tokenizer files. */
 export const WEFT_WEIGHTS = 'model.weft.safetensors';
+
+/** A Hugging Face checkpoint in one file, and the index of a sharded one. */
+const SAFETENSORS = 'model.safetensors';
+const SHARD_INDEX = 'model.safetensors.index.json';
 
 /** A folder without config.json holding this file is a GGUF model (how the CLI serves one). */
 export const GGUF_IN_FOLDER = 'model.gguf';
@@ -34,7 +39,9 @@ export interface OpenedModel {
 
 /**
  * Opens a model, reading only headers and small files; tensors are read one at a time by the
- * loader that places them. Three layouts:
+ * loader that places them. Every tensor the spec needs is checked up front for presence and shape
+ * ({@link checkTensors}), so a broken checkpoint fails here with a `ModelFormatError` naming
+ * the file and the tensor, before anything is placed. Three layouts:
  * - a Hugging Face folder: config.json (+ generation_config.json), tokenizer.json
  *   (+ tokenizer_config.json), and model.safetensors or the sharded index;
  * - the same folder with weft's quantized checkpoint {@link WEFT_WEIGHTS} instead of (or besides;
@@ -55,19 +62,34 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
   const tokenizer = loadTokenizer(await readJson(files, 'tokenizer.json'), tokenizerConfig, spec.eosIds);
   const chat =
     typeof tokenizerConfig === 'object' && tokenizerConfig !== null && 'chat_template' in tokenizerConfig;
+  const where = (file: string) => `${files.name}/${file}`;
   if (await files.exists(WEFT_WEIGHTS)) {
     const weights = await openWeftCheckpoint(await files.open(WEFT_WEIGHTS));
+    checkTensors(spec, weights.tensors, where(WEFT_WEIGHTS));
     // Every linear shares one format and rotation (weft convert's --quant and --rotate).
     const linear = Object.entries(weights.schemes).find(([name]) => name.endsWith('_proj.weight'))?.[1];
     const packed = linear && { format: linear.format, rotation: linear.rotation };
     return { spec, tokenizer, weights, chat, source: 'weft-q', ...(packed ? { packed } : {}) };
   }
-  const st = (await files.exists('model.safetensors.index.json'))
-    ? await openShardedSafetensors(await readJson(files, 'model.safetensors.index.json'), (f) =>
-        files.open(f),
-      )
-    : await openSafetensors(await files.open('model.safetensors'));
-  return { spec, tokenizer, weights: safetensorsReader(st), chat, source: 'safetensors' };
+  if (await files.exists(SHARD_INDEX)) {
+    const st = await openShardedSafetensors(
+      await readJson(files, SHARD_INDEX),
+      (f) => files.open(f),
+      where(SHARD_INDEX),
+    );
+    // A tensor the index does not list is the index's fault; a wrong shape is its shard's.
+    checkTensors(spec, st.tensors, where(SHARD_INDEX), (name) => where(st.tensors.get(name)!.source.name));
+    return {
+      spec,
+      tokenizer,
+      weights: safetensorsReader(st, where(SHARD_INDEX)),
+      chat,
+      source: 'safetensors',
+    };
+  }
+  const st = await openSafetensors(await files.open(SAFETENSORS));
+  checkTensors(spec, st.tensors, where(SAFETENSORS));
+  return { spec, tokenizer, weights: safetensorsReader(st, where(SAFETENSORS)), chat, source: 'safetensors' };
 }
 
 /** The GGUF file the model is, when it is one (see {@link openModel}); else undefined. */
