@@ -184,7 +184,7 @@ describe('safetensors reading', () => {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
-  const families: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
+  const families: ModelFamily[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
   for (const family of families) {
     for (const variant of ['f32', 'bf16', 'f16', 'sharded'] as const) {
       it(`loads the ${family} ${variant} fixture from disk through fileSource`, async () => {
