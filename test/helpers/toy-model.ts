@@ -30,9 +30,11 @@ export class ToyRunner implements ModelRunner {
   delayMs = 0;
   disposed = false;
 
+  /** From position `eosAfter` on, the model predicts `eosToken` (the codec's EOS by default). */
   constructor(
     capacity = 512,
     private readonly eosAfter = Infinity,
+    private readonly eosToken = TOY_EOS,
   ) {
     this.capacity = capacity;
   }
@@ -42,7 +44,7 @@ export class ToyRunner implements ModelRunner {
   }
 
   next(id: number, position: number): number {
-    if (position >= this.eosAfter) return TOY_EOS;
+    if (position >= this.eosAfter) return this.eosToken;
     const n = (id * 7 + 3) % TOY_VOCAB.length;
     return n === TOY_EOS ? 0 : n;
   }

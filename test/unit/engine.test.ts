@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import { TextStream } from '../../src/engine/text-stream.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../../src/errors.js';
-import { TOY_VOCAB, ToyRunner, toyCodec } from '../helpers/toy-model.js';
+import { TOY_EOS, TOY_VOCAB, ToyRunner, toyCodec } from '../helpers/toy-model.js';
 
 const toyEngine = (runner = new ToyRunner()) => ({
   runner,
@@ -47,6 +47,29 @@ describe('Engine.generate', () => {
     // Positions 9..11 produce tokens, position 12 produces EOS.
     expect(chunks.flatMap((c) => c.ids)).toHaveLength(4);
     expect(chunks.at(-1)!.finishReason).toBe('stop');
+  });
+
+  it('stops on any EOS id: the second of two as well as the first', async () => {
+    // Two EOS ids, as a generation_config.json's `eos_token_id: [a, b]` gives the codec: '#', '.'.
+    const second = TOY_VOCAB.indexOf('.');
+    const codec = { ...toyCodec, eosIds: [TOY_EOS, second] };
+    const before = expectedToy('abcdefgh', 4);
+    expect(before).not.toMatch(/[#.]/); // neither id comes up before position 12 on its own
+    for (const eos of [TOY_EOS, second]) {
+      const runner = new ToyRunner(512, 12, eos);
+      const engine = new Engine({ id: 'toy', runner, codec });
+      const chunks = [];
+      for await (const c of engine.generate('abcdefgh', { maxTokens: 50 })) chunks.push(c);
+      expect(chunks.flatMap((c) => c.ids)).toEqual(toyCodec.encode(before));
+      expect(chunks.map((c) => c.text).join('')).toBe(before);
+      expect(chunks.at(-1)!.finishReason).toBe('stop');
+    }
+    // With only the first id, the second is ordinary text and generation runs on past it.
+    const engine = new Engine({ id: 'toy', runner: new ToyRunner(512, 12, second), codec: toyCodec });
+    const chunks = [];
+    for await (const c of engine.generate('abcdefgh', { maxTokens: 6 })) chunks.push(c);
+    expect(chunks.map((c) => c.text).join('')).toBe(`${before}..`);
+    expect(chunks.at(-1)!.finishReason).toBe('length');
   });
 
   it('cuts the text before a stop string, even across tokens', async () => {
