@@ -1,21 +1,31 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { openGguf, openGgufCheckpoint } from '../../src/formats/gguf.js';
 import { ggufTokenizer } from '../../src/formats/gguf-tokenizer.js';
 import { openSafetensors, readTensorF32 } from '../../src/formats/safetensors.js';
-import { bytesSource } from '../../src/formats/source.js';
+import { type ByteSource, bytesSource } from '../../src/formats/source.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { ggufFixture, randomTensors, rng, safetensorsBytes, tinyConfig } from '../fixtures/write.js';
 
 // Fuzzing the parsers with mutated real fixtures. Contract: every input either parses (and every
-// tensor then reads) or throws ModelFormatError — never another error type, never a hang.
-// Allocation bound: the parsers check every length and count against the bytes the file has left
-// before allocating (an array of n items needs ≥ n·(minimum item size) bytes; a safetensors
-// header ≤ min(100 MB, file size); tensor byte ranges inside the file), so memory stays within a
-// small multiple of the file size (dequantised f32 is at most 7× a Q4_K tensor's bytes).
+// tensor then reads) or throws ModelFormatError — never another error type, never a hang, and
+// never more memory than the bounds below. The parsers check every length and count against the
+// bytes the file has left before allocating, so each case is measured against its file's size:
+// - every read through the ByteSource is at most the file size (a Blob, file or HTTP source
+//   allocates what is asked), and all reads together at most READ_FACTOR × the file size: the
+//   header once plus each tensor once. (GGUF reads a 1 MiB prefix and grows it ×4 up to the file
+//   size, so a larger file may need up to 7/3 of its size for the header; the fixtures here are
+//   under 1 MiB, which the tests check, so their prefix is read once.)
+// - the f32 tensors read back total at most DECODED_FACTOR × the file size (dequantised f32 is
+//   3.8× a Q8_0 tensor's bytes, 2× a BF16 one's);
+// - the process's ArrayBuffer memory grows by at most DECODED_FACTOR × the file size + 1 MiB
+//   across the case (sampled before and after, which also catches an allocation no read shows).
+// A case that has not settled after MAX_MS_PER_CASE fails with its index and seed.
 const ITERATIONS = 600;
 const MAX_MS_PER_CASE = 2000;
+const READ_FACTOR = 2;
+const DECODED_FACTOR = 4;
 
 type Mutation = { kind: string; bytes: Uint8Array };
 
@@ -64,37 +74,99 @@ function mutate(
   }
 }
 
-async function run(parse: (b: Uint8Array) => Promise<void>, m: Mutation): Promise<'ok' | 'refused'> {
+/** A ByteSource over `bytes` that records the largest single read and the bytes read in all. */
+function countingSource(
+  bytes: Uint8Array,
+  name: string,
+): { source: ByteSource; largest: number; total: number } {
+  const inner = bytesSource(bytes, name);
+  const counts = {
+    largest: 0,
+    total: 0,
+    source: {
+      name,
+      size: inner.size,
+      read(offset: number, length: number) {
+        counts.largest = Math.max(counts.largest, length);
+        counts.total += length;
+        return inner.read(offset, length);
+      },
+    },
+  };
+  return counts;
+}
+
+/** Rejects after `ms`, so a case that never settles fails by itself; `clear` stops the timer. */
+function deadline(ms: number, what: string): { expired: Promise<never>; clear(): void } {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
+  });
+  return { expired, clear: () => clearTimeout(timer) };
+}
+
+/**
+ * Runs case `index` (mutation seed `seed`): `parse` reads the mutated file through a counting
+ * source and returns the bytes of f32 it decoded. Checks the outcome, the time and the bounds in
+ * the header comment; returns whether the file parsed or was refused.
+ */
+async function run(
+  parse: (source: ByteSource) => Promise<number>,
+  m: Mutation,
+  index: number,
+  seed: number,
+): Promise<'ok' | 'refused'> {
+  const what = `case ${index} (seed ${seed}, ${m.kind} mutation, ${m.bytes.byteLength} bytes)`;
+  const counted = countingSource(m.bytes, 'fuzz');
+  const size = m.bytes.byteLength;
+  const timer = deadline(MAX_MS_PER_CASE, what);
+  const heldBefore = process.memoryUsage().arrayBuffers;
   const start = performance.now();
   let outcome: 'ok' | 'refused' = 'ok';
+  let decoded = 0;
   try {
-    await parse(m.bytes);
+    decoded = await Promise.race([parse(counted.source), timer.expired]);
   } catch (e) {
     if (!(e instanceof ModelFormatError)) {
-      throw new Error(`${m.kind} mutation raised ${e instanceof Error ? e.name : typeof e}: ${String(e)}`);
+      throw new Error(`${what} raised ${e instanceof Error ? e.name : typeof e}: ${String(e)}`);
     }
     outcome = 'refused';
+  } finally {
+    timer.clear();
   }
   const ms = performance.now() - start;
-  if (ms > MAX_MS_PER_CASE) throw new Error(`${m.kind} mutation took ${ms.toFixed(0)} ms`);
+  const grown = process.memoryUsage().arrayBuffers - heldBefore;
+  if (ms > MAX_MS_PER_CASE) throw new Error(`${what} took ${ms.toFixed(0)} ms`);
+  if (counted.largest > size) throw new Error(`${what} read ${counted.largest} bytes at once`);
+  if (counted.total > READ_FACTOR * size) throw new Error(`${what} read ${counted.total} bytes in all`);
+  if (decoded > DECODED_FACTOR * size) throw new Error(`${what} decoded ${decoded} bytes of f32`);
+  if (grown > DECODED_FACTOR * size + 2 ** 20) throw new Error(`${what} grew ArrayBuffers by ${grown} bytes`);
+  peak.read = Math.max(peak.read, counted.total / size);
+  peak.decoded = Math.max(peak.decoded, decoded / size);
+  peak.grown = Math.max(peak.grown, grown);
   return outcome;
 }
+
+/** The largest ratios and growth seen, printed once so the bounds' slack stays visible. */
+const peak = { read: 0, decoded: 0, grown: 0 };
 
 describe('fuzzing the parsers', () => {
   it(`safetensors: ${ITERATIONS} mutations parse or throw ModelFormatError`, async () => {
     const spec = specFromConfig(tinyConfig('qwen2'));
     const base = safetensorsBytes(randomTensors(spec, 2).slice(0, 12), 'BF16');
     const headerEnd = 8 + Number(new DataView(base.buffer).getBigUint64(0, true));
-    const r = rng(1234);
+    expect(base.byteLength).toBeLessThan(2 ** 20);
     const outcomes = { ok: 0, refused: 0 };
     for (let i = 0; i < ITERATIONS; i++) {
-      const m = mutate(base, headerEnd, r, [0]);
-      outcomes[
-        await run(async (b) => {
-          const ck = await openSafetensors(bytesSource(b, 'fuzz.safetensors'));
-          for (const t of ck.tensors.values()) await readTensorF32(t);
-        }, m)
-      ]++;
+      const seed = 1234 + i;
+      const m = mutate(base, headerEnd, rng(seed), [0]);
+      const parse = async (source: ByteSource) => {
+        const ck = await openSafetensors(source);
+        let decoded = 0;
+        for (const t of ck.tensors.values()) decoded += (await readTensorF32(t)).byteLength;
+        return decoded;
+      };
+      outcomes[await run(parse, m, i, seed)]++;
     }
     // Both outcomes occur, so the mutations reach past the first check.
     expect(outcomes.ok).toBeGreaterThan(20);
@@ -104,20 +176,27 @@ describe('fuzzing the parsers', () => {
   it(`GGUF: ${ITERATIONS} mutations parse or throw ModelFormatError`, async () => {
     const { bytes: base } = ggufFixture('llama', 'Q8_0', 3);
     const headerEnd = (await openGguf(bytesSource(base, 'base.gguf'))).dataStart;
-    const r = rng(4321);
+    expect(base.byteLength).toBeLessThan(2 ** 20);
     const outcomes = { ok: 0, refused: 0 };
     for (let i = 0; i < ITERATIONS; i++) {
-      const m = mutate(base, headerEnd, r, [8, 16]);
-      outcomes[
-        await run(async (b) => {
-          const ck = await openGgufCheckpoint(bytesSource(b, 'fuzz.gguf'));
-          for (const name of ck.tensors.keys()) await ck.readF32(name);
-          const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
-          loadTokenizer(tokenizerJson, tokenizerConfig).encode('the cat');
-        }, m)
-      ]++;
+      const seed = 4321 + i;
+      const m = mutate(base, headerEnd, rng(seed), [8, 16]);
+      const parse = async (source: ByteSource) => {
+        const ck = await openGgufCheckpoint(source);
+        let decoded = 0;
+        for (const name of ck.tensors.keys()) decoded += (await ck.readF32(name)).byteLength;
+        const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
+        loadTokenizer(tokenizerJson, tokenizerConfig).encode('the cat');
+        return decoded;
+      };
+      outcomes[await run(parse, m, i, seed)]++;
     }
     expect(outcomes.ok).toBeGreaterThan(20);
     expect(outcomes.refused).toBeGreaterThan(100);
   }, 300_000);
+  afterAll(() => {
+    console.info(
+      `fuzz peaks: reads ${peak.read.toFixed(2)}× the file, f32 ${peak.decoded.toFixed(2)}×, ArrayBuffers +${peak.grown} bytes`,
+    );
+  });
 });
