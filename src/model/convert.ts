@@ -150,6 +150,32 @@ export async function convertModel(
 export const EXPORT_TYPES: readonly GgufExportType[] = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
 
 /**
+ * The `tokenizer.ggml.*` metadata of a Hugging Face tokenizer (`tokenizerGgufMetadata`) for a
+ * model of `spec`, with BOS and the stop ids from the spec where the tokenizer config does not
+ * name them. GGUF keeps up to three stop ids (EOS, end of turn, end of message): the tokenizer's
+ * EOS first, then the configs' (generation_config.json adds end-of-turn ids there).
+ */
+export function ggufTokenizerEntries(
+  tokenizerJson: unknown,
+  tokenizerConfig: unknown,
+  spec: Pick<ModelSpec, 'vocabSize' | 'bosId' | 'eosIds'>,
+  file = 'tokenizer.json',
+): [string, GgufEntry][] {
+  const extra = tokenizerGgufMetadata(tokenizerJson, tokenizerConfig, spec.vocabSize, file);
+  const has = (key: string) => extra.some(([k]) => k === key);
+  if (!has('tokenizer.ggml.bos_token_id') && spec.bosId !== undefined)
+    extra.push(['tokenizer.ggml.bos_token_id', { type: 'u32', value: spec.bosId }]);
+  const slots = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id'];
+  const given = extra.find(([k]) => k === slots[0])?.[1];
+  const stops = [...new Set([...(given?.type === 'u32' ? [given.value] : []), ...spec.eosIds])];
+  for (const [i, key] of slots.entries()) {
+    const id = stops[i];
+    if (id !== undefined && !has(key)) extra.push([key, { type: 'u32', value: id }]);
+  }
+  return extra;
+}
+
+/**
  * A Hugging Face folder (safetensors) as one GGUF file in memory: weights through `exportGguf` as
  * `type`, the tokenizer as `tokenizer.ggml.*` metadata, and BOS/EOS from the config where the
  * tokenizer config does not name them. Holds every tensor in memory (small models).
@@ -161,25 +187,12 @@ export async function exportModelGguf(files: ModelFiles, type: GgufExportType): 
   const tokenizerConfig = (await files.exists('tokenizer_config.json'))
     ? await readJson(files, 'tokenizer_config.json')
     : {};
-  const extra: [string, GgufEntry][] = tokenizerGgufMetadata(
+  const extra = ggufTokenizerEntries(
     await readJson(files, 'tokenizer.json'),
     tokenizerConfig,
-    opened.spec.vocabSize,
+    opened.spec,
     `${files.name}/tokenizer.json`,
   );
-  const has = (key: string) => extra.some(([k]) => k === key);
-  const { bosId, eosIds } = opened.spec;
-  if (!has('tokenizer.ggml.bos_token_id') && bosId !== undefined)
-    extra.push(['tokenizer.ggml.bos_token_id', { type: 'u32', value: bosId }]);
-  // GGUF keeps up to three stop ids (EOS, end of turn, end of message): the tokenizer's EOS first,
-  // then the configs' (generation_config.json adds end-of-turn ids there).
-  const slots = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id'];
-  const given = extra.find(([k]) => k === slots[0])?.[1];
-  const stops = [...new Set([...(given?.type === 'u32' ? [given.value] : []), ...eosIds])];
-  for (const [i, key] of slots.entries()) {
-    const id = stops[i];
-    if (id !== undefined && !has(key)) extra.push([key, { type: 'u32', value: id }]);
-  }
   const tensors = [];
   for (const [name, { shape }] of opened.weights.tensors)
     tensors.push({ name, shape, data: await opened.weights.readF32(name) });
