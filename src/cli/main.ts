@@ -294,6 +294,8 @@ async function generate(args: GenerateArgs): Promise<void> {
       decode_tok_s: s.decode_tok_s,
       target_passes: s.target_passes,
       tokens_per_pass: s.tokens_per_pass,
+      draft_ms: s.draft_ms,
+      verify_ms: s.verify_ms,
     };
     process.stdout.write(`${JSON.stringify({ ids: out, text, stats: pick })}\n`);
   } else process.stdout.write('\n');

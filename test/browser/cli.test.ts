@@ -66,13 +66,38 @@ describe('weft generate --draft', () => {
     await writeFixtureDir(modelDir, 'llama', 'f32', 4);
     const base = ['generate', '--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '16'];
     const rest = ['--quant', 'f32', '--json'];
-    const plain = JSON.parse((await weft([...base, ...rest])).stdout) as { ids: number[] };
+    const plain = JSON.parse((await weft([...base, ...rest])).stdout) as {
+      ids: number[];
+      stats: Record<string, number>;
+    };
     const out = await weft([...base, ...rest, '--draft', 'self', '--tree-budget', '6']);
     expect(out.stderr).toBe('');
     const spec = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
     expect(spec.ids).toEqual(plain.ids);
     expect(spec.stats.tokens_per_pass).toBeGreaterThanOrEqual(1);
     expect(spec.stats.target_passes).toBeGreaterThan(0);
+    expect(spec.stats.draft_ms).toBeGreaterThan(0);
+    expect(spec.stats.verify_ms).toBeGreaterThan(0);
+    expect(plain.stats.draft_ms).toBe(0);
+  });
+
+  it('--draft ngram and --draft <folder> give the same greedy ids', async () => {
+    const modelDir = join(dir, 'spec-qwen2');
+    const draftDir = join(dir, 'spec-qwen2-draft');
+    await writeFixtureDir(modelDir, 'qwen2', 'f32', 4);
+    // Same family and tokenizer, other random weights: a draft that is often wrong.
+    await writeFixtureDir(draftDir, 'qwen2', 'f32', 9);
+    const base = ['generate', '--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '12'];
+    const rest = ['--quant', 'f32', '--json'];
+    const plain = JSON.parse((await weft([...base, ...rest])).stdout) as { ids: number[] };
+    for (const draft of ['ngram', draftDir]) {
+      const out = await weft([...base, ...rest, '--draft', draft, '--tree-budget', '8']);
+      expect(out.stderr).toBe('');
+      const spec = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
+      expect(spec.ids).toEqual(plain.ids);
+      expect(spec.stats.target_passes).toBeGreaterThan(0);
+      expect(spec.stats.target_passes).toBeLessThanOrEqual(12);
+    }
   });
 });
 
