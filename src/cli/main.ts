@@ -140,6 +140,8 @@ function parseOptions(argv: string[]) {
       steer: { type: 'string' },
       'steer-mode': { type: 'string' },
       'steer-scale': { type: 'string' },
+      'steer-layers': { type: 'string' },
+      'steer-inputs': { type: 'boolean' },
     },
   });
 }

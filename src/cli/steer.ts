@@ -34,26 +34,47 @@ export const STEER_USAGE = `usage: weft steer measure --model <dir> --positive a
 /** Usage lines of the `--steer` options of `weft generate`. */
 export const STEER_GENERATE_USAGE = `  --steer FILE         steering file (weft steer measure) applied while generating
   --steer-mode M       ablate or add (default: the file's)
-  --steer-scale S      multiple of the direction "add" adds (default: the file's)`;
+  --steer-scale S      multiple of the direction "add" adds (default: the file's)
+  --steer-layers L     layers whose output is steered: indices (comma-separated) or all
+                       (default: the file's layers; a layer needs a vector in the file)
+  --steer-inputs       also steer each chosen block's input, before its attention
+                       (with --steer-layers all: every block's input and output)`;
 
 /** The `--steer` arguments of `weft generate`. */
 export interface SteerArgs {
   file: string;
   mode: SteerMode | undefined;
   scale: number | undefined;
+  /** `--steer-layers`: undefined for the file's layers. */
+  layers: readonly number[] | 'all' | undefined;
+  inputs: boolean;
 }
 
-/** Parses `--steer`, `--steer-mode` and `--steer-scale` values (undefined without `--steer`). */
+/**
+ * Parses `--steer`, `--steer-mode`, `--steer-scale`, `--steer-layers` and `--steer-inputs`
+ * (undefined without `--steer`).
+ */
 export function steerArgs(values: {
   steer?: string | undefined;
   'steer-mode'?: string | undefined;
   'steer-scale'?: string | undefined;
+  'steer-layers'?: string | undefined;
+  'steer-inputs'?: boolean | undefined;
 }): SteerArgs | undefined {
   const mode = values['steer-mode'];
   const scaleText = values['steer-scale'];
+  const layersText = values['steer-layers'];
   if (values.steer === undefined) {
-    if (mode !== undefined || scaleText !== undefined)
-      throw new InvalidInputError('--steer-mode and --steer-scale need --steer FILE');
+    const given = (
+      [
+        ['--steer-mode', mode],
+        ['--steer-scale', scaleText],
+        ['--steer-layers', layersText],
+        ['--steer-inputs', values['steer-inputs'] || undefined],
+      ] as const
+    ).filter(([, v]) => v !== undefined);
+    if (given.length > 0)
+      throw new InvalidInputError(`${given.map(([k]) => k).join(', ')} need(s) --steer FILE`);
     return undefined;
   }
   if (mode !== undefined && mode !== 'ablate' && mode !== 'add')
@@ -61,7 +82,15 @@ export function steerArgs(values: {
   const scale = scaleText === undefined ? undefined : Number(scaleText);
   if (scaleText !== undefined && (scaleText.trim() === '' || !Number.isFinite(scale)))
     throw new InvalidInputError(`--steer-scale: invalid value "${scaleText}"`);
-  return { file: values.steer, mode, scale };
+  let layers: readonly number[] | 'all' | undefined;
+  try {
+    layers = layersText === undefined ? undefined : parseLayers(layersText, '--steer-layers', 'value');
+  } catch {
+    throw new InvalidInputError(
+      `--steer-layers: "${layersText}" is not "all" or comma-separated layer indices`,
+    );
+  }
+  return { file: values.steer, mode, scale, layers, inputs: values['steer-inputs'] ?? false };
 }
 
 /**
@@ -75,9 +104,10 @@ export async function steerOption(a: SteerArgs, files: ModelFiles, spec: ModelSp
   for (const [l, v] of f.layers) layers[l] = Array.from(v);
   return {
     vectors: { ...(f.shared ? { shared: Array.from(f.shared) } : {}), layers },
-    layers: f.defaultLayers,
+    layers: a.layers ?? f.defaultLayers,
     mode: a.mode ?? f.mode,
     scale: a.scale ?? f.scale,
+    inputs: a.inputs,
   };
 }
 

@@ -22,11 +22,18 @@ export interface SteerOptions {
   /** Multiple of r that "add" adds. Default: the file's scale, else 1. */
   scale?: number;
   /**
-   * Layers whose output is steered. Default: the file's layers; with `vectors`, every layer for a
-   * shared vector, else the layers given.
+   * Layers (0-based block indices) whose output is steered: the hidden state leaving block l,
+   * after its MLP's residual add. `'all'` is every block. Default: the file's layers; with
+   * `vectors`, every layer for a shared vector, else the layers given. Each chosen layer needs a
+   * vector (its own or the shared one).
    */
   layers?: readonly number[] | 'all';
-  /** Also steer each chosen block's input (before its attention). Default false. */
+  /**
+   * Also steer each chosen block's input: the hidden state entering block l, before its attention
+   * norm (for block 0, the token embeddings), with block l's vector. With `layers: 'all'` this is
+   * every block's input and output, the "ablate everywhere" setting used to remove a direction
+   * from the whole residual stream. Default false.
+   */
   inputs?: boolean;
 }
 

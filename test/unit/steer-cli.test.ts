@@ -83,6 +83,24 @@ describe('weft steer measure and weft generate --steer (CPU reference)', () => {
     expect(ids(pushed)).toHaveLength(6);
     expect(ids(pushed)).not.toEqual(ids(plain));
 
+    // --steer-layers picks among the file's layers; --steer-inputs also steers each block's input.
+    const add = ['--steer', out, '--steer-mode', 'add', '--steer-scale', '40'];
+    const layer1 = await gen(a, [...add, '--steer-layers', '1']);
+    const everywhere = await gen(a, [...add, '--steer-layers', 'all', '--steer-inputs']);
+    for (const r of [layer1, everywhere]) expect(r.code).toBe(0);
+    expect(ids(layer1)).toHaveLength(6);
+    expect(ids(layer1)).not.toEqual(ids(pushed));
+    expect(ids(everywhere)).not.toEqual(ids(pushed));
+    const noLayer = await gen(a, [...add, '--steer-layers', '2']);
+    expect(noLayer.code).toBe(1);
+    expect(noLayer.err).toMatch(/steer: layer 2 is not in \[0, 2\)/);
+    const badLayers = await gen(a, [...add, '--steer-layers', 'first']);
+    expect(badLayers.code).toBe(1);
+    expect(badLayers.err).toMatch(/--steer-layers: "first" is not "all" or comma-separated layer indices/);
+    const orphan = await gen(a, ['--steer-inputs', '--steer-layers', '0']);
+    expect(orphan.code).toBe(1);
+    expect(orphan.err).toMatch(/--steer-layers, --steer-inputs need\(s\) --steer FILE/);
+
     const refused = await gen(b, ['--steer', out]);
     expect(refused.code).toBe(1);
     expect(refused.err).toMatch(
