@@ -74,7 +74,9 @@ export function steerArgs(values: {
       ] as const
     ).filter(([, v]) => v !== undefined);
     if (given.length > 0)
-      throw new InvalidInputError(`${given.map(([k]) => k).join(', ')} need(s) --steer FILE`);
+      throw new InvalidInputError(
+        `${given.map(([k]) => k).join(', ')} ${given.length === 1 ? 'needs' : 'need'} --steer FILE`,
+      );
     return undefined;
   }
   if (mode !== undefined && mode !== 'ablate' && mode !== 'add')

@@ -99,7 +99,7 @@ describe('weft steer measure and weft generate --steer (CPU reference)', () => {
     expect(badLayers.err).toMatch(/--steer-layers: "first" is not "all" or comma-separated layer indices/);
     const orphan = await gen(a, ['--steer-inputs', '--steer-layers', '0']);
     expect(orphan.code).toBe(1);
-    expect(orphan.err).toMatch(/--steer-layers, --steer-inputs need\(s\) --steer FILE/);
+    expect(orphan.err).toMatch(/--steer-layers, --steer-inputs need --steer FILE/);
 
     const refused = await gen(b, ['--steer', out]);
     expect(refused.code).toBe(1);

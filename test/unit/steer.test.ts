@@ -201,9 +201,9 @@ describe('steer options', () => {
       '--steer-scale',
       '4',
     ]);
-    expect(a.steer).toEqual({ file: 'f.safetensors', mode: 'add', scale: 4 });
+    expect(a.steer).toEqual({ file: 'f.safetensors', mode: 'add', scale: 4, layers: undefined, inputs: false });
     expect(() => parseGenerateArgs(['--model', 'm', '--prompt', 'x', '--steer-mode', 'add'])).toThrow(
-      /need --steer/,
+      /--steer-mode needs --steer FILE/,
     );
     expect(() =>
       parseGenerateArgs(['--model', 'm', '--prompt', 'x', '--steer', 'f', '--steer-mode', 'x']),
