@@ -4,6 +4,7 @@ import { createBuffer, readU32, uploadBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { BindGroupCache } from '../../src/kernels/bind.js';
 import {
+  gemmVariants,
   Matmul,
   matmulRef,
   prepareMatmul,
@@ -61,15 +62,17 @@ describe.each(PATHS)('matmul (%s)', (_name, context) => {
 
   it.each(FORMATS)('%s group %s: row r is bit-identical at M = 1 and in a batch', async (format, group) => {
     const ctx = await context();
-    const [N, K, T] = [23, 256, 6];
+    const [N, K, T] = [23, 256, 20];
     const q = quantize(randomF32(N * K, 3), N, K, format, group);
     const x = randomF32(T * K, 4);
     const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
-    // maxM = T → 8 accumulators per thread; 64 → the largest GEMM variant.
-    for (const maxM of [T, 64]) {
-      const batch = await batchBits(ctx, q, x, T, maxM);
-      expect(Array.from(batch)).toEqual(Array.from(rowsAlone));
-    }
+    // Batches of 3, 6 and 20 rows run the 4-, 16- and 64-accumulator variants of an instance for 64
+    // rows (gemmVariants), and the variants of instances for exactly that many rows (4, 8, 32).
+    for (const rows of [3, 6, 20])
+      for (const maxM of [rows, 64]) {
+        const batch = await batchBits(ctx, q, x.subarray(0, rows * K), rows, maxM);
+        expect(Array.from(batch)).toEqual(Array.from(rowsAlone.subarray(0, rows * N)));
+      }
   });
 });
 
@@ -132,6 +135,17 @@ async function batchBits(
   yb.destroy();
   return bits;
 }
+
+describe('gemmVariants', () => {
+  it('serves every batch size with the smallest power-of-two variant among 4, 16 and the largest', () => {
+    expect(gemmVariants(2)).toEqual([2]);
+    expect(gemmVariants(3)).toEqual([4]);
+    expect(gemmVariants(8)).toEqual([4, 8]);
+    expect(gemmVariants(16)).toEqual([4, 16]);
+    expect(gemmVariants(20)).toEqual([4, 16, 32]);
+    expect(gemmVariants(64)).toEqual([4, 16, 64]);
+  });
+});
 
 describe('matrices split into parts', () => {
   it.each(FORMATS)(

@@ -167,6 +167,17 @@ export function accumulators(maxM: number): number {
   return mt;
 }
 
+/**
+ * Accumulator counts of the GEMM variants an instance for `maxM` rows compiles: 4 and 16 below
+ * {@link accumulators}(maxM), then that one. A batch runs the smallest variant that holds it: a
+ * thread with 64 accumulators makes 64 loop trips per weight block and holds 64 registers (spilled
+ * on many GPUs) even for the 2 to 8 rows of a small draft tree.
+ */
+export function gemmVariants(maxM: number): number[] {
+  const top = accumulators(maxM);
+  return [...[4, 16].filter((mt) => mt < top), top];
+}
+
 /** Pipeline key and WGSL of one matmul variant (format × accumulators × reduction path). */
 function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): [string, () => PipelineSource] {
   const variant = `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`;
@@ -197,18 +208,22 @@ function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): [st
 export async function prepareMatmul(ctx: GpuContext, format: WeightFormat, maxM = 16): Promise<void> {
   const sg = ctx.features.subgroups;
   await ctx.pipelines.prepare('matmul', ...matmulSource(format, 1, sg));
-  if (maxM > 1) await ctx.pipelines.prepare('matmul', ...matmulSource(format, accumulators(maxM), sg));
+  if (maxM > 1)
+    await Promise.all(
+      gemmVariants(maxM).map((mt) => ctx.pipelines.prepare('matmul', ...matmulSource(format, mt, sg))),
+    );
 }
 
 /**
  * What every resident-weight matmul shares ({@link Matmul}, and `MatmulW8A8` in kernels/w8a8): a GEMV
- * pipeline for M = 1 and a GEMM pipeline for 2..maxM rows of one kernel, one uniform slot per part of
+ * pipeline for M = 1 and GEMM pipelines for 2..maxM rows of one kernel (see {@link gemmVariants}), one uniform slot per part of
  * the weight matrix, and the dispatch of every part with the inputs its kernel binds.
  */
 export abstract class PartedMatmul {
   readonly maxM: number;
   private readonly gemv: GPUComputePipeline;
-  private readonly gemm: GPUComputePipeline | undefined;
+  /** GEMM pipelines by accumulator count, smallest first (see {@link gemmVariants}). */
+  private readonly gemms: { mt: number; pipeline: GPUComputePipeline }[];
   /** One uniform slot per part of w. */
   private readonly params: UniformSlot<FieldsOf<typeof Params>>[];
 
@@ -229,7 +244,10 @@ export abstract class PartedMatmul {
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
       throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
     this.gemv = ctx.pipelines.get(kernel, ...source(1));
-    this.gemm = maxM > 1 ? ctx.pipelines.get(kernel, ...source(accumulators(maxM))) : undefined;
+    this.gemms =
+      maxM > 1
+        ? gemmVariants(maxM).map((mt) => ({ mt, pipeline: ctx.pipelines.get(kernel, ...source(mt)) }))
+        : [];
     this.params = w.parts.map((_, i) => new UniformSlot(ctx, Params, `${kernel}-${w.format}-params-${i}`));
   }
 
@@ -251,7 +269,7 @@ export abstract class PartedMatmul {
     M: number,
     xOffsetRows: number,
   ): void {
-    const pipeline = M === 1 || !this.gemm ? this.gemv : this.gemm;
+    const pipeline = M === 1 ? this.gemv : this.gemms.find((g) => g.mt >= M)!.pipeline;
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {
       const slot = this.params[i]!;
@@ -271,7 +289,7 @@ export abstract class PartedMatmul {
 
 /**
  * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix. M = 1 runs the GEMV variant, 2..maxM the
- * GEMM variant, which reads each weight once for the whole batch. Both accumulate every output in
+ * smallest GEMM variant that holds M rows, which reads each weight once for the whole batch. Both accumulate every output in
  * the same order, so a row's result is bit-identical whatever M is (batch invariance). Uses the
  * subgroup reduction when the context has subgroups, else a workgroup-memory tree.
  */

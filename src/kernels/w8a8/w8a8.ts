@@ -9,9 +9,9 @@ import { renderWgsl } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
-  accumulators,
   type FieldsOf,
   type GpuMatrix,
+  gemmVariants,
   MatmulParams,
   PartedMatmul,
   uploadMatrix,
@@ -145,7 +145,10 @@ export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): P
   const sg = ctx.features.subgroups;
   await ctx.pipelines.prepare('quantize_act', ...actSource());
   await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, sg));
-  if (maxM > 1) await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, accumulators(maxM), sg));
+  if (maxM > 1)
+    await Promise.all(
+      gemmVariants(maxM).map((mt) => ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, mt, sg))),
+    );
 }
 
 /**
