@@ -1,8 +1,10 @@
 // Regenerates bench/RESULTS.md: runs the benchmarks one after another and writes their tables.
 //   npm run bench:results [-- --quick]
 // --quick: the browser benchmark's --quick matrix, bench:quality on 2 chunks, bench:spec --quick
-// --cpu (tokens per pass from the reference forward: a SwiftShader run of it takes far longer than
-// the rest) and bench:kernels --quick. The section of real-GPU runs (bench/gpu-run.sh) is kept.
+// --cpu at budgets 4, 8, 16 and 32 (tokens per pass from the reference forward: a SwiftShader run
+// of it takes far longer than the rest) with the verify-cost curve from a GPU run without drafters,
+// bench:steer --quick and bench:kernels --quick. Without --quick every benchmark runs in full.
+// The section of real-GPU runs (bench/gpu-run.sh) is kept.
 //   node bench/results.mjs --append-gpu <report.json>   (used by bench/gpu-run.sh)
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -96,8 +98,9 @@ const out = [
     ? [
         '',
         'Made with --quick: the browser benchmark runs one prompt of 8 tokens once, the drafters at f16',
-        'only; quality scores 2 chunks; the speculative decoding table comes from the reference forward',
-        '(--cpu: tokens per pass are exact, times are CPU times).',
+        'only; quality scores 2 chunks; the speculative decoding table (one prompt, 24 tokens) comes from',
+        'the reference forward (--cpu: tokens per pass are exact, times are CPU times), its verify-cost',
+        'curve from WebGPU; steering runs one round of 8 decode steps per plan.',
       ]
     : []),
   '',
@@ -107,7 +110,17 @@ const out = [
   ...section('Quantization quality', 'bench:quality', q ? ['--chunks', '2'] : [], (stdout) => [
     stdout.trimEnd(),
   ]),
-  ...section('Speculative decoding', 'bench:spec', q ? ['--quick', '--cpu'] : ['--quick'], codeBlock),
+  ...section(
+    'Speculative decoding',
+    'bench:spec',
+    q ? ['--quick', '--cpu', '--budgets', '4,8,16,32'] : [],
+    codeBlock,
+  ),
+  // --cpu has no GPU timing: the verify-cost curve comes from a plain-rows-only run on the GPU.
+  ...(q
+    ? section('Verify cost on the GPU', 'bench:spec', ['--quick', '--drafters', 'none'], codeBlock)
+    : []),
+  ...section('Activation steering', 'bench:steer', q ? ['--quick'] : [], codeBlock),
   ...section('Kernels', 'bench:kernels', q ? ['--quick'] : [], codeBlock),
   ...gpuSection(),
 ];

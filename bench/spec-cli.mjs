@@ -7,7 +7,8 @@ import { runBenchPage } from './run-page.mjs';
 
 const argv = process.argv.slice(2);
 const args = new Set(argv);
-// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2); plain rows always run.
+// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2); plain rows always run
+// (--drafters none: the plain rows and the verify-cost curve only).
 const drafters = argv[argv.indexOf('--drafters') + 1];
 // --budgets a,b: tree budgets (4 to 32 nodes), e.g. all four with --quick's single prompt.
 const budgets = argv[argv.indexOf('--budgets') + 1];
