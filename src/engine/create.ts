@@ -193,6 +193,13 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       throw new InvalidInputError(
         `draft model ${draftFiles.name} has a vocabulary of ${draftModel.spec.vocabSize}, the target ${spec.vocabSize}: they must share the tokenizer`,
       );
+    const differs = opened.tokenizer.firstDifference(draftModel.tokenizer);
+    if (differs !== undefined) {
+      const token = (t: WeftTokenizer) => JSON.stringify(t.tokenOf(differs) ?? null);
+      throw new InvalidInputError(
+        `draft model ${draftFiles.name} has another tokenizer: id ${differs} is ${token(draftModel.tokenizer)} there, ${token(opened.tokenizer)} in the target; they must share the tokenizer`,
+      );
+    }
     drafter = new ModelDrafter(draftFiles.name, await place(draftModel, draft.quant ?? quant, false));
     await draftFiles.close?.();
   }

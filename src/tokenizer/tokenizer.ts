@@ -131,6 +131,13 @@ export class WeftTokenizer {
     return this.inner.id_to_token(id);
   }
 
+  /** The first id that `other` maps to a different token string (or lacks), if any. */
+  firstDifference(other: WeftTokenizer): number | undefined {
+    const n = Math.max(this.vocabSize, other.vocabSize);
+    for (let id = 0; id < n; id++) if (this.tokenOf(id) !== other.tokenOf(id)) return id;
+    return undefined;
+  }
+
   /** The id of one token string, e.g. `<|im_end|>`. */
   idOf(token: string): number | undefined {
     return this.inner.token_to_id(token);

@@ -3,9 +3,16 @@ import { firstChain, NgramDrafter, trie } from '../../src/decode/drafter.js';
 import { type CreateEngineOptions, createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
+import { specFromConfig } from '../../src/model/config.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 import type { ModelFamily } from '../../src/model/spec.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import {
+  draftFixtureFiles,
+  fixtureFiles,
+  randomTensors,
+  safetensorsBytes,
+  tinyConfig,
+} from '../fixtures/write.js';
 
 const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
 const PROMPTS = [
@@ -33,23 +40,57 @@ async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promis
 }
 
 describe.each(FAMILIES)('speculative decoding on the CPU reference, %s', (family) => {
-  it('greedy: every drafter and budget gives the plain greedy ids', { timeout: 60_000 }, async () => {
+  it('greedy: every drafter and budget gives the plain greedy ids', { timeout: 120_000 }, async () => {
     const { files } = fixtureFiles(family, 'f32', 11);
     const engine = await engineFor(family, { self: 'int4' });
-    const withDraftModel = await engineFor(family, {
-      model: memoryModelFiles('draft', files),
-      quant: 'int2',
-    });
+    const drafters: [string, Engine][] = [
+      ['self-int4', engine],
+      ['self-int2', await engineFor(family, { self: 'int2' })],
+      // A distinct, smaller model (1 layer, half the MLP) sharing the tokenizer.
+      [
+        'draft model',
+        await engineFor(family, { model: memoryModelFiles('small', draftFixtureFiles(family, 11)) }),
+      ],
+      // The target's own weights rounded to int2, loaded as a separate model.
+      ['int2 copy', await engineFor(family, { model: memoryModelFiles('draft', files), quant: 'int2' })],
+    ];
+    let accepted = 0;
     for (const prompt of PROMPTS) {
       const want = await ids(engine, prompt, { maxTokens: 24, drafter: 'none' });
       for (const budget of [4, 8, 16, 32]) {
-        expect(await ids(engine, prompt, { maxTokens: 24, drafter: 'ngram', treeBudget: budget })).toEqual(
-          want,
-        );
-        expect(await ids(engine, prompt, { maxTokens: 24, drafter: 'draft', treeBudget: budget })).toEqual(
-          want,
-        );
-        expect(await ids(withDraftModel, prompt, { maxTokens: 24, treeBudget: budget })).toEqual(want);
+        const ngram = await ids(engine, prompt, { maxTokens: 24, drafter: 'ngram', treeBudget: budget });
+        expect(ngram, `ngram, budget ${budget}`).toEqual(want);
+        for (const [name, e] of drafters) {
+          const got = await ids(e, prompt, { maxTokens: 24, drafter: 'draft', treeBudget: budget });
+          expect(got, `${name}, budget ${budget}, prompt ${prompt}`).toEqual(want);
+          if (name === 'draft model') accepted += e.lastStats!.tokens_per_pass;
+        }
+      }
+    }
+    // The smaller model is a real drafter: it gets drafts accepted, not only the bonus token.
+    expect(accepted / (PROMPTS.length * 4)).toBeGreaterThan(1.2);
+  });
+
+  it('self-speculation verified at f16, int8 and w8a8 gives the plain greedy ids', {
+    timeout: 60_000,
+  }, async () => {
+    const { files } = fixtureFiles(family, 'f32', 11);
+    for (const quant of ['f16', 'int8', 'w8a8'] as const) {
+      for (const self of ['int4', 'int2'] as const) {
+        const engine = await createEngine({
+          model: memoryModelFiles(family, files),
+          device: 'cpu',
+          quant,
+          contextLength: 128,
+          draft: { self },
+        });
+        for (const prompt of PROMPTS.slice(0, 2)) {
+          const want = await ids(engine, prompt, { maxTokens: 16, drafter: 'none' });
+          for (const budget of [4, 16]) {
+            const got = await ids(engine, prompt, { maxTokens: 16, treeBudget: budget });
+            expect(got, `${quant} target, self-${self}, budget ${budget}`).toEqual(want);
+          }
+        }
       }
     }
   });
@@ -137,16 +178,50 @@ describe('speculative sampling with shared Gumbel noise', () => {
   }, async () => {
     const { files } = fixtureFiles('qwen3', 'f32', 11);
     const engine = await engineFor('qwen3', { model: memoryModelFiles('draft', files), quant: 'int4' });
+    const small = await engineFor('qwen3', {
+      model: memoryModelFiles('small', draftFixtureFiles('qwen3', 11)),
+    });
     let accepted = 0;
     for (let seed = 0; seed < 200; seed++) {
       const o: GenerateOptions = { maxTokens: 8, temperature: 1, seed };
-      const plain = await ids(engine, PROMPTS[seed % 3]!, { ...o, drafter: 'none' });
-      const spec = await ids(engine, PROMPTS[seed % 3]!, { ...o, drafter: 'draft', treeBudget: 4 });
-      expect(spec).toEqual(plain);
+      const prompt = PROMPTS[seed % 3]!;
+      const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
+      const spec = await ids(engine, prompt, { ...o, drafter: 'draft', treeBudget: 4 });
+      expect(spec, `int4 draft, seed ${seed}`).toEqual(plain);
       accepted += engine.lastStats!.tokens_per_pass;
+      expect(
+        await ids(engine, prompt, { ...o, drafter: 'ngram', treeBudget: 8 }),
+        `ngram, seed ${seed}`,
+      ).toEqual(plain);
+      expect(await ids(small, prompt, { ...o, treeBudget: 8 }), `small draft model, seed ${seed}`).toEqual(
+        plain,
+      );
     }
     // The int4 draft shares the noise, so it agrees with the target often.
     expect(accepted / 200).toBeGreaterThan(1.5);
+  });
+});
+
+describe('draft model checks', () => {
+  it('refuses a draft model whose tokenizer differs, naming the file and the first differing id', async () => {
+    const { files } = fixtureFiles('llama', 'f32', 11);
+    const other = new Map(draftFixtureFiles('llama', 11));
+    const tok = JSON.parse(new TextDecoder().decode(other.get('tokenizer.json')!));
+    // Same vocabulary size, but ids 65 and 66 ('A' and 'B') trade places.
+    tok.model.vocab.A = 66;
+    tok.model.vocab.B = 65;
+    other.set('tokenizer.json', new TextEncoder().encode(JSON.stringify(tok)));
+    await expect(engineFor('llama', { model: memoryModelFiles('swapped', other) })).rejects.toThrow(
+      /draft model swapped has another tokenizer: id 65 is "B" there, "A" in the target/,
+    );
+    // A vocabulary of 640 instead of 512: refused before the tokenizers are compared.
+    const config = { ...tinyConfig('llama'), vocab_size: 640 };
+    const wide = new Map(files);
+    wide.set('config.json', new TextEncoder().encode(JSON.stringify(config)));
+    wide.set('model.safetensors', safetensorsBytes(randomTensors(specFromConfig(config), 3), 'F32'));
+    await expect(engineFor('llama', { model: memoryModelFiles('wide', wide) })).rejects.toThrow(
+      'draft model wide has a vocabulary of 640, the target 512: they must share the tokenizer',
+    );
   });
 });
 
