@@ -117,9 +117,7 @@ const out = [
     codeBlock,
   ),
   // --cpu has no GPU timing: the verify-cost curve comes from a plain-rows-only run on the GPU.
-  ...(q
-    ? section('Verify cost on the GPU', 'bench:spec', ['--quick', '--drafters', 'none'], codeBlock)
-    : []),
+  ...(q ? section('Verify cost on the GPU', 'bench:spec', ['--quick', '--drafters', 'none'], codeBlock) : []),
   ...section('Activation steering', 'bench:steer', q ? ['--quick'] : [], codeBlock),
   ...section('Kernels', 'bench:kernels', q ? ['--quick'] : [], codeBlock),
   ...gpuSection(),

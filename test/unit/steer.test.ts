@@ -201,7 +201,13 @@ describe('steer options', () => {
       '--steer-scale',
       '4',
     ]);
-    expect(a.steer).toEqual({ file: 'f.safetensors', mode: 'add', scale: 4, layers: undefined, inputs: false });
+    expect(a.steer).toEqual({
+      file: 'f.safetensors',
+      mode: 'add',
+      scale: 4,
+      layers: undefined,
+      inputs: false,
+    });
     expect(() => parseGenerateArgs(['--model', 'm', '--prompt', 'x', '--steer-mode', 'add'])).toThrow(
       /--steer-mode needs --steer FILE/,
     );
