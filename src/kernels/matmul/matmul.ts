@@ -216,8 +216,9 @@ export async function prepareMatmul(ctx: GpuContext, format: WeightFormat, maxM 
 
 /**
  * What every resident-weight matmul shares ({@link Matmul}, and `MatmulW8A8` in kernels/w8a8): a GEMV
- * pipeline for M = 1 and GEMM pipelines for 2..maxM rows of one kernel (see {@link gemmVariants}), one uniform slot per part of
- * the weight matrix, and the dispatch of every part with the inputs its kernel binds.
+ * pipeline for M = 1 and GEMM pipelines for 2..maxM rows of one kernel (see {@link gemmVariants}),
+ * one uniform slot per part of the weight matrix, and the dispatch of every part with the inputs
+ * its kernel binds.
  */
 export abstract class PartedMatmul {
   readonly maxM: number;
@@ -289,9 +290,10 @@ export abstract class PartedMatmul {
 
 /**
  * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix. M = 1 runs the GEMV variant, 2..maxM the
- * smallest GEMM variant that holds M rows, which reads each weight once for the whole batch. Both accumulate every output in
- * the same order, so a row's result is bit-identical whatever M is (batch invariance). Uses the
- * subgroup reduction when the context has subgroups, else a workgroup-memory tree.
+ * smallest GEMM variant that holds M rows, which reads each weight once for the whole batch. All
+ * accumulate every output in the same order, so a row's result is bit-identical whatever M is
+ * (batch invariance). Uses the subgroup reduction when the context has subgroups, else a
+ * workgroup-memory tree.
  */
 export class Matmul extends PartedMatmul {
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
