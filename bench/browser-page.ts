@@ -1,11 +1,12 @@
 // Page driver of the browser benchmark (bench/browser-cli.mjs opens it): weft's rows, then the
 // peers on the same prompt ids, results as JSON in #result. Query: runs, tokens, prompts, quants,
 // drafters, specQuants (formats with speculative rows) (comma lists), peers (wllama,transformers.js,transformers.js-wasm or none), budget, wllamaGpu=1 (llama.cpp's WebGPU backend).
-import type { Quant } from '../src/engine/create.js';
+
 import { createEngine } from '../src/engine/create.js';
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { urlModelFiles } from '../src/model/files.js';
 import { openModel } from '../src/model/load.js';
+import type { Quant } from '../src/quant/pack.js';
 import { benchPrompts, runWeftBench } from './browser.js';
 import { type PeerRow, runTransformersJs, runWllama } from './peers.js';
 

@@ -3,9 +3,10 @@
 // drafter: prompt-processing and decode tokens/s, time to first token and tokens per target pass,
 // greedy, on fixed prompts; one warm-up request per engine is excluded; each figure is the median
 // over R runs of its mean over the prompts.
-import type { CreateEngineOptions, Quant } from '../src/engine/create.js';
+import type { CreateEngineOptions } from '../src/engine/create.js';
 import type { WeftEngine } from '../src/engine/engine.js';
 import type { DrafterKind, GenerationStats } from '../src/engine/types.js';
+import type { Quant } from '../src/quant/pack.js';
 
 /** The figures of one row: one runtime, one format, one drafter. */
 export interface SpeedFigures {

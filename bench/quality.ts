@@ -6,13 +6,14 @@
 // (test/gpu/rotate.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
 // through `w8a8Inputs`.
 import { readFile } from 'node:fs/promises';
-import type { Quant } from '../src/engine/create.js';
 import { openModel } from '../src/model/load.js';
 import { dirModelFiles } from '../src/model/node-files.js';
-import { formatOf, type Rotation, roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
+import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
 import { ReferenceModel } from '../src/model/reference.js';
 import { readAllF32 } from '../src/model/reference-runner.js';
 import { mapWeights, type Tensor } from '../src/model/weights.js';
+import type { Quant } from '../src/quant/pack.js';
+import { formatOf, type Rotation } from '../src/quant/pack.js';
 
 /** Chunk length of the model card's evaluation protocol (models/README.md). */
 export const CHUNK = 256;

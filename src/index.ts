@@ -15,7 +15,7 @@ export { rankChildren, samplingProbs } from './decode/probs.js';
 export { type RejectionRand, rejectionUniform } from './decode/rejection.js';
 export { type VerifyStep, verify, verifyChain } from './decode/speculate.js';
 // Engine: the public API.
-export type { CreateEngineOptions, LoadProgress, Quant } from './engine/create.js';
+export type { CreateEngineOptions, LoadProgress } from './engine/create.js';
 export { createEngine, modelFiles } from './engine/create.js';
 export type { EngineModel, WeftEngine } from './engine/engine.js';
 export { Engine } from './engine/engine.js';
@@ -40,12 +40,12 @@ export type {
 } from './engine/worker-protocol.js';
 export { type ServableEngine, serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
-
 // Models and formats.
 export { ModelFormatError } from './formats/errors.js';
 export { exportGguf } from './formats/gguf-write.js';
 export { openSafetensors, openShardedSafetensors } from './formats/safetensors.js';
 export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/source.js';
+export type { ModelFamily, ModelSpec } from './formats/spec.js';
 export type { TensorReader } from './formats/weft-checkpoint.js';
 // WebGPU plumbing, for custom kernels and hosts.
 export * from './gpu/index.js';
@@ -62,13 +62,11 @@ export {
   exportModelGguf,
 } from './model/convert.js';
 export { type ModelFiles, memoryModelFiles, urlModelFiles } from './model/files.js';
-export { GGUF_IN_FOLDER, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
-export type { Rotation } from './model/quantized.js';
+export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
-export type { ModelFamily, ModelSpec } from './model/spec.js';
+export type { Quant, Rotation } from './quant/pack.js';
 export {
   checkSteerModel,
-  modelChecksum,
   readSteerFile,
   type SteerFile,
   SteerMismatchError,

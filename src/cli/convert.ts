@@ -10,7 +10,7 @@ import type { GgufExportType } from '../formats/gguf-write.js';
 import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../model/convert.js';
 import { WEFT_WEIGHTS } from '../model/load.js';
 import { dirModelFiles } from '../model/node-files.js';
-import type { Rotation } from '../model/quantized.js';
+import type { Rotation } from '../quant/pack.js';
 
 /** Usage of both commands. */
 export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--group N] [--rotate hadamard|none]

@@ -5,13 +5,14 @@ import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createEngine, type Quant } from '../engine/create.js';
+import { createEngine } from '../engine/create.js';
+import { type Quant } from '../quant/pack.js';
 import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
 import { InvalidInputError, WeftError } from '../errors.js';
 import { createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
 import { GGUF_IN_FOLDER, openModel } from '../model/load.js';
-import type { Rotation } from '../model/quantized.js';
+import type { Rotation } from '../quant/pack.js';
 import { chromiumPath, runInChromium } from './chromium-host.js';
 import {
   CONVERT_USAGE,

@@ -1,5 +1,5 @@
+import { allowedTokens, argmax, gumbelKey, gumbelScore } from '../kernels/sample/gumbel.js';
 import type { SamplerSpec } from '../model/runner.js';
-import { allowedTokens, argmax, gumbelKey, gumbelScore } from './gumbel.js';
 
 /**
  * The distribution a sampler draws from at one row: softmax(ℓ / T) over the tokens that survive

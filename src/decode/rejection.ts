@@ -1,4 +1,4 @@
-import { gumbelKey, philox4x32, uniformFromBits } from './gumbel.js';
+import { gumbelKey, philox4x32, uniformFromBits } from '../kernels/sample/gumbel.js';
 
 /**
  * The classic speculative-sampling rule for a chain of drafts (Leviathan et al., arXiv 2211.17192;

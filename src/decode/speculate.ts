@@ -1,9 +1,10 @@
 import { InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import { draftTree } from '../model/tree.js';
 import type { DraftProposal } from './drafter.js';
 import { samplingProbs } from './probs.js';
 import { rejectionUniform, rejectionVerify } from './rejection.js';
-import { draftTree, longestAcceptedPath } from './tree.js';
+import { longestAcceptedPath } from './tree.js';
 
 /** What one verification pass keeps. */
 export interface VerifyStep {

@@ -7,18 +7,16 @@ import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type ModelFiles, urlModelFiles } from '../model/files.js';
 import { type OpenedModel, openModel } from '../model/load.js';
-import { formatOf, type Rotation, roundedThrough, w8a8Inputs } from '../model/quantized.js';
+import { roundedThrough, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
 import type { ModelRunner } from '../model/runner.js';
-import { modelChecksum } from '../steer/format.js';
+import type { Quant } from '../quant/pack.js';
+import { formatOf, type Rotation } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { parseHubRef } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
 import type { Acceptance, TextCodec } from './types.js';
-
-/** Weight precision on the device. */
-export type Quant = 'f32' | 'f16' | 'int8' | 'int4' | 'int2' | 'w8a8';
 
 /** Progress of loading a model. */
 export interface LoadProgress {
@@ -141,7 +139,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   // Steering applies to the target only (a drafter only proposes; the target decides).
   const steer = options.steer;
   const plan = steer
-    ? await resolveSteer(steer, spec, steer.file ? await modelChecksum(files) : undefined)
+    ? await resolveSteer(steer, spec, steer.file ? await opened.checksum() : undefined)
     : undefined;
   // One GPU context for the target and its draft model; the target's runner owns it.
   const gpu = cpu ? undefined : (options.gpu ?? (await createGpuContext()));

@@ -1,5 +1,6 @@
 import * as errors from '../errors.js';
-import type { CreateEngineOptions, LoadProgress, Quant } from './create.js';
+import type { Quant } from '../quant/pack.js';
+import type { CreateEngineOptions, LoadProgress } from './create.js';
 import type { ChoiceLoadEvent, ChoiceLoadOptions } from './sources.js';
 import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
 

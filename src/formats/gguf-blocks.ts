@@ -16,7 +16,7 @@
  *                            nibble (k >> 1) and qh[32n + l] bits 2k..2k+1)
  */
 import { InvalidInputError } from '../errors.js';
-import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from './half.js';
+import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../gpu/half.js';
 
 /** GGML type ids (the `ggml_type` enum) that weft knows the block size of. */
 export const GgmlType = {

@@ -4,9 +4,9 @@
  * encoded (see `quantizeGgml`) with their GGML `ne` dims, fastest first.
  */
 import { InvalidInputError } from '../errors.js';
-import type { ModelSpec } from '../model/spec.js';
 import { GgufType, ggufTensorName, llama3RopeFactors, permuteRows } from './gguf.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
+import type { ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */
 export type GgufEntry =

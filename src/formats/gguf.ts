@@ -13,11 +13,12 @@
  * offset relative to the data section), padding to `general.alignment` (default 32), data.
  * Strings are u64 length + UTF-8 bytes. All little-endian.
  */
-import type { Llama3RopeScaling, ModelFamily, ModelSpec, RopeSpec } from '../model/spec.js';
+
 import { ModelFormatError } from './errors.js';
 import { DEQUANTIZABLE, dequantizeGgml, GGML_BLOCKS } from './gguf-blocks.js';
 import { checkTensors } from './layout.js';
 import type { ByteSource } from './source.js';
+import type { Llama3RopeScaling, ModelFamily, ModelSpec, RopeSpec } from './spec.js';
 
 /** A metadata value: numbers (u64/i64 beyond 2^53 stay bigint), booleans, strings, arrays of them. */
 export type GgufValue = number | bigint | boolean | string | readonly GgufValue[];

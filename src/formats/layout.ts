@@ -1,15 +1,44 @@
-import type { ModelSpec } from '../model/spec.js';
-import { weightShapes } from '../model/weights.js';
 import { ModelFormatError } from './errors.js';
+import { deriveSizes, type ModelSpec } from './spec.js';
 
 /**
- * The tensors a checkpoint of `spec` must hold, by Hugging Face name, with their shapes (row-major,
- * `[out, in]` for Linear weights): `weightShapes` of model/weights.ts, the one list of names.
+ * The Hugging Face name and shape of every tensor a spec needs, in checkpoint order. This is the one
+ * place the names are written; every reader, `readWeights` and the test generators go through it.
  */
-export const expectedTensors = weightShapes;
+export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const shapes = new Map<string, readonly number[]>();
+  shapes.set('model.embed_tokens.weight', [spec.vocabSize, H]);
+  for (let i = 0; i < spec.layers; i++) {
+    const p = `model.layers.${i}`;
+    shapes.set(`${p}.input_layernorm.weight`, [H]);
+    shapes.set(`${p}.self_attn.q_proj.weight`, [qWidth, H]);
+    shapes.set(`${p}.self_attn.k_proj.weight`, [kvWidth, H]);
+    shapes.set(`${p}.self_attn.v_proj.weight`, [kvWidth, H]);
+    if (spec.qkvBias) {
+      shapes.set(`${p}.self_attn.q_proj.bias`, [qWidth]);
+      shapes.set(`${p}.self_attn.k_proj.bias`, [kvWidth]);
+      shapes.set(`${p}.self_attn.v_proj.bias`, [kvWidth]);
+    }
+    if (spec.qkNorm) {
+      shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
+      shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
+    }
+    shapes.set(`${p}.self_attn.o_proj.weight`, [H, qWidth]);
+    shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
+    shapes.set(`${p}.mlp.gate_proj.weight`, [I, H]);
+    shapes.set(`${p}.mlp.up_proj.weight`, [I, H]);
+    shapes.set(`${p}.mlp.down_proj.weight`, [H, I]);
+  }
+  shapes.set('model.norm.weight', [H]);
+  if (!spec.tiedEmbeddings) shapes.set('lm_head.weight', [spec.vocabSize, H]);
+  return shapes;
+}
 
 /**
- * Checks that a checkpoint's tensors (name → shape) cover {@link expectedTensors} with the right
+ * Checks that a checkpoint's tensors (name → shape) cover {@link weightShapes} with the right
  * shapes. Extra tensors (e.g. a redundant `lm_head.weight` in a tied checkpoint, rotary caches)
  * are allowed. Throws {@link ModelFormatError} naming the tensor, the shapes and a file: `file`
  * (the checkpoint, or a sharded one's index) for a missing tensor, `fileOf(tensor)` (the shard
@@ -21,7 +50,7 @@ export function checkTensors(
   file: string,
   fileOf: (tensor: string) => string = () => file,
 ): void {
-  for (const [name, shape] of expectedTensors(spec)) {
+  for (const [name, shape] of weightShapes(spec)) {
     const found = tensors.get(name);
     if (found === undefined) {
       throw new ModelFormatError(

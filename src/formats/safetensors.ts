@@ -1,5 +1,5 @@
+import { bf16ToF32Array, f16ToF32Array } from '../gpu/half.js';
 import { ModelFormatError } from './errors.js';
-import { bf16ToF32Array, f16ToF32Array } from './half.js';
 import type { ByteSource } from './source.js';
 
 /** Element types weft reads from safetensors files. */

@@ -35,7 +35,7 @@ import {
   ROTATION_SEED,
   type Rotation,
   zeroPad,
-} from '../model/quantized.js';
+} from '../quant/pack.js';
 import { ModelFormatError } from './errors.js';
 import {
   openSafetensors,

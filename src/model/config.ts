@@ -1,5 +1,5 @@
 import { ModelFormatError } from '../formats/errors.js';
-import type { Llama3RopeScaling, ModelFamily, ModelSpec } from './spec.js';
+import type { Llama3RopeScaling, ModelFamily, ModelSpec } from '../formats/spec.js';
 
 /** A parsed JSON object, as far as the readers below need to know. */
 type JsonObject = { readonly [key: string]: unknown };

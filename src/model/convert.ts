@@ -7,12 +7,11 @@ import { InvalidInputError } from '../errors.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.js';
 import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
+import type { ModelSpec } from '../formats/spec.js';
 import { convert } from '../formats/weft-checkpoint.js';
-import { modelChecksum } from '../steer/format.js';
+import type { Rotation } from '../quant/pack.js';
 import { type ModelFiles, readJson } from './files.js';
 import { ggufFileOf, openModel, WEFT_WEIGHTS } from './load.js';
-import type { Rotation } from './quantized.js';
-import type { ModelSpec } from './spec.js';
 
 /** Formats `weft convert` writes (the float formats need no converted checkpoint). */
 export type ConvertQuant = 'int8' | 'int4' | 'int2';
@@ -141,7 +140,7 @@ export async function convertModel(
     // The runner gathers the embedding from a table in the chosen format too.
     embeddings: options.quant,
     rotate: options.rotate ?? 'none',
-    sourceModel: await modelChecksum(files),
+    sourceModel: await opened.checksum(),
     ...(options.group === undefined ? {} : { group: options.group }),
   });
 }

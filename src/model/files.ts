@@ -24,7 +24,11 @@ export interface ModelFiles {
 
 /** Parses a JSON file of the model, with an error naming the file when it isn't JSON. */
 export async function readJson(files: ModelFiles, file: string): Promise<unknown> {
-  const text = await files.text(file);
+  return parseJson(files, file, await files.text(file));
+}
+
+/** Parses `text`, the content of the model's `file`, with an error naming the file when it isn't JSON. */
+export function parseJson(files: ModelFiles, file: string, text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (cause) {

@@ -1,6 +1,5 @@
-import { draftTree } from '../decode/tree.js';
-import type { Quant } from '../engine/create.js';
 import { InvalidInputError } from '../errors.js';
+import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { createBuffer, readF32, STORAGE, uploadBuffer } from '../gpu/buffers.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
@@ -16,7 +15,7 @@ import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
-import type { OpenedModel } from './load.js';
+import type { Quant } from '../quant/pack.js';
 import {
   formatOf,
   isHadamardSize,
@@ -25,9 +24,10 @@ import {
   packLinear,
   ROTATION_SEED,
   type Rotation,
-} from './quantized.js';
+} from '../quant/pack.js';
+import type { OpenedModel } from './load.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
-import { deriveSizes, type ModelSpec } from './spec.js';
+import { draftTree } from './tree.js';
 
 /** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
 export const MAX_FORWARD_TOKENS = 64;

@@ -1,14 +1,15 @@
+import { ModelFormatError } from '../formats/errors.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
 import { checkTensors } from '../formats/layout.js';
 import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.js';
+import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import type { WeightFormat } from '../kernels/matmul/quant.js';
+import type { Rotation } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
-import { type ModelFiles, readJson } from './files.js';
-import type { Rotation } from './quantized.js';
-import type { ModelSpec } from './spec.js';
+import { type ModelFiles, parseJson, readJson } from './files.js';
 
 /** weft's own quantized checkpoint, next to config.json and the tokenizer files. */
 export const WEFT_WEIGHTS = 'model.weft.safetensors';
@@ -35,7 +36,21 @@ export interface OpenedModel {
   readonly packed?: { readonly format: WeightFormat; readonly rotation: Rotation };
   /** What the weights were read from, for progress and messages. */
   readonly source: 'safetensors' | 'weft-q' | 'gguf';
+  /**
+   * The model's identity for steering files: SHA-256 (lowercase hex) of config.json's text as
+   * UTF-8 followed by the first {@link CHECKSUM_WEIGHT_BYTES} bytes of the weights file
+   * (`model.safetensors`, or a sharded checkpoint's first shard in sorted order). The header and
+   * the first tensors change with any retraining or re-export, and 1 MiB keeps it cheap. A GGUF
+   * model hashes the first {@link CHECKSUM_WEIGHT_BYTES} of its file. A folder converted by
+   * `weft convert` answers its source's checksum (weft-q metadata `source_model_checksum`), so a
+   * direction measured on a model applies to its conversions. Computed on first call from what
+   * {@link openModel} already read, then remembered.
+   */
+  checksum(): Promise<string>;
 }
+
+/** How many bytes of the weights file {@link OpenedModel.checksum} hashes. */
+export const CHECKSUM_WEIGHT_BYTES = 1 << 20;
 
 /**
  * Opens a model, reading only headers and small files; tensors are read one at a time by the
@@ -52,7 +67,8 @@ export interface OpenedModel {
 export async function openModel(files: ModelFiles): Promise<OpenedModel> {
   const gguf = await ggufFileOf(files);
   if (gguf !== undefined) return openGgufModel(files, gguf);
-  let spec = specFromConfig(await readJson(files, 'config.json'), `${files.name}/config.json`);
+  const configText = await files.text('config.json');
+  let spec = specFromConfig(parseJson(files, 'config.json', configText), `${files.name}/config.json`);
   if (await files.exists('generation_config.json')) {
     spec = withGenerationConfig(spec, await readJson(files, 'generation_config.json'));
   }
@@ -69,14 +85,15 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     // Every linear shares one format and rotation (weft convert's --quant and --rotate).
     const linear = Object.entries(weights.schemes).find(([name]) => name.endsWith('_proj.weight'))?.[1];
     const packed = linear && { format: linear.format, rotation: linear.rotation };
-    return { spec, tokenizer, weights, chat, source: 'weft-q', ...(packed ? { packed } : {}) };
+    const recorded = weights.metadata.source_model_checksum;
+    const checksum = once(() =>
+      recorded !== undefined ? Promise.resolve(recorded) : configAndHead(files, configText, WEFT_WEIGHTS),
+    );
+    return { spec, tokenizer, weights, chat, source: 'weft-q', checksum, ...(packed ? { packed } : {}) };
   }
   if (await files.exists(SHARD_INDEX)) {
-    const st = await openShardedSafetensors(
-      await readJson(files, SHARD_INDEX),
-      (f) => files.open(f),
-      where(SHARD_INDEX),
-    );
+    const index = await readJson(files, SHARD_INDEX);
+    const st = await openShardedSafetensors(index, (f) => files.open(f), where(SHARD_INDEX));
     // A tensor the index does not list is the index's fault; a wrong shape is its shard's.
     checkTensors(spec, st.tensors, where(SHARD_INDEX), (name) => where(st.tensors.get(name)!.source.name));
     return {
@@ -85,11 +102,70 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
       weights: safetensorsReader(st, where(SHARD_INDEX)),
       chat,
       source: 'safetensors',
+      checksum: once(() => configAndHead(files, configText, firstShard(index, where(SHARD_INDEX)))),
     };
   }
   const st = await openSafetensors(await files.open(SAFETENSORS));
   checkTensors(spec, st.tensors, where(SAFETENSORS));
-  return { spec, tokenizer, weights: safetensorsReader(st, where(SAFETENSORS)), chat, source: 'safetensors' };
+  return {
+    spec,
+    tokenizer,
+    weights: safetensorsReader(st, where(SAFETENSORS)),
+    chat,
+    source: 'safetensors',
+    checksum: once(() => configAndHead(files, configText, SAFETENSORS)),
+  };
+}
+
+/**
+ * The checksum of a model given only its files: opens it ({@link openModel}, headers only) and
+ * asks {@link OpenedModel.checksum}. For callers that hold an opened model, ask it directly.
+ */
+export async function modelChecksum(files: ModelFiles): Promise<string> {
+  return (await openModel(files)).checksum();
+}
+
+/** `f` run at most once; later calls share its promise. */
+function once(f: () => Promise<string>): () => Promise<string> {
+  let p: Promise<string> | undefined;
+  return () => {
+    p ??= f();
+    return p;
+  };
+}
+
+/** The first shard a sharded checkpoint's index names, in sorted order. */
+function firstShard(index: unknown, file: string): string {
+  const map =
+    typeof index === 'object' && index !== null && 'weight_map' in index ? index.weight_map : undefined;
+  const shards =
+    typeof map === 'object' && map !== null
+      ? Object.values(map).filter((v): v is string => typeof v === 'string')
+      : [];
+  const first = shards.sort()[0];
+  if (!first) throw new ModelFormatError(file, 'weight_map', map, 'names no shard');
+  return first;
+}
+
+/** SHA-256 of config.json's text followed by the head of `weightsFile`. */
+async function configAndHead(files: ModelFiles, configText: string, weightsFile: string): Promise<string> {
+  const config = new TextEncoder().encode(configText);
+  const weights = await head(files, weightsFile);
+  const all = new Uint8Array(config.byteLength + weights.byteLength);
+  all.set(config);
+  all.set(weights, config.byteLength);
+  return sha256Hex(all);
+}
+
+/** The first {@link CHECKSUM_WEIGHT_BYTES} bytes of a model file. */
+async function head(files: ModelFiles, file: string): Promise<Uint8Array> {
+  const src = await files.open(file);
+  return src.read(0, Math.min(src.size, CHECKSUM_WEIGHT_BYTES));
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes.slice()));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** The GGUF file the model is, when it is one (see {@link openModel}); else undefined. */
@@ -114,5 +190,6 @@ async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedMod
     weights: ck,
     chat: 'chat_template' in tokenizerConfig,
     source: 'gguf',
+    checksum: once(async () => sha256Hex(await head(files, file))),
   };
 }

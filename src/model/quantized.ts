@@ -1,153 +1,19 @@
-import type { Quant } from '../engine/create.js';
-import { InvalidInputError } from '../errors.js';
-import {
-  blockButterflies,
-  hadamardFactor,
-  hadamardPlan,
-  hadamardRef,
-  hadamardSigns,
-} from '../kernels/hadamard/construct.js';
-import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../kernels/matmul/quant.js';
+import { hadamardRef } from '../kernels/hadamard/construct.js';
+import type { WeightFormat } from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
+import {
+  crop,
+  effectiveWeights,
+  isRotatedLinear,
+  packedWidth,
+  packLinear,
+  ROTATION_SEED,
+  type Rotation,
+  unrotateRows,
+  zeroPad,
+} from '../quant/pack.js';
 import type { LinearInputHook } from './reference.js';
 import type { Tensor } from './weights.js';
-
-/**
- * Rotation of a linear's input: `'hadamard'` multiplies the activations by R = H·D/√n on the GPU
- * before the matmul and packs the weights as W·Rᵀ (so W·x = (W·Rᵀ)(R·x) exactly before rounding),
- * which spreads outliers across the row before quantizing (QuaRot-style, online).
- */
-export type Rotation = 'none' | 'hadamard';
-
-/** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
-export const ROTATION_SEED = 0x77656674;
-
-/** Weight format of each quant choice (w8a8 keeps int8 weights and rounds activations per token). */
-export function formatOf(quant: Quant): WeightFormat {
-  return quant === 'w8a8' ? 'int8' : quant;
-}
-
-/** Quantization group along K: 32 where it divides K, else 16; float formats use the whole row. */
-export function groupFor(format: WeightFormat, cols: number): number {
-  if (format === 'f32' || format === 'f16') return cols;
-  return cols % 32 === 0 ? 32 : 16;
-}
-
-/** True when `n` is a size the Hadamard kernels can rotate (K·2^m, see `hadamardFactor`). */
-export function isHadamardSize(n: number): boolean {
-  try {
-    hadamardFactor(n);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The width K a linear's input is packed at: `cols` rounded up to the matmul's blocks of 16 and,
- * when rotating, further up to the next Hadamard size (344 → 384 = 12·32). The extra columns are
- * zero weights meeting zero activations, so the product is unchanged.
- */
-export function packedWidth(cols: number, rotate: Rotation): number {
-  const n = Math.ceil(cols / 16) * 16;
-  if (rotate === 'none') return n;
-  // A power of two ≥ n always works, so the search ends by 2n.
-  for (let m = n; m <= 2 * n; m += 16) if (isHadamardSize(m)) return m;
-  throw new InvalidInputError(`packedWidth: no Hadamard size between ${n} and ${2 * n}`);
-}
-
-/** `w` [rows, cols] placed in the top-left of a zero [padRows, padCols] matrix (itself when equal). */
-export function zeroPad(
-  w: Float32Array,
-  rows: number,
-  cols: number,
-  padRows: number,
-  padCols: number,
-): Float32Array {
-  if (padRows === rows && padCols === cols) return w;
-  const out = new Float32Array(padRows * padCols);
-  for (let r = 0; r < rows; r++) out.set(w.subarray(r * cols, (r + 1) * cols), r * padCols);
-  return out;
-}
-
-/**
- * Packs one linear weight [rows, cols] exactly as the GPU runner places it: zero-padded to
- * `pad`, rotated on the input side (W·Rᵀ over the padded width) when `rotate` is `'hadamard'`,
- * then quantized to `format` with {@link groupFor} of the padded width. The converter and the
- * runner both call this, so a converted checkpoint is bit-identical to quantizing while loading.
- */
-export function packLinear(
-  w: Float32Array,
-  rows: number,
-  cols: number,
-  pad: { readonly rows: number; readonly cols: number },
-  format: WeightFormat,
-  rotate: Rotation,
-): QuantizedMatrix {
-  if (w.length !== rows * cols)
-    throw new InvalidInputError(`packLinear: w has ${w.length} elements for [${rows}, ${cols}]`);
-  if (rotate === 'hadamard' && !isHadamardSize(pad.cols))
-    throw new InvalidInputError(`packLinear: padded width ${pad.cols} is not a Hadamard size`);
-  let m = zeroPad(w, rows, cols, pad.rows, pad.cols);
-  if (rotate === 'hadamard') m = hadamardRef(m, pad.rows, pad.cols, ROTATION_SEED);
-  return quantize(m, pad.rows, pad.cols, format, groupFor(format, pad.cols));
-}
-
-/**
- * Rᵀ·y for each row y [n] of y [M, n], R = H_n·D/√n the rotation of {@link ROTATION_SEED}: the
- * inverse of `hadamardRef` (R is orthogonal), in O(n log n) per row. H_n = hb ⊗ H_P (the block mix
- * hb of `hadamardPlan` across blocks of P, Sylvester butterflies within a block), so
- * Hᵀ = hbᵀ ⊗ H_P: the same butterflies (H_P is symmetric), the transposed mix (hb need not be:
- * Paley I matrices are not), then the scale and the signs.
- */
-export function unrotateRows(y: Float32Array, M: number, n: number): Float32Array {
-  if (y.length !== M * n)
-    throw new InvalidInputError(`unrotateRows: y has ${y.length} elements for [${M}, ${n}]`);
-  const { P, Kb, hb, scale } = hadamardPlan(n);
-  const signs = hadamardSigns(n, ROTATION_SEED);
-  const out = new Float32Array(M * n);
-  const t = new Float64Array(n);
-  for (let r = 0; r < M; r++) {
-    for (let i = 0; i < n; i++) t[i] = y[r * n + i]!;
-    blockButterflies(t, P, Kb);
-    for (let a = 0; a < Kb; a++)
-      for (let b = 0; b < P; b++) {
-        let acc = t[a * P + b]!;
-        if (Kb > 1) {
-          acc = 0;
-          for (let c = 0; c < Kb; c++) acc += hb[c * Kb + a]! * t[c * P + b]!;
-        }
-        out[r * n + a * P + b] = acc * scale * signs[a * P + b]!;
-      }
-  }
-  return out;
-}
-
-/**
- * The f32 weights [rows, cols] that a packed linear multiplies the (unrotated) input by: the
- * dequantized matrix, un-rotated ((W·Rᵀ)_q · R) and cropped to the unpadded shape. The CPU
- * reference of a quantized (and maybe rotated) model runs on these. Row r of W_q·R is
- * (Rᵀ·W_q[r]ᵀ)ᵀ, so the un-rotation is {@link unrotateRows} over the rows.
- */
-export function effectiveWeights(
-  q: QuantizedMatrix,
-  rows: number,
-  cols: number,
-  rotate: Rotation,
-): Float32Array {
-  const n = q.cols;
-  let d = dequantize(q);
-  if (rotate === 'hadamard') d = unrotateRows(d, q.rows, n);
-  return crop(d, n, rows, cols);
-}
-
-/** The top-left [rows, cols] of a matrix with rows of `n` (itself when n === cols and it has `rows` rows). */
-function crop(m: Float32Array, n: number, rows: number, cols: number): Float32Array {
-  if (n === cols && m.length === rows * cols) return m;
-  const out = new Float32Array(rows * cols);
-  for (let r = 0; r < rows; r++) out.set(m.subarray(r * n, r * n + cols), r * cols);
-  return out;
-}
 
 /**
  * The reference's W8A8 activation path (a {@link LinearInputHook}): each row of a linear's input x
@@ -170,11 +36,6 @@ export function w8a8Inputs(rotate: Rotation): LinearInputHook {
     if (rotate === 'hadamard') d = unrotateRows(d, T, n);
     return crop(d, n, T, width);
   };
-}
-
-/** Linears whose input the runner rotates: every `*_proj` (not the LM head, not the embedding). */
-export function isRotatedLinear(name: string): boolean {
-  return name.endsWith('_proj.weight');
 }
 
 /**

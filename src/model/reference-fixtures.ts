@@ -1,5 +1,6 @@
-import type { ModelSpec } from './spec.js';
-import { mapWeights, type Tensor, type WeightSource, weightShapes } from './weights.js';
+import { weightShapes } from '../formats/layout.js';
+import type { ModelSpec } from '../formats/spec.js';
+import { mapWeights, type Tensor, type WeightSource } from './weights.js';
 
 /**
  * A small seeded generator of uniform floats in [0, 1) (mulberry32): deterministic across hosts, so

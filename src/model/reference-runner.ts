@@ -1,11 +1,11 @@
-import { sampleRef } from '../decode/gumbel.js';
-import { draftTree } from '../decode/tree.js';
 import { InvalidInputError } from '../errors.js';
+import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
+import { sampleRef } from '../kernels/sample/gumbel.js';
 import { ReferenceModel } from './reference.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
-import type { ModelSpec } from './spec.js';
+import { draftTree } from './tree.js';
 import { mapWeights, type Tensor } from './weights.js';
 
 /**

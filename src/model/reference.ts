@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors.js';
-import { f16BitsToF32, f32ToF16Bits } from '../formats/half.js';
+import { deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
+import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
-import { deriveSizes, type ModelSpec, type RopeSpec } from './spec.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
 
 // The plain-TS reference forward pass: the oracle the GPU forward is tested against. It follows

@@ -1,4 +1,4 @@
-import type { ModelSpec } from './spec.js';
+import type { ModelSpec } from '../formats/spec.js';
 
 /**
  * How the next token is chosen at a scored position. Greedy when `temperature` is 0. Sampling is

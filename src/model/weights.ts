@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../errors.js';
-import { deriveSizes, type ModelSpec } from './spec.js';
+import { weightShapes } from '../formats/layout.js';
+import type { ModelSpec } from '../formats/spec.js';
 
 /** A dense f32 tensor, row-major: the last dimension is contiguous. */
 export interface Tensor {
@@ -68,42 +69,6 @@ export interface ModelWeights {
   readonly norm: Float32Array;
   /** [V, H]; the same array as `embed` when `spec.tiedEmbeddings`. */
   readonly lmHead: Float32Array;
-}
-
-/**
- * The Hugging Face name and shape of every tensor a spec needs, in checkpoint order. This is the one
- * place the names are written; {@link readWeights} and test generators both go through it.
- */
-export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
-  const { qWidth, kvWidth } = deriveSizes(spec);
-  const H = spec.hidden;
-  const I = spec.intermediate;
-  const shapes = new Map<string, readonly number[]>();
-  shapes.set('model.embed_tokens.weight', [spec.vocabSize, H]);
-  for (let i = 0; i < spec.layers; i++) {
-    const p = `model.layers.${i}`;
-    shapes.set(`${p}.input_layernorm.weight`, [H]);
-    shapes.set(`${p}.self_attn.q_proj.weight`, [qWidth, H]);
-    shapes.set(`${p}.self_attn.k_proj.weight`, [kvWidth, H]);
-    shapes.set(`${p}.self_attn.v_proj.weight`, [kvWidth, H]);
-    if (spec.qkvBias) {
-      shapes.set(`${p}.self_attn.q_proj.bias`, [qWidth]);
-      shapes.set(`${p}.self_attn.k_proj.bias`, [kvWidth]);
-      shapes.set(`${p}.self_attn.v_proj.bias`, [kvWidth]);
-    }
-    if (spec.qkNorm) {
-      shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
-      shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
-    }
-    shapes.set(`${p}.self_attn.o_proj.weight`, [H, qWidth]);
-    shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
-    shapes.set(`${p}.mlp.gate_proj.weight`, [I, H]);
-    shapes.set(`${p}.mlp.up_proj.weight`, [I, H]);
-    shapes.set(`${p}.mlp.down_proj.weight`, [H, I]);
-  }
-  shapes.set('model.norm.weight', [H]);
-  if (!spec.tiedEmbeddings) shapes.set('lm_head.weight', [spec.vocabSize, H]);
-  return shapes;
 }
 
 /**

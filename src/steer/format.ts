@@ -2,16 +2,13 @@
 //   steer.layer.<i>  [hidden]  the direction applied after block i, or
 //   steer.shared     [hidden]  one direction for every chosen layer without its own,
 // and __metadata__ { format: "weft-steer", version: "1", model_checksum, hidden, layers, mode, scale }.
-// `model_checksum` ties a file to the model it was measured on (see modelChecksum); loading it for
+// `model_checksum` ties a file to the model it was measured on (the model's `checksum()` from openModel); loading it for
 // another model is refused with a SteerMismatchError.
 import { WeftError } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
 import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
 import { bytesSource } from '../formats/source.js';
-import { openWeftCheckpoint } from '../formats/weft-checkpoint.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
-import type { ModelFiles } from '../model/files.js';
-import { ggufFileOf, WEFT_WEIGHTS } from '../model/load.js';
 
 /** Metadata `format` of a steering file. */
 export const STEER_FORMAT = 'weft-steer';
@@ -19,8 +16,6 @@ export const STEER_FORMAT = 'weft-steer';
 export const STEER_VERSION = '1';
 /** Largest |‖r‖ − 1| accepted for a stored vector (they are written normalized in f32). */
 export const UNIT_TOLERANCE = 1e-3;
-/** Bytes of the weights file that enter {@link modelChecksum}. */
-export const CHECKSUM_WEIGHT_BYTES = 1 << 20;
 
 /** A steering file's content. */
 export interface SteerFile {
@@ -28,7 +23,7 @@ export interface SteerFile {
   readonly name: string;
   /** Residual stream width of the model it was measured on. */
   readonly hidden: number;
-  /** {@link modelChecksum} of that model. */
+  /** The `checksum()` of that model (`OpenedModel` in model/load.ts). */
   readonly modelChecksum: string;
   /** Per-layer unit vectors [hidden], by layer index. */
   readonly layers: ReadonlyMap<number, Float32Array>;
@@ -56,63 +51,6 @@ export class SteerMismatchError extends WeftError {
       `${file}: ${field} = ${found}, but the model has ${expected}: the steering file was measured on another model`,
     );
   }
-}
-
-/**
- * The model checksum a steering file records: SHA-256 (lowercase hex) of config.json's text as
- * UTF-8, followed by the first {@link CHECKSUM_WEIGHT_BYTES} bytes of the weights file
- * (`model.safetensors`, or for a sharded checkpoint the first shard named in
- * `model.safetensors.index.json`'s weight map, in sorted order). The header and the first tensors
- * of the weights change with any retraining or re-export, and reading 1 MiB keeps it cheap.
- * A GGUF model hashes the first {@link CHECKSUM_WEIGHT_BYTES} of its file (header, metadata and
- * first tensors). A folder converted by `weft convert` answers its source's checksum, recorded in
- * the weft-q metadata (`source_model_checksum`), so a direction measured on a model also applies
- * to its quantized conversions.
- */
-export async function modelChecksum(files: ModelFiles): Promise<string> {
-  const gguf = await ggufFileOf(files);
-  if (gguf !== undefined) return sha256Hex(await head(files, gguf));
-  const config = new TextEncoder().encode(await files.text('config.json'));
-  let weightsFile = 'model.safetensors';
-  if (await files.exists(WEFT_WEIGHTS)) {
-    const recorded = (await openWeftCheckpoint(await files.open(WEFT_WEIGHTS))).metadata
-      .source_model_checksum;
-    if (recorded !== undefined) return recorded;
-    weightsFile = WEFT_WEIGHTS;
-  } else if (await files.exists('model.safetensors.index.json')) {
-    const index: unknown = JSON.parse(await files.text('model.safetensors.index.json'));
-    const map =
-      typeof index === 'object' && index !== null && 'weight_map' in index ? index.weight_map : undefined;
-    const shards =
-      typeof map === 'object' && map !== null
-        ? Object.values(map).filter((v): v is string => typeof v === 'string')
-        : [];
-    const first = shards.sort()[0];
-    if (!first)
-      throw new ModelFormatError(
-        `${files.name}/model.safetensors.index.json`,
-        'weight_map',
-        map,
-        'names no shard',
-      );
-    weightsFile = first;
-  }
-  const weights = await head(files, weightsFile);
-  const all = new Uint8Array(config.byteLength + weights.byteLength);
-  all.set(config);
-  all.set(weights, config.byteLength);
-  return sha256Hex(all);
-}
-
-/** The first {@link CHECKSUM_WEIGHT_BYTES} bytes of a model file. */
-async function head(files: ModelFiles, file: string): Promise<Uint8Array> {
-  const src = await files.open(file);
-  return src.read(0, Math.min(src.size, CHECKSUM_WEIGHT_BYTES));
-}
-
-async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes.slice()));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** Euclidean norm, accumulated in f64. */

@@ -7,12 +7,12 @@ import { mkdir } from 'node:fs/promises';
 import type { Browser, Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openModel } from '../../src/model/load.js';
+import { modelChecksum, openModel } from '../../src/model/load.js';
 import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
-import { modelChecksum, writeSteerFile } from '../../src/steer/format.js';
+import { writeSteerFile } from '../../src/steer/format.js';
 import { measureDirections } from '../../src/steer/measure.js';
 import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
 

@@ -2,16 +2,16 @@
 // weft-q checkpoint gives bit-identical logits to quantizing while loading, with every matrix
 // copied from the file, and a GGUF loads through openModel with logits equal to the reference.
 import { describe, expect, it } from 'vitest';
+import { weightShapes } from '../../src/formats/layout.js';
+import type { ModelFamily } from '../../src/formats/spec.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { convertModel } from '../../src/model/convert.js';
 import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import type { Rotation } from '../../src/model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec.js';
-import { weightShapes } from '../../src/model/weights.js';
+import type { Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles, ggufFixture, sameF32 } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
+import type { ModelFamily } from '../../src/formats/spec.js';
 import { memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
-import { formatOf, roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
+import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec.js';
+import { formatOf } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';

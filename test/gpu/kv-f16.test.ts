@@ -3,12 +3,12 @@
 // path is committed. Checked against the CPU reference with the same rounding, on f32 weights;
 // the reference with an f32 cache is the control that shows the rounding is seen.
 import { describe, expect, it } from 'vitest';
+import type { ModelFamily } from '../../src/formats/spec.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';

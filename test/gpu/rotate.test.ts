@@ -2,15 +2,16 @@
 // the GPU, its weights packed as W·Rᵀ. Checked against the CPU reference on the weights the runner
 // actually multiplies by (roundedThrough(..., 'hadamard'): dequantized, un-rotated).
 import { describe, expect, it } from 'vitest';
-import type { Quant } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
+import type { ModelFamily } from '../../src/formats/spec.js';
 import { memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel } from '../../src/model/load.js';
-import { formatOf, type Rotation, roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
+import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec.js';
+import type { Quant } from '../../src/quant/pack.js';
+import { formatOf, type Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';

@@ -8,7 +8,7 @@ import {
   type SampleOptions,
   sampleRef,
   uniformFromBits,
-} from '../../src/decode/gumbel.js';
+} from '../../src/kernels/sample/gumbel.js';
 import { runGumbelNoise, runSample, runTokenProb, tokenProbRef } from '../../src/kernels/sample/sample.js';
 import { gpu } from '../helpers/gpu.js';
 

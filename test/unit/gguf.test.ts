@@ -13,11 +13,11 @@ import {
 import { DEQUANTIZABLE, dequantizeGgml, GgmlType, quantizeGgml } from '../../src/formats/gguf-blocks.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
 import { type GgufEntry, writeGguf } from '../../src/formats/gguf-write.js';
-import { f16BitsToF32, f32ToF16Bits } from '../../src/formats/half.js';
 import { bytesSource } from '../../src/formats/source.js';
+import type { ModelFamily } from '../../src/formats/spec.js';
 import { toWeftMatrix, weftFormatFor } from '../../src/formats/transcode.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
 import { dequantize } from '../../src/kernels/matmul/quant.js';
-import type { ModelFamily } from '../../src/model/spec.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { type GgufVariant, ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 

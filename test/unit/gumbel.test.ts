@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { allowedTokens, argmax, gumbel, sampleRef } from '../../src/decode/gumbel.js';
+import { allowedTokens, argmax, gumbel, sampleRef } from '../../src/kernels/sample/gumbel.js';
 
 /** Pearson chi-square of observed counts against expected probabilities. */
 function chiSquare(counts: number[], probs: number[], n: number): number {

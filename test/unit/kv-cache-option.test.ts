@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseGenerateArgs } from '../../src/cli/main.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { f16BitsToF32, f32ToF16Bits } from '../../src/formats/half.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
 import type { KvFormat } from '../../src/kernels/kv/kv.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 import { openModel } from '../../src/model/load.js';

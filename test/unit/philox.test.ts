@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { gumbelBits, gumbelKey, mulhilo, philox4x32, uniformFromBits } from '../../src/decode/gumbel.js';
+import {
+  gumbelBits,
+  gumbelKey,
+  mulhilo,
+  philox4x32,
+  uniformFromBits,
+} from '../../src/kernels/sample/gumbel.js';
 
 const M64 = (1n << 64n) - 1n;
 

@@ -1,14 +1,15 @@
 // The `rotate` option through createEngine's CPU reference path and the CLI's --rotate flag.
 import { describe, expect, it } from 'vitest';
 import { parseGenerateArgs } from '../../src/cli/main.js';
-import { createEngine, type Quant } from '../../src/engine/create.js';
+import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 import { openModel } from '../../src/model/load.js';
-import { formatOf, type Rotation, roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
+import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
+import { formatOf, type Quant, type Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 
 const PROMPT = [5, 17, 99, 3, 250, 11];

@@ -1,15 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
 import { quantizeActRef } from '../../src/kernels/w8a8/w8a8.js';
+import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import {
   effectiveWeights,
   packedWidth,
   packLinear,
   ROTATION_SEED,
-  roundedThrough,
   unrotateRows,
-  w8a8Inputs,
-} from '../../src/model/quantized.js';
+} from '../../src/quant/pack.js';
 
 /** Deterministic values in [-1, 1) with a few large outliers (what rotation is for). */
 function values(n: number, seed: number): Float32Array {

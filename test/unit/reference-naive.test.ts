@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { ModelSpec } from '../../src/formats/spec.js';
 import { ReferenceModel, ropeInverseFrequencies } from '../../src/model/reference.js';
 import { randomWeights, tinySpecs } from '../../src/model/reference-fixtures.js';
-import type { ModelSpec } from '../../src/model/spec.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 
 // A second, deliberately different implementation of the same forward pass, used only as a test

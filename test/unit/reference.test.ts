@@ -1,17 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { argmax } from '../../src/decode/gumbel.js';
-import { draftTree, longestAcceptedPath, pathTo } from '../../src/decode/tree.js';
+import { longestAcceptedPath } from '../../src/decode/tree.js';
 import { InvalidInputError } from '../../src/errors.js';
+import { weightShapes } from '../../src/formats/layout.js';
+import type { ModelSpec } from '../../src/formats/spec.js';
+import { argmax } from '../../src/kernels/sample/gumbel.js';
 import { chainParents, ReferenceKvCache, ReferenceModel } from '../../src/model/reference.js';
 import { randomWeights, seededRandom, tinySpecs } from '../../src/model/reference-fixtures.js';
-import type { ModelSpec } from '../../src/model/spec.js';
-import {
-  mapWeights,
-  readWeights,
-  type Tensor,
-  type WeightSource,
-  weightShapes,
-} from '../../src/model/weights.js';
+import { draftTree, pathTo } from '../../src/model/tree.js';
+import { mapWeights, readWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 
 // Consistency of the one forward across its uses. The reference computes every row with the same
 // loop order whatever else shares the call, and attends to keys in slot order, so these properties

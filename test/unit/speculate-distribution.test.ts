@@ -4,17 +4,17 @@
 // twin that the same test must reject, so the test is known to have power.
 import { describe, expect, it } from 'vitest';
 import type { Drafter } from '../../src/decode/drafter.js';
-import { sampleRef } from '../../src/decode/gumbel.js';
 import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { samplingProbs } from '../../src/decode/probs.js';
 import { rejectionVerify } from '../../src/decode/rejection.js';
 import { verifyChain } from '../../src/decode/speculate.js';
-import { draftTree } from '../../src/decode/tree.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
+import type { ModelSpec } from '../../src/formats/spec.js';
+import { sampleRef } from '../../src/kernels/sample/gumbel.js';
 import { specFromConfig } from '../../src/model/config.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from '../../src/model/runner.js';
-import type { ModelSpec } from '../../src/model/spec.js';
+import { draftTree } from '../../src/model/tree.js';
 import { rng, tinyConfig } from '../fixtures/write.js';
 import { brokenResidualVerify } from '../helpers/broken-rejection.js';
 

@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
+import { modelChecksum } from '../../src/model/load.js';
 import { dirModelFiles } from '../../src/model/node-files.js';
-import { modelChecksum, readSteerFile } from '../../src/steer/format.js';
+import { readSteerFile } from '../../src/steer/format.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 
 /** Runs the CLI in-process, capturing what it writes. */

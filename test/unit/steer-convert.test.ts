@@ -3,10 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/model/convert.js';
 import { memoryModelFiles } from '../../src/model/files.js';
-import { WEFT_WEIGHTS } from '../../src/model/load.js';
+import { modelChecksum, WEFT_WEIGHTS } from '../../src/model/load.js';
 import {
   checkSteerModel,
-  modelChecksum,
   readSteerFile,
   SteerMismatchError,
   writeSteerFile,

@@ -1,6 +1,7 @@
 // Steering fixtures: a tiny model whose residual stream never uses one coordinate.
+
+import type { ModelFamily } from '../../src/formats/spec.js';
 import { memoryModelFiles } from '../../src/model/files.js';
-import type { ModelFamily } from '../../src/model/spec.js';
 import { fixtureFiles, safetensorsBytes } from '../fixtures/write.js';
 
 /**

@@ -4,17 +4,11 @@ import { createEngine } from '../../src/engine/create.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { type SteerPlan, steerHook, steerRowsRef } from '../../src/kernels/steer/steer.js';
 import { memoryModelFiles } from '../../src/model/files.js';
-import { openModel } from '../../src/model/load.js';
+import { modelChecksum, openModel } from '../../src/model/load.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
-import {
-  modelChecksum,
-  readSteerFile,
-  type SteerFile,
-  SteerMismatchError,
-  writeSteerFile,
-} from '../../src/steer/format.js';
+import { readSteerFile, type SteerFile, SteerMismatchError, writeSteerFile } from '../../src/steer/format.js';
 import { lastTokenResiduals, measureDirections } from '../../src/steer/measure.js';
 import { resolveSteer } from '../../src/steer/plan.js';
 import { fixtureFiles, rng } from '../fixtures/write.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { allowedTokens, gumbelKey, gumbelScore, sampleRef } from '../../src/decode/gumbel.js';
 import { rankChildren, samplingProbs } from '../../src/decode/probs.js';
+import { allowedTokens, gumbelKey, gumbelScore, sampleRef } from '../../src/kernels/sample/gumbel.js';
 import type { SamplerSpec } from '../../src/model/runner.js';
 import { rng } from '../fixtures/write.js';
 

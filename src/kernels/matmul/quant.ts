@@ -1,7 +1,7 @@
 // Weight formats of weft's matmul kernels: packing (quantize), the reference unpacking
 // (dequantize) and sizes. Pure TypeScript, no GPU: loaders and tests import it.
 import { InvalidInputError } from '../../errors.js';
-import { f16BitsToF32, f32ToF16Bits } from '../../formats/half.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../gpu/half.js';
 
 /** Storage format of a weight matrix: float (f32, f16) or integer-quantized with group scales. */
 export type WeightFormat = 'f32' | 'f16' | 'int8' | 'int4' | 'int2';
@@ -196,7 +196,7 @@ export function dequantize(q: QuantizedMatrix): Float32Array {
 }
 
 // IEEE binary16 conversions live with the other float formats.
-export { f16BitsToF32, f32ToF16Bits } from '../../formats/half.js';
+export { f16BitsToF32, f32ToF16Bits } from '../../gpu/half.js';
 
 function clamp(v: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, v));

@@ -1,4 +1,3 @@
-import type { SampleOptions } from '../../decode/gumbel.js';
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
@@ -8,6 +7,7 @@ import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
 import { renderWgsl } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
+import type { SampleOptions } from './gumbel.js';
 
 const WG = 256;
 const Params = defineUniforms('Params', {
