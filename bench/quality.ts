@@ -12,8 +12,7 @@ import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
 import { ReferenceModel } from '../src/model/reference.js';
 import { readAllF32 } from '../src/model/reference-runner.js';
 import { mapWeights, type Tensor } from '../src/model/weights.js';
-import type { Quant } from '../src/quant/pack.js';
-import { formatOf, type Rotation } from '../src/quant/pack.js';
+import { formatOf, type Quant, type Rotation } from '../src/quant/pack.js';
 
 /** Chunk length of the model card's evaluation protocol (models/README.md). */
 export const CHUNK = 256;

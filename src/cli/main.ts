@@ -6,13 +6,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createEngine } from '../engine/create.js';
-import { type Quant } from '../quant/pack.js';
 import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
 import { InvalidInputError, WeftError } from '../errors.js';
 import { createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
 import { GGUF_IN_FOLDER, openModel } from '../model/load.js';
-import type { Rotation } from '../quant/pack.js';
+import type { Quant, Rotation } from '../quant/pack.js';
 import { chromiumPath, runInChromium } from './chromium-host.js';
 import {
   CONVERT_USAGE,

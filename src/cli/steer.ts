@@ -4,15 +4,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../errors.js';
+import type { ModelSpec } from '../formats/spec.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import type { ModelFiles } from '../model/files.js';
-import { openModel } from '../model/load.js';
+import { modelChecksum, openModel } from '../model/load.js';
 import { ReferenceModel } from '../model/reference.js';
 import { readAllF32 } from '../model/reference-runner.js';
-import type { ModelSpec } from '../formats/spec.js';
 import { mapWeights } from '../model/weights.js';
 import { checkSteerModel, parseLayers, readSteerFile, writeSteerFile } from '../steer/format.js';
-import { modelChecksum } from '../model/load.js';
 import { measureDirections } from '../steer/measure.js';
 import type { SteerOptions } from '../steer/plan.js';
 import { modelFilesFor } from './model-arg.js';

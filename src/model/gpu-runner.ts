@@ -15,13 +15,13 @@ import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
-import type { Quant } from '../quant/pack.js';
 import {
   formatOf,
   isHadamardSize,
   isRotatedLinear,
   packedWidth,
   packLinear,
+  type Quant,
   ROTATION_SEED,
   type Rotation,
 } from '../quant/pack.js';
