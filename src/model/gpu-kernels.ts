@@ -1,0 +1,243 @@
+import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import { createBuffer, uploadBuffer } from '../gpu/buffers.js';
+import type { GpuContext } from '../gpu/device.js';
+import { Attention } from '../kernels/attention/attention.js';
+import { BindGroupCache } from '../kernels/bind.js';
+import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
+import { Embedding } from '../kernels/embed/embed.js';
+import { Hadamard } from '../kernels/hadamard/hadamard.js';
+import { KvCompact, type KvShape, KvWrite } from '../kernels/kv/kv.js';
+import { type GpuMatrix, Matmul, prepareMatmul } from '../kernels/matmul/matmul.js';
+import { RmsNorm } from '../kernels/norm/rmsnorm.js';
+import { Rope } from '../kernels/rope/rope.js';
+import { Sampler } from '../kernels/sample/sample.js';
+import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
+import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
+import { formatOf, packedWidth, type Quant, ROTATION_SEED, type Rotation } from '../quant/pack.js';
+import { type GpuWeights, type LayerWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
+
+/** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
+export interface Linear {
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
+  destroy(): void;
+}
+
+/**
+ * W8A8: each row of x is quantized to int8 with its own scale (per token, dynamic), then multiplied
+ * with the int8 weights by `dot4I8Packed` with i32 sums. `xq`/`sx` are scratch shared by every
+ * linear of the model: dispatches in one pass run in order, so each quantize-then-multiply pair
+ * finishes with them before the next begins.
+ */
+class W8A8Linear implements Linear {
+  private readonly quant: QuantizeAct;
+  private readonly mm: MatmulW8A8;
+
+  constructor(
+    ctx: GpuContext,
+    binds: BindGroupCache,
+    w: GpuMatrix,
+    private readonly xq: GPUBuffer,
+    private readonly sx: GPUBuffer,
+  ) {
+    this.quant = new QuantizeAct(ctx, binds, w.cols);
+    this.mm = new MatmulW8A8(ctx, binds, w, { maxM: MAX_FORWARD_TOKENS });
+  }
+
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void {
+    this.quant.encode(pass, x, this.xq, this.sx, M);
+    this.mm.encode(pass, this.xq, this.sx, y, M);
+  }
+
+  destroy(): void {
+    this.quant.destroy();
+    this.mm.destroy();
+  }
+}
+
+/** One decoder layer's linears (each bound to its weights) and its activation steering. */
+export interface LayerKernels {
+  q: Linear; // [T, H] → [T, qWidth]
+  k: Linear; // [T, H] → [T, kvWidth]
+  v: Linear; // [T, H] → [T, kvWidth]
+  o: Linear; // [T, qWidth] → [T, H]
+  gate: Linear; // [T, H] → [T, Ip]
+  up: Linear; // [T, H] → [T, Ip]
+  down: Linear; // [T, Ip] → [T, H]
+  // Activation steering on the block's input and output (undefined: not steered).
+  steerIn: Steer | undefined;
+  steerOut: Steer | undefined;
+}
+
+/**
+ * Online input rotations (rotate 'hadamard'), one kernel per width, shared by every layer: the
+ * `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each rotation writes `out`,
+ * which its linears read before the next rotation overwrites it (dispatches in a pass run in order).
+ */
+export interface Rotations {
+  hidden: Hadamard; // n = H: the normed input of q/k/v and of gate/up
+  heads: Hadamard; // n = qWidth: the attention output, input of o_proj
+  mlp: Hadamard; // n = Ip: silu(gate) * up, input of down_proj
+  out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
+}
+
+/** One kernel instance per call site whose uniforms differ; shared where they never do. */
+export interface Kernels {
+  embed: Embedding;
+  norm: RmsNorm; // n = H, every T-row norm
+  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
+  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
+  rope: Rope;
+  kvWrite: KvWrite;
+  attention: Attention;
+  compact: KvCompact;
+  add: AddInPlace; // T * H
+  addQ: AddInPlace; // T * qWidth
+  addKv: AddInPlace; // T * kvWidth
+  silu: SiluMul;
+  gather: GatherRows;
+  lmHead: Linear; // [R, H] → [R, V]
+  greedy: Sampler;
+  gumbel: Sampler;
+  layers: LayerKernels[];
+  rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
+  scratch: GPUBuffer[]; // buffers the kernels share (W8A8 activations, steering vectors)
+}
+
+/** Options of {@link buildKernels}: how the weights were placed, and what the forward adds. */
+export interface BuildKernelsOptions {
+  quant: Quant;
+  rotate: Rotation;
+  /** The KV cache every layer's buffers share the shape of. */
+  kv: KvShape;
+  /** Activation steering applied in every forward pass (see kernels/steer). */
+  steer?: SteerPlan | undefined;
+}
+
+/**
+ * Compiles the pipelines the forward uses (WGSL errors surface here) and makes its kernel
+ * instances, each with its uniforms and bound to its weights, for up to
+ * {@link MAX_FORWARD_TOKENS} rows.
+ */
+export async function buildKernels(
+  ctx: GpuContext,
+  spec: ModelSpec,
+  w: GpuWeights,
+  o: BuildKernelsOptions,
+): Promise<Kernels> {
+  const binds = new BindGroupCache(ctx.device);
+  const format = formatOf(o.quant);
+  const { qWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const V = spec.vocabSize;
+  const D = spec.headDim;
+  const Ip = packedWidth(spec.intermediate, o.rotate); // as the weights were packed
+  const maxT = MAX_FORWARD_TOKENS;
+  const eps = spec.rmsEps;
+  await Promise.all([
+    RmsNorm.prepare(ctx),
+    Embedding.prepare(ctx, format),
+    Rope.prepare(ctx, spec.rope.layout),
+    AddInPlace.prepare(ctx),
+    SiluMul.prepare(ctx, false),
+    GatherRows.prepare(ctx),
+    prepareMatmul(ctx, format, maxT),
+    ...(o.quant === 'w8a8' ? [prepareW8A8(ctx, format, maxT)] : []),
+    KvWrite.prepare(ctx, o.kv.format),
+    KvCompact.prepare(ctx),
+    Attention.prepare(ctx, o.kv.format),
+    Sampler.prepare(ctx, true),
+    Sampler.prepare(ctx, false),
+    ...(o.steer ? [Steer.prepare(ctx)] : []),
+  ]);
+
+  // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
+  const maxK = Math.max(H, Ip, qWidth);
+  const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
+  const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
+  const linear = (m: GpuMatrix): Linear =>
+    xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : new Matmul(ctx, binds, m, { maxM: maxT });
+
+  // Steering vectors: one [layers, H] buffer, layer l's vector at l * H (zeros where unused).
+  const plan = o.steer;
+  const steerVectors = plan && new Float32Array(spec.layers * H);
+  plan?.vectors.forEach((r, l) => {
+    if (r) steerVectors?.set(r, l * H);
+  });
+  const steerBuf = steerVectors && uploadBuffer(ctx, steerVectors, 'steer-vectors');
+  const steerAt = (l: number, on: boolean) =>
+    plan && steerBuf && plan.vectors[l] && on
+      ? new Steer(ctx, binds, steerBuf, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
+      : undefined;
+  const layer = (l: LayerWeights, i: number): LayerKernels => ({
+    q: linear(l.q),
+    k: linear(l.k),
+    v: linear(l.v),
+    o: linear(l.o),
+    gate: linear(l.gate),
+    up: linear(l.up),
+    down: linear(l.down),
+    steerIn: steerAt(i, plan?.inputs ?? false),
+    steerOut: steerAt(i, true),
+  });
+
+  // One Hadamard kernel per width (a single instance where widths agree: same uniforms).
+  const rotations = (): Rotations => {
+    const byWidth = new Map<number, Hadamard>();
+    const at = (n: number): Hadamard => {
+      const h = byWidth.get(n) ?? new Hadamard(ctx, binds, n, ROTATION_SEED, { maxM: maxT });
+      byWidth.set(n, h);
+      return h;
+    };
+    const out = createBuffer(ctx, maxT * Math.max(H, qWidth, Ip) * 4, 'rotated-input');
+    return { hidden: at(H), heads: at(qWidth), mlp: at(Ip), out };
+  };
+
+  return {
+    embed: new Embedding(ctx, binds, w.embed),
+    norm: new RmsNorm(ctx, binds, { n: H, eps }),
+    qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
+    kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
+    rope: new Rope(ctx, binds, {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: D,
+      theta: spec.rope.theta,
+      layout: spec.rope.layout,
+      ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
+    }),
+    kvWrite: new KvWrite(ctx, binds, o.kv),
+    attention: new Attention(ctx, binds, {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: D,
+      capacity: o.kv.capacity,
+      format: o.kv.format,
+    }),
+    compact: new KvCompact(ctx, binds, o.kv),
+    add: new AddInPlace(ctx, binds),
+    addQ: new AddInPlace(ctx, binds),
+    addKv: new AddInPlace(ctx, binds),
+    silu: new SiluMul(ctx, binds, Ip, false),
+    gather: new GatherRows(ctx, binds, H),
+    // A weight-only matmul whatever the quant: W8A8 covers the `*_proj` linears only.
+    lmHead: new Matmul(ctx, binds, w.lmHead, { maxM: maxT }),
+    greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
+    gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
+    layers: w.layers.map(layer),
+    rot: o.rotate === 'hadamard' ? rotations() : undefined,
+    scratch: [xq, sx, steerBuf].filter((b) => b !== undefined),
+  };
+}
+
+/**
+ * Destroys the linears, the LM head, the rotations and the shared scratch buffers. The other
+ * kernels' small uniform buffers are not destroyed here (as before the runner was split); they go
+ * with the device.
+ */
+export function destroyKernels(k: Kernels): void {
+  for (const l of k.layers) for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) m.destroy();
+  k.lmHead.destroy();
+  for (const b of k.scratch) b.destroy();
+  if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r.destroy();
+  k.rot?.out.destroy();
+}

@@ -1,0 +1,160 @@
+import { InvalidInputError } from '../errors.js';
+import { deriveSizes } from '../formats/spec.js';
+import type { TensorReader } from '../formats/weft-checkpoint.js';
+import { uploadBuffer } from '../gpu/buffers.js';
+import type { GpuContext } from '../gpu/device.js';
+import { type GpuMatrix, uploadMatrix } from '../kernels/matmul/matmul.js';
+import {
+  formatOf,
+  isRotatedLinear,
+  packedWidth,
+  packLinear,
+  type Quant,
+  type Rotation,
+} from '../quant/pack.js';
+import type { OpenedModel } from './load.js';
+
+/** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
+export const MAX_FORWARD_TOKENS = 64;
+
+/**
+ * One decoder layer's weights on the GPU, under the checkpoint's names and shapes. Ip is the MLP
+ * width as packed (see {@link placeWeights}): I, or I padded with zero rows of gate/up and zero
+ * columns of down.
+ */
+export interface LayerWeights {
+  inputNorm: GPUBuffer; // [H]
+  postNorm: GPUBuffer; // [H]
+  q: GpuMatrix; // [qWidth, H]
+  k: GpuMatrix; // [kvWidth, H]
+  v: GpuMatrix; // [kvWidth, H]
+  o: GpuMatrix; // [H, qWidth]
+  gate: GpuMatrix; // [Ip, H]
+  up: GpuMatrix; // [Ip, H]
+  down: GpuMatrix; // [H, Ip]
+  // Biases repeated for MAX_FORWARD_TOKENS rows, so the plain in-place add applies them.
+  qBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, qWidth]
+  kBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
+  vBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
+  qNorm: GPUBuffer | undefined; // [headDim]
+  kNorm: GPUBuffer | undefined; // [headDim]
+}
+
+/** A model's weights, resident on the GPU. */
+export interface GpuWeights {
+  embed: GpuMatrix; // [V, H]
+  layers: LayerWeights[];
+  norm: GPUBuffer; // [H]
+  lmHead: GpuMatrix; // [V, H], `embed` itself when the embeddings are tied
+}
+
+/** Options of {@link placeWeights}. */
+export interface PlaceWeightsOptions {
+  /** The arithmetic the linears are packed for (its weight format). */
+  quant: Quant;
+  /** The input rotation the `*_proj` weights are packed for (W·Rᵀ, see `packLinear`). */
+  rotate: Rotation;
+  onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
+}
+
+/**
+ * Places an opened model's weights on the GPU, tensor by tensor: each is read, packed in the
+ * format of `o.quant` (or copied when a weft-q checkpoint stores it packed that way), uploaded and
+ * dropped before the next, in checkpoint order (embedding, each layer, final norm, LM head).
+ * `onProgress` reports every tensor placed.
+ */
+export async function placeWeights(
+  ctx: GpuContext,
+  opened: OpenedModel,
+  o: PlaceWeightsOptions,
+): Promise<GpuWeights> {
+  const { spec, weights } = opened;
+  const format = formatOf(o.quant);
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const V = spec.vocabSize;
+  const D = spec.headDim;
+  // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
+  // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down:
+  // silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
+  const Ip = packedWidth(I, o.rotate);
+  const total = weights.tensors.size;
+  let done = 0;
+  const step = (name: string) => o.onProgress?.({ phase: 'weights', done: ++done, total, tensor: name });
+  // `pad` grows the matrix with zero rows and columns to [padRows, padCols] (see Ip above).
+  const matrix = async (
+    name: string,
+    rows: number,
+    cols: number,
+    pad: { rows: number; cols: number } = { rows, cols },
+  ): Promise<GpuMatrix> => {
+    const r = isRotatedLinear(name) ? o.rotate : 'none';
+    checkTensor(weights, name, [rows, cols]);
+    // A weft-q checkpoint packed exactly this way is copied; anything else is packed here from f32
+    // (for weft-q: its dequantized values, so a different --quant re-quantizes).
+    const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation: r });
+    const packed = stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, r);
+    const m = uploadMatrix(ctx, packed, name);
+    step(name);
+    return m;
+  };
+  const vector = async (name: string, n: number, repeat = 1): Promise<GPUBuffer> => {
+    checkTensor(weights, name, [n]);
+    const v = await weights.readF32(name);
+    step(name);
+    return uploadBuffer(ctx, repeat > 1 ? repeatRows(v, repeat) : v, name);
+  };
+
+  const embed = await matrix('model.embed_tokens.weight', V, H);
+  const layers: LayerWeights[] = [];
+  for (let i = 0; i < spec.layers; i++) {
+    const p = `model.layers.${i}`;
+    const maxT = MAX_FORWARD_TOKENS;
+    layers.push({
+      inputNorm: await vector(`${p}.input_layernorm.weight`, H),
+      postNorm: await vector(`${p}.post_attention_layernorm.weight`, H),
+      q: await matrix(`${p}.self_attn.q_proj.weight`, qWidth, H),
+      k: await matrix(`${p}.self_attn.k_proj.weight`, kvWidth, H),
+      v: await matrix(`${p}.self_attn.v_proj.weight`, kvWidth, H),
+      o: await matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
+      gate: await matrix(`${p}.mlp.gate_proj.weight`, I, H, { rows: Ip, cols: H }),
+      up: await matrix(`${p}.mlp.up_proj.weight`, I, H, { rows: Ip, cols: H }),
+      down: await matrix(`${p}.mlp.down_proj.weight`, H, I, { rows: H, cols: Ip }),
+      qBias: spec.qkvBias ? await vector(`${p}.self_attn.q_proj.bias`, qWidth, maxT) : undefined,
+      kBias: spec.qkvBias ? await vector(`${p}.self_attn.k_proj.bias`, kvWidth, maxT) : undefined,
+      vBias: spec.qkvBias ? await vector(`${p}.self_attn.v_proj.bias`, kvWidth, maxT) : undefined,
+      qNorm: spec.qkNorm ? await vector(`${p}.self_attn.q_norm.weight`, D) : undefined,
+      kNorm: spec.qkNorm ? await vector(`${p}.self_attn.k_norm.weight`, D) : undefined,
+    });
+  }
+  const norm = await vector('model.norm.weight', H);
+  const lmHead = spec.tiedEmbeddings ? embed : await matrix('lm_head.weight', V, H);
+  return { embed, layers, norm, lmHead };
+}
+
+/** Destroys every buffer of `w` (a tied LM head once). */
+export function destroyWeights(w: GpuWeights): void {
+  const matrices = new Set([w.embed, w.lmHead]);
+  w.norm.destroy();
+  for (const l of w.layers) {
+    for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) matrices.add(m);
+    for (const b of [l.inputNorm, l.postNorm, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm]) b?.destroy();
+  }
+  for (const m of matrices) m.destroy();
+}
+
+/** Checks that a tensor exists with `shape` (its Hugging Face shape, whatever the file format). */
+function checkTensor(weights: TensorReader, name: string, shape: readonly number[]): void {
+  const info = weights.tensors.get(name);
+  if (!info) throw new InvalidInputError(`model weights: missing tensor ${name}`);
+  if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i]))
+    throw new InvalidInputError(`model weights: ${name} has shape [${info.shape}], expected [${shape}]`);
+}
+
+/** Repeats a bias vector for every row a forward pass can hold. */
+function repeatRows(v: Float32Array, rows: number): Float32Array {
+  const out = new Float32Array(v.length * rows);
+  for (let r = 0; r < rows; r++) out.set(v, r * v.length);
+  return out;
+}
