@@ -15,9 +15,7 @@ import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf-tok
 import { type GgufEntry, writeGguf } from '../../src/formats/gguf-write.js';
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
-import { toWeftMatrix, weftFormatFor } from '../../src/formats/transcode.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
-import { dequantize } from '../../src/kernels/matmul/quant.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { type GgufVariant, ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 
@@ -356,44 +354,5 @@ describe('GGUF malformed input', () => {
     renamed[at + 10] = 'x'.charCodeAt(0);
     const e = await formatError(openGgufCheckpoint(bytesSource(renamed, 'q3.gguf')));
     expect(e.message).toMatch(/^q3.gguf: model.layers.1.mlp.up_proj.weight = undefined: missing tensor/);
-  });
-});
-
-describe('transcoding GGUF tensors to weft formats', () => {
-  it('Q8_0 → int8 group 32 keeps every value exactly', async () => {
-    const { bytes } = ggufFixture('qwen2', 'Q8_0', 5);
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'q.gguf'));
-    const name = 'model.layers.0.mlp.up_proj.weight';
-    const t = ck.tensors.get(name)!;
-    const choice = weftFormatFor(t.info.type, t.shape[1]!);
-    expect(choice).toEqual({ format: 'int8', group: 32 });
-    const values = await ck.readF32(name);
-    const m = toWeftMatrix(values, t.shape, choice.format, 'q.gguf', name, choice.group);
-    expect(sameF32(dequantize(m), values)).toBeUndefined();
-  });
-  it('Q4_K → int4 and Q6_K → int8 stay within the weft format error of the loaded values', async () => {
-    for (const variant of ['Q4_K', 'Q6_K'] as const) {
-      const { bytes } = ggufFixture('llama', variant, 6);
-      const ck = await openGgufCheckpoint(bytesSource(bytes, 'k.gguf'));
-      const name = 'model.layers.1.self_attn.k_proj.weight';
-      const t = ck.tensors.get(name)!;
-      const choice = weftFormatFor(t.info.type, t.shape[1]!);
-      expect(choice.format).toBe(variant === 'Q4_K' ? 'int4' : 'int8');
-      const values = await ck.readF32(name);
-      const m = toWeftMatrix(values, t.shape, choice.format, 'k.gguf', name, choice.group);
-      const back = dequantize(m);
-      const cols = t.shape[1]!;
-      for (let i = 0; i < values.length; i++) {
-        // Half a quantisation step of the weft group holding element i (+ f32 rounding).
-        const g = Math.floor(i / cols) * (cols / choice.group) + Math.floor((i % cols) / choice.group);
-        expect(Math.abs(back[i]! - values[i]!)).toBeLessThanOrEqual(m.scales![g]! * 0.5 * (1 + 1e-5) + 1e-7);
-      }
-    }
-  });
-  it('names the tensor when a shape cannot be packed', () => {
-    expect(() => toWeftMatrix(new Float32Array(6), [6], 'int8', 'f.gguf', 'x')).toThrow(/f.gguf: x = \[6\]/);
-    expect(() => toWeftMatrix(new Float32Array(30), [2, 15], 'int4', 'f.gguf', 'y', 16)).toThrow(
-      ModelFormatError,
-    );
   });
 });
