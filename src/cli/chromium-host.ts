@@ -11,7 +11,7 @@ import { GpuUnavailableError } from '../errors.js';
 import type { HostJob } from './host/page.js';
 
 /** Chromium flags for WebGPU on SwiftShader (no GPU) or, with WEFT_GPU=real, on the real GPU. */
-export function chromiumFlags(): string[] {
+function chromiumFlags(): string[] {
   const common = [
     '--no-sandbox',
     '--disable-background-networking',

@@ -17,7 +17,7 @@ import type { SteerOptions } from '../steer/plan.js';
 import { modelFilesFor } from './model-arg.js';
 
 /** Usage of `weft steer`. */
-export const STEER_USAGE = `usage: weft steer measure --model <dir> --positive a.txt --negative b.txt --layer L|all --out f.safetensors
+const STEER_USAGE = `usage: weft steer measure --model <dir> --positive a.txt --negative b.txt --layer L|all --out f.safetensors
 
   Runs each line of both files through the model (CPU reference), takes the residual stream at each
   line's last token after the chosen layers, and writes the normalized difference of the means.

@@ -37,9 +37,6 @@ export const GgmlType = {
   BF16: 30,
 } as const;
 
-/** A GGML type id from {@link GgmlType}. */
-export type GgmlTypeId = (typeof GgmlType)[keyof typeof GgmlType];
-
 /** Name and block geometry of each known type: `elems` values take `bytes` bytes. */
 export const GGML_BLOCKS: ReadonlyMap<number, { name: string; elems: number; bytes: number }> = new Map([
   [0, { name: 'F32', elems: 1, bytes: 4 }],

@@ -212,7 +212,7 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizerFiles {
  * vocabulary, sorted by (left id, right id); then all merges stably sorted by the merged piece's
  * score, highest first.
  */
-export function spmMerges(
+function spmMerges(
   tokens: readonly string[],
   scores: readonly number[],
   types: readonly number[],

@@ -112,10 +112,6 @@ class Cursor {
     if (this.pos + n > this.bytes.byteLength) throw new NeedMore();
   }
 
-  u8(what: string): number {
-    this.need(1, what);
-    return this.view.getUint8(this.pos++);
-  }
   u32(what: string): number {
     this.need(4, what);
     const v = this.view.getUint32(this.pos, true);

@@ -6,7 +6,7 @@ import type { ByteSource } from './source.js';
 export type SafetensorsDtype = 'BF16' | 'F16' | 'F32' | 'I8' | 'U8' | 'I32';
 
 /** Bytes per element of each {@link SafetensorsDtype}. */
-export const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = {
+const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = {
   BF16: 2,
   F16: 2,
   F32: 4,
@@ -16,10 +16,10 @@ export const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = {
 };
 
 /** The largest header weft accepts (the safetensors reference implementation uses the same 100 MB cap). */
-export const MAX_HEADER_BYTES = 100_000_000;
+const MAX_HEADER_BYTES = 100_000_000;
 
 /** Reads are split into chunks of at most this many bytes (64 MiB). */
-export const MAX_CHUNK_BYTES = 64 * 1024 * 1024;
+const MAX_CHUNK_BYTES = 64 * 1024 * 1024;
 
 /**
  * One tensor of a checkpoint: where its bytes are and how to read them. `offset` is absolute in
@@ -55,7 +55,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * `[begin, end]` inside the data section with `end - begin = prod(shape) * dtypeBytes`, and no two
  * tensors overlap. `__metadata__` must map strings to strings. Returns the tensors in file order.
  */
-export function parseSafetensorsHeader(
+function parseSafetensorsHeader(
   header: unknown,
   source: ByteSource,
   dataStart: number,
@@ -229,7 +229,7 @@ function aligned(bytes: Uint8Array, align: number): Uint8Array {
  * Converts raw little-endian tensor bytes of `dtype` to f32 values (BF16 and F16 exactly, integers
  * by value). Assumes a little-endian host, as every browser and Node platform is.
  */
-export function bytesToF32(dtype: SafetensorsDtype, raw: Uint8Array): Float32Array {
+function bytesToF32(dtype: SafetensorsDtype, raw: Uint8Array): Float32Array {
   const bytes = aligned(raw, 4);
   const n = bytes.byteLength / DTYPE_BYTES[dtype];
   switch (dtype) {

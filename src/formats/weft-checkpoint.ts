@@ -80,7 +80,7 @@ export function safetensorsReader(ck: SafetensorsCheckpoint, file = 'checkpoint'
 }
 
 /** How one tensor is stored in a weft-q checkpoint. */
-export interface WeftScheme {
+interface WeftScheme {
   readonly format: WeightFormat;
   readonly group: number;
   /** Packed (zero-padded) rows and cols. */

@@ -76,10 +76,3 @@ export function bf16ToF32Array(bits: Uint16Array): Float32Array {
   for (let i = 0; i < bits.length; i++) o32[i] = bits[i]! << 16;
   return out;
 }
-
-/** Encodes f32 values as binary16 bits (round-to-nearest-even). */
-export function f32ToF16Array(values: Float32Array): Uint16Array {
-  const out = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = f32ToF16Bits(values[i]!);
-  return out;
-}

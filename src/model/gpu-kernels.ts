@@ -17,7 +17,7 @@ import { formatOf, packedWidth, type Quant, ROTATION_SEED, type Rotation } from 
 import { type GpuWeights, type LayerWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
-export interface Linear {
+interface Linear {
   encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
   destroy(): void;
 }
@@ -55,7 +55,7 @@ class W8A8Linear implements Linear {
 }
 
 /** One decoder layer's linears (each bound to its weights) and its activation steering. */
-export interface LayerKernels {
+interface LayerKernels {
   q: Linear; // [T, H] → [T, qWidth]
   k: Linear; // [T, H] → [T, kvWidth]
   v: Linear; // [T, H] → [T, kvWidth]
@@ -73,7 +73,7 @@ export interface LayerKernels {
  * `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each rotation writes `out`,
  * which its linears read before the next rotation overwrites it (dispatches in a pass run in order).
  */
-export interface Rotations {
+interface Rotations {
   hidden: Hadamard; // n = H: the normed input of q/k/v and of gate/up
   heads: Hadamard; // n = qWidth: the attention output, input of o_proj
   mlp: Hadamard; // n = Ip: silu(gate) * up, input of down_proj
@@ -104,7 +104,7 @@ export interface Kernels {
 }
 
 /** Options of {@link buildKernels}: how the weights were placed, and what the forward adds. */
-export interface BuildKernelsOptions {
+interface BuildKernelsOptions {
   quant: Quant;
   rotate: Rotation;
   /** The KV cache every layer's buffers share the shape of. */

@@ -50,7 +50,7 @@ export interface OpenedModel {
 }
 
 /** How many bytes of the weights file {@link OpenedModel.checksum} hashes. */
-export const CHECKSUM_WEIGHT_BYTES = 1 << 20;
+const CHECKSUM_WEIGHT_BYTES = 1 << 20;
 
 /**
  * Opens a model, reading only headers and small files; tensors are read one at a time by the

@@ -11,11 +11,11 @@ import { bytesSource } from '../formats/source.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 
 /** Metadata `format` of a steering file. */
-export const STEER_FORMAT = 'weft-steer';
+const STEER_FORMAT = 'weft-steer';
 /** Metadata `version` this code writes and reads. */
-export const STEER_VERSION = '1';
+const STEER_VERSION = '1';
 /** Largest |‖r‖ − 1| accepted for a stored vector (they are written normalized in f32). */
-export const UNIT_TOLERANCE = 1e-3;
+const UNIT_TOLERANCE = 1e-3;
 
 /** A steering file's content. */
 export interface SteerFile {
