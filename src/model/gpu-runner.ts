@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
-import { createBuffer, readF32, STORAGE } from '../gpu/buffers.js';
+import { createBuffer, STORAGE } from '../gpu/buffers.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
@@ -98,11 +98,6 @@ export class GpuRunner implements ModelRunner {
 
   get kvLength(): number {
     return this.committed;
-  }
-
-  /** Bytes the KV cache holds on the device, every layer's keys and values. */
-  get kvCacheBytes(): number {
-    return this.cache.reduce((sum, c) => sum + c.k.size + c.v.size, 0);
   }
 
   async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
@@ -253,14 +248,6 @@ export class GpuRunner implements ModelRunner {
     const out = new Float32Array(staging.getMappedRange(0, bytes).slice(0));
     staging.unmap();
     return out;
-  }
-
-  /**
-   * The residual stream [T, H] after the last block of the last forward (before the final norm),
-   * copied to the CPU. For tests only (checking steering at the last layer).
-   */
-  async lastResidual(): Promise<Float32Array> {
-    return readF32(this.ctx, this.a.x, this.lastTokens * this.spec.hidden);
   }
 
   commit(path: readonly number[]): void {

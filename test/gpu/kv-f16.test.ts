@@ -12,6 +12,7 @@ import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
+import { withCreatedBuffers } from '../helpers/gpu-buffers.js';
 
 const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
 
@@ -22,15 +23,21 @@ describe.each(FAMILIES)('f16 KV cache, %s', (family) => {
     const tensors = await readAllF32(opened.weights);
     const ref16 = new ReferenceRunner(opened.spec, tensors, 64, 'f16');
     const ref32 = new ReferenceRunner(opened.spec, tensors, 64);
-    const dev = await createGpuRunner(opened, {
-      quant: 'f32',
-      capacity: 64,
-      gpu: await gpu(),
-      kvFormat: 'f16',
-    });
-    const dev32 = await createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: await gpu() });
+    const ctx = await gpu();
+    // Bytes of the KV cache: every layer's K and V buffers.
+    const kvBytes = (buffers: GPUBuffer[]) =>
+      buffers.filter((b) => /\.[kv]_cache$/.test(b.label)).reduce((sum, b) => sum + b.size, 0);
+    const made16 = await withCreatedBuffers(ctx.device, () =>
+      createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: ctx, kvFormat: 'f16' }),
+    );
+    const made32 = await withCreatedBuffers(ctx.device, () =>
+      createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: ctx }),
+    );
+    const dev = made16.result;
+    const dev32 = made32.result;
     try {
-      expect(dev.kvCacheBytes * 2).toBe(dev32.kvCacheBytes);
+      expect(kvBytes(made16.buffers)).toBeGreaterThan(0);
+      expect(kvBytes(made16.buffers) * 2).toBe(kvBytes(made32.buffers));
       const runners: ModelRunner[] = [ref16, ref32, dev];
       // Per step: greedy ids must agree; logit errors are summed over the steps.
       let maxErr = 0;

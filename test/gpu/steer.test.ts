@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { readF32 } from '../../src/gpu/buffers.js';
 import { runSteer, type SteerPlan, steerHook, steerRowsRef } from '../../src/kernels/steer/steer.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
@@ -8,6 +9,7 @@ import { GREEDY } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
+import { bufferLabelled, withCreatedBuffers } from '../helpers/gpu-buffers.js';
 import { basis, deadCoordinateModel } from '../unit/steer-fixtures.js';
 
 function rand(n: number, seed: number, scale = 4): Float32Array {
@@ -31,13 +33,14 @@ async function runners(files: ReturnType<typeof memoryModelFiles>, plan?: SteerP
   const opened = await openModel(files);
   const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
   if (plan) ref.model.residualHook = steerHook(plan);
-  const dev = await createGpuRunner(opened, {
-    quant: 'f32',
-    capacity: 64,
-    gpu: await gpu(),
-    ...(plan ? { steer: plan } : {}),
-  });
-  return { ref, dev, spec: opened.spec };
+  const ctx = await gpu();
+  const { result: dev, buffers } = await withCreatedBuffers(ctx.device, () =>
+    createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: ctx, ...(plan ? { steer: plan } : {}) }),
+  );
+  // The residual stream [T, H] after the last block of the last forward (before the final norm).
+  const x = bufferLabelled(buffers, 'x');
+  const residual = (T: number) => readF32(ctx, x, T * opened.spec.hidden);
+  return { ref, dev, residual, spec: opened.spec };
 }
 
 describe('steer kernel vs the TS reference', () => {
@@ -71,9 +74,9 @@ describe('steering in the GPU forward', () => {
     const r = unit(spec.hidden, 3);
     const last = spec.layers - 1;
     const vectors = Array.from({ length: spec.layers }, (_, l) => (l === last ? r : undefined));
-    const { ref, dev } = await runners(files, { mode: 'ablate', scale: 1, inputs: true, vectors });
+    const { ref, dev, residual } = await runners(files, { mode: 'ablate', scale: 1, inputs: true, vectors });
     await dev.forward({ tokens: PROMPT }, GREEDY, 'all');
-    const x = await dev.lastResidual(); // [T, H] after the last (steered) block
+    const x = await residual(PROMPT.length); // [T, H] after the last (steered) block
     const H = spec.hidden;
     for (let t = 0; t < PROMPT.length; t++)
       expect(Math.abs(dot(x.subarray(t * H, (t + 1) * H), r))).toBeLessThan(1e-4);
