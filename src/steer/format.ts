@@ -4,7 +4,6 @@
 // and __metadata__ { format: "weft-steer", version: "1", model_checksum, hidden, layers, mode, scale }.
 // `model_checksum` ties a file to the model it was measured on (see modelChecksum); loading it for
 // another model is refused with a SteerMismatchError.
-import { WeftError } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
 import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
 import { bytesSource } from '../formats/source.js';
@@ -12,6 +11,9 @@ import { openWeftCheckpoint } from '../formats/weft-checkpoint.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import type { ModelFiles } from '../model/files.js';
 import { ggufFileOf, WEFT_WEIGHTS } from '../model/load.js';
+import { SteerMismatchError } from './errors.js';
+
+export { SteerMismatchError };
 
 /** Metadata `format` of a steering file. */
 export const STEER_FORMAT = 'weft-steer';
@@ -39,23 +41,6 @@ export interface SteerFile {
   /** Default mode and scale. */
   readonly mode: SteerMode;
   readonly scale: number;
-}
-
-/**
- * A steering file does not belong to the model it is loaded for: `field` is `model_checksum` or
- * `hidden`, with the file's value (`found`) and the model's (`expected`).
- */
-export class SteerMismatchError extends WeftError {
-  constructor(
-    readonly file: string,
-    readonly field: 'model_checksum' | 'hidden',
-    readonly found: string | number,
-    readonly expected: string | number,
-  ) {
-    super(
-      `${file}: ${field} = ${found}, but the model has ${expected}: the steering file was measured on another model`,
-    );
-  }
 }
 
 /**
