@@ -32,13 +32,16 @@ export {
 } from './engine/sources.js';
 export type * from './engine/types.js';
 export { createWorkerEngine, WorkerEngine } from './engine/worker-client.js';
+export type { WireThrown } from './engine/worker-errors.js';
 export type {
   EngineWorkerApi,
+  EngineWorkerCalls,
   EngineWorkerLoadEvent,
   EngineWorkerLoadOptions,
+  Reply,
   StreamEvent,
 } from './engine/worker-protocol.js';
-export { type ServableEngine, serveEngine } from './engine/worker-server.js';
+export { serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
 
 // Models and formats.
