@@ -243,8 +243,9 @@ function otherError(wire: WireWeftError | WireOtherError, options: CauseOption):
 /**
  * Builds the thrown value again from {@link toWire}'s data: a weft error as an instance of its
  * class, with the same message, fields, stack and cause; any other Error as an `Error` with the
- * same name; any other value as it was sent. A weft error whose fields do not fit its class here
- * (page and worker built from different weft versions) comes back as a plain `Error` of that name.
+ * same name; any other value as it was sent. A weft error this side cannot build (a name it does
+ * not know, or fields that do not fit its class: page and worker built from different weft
+ * versions) comes back as a plain `Error` of that name.
  */
 export function fromWire(wire: WireThrown): unknown {
   if (wire.kind === 'value') return wire.value;
@@ -252,6 +253,7 @@ export function fromWire(wire: WireThrown): unknown {
   if (wire.kind === 'error') return otherError(wire, options);
   let err: WeftError;
   try {
+    // An unknown name makes the lookup undefined, and a bad field makes the guard throw.
     err = WEFT_ERRORS[wire.name].revive(wire.fields, options);
   } catch {
     return otherError(wire, options);
