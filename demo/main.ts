@@ -139,7 +139,7 @@ async function send(): Promise<void> {
   transcript.setAttribute('aria-busy', 'true');
   const ticker = setInterval(() => showStats(timing), 250);
   try {
-    const prompt = model.chat ? await model.render(messages) : text;
+    const prompt = model.chat ? await model.engine.render(messages) : text;
     for await (const chunk of model.engine.generate(prompt, { ...options, signal: stopper.signal })) {
       timing.firstToken ??= performance.now();
       timing.tokens += chunk.ids.length;

@@ -1,10 +1,7 @@
 // The engine's life on the page: one Web Worker per loaded model. Loading can be cancelled by
 // terminating the worker (downloaded chunks stay in the cache, so a later load resumes).
-import * as Comlink from 'comlink';
 import type { ChoiceLoadEvent, ChoiceLoadOptions } from '../src/engine/sources.js';
-import type { ChatMessage } from '../src/engine/types.js';
 import { createWorkerEngine, type WorkerEngine } from '../src/engine/worker-client.js';
-import type { EngineWorkerApi } from '../src/engine/worker-protocol.js';
 import { AbortError } from '../src/errors.js';
 
 /** A loaded model: its engine in the worker, and whether prompts are conversations. */
@@ -13,8 +10,6 @@ export interface LoadedModel {
   readonly name: string;
   /** The tokenizer has a chat template: the page sends conversations, not plain text. */
   readonly chat: boolean;
-  /** Token ids of a conversation rendered with the model's chat template. */
-  render(messages: ChatMessage[]): Promise<number[]>;
 }
 
 function isLoadEvent(e: unknown): e is ChoiceLoadEvent {
@@ -52,9 +47,7 @@ export class Session {
         cancelled,
       ]);
       const { name, chat } = await Promise.race([info, cancelled]);
-      // A second comlink proxy on the same worker for the template: replies are matched by id.
-      const remote = Comlink.wrap<EngineWorkerApi<unknown>>(worker);
-      this.model = { engine, name, chat, render: (messages) => remote.render(messages) };
+      this.model = { engine, name, chat };
       return this.model;
     } catch (err) {
       worker.terminate();

@@ -32,13 +32,16 @@ export {
 } from './engine/sources.js';
 export type * from './engine/types.js';
 export { createWorkerEngine, WorkerEngine } from './engine/worker-client.js';
+export type { WireThrown } from './engine/worker-errors.js';
 export type {
   EngineWorkerApi,
+  EngineWorkerCalls,
   EngineWorkerLoadEvent,
   EngineWorkerLoadOptions,
+  Reply,
   StreamEvent,
 } from './engine/worker-protocol.js';
-export { type ServableEngine, serveEngine } from './engine/worker-server.js';
+export { serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
 // Models and formats.
 export { ModelFormatError } from './formats/errors.js';
@@ -65,13 +68,8 @@ export { type ModelFiles, memoryModelFiles, urlModelFiles } from './model/files.
 export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
 export type { Quant, Rotation } from './quant/pack.js';
-export {
-  checkSteerModel,
-  readSteerFile,
-  type SteerFile,
-  SteerMismatchError,
-  writeSteerFile,
-} from './steer/format.js';
+export { SteerMismatchError } from './steer/errors.js';
+export { checkSteerModel, readSteerFile, type SteerFile, writeSteerFile } from './steer/format.js';
 export { type MeasuredDirections, measureDirections } from './steer/measure.js';
 export type { SteerOptions } from './steer/plan.js';
 // The weights cache.

@@ -4,12 +4,12 @@
 // through the weights cache (see src/engine/sources.ts) and reports `ChoiceLoadEvent`s.
 import { createEngine } from '../src/engine/create.js';
 import { loadChoice } from '../src/engine/sources.js';
-import type { EngineWorkerLoadOptions } from '../src/engine/worker-protocol.js';
+import type { EngineWorkerLoadEvent, EngineWorkerLoadOptions } from '../src/engine/worker-protocol.js';
 import { serveEngine } from '../src/engine/worker-server.js';
 
 /** What `createWorkerEngine(worker, options)` may pass to this worker. */
 export type { EngineWorkerLoadOptions };
 
-serveEngine<EngineWorkerLoadOptions>((options, onProgress) =>
+serveEngine<EngineWorkerLoadOptions, EngineWorkerLoadEvent>((options, onProgress) =>
   'choice' in options ? loadChoice(options, onProgress) : createEngine({ ...options, onProgress }),
 );

@@ -38,6 +38,8 @@ export interface WeftEngine {
   /** Stats of the last finished request. */
   readonly lastStats: GenerationStats | undefined;
   generate(prompt: string | readonly number[], options?: GenerateOptions): AsyncGenerator<GenerationChunk>;
+  /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
+  render(messages: readonly ChatMessage[]): Promise<number[]>;
   readonly chat: ChatApi;
   unload(): Promise<void>;
 }
@@ -61,7 +63,7 @@ export class Engine implements WeftEngine {
   constructor(private readonly model: EngineModel) {
     this.chat = chatApi({
       modelId: model.id,
-      render: async (messages) => this.render(messages),
+      render: (messages) => this.render(messages),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
     });
@@ -293,7 +295,7 @@ export class Engine implements WeftEngine {
   }
 
   /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
-  render(messages: readonly ChatMessage[]): number[] {
+  async render(messages: readonly ChatMessage[]): Promise<number[]> {
     const { codec } = this.model;
     if (!Array.isArray(messages) || messages.length === 0)
       throw new InvalidInputError('messages must be a non-empty array');

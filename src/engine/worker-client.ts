@@ -2,14 +2,23 @@ import * as Comlink from 'comlink';
 import { AbortError } from '../errors.js';
 import type { WeftEngine } from './engine.js';
 import { type ChatApi, chatApi } from './openai.js';
-import type { GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
-import {
-  type EngineWorkerApi,
-  type EngineWorkerLoadEvent,
-  type EngineWorkerLoadOptions,
-  reviveError,
-  type StreamEvent,
+import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
+import { fromWire } from './worker-errors.js';
+import type {
+  EngineWorkerApi,
+  EngineWorkerCalls,
+  EngineWorkerLoadEvent,
+  EngineWorkerLoadOptions,
+  Reply,
+  StreamEvent,
 } from './worker-protocol.js';
+
+/** The value of a worker call, or what it threw, built again as the same error class. */
+async function unwrap<T>(reply: Promise<Reply<T>>): Promise<T> {
+  const r = await reply;
+  if (r.kind === 'threw') throw fromWire(r.thrown);
+  return r.value;
+}
 
 /** A push-to-pull queue: the worker pushes chunks, the page's `for await` pulls them. */
 class ChunkQueue {
@@ -58,17 +67,22 @@ export class WorkerEngine implements WeftEngine {
   private nextId = 1;
 
   constructor(
-    private readonly remote: Comlink.Remote<EngineWorkerApi<unknown>>,
+    private readonly remote: Comlink.Remote<EngineWorkerCalls>,
     readonly modelId: string,
     private readonly worker: { terminate(): void } | undefined,
   ) {
     this.chat = chatApi({
       modelId,
-      render: async (messages) =>
-        this.remote.render(messages.map((m) => ({ role: m.role, content: m.content }))),
+      render: (messages) => this.render(messages),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
     });
+  }
+
+  /** Token ids of a conversation rendered in the worker with the model's chat template. */
+  render(messages: readonly ChatMessage[]): Promise<number[]> {
+    // Only the fields the template reads cross, so extra properties cannot break postMessage.
+    return unwrap(this.remote.render(messages.map((m) => ({ role: m.role, content: m.content }))));
   }
 
   async *generate(
@@ -84,12 +98,17 @@ export class WorkerEngine implements WeftEngine {
       if (e.kind === 'chunk') queue.push(e.chunk);
       else this.lastStats = e.stats;
     };
-    const finished = this.remote
-      .generate(id, typeof prompt === 'string' ? prompt : [...prompt], wire, Comlink.proxy(onEvent))
-      .then(
-        () => queue.end(),
-        (err: unknown) => queue.end(reviveError(err)),
-      );
+    const finished = unwrap(
+      this.remote.generate(
+        id,
+        typeof prompt === 'string' ? prompt : [...prompt],
+        wire,
+        Comlink.proxy(onEvent),
+      ),
+    ).then(
+      () => queue.end(),
+      (err: unknown) => queue.end(err),
+    );
     let done = false;
     try {
       for await (const chunk of queue.drain()) {
@@ -109,7 +128,7 @@ export class WorkerEngine implements WeftEngine {
   }
 
   async unload(): Promise<void> {
-    await this.remote.unload();
+    await unwrap(this.remote.unload());
     this.worker?.terminate();
   }
 }
@@ -126,12 +145,9 @@ export async function createWorkerEngine<O = EngineWorkerLoadOptions, E = Engine
   options: NoInfer<O>,
   onProgress?: (event: E) => void,
 ): Promise<WorkerEngine> {
-  const remote = Comlink.wrap<EngineWorkerApi<unknown>>(worker);
-  try {
-    const progress = onProgress && ((event: unknown) => onProgress(event as E));
-    const { modelId } = await remote.load(options, progress ? Comlink.proxy(progress) : undefined);
-    return new WorkerEngine(remote, modelId, worker);
-  } catch (err) {
-    throw reviveError(err);
-  }
+  const remote = Comlink.wrap<EngineWorkerApi<O, E>>(worker);
+  const { modelId } = await unwrap(
+    remote.load({ options }, onProgress ? Comlink.proxy(onProgress) : undefined),
+  );
+  return new WorkerEngine(remote, modelId, worker);
 }

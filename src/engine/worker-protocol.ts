@@ -1,8 +1,8 @@
-import * as errors from '../errors.js';
 import type { Quant } from '../quant/pack.js';
 import type { CreateEngineOptions, LoadProgress } from './create.js';
 import type { ChoiceLoadEvent, ChoiceLoadOptions } from './sources.js';
 import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
+import type { WireThrown } from './worker-errors.js';
 
 /**
  * What weft's engine worker (`weft/worker`) loads, as plain data that crosses `postMessage`:
@@ -32,40 +32,47 @@ export type StreamEvent =
 /** Generation options that can cross a worker boundary (the signal stays on the page). */
 export type WireGenerateOptions = Omit<GenerateOptions, 'signal'>;
 
-/** The API a weft engine worker exposes through comlink. `O` is the load options type. */
-export interface EngineWorkerApi<O> {
-  /** Loads the model; returns its id. Progress events arrive through `onProgress`. */
-  load(options: O, onProgress?: (event: unknown) => void): Promise<{ modelId: string }>;
+/**
+ * The outcome of one call into the worker: the value it returned, or what it threw as plain data
+ * ({@link WireThrown}), which the page builds back into the same error class. Errors travel as
+ * data in the reply rather than through comlink's throw handler, which is global to a realm and
+ * would change every other comlink endpoint of the app.
+ */
+export type Reply<T> =
+  | { readonly kind: 'ok'; readonly value: T }
+  | { readonly kind: 'threw'; readonly thrown: WireThrown };
+
+/** The calls a weft engine worker answers once a model is loaded. */
+export interface EngineWorkerCalls {
   /** Runs request `requestId`, sending its chunks and then `done` through `onEvent`. */
   generate(
     requestId: number,
     prompt: string | number[],
     options: WireGenerateOptions,
     onEvent: (event: StreamEvent) => void,
-  ): Promise<void>;
+  ): Promise<Reply<void>>;
   /** Aborts request `requestId` if it is queued or running. */
   abort(requestId: number): void;
   /** Renders a conversation with the chat template into prompt ids. */
-  render(messages: ChatMessage[]): Promise<number[]>;
-  unload(): Promise<void>;
-}
-
-type ErrorClass = new (...args: never[]) => Error;
-
-/** weft's error classes by name, so errors that crossed a worker keep their type. */
-const ERROR_CLASSES = new Map<string, ErrorClass>();
-for (const [name, value] of Object.entries(errors)) {
-  if (typeof value === 'function') ERROR_CLASSES.set(name, value);
+  render(messages: ChatMessage[]): Promise<Reply<number[]>>;
+  /** Frees the model; later calls answer EngineClosedError until the next `load`. */
+  unload(): Promise<Reply<void>>;
 }
 
 /**
- * Gives an error that crossed a worker boundary (comlink keeps name and message) its weft class
- * again, so `instanceof AbortError` works on the page.
+ * The API a weft engine worker exposes through comlink: {@link EngineWorkerCalls} and `load`.
+ * `O` is the load options type and `E` the type of the progress events `load` reports; both
+ * default to those of weft's own worker.
  */
-export function reviveError(err: unknown): unknown {
-  if (!(err instanceof Error)) return err;
-  const cls = ERROR_CLASSES.get(err.name);
-  if (!cls || err instanceof cls) return err;
-  Object.setPrototypeOf(err, cls.prototype);
-  return err;
+export interface EngineWorkerApi<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>
+  extends EngineWorkerCalls {
+  /**
+   * Loads the model named by `request.options`; returns its id. Progress events arrive through
+   * `onProgress`. (The options sit in an object because comlink's `Remote` maps each argument
+   * through a conditional type, which TypeScript cannot resolve for a bare type parameter.)
+   */
+  load(
+    request: { readonly options: O },
+    onProgress?: (event: E) => void,
+  ): Promise<Reply<{ modelId: string }>>;
 }

@@ -1,56 +1,65 @@
 import * as Comlink from 'comlink';
 import { AbortError, EngineClosedError } from '../errors.js';
 import type { WeftEngine } from './engine.js';
-import type { ChatMessage } from './types.js';
-import type { EngineWorkerApi, StreamEvent, WireGenerateOptions } from './worker-protocol.js';
+import { toWire } from './worker-errors.js';
+import type { EngineWorkerApi, Reply } from './worker-protocol.js';
 
-/** An engine a worker can serve: the common interface plus chat rendering. */
-export interface ServableEngine extends WeftEngine {
-  render(messages: readonly ChatMessage[]): number[];
+/** Runs one call and answers its value, or what it threw as plain data. */
+async function reply<T>(call: () => Promise<T>): Promise<Reply<T>> {
+  try {
+    return { kind: 'ok', value: await call() };
+  } catch (err) {
+    return { kind: 'threw', thrown: toWire(err) };
+  }
 }
 
 /**
  * Serves an engine from inside a Web Worker (or any comlink endpoint). `load` builds the engine
- * from the options the page passes to `createWorkerEngine`. The worker only transports: every
- * decision is the engine's.
+ * from the options the page passes to `createWorkerEngine` and reports progress events of type
+ * `E`, which reach the page's `onProgress` as they are. The worker only transports: every
+ * decision is the engine's, and whatever a call throws reaches the page as the same error class.
  */
-export function serveEngine<O>(
-  load: (options: O, onProgress: (event: unknown) => void) => Promise<ServableEngine>,
+export function serveEngine<O, E>(
+  load: (options: O, onProgress: (event: E) => void) => Promise<WeftEngine>,
   endpoint?: Comlink.Endpoint,
 ): void {
-  let engine: ServableEngine | undefined;
+  let engine: WeftEngine | undefined;
   const running = new Map<number, AbortController>();
-  const api: EngineWorkerApi<O> = {
-    async load(options, onProgress) {
-      if (engine) await engine.unload();
-      engine = await load(options, (e) => onProgress?.(e));
-      return { modelId: engine.modelId };
-    },
-    async generate(requestId, prompt, options: WireGenerateOptions, onEvent: (e: StreamEvent) => void) {
-      if (!engine) throw new EngineClosedError('no model loaded: call load() first');
-      const ac = new AbortController();
-      running.set(requestId, ac);
-      try {
-        for await (const chunk of engine.generate(prompt, { ...options, signal: ac.signal })) {
-          await onEvent({ kind: 'chunk', chunk });
+  const loaded = (): WeftEngine => {
+    if (!engine) throw new EngineClosedError('no model loaded: call load() first');
+    return engine;
+  };
+  const api: EngineWorkerApi<O, E> = {
+    load: ({ options }, onProgress) =>
+      reply(async () => {
+        if (engine) await engine.unload();
+        engine = await load(options, (e) => onProgress?.(e));
+        return { modelId: engine.modelId };
+      }),
+    generate: (requestId, prompt, options, onEvent) =>
+      reply(async () => {
+        const current = loaded();
+        const ac = new AbortController();
+        running.set(requestId, ac);
+        try {
+          for await (const chunk of current.generate(prompt, { ...options, signal: ac.signal })) {
+            await onEvent({ kind: 'chunk', chunk });
+          }
+          await onEvent({ kind: 'done', stats: current.lastStats });
+        } finally {
+          running.delete(requestId);
         }
-        await onEvent({ kind: 'done', stats: engine.lastStats });
-      } finally {
-        running.delete(requestId);
-      }
-    },
+      }),
     abort(requestId) {
       running.get(requestId)?.abort(new AbortError('request aborted'));
     },
-    async render(messages) {
-      if (!engine) throw new EngineClosedError('no model loaded: call load() first');
-      return engine.render(messages);
-    },
-    async unload() {
-      for (const ac of running.values()) ac.abort();
-      await engine?.unload();
-      engine = undefined;
-    },
+    render: (messages) => reply(() => loaded().render(messages)),
+    unload: () =>
+      reply(async () => {
+        for (const ac of running.values()) ac.abort();
+        await engine?.unload();
+        engine = undefined;
+      }),
   };
   Comlink.expose(api, endpoint);
 }

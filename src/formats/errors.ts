@@ -19,6 +19,8 @@ function show(value: unknown): string {
  * parses or raises this error.
  */
 export class ModelFormatError extends WeftError {
+  override readonly name = 'ModelFormatError';
+
   constructor(
     /** The file that was being read, e.g. `model-00001-of-00002.safetensors`. */
     readonly file: string,

@@ -4,11 +4,11 @@
 // and __metadata__ { format: "weft-steer", version: "1", model_checksum, hidden, layers, mode, scale }.
 // `model_checksum` ties a file to the model it was measured on (the model's `checksum()` from openModel); loading it for
 // another model is refused with a SteerMismatchError.
-import { WeftError } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
 import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
 import { bytesSource } from '../formats/source.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
+import { SteerMismatchError } from './errors.js';
 
 /** Metadata `format` of a steering file. */
 const STEER_FORMAT = 'weft-steer';
@@ -34,23 +34,6 @@ export interface SteerFile {
   /** Default mode and scale. */
   readonly mode: SteerMode;
   readonly scale: number;
-}
-
-/**
- * A steering file does not belong to the model it is loaded for: `field` is `model_checksum` or
- * `hidden`, with the file's value (`found`) and the model's (`expected`).
- */
-export class SteerMismatchError extends WeftError {
-  constructor(
-    readonly file: string,
-    readonly field: 'model_checksum' | 'hidden',
-    readonly found: string | number,
-    readonly expected: string | number,
-  ) {
-    super(
-      `${file}: ${field} = ${found}, but the model has ${expected}: the steering file was measured on another model`,
-    );
-  }
 }
 
 /** Euclidean norm, accumulated in f64. */

@@ -7,6 +7,8 @@ import { WeftError } from '../errors.js';
  * estimate already says no, so no partial model is left behind.
  */
 export class QuotaError extends WeftError {
+  override readonly name = 'QuotaError';
+
   constructor(
     /** Bytes the download still has to write. */
     readonly needed: number,
@@ -27,12 +29,16 @@ export class QuotaError extends WeftError {
  * differs from what the server announced. The bad bytes are never handed to the caller.
  */
 export class IntegrityError extends WeftError {
+  override readonly name = 'IntegrityError';
+
   constructor(
     /** The file, e.g. `model.safetensors`. */
     readonly file: string,
     /** What was checked: `chunk 3`, `sha256` or `size`. */
     readonly what: string,
+    /** The expected hash or size. */
     readonly expected: string,
+    /** What the bytes gave. */
     readonly actual: string,
     options?: { cause?: unknown },
   ) {
@@ -45,8 +51,12 @@ export class IntegrityError extends WeftError {
  * `Range`), or a network failure that outlasted every retry. `status` is 0 for network errors.
  */
 export class DownloadError extends WeftError {
+  override readonly name = 'DownloadError';
+
   constructor(
+    /** The URL that failed. */
     readonly url: string,
+    /** The HTTP status, or 0 for a network error. */
     readonly status: number,
     message: string,
     options?: { cause?: unknown },

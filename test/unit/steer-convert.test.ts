@@ -4,12 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/model/convert.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 import { modelChecksum, WEFT_WEIGHTS } from '../../src/model/load.js';
-import {
-  checkSteerModel,
-  readSteerFile,
-  SteerMismatchError,
-  writeSteerFile,
-} from '../../src/steer/format.js';
+import { SteerMismatchError } from '../../src/steer/errors.js';
+import { checkSteerModel, readSteerFile, writeSteerFile } from '../../src/steer/format.js';
 import { fixtureFiles, ggufFixture } from '../fixtures/write.js';
 
 /** Converts in memory: the output folder's files. */

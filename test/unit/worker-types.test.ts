@@ -2,9 +2,12 @@
 // could get wrong fails the build here. The function below is never run; the calls marked as
 // expected errors must not compile.
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { WeftEngine } from '../../src/engine/engine.js';
 import type { ChoiceLoadEvent } from '../../src/engine/sources.js';
+import type { ChatMessage } from '../../src/engine/types.js';
 import { createWorkerEngine, type WorkerEngine } from '../../src/engine/worker-client.js';
 import type { EngineWorkerLoadEvent } from '../../src/engine/worker-protocol.js';
+import { serveEngine } from '../../src/engine/worker-server.js';
 import { memoryModelFiles } from '../../src/model/files.js';
 
 function calls(worker: Worker): void {
@@ -28,8 +31,18 @@ function calls(worker: Worker): void {
   void createWorkerEngine(worker, { model: memoryModelFiles('m', new Map()) });
   // @ts-expect-error: a choice kind that does not exist
   void createWorkerEngine(worker, { choice: { kind: 'ftp', url: 'x' } });
-  // A worker of one's own names its option and event types.
+  // A worker of one's own names its option and event types...
   void createWorkerEngine<{ custom: number }, string>(worker, { custom: 1 }, (e) => e.length);
+  // @ts-expect-error: a progress callback for another event type
+  void createWorkerEngine<{ custom: number }, string>(worker, { custom: 1 }, (e: number) => e);
+  // ...and its serveEngine's load function reports that same event type.
+  serveEngine<{ custom: number }, string>(async (options, onProgress) => {
+    expectTypeOf(options).toEqualTypeOf<{ custom: number }>();
+    expectTypeOf(onProgress).toEqualTypeOf<(event: string) => void>();
+    // @ts-expect-error: not this worker's event type
+    onProgress(1);
+    throw new Error('types only');
+  });
 }
 
 describe('createWorkerEngine types', () => {
@@ -37,6 +50,10 @@ describe('createWorkerEngine types', () => {
     expectTypeOf(calls).toBeFunction();
     expectTypeOf(createWorkerEngine).returns.resolves.toEqualTypeOf<WorkerEngine>();
     expectTypeOf<ChoiceLoadEvent>().toMatchTypeOf<EngineWorkerLoadEvent>();
+    expectTypeOf<WorkerEngine>().toMatchTypeOf<WeftEngine>();
+    expectTypeOf<WeftEngine['render']>().toEqualTypeOf<
+      (messages: readonly ChatMessage[]) => Promise<number[]>
+    >();
     expect(typeof calls).toBe('function');
   });
 });
