@@ -5,7 +5,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { ChoiceLoadEvent } from '../../src/engine/sources.js';
 import { createWorkerEngine, type WorkerEngine } from '../../src/engine/worker-client.js';
 import type { EngineWorkerLoadEvent } from '../../src/engine/worker-protocol.js';
-import { memoryModelFiles } from '../../src/model/files.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 
 function calls(worker: Worker): void {
   void createWorkerEngine(worker, { model: '/models/kjv-target/', quant: 'int4', kvCache: 'f16' });
