@@ -3,8 +3,8 @@
 // drafters, specQuants (formats with speculative rows) (comma lists), peers (wllama,transformers.js,transformers.js-wasm or none), budget, wllamaGpu=1 (llama.cpp's WebGPU backend).
 
 import { createEngine } from '../src/engine/create.js';
+import { urlModelFiles } from '../src/formats/files.js';
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import { urlModelFiles } from '../src/model/files.js';
 import { openModel } from '../src/model/load.js';
 import type { Quant } from '../src/quant/pack.js';
 import { benchPrompts, runWeftBench } from './browser.js';

@@ -25,7 +25,7 @@ if (!existsSync('dist/src/index.js')) {
   process.exit(2);
 }
 const weft = await import('weft');
-const { dirModelFiles } = await import('weft/node');
+const { pathModel } = await import('weft/node');
 
 /** Dawn can run kernels unless its only adapter is SwiftShader (the CLI's rule). */
 async function pickHost() {
@@ -52,7 +52,7 @@ if (host === 'chromium') {
 } else {
   const target = 'models/kjv-target';
   const gpu = values.cpu ? undefined : await weft.createGpuContext();
-  const { tokenizer } = await weft.openModel(dirModelFiles(target));
+  const { tokenizer } = await weft.openModel(await pathModel(target));
   const p = new URLSearchParams(settings);
   const { benchPrompts, runWeftBench } = await withSources((load) => load('/bench/browser.ts'));
   const { texts, warmup } = benchPrompts(
@@ -65,13 +65,13 @@ if (host === 'chromium') {
   const quants = pick('quants', all);
   const weftRows = await runWeftBench({
     // Fresh file handles per engine: an unloaded engine closes its model's files.
-    load: (o) =>
+    load: async (o) =>
       weft.createEngine({
         ...o,
         ...(gpu ? { gpu } : { device: 'cpu' }),
-        model: dirModelFiles(target),
+        model: await pathModel(target),
         ...(o.draft && 'model' in o.draft
-          ? { draft: { ...o.draft, model: dirModelFiles('models/kjv-draft') } }
+          ? { draft: { ...o.draft, model: await pathModel('models/kjv-draft') } }
           : {}),
       }),
     target,

@@ -6,8 +6,8 @@
 // (test/gpu/rotate.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
 // through `w8a8Inputs`.
 import { readFile } from 'node:fs/promises';
+import { pathModel } from '../src/formats/node-file.js';
 import { openModel } from '../src/model/load.js';
-import { dirModelFiles } from '../src/model/node-files.js';
 import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
 import { ReferenceModel } from '../src/model/reference.js';
 import { readAllF32 } from '../src/model/reference-runner.js';
@@ -71,7 +71,7 @@ interface Sums {
  */
 export async function measureQuality(o: QualityOptions): Promise<QualityReport> {
   const started = performance.now();
-  const files = dirModelFiles(o.model);
+  const files = await pathModel(o.model);
   const opened = await openModel(files);
   const { spec } = opened;
   const source = await readAllF32(opened.weights);

@@ -5,8 +5,8 @@
 import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
 import type { Engine } from '../src/engine/engine.js';
 import type { Acceptance, DrafterKind } from '../src/engine/types.js';
+import { urlModelFiles } from '../src/formats/files.js';
 import type { GpuContext } from '../src/gpu/device.js';
-import { urlModelFiles } from '../src/model/files.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
 import { openModel } from '../src/model/load.js';
 import type { SamplerSpec } from '../src/model/runner.js';

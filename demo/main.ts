@@ -68,6 +68,7 @@ async function load(): Promise<void> {
       {
         choice: picked.choice,
         ...(picked.draft ? { draft: picked.draft } : {}),
+        cache: picked.cache,
         ...loadSettings(),
         ...(steer ? { steer } : {}),
       },

@@ -16,20 +16,14 @@ export { type RejectionRand, rejectionUniform } from './decode/rejection.js';
 export { type VerifyStep, verify, verifyChain } from './decode/speculate.js';
 // Engine: the public API.
 export type { CreateEngineOptions, LoadProgress } from './engine/create.js';
-export { createEngine, modelFiles } from './engine/create.js';
+export { createEngine } from './engine/create.js';
 export type { EngineModel, WeftEngine } from './engine/engine.js';
 export { Engine } from './engine/engine.js';
+// Opening a named model (see resolveModel in the store), in place or through the weights cache.
+export { type OpenSourceOptions, openModelSource, remoteFileList, storedModelFiles } from './engine/open.js';
 export type { ChatApi } from './engine/openai.js';
 // Model choices as plain data, loaded through the weights cache (what weft's worker runs).
-export {
-  type ChoiceLoadEvent,
-  type ChoiceLoadOptions,
-  loadChoice,
-  type ModelChoice,
-  openChoice,
-  remoteFileList,
-  storedModelFiles,
-} from './engine/sources.js';
+export { type ChoiceLoadEvent, type ChoiceLoadOptions, loadChoice } from './engine/sources.js';
 export type * from './engine/types.js';
 export { createWorkerEngine, WorkerEngine } from './engine/worker-client.js';
 export type { WireThrown } from './engine/worker-errors.js';
@@ -45,6 +39,17 @@ export { serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
 // Models and formats.
 export { ModelFormatError } from './formats/errors.js';
+export {
+  blobsModel,
+  type DirectoryEntry,
+  type DirectoryLike,
+  directoryModel,
+  type LocalFiles,
+  localFilesModel,
+  type ModelFiles,
+  memoryModelFiles,
+  urlModelFiles,
+} from './formats/files.js';
 export { exportGguf } from './formats/gguf-write.js';
 export { openSafetensors, openShardedSafetensors } from './formats/safetensors.js';
 export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/source.js';
@@ -64,7 +69,6 @@ export {
   EXPORT_TYPES,
   exportModelGguf,
 } from './model/convert.js';
-export { type ModelFiles, memoryModelFiles, urlModelFiles } from './model/files.js';
 export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
 export type { Quant, Rotation } from './quant/pack.js';

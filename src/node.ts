@@ -4,6 +4,5 @@
  *
  * @packageDocumentation
  */
-export { fileSource } from './formats/node-file.js';
-export { dirModelFiles } from './model/node-files.js';
-export { pathModel } from './store/node-source.js';
+export { fileSource, pathModel } from './formats/node-file.js';
+export { resolveNodeModel } from './store/node-source.js';

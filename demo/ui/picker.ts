@@ -1,7 +1,7 @@
 // The model picker: the bundled demo model, Hugging Face ids, or files on this computer, turned into
-// a serializable `ModelChoice` for the engine worker.
-import type { ModelChoice } from '../../src/engine/sources.js';
-import { parseHubRef } from '../../src/store/source.js';
+// a serializable `ModelChoice` for the engine worker (checked here with the same `resolveModel` the
+// worker runs, so a bad id is reported before anything loads).
+import { type ModelChoice, type ModelSource, resolveModel } from '../../src/index.js';
 import { byId } from './dom.js';
 
 /** Where the bundled models are served, relative to the page; `?bundled=` and `?draft=` override. */
@@ -9,9 +9,18 @@ const params = new URLSearchParams(location.search);
 const BUNDLED = new URL(params.get('bundled') ?? '/models/kjv-target/', location.href).href;
 const BUNDLED_DRAFT = new URL(params.get('draft') ?? '/models/kjv-draft/', location.href).href;
 
-/** What the picker asks the worker to load, or why it cannot yet. */
+/**
+ * What the picker asks the worker to load, or why it cannot yet. `cache`: whether remote models
+ * go through the weights cache (the bundled models, served with the page, are read in place).
+ */
 export type PickResult =
-  | { readonly ok: true; readonly choice: ModelChoice; readonly draft?: ModelChoice; readonly label: string }
+  | {
+      readonly ok: true;
+      readonly choice: ModelChoice;
+      readonly draft?: ModelChoice;
+      readonly cache: boolean;
+      readonly label: string;
+    }
   | { readonly ok: false; readonly reason: string };
 
 async function served(folder: string): Promise<boolean> {
@@ -69,14 +78,12 @@ export class ModelPicker {
     const v = this.select.value;
     if (v === 'bundled') {
       if (!this.bundled.target) return { ok: false, reason: 'the bundled model is not in this build' };
-      const draft: ModelChoice | undefined =
-        this.bundled.draft && this.draftBox.checked
-          ? { kind: 'url', url: BUNDLED_DRAFT, cache: false }
-          : undefined;
+      const draft = this.bundled.draft && this.draftBox.checked;
       return {
         ok: true,
-        choice: { kind: 'url', url: BUNDLED, cache: false },
-        ...(draft ? { draft } : {}),
+        choice: BUNDLED,
+        ...(draft ? { draft: BUNDLED_DRAFT } : {}),
+        cache: false,
         label: 'KJV demo model',
       };
     }
@@ -84,20 +91,21 @@ export class ModelPicker {
       const picked = [...(this.folder.files ?? []), ...(this.files.files ?? [])];
       if (picked.length === 0) return { ok: false, reason: 'choose a model folder or its files first' };
       const name = picked[0]?.webkitRelativePath.split('/')[0] || 'local files';
-      return { ok: true, choice: { kind: 'files', name, files: picked }, label: name };
+      return { ok: true, choice: { kind: 'files', name, files: picked }, cache: false, label: name };
     }
     const text = v === 'hub-custom' ? this.hubId.value.trim() : v.replace(/^hub:/, '');
-    const ref = parseHubRef(text);
-    if (!ref)
+    const hubBase = this.hubBase.value.trim();
+    let source: ModelSource | undefined;
+    try {
+      source = resolveModel(text, hubBase ? { hubBase } : {});
+    } catch {
+      source = undefined;
+    }
+    if (source?.kind !== 'hub')
       return {
         ok: false,
         reason: `a Hugging Face id looks like "org/name" (or "org/name/file.gguf"), got "${text}"`,
       };
-    const hubBase = this.hubBase.value.trim();
-    return {
-      ok: true,
-      choice: { kind: 'hub', ...ref, ...(hubBase ? { hubBase } : {}) },
-      label: text,
-    };
+    return { ok: true, choice: source, cache: true, label: text };
   }
 }

@@ -7,9 +7,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../errors.js';
 import type { GgufExportType } from '../formats/gguf-write.js';
+import { pathModel } from '../formats/node-file.js';
 import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../model/convert.js';
 import { WEFT_WEIGHTS } from '../model/load.js';
-import { dirModelFiles } from '../model/node-files.js';
 import type { Rotation } from '../quant/pack.js';
 
 /** Usage of both commands. */
@@ -113,7 +113,7 @@ function refuseExisting(out: string, what: string): void {
 export async function runConvert(args: ConvertArgs, log: (line: string) => void): Promise<void> {
   checkSource(args.source);
   refuseExisting(args.out, '<out-dir>');
-  const files = dirModelFiles(args.source);
+  const files = await pathModel(args.source);
   const tmp = tempNear(args.out);
   await mkdir(tmp, { recursive: true });
   const weights = await open(join(tmp, WEFT_WEIGHTS), 'w');
@@ -161,7 +161,7 @@ export async function runExportGguf(args: ExportGgufArgs, log: (line: string) =>
   if (!(existsSync(args.source) && statSync(args.source).isDirectory()))
     throw new InvalidInputError(`<hf-dir>: "${args.source}" is not a model folder`);
   refuseExisting(args.out, '<out.gguf>');
-  const files = dirModelFiles(args.source);
+  const files = await pathModel(args.source);
   const tmp = tempNear(args.out);
   try {
     const bytes = await exportModelGguf(files, args.type);

@@ -232,7 +232,7 @@ async function pickHost(args: GenerateArgs): Promise<'node' | 'chromium'> {
 
 async function generate(args: GenerateArgs): Promise<void> {
   const { load, drafter, draftDir } = draftSetup(args);
-  const files = modelFilesFor(args.model);
+  const files = await modelFilesFor(args.model);
   // Tokenize in Node, so both hosts receive ids and chat templates render the same way.
   const { tokenizer, spec } = await openModel(files);
   const steer = args.steer && { steer: await steerOption(args.steer, files, spec) };
@@ -276,7 +276,7 @@ async function generate(args: GenerateArgs): Promise<void> {
     const draft = draftDir
       ? {
           draft: {
-            model: modelFilesFor(draftDir),
+            model: await modelFilesFor(draftDir),
             ...(args.quant === undefined ? {} : { quant: args.quant }),
           },
         }

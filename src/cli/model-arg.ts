@@ -1,8 +1,8 @@
 import { existsSync, statSync } from 'node:fs';
-import { modelFiles } from '../engine/create.js';
+import { openModelSource } from '../engine/open.js';
 import { InvalidInputError } from '../errors.js';
-import { ggufName, type ModelFiles } from '../model/files.js';
-import { dirModelFiles } from '../model/node-files.js';
+import { ggufName, type ModelFiles } from '../formats/files.js';
+import { resolveNodeModel } from '../store/node-source.js';
 
 /** Whether `model` is a local model: a folder, or a `.gguf` file. */
 export function isLocalModel(model: string): boolean {
@@ -11,12 +11,15 @@ export function isLocalModel(model: string): boolean {
   return st.isDirectory() || (st.isFile() && ggufName(model) !== undefined);
 }
 
-/** The files of a `--model` argument: a local folder or `.gguf` file, else a URL or hub id. */
-export function modelFilesFor(model: string): ModelFiles {
-  if (isLocalModel(model)) return dirModelFiles(model);
-  if (/^(\/|\.\.?\/|~)/.test(model) || existsSync(model))
+/**
+ * The files of a `--model` argument: a local folder or `.gguf` file, else a URL or hub id (against
+ * `$WEFT_HUB` when set), read in place.
+ */
+export async function modelFilesFor(model: string): Promise<ModelFiles> {
+  if (!isLocalModel(model) && (/^(\/|\.\.?\/|~)/.test(model) || existsSync(model)))
     throw new InvalidInputError(
       `--model: "${model}" is not a model folder (a directory with config.json) or a .gguf file`,
     );
-  return modelFiles(model, process.env.WEFT_HUB ?? 'https://huggingface.co');
+  const hub = process.env.WEFT_HUB;
+  return openModelSource(await resolveNodeModel(model, hub === undefined ? {} : { hubBase: hub }));
 }

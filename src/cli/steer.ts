@@ -4,9 +4,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../errors.js';
+import type { ModelFiles } from '../formats/files.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
-import type { ModelFiles } from '../model/files.js';
 import { modelChecksum, openModel } from '../model/load.js';
 import { ReferenceModel } from '../model/reference.js';
 import { readAllF32 } from '../model/reference-runner.js';
@@ -140,7 +140,7 @@ async function measure(argv: string[]): Promise<void> {
   const mode = values.mode ?? 'ablate';
   if (mode !== 'ablate' && mode !== 'add')
     throw new InvalidInputError(`--mode: "${mode}" is not one of ablate, add`);
-  const files = modelFilesFor(values.model ?? '');
+  const files = await modelFilesFor(values.model ?? '');
   const opened = await openModel(files);
   const { spec, tokenizer } = opened;
   const chosen = parseLayers(values.layer ?? '', '--layer', '--layer');

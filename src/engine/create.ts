@@ -5,16 +5,16 @@ import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
-import { type ModelFiles, urlModelFiles } from '../model/files.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { roundedThrough, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
 import type { ModelRunner } from '../model/runner.js';
 import { formatOf, type Quant, type Rotation } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
-import { parseHubRef } from '../store/source.js';
+import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
+import { openModelSource } from './open.js';
 import type { Acceptance, TextCodec } from './types.js';
 
 /** Progress of loading a model. */
@@ -30,13 +30,14 @@ export interface LoadProgress {
 /** Options of {@link createEngine}. */
 export interface CreateEngineOptions {
   /**
-   * The model: a URL prefix of a Hugging Face-layout folder (absolute or relative to the page;
-   * safetensors or weft's converted `model.weft.safetensors`), a URL of a `.gguf` file, a Hugging
-   * Face id `org/name` (optionally with one GGUF file of the repository, `org/name/file.gguf`, and a
-   * revision, `@revision`), or a {@link ModelFiles} (a picked folder,
-   * the weights cache, or in Node `dirModelFiles(path)` for a folder or a `.gguf` file).
+   * The model, as {@link resolveModel} reads it, read in place (without the weights cache): a URL
+   * prefix of a Hugging Face-layout folder (absolute or relative to the page; safetensors or weft's
+   * converted `model.weft.safetensors`), a URL of a `.gguf` file, a Hugging Face id `org/name`
+   * (optionally with one GGUF file of the repository, `org/name/file.gguf`, and a revision,
+   * `@revision`), picked `File`s, a `ModelSource`, or `ModelFiles` (the weights cache, files in
+   * memory, or in Node `await pathModel(path)` for a folder or a `.gguf` file).
    */
-  model: string | ModelFiles;
+  model: ModelRef;
   /**
    * Weight precision on the GPU (default f16, or a weft-q checkpoint's own format; f32 where
    * exactness matters).
@@ -64,7 +65,7 @@ export interface CreateEngineOptions {
    * A drafter for speculative decoding: a separate small model that shares the tokenizer, or the
    * target's own weights at low precision (`{ self: 'int4' }`). N-gram drafting needs no model.
    */
-  draft?: { model: string | ModelFiles; quant?: Quant } | { self: 'int4' | 'int2' };
+  draft?: { model: ModelRef; quant?: Quant } | { self: 'int4' | 'int2' };
   /**
    * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
    * the same text as plain sampling with the seed) or 'rejection' (the classic min(1, p/q) rule on
@@ -79,20 +80,6 @@ export interface CreateEngineOptions {
   /** A GPU context to use instead of creating one. */
   gpu?: GpuContext;
   onProgress?: (event: LoadProgress) => void;
-}
-
-/** Resolves the `model` option to files. */
-export function modelFiles(model: string | ModelFiles, hubBase = 'https://huggingface.co'): ModelFiles {
-  if (typeof model !== 'string') return model;
-  if (/^(https?:|\/|\.\.?\/)/.test(model)) return urlModelFiles(model);
-  const ref = parseHubRef(model);
-  if (ref) {
-    const base = `${hubBase.replace(/\/$/, '')}/${ref.id}/resolve/${ref.revision ?? 'main'}/`;
-    return urlModelFiles(base + (ref.file ?? ''));
-  }
-  throw new InvalidInputError(
-    `model "${model}" is neither a URL, a path starting with / or ./, nor a Hugging Face id "org/name" (optionally "/file.gguf" and "@revision")`,
-  );
 }
 
 /** The engine's view of a tokenizer. */
@@ -117,10 +104,11 @@ function codecOf(tok: WeftTokenizer): TextCodec {
 
 /**
  * Loads a model and returns an engine over it. The same call works in a page, a Web Worker and
- * Node; in Node pass `dirModelFiles(path)` for a local folder.
+ * Node; in Node pass `await pathModel(path)` (`weft/node`) for a local folder or `.gguf` file.
  */
 export async function createEngine(options: CreateEngineOptions): Promise<Engine> {
-  const files = modelFiles(options.model, options.hubBase);
+  const resolve = { ...(options.hubBase === undefined ? {} : { hubBase: options.hubBase }) };
+  const files = await openModelSource(resolveModel(options.model, resolve));
   const progress = options.onProgress ?? (() => {});
   progress({ phase: 'open', done: 0, total: 0 });
   const opened = await openModel(files);
@@ -184,7 +172,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   if (draft && 'self' in draft) {
     drafter = new ModelDrafter(`self-${draft.self}`, await place(opened, draft.self, false));
   } else if (draft) {
-    const draftFiles = modelFiles(draft.model, options.hubBase);
+    const draftFiles = await openModelSource(resolveModel(draft.model, resolve));
     const draftModel = await openModel(draftFiles);
     if (draftModel.spec.vocabSize !== spec.vocabSize)
       throw new InvalidInputError(

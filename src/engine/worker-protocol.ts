@@ -1,4 +1,5 @@
 import type { Quant } from '../quant/pack.js';
+import type { ModelChoice } from '../store/source.js';
 import type { CreateEngineOptions, LoadProgress } from './create.js';
 import type { ChoiceLoadEvent, ChoiceLoadOptions } from './sources.js';
 import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
@@ -6,14 +7,14 @@ import type { WireThrown } from './worker-errors.js';
 
 /**
  * What weft's engine worker (`weft/worker`) loads, as plain data that crosses `postMessage`:
- * createEngine's options with the model (and a draft model) named by URL or hub id, read in
- * place; or a {@link ChoiceLoadOptions} (`choice`), which goes through the weights cache.
+ * createEngine's options with the model (and a draft model) named as a {@link ModelChoice}, read in
+ * place; or a {@link ChoiceLoadOptions} (`choice`), through the weights cache unless `cache: false`.
  */
 export type EngineWorkerLoadOptions =
   | (Omit<CreateEngineOptions, 'onProgress' | 'gpu' | 'model' | 'draft'> & {
-      readonly model: string;
+      readonly model: ModelChoice;
       readonly draft?:
-        | { readonly model: string; readonly quant?: Quant }
+        | { readonly model: ModelChoice; readonly quant?: Quant }
         | { readonly self: 'int4' | 'int2' };
     })
   | ChoiceLoadOptions;

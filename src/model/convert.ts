@@ -4,13 +4,13 @@
  * to disk) and in a page (tests keep the bytes in memory).
  */
 import { InvalidInputError } from '../errors.js';
+import { type ModelFiles, readJson } from '../formats/files.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.js';
 import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { convert } from '../formats/weft-checkpoint.js';
 import type { Rotation } from '../quant/pack.js';
-import { type ModelFiles, readJson } from './files.js';
 import { ggufFileOf, openModel, WEFT_WEIGHTS } from './load.js';
 
 /** Formats `weft convert` writes (the float formats need no converted checkpoint). */

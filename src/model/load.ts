@@ -1,4 +1,5 @@
 import { ModelFormatError } from '../formats/errors.js';
+import { type ModelFiles, parseJson, readJson } from '../formats/files.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
 import { checkTensors } from '../formats/layout.js';
@@ -9,7 +10,6 @@ import type { WeightFormat } from '../kernels/matmul/quant.js';
 import type { Rotation } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
-import { type ModelFiles, parseJson, readJson } from './files.js';
 
 /** weft's own quantized checkpoint, next to config.json and the tokenizer files. */
 export const WEFT_WEIGHTS = 'model.weft.safetensors';

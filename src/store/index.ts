@@ -4,7 +4,6 @@
  */
 export * from './download.js';
 export * from './errors.js';
-export * from './open.js';
 export * from './reader.js';
 export * from './sha256.js';
 export * from './source.js';

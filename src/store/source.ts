@@ -1,15 +1,17 @@
 import { InvalidInputError } from '../errors.js';
-import { type ByteSource, blobSource } from '../formats/source.js';
+import { ggufName, localFilesModel, type ModelFiles } from '../formats/files.js';
 
 /** The hub weft resolves model ids against unless told otherwise. */
 export const DEFAULT_HUB_URL = 'https://huggingface.co';
 
 /**
- * Where a model's files come from. `hub`: a Hugging Face model id at a revision, fetched from
- * `<baseUrl>/<id>/resolve/<revision>/<file>`. `url`: any folder URL, fetched from `<baseUrl>/<file>`.
- * Both are remote and go through the download manager and the IndexedDB cache. `local`: files the
- * user already has (a picked or dropped folder, `File`s, a Node path); they are read in place and
- * never copied into the cache.
+ * Where a model's files are, resolved from whatever the user named ({@link resolveModel}). `hub`: a
+ * Hugging Face model id at a revision, fetched from `<baseUrl>/<id>/resolve/<revision>/<file>`.
+ * `url`: any folder URL, fetched from `<baseUrl>/<file>`. Both are remote: read in place with Range
+ * requests, or downloaded into the IndexedDB cache and read from there; `file` picks one `.gguf` of
+ * the folder (GGUF repositories hold several quantizations), and only that file is fetched.
+ * `local`: files the user already has (picked `File`s, a directory handle, a Node path), read in
+ * place and never copied into the cache.
  */
 export type ModelSource = HubSource | UrlSource | LocalSource;
 
@@ -19,22 +21,22 @@ export interface HubSource {
   readonly id: string;
   readonly revision: string;
   readonly baseUrl: string;
+  /** One `.gguf` file of the repository: the model is that file. */
+  readonly file?: string;
 }
 
-/** A plain folder URL; file names are appended to it. */
+/** A plain folder URL (absolute); file names are appended to it. */
 export interface UrlSource {
   readonly kind: 'url';
   readonly baseUrl: string;
+  /** One `.gguf` file of the folder: the model is that file. */
+  readonly file?: string;
 }
 
-/** Files on the user's machine, by name (a path relative to the model folder, `/`-separated). */
+/** Files on the user's machine, read in place. */
 export interface LocalSource {
   readonly kind: 'local';
-  /** A label for messages, e.g. the folder name. */
-  readonly name: string;
-  readonly files: readonly string[];
-  /** Opens one file for random access; throws {@link InvalidInputError} for a name not in `files`. */
-  open(file: string): Promise<ByteSource>;
+  readonly files: ModelFiles;
 }
 
 /** A remote source: one the download manager can fetch and the store can cache. */
@@ -72,6 +74,95 @@ export function parseHubRef(text: string): HubRef | undefined {
 }
 
 /**
+ * A model named as plain data, which crosses `postMessage` to weft's engine worker:
+ * - a string: a URL prefix of a Hugging Face-layout folder or the URL of a `.gguf` file (absolute,
+ *   or starting with `/`, `./` or `../`, relative to the page), or a hub id
+ *   `org/name[/file.gguf][@revision]` (see {@link parseHubRef});
+ * - `hub`: the same hub id as fields; `baseUrl` defaults to the loader's `hubBase`, else
+ *   {@link DEFAULT_HUB_URL};
+ * - `files`: `File`s the user picked (a folder or loose files), read in place, never copied.
+ */
+export type ModelChoice =
+  | string
+  | (HubRef & { readonly kind: 'hub'; readonly baseUrl?: string })
+  | { readonly kind: 'files'; readonly name?: string; readonly files: readonly File[] };
+
+/**
+ * Everything a model can be named by: a {@link ModelChoice}, a resolved {@link ModelSource}, or
+ * {@link ModelFiles} made by hand (in memory, a Node path through `pathModel`).
+ */
+export type ModelRef = ModelChoice | ModelSource | ModelFiles;
+
+/** Options of {@link resolveModel}. */
+export interface ResolveOptions {
+  /** Base URL of the hub for ids that do not name one (default {@link DEFAULT_HUB_URL}). */
+  readonly hubBase?: string;
+}
+
+/**
+ * The one place a model's name becomes a {@link ModelSource}. Relative URLs resolve against the
+ * page (or worker) location. Throws {@link InvalidInputError} for a string that is neither a URL nor
+ * a hub id, and for a hub `file` that is not a `.gguf`. In Node, `resolveNodeModel`
+ * (`store/node-source.ts`) also takes filesystem paths.
+ */
+export function resolveModel(model: ModelRef, options: ResolveOptions = {}): ModelSource {
+  if (typeof model === 'string') return resolveString(model, options);
+  if (!('kind' in model)) return { kind: 'local', files: model };
+  switch (model.kind) {
+    case 'hub': {
+      if (model.file !== undefined && ggufName(model.file) !== model.file)
+        throw new InvalidInputError(
+          `hub model file must be a .gguf file of the repository, got ${JSON.stringify(model.file)}`,
+        );
+      const hub = hubModel(model.id, {
+        ...(model.revision === undefined ? {} : { revision: model.revision }),
+        baseUrl: model.baseUrl ?? options.hubBase ?? DEFAULT_HUB_URL,
+      });
+      return model.file === undefined ? hub : { ...hub, file: model.file };
+    }
+    case 'files':
+      return { kind: 'local', files: localFilesModel(model.files, model.name) };
+    case 'url':
+    case 'local':
+      return model;
+  }
+}
+
+function resolveString(text: string, options: ResolveOptions): ModelSource {
+  if (/^(https?:|\/|\.\.?\/)/.test(text)) {
+    const page = globalThis.location?.href;
+    if (!/^https?:/.test(text) && page === undefined)
+      throw new InvalidInputError(
+        `model URL "${text}" is relative, and there is no page to resolve it against`,
+      );
+    const url = new URL(text, page).href;
+    const file = ggufName(url);
+    if (file === undefined) return urlModel(url);
+    return { ...urlModel(url.replace(/[?#].*$/, '').slice(0, -file.length)), file };
+  }
+  const ref = parseHubRef(text);
+  if (ref) return resolveModel({ kind: 'hub', ...ref }, options);
+  throw new InvalidInputError(
+    `model "${text}" is neither a URL, a path starting with / or ./, nor a Hugging Face id "org/name" (optionally "/file.gguf" and "@revision")`,
+  );
+}
+
+/**
+ * A short name of a source for messages and the engine's model id: `org/name[/file.gguf]@revision`,
+ * the URL of a folder or `.gguf` file, or the local files' own name.
+ */
+export function sourceName(source: ModelSource): string {
+  switch (source.kind) {
+    case 'hub':
+      return `${source.id}${source.file === undefined ? '' : `/${source.file}`}@${source.revision}`;
+    case 'url':
+      return fileUrl(source, source.file);
+    case 'local':
+      return source.files.name;
+  }
+}
+
+/**
  * A {@link HubSource} for `id` (`org/name`). `revision` defaults to `main`, `baseUrl` to
  * {@link DEFAULT_HUB_URL} (tests and mirrors pass their own). Throws {@link InvalidInputError} for an
  * id that is not two path-safe names separated by one `/`.
@@ -101,13 +192,18 @@ export function urlModel(baseUrl: string): UrlSource {
   return { kind: 'url', baseUrl: trimSlash(baseUrl) };
 }
 
-/** The URL of `file` in a remote source; path segments are percent-encoded, `/` kept. */
-export function fileUrl(source: RemoteSource, file: string): string {
+/**
+ * The URL of `file` in a remote source, or of the source's folder (ending in `/`) without one: the
+ * one place hub URLs are built. Path segments are percent-encoded, `/` kept.
+ */
+export function fileUrl(source: RemoteSource, file?: string): string {
+  const folder =
+    source.kind === 'hub'
+      ? `${source.baseUrl}/${source.id}/resolve/${encodeURIComponent(source.revision)}/`
+      : `${source.baseUrl}/`;
+  if (file === undefined) return folder;
   checkFileName(file);
-  const path = file.split('/').map(encodeURIComponent).join('/');
-  return source.kind === 'hub'
-    ? `${source.baseUrl}/${source.id}/resolve/${encodeURIComponent(source.revision)}/${path}`
-    : `${source.baseUrl}/${path}`;
+  return folder + file.split('/').map(encodeURIComponent).join('/');
 }
 
 /** The store key of a remote source (see {@link ModelKey}). */
@@ -120,63 +216,6 @@ export function modelKey(source: RemoteSource): ModelKey {
 /** A {@link ModelKey} as one string, `source@revision`: how the store spells it in IndexedDB keys. */
 export function keyString(key: ModelKey): string {
   return `${key.source}@${key.revision}`;
-}
-
-/**
- * A {@link LocalSource} over `File`s the user picked or dropped (`<input type=file webkitdirectory>`
- * or a drop). Each file is known by its path inside the picked folder (`webkitRelativePath` without
- * its first segment), or by its name when it has no relative path.
- */
-export function localFilesModel(files: Iterable<File>, name = 'local files'): LocalSource {
-  const byName = new Map<string, Blob>();
-  for (const file of files) {
-    const rel = file.webkitRelativePath;
-    byName.set(rel ? rel.split('/').slice(1).join('/') : file.name, file);
-  }
-  return blobsModel(byName, name);
-}
-
-/**
- * The part of `FileSystemDirectoryHandle` that {@link directoryModel} uses. Spelled out because
- * TypeScript's DOM library only declares `values()` in `DOM.AsyncIterable`; a real handle from
- * `showDirectoryPicker()` or `DataTransferItem.getAsFileSystemHandle()` has this shape.
- */
-export interface DirectoryLike {
-  readonly name: string;
-  values(): AsyncIterable<DirectoryEntry>;
-}
-
-/** An entry of a {@link DirectoryLike}: a file handle, or a sub-directory. */
-export type DirectoryEntry =
-  | { readonly kind: 'file'; readonly name: string; getFile(): Promise<File> }
-  | ({ readonly kind: 'directory' } & DirectoryLike);
-
-/** A {@link LocalSource} over a folder from `showDirectoryPicker()` or a drop, walked recursively. */
-export async function directoryModel(dir: DirectoryLike): Promise<LocalSource> {
-  const byName = new Map<string, Blob>();
-  // Depth-first walk; `values()` yields file and directory handles of one folder.
-  const walk = async (handle: DirectoryLike, prefix: string): Promise<void> => {
-    for await (const entry of handle.values()) {
-      if (entry.kind === 'file') byName.set(prefix + entry.name, await entry.getFile());
-      else await walk(entry, `${prefix}${entry.name}/`);
-    }
-  };
-  await walk(dir, '');
-  return blobsModel(byName, dir.name);
-}
-
-/** A {@link LocalSource} over blobs by name (used by the two above, and by tests). */
-export function blobsModel(byName: ReadonlyMap<string, Blob>, name: string): LocalSource {
-  return {
-    kind: 'local',
-    name,
-    files: [...byName.keys()].sort(),
-    open(file) {
-      const blob = byName.get(file);
-      if (!blob) return Promise.reject(new InvalidInputError(`${name}: no file ${JSON.stringify(file)}`));
-      return Promise.resolve(blobSource(blob, file));
-    },
-  };
 }
 
 /** Throws unless `file` is a relative path without empty, `.` or `..` segments. */

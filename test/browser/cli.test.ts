@@ -4,9 +4,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pathModel } from '../../src/formats/node-file.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -28,7 +28,7 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s',
   it('greedy 32 tokens with f32 weights equal the TS reference', async () => {
     const modelDir = join(dir, family);
     await writeFixtureDir(modelDir, family, 'f32', 3);
-    const files = dirModelFiles(modelDir);
+    const files = await pathModel(modelDir);
     const opened = await openModel(files);
     const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,

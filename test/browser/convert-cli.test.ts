@@ -5,8 +5,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -71,7 +71,7 @@ describe('weft generate --model file.gguf', () => {
     const { bytes } = ggufFixture('llama', 'Q8_0', 22);
     const gguf = join(dir, 'tiny-llama.Q8_0.gguf');
     await writeFile(gguf, bytes);
-    const files = dirModelFiles(gguf);
+    const files = await pathModel(gguf);
     const opened = await openModel(files);
     const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,

@@ -7,8 +7,8 @@ import { mkdir } from 'node:fs/promises';
 import type { Browser, Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pathModel } from '../../src/formats/node-file.js';
 import { modelChecksum, openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -32,7 +32,7 @@ const LEVITICUS = [
 
 /** A steering file measured on the model in `dir` (every layer), with the given defaults. */
 async function measureFile(dir: string): Promise<Uint8Array> {
-  const files = dirModelFiles(dir);
+  const files = await pathModel(dir);
   try {
     const opened = await openModel(files);
     const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {

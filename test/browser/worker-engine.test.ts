@@ -2,8 +2,8 @@ import { mkdir, rm } from 'node:fs/promises';
 import type { Browser } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -31,7 +31,7 @@ afterAll(async () => {
 
 describe('engine in a Web Worker', () => {
   it('streams a real model into the DOM, aborts a request mid-stream, and serves the next one', async () => {
-    const files = dirModelFiles(DIR);
+    const files = await pathModel(DIR);
     const opened = await openModel(files);
     const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,

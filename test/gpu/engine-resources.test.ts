@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import { DeviceLostError } from '../../src/errors.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { createGpuContext, type GpuContext } from '../../src/gpu/index.js';
-import { memoryModelFiles } from '../../src/model/files.js';
 import { fixtureFiles } from '../fixtures/write.js';
 
 async function engineOn(ctx: GpuContext): Promise<Engine> {

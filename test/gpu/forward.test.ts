@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
+import { memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
-import { memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';

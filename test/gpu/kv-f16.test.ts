@@ -3,8 +3,8 @@
 // path is committed. Checked against the CPU reference with the same rounding, on f32 weights;
 // the reference with an f32 cache is the control that shows the rounding is seen.
 import { describe, expect, it } from 'vitest';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
-import { memoryModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';

@@ -3,8 +3,8 @@
 // actually multiplies by (roundedThrough(..., 'hadamard'): dequantized, un-rotated).
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
+import { memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
-import { memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';

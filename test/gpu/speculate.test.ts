@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
-import { memoryModelFiles } from '../../src/model/files.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { readF32 } from '../../src/gpu/buffers.js';
 import { runSteer, type SteerPlan, steerHook, steerRowsRef } from '../../src/kernels/steer/steer.js';
-import { memoryModelFiles } from '../../src/model/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { benchPrompts, median, type SpeedFigures, summarize, type WeftRow } from '../../bench/browser.js';
 import type { PeerRow } from '../../bench/peers.js';
 import { speedMarkdown, speedReport } from '../../bench/report.mjs';
+import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 
 const fig = (decode: number, extra: Partial<SpeedFigures> = {}): SpeedFigures => ({
   prefillTokS: 10,
@@ -52,7 +52,7 @@ describe('bench prompts', () => {
     }
     expect(new Set([...texts, warmup]).size).toBe(4);
     // Consecutive prompts share only BOS, so the engine's prefix cache cannot skip prefill.
-    const files = dirModelFiles('models/kjv-target');
+    const files = await pathModel('models/kjv-target');
     const { tokenizer } = await openModel(files);
     await files.close?.();
     const ids = [warmup, ...texts].map((t) => tokenizer.encode(t, { addSpecialTokens: true }));

@@ -10,7 +10,9 @@ import { parseConvertArgs, parseExportGgufArgs, runConvert, runExportGguf } from
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
+import { pathModel } from '../../src/formats/node-file.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
@@ -18,9 +20,7 @@ import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats
 import { dequantize, quantize } from '../../src/kernels/matmul/quant.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { configFromSpec } from '../../src/model/convert.js';
-import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/model/files.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { groupFor, isRotatedLinear, packLinear, type Quant, type Rotation } from '../../src/quant/pack.js';
 import { ggufFixture, roundTrip, sameF32, tinyConfig } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
@@ -40,7 +40,7 @@ const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
 async function convertAndOpen(src: string, out: string, extra: string[]) {
   const lines: string[] = [];
   await runConvert(parseConvertArgs([src, out, ...extra]), (l) => lines.push(l));
-  const files = dirModelFiles(out);
+  const files = await pathModel(out);
   const opened = await openModel(files);
   return { opened, files, lines };
 }
@@ -52,7 +52,7 @@ async function expectRunnerPacking(
   quant: 'int8' | 'int4' | 'int2',
   rotate: Rotation,
 ): Promise<void> {
-  const srcFiles = dirModelFiles(src);
+  const srcFiles = await pathModel(src);
   const source = await openModel(srcFiles);
   const { opened, files, lines } = await convertAndOpen(src, out, [
     '--quant',
@@ -105,7 +105,7 @@ describe.each(FAMILIES)('weft convert, %s', (family) => {
         ].sort(),
       );
       // The checksum covers the source's content, whatever its layout (here: two BF16 shards).
-      const srcFiles = dirModelFiles(src);
+      const srcFiles = await pathModel(src);
       const want = await sourceChecksum((await openModel(srcFiles)).weights);
       await srcFiles.close?.();
       const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
@@ -132,11 +132,11 @@ describe('weft convert --rotate hadamard', () => {
       expect(ck.metadata.rotation).toBe('hadamard');
       expect(ck.metadata.rotation_seed).toMatch(/^\d+$/);
       // readF32 undoes the rotation: the values stay within int4's rounding of the source.
-      const files = dirModelFiles(out);
+      const files = await pathModel(out);
       const opened = await openModel(files);
       const name = 'model.layers.1.mlp.down_proj.weight';
       const got = await opened.weights.readF32(name);
-      const srcFiles = dirModelFiles(src);
+      const srcFiles = await pathModel(src);
       const want = await (await openModel(srcFiles)).weights.readF32(name);
       await srcFiles.close?.();
       let err = 0;
@@ -153,7 +153,7 @@ describe('weft convert from GGUF', () => {
     const { bytes, spec } = ggufFixture('qwen2', variant, 8);
     const gguf = join(dir, `qwen2-${variant}.gguf`);
     await writeFile(gguf, bytes);
-    const ggufFiles = dirModelFiles(gguf);
+    const ggufFiles = await pathModel(gguf);
     const source = await openModel(ggufFiles);
     expect(source.source).toBe('gguf');
     expect({ ...source.spec, eosIds: [], bosId: undefined }).toEqual({
@@ -212,9 +212,9 @@ describe('weft export-gguf', () => {
     const lines: string[] = [];
     await runExportGguf(parseExportGgufArgs([src, out, '--type', 'f16']), (l) => lines.push(l));
     expect(lines[0]).toMatch(/wrote .*export\.gguf/);
-    const srcFiles = dirModelFiles(src);
+    const srcFiles = await pathModel(src);
     const source = await openModel(srcFiles);
-    const files = dirModelFiles(out);
+    const files = await pathModel(out);
     const opened = await openModel(files);
     // GGUF lists the stop ids tokenizer EOS first.
     const sorted = (ids: readonly number[]) => [...ids].sort((a, b) => a - b);
@@ -365,9 +365,9 @@ describe('createEngine on converted and GGUF models', () => {
     await writeFixtureDir(src, 'llama', 'f32', 31);
     const out = join(dir, 'engine-int4');
     await runConvert(parseConvertArgs([src, out, '--quant', 'int4']), quiet);
-    const want = await greedy(dirModelFiles(src), 'int4');
+    const want = await greedy(await pathModel(src), 'int4');
     expect(want.length).toBeGreaterThan(0);
-    expect(await greedy(dirModelFiles(out))).toEqual(want);
+    expect(await greedy(await pathModel(out))).toEqual(want);
   });
 
   it('a .gguf URL is one GGUF file: only ranges of it are fetched', async () => {

@@ -4,8 +4,8 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
+import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -20,7 +20,7 @@ const CONTEXT = 256;
  * chunk. Returns the mean cross-entropy in nats per id and the number of chunks.
  */
 async function heldoutLoss(dir: string): Promise<{ loss: number; windows: number; ids: number }> {
-  const files = dirModelFiles(dir);
+  const files = await pathModel(dir);
   const opened = await openModel(files);
   const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
     capacity: CONTEXT,
@@ -76,7 +76,7 @@ describe.each(['kjv-target', 'kjv-draft'])('bundled demo model %s', (name) => {
 
   it('generates readable KJV-style text', { timeout: 600_000 }, async () => {
     const engine = await createEngine({
-      model: dirModelFiles(`models/${name}`),
+      model: await pathModel(`models/${name}`),
       device: 'cpu',
       contextLength: 128,
     });

@@ -2,9 +2,9 @@
 // (as `<model>/<file>`, or the GGUF file), the field or tensor, and the shapes or the problem.
 import { describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { exportGguf } from '../../src/formats/gguf-write.js';
 import { convert } from '../../src/formats/weft-checkpoint.js';
-import { memoryModelFiles } from '../../src/model/files.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import {
   type FixtureTensor,

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/model/files.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseGenerateArgs } from '../../src/cli/main.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/model/files.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceModel } from '../../src/model/reference.js';

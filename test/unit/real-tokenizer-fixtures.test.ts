@@ -6,10 +6,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { ModelFiles } from '../../src/formats/files.js';
+import { pathModel } from '../../src/formats/node-file.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
-import type { ModelFiles } from '../../src/model/files.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import type { ChatMessage } from '../../src/tokenizer/chat.js';
 import { type FixtureTensor, REAL_TOKEN_IDS, type RealTokenizerName, sameF32 } from '../fixtures/write.js';
 import { readRealTokenizer, writeFixtureDir } from '../fixtures/write-dir.js';
@@ -84,8 +84,8 @@ describe('fixtures with real tokenizers, as safetensors and as GGUF', () => {
       dirs.push(dir);
       const { tensors } = await writeFixtureDir(join(dir, 'hf'), family, 'bf16', 5, { tokenizer });
       await writeFixtureDir(join(dir, 'gguf'), family, { gguf: 'F16' }, 5, { tokenizer });
-      const hfFiles = dirModelFiles(join(dir, 'hf'));
-      const ggufFiles = dirModelFiles(join(dir, 'gguf'));
+      const hfFiles = await pathModel(join(dir, 'hf'));
+      const ggufFiles = await pathModel(join(dir, 'gguf'));
       try {
         await compareLoads(hfFiles, ggufFiles, family, name, tensors);
       } finally {

@@ -2,13 +2,13 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { modelFiles } from '../../src/engine/create.js';
-import { type ChoiceLoadEvent, loadChoice, type ModelChoice, openChoice } from '../../src/engine/sources.js';
+import { type OpenSourceOptions, openModelSource } from '../../src/engine/open.js';
+import { type ChoiceLoadEvent, loadChoice } from '../../src/engine/sources.js';
 import { InvalidInputError } from '../../src/errors.js';
+import { pathModel } from '../../src/formats/node-file.js';
 import { convertModel } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
-import { parseHubRef } from '../../src/store/source.js';
+import { type ModelChoice, parseHubRef, resolveModel } from '../../src/store/source.js';
 import { memoryBackend, WeightStore } from '../../src/store/store.js';
 import { fixtureFiles, ggufFixture } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
@@ -27,7 +27,7 @@ beforeAll(async () => {
   const out = join(root, 'org', 'converted');
   const chunks: Uint8Array[] = [];
   await convertModel(
-    dirModelFiles(out),
+    await pathModel(out),
     { quant: 'int4' },
     {
       file: async () => {},
@@ -55,11 +55,14 @@ const CHAT_TEMPLATE = '{% for m in messages %}{{ m.content }}{% endfor %}';
 
 const store = () => new WeightStore({ backend: memoryBackend(), estimate: async () => ({}) });
 const offline: typeof fetch = () => Promise.reject(new TypeError('offline'));
+/** A choice opened through the weights cache, as the engine worker opens it. */
+const openChoice = async (choice: ModelChoice, options: OpenSourceOptions) =>
+  openModelSource(resolveModel(choice), { ...options, cache: true });
 
 describe('model choices', () => {
   it('downloads a sharded hub model into the cache, then opens it from the cache with no network', async () => {
     const s = store();
-    const choice: ModelChoice = { kind: 'hub', id: 'org/sharded', hubBase: hub.url };
+    const choice: ModelChoice = { kind: 'hub', id: 'org/sharded', baseUrl: hub.url };
     const seen: number[] = [];
     const files = await openChoice(choice, { store: s, onProgress: (p) => seen.push(p.bytesDone) });
     const [stored] = await s.list();
@@ -76,7 +79,7 @@ describe('model choices', () => {
 
   it('caches a converted model by its weft-q weights only', async () => {
     const s = store();
-    const files = await openChoice({ kind: 'hub', id: 'org/converted', hubBase: hub.url }, { store: s });
+    const files = await openChoice({ kind: 'hub', id: 'org/converted', baseUrl: hub.url }, { store: s });
     const [stored] = await s.list();
     expect(stored?.files).toContain(WEFT_WEIGHTS);
     expect(stored?.files).not.toContain('model.safetensors');
@@ -88,7 +91,7 @@ describe('model choices', () => {
   it('lists only the optional files the server has and reports a missing model', async () => {
     const s = store();
     await expect(
-      openChoice({ kind: 'hub', id: 'org/absent', hubBase: hub.url }, { store: s }),
+      openChoice({ kind: 'hub', id: 'org/absent', baseUrl: hub.url }, { store: s }),
     ).rejects.toThrow(/404|config\.json/);
     expect(await s.list()).toEqual([]);
   });
@@ -101,10 +104,7 @@ describe('model choices', () => {
     const local = await openChoice({ kind: 'files', name: 'picked', files: picked }, { store: s });
     expect((await openModel(local)).spec.family).toBe('llama');
     await expect(local.text('nope.json')).rejects.toThrow(/nope\.json/);
-    const url = await openChoice(
-      { kind: 'url', url: `${hub.url}/org/single/resolve/main/`, cache: false },
-      { store: s },
-    );
+    const url = await openModelSource(resolveModel(`${hub.url}/org/single/resolve/main/`), { store: s });
     expect((await openModel(url)).spec.family).toBe('llama');
     expect(await s.list()).toEqual([]);
   });
@@ -113,7 +113,7 @@ describe('model choices', () => {
     const events: ChoiceLoadEvent['kind'][] = [];
     let chat: boolean | undefined;
     const engine = await loadChoice(
-      { choice: { kind: 'url', url: `${hub.url}/org/single/resolve/main`, cache: true }, device: 'cpu' },
+      { choice: `${hub.url}/org/single/resolve/main`, device: 'cpu' },
       (e) => {
         if (events.at(-1) !== e.kind) events.push(e.kind);
         if (e.kind === 'model') chat = e.chat;
@@ -130,7 +130,7 @@ describe('model choices', () => {
 
   it('downloads only the chosen GGUF file of a hub repository, and opens it offline afterwards', async () => {
     const s = store();
-    const choice: ModelChoice = { kind: 'hub', id: 'org/gguf', file: 'tiny-q8_0.gguf', hubBase: hub.url };
+    const choice: ModelChoice = { kind: 'hub', id: 'org/gguf', file: 'tiny-q8_0.gguf', baseUrl: hub.url };
     const seen: number[] = [];
     const files = await openChoice(choice, { store: s, onProgress: (p) => seen.push(p.bytesDone) });
     expect(files.name).toBe('org/gguf/tiny-q8_0.gguf@main');
@@ -156,7 +156,7 @@ describe('model choices', () => {
     const s = store();
     const engine = await loadChoice(
       {
-        choice: { kind: 'url', url: `${hub.url}/org/gguf/resolve/main/tiny-q8_0.gguf`, cache: true },
+        choice: `${hub.url}/org/gguf/resolve/main/tiny-q8_0.gguf`,
         device: 'cpu',
       },
       (e) => {
@@ -177,7 +177,7 @@ describe('model choices', () => {
   it('refuses a hub file that is not a .gguf file, naming it, and caches nothing', async () => {
     const s = store();
     const err = await openChoice(
-      { kind: 'hub', id: 'org/gguf', file: 'config.json', hubBase: hub.url },
+      { kind: 'hub', id: 'org/gguf', file: 'config.json', baseUrl: hub.url },
       { store: s },
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidInputError);
@@ -195,9 +195,9 @@ describe('model choices', () => {
     });
     for (const bad of ['org', 'org/name/config.json', 'org/../x', 'a/b/c/d.gguf', 'org/name@'])
       expect(parseHubRef(bad), bad).toBeUndefined();
-    const inPlace = modelFiles('org/gguf/tiny-f32.gguf', hub.url);
+    const inPlace = await openModelSource(resolveModel('org/gguf/tiny-f32.gguf', { hubBase: hub.url }));
     expect(inPlace.gguf).toBe('tiny-f32.gguf');
     expect((await openModel(inPlace)).spec.family).toBe('llama');
-    expect(() => modelFiles('org/gguf/notes.txt', hub.url)).toThrow(/file\.gguf/);
+    expect(() => resolveModel('org/gguf/notes.txt', { hubBase: hub.url })).toThrow(/file\.gguf/);
   });
 });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { type CreateEngineOptions, createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
+import { pathModel } from '../../src/formats/node-file.js';
 
 /** Held-out prompts as bench:spec picks them: the first 8 words of evenly spaced long verses. */
 async function heldoutPrompts(n: number): Promise<string[]> {
@@ -16,9 +16,9 @@ async function heldoutPrompts(n: number): Promise<string[]> {
   );
 }
 
-function demoEngine(draft: CreateEngineOptions['draft']): Promise<Engine> {
+async function demoEngine(draft: CreateEngineOptions['draft']): Promise<Engine> {
   return createEngine({
-    model: dirModelFiles('models/kjv-target'),
+    model: await pathModel('models/kjv-target'),
     device: 'cpu',
     quant: 'f16',
     contextLength: 256,
@@ -38,7 +38,7 @@ describe('speculative decoding on the bundled demo pair', () => {
   }, async () => {
     const prompts = await heldoutPrompts(3);
     const self = await demoEngine({ self: 'int4' });
-    const small = await demoEngine({ model: dirModelFiles('models/kjv-draft'), quant: 'f16' });
+    const small = await demoEngine({ model: await pathModel('models/kjv-draft'), quant: 'f16' });
     const perPass = { self: 0, small: 0 };
     for (const prompt of prompts) {
       const plain = await run(self, prompt, { maxTokens: 32, drafter: 'none' });

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
+import { pathModel } from '../../src/formats/node-file.js';
 import { modelChecksum } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { readSteerFile } from '../../src/steer/format.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 
@@ -59,7 +59,7 @@ describe('weft steer measure and weft generate --steer (CPU reference)', () => {
     expect(measured.code).toBe(0);
     expect(measured.out).toMatch(/2 layer\(s\), 2 positive and 2 negative prompts/);
     const file = await readSteerFile(await readFile(out), out);
-    expect(file.modelChecksum).toBe(await modelChecksum(dirModelFiles(a)));
+    expect(file.modelChecksum).toBe(await modelChecksum(await pathModel(a)));
     expect([...file.layers.keys()]).toEqual([0, 1]);
 
     const gen = (model: string, steer: string[]) =>

@@ -18,9 +18,9 @@
 //    G by more than a fifth of the measured direction's effect.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { pathModel } from '../../src/formats/node-file.js';
 import { type SteerPlan, steerHook } from '../../src/kernels/steer/steer.js';
 import { openModel } from '../../src/model/load.js';
-import { dirModelFiles } from '../../src/model/node-files.js';
 import { ReferenceModel } from '../../src/model/reference.js';
 import { readAllF32 } from '../../src/model/reference-runner.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -125,7 +125,7 @@ describe('steering the KJV demo target (CPU reference)', () => {
   it('a Psalms − Leviticus direction moves held-out log-probs toward Psalms when added, away from both books when ablated', async () => {
     const heldout = new Set(readFileSync('models/kjv-heldout.txt', 'utf8').split('\n'));
     for (const line of [...PS_HELDOUT, ...LEV_HELDOUT]) expect(heldout.has(line)).toBe(true);
-    const files = dirModelFiles(DIR);
+    const files = await pathModel(DIR);
     const opened = await openModel(files);
     const { spec, tokenizer } = opened;
     const model = new ReferenceModel(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });
@@ -169,7 +169,7 @@ describe('steering the KJV demo target (CPU reference)', () => {
     expect(text[PSALMS_LINES[1]]).toMatch(/^Praise him upon the loud cymbals/); // Ps 150:5
     expect(text[LEVNUM_LINES[0]]).toMatch(/^And he shall put his hand upon the head of the burnt/); // Lev 1:4
     expect(text[LEVNUM_LINES[1]]).toMatch(/^And the suburbs of the cities/); // Num 35:4
-    const files = dirModelFiles(DIR);
+    const files = await pathModel(DIR);
     const opened = await openModel(files);
     const { spec, tokenizer } = opened;
     const model = new ReferenceModel(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });

@@ -3,15 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { pathModel } from '../../src/store/node-source.js';
+import { blobsModel, localFilesModel, memoryModelFiles } from '../../src/formats/files.js';
+import { pathModel } from '../../src/formats/node-file.js';
+import { resolveNodeModel } from '../../src/store/node-source.js';
 import {
-  blobsModel,
   DEFAULT_HUB_URL,
   fileUrl,
   hubModel,
   keyString,
-  localFilesModel,
   modelKey,
+  resolveModel,
+  sourceName,
   urlModel,
 } from '../../src/store/source.js';
 
@@ -51,6 +53,41 @@ describe('model sources', () => {
     expect(keyString(modelKey(hubModel('org/m', { revision: 'abc' })))).toBe('org/m@abc');
   });
 
+  it('resolves every way of naming a model to one source', () => {
+    const hub = resolveModel('org/name/name-q8_0.gguf@v1', { hubBase: 'http://127.0.0.1:9/' });
+    expect(hub).toEqual({
+      kind: 'hub',
+      id: 'org/name',
+      revision: 'v1',
+      baseUrl: 'http://127.0.0.1:9',
+      file: 'name-q8_0.gguf',
+    });
+    expect(sourceName(hub)).toBe('org/name/name-q8_0.gguf@v1');
+    expect(hub.kind === 'hub' && fileUrl(hub, 'x')).toBe('http://127.0.0.1:9/org/name/resolve/v1/x');
+    expect(resolveModel({ kind: 'hub', id: 'org/name' })).toEqual(hubModel('org/name'));
+    expect(
+      resolveModel({ kind: 'hub', id: 'org/name', baseUrl: 'http://m' }, { hubBase: 'http://n' }),
+    ).toEqual(hubModel('org/name', { baseUrl: 'http://m' }));
+    const folder = resolveModel('https://example.com/m/tiny/');
+    expect(folder).toEqual(urlModel('https://example.com/m/tiny'));
+    expect(sourceName(folder)).toBe('https://example.com/m/tiny/');
+    const gguf = resolveModel('https://example.com/m/tiny.gguf?download=1');
+    expect(gguf).toEqual({ ...urlModel('https://example.com/m/'), file: 'tiny.gguf' });
+    expect(sourceName(gguf)).toBe('https://example.com/m/tiny.gguf');
+    const mem = memoryModelFiles('mem', new Map());
+    expect(resolveModel(mem)).toEqual({ kind: 'local', files: mem });
+    const picked = resolveModel({ kind: 'files', files: [new File(['{}'], 'config.json')] });
+    expect(picked.kind === 'local' && picked.files.name).toBe('local files');
+    expect(resolveModel(hub)).toEqual(hub);
+    for (const bad of ['org', 'org/name/config.json', 'a/b/c/d.gguf'])
+      expect(() => resolveModel(bad), bad).toThrow(InvalidInputError);
+    // No page in Node: a relative URL has nothing to resolve against.
+    expect(() => resolveModel('/models/kjv-target/')).toThrow(InvalidInputError);
+    expect(() => resolveModel({ kind: 'hub', id: 'org/name', file: 'config.json' })).toThrow(
+      /"config\.json"/,
+    );
+  });
+
   it('local files are read in place by their path inside the picked folder', async () => {
     const picked = new File([new Uint8Array([1, 2, 3, 4])], 'model.bin');
     Object.defineProperty(picked, 'webkitRelativePath', { value: 'tiny/sub/model.bin' });
@@ -77,6 +114,17 @@ describe('model sources', () => {
       expect(bs.size).toBe(5);
       expect([...(await bs.read(2, 3))]).toEqual([7, 6, 5]);
       await expect(src.open('nope')).rejects.toThrow(InvalidInputError);
+      await src.close?.();
+      // A .gguf path is that one file; in Node, paths resolve to local sources.
+      await writeFile(join(dir, 'sub', 'm.gguf'), new Uint8Array([1, 2]));
+      const gguf = await pathModel(join(dir, 'sub', 'm.gguf'));
+      expect([gguf.gguf, gguf.files, await gguf.exists('w.bin')]).toEqual(['m.gguf', ['m.gguf'], false]);
+      expect((await gguf.open('m.gguf')).size).toBe(2);
+      await gguf.close?.();
+      const local = await resolveNodeModel(dir);
+      expect(local.kind === 'local' && (await local.files.text('config.json'))).toBe('{}');
+      await expect(resolveNodeModel(join(dir, 'config.json'))).rejects.toThrow(InvalidInputError);
+      expect(await resolveNodeModel('org/name')).toEqual(hubModel('org/name'));
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

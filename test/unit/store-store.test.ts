@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { openModelSource } from '../../src/engine/open.js';
+import { type DirectoryEntry, type DirectoryLike, directoryModel } from '../../src/formats/files.js';
+import { downloadModel } from '../../src/store/download.js';
 import { QuotaError } from '../../src/store/errors.js';
-import { openModelFiles } from '../../src/store/open.js';
-import { type DirectoryEntry, type DirectoryLike, directoryModel, hubModel } from '../../src/store/source.js';
+import { openStoredFile } from '../../src/store/reader.js';
+import { hubModel, modelKey, resolveModel } from '../../src/store/source.js';
 import { memoryBackend, type StoreBackend, WeightStore } from '../../src/store/store.js';
 
 const key = (source: string) => ({ source, revision: 'main' });
@@ -76,7 +79,7 @@ describe('WeightStore', () => {
   });
 });
 
-describe('openModelFiles and local folders', () => {
+describe('local folders and remote files in the store', () => {
   it('reads a picked directory in place, recursively', async () => {
     const file = (name: string, text: string): DirectoryEntry => ({
       kind: 'file',
@@ -95,8 +98,8 @@ describe('openModelFiles and local folders', () => {
     ]);
     const src = await directoryModel(root);
     expect(src.files).toEqual(['config.json', 'w/a.bin']);
-    const opened = await openModelFiles(src, ['w/a.bin']);
-    const bs = opened.get('w/a.bin')!;
+    const opened = await openModelSource(resolveModel(src), { cache: true });
+    const bs = await opened.open('w/a.bin');
     expect(new TextDecoder().decode(await bs.read(2, 3))).toBe('cde');
   });
 
@@ -114,11 +117,16 @@ describe('openModelFiles and local folders', () => {
     };
     const store = new WeightStore({ backend: memoryBackend() });
     const source = hubModel('org/m', { baseUrl: 'http://hub.test' });
-    const first = await openModelFiles(source, ['w.bin'], { store, fetch: fetchFn, chunkSize: 1024 });
+    // Downloaded, then read from the store (as the weights cache opens a remote model).
+    const open = async (chunkSize?: number) => {
+      await downloadModel(store, source, ['w.bin'], { fetch: fetchFn, ...(chunkSize ? { chunkSize } : {}) });
+      return openStoredFile(store, modelKey(source), 'w.bin', { fetch: fetchFn });
+    };
+    const first = await open(1024);
     expect(gets).toBe(5);
-    expect(await first.get('w.bin')!.read(1000, 100)).toEqual(bytes.subarray(1000, 1100));
-    const second = await openModelFiles(source, ['w.bin'], { store, fetch: fetchFn });
-    expect(await second.get('w.bin')!.read(0, 5000)).toEqual(bytes);
+    expect(await first.read(1000, 100)).toEqual(bytes.subarray(1000, 1100));
+    const second = await open();
+    expect(await second.read(0, 5000)).toEqual(bytes);
     expect(gets).toBe(5);
   });
 });

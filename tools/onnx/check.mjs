@@ -15,10 +15,10 @@ const PROMPT = 'And God said unto Moses, I AM THAT I AM';
 
 const { ids, want, spec } = await withSources(async (load) => {
   const { openModel } = await load('/src/model/load.ts');
-  const { dirModelFiles } = await load('/src/model/node-files.ts');
+  const { pathModel } = await load('/src/formats/node-file.ts');
   const { ReferenceRunner, readAllF32 } = await load('/src/model/reference-runner.ts');
   const { GREEDY } = await load('/src/model/runner.ts');
-  const files = dirModelFiles(modelDir);
+  const files = await pathModel(modelDir);
   const m = await openModel(files);
   const ids = m.tokenizer.encode(PROMPT, { addSpecialTokens: true });
   const ref = new ReferenceRunner(m.spec, await readAllF32(m.weights), 64);

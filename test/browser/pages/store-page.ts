@@ -86,7 +86,7 @@ window.weftStore = {
     wrap(async () => {
       // Through the weights cache: downloads on first use, then reads IndexedDB only.
       const engine = await loadChoice(
-        { choice: { kind: 'hub', id, hubBase: hubUrl }, quant: 'f32', contextLength: 64 },
+        { choice: { kind: 'hub', id, baseUrl: hubUrl }, quant: 'f32', contextLength: 64 },
         () => {},
       );
       const ids: number[] = [];

@@ -1,10 +1,11 @@
-import { ModelFormatError } from '../formats/errors.js';
-import type { ByteSource } from '../formats/source.js';
-import { bytesSource, urlSource } from '../formats/source.js';
+import { InvalidInputError } from '../errors.js';
+import { ModelFormatError } from './errors.js';
+import type { ByteSource } from './source.js';
+import { blobSource, bytesSource, urlSource } from './source.js';
 
 /**
  * The files of a model, wherever they are: a URL prefix, a picked folder, the weights cache, or a
- * Node directory. A model is either a Hugging Face-layout folder (config.json, tokenizer.json,
+ * Node directory (`pathModel` in `formats/node-file.ts`). A model is either a Hugging Face-layout folder (config.json, tokenizer.json,
  * weights: `model.safetensors`, the sharded index, or weft's `model.weft.safetensors`) or one GGUF
  * file, named by `gguf` (see `openModel`).
  */
@@ -99,5 +100,77 @@ export function memoryModelFiles(name: string, files: ReadonlyMap<string, Uint8A
     exists: async (file) => files.has(file),
     text: async (file) => new TextDecoder().decode(get(file)),
     open: async (file) => bytesSource(get(file), file),
+  };
+}
+
+/**
+ * Model files already on this machine (picked or dropped `File`s, a directory handle, a Node path),
+ * listed once and read in place, never copied. `files` are paths relative to the model folder,
+ * `/`-separated and sorted; `open` rejects with {@link InvalidInputError} for a name not among them.
+ */
+export interface LocalFiles extends ModelFiles {
+  readonly files: readonly string[];
+}
+
+/**
+ * {@link LocalFiles} over `File`s the user picked or dropped (`<input type=file webkitdirectory>` or
+ * a drop). Each file is known by its path inside the picked folder (`webkitRelativePath` without
+ * its first segment), or by its name when it has no relative path.
+ */
+export function localFilesModel(files: Iterable<File>, name = 'local files'): LocalFiles {
+  const byName = new Map<string, Blob>();
+  for (const file of files) {
+    const rel = file.webkitRelativePath;
+    byName.set(rel ? rel.split('/').slice(1).join('/') : file.name, file);
+  }
+  return blobsModel(byName, name);
+}
+
+/**
+ * The part of `FileSystemDirectoryHandle` that {@link directoryModel} uses. Spelled out because
+ * TypeScript's DOM library only declares `values()` in `DOM.AsyncIterable`; a real handle from
+ * `showDirectoryPicker()` or `DataTransferItem.getAsFileSystemHandle()` has this shape.
+ */
+export interface DirectoryLike {
+  readonly name: string;
+  values(): AsyncIterable<DirectoryEntry>;
+}
+
+/** An entry of a {@link DirectoryLike}: a file handle, or a sub-directory. */
+export type DirectoryEntry =
+  | { readonly kind: 'file'; readonly name: string; getFile(): Promise<File> }
+  | ({ readonly kind: 'directory' } & DirectoryLike);
+
+/** {@link LocalFiles} over a folder from `showDirectoryPicker()` or a drop, walked recursively. */
+export async function directoryModel(dir: DirectoryLike): Promise<LocalFiles> {
+  const byName = new Map<string, Blob>();
+  // Depth-first walk; `values()` yields file and directory handles of one folder.
+  const walk = async (handle: DirectoryLike, prefix: string): Promise<void> => {
+    for await (const entry of handle.values()) {
+      if (entry.kind === 'file') byName.set(prefix + entry.name, await entry.getFile());
+      else await walk(entry, `${prefix}${entry.name}/`);
+    }
+  };
+  await walk(dir, '');
+  return blobsModel(byName, dir.name);
+}
+
+/** {@link LocalFiles} over blobs by name (used by the two above, and by tests). */
+export function blobsModel(byName: ReadonlyMap<string, Blob>, name: string): LocalFiles {
+  const open = (file: string): Promise<ByteSource> => {
+    const blob = byName.get(file);
+    if (!blob) return Promise.reject(new InvalidInputError(`${name}: no file ${JSON.stringify(file)}`));
+    return Promise.resolve(blobSource(blob, file));
+  };
+  return {
+    name,
+    files: [...byName.keys()].sort(),
+    exists: async (file) => byName.has(file),
+    text: async (file) => {
+      const blob = byName.get(file);
+      if (!blob) throw new ModelFormatError(`${name}/${file}`, '(file)', file, 'is missing');
+      return blob.text();
+    },
+    open,
   };
 }
