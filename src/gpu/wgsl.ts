@@ -10,8 +10,8 @@ export type WgslVars = Record<string, string | number | boolean>;
  * - `{{NAME}}` is replaced by `vars.NAME` (numbers and strings as written).
  * - Lines between `//#if NAME` and `//#endif` (with an optional `//#else`) are kept when `vars.NAME`
  *   is truthy (the `//#else` branch otherwise). `//#if !NAME` negates. Blocks may nest.
- * - `//#include NAME` is replaced by the snippet `NAME` of `includes` (default: the files of
- *   shaders/, e.g. `reduce`), rendered with the same `vars`.
+ * - `//#include NAME` is replaced by the snippet `NAME` of `includes` (default: the WGSL files of
+ *   src/kernels/ by file name, e.g. `reduce`), rendered with the same `vars`.
  *
  * A name used but missing from `vars` throws, so a typo never silently picks a branch.
  */

@@ -144,7 +144,7 @@ function checkShape(shape: AttentionShape): void {
 /**
  * Attention of T query rows over one layer's KV cache on the GPU: decode (T = 1), causal prefill
  * (ends = {@link chainEnds}) and tree verification (ends = {@link subtreeEnds}) through one
- * kernel (shaders/attention.wgsl). KV cache layout per layer: K and V buffers
+ * kernel (attention.wgsl). KV cache layout per layer: K and V buffers
  * [capacity, kvHeads, headDim] f32, slot = absolute position.
  */
 export class Attention {

@@ -64,7 +64,7 @@ export function embedRef(table: QuantizedMatrix, ids: Uint32Array): Float32Array
 
 /**
  * Embedding lookup on the GPU: out [M, n] = rows ids [M] of a table [V, n] in any weight format
- * (f32, f16, int8, int4, int2), dequantized bit-identically to `dequantize` (shaders/embed.wgsl).
+ * (f32, f16, int8, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl).
  */
 export class Embedding {
   private readonly pipeline: GPUComputePipeline;

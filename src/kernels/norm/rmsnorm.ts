@@ -48,7 +48,7 @@ function normSource(onePlus: boolean): [string, () => PipelineSource] {
 }
 
 /**
- * RMSNorm of rows [rows, n] with weight [n] on the GPU (shaders/rmsnorm.wgsl). QK-norm is the same
+ * RMSNorm of rows [rows, n] with weight [n] on the GPU (rmsnorm.wgsl). QK-norm is the same
  * op with n = headDim over rows = tokens · heads, since q [M, heads, headDim] is [M·heads, headDim].
  */
 export class RmsNorm {

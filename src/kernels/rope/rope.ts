@@ -18,7 +18,7 @@ export const ROPE_MAX_POSITION = 102_900;
 
 type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
-/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/model/spec.ts. */
+/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/formats/spec.ts. */
 export interface Llama3RopeScaling {
   factor: number;
   lowFreqFactor: number;
@@ -105,7 +105,7 @@ function ropeSource(layout: RopeOptions['layout']): [string, () => PipelineSourc
 }
 
 /**
- * Rotary embedding on the GPU (shaders/rope.wgsl), in place on q [M, heads, headDim] and
+ * Rotary embedding on the GPU (rope.wgsl), in place on q [M, heads, headDim] and
  * k [M, kvHeads, headDim] in one dispatch, at explicit positions (u32 [M], each below
  * {@link ROPE_MAX_POSITION}). Owns the inv_freq buffer.
  */

@@ -48,8 +48,8 @@ function samplerSource(greedy: boolean): [string, () => PipelineSource] {
 
 /**
  * Chooses one token per logits row on the GPU: greedy argmax or Gumbel-max sampling with
- * temperature / top-k / top-p / min-p (the restricted Gumbel-argmax, see shaders/sample.wgsl), with
- * noise G(seed, position, token) bit-identical to src/decode/gumbel.ts. Writes ids [R] as u32.
+ * temperature / top-k / top-p / min-p (the restricted Gumbel-argmax, see sample.wgsl), with
+ * noise G(seed, position, token) bit-identical to gumbel.ts. Writes ids [R] as u32.
  */
 export class Sampler {
   private readonly pipeline: GPUComputePipeline;
@@ -170,7 +170,7 @@ export interface GumbelNoise {
 
 /**
  * Computes the Gumbel noise of every (position, token < vocab) pair on the GPU with the same code
- * the sampler uses (the NOISE variant of shaders/sample.wgsl). For the bit-exactness test.
+ * the sampler uses (the NOISE variant of sample.wgsl). For the bit-exactness test.
  */
 export async function runGumbelNoise(
   ctx: GpuContext,
@@ -224,7 +224,7 @@ export function tokenProbRef(logits: ArrayLike<number>, token: number, temperatu
 
 /**
  * The probability of one given token per logits row at temperature T (softmax(ℓ / T)[token]) on
- * the GPU (shaders/sample_prob.wgsl): logits [R, vocab] f32, tokens [R] u32 → probs [R] f32.
+ * the GPU (sample_prob.wgsl): logits [R, vocab] f32, tokens [R] u32 → probs [R] f32.
  */
 export class TokenProb {
   private readonly pipeline: GPUComputePipeline;

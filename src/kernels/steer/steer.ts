@@ -43,7 +43,7 @@ export function steerRowsRef(x: Float32Array, r: Float32Array, mode: SteerMode, 
 }
 
 /**
- * Steers rows of the residual stream on the GPU, in place (shaders/steer.wgsl): one workgroup per
+ * Steers rows of the residual stream on the GPU, in place (steer.wgsl): one workgroup per
  * row computes the row's dot product with r by a workgroup reduction, then updates the row. The
  * vector lives at `offset` floats into a buffer that may hold several layers' vectors. Uniforms
  * never change after construction, so one instance may be encoded any number of times per
