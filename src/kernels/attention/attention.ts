@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type KvFormat, type KvShape, kvWordsPerSlot, packHalves } from '../kv/kv.js';
@@ -118,14 +117,8 @@ export function attentionRef(a: AttentionInputs): Float32Array {
   return out;
 }
 
-function source(format: KvFormat): [string, () => PipelineSource] {
-  return [
-    `${format}-wg${WG}`,
-    () => ({
-      code: renderWgsl(shaders.attention, { PARAMS: Params.wgsl, KV_F16: format === 'f16' }),
-      constants: { WG },
-    }),
-  ];
+function source(format: KvFormat): WgslVariant {
+  return wgslVariant(shaders.attention, Params, { WG, KV_F16: format === 'f16' });
 }
 
 function checkShape(shape: AttentionShape): void {

@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl, type WgslVars } from '../../gpu/wgsl.js';
+import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
@@ -14,7 +13,7 @@ const AddParams = defineUniforms('Params', { n: 'u32' });
 const GatherParams = defineUniforms('Params', { R: 'u32', n: 'u32' });
 type Keys<L> = L extends UniformLayout<infer K> ? K : never;
 
-const OFF: WgslVars = { SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
+const OFF: WgslVars = { WG, SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
 
 function checkSize(op: string, name: string, b: GPUBuffer, bytes: number): void {
   if (b.size < bytes) throw new InvalidInputError(`${op}: ${name} holds ${b.size} bytes, need ${bytes}`);
@@ -24,22 +23,16 @@ function checkCount(op: string, name: string, v: number): void {
   if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`${op}: ${name} must be ≥ 1, got ${v}`);
 }
 
-function siluSource(fused: boolean): [string, () => PipelineSource] {
-  const vars = { ...OFF, PARAMS: SiluParams.wgsl, SILU_MUL: true, FUSED: fused };
-  return [
-    fused ? 'silu_mul_fused' : 'silu_mul',
-    () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } }),
-  ];
+function siluSource(fused: boolean): WgslVariant {
+  return wgslVariant(shaders.elementwise, SiluParams, { ...OFF, SILU_MUL: true, FUSED: fused });
 }
 
-function addSource(): [string, () => PipelineSource] {
-  const vars = { ...OFF, PARAMS: AddParams.wgsl, ADD: true };
-  return ['add', () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } })];
+function addSource(): WgslVariant {
+  return wgslVariant(shaders.elementwise, AddParams, { ...OFF, ADD: true });
 }
 
-function gatherSource(): [string, () => PipelineSource] {
-  const vars = { ...OFF, PARAMS: GatherParams.wgsl, GATHER: true };
-  return ['gather', () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } })];
+function gatherSource(): WgslVariant {
+  return wgslVariant(shaders.elementwise, GatherParams, { ...OFF, GATHER: true });
 }
 
 /** silu(g) · u in f32, as the kernel computes it (`g / (1 + exp(-g)) * u`). */

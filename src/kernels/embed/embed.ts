@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type GpuMatrix, uploadMatrix } from '../matmul/matmul.js';
@@ -38,17 +37,16 @@ function hasZeros(format: WeightFormat): boolean {
   return format === 'int4' || format === 'int2';
 }
 
-function embedSource(format: WeightFormat): [string, () => PipelineSource] {
-  const vars = {
-    PARAMS: Params.wgsl,
+function embedSource(format: WeightFormat): WgslVariant {
+  return wgslVariant(shaders.embed, Params, {
+    WG,
     F32: format === 'f32',
     F16: format === 'f16',
     INT8: format === 'int8',
     SCALED: isScaled(format),
     ZEROS: hasZeros(format),
     BITS: BITS[format],
-  };
-  return [format, () => ({ code: renderWgsl(shaders.embed, vars), constants: { WG } })];
+  });
 }
 
 /** Reference embedding lookup: rows `ids` of the dequantized table [V, n] → [M, n]. */

@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { f16BitsToF32, f32ToF16Bits } from '../matmul/quant.js';
@@ -42,21 +41,12 @@ export interface KvLayerBuffers {
   v: GPUBuffer;
 }
 
-function writeSource(format: KvFormat): [string, () => PipelineSource] {
-  return [
-    `${format}-wg${WG}`,
-    () => ({
-      code: renderWgsl(shaders.kv_write, { PARAMS: WriteParams.wgsl, KV_F16: format === 'f16' }),
-      constants: { WG },
-    }),
-  ];
+function writeSource(format: KvFormat): WgslVariant {
+  return wgslVariant(shaders.kv_write, WriteParams, { WG, KV_F16: format === 'f16' });
 }
 
-function compactSource(): [string, () => PipelineSource] {
-  return [
-    `wg${WG}`,
-    () => ({ code: renderWgsl(shaders.kv_compact, { PARAMS: CompactParams.wgsl }), constants: { WG } }),
-  ];
+function compactSource(): WgslVariant {
+  return wgslVariant(shaders.kv_compact, CompactParams, { WG });
 }
 
 function rowOf(shape: KvShape): number {

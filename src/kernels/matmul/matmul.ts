@@ -3,9 +3,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
@@ -179,26 +178,19 @@ export function gemmVariants(maxM: number): number[] {
 }
 
 /** Pipeline key and WGSL of one matmul variant (format × accumulators × reduction path). */
-function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): [string, () => PipelineSource] {
-  const variant = `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`;
-  return [
-    variant,
-    () => ({
-      code: renderWgsl(shaders.matmul, {
-        PARAMS: Params.wgsl,
-        MT: mt,
-        RC: Math.min(mt, 16),
-        SUBGROUPS: subgroups,
-        F32: format === 'f32',
-        F16: format === 'f16',
-        INT8: format === 'int8',
-        INT4: format === 'int4',
-        INT2: format === 'int2',
-        SCALES: format === 'int8' || format === 'int4' || format === 'int2',
-        ZEROS: format === 'int4' || format === 'int2',
-      }),
-    }),
-  ];
+function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): WgslVariant {
+  return wgslVariant(shaders.matmul, Params, {
+    MT: mt,
+    RC: Math.min(mt, 16),
+    SUBGROUPS: subgroups,
+    F32: format === 'f32',
+    F16: format === 'f16',
+    INT8: format === 'int8',
+    INT4: format === 'int4',
+    INT2: format === 'int2',
+    SCALES: format === 'int8' || format === 'int4' || format === 'int2',
+    ZEROS: format === 'int4' || format === 'int2',
+  });
 }
 
 /**
@@ -239,7 +231,7 @@ export abstract class PartedMatmul {
     maxM: number,
     protected readonly name: string,
     kernel: string,
-    source: (mt: number) => [string, () => PipelineSource],
+    source: (mt: number) => WgslVariant,
   ) {
     this.maxM = maxM;
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)

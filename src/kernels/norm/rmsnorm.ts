@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
@@ -37,14 +36,8 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, opts: RmsNormOption
   return y;
 }
 
-function normSource(onePlus: boolean): [string, () => PipelineSource] {
-  return [
-    onePlus ? 'one_plus' : 'w',
-    () => ({
-      code: renderWgsl(shaders.rmsnorm, { PARAMS: Params.wgsl, ONE_PLUS: onePlus }),
-      constants: { WG },
-    }),
-  ];
+function normSource(onePlus: boolean): WgslVariant {
+  return wgslVariant(shaders.rmsnorm, Params, { WG, ONE_PLUS: onePlus });
 }
 
 /**

@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
@@ -94,14 +93,8 @@ export function ropeRef(
   });
 }
 
-function ropeSource(layout: RopeOptions['layout']): [string, () => PipelineSource] {
-  return [
-    layout,
-    () => ({
-      code: renderWgsl(shaders.rope, { PARAMS: Params.wgsl, INTERLEAVED: layout === 'interleaved' }),
-      constants: { WG },
-    }),
-  ];
+function ropeSource(layout: RopeOptions['layout']): WgslVariant {
+  return wgslVariant(shaders.rope, Params, { WG, INTERLEAVED: layout === 'interleaved' });
 }
 
 /**

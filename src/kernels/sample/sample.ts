@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import type { SampleOptions } from './gumbel.js';
@@ -36,14 +35,8 @@ export interface SamplerCall extends SampleOptions {
   seed: number;
 }
 
-function samplerSource(greedy: boolean): [string, () => PipelineSource] {
-  return [
-    greedy ? 'greedy' : 'gumbel',
-    () => ({
-      code: renderWgsl(shaders.sample, { PARAMS: Params.wgsl, NOISE: false, GREEDY: greedy }),
-      constants: { WG },
-    }),
-  ];
+function samplerSource(greedy: boolean): WgslVariant {
+  return wgslVariant(shaders.sample, Params, { WG, NOISE: false, GREEDY: greedy });
 }
 
 /**
@@ -179,10 +172,10 @@ export async function runGumbelNoise(
   vocab: number,
 ): Promise<GumbelNoise> {
   const n = positions.length * vocab;
-  const pipeline = await ctx.pipelines.prepare('sample', 'noise', () => ({
-    code: renderWgsl(shaders.sample, { PARAMS: NoiseParams.wgsl, NOISE: true, GREEDY: false }),
-    constants: { WG },
-  }));
+  const pipeline = await ctx.pipelines.prepare(
+    'sample',
+    ...wgslVariant(shaders.sample, NoiseParams, { WG, NOISE: true, GREEDY: false }),
+  );
   const params = new UniformSlot(ctx, NoiseParams, 'noise-params');
   params.write({ P: positions.length, V: vocab, seed: seed >>> 0 });
   const bufP = uploadBuffer(ctx, positions, 'noise-positions');
@@ -206,11 +199,8 @@ export async function runGumbelNoise(
 const ProbParams = defineUniforms('Params', { R: 'u32', V: 'u32', invT: 'f32' });
 type ProbKey = typeof ProbParams extends UniformLayout<infer K> ? K : never;
 
-function probSource(): [string, () => PipelineSource] {
-  return [
-    `wg${WG}`,
-    () => ({ code: renderWgsl(shaders.sample_prob, { PARAMS: ProbParams.wgsl }), constants: { WG } }),
-  ];
+function probSource(): WgslVariant {
+  return wgslVariant(shaders.sample_prob, ProbParams, { WG });
 }
 
 /** Reference of {@link TokenProb}: softmax(ℓ / T)[token] of one row, in f64. */

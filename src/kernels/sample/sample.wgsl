@@ -26,7 +26,7 @@
 
 {{PARAMS}}
 
-override WG: u32 = 256;
+const WG: u32 = {{WG}}u;
 
 fn mulhilo(a: u32, b: u32) -> vec2<u32> {
   let a0 = a & 0xffffu;

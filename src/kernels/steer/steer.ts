@@ -2,9 +2,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 
 const WG = 64;
@@ -19,11 +18,8 @@ function coefficients(mode: SteerMode, scale: number): { a: number; b: number } 
   return mode === 'ablate' ? { a: 1, b: 0 } : { a: 0, b: scale };
 }
 
-function source(): [string, () => PipelineSource] {
-  return [
-    'steer',
-    () => ({ code: renderWgsl(shaders.steer, { PARAMS: SteerParams.wgsl }), constants: { WG } }),
-  ];
+function source(): WgslVariant {
+  return wgslVariant(shaders.steer, SteerParams, { WG });
 }
 
 /**

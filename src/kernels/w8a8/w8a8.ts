@@ -3,9 +3,8 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
 import { defineUniforms } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
@@ -117,26 +116,20 @@ function roundHalfEven(v: number): number {
   return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-function actSource(): [string, () => PipelineSource] {
-  return ['per-token', () => ({ code: renderWgsl(shaders.quantize_act, { PARAMS: ActParams.wgsl }) })];
+function actSource(): WgslVariant {
+  return wgslVariant(shaders.quantize_act, ActParams);
 }
 
-function w8a8Source(format: string, mt: number, subgroups: boolean): [string, () => PipelineSource] {
-  return [
-    `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`,
-    () => ({
-      code: renderWgsl(shaders.matmul_w8a8, {
-        PARAMS: MmParams.wgsl,
-        MT: mt,
-        RC: Math.min(mt, 16),
-        SUBGROUPS: subgroups,
-        INT8: format === 'int8',
-        INT4: format === 'int4',
-        INT2: format === 'int2',
-        ZEROS: format !== 'int8',
-      }),
-    }),
-  ];
+function w8a8Source(format: string, mt: number, subgroups: boolean): WgslVariant {
+  return wgslVariant(shaders.matmul_w8a8, MmParams, {
+    MT: mt,
+    RC: Math.min(mt, 16),
+    SUBGROUPS: subgroups,
+    INT8: format === 'int8',
+    INT4: format === 'int4',
+    INT2: format === 'int2',
+    ZEROS: format !== 'int8',
+  });
 }
 
 /** Compiles (and waits for) the quantiser and the W8A8 GEMV/GEMM pipelines of a weight format. */
