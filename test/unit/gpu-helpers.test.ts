@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { alignUp, defineUniforms, renderWgsl } from '../../src/gpu/index.js';
-import { wgslVariant } from '../../src/gpu/wgsl.js';
+import { alignUp, defineUniforms, renderWgsl, wgslVariant } from '../../src/gpu/index.js';
 import { grid } from '../../src/kernels/dispatch.js';
 import { saxpyRef } from '../../src/kernels/selftest/selftest.js';
 

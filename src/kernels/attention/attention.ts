@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -18,7 +18,6 @@ const Params = defineUniforms('Params', {
   base: 'u32',
   scale: 'f32',
 });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 /**
  * Static shape of an {@link Attention} instance (one per model: every layer shares it): the KV
@@ -141,7 +140,7 @@ function checkShape(shape: AttentionShape): void {
  * [capacity, kvHeads, headDim] f32, slot = absolute position.
  */
 export class Attention {
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   private readonly pipeline: GPUComputePipeline;
   readonly scale: number;
 

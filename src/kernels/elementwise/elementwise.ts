@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -11,8 +11,6 @@ const WG = 64;
 const SiluParams = defineUniforms('Params', { M: 'u32', I: 'u32' });
 const AddParams = defineUniforms('Params', { n: 'u32' });
 const GatherParams = defineUniforms('Params', { R: 'u32', n: 'u32' });
-type Keys<L> = L extends UniformLayout<infer K> ? K : never;
-
 const OFF: WgslVars = { WG, SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
 
 function checkSize(op: string, name: string, b: GPUBuffer, bytes: number): void {
@@ -70,7 +68,7 @@ export function gatherRowsRef(h: Float32Array, n: number, rows: Uint32Array): Fl
  */
 export class SiluMul {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof SiluParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof SiluParams>>;
 
   /** Gets the pipeline of one layout for intermediate size `intermediate` (see {@link SiluMul.prepare}). */
   constructor(
@@ -121,7 +119,7 @@ export class SiluMul {
 /** Residual add in place, y += x over `n` floats, on the GPU. */
 export class AddInPlace {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof AddParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof AddParams>>;
 
   /** Gets the pipeline (compiled on first use; see {@link AddInPlace.prepare}). */
   constructor(
@@ -160,7 +158,7 @@ export class AddInPlace {
  */
 export class GatherRows {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof GatherParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof GatherParams>>;
 
   /** Gets the pipeline for rows of `n` floats (see {@link GatherRows.prepare}). */
   constructor(

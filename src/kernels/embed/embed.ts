@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -25,7 +25,6 @@ const Params = defineUniforms('Params', {
   group: 'u32',
   G: 'u32',
 });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 const BITS: Record<WeightFormat, number> = { f32: 32, f16: 16, int8: 8, int4: 4, int2: 2 };
 
@@ -67,7 +66,7 @@ export function embedRef(table: QuantizedMatrix, ids: Uint32Array): Float32Array
 export class Embedding {
   private readonly pipeline: GPUComputePipeline;
   /** One uniform per part of the table: each part is its own dispatch in the same pass. */
-  private readonly uniforms: UniformSlot<ParamKey>[];
+  private readonly uniforms: UniformSlot<LayoutKeys<typeof Params>>[];
 
   /** Checks the table and gets the pipeline of its format (see {@link Embedding.prepare}). */
   constructor(

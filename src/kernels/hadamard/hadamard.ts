@@ -3,13 +3,11 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { hadamardPlan, hadamardSigns } from './construct.js';
-
-type FieldsOf<L> = L extends UniformLayout<infer K> ? K : never;
 
 const Params = defineUniforms('Params', { M: 'u32', n: 'u32', Kb: 'u32', scale: 'f32' });
 /** Threads per workgroup of the mix kernel (one output element each). */
@@ -39,8 +37,8 @@ export class Hadamard {
   private readonly signs: GPUBuffer;
   private readonly hb: GPUBuffer | undefined;
   private readonly tmp: GPUBuffer | undefined;
-  private readonly p1: UniformSlot<FieldsOf<typeof Params>>;
-  private readonly p2: UniformSlot<FieldsOf<typeof Params>>;
+  private readonly p1: UniformSlot<LayoutKeys<typeof Params>>;
+  private readonly p2: UniformSlot<LayoutKeys<typeof Params>>;
 
   constructor(
     private readonly ctx: GpuContext,

@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -16,8 +16,6 @@ const CompactParams = defineUniforms('Params', {
   prefixLen: 'u32',
   capacity: 'u32',
 });
-type WriteKey = typeof WriteParams extends UniformLayout<infer K> ? K : never;
-type CompactKey = typeof CompactParams extends UniformLayout<infer K> ? K : never;
 
 /** Element type of the KV cache: f32, or IEEE halves packed two per u32 (element 2j in the low 16 bits). */
 export type KvFormat = 'f32' | 'f16';
@@ -142,7 +140,7 @@ export function kvCompactRef(
  * buffer [M]), e.g. positions prefix + depth of tree nodes. One dispatch writes both K and V.
  */
 export class KvWrite {
-  private readonly uniform: UniformSlot<WriteKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof WriteParams>>;
   private readonly row: number;
   private readonly pipeline: GPUComputePipeline;
 
@@ -201,7 +199,7 @@ export class KvWrite {
  * place (one dispatch per layer, one uniform write).
  */
 export class KvCompact {
-  private readonly uniform: UniformSlot<CompactKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof CompactParams>>;
   private readonly row: number;
   private readonly pipeline: GPUComputePipeline;
 

@@ -3,7 +3,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -33,9 +33,6 @@ export const MatmulParams = defineUniforms('Params', {
   n_rows: 'u32',
 });
 const Params = MatmulParams;
-
-/** Field names of a uniform layout. */
-export type FieldsOf<L> = L extends UniformLayout<infer K> ? K : never;
 
 /** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
 export const MATMUL_MAX_M = 64;
@@ -142,7 +139,7 @@ export function matmulParams(
   part: GpuMatrixPart,
   M: number,
   xOffsetRows: number,
-): Record<FieldsOf<typeof MatmulParams>, number> {
+): Record<LayoutKeys<typeof MatmulParams>, number> {
   return {
     M,
     N: w.rows,
@@ -218,7 +215,7 @@ export abstract class PartedMatmul {
   /** GEMM pipelines by accumulator count, smallest first (see {@link gemmVariants}). */
   private readonly gemms: { mt: number; pipeline: GPUComputePipeline }[];
   /** One uniform slot per part of w. */
-  private readonly params: UniformSlot<FieldsOf<typeof Params>>[];
+  private readonly params: UniformSlot<LayoutKeys<typeof Params>>[];
 
   /**
    * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a

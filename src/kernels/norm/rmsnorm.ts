@@ -2,14 +2,13 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
 const Params = defineUniforms('Params', { rows: 'u32', n: 'u32', eps: 'f32' });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 /** Static options of {@link RmsNorm}: the normalised width and the weight form. */
 export interface RmsNormOptions {
@@ -46,7 +45,7 @@ function normSource(onePlus: boolean): WgslVariant {
  */
 export class RmsNorm {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
 
   /** Checks the options and gets the pipeline (compiled on first use; see {@link RmsNorm.prepare}). */
   constructor(

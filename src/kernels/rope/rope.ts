@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -14,8 +14,6 @@ const Params = defineUniforms('Params', { M: 'u32', heads: 'u32', kvHeads: 'u32'
  * quadrant count stays below 2^16 (angle = position · inv_freq[0] = position).
  */
 export const ROPE_MAX_POSITION = 102_900;
-
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 /** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/formats/spec.ts. */
 export interface Llama3RopeScaling {
@@ -104,7 +102,7 @@ function ropeSource(layout: RopeOptions['layout']): WgslVariant {
  */
 export class Rope {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   /** [headDim / 2] f32, uploaded once. */
   readonly invFreq: GPUBuffer;
 

@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
@@ -18,7 +18,6 @@ const Params = defineUniforms('Params', {
   topP: 'f32',
   minP: 'f32',
 });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 const NoiseParams = defineUniforms('Params', { P: 'u32', V: 'u32', seed: 'u32' });
 
 /** Static options of a {@link Sampler}: the vocabulary size and greedy or Gumbel sampling. */
@@ -46,7 +45,7 @@ function samplerSource(greedy: boolean): WgslVariant {
  */
 export class Sampler {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
 
   /** Checks the options and gets the pipeline (compiled on first use; see {@link Sampler.prepare}). */
   constructor(
@@ -197,7 +196,6 @@ export async function runGumbelNoise(
 }
 
 const ProbParams = defineUniforms('Params', { R: 'u32', V: 'u32', invT: 'f32' });
-type ProbKey = typeof ProbParams extends UniformLayout<infer K> ? K : never;
 
 function probSource(): WgslVariant {
   return wgslVariant(shaders.sample_prob, ProbParams, { WG });
@@ -218,7 +216,7 @@ export function tokenProbRef(logits: ArrayLike<number>, token: number, temperatu
  */
 export class TokenProb {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ProbKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof ProbParams>>;
 
   /** Gets the pipeline for rows of `vocab` logits (see {@link TokenProb.prepare}). */
   constructor(

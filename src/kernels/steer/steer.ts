@@ -2,14 +2,12 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 
 const WG = 64;
 const SteerParams = defineUniforms('Params', { H: 'u32', offset: 'u32', a: 'f32', b: 'f32' });
-type Keys<L> = L extends UniformLayout<infer K> ? K : never;
-
 /** How a steering vector r changes the residual stream h: see {@link steerRowsRef}. */
 export type SteerMode = 'ablate' | 'add';
 
@@ -47,7 +45,7 @@ export function steerRowsRef(x: Float32Array, r: Float32Array, mode: SteerMode, 
  */
 export class Steer {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof SteerParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof SteerParams>>;
 
   /** Gets the pipeline (see {@link Steer.prepare}) and writes the uniforms once. */
   constructor(

@@ -3,18 +3,11 @@ import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms } from '../../gpu/uniforms.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import {
-  type FieldsOf,
-  type GpuMatrix,
-  gemmVariants,
-  MatmulParams,
-  PartedMatmul,
-  uploadMatrix,
-} from '../matmul/matmul.js';
+import { type GpuMatrix, gemmVariants, MatmulParams, PartedMatmul, uploadMatrix } from '../matmul/matmul.js';
 import { type QuantizedMatrix, wordsPerRow } from '../matmul/quant.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
@@ -150,7 +143,7 @@ export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): P
  */
 export class QuantizeAct {
   private readonly pipeline: GPUComputePipeline;
-  private readonly params: UniformSlot<FieldsOf<typeof ActParams>>;
+  private readonly params: UniformSlot<LayoutKeys<typeof ActParams>>;
 
   constructor(
     private readonly ctx: GpuContext,
