@@ -1,10 +1,9 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
@@ -193,83 +192,5 @@ export class GatherRows {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-async function runOnce(
-  ctx: GpuContext,
-  label: string,
-  encode: (pass: GPUComputePassEncoder) => void,
-  result: GPUBuffer,
-  count: number,
-): Promise<Float32Array> {
-  const enc = ctx.device.createCommandEncoder({ label });
-  const pass = enc.beginComputePass({ label });
-  encode(pass);
-  pass.end();
-  ctx.device.queue.submit([enc.finish()]);
-  return readF32(ctx, result, count);
-}
-
-/** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
-export async function runSiluMul(
-  ctx: GpuContext,
-  gate: Float32Array,
-  up: Float32Array | null,
-  M: number,
-  I: number,
-): Promise<Float32Array> {
-  await SiluMul.prepare(ctx, up === null);
-  const op = new SiluMul(ctx, new BindGroupCache(ctx.device), I, up === null);
-  const inputs = [gate, ...(up ? [up] : [])].map((a) => uploadBuffer(ctx, a, 'silu-in'));
-  const h = createBuffer(ctx, M * I * 4, 'silu-h');
-  try {
-    return await runOnce(ctx, 'silu', (pass) => op.encode(pass, inputs, h, M), h, M * I);
-  } finally {
-    for (const b of [...inputs, h]) b.destroy();
-    op.destroy();
-  }
-}
-
-/** Runs {@link AddInPlace} once and returns y + x. */
-export async function runAdd(ctx: GpuContext, x: Float32Array, y: Float32Array): Promise<Float32Array> {
-  await AddInPlace.prepare(ctx);
-  const op = new AddInPlace(ctx, new BindGroupCache(ctx.device));
-  const bx = uploadBuffer(ctx, x, 'add-x');
-  const by = uploadBuffer(ctx, y, 'add-y');
-  try {
-    return await runOnce(ctx, 'add', (pass) => op.encode(pass, bx, by, x.length), by, x.length);
-  } finally {
-    for (const b of [bx, by]) b.destroy();
-    op.destroy();
-  }
-}
-
-/** Runs {@link GatherRows} once on h [M, n] and reads out [rows.length, n]. */
-export async function runGatherRows(
-  ctx: GpuContext,
-  h: Float32Array,
-  n: number,
-  rows: Uint32Array,
-): Promise<Float32Array> {
-  for (const r of rows)
-    if ((r + 1) * n > h.length)
-      throw new InvalidInputError(`runGatherRows: row ${r} is outside h (${h.length / n} rows)`);
-  await GatherRows.prepare(ctx);
-  const op = new GatherRows(ctx, new BindGroupCache(ctx.device), n);
-  const bh = uploadBuffer(ctx, h, 'gather-h');
-  const br = uploadBuffer(ctx, rows, 'gather-rows');
-  const bo = createBuffer(ctx, rows.length * n * 4, 'gather-out');
-  try {
-    return await runOnce(
-      ctx,
-      'gather',
-      (pass) => op.encode(pass, bh, br, bo, rows.length),
-      bo,
-      rows.length * n,
-    );
-  } finally {
-    for (const b of [bh, br, bo]) b.destroy();
-    op.destroy();
   }
 }

@@ -1,12 +1,11 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { type GpuMatrix, uploadMatrix } from '../matmul/matmul.js';
+import type { GpuMatrix } from '../matmul/matmul.js';
 import {
   checkShape,
   dequantize,
@@ -124,36 +123,5 @@ export class Embedding {
 
   destroy(): void {
     for (const u of this.uniforms) u.destroy();
-  }
-}
-
-/**
- * Uploads the table (split into parts of at most `maxBindingBytes`, as `uploadMatrix` does) and
- * the ids, runs {@link Embedding} once and reads [ids.length, n] back. For tests.
- */
-export async function runEmbedding(
-  ctx: GpuContext,
-  q: QuantizedMatrix,
-  ids: Uint32Array,
-  maxBindingBytes?: number,
-): Promise<Float32Array> {
-  for (const id of ids)
-    if (id >= q.rows) throw new InvalidInputError(`runEmbedding: id ${id} ≥ vocabulary size ${q.rows}`);
-  await Embedding.prepare(ctx, q.format);
-  const table = uploadMatrix(ctx, q, 'embed-table', maxBindingBytes);
-  const op = new Embedding(ctx, new BindGroupCache(ctx.device), table);
-  const bi = uploadBuffer(ctx, ids, 'embed-ids');
-  const bo = createBuffer(ctx, ids.length * q.cols * 4, 'embed-out');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'embed' });
-    const pass = enc.beginComputePass({ label: 'embed' });
-    op.encode(pass, bi, bo, ids.length);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, bo, ids.length * q.cols);
-  } finally {
-    for (const b of [bi, bo]) b.destroy();
-    table.destroy();
-    op.destroy();
   }
 }

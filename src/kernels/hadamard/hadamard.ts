@@ -1,11 +1,11 @@
 // Online Hadamard rotation on the GPU: y [M, n] = R · x per row, R = H_n · D / √n.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { hadamardPlan, hadamardSigns } from './construct.js';
 
@@ -101,32 +101,5 @@ export class Hadamard {
     this.tmp?.destroy();
     this.p1.destroy();
     this.p2.destroy();
-  }
-}
-
-/** Convenience for tests: rotates the rows of x [M, n] on the GPU and reads y back. */
-export async function runHadamard(
-  ctx: GpuContext,
-  x: Float32Array,
-  M: number,
-  n: number,
-  seed: number,
-): Promise<Float32Array> {
-  if (x.length !== M * n)
-    throw new InvalidInputError(`runHadamard: x has ${x.length} elements for [${M}, ${n}]`);
-  const h = new Hadamard(ctx, new BindGroupCache(ctx.device), n, seed, { maxM: M });
-  const xb = uploadBuffer(ctx, x, 'runHadamard.x');
-  const yb = createBuffer(ctx, M * n * 4, 'runHadamard.y');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'runHadamard' });
-    const pass = enc.beginComputePass({ label: 'hadamard' });
-    h.encode(pass, xb, yb, M);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, yb, M * n);
-  } finally {
-    h.destroy();
-    xb.destroy();
-    yb.destroy();
   }
 }

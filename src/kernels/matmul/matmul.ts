@@ -1,11 +1,11 @@
 // Matmul with fused dequantisation: y [M, N] = x [M, K] · Wᵀ, W [N, K] in any WeightFormat.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
   checkShape,
@@ -307,38 +307,6 @@ export class Matmul extends PartedMatmul {
         `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
       );
     this.dispatch(pass, [x], y, M, xOffsetRows);
-  }
-}
-
-/**
- * Convenience for tests and benchmarks: uploads `q` and `x` [M, K], runs one matmul, reads y [M, N]
- * back and destroys its temporaries.
- */
-export async function runMatmul(
-  ctx: GpuContext,
-  q: QuantizedMatrix,
-  x: Float32Array,
-  M: number,
-): Promise<Float32Array> {
-  if (x.length !== M * q.cols)
-    throw new InvalidInputError(`runMatmul: x has ${x.length} elements, expected M * K = ${M} * ${q.cols}`);
-  await prepareMatmul(ctx, q.format, Math.max(M, 1));
-  const w = uploadMatrix(ctx, q, 'runMatmul.w');
-  const xb = uploadBuffer(ctx, x, 'runMatmul.x');
-  const yb = createBuffer(ctx, M * q.rows * 4, 'runMatmul.y');
-  const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: Math.max(M, 1) });
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'runMatmul' });
-    const pass = enc.beginComputePass({ label: 'matmul' });
-    mm.encode(pass, xb, yb, M);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, yb, M * q.rows);
-  } finally {
-    mm.destroy();
-    w.destroy();
-    xb.destroy();
-    yb.destroy();
   }
 }
 

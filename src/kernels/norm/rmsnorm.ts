@@ -1,10 +1,9 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
@@ -87,32 +86,5 @@ export class RmsNorm {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/** Uploads x [rows, n] and w [n], runs {@link RmsNorm} once and reads y back. For tests. */
-export async function runRmsNorm(
-  ctx: GpuContext,
-  x: Float32Array,
-  w: Float32Array,
-  opts: RmsNormOptions,
-): Promise<Float32Array> {
-  if (w.length !== opts.n || x.length % opts.n !== 0)
-    throw new InvalidInputError(`runRmsNorm: x has ${x.length} values and w ${w.length}, n = ${opts.n}`);
-  await RmsNorm.prepare(ctx, opts.onePlus);
-  const norm = new RmsNorm(ctx, new BindGroupCache(ctx.device), opts);
-  const bx = uploadBuffer(ctx, x, 'rmsnorm-x');
-  const bw = uploadBuffer(ctx, w, 'rmsnorm-w');
-  const by = createBuffer(ctx, x.byteLength, 'rmsnorm-y');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'rmsnorm' });
-    const pass = enc.beginComputePass({ label: 'rmsnorm' });
-    norm.encode(pass, bx, bw, by, x.length / opts.n);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, by, x.length);
-  } finally {
-    for (const b of [bx, bw, by]) b.destroy();
-    norm.destroy();
   }
 }

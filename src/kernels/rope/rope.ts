@@ -1,10 +1,10 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { readF32, uploadBuffer } from '../../gpu/buffers.js';
+import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
@@ -149,33 +149,5 @@ export class Rope {
   destroy(): void {
     this.uniform.destroy();
     this.invFreq.destroy();
-  }
-}
-
-/** Uploads q, k and positions, runs {@link Rope} once and reads the rotated q and k back. For tests. */
-export async function runRope(
-  ctx: GpuContext,
-  q: Float32Array,
-  k: Float32Array,
-  positions: Uint32Array,
-  options: RopeOptions,
-): Promise<{ q: Float32Array; k: Float32Array }> {
-  for (const p of positions)
-    if (p >= ROPE_MAX_POSITION) throw new InvalidInputError(`runRope: position ${p} ≥ ${ROPE_MAX_POSITION}`);
-  await Rope.prepare(ctx, options.layout);
-  const rope = new Rope(ctx, new BindGroupCache(ctx.device), options);
-  const bq = uploadBuffer(ctx, q, 'rope-q');
-  const bk = uploadBuffer(ctx, k, 'rope-k');
-  const bp = uploadBuffer(ctx, positions, 'rope-positions');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'rope' });
-    const pass = enc.beginComputePass({ label: 'rope' });
-    rope.encode(pass, bq, bk, bp, positions.length);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return { q: await readF32(ctx, bq, q.length), k: await readF32(ctx, bk, k.length) };
-  } finally {
-    for (const b of [bq, bk, bp]) b.destroy();
-    rope.destroy();
   }
 }

@@ -1,10 +1,9 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 
 const WG = 64;
 const SteerParams = defineUniforms('Params', { H: 'u32', offset: 'u32', a: 'f32', b: 'f32' });
@@ -90,33 +89,6 @@ export class Steer {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/** Runs {@link Steer} once on x [rows, r.length] (for tests and benchmarks) and reads it back. */
-export async function runSteer(
-  ctx: GpuContext,
-  x: Float32Array,
-  r: Float32Array,
-  mode: SteerMode,
-  scale: number,
-): Promise<Float32Array> {
-  await Steer.prepare(ctx);
-  const H = r.length;
-  if (x.length % H !== 0) throw new InvalidInputError(`runSteer: x has ${x.length} floats, not rows of ${H}`);
-  const bx = uploadBuffer(ctx, x, 'steer-x');
-  const br = uploadBuffer(ctx, r, 'steer-r');
-  const op = new Steer(ctx, new BindGroupCache(ctx.device), br, { hidden: H, offset: 0, mode, scale });
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'steer' });
-    const pass = enc.beginComputePass({ label: 'steer' });
-    op.encode(pass, bx, x.length / H);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, bx, x.length);
-  } finally {
-    for (const b of [bx, br]) b.destroy();
-    op.destroy();
   }
 }
 
