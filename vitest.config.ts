@@ -4,8 +4,9 @@ import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 
 // Projects:
 // - unit: pure TypeScript (references, parsers, packing), in Node.
-// - gpu: kernel tests run inside headless Chromium (WebGPU on SwiftShader here, or a real GPU),
-//   through Vitest's browser mode, against their TS references.
+// - gpu: kernel tests (src/kernels/<family>/*.test.ts, beside each kernel) and the GPU tests of
+//   test/gpu/ run inside headless Chromium (WebGPU on SwiftShader here, or a real GPU), through
+//   Vitest's browser mode, against their TS references.
 // - node-gpu: the Node host (Dawn from the npm package `webgpu`): adapter, device, pipelines,
 //   errors, device loss and small dispatches.
 // - browser: end-to-end pages (index.html, Web Workers) driven by playwright-core.
@@ -17,7 +18,7 @@ export default defineConfig({
       {
         test: {
           name: 'gpu',
-          include: ['test/gpu/**/*.test.ts'],
+          include: ['test/gpu/**/*.test.ts', 'src/kernels/**/*.test.ts'],
           fileParallelism: false,
           testTimeout: 300_000,
           hookTimeout: 300_000,

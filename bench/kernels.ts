@@ -1,7 +1,6 @@
 // Kernel benchmark: GEMV/GEMM time per weight format, effective bandwidth of the weight bytes, and
 // the bandwidth of a plain copy measured in the same run. Engine code only (no DOM, no node:), so a
 // page (bench/kernels-page.ts) or a test can call it.
-import { shaders } from '../src/gen/shaders.js';
 import { createBuffer, uploadBuffer } from '../src/gpu/buffers.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
@@ -18,6 +17,8 @@ import {
   wordsPerRow,
 } from '../src/kernels/matmul/quant.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
+// The copy kernel measures bandwidth only here, so it lives in bench/ and does not ship.
+import copyBw from './copy_bw.wgsl?raw';
 
 /** One measured kernel × shape. */
 export interface BenchRow {
@@ -134,7 +135,7 @@ async function benchCopy(
   const size = Math.min(bytes, ctx.limits.maxStorageBufferBindingSize);
   const n = Math.floor(size / 16);
   const pipeline = await ctx.pipelines.prepare('copy_bw', 'vec4', () => ({
-    code: renderWgsl(shaders.copy_bw, { PARAMS: CopyParams.wgsl }),
+    code: renderWgsl(copyBw, { PARAMS: CopyParams.wgsl }),
   }));
   const src = createBuffer(ctx, n * 16, 'bench-copy-src');
   const dst = createBuffer(ctx, n * 16, 'bench-copy-dst');

@@ -13,6 +13,7 @@
 //   8  src/engine/                    the public API
 //   9  src/index.ts, src/node.ts, src/cli/, workers/   entry points and transport
 //  10  demo/                          may import only src/index.ts and workers/*.worker.ts
+// A test beside its code (src/**/*.test.ts) obeys its folder's floor and may also use test/helpers/.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -37,6 +38,8 @@ const FLOORS = {
 };
 /** What demo/ may import outside itself: the package's public entry and the worker entry files. */
 const demoMayImport = (file) => file === 'src/index.ts' || /^workers\/[^/]+\.worker\.ts$/.test(file);
+/** What a test file may import outside the floors: the shared test helpers. */
+const testMayImport = (file, target) => file.endsWith('.test.ts') && target.startsWith('test/helpers/');
 
 const root = process.argv[2] ?? '.';
 /** The floor key of a repository path: the longest FLOORS key it starts with. */
@@ -71,6 +74,7 @@ for (const file of files) {
       .normalize(path.posix.join(path.posix.dirname(file), spec))
       .replace(/\.js$/, '.ts');
     deps.push(target);
+    if (testMayImport(file, target)) continue;
     const from = floorOf(file);
     const to = floorOf(target);
     if (from === undefined || to === undefined) {

@@ -6,8 +6,6 @@ export interface PipelineSource {
   /** Full WGSL text, variants already rendered. */
   code: string;
   entryPoint?: string;
-  /** Values for WGSL `override` declarations. */
-  constants?: Record<string, number>;
 }
 
 /**
@@ -31,7 +29,7 @@ export class PipelineCache {
     const pipeline = this.device.createComputePipeline({
       label: key,
       layout: 'auto',
-      compute: { module, entryPoint: src.entryPoint ?? 'main', constants: src.constants ?? {} },
+      compute: { module, entryPoint: src.entryPoint ?? 'main' },
     });
     this.pipelines.set(key, pipeline);
     this.compiled++;
@@ -60,7 +58,7 @@ export class PipelineCache {
       this.device.createComputePipeline({
         label: key,
         layout: 'auto',
-        compute: { module, entryPoint: src.entryPoint ?? 'main', constants: src.constants ?? {} },
+        compute: { module, entryPoint: src.entryPoint ?? 'main' },
       }),
     );
     this.pipelines.set(key, pipeline);

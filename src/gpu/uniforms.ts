@@ -11,6 +11,9 @@ export interface UniformLayout<K extends string> {
   pack(values: Record<K, number>): ArrayBuffer;
 }
 
+/** The field names of a uniform layout: `LayoutKeys<typeof Params>` types its values and slots. */
+export type LayoutKeys<L> = L extends UniformLayout<infer K> ? K : never;
+
 /**
  * Declares a uniform struct. Field order is the object's key order; every field is 4 bytes.
  *

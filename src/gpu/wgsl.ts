@@ -1,5 +1,15 @@
 import { InvalidInputError } from '../errors.js';
 import { shaders } from '../gen/shaders.js';
+import type { PipelineSource } from './pipelines.js';
+import type { UniformLayout } from './uniforms.js';
+
+// Kernel variants are made one way: text substitution by renderWgsl, not WGSL `override`
+// constants. Overrides could set a workgroup size (WGSL, and Chromium, accept override-sized
+// workgroup arrays) but not what most variants are: a choice of code (a weight format's unpacking,
+// the subgroup or workgroup-memory reduction), bindings that exist or not, the uniform struct, a
+// shared snippet (//#include reduce). So a workgroup size is substituted too, as a `const`
+// (`const WG: u32 = {{WG}}u;`) set from the TS constant that sizes the dispatch, and every value a
+// variant substitutes is part of its pipeline key (see wgslVariant).
 
 /** Values substituted into a WGSL template. */
 export type WgslVars = Record<string, string | number | boolean>;
@@ -10,8 +20,8 @@ export type WgslVars = Record<string, string | number | boolean>;
  * - `{{NAME}}` is replaced by `vars.NAME` (numbers and strings as written).
  * - Lines between `//#if NAME` and `//#endif` (with an optional `//#else`) are kept when `vars.NAME`
  *   is truthy (the `//#else` branch otherwise). `//#if !NAME` negates. Blocks may nest.
- * - `//#include NAME` is replaced by the snippet `NAME` of `includes` (default: the files of
- *   shaders/, e.g. `reduce`), rendered with the same `vars`.
+ * - `//#include NAME` is replaced by the snippet `NAME` of `includes` (default: the WGSL files of
+ *   src/kernels/ by file name, e.g. `reduce`), rendered with the same `vars`.
  *
  * A name used but missing from `vars` throws, so a typo never silently picks a branch.
  */
@@ -59,4 +69,26 @@ export function renderWgsl(
   }
   if (stack.length) throw new InvalidInputError('WGSL template: unterminated //#if');
   return out.join('\n');
+}
+
+/** A kernel variant as the pipeline cache takes it: its key, and its WGSL rendered on first use. */
+export type WgslVariant = [key: string, source: () => PipelineSource];
+
+/**
+ * The pipeline key and source of one kernel variant: `template` rendered with the uniform struct
+ * of `params` at `{{PARAMS}}` and with `vars`. The key names every value of `vars` (a true flag by
+ * its name, any other value as `NAME=value`; a false flag renders like an absent one, so it is
+ * left out), hence two variants that render different WGSL never share a pipeline. `params` stays
+ * out of the key: a template must take the same uniform layout whenever its `vars` are equal.
+ */
+export function wgslVariant(
+  template: string,
+  params: UniformLayout<string>,
+  vars: WgslVars = {},
+): WgslVariant {
+  const key = Object.entries(vars)
+    .filter(([, v]) => v !== false)
+    .map(([name, v]) => (v === true ? name : `${name}=${v}`))
+    .join(',');
+  return [key || 'base', () => ({ code: renderWgsl(template, { ...vars, PARAMS: params.wgsl }) })];
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { alignUp, defineUniforms, renderWgsl } from '../../src/gpu/index.js';
+import { alignUp, defineUniforms, renderWgsl, wgslVariant } from '../../src/gpu/index.js';
 import { grid } from '../../src/kernels/dispatch.js';
 import { saxpyRef } from '../../src/kernels/selftest/selftest.js';
 
@@ -33,6 +33,18 @@ describe('renderWgsl', () => {
     expect(() => renderWgsl('{{Q}}')).toThrow(InvalidInputError);
     expect(() => renderWgsl('//#if A\nx', { A: 1 })).toThrow(/unterminated/);
     expect(() => renderWgsl('//#endif')).toThrow(/without/);
+  });
+});
+
+describe('wgslVariant', () => {
+  it('keys a variant by every substituted value and pastes the uniform struct', () => {
+    const P = defineUniforms('Params', { n: 'u32' });
+    const t = '{{PARAMS}}\nconst WG: u32 = {{WG}}u;\n//#if F\nf\n//#endif';
+    const [key, source] = wgslVariant(t, P, { WG: 64, F: true, G: false });
+    expect(key).toBe('WG=64,F');
+    expect(source().code).toBe(`${P.wgsl}\nconst WG: u32 = 64u;\nf`);
+    expect(wgslVariant(t, P, { WG: 128, F: true })[0]).not.toBe(key);
+    expect(wgslVariant('x', P)[0]).toBe('base');
   });
 });
 

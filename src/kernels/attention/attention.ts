@@ -1,13 +1,11 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { type KvFormat, type KvShape, kvWordsPerSlot, packHalves } from '../kv/kv.js';
+import { type KvFormat, type KvShape, kvWordsPerSlot } from '../kv/kv.js';
 
 const WG = 64;
 const MAX_HEAD_DIM = 256;
@@ -19,7 +17,6 @@ const Params = defineUniforms('Params', {
   base: 'u32',
   scale: 'f32',
 });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 /**
  * Static shape of an {@link Attention} instance (one per model: every layer shares it): the KV
@@ -118,14 +115,8 @@ export function attentionRef(a: AttentionInputs): Float32Array {
   return out;
 }
 
-function source(format: KvFormat): [string, () => PipelineSource] {
-  return [
-    `${format}-wg${WG}`,
-    () => ({
-      code: renderWgsl(shaders.attention, { PARAMS: Params.wgsl, KV_F16: format === 'f16' }),
-      constants: { WG },
-    }),
-  ];
+function source(format: KvFormat): WgslVariant {
+  return wgslVariant(shaders.attention, Params, { WG, KV_F16: format === 'f16' });
 }
 
 function checkShape(shape: AttentionShape): void {
@@ -144,11 +135,11 @@ function checkShape(shape: AttentionShape): void {
 /**
  * Attention of T query rows over one layer's KV cache on the GPU: decode (T = 1), causal prefill
  * (ends = {@link chainEnds}) and tree verification (ends = {@link subtreeEnds}) through one
- * kernel (shaders/attention.wgsl). KV cache layout per layer: K and V buffers
+ * kernel (attention.wgsl). KV cache layout per layer: K and V buffers
  * [capacity, kvHeads, headDim] f32, slot = absolute position.
  */
 export class Attention {
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   private readonly pipeline: GPUComputePipeline;
   readonly scale: number;
 
@@ -209,33 +200,5 @@ export class Attention {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/**
- * Uploads {@link AttentionInputs} (k, v as f32 values, packed to halves for an f16 cache), runs
- * {@link Attention} once and reads [T, heads, headDim] back.
- */
-export async function runAttention(ctx: GpuContext, a: AttentionInputs): Promise<Float32Array> {
-  const T = a.ends.length;
-  await Attention.prepare(ctx, a.format);
-  const att = new Attention(ctx, new BindGroupCache(ctx.device), a);
-  const bufs = {
-    q: uploadBuffer(ctx, a.q, 'attention-q'),
-    k: uploadBuffer(ctx, a.format === 'f16' ? packHalves(a.k) : a.k, 'attention-k'),
-    v: uploadBuffer(ctx, a.format === 'f16' ? packHalves(a.v) : a.v, 'attention-v'),
-    ends: uploadBuffer(ctx, a.ends, 'attention-ends'),
-    out: createBuffer(ctx, a.q.byteLength, 'attention-out'),
-  };
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'attention' });
-    const pass = enc.beginComputePass({ label: 'attention' });
-    att.encode(pass, bufs.q, bufs.k, bufs.v, bufs.ends, bufs.out, T, a.base);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, bufs.out, T * a.heads * a.headDim);
-  } finally {
-    for (const b of Object.values(bufs)) b.destroy();
-    att.destroy();
   }
 }

@@ -1,20 +1,16 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl, type WgslVars } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
 const SiluParams = defineUniforms('Params', { M: 'u32', I: 'u32' });
 const AddParams = defineUniforms('Params', { n: 'u32' });
 const GatherParams = defineUniforms('Params', { R: 'u32', n: 'u32' });
-type Keys<L> = L extends UniformLayout<infer K> ? K : never;
-
-const OFF: WgslVars = { SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
+const OFF: WgslVars = { WG, SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
 
 function checkSize(op: string, name: string, b: GPUBuffer, bytes: number): void {
   if (b.size < bytes) throw new InvalidInputError(`${op}: ${name} holds ${b.size} bytes, need ${bytes}`);
@@ -24,22 +20,16 @@ function checkCount(op: string, name: string, v: number): void {
   if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`${op}: ${name} must be ≥ 1, got ${v}`);
 }
 
-function siluSource(fused: boolean): [string, () => PipelineSource] {
-  const vars = { ...OFF, PARAMS: SiluParams.wgsl, SILU_MUL: true, FUSED: fused };
-  return [
-    fused ? 'silu_mul_fused' : 'silu_mul',
-    () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } }),
-  ];
+function siluSource(fused: boolean): WgslVariant {
+  return wgslVariant(shaders.elementwise, SiluParams, { ...OFF, SILU_MUL: true, FUSED: fused });
 }
 
-function addSource(): [string, () => PipelineSource] {
-  const vars = { ...OFF, PARAMS: AddParams.wgsl, ADD: true };
-  return ['add', () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } })];
+function addSource(): WgslVariant {
+  return wgslVariant(shaders.elementwise, AddParams, { ...OFF, ADD: true });
 }
 
-function gatherSource(): [string, () => PipelineSource] {
-  const vars = { ...OFF, PARAMS: GatherParams.wgsl, GATHER: true };
-  return ['gather', () => ({ code: renderWgsl(shaders.elementwise, vars), constants: { WG } })];
+function gatherSource(): WgslVariant {
+  return wgslVariant(shaders.elementwise, GatherParams, { ...OFF, GATHER: true });
 }
 
 /** silu(g) · u in f32, as the kernel computes it (`g / (1 + exp(-g)) * u`). */
@@ -77,7 +67,7 @@ export function gatherRowsRef(h: Float32Array, n: number, rows: Uint32Array): Fl
  */
 export class SiluMul {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof SiluParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof SiluParams>>;
 
   /** Gets the pipeline of one layout for intermediate size `intermediate` (see {@link SiluMul.prepare}). */
   constructor(
@@ -128,7 +118,7 @@ export class SiluMul {
 /** Residual add in place, y += x over `n` floats, on the GPU. */
 export class AddInPlace {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof AddParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof AddParams>>;
 
   /** Gets the pipeline (compiled on first use; see {@link AddInPlace.prepare}). */
   constructor(
@@ -167,7 +157,7 @@ export class AddInPlace {
  */
 export class GatherRows {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof GatherParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof GatherParams>>;
 
   /** Gets the pipeline for rows of `n` floats (see {@link GatherRows.prepare}). */
   constructor(
@@ -202,83 +192,5 @@ export class GatherRows {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-async function runOnce(
-  ctx: GpuContext,
-  label: string,
-  encode: (pass: GPUComputePassEncoder) => void,
-  result: GPUBuffer,
-  count: number,
-): Promise<Float32Array> {
-  const enc = ctx.device.createCommandEncoder({ label });
-  const pass = enc.beginComputePass({ label });
-  encode(pass);
-  pass.end();
-  ctx.device.queue.submit([enc.finish()]);
-  return readF32(ctx, result, count);
-}
-
-/** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
-export async function runSiluMul(
-  ctx: GpuContext,
-  gate: Float32Array,
-  up: Float32Array | null,
-  M: number,
-  I: number,
-): Promise<Float32Array> {
-  await SiluMul.prepare(ctx, up === null);
-  const op = new SiluMul(ctx, new BindGroupCache(ctx.device), I, up === null);
-  const inputs = [gate, ...(up ? [up] : [])].map((a) => uploadBuffer(ctx, a, 'silu-in'));
-  const h = createBuffer(ctx, M * I * 4, 'silu-h');
-  try {
-    return await runOnce(ctx, 'silu', (pass) => op.encode(pass, inputs, h, M), h, M * I);
-  } finally {
-    for (const b of [...inputs, h]) b.destroy();
-    op.destroy();
-  }
-}
-
-/** Runs {@link AddInPlace} once and returns y + x. */
-export async function runAdd(ctx: GpuContext, x: Float32Array, y: Float32Array): Promise<Float32Array> {
-  await AddInPlace.prepare(ctx);
-  const op = new AddInPlace(ctx, new BindGroupCache(ctx.device));
-  const bx = uploadBuffer(ctx, x, 'add-x');
-  const by = uploadBuffer(ctx, y, 'add-y');
-  try {
-    return await runOnce(ctx, 'add', (pass) => op.encode(pass, bx, by, x.length), by, x.length);
-  } finally {
-    for (const b of [bx, by]) b.destroy();
-    op.destroy();
-  }
-}
-
-/** Runs {@link GatherRows} once on h [M, n] and reads out [rows.length, n]. */
-export async function runGatherRows(
-  ctx: GpuContext,
-  h: Float32Array,
-  n: number,
-  rows: Uint32Array,
-): Promise<Float32Array> {
-  for (const r of rows)
-    if ((r + 1) * n > h.length)
-      throw new InvalidInputError(`runGatherRows: row ${r} is outside h (${h.length / n} rows)`);
-  await GatherRows.prepare(ctx);
-  const op = new GatherRows(ctx, new BindGroupCache(ctx.device), n);
-  const bh = uploadBuffer(ctx, h, 'gather-h');
-  const br = uploadBuffer(ctx, rows, 'gather-rows');
-  const bo = createBuffer(ctx, rows.length * n * 4, 'gather-out');
-  try {
-    return await runOnce(
-      ctx,
-      'gather',
-      (pass) => op.encode(pass, bh, br, bo, rows.length),
-      bo,
-      rows.length * n,
-    );
-  } finally {
-    for (const b of [bh, br, bo]) b.destroy();
-    op.destroy();
   }
 }

@@ -1,13 +1,11 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { type GpuMatrix, uploadMatrix } from '../matmul/matmul.js';
+import type { GpuMatrix } from '../matmul/matmul.js';
 import {
   checkShape,
   dequantize,
@@ -26,7 +24,6 @@ const Params = defineUniforms('Params', {
   group: 'u32',
   G: 'u32',
 });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 const BITS: Record<WeightFormat, number> = { f32: 32, f16: 16, int8: 8, int4: 4, int2: 2 };
 
@@ -38,17 +35,16 @@ function hasZeros(format: WeightFormat): boolean {
   return format === 'int4' || format === 'int2';
 }
 
-function embedSource(format: WeightFormat): [string, () => PipelineSource] {
-  const vars = {
-    PARAMS: Params.wgsl,
+function embedSource(format: WeightFormat): WgslVariant {
+  return wgslVariant(shaders.embed, Params, {
+    WG,
     F32: format === 'f32',
     F16: format === 'f16',
     INT8: format === 'int8',
     SCALED: isScaled(format),
     ZEROS: hasZeros(format),
     BITS: BITS[format],
-  };
-  return [format, () => ({ code: renderWgsl(shaders.embed, vars), constants: { WG } })];
+  });
 }
 
 /** Reference embedding lookup: rows `ids` of the dequantized table [V, n] → [M, n]. */
@@ -64,12 +60,12 @@ export function embedRef(table: QuantizedMatrix, ids: Uint32Array): Float32Array
 
 /**
  * Embedding lookup on the GPU: out [M, n] = rows ids [M] of a table [V, n] in any weight format
- * (f32, f16, int8, int4, int2), dequantized bit-identically to `dequantize` (shaders/embed.wgsl).
+ * (f32, f16, int8, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl).
  */
 export class Embedding {
   private readonly pipeline: GPUComputePipeline;
   /** One uniform per part of the table: each part is its own dispatch in the same pass. */
-  private readonly uniforms: UniformSlot<ParamKey>[];
+  private readonly uniforms: UniformSlot<LayoutKeys<typeof Params>>[];
 
   /** Checks the table and gets the pipeline of its format (see {@link Embedding.prepare}). */
   constructor(
@@ -127,36 +123,5 @@ export class Embedding {
 
   destroy(): void {
     for (const u of this.uniforms) u.destroy();
-  }
-}
-
-/**
- * Uploads the table (split into parts of at most `maxBindingBytes`, as `uploadMatrix` does) and
- * the ids, runs {@link Embedding} once and reads [ids.length, n] back. For tests.
- */
-export async function runEmbedding(
-  ctx: GpuContext,
-  q: QuantizedMatrix,
-  ids: Uint32Array,
-  maxBindingBytes?: number,
-): Promise<Float32Array> {
-  for (const id of ids)
-    if (id >= q.rows) throw new InvalidInputError(`runEmbedding: id ${id} ≥ vocabulary size ${q.rows}`);
-  await Embedding.prepare(ctx, q.format);
-  const table = uploadMatrix(ctx, q, 'embed-table', maxBindingBytes);
-  const op = new Embedding(ctx, new BindGroupCache(ctx.device), table);
-  const bi = uploadBuffer(ctx, ids, 'embed-ids');
-  const bo = createBuffer(ctx, ids.length * q.cols * 4, 'embed-out');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'embed' });
-    const pass = enc.beginComputePass({ label: 'embed' });
-    op.encode(pass, bi, bo, ids.length);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, bo, ids.length * q.cols);
-  } finally {
-    for (const b of [bi, bo]) b.destroy();
-    table.destroy();
-    op.destroy();
   }
 }

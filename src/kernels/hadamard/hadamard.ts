@@ -1,17 +1,17 @@
 // Online Hadamard rotation on the GPU: y [M, n] = R · x per row, R = H_n · D / √n.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { hadamardPlan, hadamardSigns } from './construct.js';
 
-type FieldsOf<L> = L extends UniformLayout<infer K> ? K : never;
-
 const Params = defineUniforms('Params', { M: 'u32', n: 'u32', Kb: 'u32', scale: 'f32' });
+/** Threads per workgroup of the mix kernel (one output element each). */
+const MIX_WG = 256;
 
 /**
  * Largest butterfly block (elements held in workgroup memory) on this device: a power of two, at
@@ -37,8 +37,8 @@ export class Hadamard {
   private readonly signs: GPUBuffer;
   private readonly hb: GPUBuffer | undefined;
   private readonly tmp: GPUBuffer | undefined;
-  private readonly p1: UniformSlot<FieldsOf<typeof Params>>;
-  private readonly p2: UniformSlot<FieldsOf<typeof Params>>;
+  private readonly p1: UniformSlot<LayoutKeys<typeof Params>>;
+  private readonly p2: UniformSlot<LayoutKeys<typeof Params>>;
 
   constructor(
     private readonly ctx: GpuContext,
@@ -53,14 +53,16 @@ export class Hadamard {
     this.plan = hadamardPlan(n, hadamardMaxBlock(ctx));
     const { P, Kb } = this.plan;
     const WG = Math.max(1, Math.min(256, P / 2));
-    this.butterfly = ctx.pipelines.get('hadamard_butterfly', `p${P}`, () => ({
-      code: renderWgsl(shaders.hadamard_butterfly, { PARAMS: Params.wgsl, P, WG }),
-    }));
+    this.butterfly = ctx.pipelines.get(
+      'hadamard_butterfly',
+      ...wgslVariant(shaders.hadamard_butterfly, Params, { P, WG }),
+    );
     this.signs = uploadBuffer(ctx, hadamardSigns(n, seed), `hadamard-${n}-signs`);
     if (Kb > 1) {
-      this.mix = ctx.pipelines.get('hadamard_mix', 'f32', () => ({
-        code: renderWgsl(shaders.hadamard_mix, { PARAMS: Params.wgsl }),
-      }));
+      this.mix = ctx.pipelines.get(
+        'hadamard_mix',
+        ...wgslVariant(shaders.hadamard_mix, Params, { WG: MIX_WG }),
+      );
       this.hb = uploadBuffer(ctx, Float32Array.from(this.plan.hb), `hadamard-${n}-hb`);
       this.tmp = createBuffer(ctx, this.maxM * n * 4, `hadamard-${n}-tmp`);
     }
@@ -90,7 +92,7 @@ export class Hadamard {
     this.p2.write({ M, n, Kb, scale });
     pass.setPipeline(this.mix!);
     pass.setBindGroup(0, this.binds.get(this.mix!, [this.p2.buffer, this.tmp!, this.hb!, y]));
-    pass.dispatchWorkgroups(...grid(Math.ceil((M * n) / 256), maxWg));
+    pass.dispatchWorkgroups(...grid(Math.ceil((M * n) / MIX_WG), maxWg));
   }
 
   destroy(): void {
@@ -99,32 +101,5 @@ export class Hadamard {
     this.tmp?.destroy();
     this.p1.destroy();
     this.p2.destroy();
-  }
-}
-
-/** Convenience for tests: rotates the rows of x [M, n] on the GPU and reads y back. */
-export async function runHadamard(
-  ctx: GpuContext,
-  x: Float32Array,
-  M: number,
-  n: number,
-  seed: number,
-): Promise<Float32Array> {
-  if (x.length !== M * n)
-    throw new InvalidInputError(`runHadamard: x has ${x.length} elements for [${M}, ${n}]`);
-  const h = new Hadamard(ctx, new BindGroupCache(ctx.device), n, seed, { maxM: M });
-  const xb = uploadBuffer(ctx, x, 'runHadamard.x');
-  const yb = createBuffer(ctx, M * n * 4, 'runHadamard.y');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'runHadamard' });
-    const pass = enc.beginComputePass({ label: 'hadamard' });
-    h.encode(pass, xb, yb, M);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, yb, M * n);
-  } finally {
-    h.destroy();
-    xb.destroy();
-    yb.destroy();
   }
 }

@@ -1,11 +1,9 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { f16BitsToF32, f32ToF16Bits } from '../matmul/quant.js';
 
@@ -17,8 +15,6 @@ const CompactParams = defineUniforms('Params', {
   prefixLen: 'u32',
   capacity: 'u32',
 });
-type WriteKey = typeof WriteParams extends UniformLayout<infer K> ? K : never;
-type CompactKey = typeof CompactParams extends UniformLayout<infer K> ? K : never;
 
 /** Element type of the KV cache: f32, or IEEE halves packed two per u32 (element 2j in the low 16 bits). */
 export type KvFormat = 'f32' | 'f16';
@@ -42,21 +38,12 @@ export interface KvLayerBuffers {
   v: GPUBuffer;
 }
 
-function writeSource(format: KvFormat): [string, () => PipelineSource] {
-  return [
-    `${format}-wg${WG}`,
-    () => ({
-      code: renderWgsl(shaders.kv_write, { PARAMS: WriteParams.wgsl, KV_F16: format === 'f16' }),
-      constants: { WG },
-    }),
-  ];
+function writeSource(format: KvFormat): WgslVariant {
+  return wgslVariant(shaders.kv_write, WriteParams, { WG, KV_F16: format === 'f16' });
 }
 
-function compactSource(): [string, () => PipelineSource] {
-  return [
-    `wg${WG}`,
-    () => ({ code: renderWgsl(shaders.kv_compact, { PARAMS: CompactParams.wgsl }), constants: { WG } }),
-  ];
+function compactSource(): WgslVariant {
+  return wgslVariant(shaders.kv_compact, CompactParams, { WG });
 }
 
 function rowOf(shape: KvShape): number {
@@ -152,7 +139,7 @@ export function kvCompactRef(
  * buffer [M]), e.g. positions prefix + depth of tree nodes. One dispatch writes both K and V.
  */
 export class KvWrite {
-  private readonly uniform: UniformSlot<WriteKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof WriteParams>>;
   private readonly row: number;
   private readonly pipeline: GPUComputePipeline;
 
@@ -211,7 +198,7 @@ export class KvWrite {
  * place (one dispatch per layer, one uniform write).
  */
 export class KvCompact {
-  private readonly uniform: UniformSlot<CompactKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof CompactParams>>;
   private readonly row: number;
   private readonly pipeline: GPUComputePipeline;
 
@@ -259,113 +246,5 @@ export class KvCompact {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/** Caches of one layer on the CPU, [capacity, kvHeads, headDim] each. */
-export interface KvLayerData {
-  k: Float32Array;
-  v: Float32Array;
-}
-
-/** Uploads `data` in the cache layout of `format`. */
-function uploadCache(ctx: GpuContext, data: Float32Array, format: KvFormat, label: string): GPUBuffer {
-  return uploadBuffer(ctx, format === 'f16' ? packHalves(data) : data, label);
-}
-
-/** Reads `n` cache elements back as f32. */
-async function readCache(
-  ctx: GpuContext,
-  buf: GPUBuffer,
-  n: number,
-  format: KvFormat,
-): Promise<Float32Array> {
-  if (format === 'f32') return readF32(ctx, buf, n);
-  return unpackHalves(await readU32(ctx, buf, n / 2), n);
-}
-
-async function withCaches(
-  ctx: GpuContext,
-  format: KvFormat,
-  layers: readonly KvLayerData[],
-  encode: (pass: GPUComputePassEncoder, bufs: KvLayerBuffers[]) => void,
-): Promise<KvLayerData[]> {
-  const bufs = layers.map((l) => ({
-    k: uploadCache(ctx, l.k, format, 'kv-k'),
-    v: uploadCache(ctx, l.v, format, 'kv-v'),
-  }));
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'kv' });
-    const pass = enc.beginComputePass({ label: 'kv' });
-    encode(pass, bufs);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await Promise.all(
-      bufs.map(async (b, i) => ({
-        k: await readCache(ctx, b.k, layers[i]!.k.length, format),
-        v: await readCache(ctx, b.v, layers[i]!.v.length, format),
-      })),
-    );
-  } finally {
-    for (const b of bufs) {
-      b.k.destroy();
-      b.v.destroy();
-    }
-  }
-}
-
-/**
- * Uploads one layer's caches (f32 values, packed to halves for an f16 cache), runs {@link KvWrite}
- * and returns the new caches as f32. For tests.
- */
-export async function runKvWrite(
-  ctx: GpuContext,
-  shape: KvShape,
-  cache: KvLayerData,
-  k: Float32Array,
-  v: Float32Array,
-  slots: Uint32Array,
-): Promise<KvLayerData> {
-  for (const s of slots)
-    if (s >= shape.capacity)
-      throw new InvalidInputError(`runKvWrite: slot ${s} ≥ capacity ${shape.capacity}`);
-  await KvWrite.prepare(ctx, shape.format);
-  const w = new KvWrite(ctx, new BindGroupCache(ctx.device), shape);
-  const bk = uploadBuffer(ctx, k, 'kv-new-k');
-  const bv = uploadBuffer(ctx, v, 'kv-new-v');
-  const bs = uploadBuffer(ctx, slots, 'kv-slots');
-  try {
-    const [out] = await withCaches(ctx, shape.format ?? 'f32', [cache], (pass, [c]) =>
-      w.encode(pass, bk, bv, bs, c!, slots.length),
-    );
-    return out!;
-  } finally {
-    for (const b of [bk, bv, bs]) b.destroy();
-    w.destroy();
-  }
-}
-
-/**
- * Uploads every layer's caches (f32 values, packed to halves for an f16 cache), runs
- * {@link KvCompact} and returns the new caches as f32. For tests.
- */
-export async function runKvCompact(
-  ctx: GpuContext,
-  shape: KvShape,
-  layers: readonly KvLayerData[],
-  slots: Uint32Array,
-  prefixLen: number,
-): Promise<KvLayerData[]> {
-  checkCompaction(shape, slots, prefixLen);
-  await KvCompact.prepare(ctx);
-  const c = new KvCompact(ctx, new BindGroupCache(ctx.device), shape);
-  const bs = uploadBuffer(ctx, slots, 'kv-slots');
-  try {
-    return await withCaches(ctx, shape.format ?? 'f32', layers, (pass, bufs) =>
-      c.encode(pass, bufs, bs, slots.length, prefixLen),
-    );
-  } finally {
-    bs.destroy();
-    c.destroy();
   }
 }

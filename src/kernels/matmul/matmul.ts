@@ -1,12 +1,11 @@
 // Matmul with fused dequantisation: y [M, N] = x [M, K] · Wᵀ, W [N, K] in any WeightFormat.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
   checkShape,
@@ -34,9 +33,6 @@ export const MatmulParams = defineUniforms('Params', {
   n_rows: 'u32',
 });
 const Params = MatmulParams;
-
-/** Field names of a uniform layout. */
-export type FieldsOf<L> = L extends UniformLayout<infer K> ? K : never;
 
 /** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
 export const MATMUL_MAX_M = 64;
@@ -143,7 +139,7 @@ export function matmulParams(
   part: GpuMatrixPart,
   M: number,
   xOffsetRows: number,
-): Record<FieldsOf<typeof MatmulParams>, number> {
+): Record<LayoutKeys<typeof MatmulParams>, number> {
   return {
     M,
     N: w.rows,
@@ -179,26 +175,19 @@ export function gemmVariants(maxM: number): number[] {
 }
 
 /** Pipeline key and WGSL of one matmul variant (format × accumulators × reduction path). */
-function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): [string, () => PipelineSource] {
-  const variant = `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`;
-  return [
-    variant,
-    () => ({
-      code: renderWgsl(shaders.matmul, {
-        PARAMS: Params.wgsl,
-        MT: mt,
-        RC: Math.min(mt, 16),
-        SUBGROUPS: subgroups,
-        F32: format === 'f32',
-        F16: format === 'f16',
-        INT8: format === 'int8',
-        INT4: format === 'int4',
-        INT2: format === 'int2',
-        SCALES: format === 'int8' || format === 'int4' || format === 'int2',
-        ZEROS: format === 'int4' || format === 'int2',
-      }),
-    }),
-  ];
+function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): WgslVariant {
+  return wgslVariant(shaders.matmul, Params, {
+    MT: mt,
+    RC: Math.min(mt, 16),
+    SUBGROUPS: subgroups,
+    F32: format === 'f32',
+    F16: format === 'f16',
+    INT8: format === 'int8',
+    INT4: format === 'int4',
+    INT2: format === 'int2',
+    SCALES: format === 'int8' || format === 'int4' || format === 'int2',
+    ZEROS: format === 'int4' || format === 'int2',
+  });
 }
 
 /**
@@ -226,7 +215,7 @@ export abstract class PartedMatmul {
   /** GEMM pipelines by accumulator count, smallest first (see {@link gemmVariants}). */
   private readonly gemms: { mt: number; pipeline: GPUComputePipeline }[];
   /** One uniform slot per part of w. */
-  private readonly params: UniformSlot<FieldsOf<typeof Params>>[];
+  private readonly params: UniformSlot<LayoutKeys<typeof Params>>[];
 
   /**
    * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a
@@ -239,7 +228,7 @@ export abstract class PartedMatmul {
     maxM: number,
     protected readonly name: string,
     kernel: string,
-    source: (mt: number) => [string, () => PipelineSource],
+    source: (mt: number) => WgslVariant,
   ) {
     this.maxM = maxM;
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
@@ -318,38 +307,6 @@ export class Matmul extends PartedMatmul {
         `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
       );
     this.dispatch(pass, [x], y, M, xOffsetRows);
-  }
-}
-
-/**
- * Convenience for tests and benchmarks: uploads `q` and `x` [M, K], runs one matmul, reads y [M, N]
- * back and destroys its temporaries.
- */
-export async function runMatmul(
-  ctx: GpuContext,
-  q: QuantizedMatrix,
-  x: Float32Array,
-  M: number,
-): Promise<Float32Array> {
-  if (x.length !== M * q.cols)
-    throw new InvalidInputError(`runMatmul: x has ${x.length} elements, expected M * K = ${M} * ${q.cols}`);
-  await prepareMatmul(ctx, q.format, Math.max(M, 1));
-  const w = uploadMatrix(ctx, q, 'runMatmul.w');
-  const xb = uploadBuffer(ctx, x, 'runMatmul.x');
-  const yb = createBuffer(ctx, M * q.rows * 4, 'runMatmul.y');
-  const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: Math.max(M, 1) });
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'runMatmul' });
-    const pass = enc.beginComputePass({ label: 'matmul' });
-    mm.encode(pass, xb, yb, M);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, yb, M * q.rows);
-  } finally {
-    mm.destroy();
-    w.destroy();
-    xb.destroy();
-    yb.destroy();
   }
 }
 

@@ -1,16 +1,13 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
 const Params = defineUniforms('Params', { rows: 'u32', n: 'u32', eps: 'f32' });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 
 /** Static options of {@link RmsNorm}: the normalised width and the weight form. */
 export interface RmsNormOptions {
@@ -37,23 +34,17 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, opts: RmsNormOption
   return y;
 }
 
-function normSource(onePlus: boolean): [string, () => PipelineSource] {
-  return [
-    onePlus ? 'one_plus' : 'w',
-    () => ({
-      code: renderWgsl(shaders.rmsnorm, { PARAMS: Params.wgsl, ONE_PLUS: onePlus }),
-      constants: { WG },
-    }),
-  ];
+function normSource(onePlus: boolean): WgslVariant {
+  return wgslVariant(shaders.rmsnorm, Params, { WG, ONE_PLUS: onePlus });
 }
 
 /**
- * RMSNorm of rows [rows, n] with weight [n] on the GPU (shaders/rmsnorm.wgsl). QK-norm is the same
+ * RMSNorm of rows [rows, n] with weight [n] on the GPU (rmsnorm.wgsl). QK-norm is the same
  * op with n = headDim over rows = tokens · heads, since q [M, heads, headDim] is [M·heads, headDim].
  */
 export class RmsNorm {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
 
   /** Checks the options and gets the pipeline (compiled on first use; see {@link RmsNorm.prepare}). */
   constructor(
@@ -95,32 +86,5 @@ export class RmsNorm {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/** Uploads x [rows, n] and w [n], runs {@link RmsNorm} once and reads y back. For tests. */
-export async function runRmsNorm(
-  ctx: GpuContext,
-  x: Float32Array,
-  w: Float32Array,
-  opts: RmsNormOptions,
-): Promise<Float32Array> {
-  if (w.length !== opts.n || x.length % opts.n !== 0)
-    throw new InvalidInputError(`runRmsNorm: x has ${x.length} values and w ${w.length}, n = ${opts.n}`);
-  await RmsNorm.prepare(ctx, opts.onePlus);
-  const norm = new RmsNorm(ctx, new BindGroupCache(ctx.device), opts);
-  const bx = uploadBuffer(ctx, x, 'rmsnorm-x');
-  const bw = uploadBuffer(ctx, w, 'rmsnorm-w');
-  const by = createBuffer(ctx, x.byteLength, 'rmsnorm-y');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'rmsnorm' });
-    const pass = enc.beginComputePass({ label: 'rmsnorm' });
-    norm.encode(pass, bx, bw, by, x.length / opts.n);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, by, x.length);
-  } finally {
-    for (const b of [bx, bw, by]) b.destroy();
-    norm.destroy();
   }
 }

@@ -1,11 +1,10 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { readF32, uploadBuffer } from '../../gpu/buffers.js';
+import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
@@ -16,9 +15,7 @@ const Params = defineUniforms('Params', { M: 'u32', heads: 'u32', kvHeads: 'u32'
  */
 export const ROPE_MAX_POSITION = 102_900;
 
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
-
-/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/model/spec.ts. */
+/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/formats/spec.ts. */
 export interface Llama3RopeScaling {
   factor: number;
   lowFreqFactor: number;
@@ -94,24 +91,18 @@ export function ropeRef(
   });
 }
 
-function ropeSource(layout: RopeOptions['layout']): [string, () => PipelineSource] {
-  return [
-    layout,
-    () => ({
-      code: renderWgsl(shaders.rope, { PARAMS: Params.wgsl, INTERLEAVED: layout === 'interleaved' }),
-      constants: { WG },
-    }),
-  ];
+function ropeSource(layout: RopeOptions['layout']): WgslVariant {
+  return wgslVariant(shaders.rope, Params, { WG, INTERLEAVED: layout === 'interleaved' });
 }
 
 /**
- * Rotary embedding on the GPU (shaders/rope.wgsl), in place on q [M, heads, headDim] and
+ * Rotary embedding on the GPU (rope.wgsl), in place on q [M, heads, headDim] and
  * k [M, kvHeads, headDim] in one dispatch, at explicit positions (u32 [M], each below
  * {@link ROPE_MAX_POSITION}). Owns the inv_freq buffer.
  */
 export class Rope {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   /** [headDim / 2] f32, uploaded once. */
   readonly invFreq: GPUBuffer;
 
@@ -158,33 +149,5 @@ export class Rope {
   destroy(): void {
     this.uniform.destroy();
     this.invFreq.destroy();
-  }
-}
-
-/** Uploads q, k and positions, runs {@link Rope} once and reads the rotated q and k back. For tests. */
-export async function runRope(
-  ctx: GpuContext,
-  q: Float32Array,
-  k: Float32Array,
-  positions: Uint32Array,
-  options: RopeOptions,
-): Promise<{ q: Float32Array; k: Float32Array }> {
-  for (const p of positions)
-    if (p >= ROPE_MAX_POSITION) throw new InvalidInputError(`runRope: position ${p} ≥ ${ROPE_MAX_POSITION}`);
-  await Rope.prepare(ctx, options.layout);
-  const rope = new Rope(ctx, new BindGroupCache(ctx.device), options);
-  const bq = uploadBuffer(ctx, q, 'rope-q');
-  const bk = uploadBuffer(ctx, k, 'rope-k');
-  const bp = uploadBuffer(ctx, positions, 'rope-positions');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'rope' });
-    const pass = enc.beginComputePass({ label: 'rope' });
-    rope.encode(pass, bq, bk, bp, positions.length);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return { q: await readF32(ctx, bq, q.length), k: await readF32(ctx, bk, k.length) };
-  } finally {
-    for (const b of [bq, bk, bp]) b.destroy();
-    rope.destroy();
   }
 }

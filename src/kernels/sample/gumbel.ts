@@ -1,6 +1,6 @@
 /**
  * Shared Gumbel noise for lossless speculative sampling (ALGORITHMS.md §1), the bit-exact TS twin of
- * the WGSL in shaders/sample.wgsl. Noise is a pure function of (seed, absolute position, token id):
+ * the WGSL in sample.wgsl. Noise is a pure function of (seed, absolute position, token id):
  *
  * - key = splitmix64 finalizer of `seed + (position + 1) · 0x9E3779B97F4A7C15` (64-bit, done in u32
  *   pairs so WGSL can do the same), split into Philox key words (lo, hi);

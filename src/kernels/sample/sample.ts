@@ -1,11 +1,9 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import type { SampleOptions } from './gumbel.js';
 
@@ -19,7 +17,6 @@ const Params = defineUniforms('Params', {
   topP: 'f32',
   minP: 'f32',
 });
-type ParamKey = typeof Params extends UniformLayout<infer K> ? K : never;
 const NoiseParams = defineUniforms('Params', { P: 'u32', V: 'u32', seed: 'u32' });
 
 /** Static options of a {@link Sampler}: the vocabulary size and greedy or Gumbel sampling. */
@@ -36,24 +33,18 @@ export interface SamplerCall extends SampleOptions {
   seed: number;
 }
 
-function samplerSource(greedy: boolean): [string, () => PipelineSource] {
-  return [
-    greedy ? 'greedy' : 'gumbel',
-    () => ({
-      code: renderWgsl(shaders.sample, { PARAMS: Params.wgsl, NOISE: false, GREEDY: greedy }),
-      constants: { WG },
-    }),
-  ];
+function samplerSource(greedy: boolean): WgslVariant {
+  return wgslVariant(shaders.sample, Params, { WG, NOISE: false, GREEDY: greedy });
 }
 
 /**
  * Chooses one token per logits row on the GPU: greedy argmax or Gumbel-max sampling with
- * temperature / top-k / top-p / min-p (the restricted Gumbel-argmax, see shaders/sample.wgsl), with
- * noise G(seed, position, token) bit-identical to src/decode/gumbel.ts. Writes ids [R] as u32.
+ * temperature / top-k / top-p / min-p (the restricted Gumbel-argmax, see sample.wgsl), with
+ * noise G(seed, position, token) bit-identical to gumbel.ts. Writes ids [R] as u32.
  */
 export class Sampler {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ParamKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
 
   /** Checks the options and gets the pipeline (compiled on first use; see {@link Sampler.prepare}). */
   constructor(
@@ -125,92 +116,73 @@ export class Sampler {
   }
 }
 
+function noiseSource(): WgslVariant {
+  return wgslVariant(shaders.sample, NoiseParams, { WG, NOISE: true, GREEDY: false });
+}
+
 /**
- * Uploads logits [rows, vocab] and positions [rows], samples on the GPU (greedy when
- * `temperature` is 0) and reads the chosen ids back. For tests and benchmarks.
+ * The Gumbel noise of every (position, token < vocab) pair, computed on the GPU by the code the
+ * sampler uses (the NOISE variant of sample.wgsl): Philox bits, U and G, for the bit-exactness
+ * test against gumbel.ts.
  */
-export async function runSample(
-  ctx: GpuContext,
-  logits: Float32Array,
-  vocab: number,
-  positions: Uint32Array,
-  call: SamplerCall,
-): Promise<Uint32Array> {
-  const rows = positions.length;
-  if (logits.length !== rows * vocab)
-    throw new InvalidInputError(`runSample: logits has ${logits.length} values, expected ${rows}*${vocab}`);
-  const greedy = call.temperature <= 0;
-  await Sampler.prepare(ctx, greedy);
-  const sampler = new Sampler(ctx, new BindGroupCache(ctx.device), { vocab, greedy });
-  const bufL = uploadBuffer(ctx, logits, 'sample-logits');
-  const bufP = uploadBuffer(ctx, positions, 'sample-positions');
-  const bufI = createBuffer(ctx, rows * 4, 'sample-ids');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'sample' });
-    const pass = enc.beginComputePass({ label: 'sample' });
-    sampler.encode(pass, bufL, bufP, bufI, rows, call);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readU32(ctx, bufI, rows);
-  } finally {
-    for (const b of [bufL, bufP, bufI]) b.destroy();
-    sampler.destroy();
+export class GumbelNoiseGrid {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof NoiseParams>>;
+
+  /** Gets the pipeline (compiled on first use; see {@link GumbelNoiseGrid.prepare}). */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+  ) {
+    this.pipeline = ctx.pipelines.get('sample', ...noiseSource());
+    this.uniform = new UniformSlot(ctx, NoiseParams, 'noise-params');
   }
-}
 
-/** Raw noise of a grid of (position, token) pairs, as the GPU computes it. */
-export interface GumbelNoise {
-  /** Philox bits [positions, vocab]. */
-  bits: Uint32Array;
-  /** U in (0, 1) [positions, vocab]. */
-  u: Float32Array;
-  /** G = -log(-log U) [positions, vocab]. */
-  g: Float32Array;
-}
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext): Promise<void> {
+    await ctx.pipelines.prepare('sample', ...noiseSource());
+  }
 
-/**
- * Computes the Gumbel noise of every (position, token < vocab) pair on the GPU with the same code
- * the sampler uses (the NOISE variant of shaders/sample.wgsl). For the bit-exactness test.
- */
-export async function runGumbelNoise(
-  ctx: GpuContext,
-  seed: number,
-  positions: Uint32Array,
-  vocab: number,
-): Promise<GumbelNoise> {
-  const n = positions.length * vocab;
-  const pipeline = await ctx.pipelines.prepare('sample', 'noise', () => ({
-    code: renderWgsl(shaders.sample, { PARAMS: NoiseParams.wgsl, NOISE: true, GREEDY: false }),
-    constants: { WG },
-  }));
-  const params = new UniformSlot(ctx, NoiseParams, 'noise-params');
-  params.write({ P: positions.length, V: vocab, seed: seed >>> 0 });
-  const bufP = uploadBuffer(ctx, positions, 'noise-positions');
-  const outs = [0, 1, 2].map(() => createBuffer(ctx, n * 4, 'noise-out'));
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'noise' });
-    const pass = enc.beginComputePass({ label: 'noise' });
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, new BindGroupCache(ctx.device).get(pipeline, [params.buffer, bufP, ...outs]));
-    pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), ctx.limits.maxComputeWorkgroupsPerDimension));
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    const [bits, u, g] = await Promise.all(outs.map((b) => readBuffer(ctx, b, n * 4)));
-    return { bits: new Uint32Array(bits!), u: new Float32Array(u!), g: new Float32Array(g!) };
-  } finally {
-    for (const b of [bufP, ...outs]) b.destroy();
-    params.destroy();
+  /**
+   * Encodes the noise of `count` positions ([count] u32) × `vocab` tokens with user seed `seed`
+   * (u32) into bits [count, vocab] u32, u and g [count, vocab] f32.
+   */
+  encode(
+    pass: GPUComputePassEncoder,
+    positions: GPUBuffer,
+    out: { bits: GPUBuffer; u: GPUBuffer; g: GPUBuffer },
+    count: number,
+    vocab: number,
+    seed: number,
+  ): void {
+    const n = count * vocab;
+    if (!Number.isInteger(n) || n < 1)
+      throw new InvalidInputError(`GumbelNoiseGrid: count ${count} × vocab ${vocab} must be ≥ 1`);
+    if (positions.size < count * 4)
+      throw new InvalidInputError(
+        `GumbelNoiseGrid: positions holds ${positions.size} bytes, need ${count * 4}`,
+      );
+    for (const [name, b] of Object.entries(out))
+      if (b.size < n * 4)
+        throw new InvalidInputError(`GumbelNoiseGrid: ${name} holds ${b.size} bytes, need ${n * 4}`);
+    this.uniform.write({ P: count, V: vocab, seed: seed >>> 0 });
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(
+      0,
+      this.binds.get(this.pipeline, [this.uniform.buffer, positions, out.bits, out.u, out.g]),
+    );
+    pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension));
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
   }
 }
 
 const ProbParams = defineUniforms('Params', { R: 'u32', V: 'u32', invT: 'f32' });
-type ProbKey = typeof ProbParams extends UniformLayout<infer K> ? K : never;
 
-function probSource(): [string, () => PipelineSource] {
-  return [
-    `wg${WG}`,
-    () => ({ code: renderWgsl(shaders.sample_prob, { PARAMS: ProbParams.wgsl }), constants: { WG } }),
-  ];
+function probSource(): WgslVariant {
+  return wgslVariant(shaders.sample_prob, ProbParams, { WG });
 }
 
 /** Reference of {@link TokenProb}: softmax(ℓ / T)[token] of one row, in f64. */
@@ -224,11 +196,11 @@ export function tokenProbRef(logits: ArrayLike<number>, token: number, temperatu
 
 /**
  * The probability of one given token per logits row at temperature T (softmax(ℓ / T)[token]) on
- * the GPU (shaders/sample_prob.wgsl): logits [R, vocab] f32, tokens [R] u32 → probs [R] f32.
+ * the GPU (sample_prob.wgsl): logits [R, vocab] f32, tokens [R] u32 → probs [R] f32.
  */
 export class TokenProb {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<ProbKey>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof ProbParams>>;
 
   /** Gets the pipeline for rows of `vocab` logits (see {@link TokenProb.prepare}). */
   constructor(
@@ -277,36 +249,5 @@ export class TokenProb {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/** Uploads logits [rows, vocab] and tokens [rows], runs {@link TokenProb} once and reads probs [rows]. */
-export async function runTokenProb(
-  ctx: GpuContext,
-  logits: Float32Array,
-  vocab: number,
-  tokens: Uint32Array,
-  temperature: number,
-): Promise<Float32Array> {
-  const rows = tokens.length;
-  if (logits.length !== rows * vocab)
-    throw new InvalidInputError(
-      `runTokenProb: logits has ${logits.length} values, expected ${rows}*${vocab}`,
-    );
-  await TokenProb.prepare(ctx);
-  const op = new TokenProb(ctx, new BindGroupCache(ctx.device), vocab);
-  const bl = uploadBuffer(ctx, logits, 'prob-logits');
-  const bt = uploadBuffer(ctx, tokens, 'prob-tokens');
-  const bp = createBuffer(ctx, rows * 4, 'prob-out');
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'sample-prob' });
-    const pass = enc.beginComputePass({ label: 'sample-prob' });
-    op.encode(pass, bl, bt, bp, rows, temperature);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, bp, rows);
-  } finally {
-    for (const b of [bl, bt, bp]) b.destroy();
-    op.destroy();
   }
 }

@@ -3,7 +3,7 @@ import { shaders } from '../../gen/shaders.js';
 import { createBuffer, readF32, UNIFORM, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
+import { wgslVariant } from '../../gpu/wgsl.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
@@ -30,10 +30,7 @@ export async function saxpy(
   if (a.length !== b.length)
     throw new InvalidInputError(`saxpy: a has ${a.length} elements but b has ${b.length}`);
   const n = a.length;
-  const pipeline = await ctx.pipelines.prepare('selftest', `wg${WG}`, () => ({
-    code: renderWgsl(shaders.selftest, { PARAMS: Params.wgsl }),
-    constants: { WG },
-  }));
+  const pipeline = await ctx.pipelines.prepare('selftest', ...wgslVariant(shaders.selftest, Params, { WG }));
   const params = uploadBuffer(ctx, new Uint8Array(Params.pack({ n, alpha })), 'selftest-params', UNIFORM);
   const bufA = uploadBuffer(ctx, a, 'selftest-a');
   const bufB = uploadBuffer(ctx, b, 'selftest-b');

@@ -1,16 +1,12 @@
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms, type UniformLayout } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 
 const WG = 64;
 const SteerParams = defineUniforms('Params', { H: 'u32', offset: 'u32', a: 'f32', b: 'f32' });
-type Keys<L> = L extends UniformLayout<infer K> ? K : never;
-
 /** How a steering vector r changes the residual stream h: see {@link steerRowsRef}. */
 export type SteerMode = 'ablate' | 'add';
 
@@ -19,11 +15,8 @@ function coefficients(mode: SteerMode, scale: number): { a: number; b: number } 
   return mode === 'ablate' ? { a: 1, b: 0 } : { a: 0, b: scale };
 }
 
-function source(): [string, () => PipelineSource] {
-  return [
-    'steer',
-    () => ({ code: renderWgsl(shaders.steer, { PARAMS: SteerParams.wgsl }), constants: { WG } }),
-  ];
+function source(): WgslVariant {
+  return wgslVariant(shaders.steer, SteerParams, { WG });
 }
 
 /**
@@ -43,7 +36,7 @@ export function steerRowsRef(x: Float32Array, r: Float32Array, mode: SteerMode, 
 }
 
 /**
- * Steers rows of the residual stream on the GPU, in place (shaders/steer.wgsl): one workgroup per
+ * Steers rows of the residual stream on the GPU, in place (steer.wgsl): one workgroup per
  * row computes the row's dot product with r by a workgroup reduction, then updates the row. The
  * vector lives at `offset` floats into a buffer that may hold several layers' vectors. Uniforms
  * never change after construction, so one instance may be encoded any number of times per
@@ -51,7 +44,7 @@ export function steerRowsRef(x: Float32Array, r: Float32Array, mode: SteerMode, 
  */
 export class Steer {
   private readonly pipeline: GPUComputePipeline;
-  private readonly uniform: UniformSlot<Keys<typeof SteerParams>>;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof SteerParams>>;
 
   /** Gets the pipeline (see {@link Steer.prepare}) and writes the uniforms once. */
   constructor(
@@ -96,33 +89,6 @@ export class Steer {
 
   destroy(): void {
     this.uniform.destroy();
-  }
-}
-
-/** Runs {@link Steer} once on x [rows, r.length] (for tests and benchmarks) and reads it back. */
-export async function runSteer(
-  ctx: GpuContext,
-  x: Float32Array,
-  r: Float32Array,
-  mode: SteerMode,
-  scale: number,
-): Promise<Float32Array> {
-  await Steer.prepare(ctx);
-  const H = r.length;
-  if (x.length % H !== 0) throw new InvalidInputError(`runSteer: x has ${x.length} floats, not rows of ${H}`);
-  const bx = uploadBuffer(ctx, x, 'steer-x');
-  const br = uploadBuffer(ctx, r, 'steer-r');
-  const op = new Steer(ctx, new BindGroupCache(ctx.device), br, { hidden: H, offset: 0, mode, scale });
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'steer' });
-    const pass = enc.beginComputePass({ label: 'steer' });
-    op.encode(pass, bx, x.length / H);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    return await readF32(ctx, bx, x.length);
-  } finally {
-    for (const b of [bx, br]) b.destroy();
-    op.destroy();
   }
 }
 

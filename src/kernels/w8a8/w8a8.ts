@@ -1,21 +1,12 @@
 // W8A8 (and W4A8, W2A8): per-token int8 activations times integer weights with i32 dot products.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { createBuffer, readBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PipelineSource } from '../../gpu/pipelines.js';
-import { defineUniforms } from '../../gpu/uniforms.js';
-import { renderWgsl } from '../../gpu/wgsl.js';
-import { BindGroupCache, UniformSlot } from '../bind.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import {
-  type FieldsOf,
-  type GpuMatrix,
-  gemmVariants,
-  MatmulParams,
-  PartedMatmul,
-  uploadMatrix,
-} from '../matmul/matmul.js';
+import { type GpuMatrix, gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
 import { type QuantizedMatrix, wordsPerRow } from '../matmul/quant.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
@@ -117,26 +108,20 @@ function roundHalfEven(v: number): number {
   return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-function actSource(): [string, () => PipelineSource] {
-  return ['per-token', () => ({ code: renderWgsl(shaders.quantize_act, { PARAMS: ActParams.wgsl }) })];
+function actSource(): WgslVariant {
+  return wgslVariant(shaders.quantize_act, ActParams);
 }
 
-function w8a8Source(format: string, mt: number, subgroups: boolean): [string, () => PipelineSource] {
-  return [
-    `${format}:mt${mt}:${subgroups ? 'sg' : 'wg'}`,
-    () => ({
-      code: renderWgsl(shaders.matmul_w8a8, {
-        PARAMS: MmParams.wgsl,
-        MT: mt,
-        RC: Math.min(mt, 16),
-        SUBGROUPS: subgroups,
-        INT8: format === 'int8',
-        INT4: format === 'int4',
-        INT2: format === 'int2',
-        ZEROS: format !== 'int8',
-      }),
-    }),
-  ];
+function w8a8Source(format: string, mt: number, subgroups: boolean): WgslVariant {
+  return wgslVariant(shaders.matmul_w8a8, MmParams, {
+    MT: mt,
+    RC: Math.min(mt, 16),
+    SUBGROUPS: subgroups,
+    INT8: format === 'int8',
+    INT4: format === 'int4',
+    INT2: format === 'int2',
+    ZEROS: format !== 'int8',
+  });
 }
 
 /** Compiles (and waits for) the quantiser and the W8A8 GEMV/GEMM pipelines of a weight format. */
@@ -157,7 +142,7 @@ export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): P
  */
 export class QuantizeAct {
   private readonly pipeline: GPUComputePipeline;
-  private readonly params: UniformSlot<FieldsOf<typeof ActParams>>;
+  private readonly params: UniformSlot<LayoutKeys<typeof ActParams>>;
 
   constructor(
     private readonly ctx: GpuContext,
@@ -233,47 +218,5 @@ export class MatmulW8A8 extends PartedMatmul {
     if (y.size < M * N * 4)
       throw new InvalidInputError(`MatmulW8A8.encode: y has ${y.size} bytes, needs ${M * N * 4}`);
     this.dispatch(pass, [xq, sx], y, M, xOffsetRows);
-  }
-}
-
-/**
- * Convenience for tests and benchmarks: quantises x [M, K] on the GPU and multiplies by `w` (int8,
- * int4 or int2) in one pass. With `act` given, uploads those activations instead of running the
- * quantiser (to test the matmul alone). Returns y [M, N] and the GPU's activation codes and scales.
- */
-export async function runW8A8(
-  ctx: GpuContext,
-  w: QuantizedMatrix,
-  x: Float32Array,
-  M: number,
-  act?: QuantizedActivations,
-): Promise<{ y: Float32Array; xq: Int8Array; sx: Float32Array }> {
-  const K = w.cols;
-  if (x.length !== M * K)
-    throw new InvalidInputError(`runW8A8: x has ${x.length} elements, expected M * K = ${M} * ${K}`);
-  await prepareW8A8(ctx, w.format, M);
-  const binds = new BindGroupCache(ctx.device);
-  const gw = uploadMatrix(ctx, w, 'runW8A8.w');
-  const xb = uploadBuffer(ctx, x, 'runW8A8.x');
-  const xq = act ? uploadBuffer(ctx, act.packed, 'runW8A8.xq') : createBuffer(ctx, M * K, 'runW8A8.xq');
-  const sx = act ? uploadBuffer(ctx, act.scale, 'runW8A8.sx') : createBuffer(ctx, M * 4, 'runW8A8.sx');
-  const yb = createBuffer(ctx, M * w.rows * 4, 'runW8A8.y');
-  const quant = new QuantizeAct(ctx, binds, K);
-  const mm = new MatmulW8A8(ctx, binds, gw, { maxM: M });
-  try {
-    const enc = ctx.device.createCommandEncoder({ label: 'runW8A8' });
-    const pass = enc.beginComputePass({ label: 'w8a8' });
-    if (!act) quant.encode(pass, xb, xq, sx, M);
-    mm.encode(pass, xq, sx, yb, M);
-    pass.end();
-    ctx.device.queue.submit([enc.finish()]);
-    const y = await readF32(ctx, yb, M * w.rows);
-    const q = new Int8Array(await readBuffer(ctx, xq, M * K));
-    return { y, xq: q, sx: await readF32(ctx, sx, M) };
-  } finally {
-    quant.destroy();
-    mm.destroy();
-    for (const b of [xb, xq, sx, yb]) b.destroy();
-    gw.destroy();
   }
 }

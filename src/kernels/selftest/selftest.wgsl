@@ -14,7 +14,7 @@
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-override WG: u32 = 64;
+const WG: u32 = {{WG}}u;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

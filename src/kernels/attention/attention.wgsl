@@ -22,7 +22,7 @@
 
 {{PARAMS}}
 
-override WG: u32 = 64;
+const WG: u32 = {{WG}}u;
 const DPT: u32 = 4u; // output dims per thread: headDim ≤ DPT * WG
 const MASKED: f32 = -3.0e38;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { saxpy, saxpyRef, selftestInputs } from '../../src/kernels/selftest/selftest.js';
-import { gpu } from '../helpers/gpu.js';
+import { gpu } from '../../../test/helpers/gpu.js';
+import { saxpy, saxpyRef, selftestInputs } from './selftest.js';
 
 describe('selftest kernel in Chromium', () => {
   it.each([1, 63, 64, 1000, 70_001])('y = alpha*a + b on %i elements equals the reference', async (n) => {

@@ -14,7 +14,7 @@
 
 {{PARAMS}}
 
-override WG: u32 = 64;
+const WG: u32 = {{WG}}u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> slots: array<u32>;

@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { readF32, readU32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
 import {
   allowedTokens,
   gumbelBits,
@@ -8,9 +11,73 @@ import {
   type SampleOptions,
   sampleRef,
   uniformFromBits,
-} from '../../src/kernels/sample/gumbel.js';
-import { runGumbelNoise, runSample, runTokenProb, tokenProbRef } from '../../src/kernels/sample/sample.js';
-import { gpu } from '../helpers/gpu.js';
+} from './gumbel.js';
+import { GumbelNoiseGrid, Sampler, type SamplerCall, TokenProb, tokenProbRef } from './sample.js';
+
+/** Samples once per logits row [rows, vocab] with {@link Sampler} (greedy at temperature 0). */
+async function runSample(
+  ctx: GpuContext,
+  logits: Float32Array,
+  vocab: number,
+  positions: Uint32Array,
+  call: SamplerCall,
+): Promise<Uint32Array> {
+  const rows = positions.length;
+  const greedy = call.temperature <= 0;
+  await Sampler.prepare(ctx, greedy);
+  return runOnce(ctx, 'sample', (run) => {
+    const sampler = run.own(new Sampler(ctx, run.binds, { vocab, greedy }));
+    const [bl, bp, bi] = [run.upload(logits), run.upload(positions), run.empty(rows * 4)];
+    return {
+      encode: (pass) => sampler.encode(pass, bl, bp, bi, rows, call),
+      read: () => readU32(ctx, bi, rows),
+    };
+  });
+}
+
+/** The GPU's Gumbel noise of every (position, token < vocab) pair, via {@link GumbelNoiseGrid}. */
+async function runGumbelNoise(
+  ctx: GpuContext,
+  seed: number,
+  positions: Uint32Array,
+  vocab: number,
+): Promise<{ bits: Uint32Array; u: Float32Array; g: Float32Array }> {
+  const n = positions.length * vocab;
+  await GumbelNoiseGrid.prepare(ctx);
+  return runOnce(ctx, 'noise', (run) => {
+    const noise = run.own(new GumbelNoiseGrid(ctx, run.binds));
+    const bp = run.upload(positions);
+    const out = { bits: run.empty(n * 4), u: run.empty(n * 4), g: run.empty(n * 4) };
+    return {
+      encode: (pass) => noise.encode(pass, bp, out, positions.length, vocab, seed),
+      read: async () => ({
+        bits: await readU32(ctx, out.bits, n),
+        u: await readF32(ctx, out.u, n),
+        g: await readF32(ctx, out.g, n),
+      }),
+    };
+  });
+}
+
+/** probs[r] = softmax(logits[r] / temperature)[tokens[r]] once with {@link TokenProb}. */
+async function runTokenProb(
+  ctx: GpuContext,
+  logits: Float32Array,
+  vocab: number,
+  tokens: Uint32Array,
+  temperature: number,
+): Promise<Float32Array> {
+  const rows = tokens.length;
+  await TokenProb.prepare(ctx);
+  return runOnce(ctx, 'sample-prob', (run) => {
+    const op = run.own(new TokenProb(ctx, run.binds, vocab));
+    const [bl, bt, bp] = [run.upload(logits), run.upload(tokens), run.empty(rows * 4)];
+    return {
+      encode: (pass) => op.encode(pass, bl, bt, bp, rows, temperature),
+      read: () => readF32(ctx, bp, rows),
+    };
+  });
+}
 
 /** Deterministic uniform floats in [lo, hi) from a tiny LCG. */
 function randn(n: number, seed: number, scale = 3): Float32Array {

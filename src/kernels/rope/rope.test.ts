@@ -1,6 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { type RopeOptions, ropeInvFreq, ropeRef, runRope } from '../../src/kernels/rope/rope.js';
-import { gpu } from '../helpers/gpu.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { readF32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { Rope, type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
+
+/** Uploads q, k and positions, runs {@link Rope} once and reads the rotated q and k back. */
+async function runRope(
+  ctx: GpuContext,
+  q: Float32Array,
+  k: Float32Array,
+  positions: Uint32Array,
+  options: RopeOptions,
+): Promise<{ q: Float32Array; k: Float32Array }> {
+  await Rope.prepare(ctx, options.layout);
+  return runOnce(ctx, 'rope', (run) => {
+    const rope = run.own(new Rope(ctx, run.binds, options));
+    const [bq, bk, bp] = [run.upload(q), run.upload(k), run.upload(positions)];
+    return {
+      encode: (pass) => rope.encode(pass, bq, bk, bp, positions.length),
+      read: async () => ({ q: await readF32(ctx, bq, q.length), k: await readF32(ctx, bk, k.length) }),
+    };
+  });
+}
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0;

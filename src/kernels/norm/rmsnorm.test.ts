@@ -1,6 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import { rmsNormRef, runRmsNorm } from '../../src/kernels/norm/rmsnorm.js';
-import { gpu } from '../helpers/gpu.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { readF32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { RmsNorm, type RmsNormOptions, rmsNormRef } from './rmsnorm.js';
+
+/** Runs {@link RmsNorm} once on x [rows, n] with w [n] and reads y back. */
+async function runRmsNorm(
+  ctx: GpuContext,
+  x: Float32Array,
+  w: Float32Array,
+  opts: RmsNormOptions,
+): Promise<Float32Array> {
+  await RmsNorm.prepare(ctx, opts.onePlus);
+  return runOnce(ctx, 'rmsnorm', (run) => {
+    const norm = run.own(new RmsNorm(ctx, run.binds, opts));
+    const [bx, bw, by] = [run.upload(x), run.upload(w), run.empty(x.byteLength)];
+    return {
+      encode: (pass) => norm.encode(pass, bx, bw, by, x.length / opts.n),
+      read: () => readF32(ctx, by, x.length),
+    };
+  });
+}
 
 function rand(n: number, seed: number, scale = 1, offset = 0): Float32Array {
   let s = seed >>> 0;

@@ -1,10 +1,42 @@
 import { describe, expect, it } from 'vitest';
-import { hadamardRef, rotateWeightsIn } from '../../src/kernels/hadamard/construct.js';
-import { hadamardMaxBlock, runHadamard } from '../../src/kernels/hadamard/hadamard.js';
-import { matmulRef, runMatmul } from '../../src/kernels/matmul/matmul.js';
-import { quantize } from '../../src/kernels/matmul/quant.js';
-import { gpu } from '../helpers/gpu.js';
-import { randomF32 } from '../helpers/random.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { randomF32 } from '../../../test/helpers/random.js';
+import { readF32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { Matmul, matmulRef, prepareMatmul, uploadMatrix } from '../matmul/matmul.js';
+import { type QuantizedMatrix, quantize } from '../matmul/quant.js';
+import { hadamardRef, rotateWeightsIn } from './construct.js';
+import { Hadamard, hadamardMaxBlock } from './hadamard.js';
+
+/** Rotates the rows of x [M, n] once with {@link Hadamard} and reads y back. */
+async function runHadamard(
+  ctx: GpuContext,
+  x: Float32Array,
+  M: number,
+  n: number,
+  seed: number,
+): Promise<Float32Array> {
+  return runOnce(ctx, 'hadamard', (run) => {
+    const h = run.own(new Hadamard(ctx, run.binds, n, seed, { maxM: M }));
+    const [xb, yb] = [run.upload(x), run.empty(M * n * 4)];
+    return { encode: (pass) => h.encode(pass, xb, yb, M), read: () => readF32(ctx, yb, M * n) };
+  });
+}
+
+/** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
+async function runMatmul(
+  ctx: GpuContext,
+  q: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+): Promise<Float32Array> {
+  await prepareMatmul(ctx, q.format, M);
+  return runOnce(ctx, 'matmul', (run) => {
+    const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
+    const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];
+    return { encode: (pass) => mm.encode(pass, xb, yb, M), read: () => readF32(ctx, yb, M * q.rows) };
+  });
+}
 
 describe('Hadamard rotation kernel', () => {
   // n = K · 2^m: powers of two, 12/20/28 blocks, Qwen's 76 · 64, Llama-2's 172 · 64 (Williamson), and

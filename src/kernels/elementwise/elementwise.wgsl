@@ -13,7 +13,7 @@
 
 {{PARAMS}}
 
-override WG: u32 = 64;
+const WG: u32 = {{WG}}u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 //#if SILU_MUL

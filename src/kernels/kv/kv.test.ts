@@ -1,17 +1,89 @@
 import { describe, expect, it } from 'vitest';
+import { gpu, type KernelRun, runOnce } from '../../../test/helpers/gpu.js';
+import { readF32, readU32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
 import {
   checkCompaction,
+  KvCompact,
   type KvFormat,
-  type KvLayerData,
+  type KvLayerBuffers,
   type KvShape,
+  KvWrite,
   kvCompactRef,
   kvWriteRef,
   packHalves,
-  runKvCompact,
-  runKvWrite,
   unpackHalves,
-} from '../../src/kernels/kv/kv.js';
-import { gpu } from '../helpers/gpu.js';
+} from './kv.js';
+
+/** Caches of one layer on the CPU, [capacity, kvHeads, headDim] each. */
+interface KvLayerData {
+  k: Float32Array;
+  v: Float32Array;
+}
+
+/**
+ * Uploads every layer's caches (f32 values, packed to halves for an f16 cache), runs once what
+ * `setup` encodes on them and returns the new caches as f32.
+ */
+async function runOnCaches(
+  ctx: GpuContext,
+  shape: KvShape,
+  layers: readonly KvLayerData[],
+  setup: (run: KernelRun, caches: KvLayerBuffers[]) => (pass: GPUComputePassEncoder) => void,
+): Promise<KvLayerData[]> {
+  const f16 = shape.format === 'f16';
+  const read = async (b: GPUBuffer, n: number) =>
+    f16 ? unpackHalves(await readU32(ctx, b, n / 2), n) : readF32(ctx, b, n);
+  return runOnce(ctx, 'kv', (run) => {
+    const upload = (x: Float32Array) => run.upload(f16 ? packHalves(x) : x);
+    const caches = layers.map((l) => ({ k: upload(l.k), v: upload(l.v) }));
+    return {
+      encode: setup(run, caches),
+      read: () =>
+        Promise.all(
+          caches.map(async (c, i) => ({
+            k: await read(c.k, layers[i]!.k.length),
+            v: await read(c.v, layers[i]!.v.length),
+          })),
+        ),
+    };
+  });
+}
+
+/** Runs {@link KvWrite} once on one layer's caches and returns them. */
+async function runKvWrite(
+  ctx: GpuContext,
+  shape: KvShape,
+  cache: KvLayerData,
+  k: Float32Array,
+  v: Float32Array,
+  slots: Uint32Array,
+): Promise<KvLayerData> {
+  await KvWrite.prepare(ctx, shape.format);
+  const [out] = await runOnCaches(ctx, shape, [cache], (run, [c]) => {
+    const w = run.own(new KvWrite(ctx, run.binds, shape));
+    const [bk, bv, bs] = [run.upload(k), run.upload(v), run.upload(slots)];
+    return (pass) => w.encode(pass, bk, bv, bs, c!, slots.length);
+  });
+  return out!;
+}
+
+/** Runs {@link KvCompact} once on every layer's caches (slots checked first) and returns them. */
+async function runKvCompact(
+  ctx: GpuContext,
+  shape: KvShape,
+  layers: readonly KvLayerData[],
+  slots: Uint32Array,
+  prefixLen: number,
+): Promise<KvLayerData[]> {
+  checkCompaction(shape, slots, prefixLen);
+  await KvCompact.prepare(ctx);
+  return runOnCaches(ctx, shape, layers, (run, caches) => {
+    const c = run.own(new KvCompact(ctx, run.binds, shape));
+    const bs = run.upload(slots);
+    return (pass) => c.encode(pass, caches, bs, slots.length, prefixLen);
+  });
+}
 
 const F16: KvFormat = 'f16';
 

@@ -1,12 +1,53 @@
 import { describe, expect, it } from 'vitest';
-import {
-  gatherRowsRef,
-  runAdd,
-  runGatherRows,
-  runSiluMul,
-  siluMulRef,
-} from '../../src/kernels/elementwise/elementwise.js';
-import { gpu } from '../helpers/gpu.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { readF32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { AddInPlace, GatherRows, gatherRowsRef, SiluMul, siluMulRef } from './elementwise.js';
+
+/** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
+async function runSiluMul(
+  ctx: GpuContext,
+  gate: Float32Array,
+  up: Float32Array | null,
+  M: number,
+  I: number,
+): Promise<Float32Array> {
+  await SiluMul.prepare(ctx, up === null);
+  return runOnce(ctx, 'silu', (run) => {
+    const op = run.own(new SiluMul(ctx, run.binds, I, up === null));
+    const inputs = [gate, ...(up ? [up] : [])].map((a) => run.upload(a));
+    const h = run.empty(M * I * 4);
+    return { encode: (pass) => op.encode(pass, inputs, h, M), read: () => readF32(ctx, h, M * I) };
+  });
+}
+
+/** Runs {@link AddInPlace} once and returns y + x. */
+async function runAdd(ctx: GpuContext, x: Float32Array, y: Float32Array): Promise<Float32Array> {
+  await AddInPlace.prepare(ctx);
+  return runOnce(ctx, 'add', (run) => {
+    const op = run.own(new AddInPlace(ctx, run.binds));
+    const [bx, by] = [run.upload(x), run.upload(y)];
+    return { encode: (pass) => op.encode(pass, bx, by, x.length), read: () => readF32(ctx, by, x.length) };
+  });
+}
+
+/** Runs {@link GatherRows} once on h [M, n] and reads out [rows.length, n]. */
+async function runGatherRows(
+  ctx: GpuContext,
+  h: Float32Array,
+  n: number,
+  rows: Uint32Array,
+): Promise<Float32Array> {
+  await GatherRows.prepare(ctx);
+  return runOnce(ctx, 'gather', (run) => {
+    const op = run.own(new GatherRows(ctx, run.binds, n));
+    const [bh, br, bo] = [run.upload(h), run.upload(rows), run.empty(rows.length * n * 4)];
+    return {
+      encode: (pass) => op.encode(pass, bh, br, bo, rows.length),
+      read: () => readF32(ctx, bo, rows.length * n),
+    };
+  });
+}
 
 function rand(n: number, seed: number, scale = 4): Float32Array {
   let s = seed >>> 0;

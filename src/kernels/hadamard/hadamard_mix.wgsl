@@ -14,7 +14,7 @@
 @group(0) @binding(2) var<storage, read> hb: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-const WG: u32 = 256u;
+const WG: u32 = {{WG}}u;
 
 @compute @workgroup_size(WG)
 fn main(

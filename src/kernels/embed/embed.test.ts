@@ -1,7 +1,32 @@
 import { describe, expect, it } from 'vitest';
-import { embedRef, runEmbedding } from '../../src/kernels/embed/embed.js';
-import { quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
-import { gpu } from '../helpers/gpu.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { readF32 } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { uploadMatrix } from '../matmul/matmul.js';
+import { type QuantizedMatrix, quantize, type WeightFormat } from '../matmul/quant.js';
+import { Embedding, embedRef } from './embed.js';
+
+/**
+ * Uploads the table (split into parts of at most `maxBindingBytes`, as `uploadMatrix` does) and
+ * the ids, runs {@link Embedding} once and reads [ids.length, n] back.
+ */
+async function runEmbedding(
+  ctx: GpuContext,
+  q: QuantizedMatrix,
+  ids: Uint32Array,
+  maxBindingBytes?: number,
+): Promise<Float32Array> {
+  await Embedding.prepare(ctx, q.format);
+  return runOnce(ctx, 'embed', (run) => {
+    const table = run.own(uploadMatrix(ctx, q, 'embed-table', maxBindingBytes));
+    const op = run.own(new Embedding(ctx, run.binds, table));
+    const [bi, bo] = [run.upload(ids), run.empty(ids.length * q.cols * 4)];
+    return {
+      encode: (pass) => op.encode(pass, bi, bo, ids.length),
+      read: () => readF32(ctx, bo, ids.length * q.cols),
+    };
+  });
+}
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0;

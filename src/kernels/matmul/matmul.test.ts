@@ -1,19 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../src/errors.js';
-import { createBuffer, readU32, uploadBuffer } from '../../src/gpu/buffers.js';
-import type { GpuContext } from '../../src/gpu/device.js';
-import { BindGroupCache } from '../../src/kernels/bind.js';
-import {
-  gemmVariants,
-  Matmul,
-  matmulRef,
-  prepareMatmul,
-  runMatmul,
-  uploadMatrix,
-} from '../../src/kernels/matmul/matmul.js';
-import { quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
-import { gpu } from '../helpers/gpu.js';
-import { randomF32 } from '../helpers/random.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { randomF32 } from '../../../test/helpers/random.js';
+import { InvalidInputError } from '../../errors.js';
+import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { BindGroupCache } from '../bind.js';
+import { gemmVariants, Matmul, matmulRef, prepareMatmul, uploadMatrix } from './matmul.js';
+import { type QuantizedMatrix, quantize, type WeightFormat } from './quant.js';
+
+/** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
+async function runMatmul(
+  ctx: GpuContext,
+  q: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+): Promise<Float32Array> {
+  await prepareMatmul(ctx, q.format, M);
+  return runOnce(ctx, 'matmul', (run) => {
+    const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
+    const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];
+    return { encode: (pass) => mm.encode(pass, xb, yb, M), read: () => readF32(ctx, yb, M * q.rows) };
+  });
+}
 
 // [format, group] pairs covering every packing and the int8 group sizes.
 const FORMATS: [WeightFormat, number | undefined][] = [
@@ -119,21 +127,12 @@ async function batchBits(
   maxBindingBytes?: number,
 ): Promise<Uint32Array> {
   await prepareMatmul(ctx, q.format, maxM);
-  const w = uploadMatrix(ctx, q, 'w', maxBindingBytes);
-  const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM });
-  const xb = uploadBuffer(ctx, x, 'x');
-  const yb = createBuffer(ctx, T * q.rows * 4, 'y');
-  const enc = ctx.device.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  mm.encode(pass, xb, yb, T);
-  pass.end();
-  ctx.device.queue.submit([enc.finish()]);
-  const bits = await readU32(ctx, yb, T * q.rows);
-  mm.destroy();
-  w.destroy();
-  xb.destroy();
-  yb.destroy();
-  return bits;
+  return runOnce(ctx, 'matmul', (run) => {
+    const w = run.own(uploadMatrix(ctx, q, 'w', maxBindingBytes));
+    const mm = run.own(new Matmul(ctx, run.binds, w, { maxM }));
+    const [xb, yb] = [run.upload(x), run.empty(T * q.rows * 4)];
+    return { encode: (pass) => mm.encode(pass, xb, yb, T), read: () => readU32(ctx, yb, T * q.rows) };
+  });
 }
 
 describe('gemmVariants', () => {

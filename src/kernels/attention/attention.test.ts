@@ -1,16 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { createBuffer, readF32, uploadBuffer, writeBuffer } from '../../src/gpu/buffers.js';
-import {
-  Attention,
-  type AttentionInputs,
-  attentionRef,
-  chainEnds,
-  runAttention,
-  subtreeEnds,
-} from '../../src/kernels/attention/attention.js';
-import { BindGroupCache } from '../../src/kernels/bind.js';
-import { packHalves, unpackHalves } from '../../src/kernels/kv/kv.js';
-import { gpu } from '../helpers/gpu.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { createBuffer, readF32, uploadBuffer, writeBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { BindGroupCache } from '../bind.js';
+import { packHalves, unpackHalves } from '../kv/kv.js';
+import { Attention, type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './attention.js';
+
+/**
+ * Uploads {@link AttentionInputs} (k, v as f32 values, packed to halves for an f16 cache), runs
+ * {@link Attention} once and reads [T, heads, headDim] back.
+ */
+async function runAttention(ctx: GpuContext, a: AttentionInputs): Promise<Float32Array> {
+  const T = a.ends.length;
+  await Attention.prepare(ctx, a.format);
+  return runOnce(ctx, 'attention', (run) => {
+    const att = run.own(new Attention(ctx, run.binds, a));
+    const q = run.upload(a.q);
+    const k = run.upload(a.format === 'f16' ? packHalves(a.k) : a.k);
+    const v = run.upload(a.format === 'f16' ? packHalves(a.v) : a.v);
+    const [ends, out] = [run.upload(a.ends), run.empty(a.q.byteLength)];
+    return {
+      encode: (pass) => att.encode(pass, q, k, v, ends, out, T, a.base),
+      read: () => readF32(ctx, out, T * a.heads * a.headDim),
+    };
+  });
+}
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;

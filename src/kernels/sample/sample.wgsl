@@ -5,7 +5,7 @@
 // NOISE replaces both with a debug kernel that writes the raw Philox bits, U and G of a grid of
 // (position, token) pairs for the bit-exactness test.
 //
-// Noise (bit-identical to src/decode/gumbel.ts): key = splitmix64 finalizer of
+// Noise (bit-identical to gumbel.ts beside this file): key = splitmix64 finalizer of
 // seed + (pos + 1) * 0x9E3779B97F4A7C15 in u32 pairs; bits = Philox 4x32-10 word 0 with counter
 // (token, 0, 0, 0); U = ((bits >> 9) + 0.5) * 2^-23 (exact in f32, strictly inside (0, 1));
 // G = -log(-log U). 64-bit products use mulhi built from 16-bit halves: u32 arithmetic only.
@@ -26,7 +26,7 @@
 
 {{PARAMS}}
 
-override WG: u32 = 256;
+const WG: u32 = {{WG}}u;
 
 fn mulhilo(a: u32, b: u32) -> vec2<u32> {
   let a0 = a & 0xffffu;

@@ -1,18 +1,54 @@
 import { describe, expect, it } from 'vitest';
-import { createBuffer, readU32, uploadBuffer } from '../../src/gpu/buffers.js';
-import { BindGroupCache } from '../../src/kernels/bind.js';
-import { matmulRef, uploadMatrix } from '../../src/kernels/matmul/matmul.js';
-import { dequantize, quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { randomF32 } from '../../../test/helpers/random.js';
+import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { BindGroupCache } from '../bind.js';
+import { matmulRef, uploadMatrix } from '../matmul/matmul.js';
+import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../matmul/quant.js';
 import {
   MatmulW8A8,
   prepareW8A8,
   QuantizeAct,
+  type QuantizedActivations,
   quantizeActRef,
-  runW8A8,
   w8a8Ref,
-} from '../../src/kernels/w8a8/w8a8.js';
-import { gpu } from '../helpers/gpu.js';
-import { randomF32 } from '../helpers/random.js';
+} from './w8a8.js';
+
+/**
+ * Quantises x [M, K] on the GPU and multiplies by `w` (int8, int4 or int2) in one pass. With `act`
+ * given, uploads those activations instead of running the quantiser (to test the matmul alone).
+ * Returns y [M, N] and the GPU's activation codes and scales.
+ */
+async function runW8A8(
+  ctx: GpuContext,
+  w: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+  act?: QuantizedActivations,
+): Promise<{ y: Float32Array; xq: Int8Array; sx: Float32Array }> {
+  const K = w.cols;
+  await prepareW8A8(ctx, w.format, M);
+  return runOnce(ctx, 'w8a8', (run) => {
+    const quant = run.own(new QuantizeAct(ctx, run.binds, K));
+    const mm = run.own(new MatmulW8A8(ctx, run.binds, run.own(uploadMatrix(ctx, w, 'w')), { maxM: M }));
+    const xb = run.upload(x);
+    const xq = act ? run.upload(act.packed) : run.empty(M * K);
+    const sx = act ? run.upload(act.scale) : run.empty(M * 4);
+    const yb = run.empty(M * w.rows * 4);
+    return {
+      encode: (pass) => {
+        if (!act) quant.encode(pass, xb, xq, sx, M);
+        mm.encode(pass, xq, sx, yb, M);
+      },
+      read: async () => ({
+        y: await readF32(ctx, yb, M * w.rows),
+        xq: new Int8Array(await readBuffer(ctx, xq, M * K)),
+        sx: await readF32(ctx, sx, M),
+      }),
+    };
+  });
+}
 
 const FORMATS: [WeightFormat, number | undefined][] = [
   ['int8', undefined],
