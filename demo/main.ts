@@ -1,8 +1,7 @@
 // The demo page: pick a model, load it in a Web Worker, and chat with it (instruct models) or let
 // it continue a text (base models), with live stats and the last draft tree. Every bit of model
 // work happens in the worker; this thread only moves text and draws.
-import type { ChatMessage, DraftTreeView, GenerationStats } from '../src/engine/types.js';
-import { AbortError } from '../src/errors.js';
+import { AbortError, type ChatMessage, type DraftTreeView, type GenerationStats } from '../src/index.js';
 import { Session } from './session.js';
 import { CachePanel } from './ui/cache.js';
 import { byId, h } from './ui/dom.js';

@@ -1,8 +1,12 @@
 // The engine's life on the page: one Web Worker per loaded model. Loading can be cancelled by
 // terminating the worker (downloaded chunks stay in the cache, so a later load resumes).
-import type { ChoiceLoadEvent, ChoiceLoadOptions } from '../src/engine/sources.js';
-import { createWorkerEngine, type WorkerEngine } from '../src/engine/worker-client.js';
-import { AbortError } from '../src/errors.js';
+import {
+  AbortError,
+  type ChoiceLoadEvent,
+  type ChoiceLoadOptions,
+  createWorkerEngine,
+  type WorkerEngine,
+} from '../src/index.js';
 
 /** A loaded model: its engine in the worker, and whether prompts are conversations. */
 export interface LoadedModel {

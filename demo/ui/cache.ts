@@ -1,6 +1,6 @@
 // The cache manager: models downloaded into this browser's storage, their sizes, delete one or all,
 // and how much storage the browser lets this site use.
-import { type StoredModel, WeightStore } from '../../src/store/store.js';
+import { type StoredModel, WeightStore } from '../../src/index.js';
 import { formatBytes } from '../format.js';
 import { byId, h } from './dom.js';
 

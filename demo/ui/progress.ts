@@ -1,5 +1,5 @@
 // The load progress bar: download bytes, rate and ETA, then weights placed on the GPU.
-import type { ChoiceLoadEvent } from '../../src/engine/sources.js';
+import type { ChoiceLoadEvent } from '../../src/index.js';
 import { formatBytes, formatEta, formatRate } from '../format.js';
 import { byId } from './dom.js';
 

@@ -1,8 +1,6 @@
 // Generation settings: sampling, length and speculative decoding, read fresh for every request.
 
-import type { DrafterKind, GenerateOptions } from '../../src/engine/types.js';
-import type { KvFormat } from '../../src/kernels/kv/kv.js';
-import type { Quant } from '../../src/quant/pack.js';
+import type { DrafterKind, GenerateOptions, KvFormat, Quant } from '../../src/index.js';
 import { byId } from './dom.js';
 
 const temperature = byId('temperature', HTMLInputElement);

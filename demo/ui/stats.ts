@@ -1,6 +1,6 @@
 // Live statistics of the current request: measured on the page while tokens stream, replaced by
 // the engine's own figures (`lastStats`) when the request finishes.
-import type { GenerationStats } from '../../src/engine/types.js';
+import type { GenerationStats } from '../../src/index.js';
 import { formatMs } from '../format.js';
 import { byId, h } from './dom.js';
 

@@ -2,10 +2,7 @@
 // its mode, scale and layers. Steering is a load-time option of the engine, so these apply when the
 // model is (re)loaded; the file's bytes travel to the engine worker with the load options.
 
-import { InvalidInputError } from '../../src/errors.js';
-import type { SteerMode } from '../../src/kernels/steer/steer.js';
-import { readSteerFile } from '../../src/steer/format.js';
-import type { SteerOptions } from '../../src/steer/plan.js';
+import { InvalidInputError, readSteerFile, type SteerMode, type SteerOptions } from '../../src/index.js';
 import { byId } from './dom.js';
 import { clearProblem } from './problem.js';
 

@@ -1,6 +1,6 @@
 // A small SVG picture of one draft tree: the last committed token on the left, drafted tokens to
 // its right by depth, the accepted path highlighted.
-import type { DraftTreeView } from '../../src/engine/types.js';
+import type { DraftTreeView } from '../../src/index.js';
 import { h, svg } from './dom.js';
 
 const DX = 46;
