@@ -9,9 +9,8 @@ import { readFile } from 'node:fs/promises';
 import { pathModel } from '../src/formats/node-file.js';
 import { openModel } from '../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
-import { ReferenceModel } from '../src/model/reference.js';
-import { readAllF32 } from '../src/model/reference-runner.js';
-import { mapWeights, type Tensor } from '../src/model/weights.js';
+import { ReferenceRunner } from '../src/model/reference.js';
+import { mapWeights, readAllF32, type Tensor } from '../src/model/weights.js';
 import { formatOf, type Quant, type Rotation } from '../src/quant/pack.js';
 
 /** Chunk length of the model card's evaluation protocol (models/README.md). */
@@ -84,7 +83,7 @@ export async function measureQuality(o: QualityOptions): Promise<QualityReport> 
   const chunks = Math.min(o.chunks, available);
 
   const model = (tensors: Record<string, Tensor>) =>
-    new ReferenceModel(spec, mapWeights(tensors), { capacity: CHUNK });
+    new ReferenceRunner(spec, mapWeights(tensors), { capacity: CHUNK });
   const base = model(source);
   // int8 and w8a8 share their weights: round each (format, rotation) once.
   const rounded = new Map<string, Record<string, Tensor>>();

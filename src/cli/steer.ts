@@ -8,9 +8,8 @@ import type { ModelFiles } from '../formats/files.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import { modelChecksum, openModel } from '../model/load.js';
-import { ReferenceModel } from '../model/reference.js';
-import { readAllF32 } from '../model/reference-runner.js';
-import { mapWeights } from '../model/weights.js';
+import { ReferenceRunner } from '../model/reference.js';
+import { mapWeights, readAllF32 } from '../model/weights.js';
 import { checkSteerModel, parseLayers, readSteerFile, writeSteerFile } from '../steer/format.js';
 import { measureDirections } from '../steer/measure.js';
 import type { SteerOptions } from '../steer/plan.js';
@@ -149,7 +148,9 @@ async function measure(argv: string[]): Promise<void> {
   const pos = lines(values.positive ?? '').map(tokenize);
   const neg = lines(values.negative ?? '').map(tokenize);
   const longest = Math.max(...pos.map((p) => p.length), ...neg.map((n) => n.length));
-  const model = new ReferenceModel(spec, mapWeights(await readAllF32(opened.weights)), { capacity: longest });
+  const model = new ReferenceRunner(spec, mapWeights(await readAllF32(opened.weights)), {
+    capacity: longest,
+  });
   const { vectors, norms } = measureDirections(model, pos, neg, layers);
   const meanNorm = [...norms.values()].reduce((s, n) => s + n, 0) / norms.size;
   const scale = values.scale === undefined ? meanNorm : Number(values.scale);

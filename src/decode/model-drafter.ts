@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import type { Drafter, DraftProposal, DraftShape } from './drafter.js';
 import { rankChildren, samplingProbs } from './probs.js';
@@ -33,15 +34,17 @@ interface GrowNode {
  * node is its own Gumbel-argmax and it agrees with the target wherever their distributions do.
  */
 export class ModelDrafter implements Drafter {
-  /** Tokens whose K/V rows are in the draft cache, in order. */
-  private cached: number[] = [];
+  /** The tokens in the draft cache, kept in step with the context. */
+  private readonly cached: CachedPrefix;
 
   constructor(
     readonly name: string,
     private readonly runner: ModelRunner,
     /** Tokens per draft prefill pass. */
     private readonly chunk = 64,
-  ) {}
+  ) {
+    this.cached = new CachedPrefix(runner);
+  }
 
   async propose(
     context: readonly number[],
@@ -52,31 +55,10 @@ export class ModelDrafter implements Drafter {
     const room = this.runner.capacity - context.length;
     const n = Math.min(budget, room);
     if (n < 1) return { tokens: [], parents: [] };
-    const next = await this.catchUp(context, sampler);
+    // Chains take the sampled token after the context; trees rank the read-back logits instead.
+    const { next } = await this.cached.sync(context, sampler, this.chunk);
     if (shape === 'chain') return this.chain(next, n, sampler);
     return this.tree(context.length, n, sampler);
-  }
-
-  /**
-   * Brings the draft cache to `context` (all of it committed) and returns the draft's sampled token
-   * after it. Rolls back to the longest valid prefix first; at least the last token must run, so
-   * the runner's last scored row is the context's last token.
-   */
-  private async catchUp(context: readonly number[], sampler: SamplerSpec): Promise<number> {
-    let keep = 0;
-    while (keep < this.cached.length && keep < context.length - 1 && this.cached[keep] === context[keep])
-      keep++;
-    this.runner.trim(keep);
-    this.cached.length = keep;
-    let next = -1;
-    for (let at = keep; at < context.length; at += this.chunk) {
-      const part = context.slice(at, at + this.chunk);
-      // Chains take the sampled token; trees rank the read-back logits instead.
-      next = (await this.runner.forward({ tokens: part }, sampler, 'last'))[0]!;
-      this.runner.commit(part.map((_, i) => i));
-      this.cached.push(...part);
-    }
-    return next;
   }
 
   /** Logits of the last draft forward: every scored row, or only `rows` (in that order). */
@@ -95,7 +77,7 @@ export class ModelDrafter implements Drafter {
     while (chain.length < n) {
       const out = await this.runner.forward({ tokens: [next] }, sampler, 'last');
       this.runner.commit([0]);
-      this.cached.push(next);
+      this.cached.push([next]);
       next = out[0]!;
       chain.push(next);
       probs.push(samplingProbs((await this.logits()).subarray(0, V), sampler));

@@ -7,8 +7,9 @@ import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { roundedThrough, w8a8Inputs } from '../model/quantized.js';
-import { ReferenceRunner, readAllF32 } from '../model/reference-runner.js';
+import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
+import { mapWeights, readAllF32 } from '../model/weights.js';
 import { formatOf, type Quant, type Rotation } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
@@ -146,12 +147,11 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       const ref = new ReferenceRunner(
         model.spec,
         // f32: rotation is exact math, so the source weights are what a rotated runner multiplies by.
-        q === 'f32' || asStored ? tensors : roundedThrough(tensors, formatOf(q), rotate),
-        context,
-        kvFormat,
+        mapWeights(q === 'f32' || asStored ? tensors : roundedThrough(tensors, formatOf(q), rotate)),
+        { capacity: context, kvFormat },
       );
-      if (steerPlan) ref.model.residualHook = steerHook(steerPlan);
-      if (q === 'w8a8') ref.model.linearInput = w8a8Inputs(rotate);
+      if (steerPlan) ref.residualHook = steerHook(steerPlan);
+      if (q === 'w8a8') ref.linearInput = w8a8Inputs(rotate);
       return ref;
     }
     const { createGpuRunner } = await import('../model/gpu-runner.js');

@@ -1,6 +1,7 @@
 import { type Drafter, NgramDrafter } from '../decode/drafter.js';
 import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
+import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
 import { TextStream } from './text-stream.js';
@@ -56,11 +57,13 @@ export class Engine implements WeftEngine {
   lastStats: GenerationStats | undefined;
 
   private queue: Promise<void> = Promise.resolve();
-  private cachedIds: number[] = [];
+  /** The tokens in the target's KV cache, reused for the longest shared prompt prefix. */
+  private readonly cached: CachedPrefix;
   private closed = false;
   private readonly ngram = new NgramDrafter();
 
   constructor(private readonly model: EngineModel) {
+    this.cached = new CachedPrefix(model.runner);
     this.chat = chatApi({
       modelId: model.id,
       render: (messages) => this.render(messages),
@@ -185,25 +188,10 @@ export class Engine implements WeftEngine {
     const eos = new Set(codec.eosIds);
     const stream = new TextStream((ids) => codec.decode(ids, { skipSpecialTokens: true }), stops);
 
-    // Reuse the cached rows of the longest shared prefix; at least one prompt token must run.
-    let keep = 0;
-    while (keep < this.cachedIds.length && keep < prompt.length - 1 && this.cachedIds[keep] === prompt[keep])
-      keep++;
-    runner.trim(keep);
-    this.cachedIds = prompt.slice(0, keep);
-
+    // Reuse the cached rows of the longest shared prefix and prefill the rest.
     const t0 = now();
-    let passes = 0;
-    let next = -1;
-    for (let at = keep; at < prompt.length; at += chunk) {
-      abortCheck();
-      const part = prompt.slice(at, at + chunk);
-      const out = await runner.forward({ tokens: part }, sampler, 'last');
-      runner.commit(part.map((_, i) => i));
-      this.cachedIds.push(...part);
-      passes++;
-      next = out[0]!;
-    }
+    const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck);
+    let passes = prefill.passes;
     const tFirst = now();
     const generated: number[] = [];
     let finish: FinishReason = 'length';
@@ -217,7 +205,7 @@ export class Engine implements WeftEngine {
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
     // Tokens the target chose and nobody has seen yet; all but the last are already in the cache.
-    let pending = [next];
+    let pending = [prefill.next];
     let tree: DraftTreeView | undefined;
     try {
       for (;;) {
@@ -250,15 +238,15 @@ export class Engine implements WeftEngine {
         yield { ids, text, ...(tree ? { tree } : {}) };
         abortCheck();
         const last = pending.at(-1)!;
-        const room = runner.capacity - this.cachedIds.length - 1;
+        const room = runner.capacity - this.cached.tokens.length - 1;
         if (!drafter || room < 1) {
           const out = await runner.forward({ tokens: [last] }, sampler, 'last');
           runner.commit([0]);
-          this.cachedIds.push(last);
+          this.cached.push([last]);
           pending = [out[0]!];
         } else {
           const t1 = now();
-          const context = [...this.cachedIds, last];
+          const context = [...this.cached.tokens, last];
           const n = Math.min(budget, room);
           const draft = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
           const t2 = now();
@@ -267,7 +255,7 @@ export class Engine implements WeftEngine {
             : await verify(runner, last, draft, sampler);
           verifyMs += now() - t2;
           draftMs += t2 - t1;
-          this.cachedIds.push(last, ...step.accepted.map((i) => draft.tokens[i]!));
+          this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);
           pending = step.emitted;
           tree = { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted };
         }
@@ -277,10 +265,10 @@ export class Engine implements WeftEngine {
       }
     } finally {
       const tEnd = now();
-      const prefilled = prompt.length - keep;
+      const prefilled = prompt.length - prefill.reused;
       this.lastStats = {
         prompt_tokens: prompt.length,
-        cached_prompt_tokens: keep,
+        cached_prompt_tokens: prefill.reused,
         completion_tokens: generated.length,
         prefill_tok_s: prefilled / Math.max(1e-9, (tFirst - t0) / 1000),
         decode_tok_s: Math.max(0, generated.length - 1) / Math.max(1e-9, (tEnd - tFirst) / 1000),

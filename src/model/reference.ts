@@ -2,6 +2,9 @@ import { InvalidInputError } from '../errors.js';
 import { deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
+import { sampleRef } from '../kernels/sample/gumbel.js';
+import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import { draftTree, pathTo } from './tree.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
 
 // The plain-TS reference forward pass: the oracle the GPU forward is tested against. It follows
@@ -90,8 +93,8 @@ export class ReferenceKvCache {
   }
 }
 
-/** Options of {@link ReferenceModel}. */
-export interface ReferenceModelOptions {
+/** Options of {@link ReferenceRunner}. */
+export interface ReferenceOptions {
   /** KV cache rows; defaults to `spec.maxPositions`. */
   readonly capacity?: number;
   /**
@@ -121,73 +124,75 @@ export type LinearInputHook = (x: Float32Array, width: number) => Float32Array;
 
 /**
  * The plain-TypeScript forward pass of a Llama / Qwen2 / Qwen3 model, exact to f32 rounding of
- * Hugging Face's implementation, with its own {@link ReferenceKvCache}. One
- * {@link ReferenceModel.forward} serves prefill, decode and tree verification; the other methods are
- * conveniences over it. It is the oracle for the GPU forward and runs a few-million-parameter model
- * at a few tokens per second in Node.
+ * Hugging Face's implementation, with its own {@link ReferenceKvCache}, as a {@link ModelRunner}
+ * (CPU, slow, exact). {@link ReferenceRunner.logits} is the forward itself, serving prefill, decode
+ * and tree verification, and returns every row's logits; `forward` samples from them as the GPU
+ * runner does, and `commit` / `trim` move the cache. It is the oracle the GPU forward is tested
+ * against, `--device cpu` in the CLI, and runs a few-million-parameter model at a few tokens per
+ * second in Node.
  */
-export class ReferenceModel {
+export class ReferenceRunner implements ModelRunner {
   readonly weights: ModelWeights;
   readonly cache: ReferenceKvCache;
+  /** Largest number of cached tokens. */
+  readonly capacity: number;
   /** RoPE inverse frequencies: [headDim / 2]. */
   readonly invFreq: Float32Array;
-  /** Called at every block boundary of {@link ReferenceModel.forward} when set. */
+  /** Called at every block boundary of {@link ReferenceRunner.logits} when set. */
   residualHook: ResidualHook | undefined;
   /** Applied to the input of every `*_proj` linear when set (see {@link LinearInputHook}). */
   linearInput: LinearInputHook | undefined;
-  /** How cached keys and values are stored (see {@link ReferenceModelOptions.kvFormat}). */
+  /** How cached keys and values are stored (see {@link ReferenceOptions.kvFormat}). */
   readonly kvFormat: KvFormat;
+  /** Tokens of the last forward, whose rows `commit` may keep. */
+  private lastTokens = 0;
+  /** Logits [R, vocab] of the rows the last forward scored. */
+  private scored: Float32Array = new Float32Array(0);
 
   constructor(
     readonly spec: ModelSpec,
     source: WeightSource,
-    options: ReferenceModelOptions = {},
+    options: ReferenceOptions = {},
   ) {
     checkSpec(spec);
     this.weights = readWeights(spec, source);
     this.invFreq = ropeInverseFrequencies(spec.rope, spec.headDim);
     this.kvFormat = options.kvFormat ?? 'f32';
-    this.cache = new ReferenceKvCache(
-      spec.layers,
-      deriveSizes(spec).kvWidth,
-      options.capacity ?? spec.maxPositions,
-    );
+    this.capacity = options.capacity ?? spec.maxPositions;
+    this.cache = new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, this.capacity);
+  }
+
+  get kvLength(): number {
+    return this.cache.length;
   }
 
   /**
-   * Runs T new tokens after the cache's committed prefix and returns their logits `[T, V]`.
-   * `positions[i]` is token i's RoPE position; its K/V rows are written at cache slot
-   * `cacheSlots[i]` (at or after `cache.length`) but not committed. Visibility comes from the tree
-   * parent array: `parents[i]` is the index of token i's parent among the new tokens, or -1 when its
-   * parent is the last prefix token; token i attends to the whole prefix, to its ancestors and to
-   * itself. A causal chain is `parents[i] = i - 1` ({@link chainParents}).
+   * The forward pass: runs T new tokens after the cache's committed prefix and returns their logits
+   * `[T, V]`. `parents` is the tree in depth-first order (a chain when omitted; see
+   * {@link ForwardInput}): node i stands at position `kvLength + depth(i)` and its K/V rows are
+   * written at cache slot `kvLength + i` but not committed (follow with {@link ReferenceRunner.commit}).
+   * Token i attends to the whole prefix, to its ancestors and to itself.
    */
-  forward(
-    tokens: readonly number[],
-    positions: readonly number[],
-    cacheSlots: readonly number[],
-    parents: readonly number[],
-  ): Float32Array {
+  logits({ tokens, parents = chainParents(tokens.length) }: ForwardInput): Float32Array {
     const { spec, weights, cache } = this;
     const T = tokens.length;
-    if (T < 1 || positions.length !== T || cacheSlots.length !== T || parents.length !== T)
+    if (T < 1 || parents.length !== T)
       throw new InvalidInputError(
-        `forward: tokens ${T}, positions ${positions.length}, cacheSlots ${cacheSlots.length}, ` +
-          `parents ${parents.length}: need equal, non-zero lengths`,
+        `forward: tokens ${T}, parents ${parents.length}: need equal, non-zero lengths`,
       );
     tokens.forEach((t, i) => {
       if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize)
         throw new InvalidInputError(`forward: tokens[${i}] = ${t} not in [0, ${spec.vocabSize})`);
     });
-    positions.forEach((p, i) => {
-      if (!Number.isInteger(p) || p < 0)
-        throw new InvalidInputError(`forward: positions[${i}] = ${p} is not a non-negative integer`);
-    });
+    const tree = draftTree(parents);
+    const start = cache.length;
+    const positions = tree.depth.map((d) => start + d); // RoPE position of each token
+    const cacheSlots = tokens.map((_, i) => start + i);
     cache.checkSlots(cacheSlots, 'forward');
     // Cache slots each new token attends to, in slot order for a chain: the whole committed
     // prefix, then its ancestors among the new tokens, then itself.
-    const prefix = Array.from({ length: cache.length }, (_, s) => s);
-    const attended = visibleTokens(parents).map((js) => prefix.concat(js.map((j) => cacheSlots[j]!)));
+    const prefix = Array.from({ length: start }, (_, s) => s);
+    const attended = tokens.map((_, i) => prefix.concat(pathTo(tree, i).map((j) => cacheSlots[j]!)));
 
     const H = spec.hidden;
     const I = spec.intermediate;
@@ -249,79 +254,79 @@ export class ReferenceModel {
     rmsNorm(x, H, weights.norm, spec.rmsEps, h);
     const logits = new Float32Array(T * spec.vocabSize); // [T, V]
     linear(h, H, weights.lmHead, spec.vocabSize, undefined, logits);
+    this.lastTokens = T;
+    this.scored = logits;
     return logits;
   }
+
+  /**
+   * Runs {@link ReferenceRunner.logits} and returns, for `rows` ('last' or 'all'), the token the
+   * sampler picks after each (see {@link ModelRunner.forward}).
+   */
+  async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
+    const base = this.kvLength;
+    const logits = this.logits(input);
+    const T = input.tokens.length;
+    const V = this.spec.vocabSize;
+    const depth = draftTree(input.parents ?? chainParents(T)).depth;
+    const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
+    if (rows === 'last') this.scored = logits.slice((T - 1) * V, T * V);
+    // The token after node i stands at position base + depth(i) + 1.
+    return Int32Array.from(picked, (i) =>
+      sampleRef(logits.subarray(i * V, (i + 1) * V), sampler.seed, base + depth[i]! + 1, sampler),
+    );
+  }
+
+  /** Logits [R, vocab] of the rows the last forward scored, or of `rows` (see {@link ModelRunner.lastLogits}). */
+  async lastLogits(rows?: readonly number[]): Promise<Float32Array> {
+    if (!rows) return this.scored.slice();
+    const V = this.spec.vocabSize;
+    const scoredRows = this.scored.length / V;
+    const out = new Float32Array(rows.length * V);
+    rows.forEach((r, i) => {
+      if (!Number.isInteger(r) || r < 0 || r >= scoredRows)
+        throw new InvalidInputError(`lastLogits: row ${r} is not one of the ${scoredRows} scored rows`);
+      out.set(this.scored.subarray(r * V, (r + 1) * V), i * V);
+    });
+    return out;
+  }
+
+  /**
+   * Commits the accepted root-to-node path of the last forward (node indices in path order) to
+   * consecutive cache rows and drops the rest of its rows.
+   */
+  commit(path: readonly number[]): void {
+    for (const i of path) {
+      if (!Number.isInteger(i) || i < 0 || i >= this.lastTokens)
+        throw new InvalidInputError(
+          `commit: node ${i} is not in the last forward (${this.lastTokens} tokens)`,
+        );
+    }
+    const start = this.cache.length;
+    this.cache.commitPath(path.map((i) => start + i));
+    this.lastTokens = 0;
+  }
+
+  trim(length: number): void {
+    this.cache.trim(length);
+  }
+
+  dispose(): void {}
 
   /**
    * Runs `ids` as a chain after the committed prefix, commits them, and returns their logits
    * `[T, V]`. Calling it repeatedly is chunked prefill; on an empty cache it is a prompt's prefill.
    */
   prefill(ids: readonly number[]): Float32Array {
-    const start = this.cache.length;
-    const slots = ids.map((_, i) => start + i);
-    const logits = this.forward(ids, slots, slots, chainParents(ids.length));
-    this.cache.commitPath(slots);
+    const logits = this.logits({ tokens: ids });
+    this.commit(ids.map((_, i) => i));
     return logits;
   }
 
-  /** Runs one token after the committed prefix, commits it, and returns its logits `[V]`. */
-  decodeStep(id: number): Float32Array {
-    return this.prefill([id]);
-  }
-
-  /** Empties the KV cache. */
-  reset(): void {
-    this.cache.trim(0);
-  }
-
-  /** Logits `[T, V]` of `ids` run from scratch; the cache is reset and left holding `ids`. */
+  /** Logits `[T, V]` of `ids` run from scratch; the cache is emptied and left holding `ids`. */
   logitsFor(ids: readonly number[]): Float32Array {
-    this.reset();
+    this.trim(0);
     return this.prefill(ids);
-  }
-
-  /** Greedy generation from scratch: the `n` argmax tokens that follow `promptIds`. */
-  greedy(promptIds: readonly number[], n: number): number[] {
-    const V = this.spec.vocabSize;
-    const logits = this.logitsFor(promptIds);
-    const out: number[] = [];
-    let next = argmax(logits.subarray(logits.length - V));
-    for (let i = 0; i < n; i++) {
-      out.push(next);
-      if (i + 1 < n) next = argmax(this.decodeStep(next));
-    }
-    return out;
-  }
-
-  /**
-   * Scores a draft tree after the committed prefix and returns each node's logits `[T, V]` (the
-   * target's distribution for the token after that node). `parents` is in depth-first order with -1
-   * for children of the last prefix token; node i is written at slot `length + i` with position
-   * `length + depth(i)`. Nothing is committed: follow with {@link ReferenceModel.acceptPath}.
-   */
-  verifyTree(parents: readonly number[], tokens: readonly number[]): Float32Array {
-    const start = this.cache.length;
-    const depth: number[] = [];
-    parents.forEach((p, i) => {
-      if (!Number.isInteger(p) || p < -1 || p >= i)
-        throw new InvalidInputError(`verifyTree: parents[${i}] = ${p} must be -1 or an earlier node`);
-      depth.push(p < 0 ? 0 : depth[p]! + 1);
-    });
-    return this.forward(
-      tokens,
-      depth.map((d) => start + d),
-      parents.map((_, i) => start + i),
-      parents,
-    );
-  }
-
-  /**
-   * Commits the accepted root-to-node path of the last {@link ReferenceModel.verifyTree} (node
-   * indices in path order) to consecutive cache rows and drops the rest of the tree.
-   */
-  acceptPath(nodes: readonly number[]): void {
-    const start = this.cache.length;
-    this.cache.commitPath(nodes.map((i) => start + i));
   }
 }
 
@@ -333,14 +338,6 @@ function roundToHalves(x: Float32Array): void {
 /** The parent array of a causal chain of `n` tokens: `[-1, 0, 1, ..., n - 2]`. */
 export function chainParents(n: number): number[] {
   return Array.from({ length: n }, (_, i) => i - 1);
-}
-
-// Index of the largest value, the lowest index on ties (the tie rule used across weft). The same
-// rule as decode/gumbel.ts's argmax, kept private here because model/ does not import decode/.
-function argmax(values: ArrayLike<number>): number {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  return best;
 }
 
 /**
@@ -384,27 +381,13 @@ function checkSpec(spec: ModelSpec): void {
   ];
   for (const [name, value] of positive)
     if (!Number.isInteger(value) || value < 1)
-      throw new InvalidInputError(`ReferenceModel: spec.${name} must be a positive integer, got ${value}`);
+      throw new InvalidInputError(`ReferenceRunner: spec.${name} must be a positive integer, got ${value}`);
   if (spec.heads % spec.kvHeads !== 0)
     throw new InvalidInputError(
-      `ReferenceModel: heads ${spec.heads} is not a multiple of kvHeads ${spec.kvHeads}`,
+      `ReferenceRunner: heads ${spec.heads} is not a multiple of kvHeads ${spec.kvHeads}`,
     );
   if (spec.headDim % 2 !== 0)
-    throw new InvalidInputError(`ReferenceModel: headDim ${spec.headDim} must be even for RoPE`);
-}
-
-/**
- * For each new token, the new tokens it attends to: its ancestors (ascending) and itself. Parents
- * must precede their children (`-1 <= parents[i] < i`).
- */
-function visibleTokens(parents: readonly number[]): number[][] {
-  const visible: number[][] = [];
-  parents.forEach((p, i) => {
-    if (!Number.isInteger(p) || p < -1 || p >= i)
-      throw new InvalidInputError(`forward: parents[${i}] = ${p} must be -1 or an earlier token`);
-    visible.push(p < 0 ? [i] : [...visible[p]!, i]);
-  });
-  return visible;
+    throw new InvalidInputError(`ReferenceRunner: headDim ${spec.headDim} must be even for RoPE`);
 }
 
 /**

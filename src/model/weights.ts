@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import { weightShapes } from '../formats/layout.js';
 import type { ModelSpec } from '../formats/spec.js';
+import type { TensorReader } from '../formats/weft-checkpoint.js';
 
 /** A dense f32 tensor, row-major: the last dimension is contiguous. */
 export interface Tensor {
@@ -29,6 +30,18 @@ export function mapWeights(record: Readonly<Record<string, Tensor>>): WeightSour
       return tensor;
     },
   };
+}
+
+/**
+ * Reads every tensor of a checkpoint as f32 in Hugging Face layout (for the CPU reference; small
+ * models only): safetensors values as stored, GGUF blocks dequantized, weft-q matrices as the
+ * values they multiply by (dequantized, un-rotated, unpadded).
+ */
+export async function readAllF32(weights: TensorReader): Promise<Record<string, Tensor>> {
+  const out: Record<string, Tensor> = {};
+  for (const [name, info] of weights.tensors)
+    out[name] = { shape: info.shape, data: await weights.readF32(name) };
+  return out;
 }
 
 /** One decoder layer's weights; projections are `[out, in]` as in PyTorch's `nn.Linear`. */

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import type { ReferenceModel } from '../model/reference.js';
+import type { ReferenceRunner } from '../model/reference.js';
 import { l2 } from './format.js';
 
 /** Directions measured per layer, and how far apart the two sets' means were. */
@@ -15,7 +15,7 @@ export interface MeasuredDirections {
  * scratch on the reference model (its cache is reset and its residual hook used, then restored).
  */
 export function lastTokenResiduals(
-  model: ReferenceModel,
+  model: ReferenceRunner,
   ids: readonly number[],
   layers: readonly number[],
 ): Map<number, Float32Array> {
@@ -44,7 +44,7 @@ export function lastTokenResiduals(
  * the model toward the positive set; "ablate" removes the difference.
  */
 export function measureDirections(
-  model: ReferenceModel,
+  model: ReferenceRunner,
   positive: readonly (readonly number[])[],
   negative: readonly (readonly number[])[],
   layers: readonly number[],

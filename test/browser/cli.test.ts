@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/node-file.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { weft } from '../helpers/cli.js';
+import { greedy } from '../helpers/reference.js';
 
 let dir: string;
 
@@ -30,10 +30,10 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s',
     await writeFixtureDir(modelDir, family, 'f32', 3);
     const files = await pathModel(modelDir);
     const opened = await openModel(files);
-    const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,
     });
-    const want = ref.greedy(PROMPT, 32);
+    const want = greedy(ref, PROMPT, 32);
     await files.close?.();
     const out = await weft([
       'generate',

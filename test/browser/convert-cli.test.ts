@@ -7,12 +7,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { ggufFixture } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { weft } from '../helpers/cli.js';
+import { greedy } from '../helpers/reference.js';
 
 let dir: string;
 
@@ -73,10 +73,10 @@ describe('weft generate --model file.gguf', () => {
     await writeFile(gguf, bytes);
     const files = await pathModel(gguf);
     const opened = await openModel(files);
-    const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,
     });
-    const want = ref.greedy(PROMPT, 16);
+    const want = greedy(ref, PROMPT, 16);
     await files.close?.();
     const got = await generate(gguf, 'f32');
     // The GGUF's EOS may end generation early; compare what was generated.

@@ -9,9 +9,8 @@ import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/node-file.js';
 import { modelChecksum, openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { writeSteerFile } from '../../src/steer/format.js';
 import { measureDirections } from '../../src/steer/measure.js';
 import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
@@ -35,7 +34,7 @@ async function measureFile(dir: string): Promise<Uint8Array> {
   const files = await pathModel(dir);
   try {
     const opened = await openModel(files);
-    const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    const model = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,
     });
     const tok = (lines: string[]) => lines.map((l) => opened.tokenizer.encode(l, { addSpecialTokens: true }));

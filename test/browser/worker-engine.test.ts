@@ -4,11 +4,11 @@ import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { greedy } from '../helpers/reference.js';
 
 // Served by Vite from the repository root; test-results/ is not committed.
 const DIR = 'test-results/worker-engine-model';
@@ -33,10 +33,10 @@ describe('engine in a Web Worker', () => {
   it('streams a real model into the DOM, aborts a request mid-stream, and serves the next one', async () => {
     const files = await pathModel(DIR);
     const opened = await openModel(files);
-    const ref = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,
     });
-    const want = ref.greedy([5, 17, 99, 3, 250, 11, 42], 24);
+    const want = greedy(ref, [5, 17, 99, 3, 250, 11, 42], 24);
     await files.close?.();
 
     const page = await browser.newPage();

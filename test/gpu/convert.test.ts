@@ -9,8 +9,9 @@ import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { convertModel } from '../../src/model/convert.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import type { Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles, ggufFixture, sameF32 } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
@@ -124,12 +125,11 @@ describe('weft-q checkpoints on the GPU', () => {
     const got = await logits(model, 'f32', 'none');
     expect(copied.size).toBe(0);
     // f32 of the dequantized int8 weights is exactly what the reference runs on.
-    const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 32);
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: 32,
+    });
     await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
-    const want = ref.model.verifyTree(
-      PROMPT.map((_, i) => i - 1),
-      PROMPT,
-    );
+    const want = ref.logits({ tokens: PROMPT });
     expect(relErr(got.logits, want)).toBeLessThan(1e-4);
   });
 });
@@ -146,12 +146,11 @@ describe('GGUF files on the GPU', () => {
         memoryModelFiles(`${family}.gguf`, new Map([[`${family}.gguf`, bytes]])),
       );
       expect(opened.source).toBe('gguf');
-      const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 32);
+      const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+        capacity: 32,
+      });
       const want = await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
-      const wantLogits = ref.model.verifyTree(
-        PROMPT.map((_, i) => i - 1),
-        PROMPT,
-      );
+      const wantLogits = ref.logits({ tokens: PROMPT });
       const got = await logits(opened, 'f32', 'none');
       expect(relErr(got.logits, wantLogits)).toBeLessThan(1e-4);
       expect(Array.from(got.ids)).toEqual(Array.from(want));

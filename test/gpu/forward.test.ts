@@ -6,8 +6,9 @@ import type { ModelFamily } from '../../src/formats/spec.js';
 import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
-import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
@@ -20,7 +21,9 @@ const ids: TextCodec = { encode: () => [], decode: () => '', eosIds: [] };
 async function pair(family: ModelFamily) {
   const { files } = fixtureFiles(family, 'f32', 7);
   const opened = await openModel(memoryModelFiles(family, files));
-  const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 128);
+  const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    capacity: 128,
+  });
   const dev = await createGpuRunner(opened, { quant: 'f32', capacity: 128, gpu: await gpu() });
   return { ref, dev, spec: opened.spec };
 }
@@ -54,7 +57,7 @@ describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
     const want = await ref.forward(tree, GREEDY, 'all');
     const got = await dev.forward(tree, GREEDY, 'all');
     expect(Array.from(got)).toEqual(Array.from(want));
-    const refLogits = ref.model.verifyTree(tree.parents, tree.tokens);
+    const refLogits = ref.logits({ tokens: tree.tokens, parents: tree.parents });
     const devLogits = await (dev as GpuRunner).lastLogits();
     expect(relErr(devLogits, refLogits)).toBeLessThan(1e-4);
     expect(devLogits.length).toBe(tree.tokens.length * spec.vocabSize);
@@ -68,7 +71,9 @@ describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
     const a = await ref.forward({ tokens: [12] }, GREEDY, 'last');
     const b = await dev.forward({ tokens: [12] }, GREEDY, 'last');
     expect(Array.from(b)).toEqual(Array.from(a));
-    expect(relErr(await dev.lastLogits(), ref.model.verifyTree([-1], [12]).subarray(0))).toBeLessThan(1e-4);
+    expect(
+      relErr(await dev.lastLogits(), ref.logits({ tokens: [12], parents: [-1] }).subarray(0)),
+    ).toBeLessThan(1e-4);
     dev.dispose();
   });
 });
@@ -78,20 +83,16 @@ describe.each(['int8', 'int4', 'int2'] as const)('GPU forward pass, %s weights',
     const { files } = fixtureFiles(family, 'f32', 7);
     const opened = await openModel(memoryModelFiles(family, files));
     const tensors = roundedThrough(await readAllF32(opened.weights), formatOf(quant));
-    const ref = new ReferenceRunner(opened.spec, tensors, 64);
+    const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
     const dev = await createGpuRunner(opened, { quant, capacity: 64, gpu: await gpu() });
     const prompt = [5, 17, 99, 3, 250, 11];
     const want = await ref.forward({ tokens: prompt }, GREEDY, 'all');
     const got = await dev.forward({ tokens: prompt }, GREEDY, 'all');
-    expect(relErr(await dev.lastLogits(), ref.model.verifyTree(chain(prompt.length), prompt))).toBeLessThan(
-      1e-4,
-    );
+    expect(relErr(await dev.lastLogits(), ref.logits({ tokens: prompt }))).toBeLessThan(1e-4);
     expect(Array.from(got)).toEqual(Array.from(want));
     dev.dispose();
   });
 });
-
-const chain = (n: number) => Array.from({ length: n }, (_, i) => i - 1);
 
 describe('GPU forward pass, w8a8', () => {
   it.each(FAMILIES)(
@@ -101,8 +102,8 @@ describe('GPU forward pass, w8a8', () => {
       const opened = await openModel(memoryModelFiles(family, files));
       const ref = new ReferenceRunner(
         opened.spec,
-        roundedThrough(await readAllF32(opened.weights), 'int8'),
-        64,
+        mapWeights(roundedThrough(await readAllF32(opened.weights), 'int8')),
+        { capacity: 64 },
       );
       const dev = await createGpuRunner(opened, { quant: 'w8a8', capacity: 64, gpu: await gpu() });
       const prompt = [5, 17, 99, 3, 250, 11];
@@ -110,9 +111,9 @@ describe('GPU forward pass, w8a8', () => {
       const got = await dev.lastLogits();
       // Without the reference's per-token int8 activation rounding, the logits differ by percents
       // (random fixtures amplify the 1/127 steps): the control shows the test sees the rounding.
-      const plain = relErr(got, ref.model.verifyTree(chain(prompt.length), prompt));
-      ref.model.linearInput = w8a8Inputs('none');
-      const err = relErr(got, ref.model.verifyTree(chain(prompt.length), prompt));
+      const plain = relErr(got, ref.logits({ tokens: prompt }));
+      ref.linearInput = w8a8Inputs('none');
+      const err = relErr(got, ref.logits({ tokens: prompt }));
       console.log(
         `[w8a8] ${family}: max logit error ${err.toExponential(2)} (f32 activations: ${plain.toExponential(2)})`,
       );
@@ -127,7 +128,9 @@ describe('GPU forward pass, MLP width not a multiple of 16', () => {
   it('kjv-draft (intermediate 344, padded on the GPU) gives the reference greedy ids', async () => {
     const opened = await openModel(urlModelFiles('/models/kjv-draft/'));
     expect(opened.spec.intermediate % 16).not.toBe(0);
-    const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: 64,
+    });
     const dev = await createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: await gpu() });
     const prompt = opened.tokenizer.encode('And the LORD said unto Moses', { addSpecialTokens: true });
     const want = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 16);

@@ -7,8 +7,9 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
@@ -21,8 +22,8 @@ describe.each(FAMILIES)('f16 KV cache, %s', (family) => {
     const { files } = fixtureFiles(family, 'f32', 7);
     const opened = await openModel(memoryModelFiles(family, files));
     const tensors = await readAllF32(opened.weights);
-    const ref16 = new ReferenceRunner(opened.spec, tensors, 64, 'f16');
-    const ref32 = new ReferenceRunner(opened.spec, tensors, 64);
+    const ref16 = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64, kvFormat: 'f16' });
+    const ref32 = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
     const ctx = await gpu();
     // Bytes of the KV cache: every layer's K and V buffers.
     const kvBytes = (buffers: GPUBuffer[]) =>

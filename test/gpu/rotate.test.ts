@@ -8,8 +8,9 @@ import type { ModelFamily } from '../../src/formats/spec.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
-import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant, type Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
@@ -52,7 +53,9 @@ describe.each(['int8', 'int4', 'int2'] as const)('rotated GPU forward, %s weight
     const source = await readAllF32(opened.weights);
     const ref = (rotate: Rotation) =>
       refScores(
-        new ReferenceRunner(opened.spec, roundedThrough(source, formatOf(quant), rotate), 64),
+        new ReferenceRunner(opened.spec, mapWeights(roundedThrough(source, formatOf(quant), rotate)), {
+          capacity: 64,
+        }),
         PROMPT,
       );
     const got = await gpuScores(opened, quant, PROMPT);
@@ -71,12 +74,12 @@ describe('rotated GPU forward, w8a8', () => {
     async (family) => {
       const opened = await fixture(family);
       const tensors = roundedThrough(await readAllF32(opened.weights), 'int8', 'hadamard');
-      const ref = new ReferenceRunner(opened.spec, tensors, 64);
-      ref.model.linearInput = w8a8Inputs('hadamard');
+      const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
+      ref.linearInput = w8a8Inputs('hadamard');
       const got = await gpuScores(opened, 'w8a8', PROMPT);
       const err = relErr(got.logits, (await refScores(ref, PROMPT)).logits);
       // Control: the same weights with f32 activations (what forward.test.ts compares with).
-      ref.model.linearInput = undefined;
+      ref.linearInput = undefined;
       const errF32Acts = relErr(got.logits, (await refScores(ref, PROMPT)).logits);
       console.log(
         `[rotate w8a8] ${family}: max logit error ${err.toExponential(2)} of the largest logit ` +
@@ -94,7 +97,9 @@ describe('rotated GPU forward, w8a8', () => {
 describe('rotated GPU forward, f32 weights (orthogonality end to end)', () => {
   it.each(FAMILIES)('%s logits equal the unrotated reference', async (family) => {
     const opened = await fixture(family);
-    const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: 64,
+    });
     const got = await gpuScores(opened, 'f32', PROMPT);
     const want = await refScores(ref, PROMPT);
     expect(relErr(got.logits, want.logits)).toBeLessThan(1e-4);
@@ -109,7 +114,10 @@ describe('rotated GPU forward, f32 weights (orthogonality end to end)', () => {
     for (const quant of ['f32', 'int4'] as const) {
       // f32: the source weights themselves (rotation must cancel); int4: what the runner multiplies by.
       const tensorsAt = quant === 'f32' ? tensors : roundedThrough(tensors, quant, 'hadamard');
-      const want = await refScores(new ReferenceRunner(opened.spec, tensorsAt, 64), prompt);
+      const want = await refScores(
+        new ReferenceRunner(opened.spec, mapWeights(tensorsAt), { capacity: 64 }),
+        prompt,
+      );
       const got = await gpuScores(opened, quant, prompt);
       expect(relErr(got.logits, want.logits)).toBeLessThan(1e-4);
       expect(got.ids).toBe(want.ids);

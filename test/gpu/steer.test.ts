@@ -4,8 +4,9 @@ import { readF32 } from '../../src/gpu/buffers.js';
 import { type SteerPlan, steerHook } from '../../src/kernels/steer/steer.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
@@ -31,8 +32,10 @@ const PROMPT = [5, 17, 99, 3, 250, 11, 42];
 
 async function runners(files: ReturnType<typeof memoryModelFiles>, plan?: SteerPlan) {
   const opened = await openModel(files);
-  const ref = new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
-  if (plan) ref.model.residualHook = steerHook(plan);
+  const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    capacity: 64,
+  });
+  if (plan) ref.residualHook = steerHook(plan);
   const ctx = await gpu();
   const { result: dev, buffers } = await withCreatedBuffers(ctx.device, () =>
     createGpuRunner(opened, { quant: 'f32', capacity: 64, gpu: ctx, ...(plan ? { steer: plan } : {}) }),
@@ -56,10 +59,7 @@ describe('steering in the GPU forward', () => {
     const H = spec.hidden;
     for (let t = 0; t < PROMPT.length; t++)
       expect(Math.abs(dot(x.subarray(t * H, (t + 1) * H), r))).toBeLessThan(1e-4);
-    const refLogits = ref.model.verifyTree(
-      PROMPT.map((_, i) => i - 1),
-      PROMPT,
-    );
+    const refLogits = ref.logits({ tokens: PROMPT });
     expect(relErr(await dev.lastLogits(), refLogits)).toBeLessThan(1e-4);
     dev.dispose();
   });
@@ -69,10 +69,7 @@ describe('steering in the GPU forward', () => {
     const { spec } = await openModel(files);
     const vectors = Array.from({ length: spec.layers }, (_, l) => unit(spec.hidden, 10 + l));
     const { ref, dev } = await runners(files, { mode: 'add', scale: 3, inputs: true, vectors });
-    const want = ref.model.verifyTree(
-      PROMPT.map((_, i) => i - 1),
-      PROMPT,
-    );
+    const want = ref.logits({ tokens: PROMPT });
     await dev.forward({ tokens: PROMPT }, GREEDY, 'all');
     expect(relErr(await dev.lastLogits(), want)).toBeLessThan(1e-4);
     const plain = await runners(files);

@@ -6,9 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import { pathModel } from '../../src/formats/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 
 /** The card's evaluation window: the training context. */
 const CONTEXT = 256;
@@ -22,7 +21,7 @@ const CONTEXT = 256;
 async function heldoutLoss(dir: string): Promise<{ loss: number; windows: number; ids: number }> {
   const files = await pathModel(dir);
   const opened = await openModel(files);
-  const model = new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+  const model = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
     capacity: CONTEXT,
   });
   await files.close?.();

@@ -1,4 +1,4 @@
-// The f16 KV cache option through the CPU reference (ReferenceModel kvFormat), createEngine's
+// The f16 KV cache option through the CPU reference (ReferenceRunner kvFormat), createEngine's
 // `kvCache` and the CLI's --kv-cache flag. The GPU side: test/gpu/kv-f16.test.ts.
 import { describe, expect, it } from 'vitest';
 import { parseGenerateArgs } from '../../src/cli/main.js';
@@ -8,17 +8,17 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
 import type { KvFormat } from '../../src/kernels/kv/kv.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { type ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
+import { greedy } from '../helpers/reference.js';
 
 const PROMPT = [5, 17, 99, 3, 250, 11];
 const files = () => memoryModelFiles('qwen2', fixtureFiles('qwen2', 'f32', 7).files);
 
-async function reference(kvFormat: KvFormat): Promise<ReferenceModel> {
+async function reference(kvFormat: KvFormat): Promise<ReferenceRunner> {
   const opened = await openModel(files());
-  return new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+  return new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
     capacity: 64,
     kvFormat,
   });
@@ -29,7 +29,7 @@ describe('f16 KV cache option', () => {
     const half = (x: number) => f16BitsToF32(f32ToF16Bits(x));
     for (const format of ['f16', 'f32'] as const) {
       const model = await reference(format);
-      model.greedy(PROMPT, 4);
+      greedy(model, PROMPT, 4);
       const row = model.cache.rowWidth;
       const stored = [...model.cache.keys, ...model.cache.values].flatMap((c) =>
         Array.from(c.subarray(0, model.cache.length * row)),
@@ -41,7 +41,7 @@ describe('f16 KV cache option', () => {
   });
 
   it("createEngine's kvCache reaches the CPU reference: its cache holds halves, greedy ids are the f16 reference's", async () => {
-    const want = (await reference('f16')).greedy(PROMPT, 8);
+    const want = greedy(await reference('f16'), PROMPT, 8);
     const engine = await createEngine({
       model: files(),
       device: 'cpu',
@@ -56,7 +56,7 @@ describe('f16 KV cache option', () => {
     // Greedy ids rarely feel the rounding, so look at the cache the engine's runner filled.
     // biome-ignore lint/complexity/useLiteralKeys: `model` is private; a test may look inside.
     const runner = engine['model'].runner as ReferenceRunner;
-    const cache = runner.model.cache;
+    const cache = runner.cache;
     const keys = cache.keys[0]!.subarray(0, cache.length * cache.rowWidth);
     expect(keys.some((x) => x !== 0)).toBe(true);
     expect(keys.every((x) => f16BitsToF32(f32ToF16Bits(x)) === x)).toBe(true);

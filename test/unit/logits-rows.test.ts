@@ -5,13 +5,14 @@ import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner, readAllF32 } from '../../src/model/reference-runner.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 
 async function runner(): Promise<ReferenceRunner> {
   const opened = await openModel(memoryModelFiles('llama', fixtureFiles('llama', 'f32', 7).files));
-  return new ReferenceRunner(opened.spec, await readAllF32(opened.weights), 64);
+  return new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), { capacity: 64 });
 }
 
 describe('lastLogits(rows)', () => {

@@ -6,11 +6,11 @@ import { InvalidInputError } from '../../src/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant, type Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
+import { greedy } from '../helpers/reference.js';
 
 const PROMPT = [5, 17, 99, 3, 250, 11];
 const N = 6;
@@ -20,9 +20,9 @@ const files = () => memoryModelFiles('llama', fixtureFiles('llama', 'f32', 7).fi
 async function expected(quant: Quant, rotate: Rotation): Promise<number[]> {
   const opened = await openModel(files());
   const tensors = roundedThrough(await readAllF32(opened.weights), formatOf(quant), rotate);
-  const model = new ReferenceModel(opened.spec, mapWeights(tensors), { capacity: 64 });
+  const model = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
   if (quant === 'w8a8') model.linearInput = w8a8Inputs(rotate);
-  return model.greedy(PROMPT, N);
+  return greedy(model, PROMPT, N);
 }
 
 async function engineIds(quant: Quant, rotate: Rotation): Promise<number[]> {

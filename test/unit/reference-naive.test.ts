@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../../src/formats/spec.js';
-import { ReferenceModel, ropeInverseFrequencies } from '../../src/model/reference.js';
+import { ReferenceRunner, ropeInverseFrequencies } from '../../src/model/reference.js';
 import { randomWeights, tinySpecs } from '../../src/model/reference-fixtures.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 
@@ -208,7 +208,7 @@ describe('reference forward: a micro case worked out by hand', () => {
         [0, 0, 0, -1],
       ]),
     });
-    const logits = new ReferenceModel(micro, weights).logitsFor([0]);
+    const logits = new ReferenceRunner(micro, weights).logitsFor([0]);
     expectClose(logits, [1.1944799646, -0.7571111092, 0.7571111092], 2e-6);
   });
 
@@ -227,7 +227,7 @@ describe('reference forward: a micro case worked out by hand', () => {
     const source = randomWeights(micro, 5);
     const tokens = [2, 0, 1, 1, 2, 0];
     const want = naiveForward(micro, source, tokens).flat();
-    expectClose(new ReferenceModel(micro, source).logitsFor(tokens), want, 2e-5);
+    expectClose(new ReferenceRunner(micro, source).logitsFor(tokens), want, 2e-5);
   });
 });
 
@@ -237,14 +237,14 @@ describe('reference forward vs the independent matrix implementation', () => {
       const source = randomWeights(spec, 21);
       const tokens = [3, 1, 4, 1, 5, 9, 2, 6, 5];
       const want = naiveForward(spec, source, tokens).flat();
-      expectClose(new ReferenceModel(spec, source).logitsFor(tokens), want, 2e-5);
+      expectClose(new ReferenceRunner(spec, source).logitsFor(tokens), want, 2e-5);
     });
     it(`${name}: interleaved layout (as stored interleaved) on the matrix side agrees too`, () => {
       const ispec: ModelSpec = { ...spec, rope: { ...spec.rope, layout: 'interleaved' } };
       const source = randomWeights(ispec, 22);
       const tokens = [7, 0, 2, 8, 1];
       const want = naiveForward(ispec, source, tokens).flat();
-      expectClose(new ReferenceModel(ispec, source).logitsFor(tokens), want, 2e-5);
+      expectClose(new ReferenceRunner(ispec, source).logitsFor(tokens), want, 2e-5);
     });
   }
 });

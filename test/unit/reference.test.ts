@@ -4,10 +4,11 @@ import { InvalidInputError } from '../../src/errors.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelSpec } from '../../src/formats/spec.js';
 import { argmax } from '../../src/kernels/sample/gumbel.js';
-import { chainParents, ReferenceKvCache, ReferenceModel } from '../../src/model/reference.js';
+import { chainParents, ReferenceKvCache, ReferenceRunner } from '../../src/model/reference.js';
 import { randomWeights, seededRandom, tinySpecs } from '../../src/model/reference-fixtures.js';
 import { draftTree, pathTo } from '../../src/model/tree.js';
 import { mapWeights, readWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { greedy } from '../helpers/reference.js';
 
 // Consistency of the one forward across its uses. The reference computes every row with the same
 // loop order whatever else shares the call, and attends to keys in slot order, so these properties
@@ -43,16 +44,16 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
     it('decode after prefill, and chunked prefill in 3s, equal one-shot prefill at every position', () => {
       const rand = seededRandom(1);
       const ids = randomTokens(rand, 11, V);
-      const model = new ReferenceModel(spec, source);
+      const model = new ReferenceRunner(spec, source);
       const full = model.logitsFor(ids);
-      expect(model.cache.length).toBe(11);
+      expect(model.kvLength).toBe(11);
 
-      model.reset();
+      model.trim(0);
       const parts = [model.prefill(ids.slice(0, 4))];
-      for (const id of ids.slice(4)) parts.push(model.decodeStep(id));
+      for (const id of ids.slice(4)) parts.push(model.prefill([id]));
       expect(concat(parts)).toEqual(full);
 
-      model.reset();
+      model.trim(0);
       const chunks: Float32Array[] = [];
       for (let i = 0; i < ids.length; i += 3) chunks.push(model.prefill(ids.slice(i, i + 3)));
       expect(concat(chunks)).toEqual(full);
@@ -62,16 +63,16 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
 
     it('tree verification: each node’s logits equal running its root-to-node path as a sequence', () => {
       const rand = seededRandom(2);
-      const model = new ReferenceModel(spec, source);
-      const oracle = new ReferenceModel(spec, source);
+      const model = new ReferenceRunner(spec, source);
+      const oracle = new ReferenceRunner(spec, source);
       for (let trial = 0; trial < 3; trial++) {
         const prefix = randomTokens(rand, 2 + trial * 3, V);
         const parents = randomDfsParents(rand, 5 + trial * 4);
         const tokens = randomTokens(rand, parents.length, V);
         const tree = draftTree(parents);
         model.logitsFor(prefix);
-        const logits = model.verifyTree(parents, tokens);
-        expect(model.cache.length).toBe(prefix.length); // nothing committed
+        const logits = model.logits({ tokens, parents });
+        expect(model.kvLength).toBe(prefix.length); // nothing committed
         parents.forEach((_, i) => {
           const path = pathTo(tree, i).map((j) => tokens[j]!);
           const seq = oracle.logitsFor([...prefix, ...path]);
@@ -83,8 +84,8 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
 
     it('commitPath after a tree, then decoding on, equals running the accepted sequence from scratch', () => {
       const rand = seededRandom(3);
-      const model = new ReferenceModel(spec, source);
-      const oracle = new ReferenceModel(spec, source);
+      const model = new ReferenceRunner(spec, source);
+      const oracle = new ReferenceRunner(spec, source);
       const prefix = randomTokens(rand, 5, V);
       const parents = randomDfsParents(rand, 12);
       const tokens = randomTokens(rand, parents.length, V);
@@ -93,9 +94,9 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
       const deepest = argmax(tree.depth);
       const path = pathTo(tree, deepest);
       model.logitsFor(prefix);
-      model.verifyTree(parents, tokens);
-      model.acceptPath(path);
-      expect(model.cache.length).toBe(prefix.length + path.length);
+      model.logits({ tokens, parents });
+      model.commit(path);
+      expect(model.kvLength).toBe(prefix.length + path.length);
       const more = randomTokens(rand, 3, V);
       const after = model.prefill(more);
       const accepted = [...prefix, ...path.map((j) => tokens[j]!)];
@@ -103,7 +104,7 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
       expect(after).toEqual(rows(seq, V, accepted.length, accepted.length + more.length));
 
       // Trim rolls back: redo the last two tokens and get the same logits.
-      model.cache.trim(model.cache.length - 2);
+      model.trim(model.kvLength - 2);
       expect(model.prefill(more.slice(1))).toEqual(rows(seq, V, accepted.length + 1, accepted.length + 3));
     });
 
@@ -111,9 +112,9 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
       const rand = seededRandom(4);
       const prompt = randomTokens(rand, 4, V);
       const n = 24;
-      const plain = new ReferenceModel(spec, source).greedy(prompt, n);
+      const plain = greedy(new ReferenceRunner(spec, source), prompt, n);
 
-      const model = new ReferenceModel(spec, source);
+      const model = new ReferenceRunner(spec, source);
       const out: number[] = [];
       // Node 0 of every tree is the pending token (the last emitted one, not yet in the cache); the
       // drafts hang below it and copy the plain answer 60% of the time, so paths get accepted.
@@ -129,15 +130,15 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
           const at = out.length - 1 + tree.depth[i]!;
           return rand() < 0.6 && at < n ? plain[at]! : Math.floor(rand() * V);
         });
-        const logits = model.verifyTree(parents, tokens);
+        const logits = model.logits({ tokens, parents });
         const choices = { root: pending, nodes: parents.map((_, i) => argmax(rows(logits, V, i, i + 1))) };
         const got = longestAcceptedPath(tree, tokens, choices);
-        model.acceptPath(got.nodes);
+        model.commit(got.nodes);
         // got.tokens = [pending, accepted drafts..., next pending]
         for (const t of got.tokens.slice(1, -1)) if (out.length < n) out.push(t);
         acceptedDrafts += got.nodes.length - 1;
         pending = got.tokens[got.tokens.length - 1]!;
-        expect(model.cache.length).toBe(prompt.length + out.length);
+        expect(model.kvLength).toBe(prompt.length + out.length);
       }
       expect(out.slice(0, n)).toEqual(plain);
       expect(acceptedDrafts).toBeGreaterThan(3);
@@ -147,14 +148,14 @@ for (const [name, spec] of Object.entries(tinySpecs)) {
       const ispec: ModelSpec = { ...spec, rope: { ...spec.rope, layout: 'interleaved' } };
       const permuted = permuteQk(spec, source);
       const tokens = randomTokens(seededRandom(5), 8, V);
-      const half = new ReferenceModel(spec, source).logitsFor(tokens);
-      const inter = new ReferenceModel(ispec, permuted).logitsFor(tokens);
+      const half = new ReferenceRunner(spec, source).logitsFor(tokens);
+      const inter = new ReferenceRunner(ispec, permuted).logitsFor(tokens);
       let worst = 0;
       for (let i = 0; i < half.length; i++)
         worst = Math.max(worst, Math.abs(half[i]! - inter[i]!) / (1 + Math.abs(half[i]!)));
       expect(worst).toBeLessThan(1e-5);
       // The layouts differ: interleaved RoPE on the unpermuted weights gives other logits.
-      const wrong = new ReferenceModel(ispec, source).logitsFor(tokens);
+      const wrong = new ReferenceRunner(ispec, source).logitsFor(tokens);
       expect(Math.max(...wrong.map((w, i) => Math.abs(w - half[i]!)))).toBeGreaterThan(1e-3);
     });
   });
@@ -210,7 +211,7 @@ describe('weights and input checks', () => {
       /missing tensor model\.layers\.1\.self_attn\.k_proj\.bias/,
     );
     const bad = { ...record, 'model.norm.weight': { shape: [5], data: new Float32Array(5) } };
-    expect(() => new ReferenceModel(spec, mapWeights(bad))).toThrow(/model\.norm\.weight has shape \[5\]/);
+    expect(() => new ReferenceRunner(spec, mapWeights(bad))).toThrow(/model\.norm\.weight has shape \[5\]/);
     const short = { ...record, 'model.norm.weight': { shape: [spec.hidden], data: new Float32Array(3) } };
     expect(() => readWeights(spec, mapWeights(short))).toThrow(InvalidInputError);
     // Tied: no lm_head.weight needed, the head is the embedding.
@@ -227,16 +228,18 @@ describe('weights and input checks', () => {
   });
 
   it('rejects bad forward inputs and bad specs with the values', () => {
-    const model = new ReferenceModel(spec, source, { capacity: 8 });
-    expect(() => model.forward([1, 2], [0], [0, 1], [-1, 0])).toThrow(InvalidInputError);
-    expect(() => model.forward([spec.vocabSize], [0], [0], [-1])).toThrow(/tokens\[0\] = 41/);
-    expect(() => model.forward([1], [0], [8], [-1])).toThrow(/slot 8/);
-    expect(() => model.forward([1, 2], [0, 1], [0, 1], [-1, 1])).toThrow(/parents\[1\] = 1/);
+    const model = new ReferenceRunner(spec, source, { capacity: 8 });
+    expect(() => model.logits({ tokens: [1, 2], parents: [-1] })).toThrow(InvalidInputError);
+    expect(() => model.logits({ tokens: [] })).toThrow(InvalidInputError);
+    expect(() => model.logits({ tokens: [spec.vocabSize] })).toThrow(/tokens\[0\] = 41/);
+    expect(() => model.logits({ tokens: chainParents(9).map(() => 1) })).toThrow(/slot 8/); // over capacity
+    expect(() => model.logits({ tokens: [1, 2], parents: [-1, 1] })).toThrow(/parents\[1\] = 1/);
     model.prefill([1, 2]);
-    expect(() => model.forward([1], [2], [1], [-1])).toThrow(/slot 1/); // below the committed prefix
+    expect(() => model.cache.commitPath([1])).toThrow(/slot 1/); // below the committed prefix
     expect(() => model.prefill(chainParents(7).map(() => 1))).toThrow(/slot 8/); // over capacity
-    expect(() => model.cache.trim(3)).toThrow(InvalidInputError);
-    expect(() => new ReferenceModel({ ...spec, kvHeads: 4 }, source)).toThrow(/not a multiple/);
+    expect(() => model.commit([0])).toThrow(/node 0 is not in the last forward/);
+    expect(() => model.trim(3)).toThrow(InvalidInputError);
+    expect(() => new ReferenceRunner({ ...spec, kvHeads: 4 }, source)).toThrow(/not a multiple/);
     expect(() => new ReferenceKvCache(1, 4, 0)).toThrow(InvalidInputError);
   });
 });

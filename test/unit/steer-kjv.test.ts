@@ -21,9 +21,8 @@ import { describe, expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/node-file.js';
 import { type SteerPlan, steerHook } from '../../src/kernels/steer/steer.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { lastTokenResiduals, measureDirections } from '../../src/steer/measure.js';
 
 const PS_MEASURE = [
@@ -102,7 +101,7 @@ function randomUnit(H: number): Float32Array {
 }
 
 /** Mean log-probability per predicted token of each line, averaged over the lines. */
-function meanLogProb(model: ReferenceModel, lines: number[][]): number {
+function meanLogProb(model: ReferenceRunner, lines: number[][]): number {
   const V = model.spec.vocabSize;
   let total = 0;
   for (const ids of lines) {
@@ -128,7 +127,7 @@ describe('steering the KJV demo target (CPU reference)', () => {
     const files = await pathModel(DIR);
     const opened = await openModel(files);
     const { spec, tokenizer } = opened;
-    const model = new ReferenceModel(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });
+    const model = new ReferenceRunner(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });
     const tok = (lines: string[]) => lines.map((l) => tokenizer.encode(l, { addSpecialTokens: true }));
     const all = Array.from({ length: spec.layers }, (_, l) => l);
     const { vectors, norms } = measureDirections(model, tok(PS_MEASURE), tok(LEV_MEASURE), all);
@@ -172,7 +171,7 @@ describe('steering the KJV demo target (CPU reference)', () => {
     const files = await pathModel(DIR);
     const opened = await openModel(files);
     const { spec, tokenizer } = opened;
-    const model = new ReferenceModel(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });
+    const model = new ReferenceRunner(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 128 });
     const lines = ([from, to]: readonly [number, number], half: 0 | 1) =>
       Array.from({ length: to - from + 1 }, (_, i) => from + i)
         .filter((_, i) => i % 2 === half)

@@ -5,9 +5,8 @@ import { ModelFormatError } from '../../src/formats/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { type SteerPlan, steerHook, steerRowsRef } from '../../src/kernels/steer/steer.js';
 import { modelChecksum, openModel } from '../../src/model/load.js';
-import { ReferenceModel } from '../../src/model/reference.js';
-import { readAllF32 } from '../../src/model/reference-runner.js';
-import { mapWeights } from '../../src/model/weights.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { SteerMismatchError } from '../../src/steer/errors.js';
 import { readSteerFile, type SteerFile, writeSteerFile } from '../../src/steer/format.js';
 import { lastTokenResiduals, measureDirections } from '../../src/steer/measure.js';
@@ -26,7 +25,7 @@ const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * 
 
 async function reference(files: ReturnType<typeof memoryModelFiles>) {
   const opened = await openModel(files);
-  return new ReferenceModel(opened.spec, mapWeights(await readAllF32(opened.weights)), { capacity: 64 });
+  return new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), { capacity: 64 });
 }
 
 function fixture(seed: number) {

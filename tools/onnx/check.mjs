@@ -16,12 +16,13 @@ const PROMPT = 'And God said unto Moses, I AM THAT I AM';
 const { ids, want, spec } = await withSources(async (load) => {
   const { openModel } = await load('/src/model/load.ts');
   const { pathModel } = await load('/src/formats/node-file.ts');
-  const { ReferenceRunner, readAllF32 } = await load('/src/model/reference-runner.ts');
+  const { ReferenceRunner } = await load('/src/model/reference.ts');
+  const { mapWeights, readAllF32 } = await load('/src/model/weights.ts');
   const { GREEDY } = await load('/src/model/runner.ts');
   const files = await pathModel(modelDir);
   const m = await openModel(files);
   const ids = m.tokenizer.encode(PROMPT, { addSpecialTokens: true });
-  const ref = new ReferenceRunner(m.spec, await readAllF32(m.weights), 64);
+  const ref = new ReferenceRunner(m.spec, mapWeights(await readAllF32(m.weights)), { capacity: 64 });
   await ref.forward({ tokens: ids }, GREEDY, 'all');
   const want = await ref.lastLogits();
   await files.close?.();

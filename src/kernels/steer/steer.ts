@@ -109,7 +109,7 @@ export interface SteerPlan {
 }
 
 /**
- * The plan as a residual hook of the reference forward (`ReferenceModel.residualHook`): the
+ * The plan as a residual hook of the reference forward (`ReferenceRunner.residualHook`): the
  * same sites, order and arithmetic as the GPU runner's {@link Steer} dispatches.
  */
 export function steerHook(plan: SteerPlan): {
