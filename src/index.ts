@@ -71,6 +71,7 @@ export {
 } from './model/convert.js';
 export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
+export { type DraftTree, draftTree } from './model/tree.js';
 export type { Quant, Rotation } from './quant/pack.js';
 export { SteerMismatchError } from './steer/errors.js';
 export { checkSteerModel, readSteerFile, type SteerFile, writeSteerFile } from './steer/format.js';

@@ -1,6 +1,6 @@
 // A small SVG picture of one draft tree: the last committed token on the left, drafted tokens to
 // its right by depth, the accepted path highlighted.
-import type { DraftTreeView } from '../../src/index.js';
+import { type DraftTreeView, draftTree } from '../../src/index.js';
 import { h, svg } from './dom.js';
 
 const DX = 46;
@@ -22,11 +22,9 @@ export function rows(parents: readonly number[]): number[] {
   return out;
 }
 
-/** Depth of every node (the root's children have depth 1); parents come before their children. */
+/** Column of every node: its depth in the tree (`draftTree`) plus one, the root being column 0. */
 export function depths(parents: readonly number[]): number[] {
-  const out: number[] = [];
-  for (const [i, p] of parents.entries()) out[i] = p < 0 ? 1 : (out[p] ?? 0) + 1;
-  return out;
+  return draftTree(parents).depth.map((d) => d + 1);
 }
 
 /**
