@@ -10,6 +10,7 @@ import { grid } from '../dispatch.js';
 import {
   CODE_BITS,
   checkShape,
+  codeWordType,
   dataWords,
   dequantize,
   isIntFormat,
@@ -188,6 +189,7 @@ function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): Wgs
     MT: mt,
     RC: Math.min(mt, 16),
     SUBGROUPS: subgroups,
+    WTYPE: codeWordType(format),
     F32: format === 'f32',
     F16: format === 'f16',
     INT8: format === 'int8',

@@ -2,8 +2,9 @@
 // dequantized in registers (never expanded in GPU memory). One template serves GEMV (MT = 1) and
 // GEMM (MT = accumulators per thread, a power of two up to 64).
 //
-// Bindings (group 0): 0 uniform Params; 1 w: array<u32> (one part of the matrix: n_rows rows,
-//   the codes of its flat elements e = n * K + k from word 0); 2 x: array<vec4<f32>> [rows, K];
+// Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of the matrix: n_rows rows,
+//   the codes of its flat elements e = n * K + k from word 0, read as vec4<u32> for F32, F16 and
+//   INT8, vec2<u32> for Q4_0 and INT4, u32 for INT2); 2 x: array<vec4<f32>> [rows, K];
 //   3 y: array<f32> [M, N] (columns n_off .. n_off + n_rows written); 4 scales: array<u32> (the
 //   part's block metadata from word 0, integer formats). Large matrices are dispatched per part;
 //   a part starts on a group pair / super-block (checked in TS), so e indexes both arrays.
@@ -37,7 +38,7 @@ enable subgroups;
 {{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> w: array<{{WTYPE}}>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 //#if SCALES
@@ -86,34 +87,28 @@ fn deq(q: vec4<f32>, ab: vec2<f32>) -> vec4<f32> {
 // The 16 weights of the block at flat element e of the part.
 fn load_block(e: u32) -> Block {
 //#if F32
-  let i = e;
-  return Block(
-    bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u])),
-    bitcast<vec4<f32>>(vec4<u32>(w[i + 4u], w[i + 5u], w[i + 6u], w[i + 7u])),
-    bitcast<vec4<f32>>(vec4<u32>(w[i + 8u], w[i + 9u], w[i + 10u], w[i + 11u])),
-    bitcast<vec4<f32>>(vec4<u32>(w[i + 12u], w[i + 13u], w[i + 14u], w[i + 15u])),
-  );
+  let i = e / 4u;
+  return Block(bitcast<vec4<f32>>(w[i]), bitcast<vec4<f32>>(w[i + 1u]), bitcast<vec4<f32>>(w[i + 2u]), bitcast<vec4<f32>>(w[i + 3u]));
 //#endif
 //#if F16
-  let i = e / 2u;
+  let h0 = w[e / 8u];
+  let h1 = w[e / 8u + 1u];
   return Block(
-    vec4<f32>(unpack2x16float(w[i]), unpack2x16float(w[i + 1u])),
-    vec4<f32>(unpack2x16float(w[i + 2u]), unpack2x16float(w[i + 3u])),
-    vec4<f32>(unpack2x16float(w[i + 4u]), unpack2x16float(w[i + 5u])),
-    vec4<f32>(unpack2x16float(w[i + 6u]), unpack2x16float(w[i + 7u])),
+    vec4<f32>(unpack2x16float(h0.x), unpack2x16float(h0.y)),
+    vec4<f32>(unpack2x16float(h0.z), unpack2x16float(h0.w)),
+    vec4<f32>(unpack2x16float(h1.x), unpack2x16float(h1.y)),
+    vec4<f32>(unpack2x16float(h1.z), unpack2x16float(h1.w)),
   );
 //#endif
 //#if INT8
-  let i = e / 4u;
+  let v = w[e / 16u];
   let ab = grid_at(e);
-  return Block(deq(i8x4(w[i]), ab), deq(i8x4(w[i + 1u]), ab), deq(i8x4(w[i + 2u]), ab), deq(i8x4(w[i + 3u]), ab));
+  return Block(deq(i8x4(v.x), ab), deq(i8x4(v.y), ab), deq(i8x4(v.z), ab), deq(i8x4(v.w), ab));
 //#endif
 //#if NIBBLES
-  let i = e / 8u;
+  let v = w[e / 16u];
   let ab = grid_at(e);
-  let w0 = w[i];
-  let w1 = w[i + 1u];
-  return Block(deq(u4x4(w0, 0u), ab), deq(u4x4(w0, 16u), ab), deq(u4x4(w1, 0u), ab), deq(u4x4(w1, 16u), ab));
+  return Block(deq(u4x4(v.x, 0u), ab), deq(u4x4(v.x, 16u), ab), deq(u4x4(v.y, 0u), ab), deq(u4x4(v.y, 16u), ab));
 //#endif
 //#if INT2
   let ab = grid_at(e);

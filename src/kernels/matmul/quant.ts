@@ -101,6 +101,16 @@ const GEOMETRY: Readonly<Record<WeightFormat, Geometry>> = {
   int2: { block: 256, scaleWords: 5, unit: 16 },
 };
 
+/**
+ * WGSL type the matmul kernels read one format's codes as (matmul.wgsl, matmul_w8a8.wgsl): one
+ * 16-element block per load where a block is 16 bytes or less (int8, q4_0, int4, int2), vec4<u32>
+ * for the wider floats. Every part's data array is a whole number of these.
+ */
+export function codeWordType(format: WeightFormat): string {
+  const bits = CODE_BITS[format];
+  return bits >= 8 ? 'vec4<u32>' : bits === 4 ? 'vec2<u32>' : 'u32';
+}
+
 /** True for the integer formats (those with scales). */
 export function isIntFormat(format: WeightFormat): format is IntFormat {
   return format !== 'f32' && format !== 'f16';

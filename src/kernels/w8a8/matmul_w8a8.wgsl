@@ -4,8 +4,9 @@
 // a = d, b = 0), int4 (Q4_K) or int2 (Q2_K) (lanes q, a = D * sc, b = M * mn); activations from
 // quantize_act.
 //
-// Bindings (group 0): 0 uniform Params; 1 w: array<u32> (one part of n_rows rows, flat as in
-//   matmul.wgsl: element e = n * K + k); 2 xq: array<vec4<u32>> [rows, K / 16] (int8, 4 per word);
+// Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of n_rows rows, flat as in
+//   matmul.wgsl: element e = n * K + k; one block of 16 codes per vec4<u32> (INT8), vec2<u32>
+//   (Q4_0, INT4) or u32 (INT2)); 2 xq: array<vec4<u32>> [rows, K / 16] (int8, 4 per word);
 //   3 sx: array<f32> [rows]; 4 y: array<f32> [M, N] (columns n_off .. n_off + n_rows written);
 //   5 scales: array<u32> (the part's block metadata, read by quant_scales.wgsl's grid_at).
 // Layouts: those of matmul.wgsl's header (quant.ts's QuantizedMatrix). A 16-element block lies in
@@ -23,7 +24,7 @@ enable subgroups;
 {{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> w: array<{{WTYPE}}>;
 @group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> sx: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
@@ -52,12 +53,11 @@ fn lanes(v: u32, sh: u32, bits: u32, z: i32) -> u32 {
 // The 16 codes of the block at flat element e as four words of int8 lanes.
 fn load_block(e: u32) -> vec4<u32> {
 //#if INT8
-  let i = e / 4u;
-  return vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+  return w[e / 16u];
 //#endif
 //#if NIBBLES
-  let i = e / 8u;
-  return vec4<u32>(lanes(w[i], 0u, 4u, Z), lanes(w[i], 16u, 4u, Z), lanes(w[i + 1u], 0u, 4u, Z), lanes(w[i + 1u], 16u, 4u, Z));
+  let v = w[e / 16u];
+  return vec4<u32>(lanes(v.x, 0u, 4u, Z), lanes(v.x, 16u, 4u, Z), lanes(v.y, 0u, 4u, Z), lanes(v.y, 16u, 4u, Z));
 //#endif
 //#if INT2
   let v = w[e / 16u];

@@ -7,7 +7,7 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type GpuMatrix, gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
-import { decode, type QuantizedMatrix } from '../matmul/quant.js';
+import { codeWordType, decode, type IntFormat, type QuantizedMatrix } from '../matmul/quant.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
 const MmParams = MatmulParams;
@@ -78,7 +78,7 @@ export function w8a8Ref(
   return { y, magnitude };
 }
 
-function checkIntFormat(format: string, where: string): void {
+function checkIntFormat(format: string, where: string): asserts format is IntFormat {
   if (format !== 'int8' && format !== 'q4_0' && format !== 'int4' && format !== 'int2')
     throw new InvalidInputError(`${where}: weight format ${format} is not int8, q4_0, int4 or int2`);
 }
@@ -92,11 +92,12 @@ function actSource(): WgslVariant {
   return wgslVariant(shaders.quantize_act, ActParams);
 }
 
-function w8a8Source(format: string, mt: number, subgroups: boolean): WgslVariant {
+function w8a8Source(format: IntFormat, mt: number, subgroups: boolean): WgslVariant {
   return wgslVariant(shaders.matmul_w8a8, MmParams, {
     MT: mt,
     RC: Math.min(mt, 16),
     SUBGROUPS: subgroups,
+    WTYPE: codeWordType(format),
     INT8: format === 'int8',
     Q4_0: format === 'q4_0',
     INT4: format === 'int4',
@@ -177,9 +178,10 @@ export class QuantizeAct {
  */
 export class MatmulW8A8 extends PartedMatmul {
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
-    checkIntFormat(w.format, 'MatmulW8A8');
+    const format = w.format;
+    checkIntFormat(format, 'MatmulW8A8');
     const sg = ctx.features.subgroups;
-    super(ctx, binds, w, opts.maxM ?? 16, 'MatmulW8A8', 'matmul_w8a8', (mt) => w8a8Source(w.format, mt, sg));
+    super(ctx, binds, w, opts.maxM ?? 16, 'MatmulW8A8', 'matmul_w8a8', (mt) => w8a8Source(format, mt, sg));
   }
 
   /** Records y[0..M) from rows [xOffsetRows, xOffsetRows + M) of xq/sx. */
