@@ -9,14 +9,14 @@ if (args.has('--json')) {
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
 } else {
   console.log(`adapter: ${out.adapter}`);
-  console.log('kernel  format  M   N×K           ms        GB/s    % of copy');
+  console.log('kernel  format  bits/w  M   N×K           ms        GB/s    % of copy');
   for (const r of out.rows) {
     const shape = `${r.N}x${r.K}`.padEnd(12);
-    if (r.skipped)
-      console.log(`${r.kernel.padEnd(7)} ${r.format.padEnd(7)} ${r.M}   ${shape}  skipped: ${r.skipped}`);
+    const head = `${r.kernel.padEnd(7)} ${r.format.padEnd(7)} ${r.bits.toFixed(3).padStart(6)}  ${r.M}`;
+    if (r.skipped) console.log(`${head}   ${shape}  skipped: ${r.skipped}`);
     else
       console.log(
-        `${r.kernel.padEnd(7)} ${r.format.padEnd(7)} ${r.M}   ${shape}  ${r.medianMs.toFixed(3).padStart(9)} ${r.gbps.toFixed(2).padStart(8)}  ${(100 * r.ratio).toFixed(0).padStart(5)}%`,
+        `${head}   ${shape}  ${r.medianMs.toFixed(3).padStart(9)} ${r.gbps.toFixed(2).padStart(8)}  ${(100 * r.ratio).toFixed(0).padStart(5)}%`,
       );
   }
   console.log(`copy bandwidth: ${out.rows[0]?.copyGbps.toFixed(2)} GB/s (${out.rows[0]?.timing} timing)`);

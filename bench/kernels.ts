@@ -10,11 +10,13 @@ import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
 import { Matmul, prepareMatmul, uploadMatrix } from '../src/kernels/matmul/matmul.js';
 import {
-  defaultGroup,
+  bitsPerWeight,
+  dataWords,
   f32ToF16Bits,
+  isIntFormat,
   type QuantizedMatrix,
+  scaleWords,
   type WeightFormat,
-  wordsPerRow,
 } from '../src/kernels/matmul/quant.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
 // The copy kernel measures bandwidth only here, so it lives in bench/ and does not ship.
@@ -28,8 +30,10 @@ export interface BenchRow {
   M: number;
   N: number;
   K: number;
-  /** Weight bytes read per call (packed data + scales + zeros). */
+  /** Weight bytes read per call (packed data + scales). */
   bytes: number;
+  /** Bits per weight of the format at this shape (bytes · 8 / (N · K)). */
+  bits: number;
   medianMs: number;
   /** bytes / median time. */
   gbps: number;
@@ -72,7 +76,7 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
     [4096, 11008],
   ];
   const batches = opts.batches ?? [1];
-  const formats = opts.formats ?? ['f32', 'f16', 'int8', 'int4', 'int2'];
+  const formats = opts.formats ?? ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
   const timer = new GpuTimer(ctx, reps + 1);
   const binds = new BindGroupCache(ctx.device);
   const copyGbps = await benchCopy(ctx, binds, timer, reps, opts.quick ? 16 << 20 : 64 << 20);
@@ -81,12 +85,11 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
   for (const [N, K] of shapes)
     for (const M of batches)
       for (const format of formats) {
-        const kernels: BenchRow['kernel'][] =
-          format === 'f32' || format === 'f16' ? ['matmul'] : ['matmul', 'w8a8'];
+        const kernels: BenchRow['kernel'][] = isIntFormat(format) ? ['matmul', 'w8a8'] : ['matmul'];
         for (const kernel of kernels) {
           const row = await benchMatmul(ctx, binds, timer, { kernel, format, M, N, K, reps, copyGbps });
           log(
-            `${kernel} ${format} M=${M} ${N}x${K}: ${row.skipped ?? `${row.medianMs.toFixed(3)} ms, ${row.gbps.toFixed(2)} GB/s (${(row.ratio * 100).toFixed(0)}% of copy)`}`,
+            `${kernel} ${format} (${row.bits.toFixed(3)} bits/weight) M=${M} ${N}x${K}: ${row.skipped ?? `${row.medianMs.toFixed(3)} ms, ${row.gbps.toFixed(2)} GB/s (${(row.ratio * 100).toFixed(0)}% of copy)`}`,
           );
           rows.push(row);
         }
@@ -176,6 +179,7 @@ async function benchMatmul(
     K,
     copyGbps,
     reps,
+    bits: bitsPerWeight(format, N, K),
     timing: timer.enabled ? 'timestamp' : 'wall',
   } as const;
   let w: ReturnType<typeof uploadMatrix>;
@@ -216,10 +220,12 @@ async function benchMatmul(
   return { ...base, bytes, medianMs: ms, gbps, ratio: gbps / copyGbps };
 }
 
-/** Packed weights of the right size with arbitrary (finite, small) values. */
+/**
+ * Packed weights of the right size with arbitrary codes; scales of integer formats are f16 0.01
+ * (and, for int4/int2, sub-scales and sub-mins of arbitrary bits), so values stay finite and small.
+ */
 function syntheticMatrix(format: WeightFormat, rows: number, cols: number): QuantizedMatrix {
-  const group = defaultGroup(format, cols);
-  const data = new Uint32Array(rows * wordsPerRow(format, cols));
+  const data = new Uint32Array(dataWords(format, rows * cols));
   let s = 0x12345678;
   const next = () => {
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
@@ -235,12 +241,13 @@ function syntheticMatrix(format: WeightFormat, rows: number, cols: number): Quan
         0;
     }
   else for (let i = 0; i < data.length; i++) data[i] = next();
-  if (format === 'f32' || format === 'f16') return { format, rows, cols, group: cols, data };
-  const groups = rows * (cols / group);
-  const scales = new Float32Array(groups).fill(0.01);
-  if (format === 'int8') return { format, rows, cols, group, data, scales };
-  const zeros = new Float32Array(groups).fill(format === 'int4' ? 8 : 2);
-  return { format, rows, cols, group, data, scales, zeros };
+  if (!isIntFormat(format)) return { format, rows, cols, data };
+  const scales = new Uint32Array(scaleWords(format, rows * cols));
+  const half = f32ToF16Bits(0.01);
+  const words = format === 'int4' ? 4 : format === 'int2' ? 5 : 1;
+  for (let i = 0; i < scales.length; i++)
+    scales[i] = i % words === words - 1 ? (half | (half << 16)) >>> 0 : next();
+  return { format, rows, cols, data, scales };
 }
 
 function syntheticF32(n: number, seed: number): Float32Array {

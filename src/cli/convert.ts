@@ -13,7 +13,7 @@ import { WEFT_WEIGHTS } from '../model/load.js';
 import type { Rotation } from '../quant/pack.js';
 
 /** Usage of both commands. */
-export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--group N] [--rotate hadamard|none]
+export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--rotate hadamard|none]
        weft export-gguf <hf-dir> <out.gguf> --type f32|f16|q8_0|q4_0|q4_k|q6_k`;
 
 /** Parsed `weft convert` arguments. */
@@ -21,7 +21,6 @@ export interface ConvertArgs {
   readonly source: string;
   readonly out: string;
   readonly quant: ConvertQuant;
-  readonly group: number | undefined;
   readonly rotate: Rotation;
 }
 
@@ -52,7 +51,6 @@ function checkSource(source: string): void {
 export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   const { values, positionals } = parse(argv, {
     quant: { type: 'string' },
-    group: { type: 'string' },
     rotate: { type: 'string' },
   });
   const [source, out, ...more] = positionals;
@@ -62,20 +60,11 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   const quant = quants.find((q) => q === values.quant);
   if (quant === undefined)
     throw new InvalidInputError(`--quant: "${values.quant ?? ''}" is not one of ${quants.join(', ')}`);
-  let group: number | undefined;
-  if (values.group !== undefined) {
-    group = Number(values.group);
-    // The packing's own limits (a multiple of 16; at most 64 for int2), checked before any work.
-    if (!Number.isInteger(group) || group < 16 || group % 16 !== 0 || (quant === 'int2' && group > 64))
-      throw new InvalidInputError(
-        `--group: "${values.group}" must be a multiple of 16${quant === 'int2' ? ' up to 64 for int2' : ''}`,
-      );
-  }
   const rotations: readonly Rotation[] = ['none', 'hadamard'];
   const rotate = rotations.find((r) => r === (values.rotate ?? 'none'));
   if (rotate === undefined)
     throw new InvalidInputError(`--rotate: "${values.rotate}" is not one of ${rotations.join(', ')}`);
-  return { source, out, quant, group, rotate };
+  return { source, out, quant, rotate };
 }
 
 /** Parses the arguments after `weft export-gguf`. */
@@ -125,7 +114,6 @@ export async function runConvert(args: ConvertArgs, log: (line: string) => void)
       {
         quant: args.quant,
         rotate: args.rotate,
-        ...(args.group === undefined ? {} : { group: args.group }),
         onProgress: (e) => {
           // One line per tenth, not per tensor: models have hundreds.
           const line = `weft convert: ${e.phase} ${Math.floor((10 * e.done) / e.total) * 10}%`;

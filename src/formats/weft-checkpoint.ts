@@ -2,39 +2,41 @@
  * weft's own quantised checkpoint: a safetensors file whose weight matrices are stored already
  * packed in a weft matmul format, so loading is a copy, not a re-quantisation.
  *
- * For a matrix `W` quantised as `QuantizedMatrix`:
- *   `W`          I32 `[rows, wordsPerRow]` — the packed u32 words (bit patterns; read as u32)
- *   `W.scales`   F32 `[rows, cols / group]` (int formats)
- *   `W.zeros`    F32 `[rows, cols / group]` (int4, int2)
+ * For a matrix `W` packed as a `QuantizedMatrix` (src/kernels/matmul/quant.ts):
+ *   `W`          I32 `[dataWords]` — its `data`, the u32 words as stored (bit patterns; read as u32)
+ *   `W.scales`   I32 `[scaleWords]` — its `scales` (integer formats)
+ * The byte layouts are the flat ones of `QuantizedMatrix`: element (r, k) is flat index r·cols + k;
+ * f32 / f16 bits; int8 (Q8_0: int8 codes, an f16 scale per 32, 8.5 bits per weight); int4 (Q4_K:
+ * nibbles, per 256 a 96-bit array of 6-bit sub-scales and sub-mins and two f16 super-scales, 4.5
+ * bits); int2 (Q2_K: 2-bit codes, per 256 sixteen 4+4-bit sub-scale bytes and two f16, 2.625
+ * bits); the flat array padded with zeros to whole groups / super-blocks.
  * Every other tensor (norms, biases) is stored F32 under its own name.
- * `__metadata__`: `format` = "weft-q", `version` = "2", `schemes` = JSON `{ name: { format, group,
- * rows, cols, shape, rotation } }` for every packed matrix, `rotation` = "none" | "hadamard" (of the
+ * `__metadata__`: `format` = "weft-q", `version` = "3", `schemes` = JSON `{ name: { format, rows,
+ * cols, shape, rotation } }` for every packed matrix, `rotation` = "none" | "hadamard" (of the
  * `*_proj` linears), `rotation_seed` (decimal, when rotated), `source_sha256` = hex SHA-256 over the
  * source tensors (see {@link sourceChecksum}).
  *
- * Version 2 stores each matrix exactly as the GPU runner places it ({@link linearPad}): `rows`,
- * `cols` are the packed (zero-padded) sizes, `shape` the checkpoint's own `[rows, cols]`, and
- * `rotation` whether it was packed as W·Rᵀ. Version 1 files (no padding, no rotation; `shape` and
- * `rotation` absent) are still read.
+ * Each matrix is stored exactly as the GPU runner places it ({@link linearPad}): `rows`, `cols`
+ * are the packed (zero-padded) sizes, `shape` the checkpoint's own `[rows, cols]`, and `rotation`
+ * whether it was packed as W·Rᵀ. Versions 1 and 2 (per-row groups with f32 scales and zero points)
+ * are refused: run `weft convert` again.
  */
 
-import { hadamardRef } from '../kernels/hadamard/construct.js';
 import {
   checkShape,
+  dataWords,
+  isIntFormat,
   type QuantizedMatrix,
-  quantize,
-  type WeightFormat,
-  wordsPerRow,
+  scaleWords,
 } from '../kernels/matmul/quant.js';
 import {
   effectiveWeights,
-  groupFor,
   isRotatedLinear,
   packedWidth,
   packLinear,
+  type QuantFormat,
   ROTATION_SEED,
   type Rotation,
-  zeroPad,
 } from '../quant/pack.js';
 import { ModelFormatError } from './errors.js';
 import {
@@ -48,7 +50,7 @@ import type { ByteSource } from './source.js';
 
 /** How the GPU runner wants one matrix placed: the packed format, padded size and rotation. */
 export interface PackedWant {
-  readonly format: WeightFormat;
+  readonly format: QuantFormat;
   /** Packed (zero-padded) rows and cols. */
   readonly rows: number;
   readonly cols: number;
@@ -58,7 +60,7 @@ export interface PackedWant {
 /**
  * Any checkpoint weft can read tensors from as f32 in HF layout (safetensors, GGUF, weft-q).
  * `readPacked` exists where matrices are stored already packed (weft-q): it returns the stored
- * matrix when it is packed as `want` asks (any group), else undefined, and the caller packs from
+ * matrix when it is packed as `want` asks, else undefined, and the caller packs from
  * `readF32` instead.
  */
 export interface TensorReader {
@@ -81,8 +83,7 @@ export function safetensorsReader(ck: SafetensorsCheckpoint, file = 'checkpoint'
 
 /** How one tensor is stored in a weft-q checkpoint. */
 interface WeftScheme {
-  readonly format: WeightFormat;
-  readonly group: number;
+  readonly format: QuantFormat;
   /** Packed (zero-padded) rows and cols. */
   readonly rows: number;
   readonly cols: number;
@@ -95,11 +96,9 @@ interface WeftScheme {
 /** Options of {@link convert}. */
 export interface ConvertOptions {
   /** Format of the Linear weights (`*_proj.weight`, `lm_head.weight`). */
-  readonly quant: WeightFormat;
-  /** Group along K for int formats (default: the GPU runner's, `groupFor` of the packed width). */
-  readonly group?: number;
+  readonly quant: QuantFormat;
   /** Format of `model.embed_tokens.weight` (default f16: it is gathered, and tied heads reuse it). */
-  readonly embeddings?: WeightFormat;
+  readonly embeddings?: QuantFormat;
   /** Rotation of the `*_proj` linears' inputs (default none), as the GPU runner's `rotate`. */
   readonly rotate?: Rotation;
   /**
@@ -157,23 +156,7 @@ function schemeFor(name: string, shape: readonly number[], options: ConvertOptio
   const [rows = 0, cols = 0] = shape;
   const rotation = isRotatedLinear(name) ? (options.rotate ?? 'none') : 'none';
   const pad = linearPad(name, rows, cols, rotation);
-  const group =
-    format === 'f32' || format === 'f16' ? pad.cols : (options.group ?? groupFor(format, pad.cols));
-  return { format, group, rows: pad.rows, cols: pad.cols, shape: [rows, cols], rotation };
-}
-
-/**
- * Packs one matrix by its scheme: through `packLinear` (the GPU runner's own packing) at the
- * runner's group, or with the same steps at an explicit `--group`.
- */
-function packByScheme(values: Float32Array, s: WeftScheme): QuantizedMatrix {
-  const [rows, cols] = s.shape;
-  const pad = { rows: s.rows, cols: s.cols };
-  if (s.group === groupFor(s.format, s.cols))
-    return packLinear(values, rows, cols, pad, s.format, s.rotation);
-  let m = zeroPad(values, rows, cols, s.rows, s.cols);
-  if (s.rotation === 'hadamard') m = hadamardRef(m, s.rows, s.cols, ROTATION_SEED);
-  return quantize(m, s.rows, s.cols, s.format, s.group);
+  return { format, rows: pad.rows, cols: pad.cols, shape: [rows, cols], rotation };
 }
 
 interface Planned {
@@ -188,8 +171,8 @@ interface Planned {
  * as the GPU runner places them, see {@link linearPad}), the embedding as `options.embeddings`,
  * everything else F32. Writes through `write` in order — 8-byte header
  * length, header, then each tensor as it is read and packed — so only one tensor is in memory at
- * a time. Returns the metadata written. Shapes that the format cannot pack (K not a multiple of
- * the group) throw {@link ModelFormatError} naming the tensor before anything is written.
+ * a time. Returns the metadata written. Shapes that the format cannot pack (an odd K for f16)
+ * throw {@link ModelFormatError} naming the tensor before anything is written.
  */
 export async function convert(
   source: TensorReader,
@@ -203,7 +186,7 @@ export async function convert(
     let s: WeftScheme | undefined;
     try {
       s = schemeFor(name, shape, options);
-      if (s !== undefined) checkShape(s.format, s.rows, s.cols, s.group);
+      if (s !== undefined) checkShape(s.format, s.rows, s.cols);
     } catch (cause) {
       const format = name === 'model.embed_tokens.weight' ? (options.embeddings ?? 'f16') : options.quant;
       throw new ModelFormatError('checkpoint', name, shape, `cannot pack as ${format}: ${String(cause)}`, {
@@ -215,30 +198,17 @@ export async function convert(
       continue;
     }
     schemes[name] = s;
-    const wpr = wordsPerRow(s.format, s.cols);
-    plan.push({ name, dtype: 'I32', shape: [s.rows, wpr], bytes: 4 * s.rows * wpr });
-    const groups = [s.rows, s.cols / s.group];
-    if (s.format === 'int8' || s.format === 'int4' || s.format === 'int2') {
-      plan.push({
-        name: `${name}.scales`,
-        dtype: 'F32',
-        shape: groups,
-        bytes: 4 * s.rows * (s.cols / s.group),
-      });
-    }
-    if (s.format === 'int4' || s.format === 'int2') {
-      plan.push({
-        name: `${name}.zeros`,
-        dtype: 'F32',
-        shape: groups,
-        bytes: 4 * s.rows * (s.cols / s.group),
-      });
+    const n = s.rows * s.cols;
+    plan.push({ name, dtype: 'I32', shape: [dataWords(s.format, n)], bytes: 4 * dataWords(s.format, n) });
+    if (isIntFormat(s.format)) {
+      const words = scaleWords(s.format, n);
+      plan.push({ name: `${name}.scales`, dtype: 'I32', shape: [words], bytes: 4 * words });
     }
   }
   const rotate = options.rotate ?? 'none';
   const metadata: Record<string, string> = {
     format: 'weft-q',
-    version: '2',
+    version: WEFT_Q_VERSION,
     schemes: JSON.stringify(schemes),
     rotation: rotate,
     ...(rotate === 'hadamard' ? { rotation_seed: String(ROTATION_SEED) } : {}),
@@ -258,7 +228,7 @@ export async function convert(
   new DataView(len.buffer).setBigUint64(0, BigInt(padded.byteLength), true);
   await write(len);
   await write(padded);
-  // Data in plan order: each matrix, then its scales and zeros.
+  // Data in plan order: each matrix, then its scales.
   for (const [name] of source.tensors) {
     const values = await source.readF32(name);
     const s = schemes[name];
@@ -266,10 +236,16 @@ export async function convert(
       await write(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
       continue;
     }
-    const q = packByScheme(values, s);
+    const q = packLinear(
+      values,
+      s.shape[0],
+      s.shape[1],
+      { rows: s.rows, cols: s.cols },
+      s.format,
+      s.rotation,
+    );
     await write(new Uint8Array(q.data.buffer, q.data.byteOffset, q.data.byteLength));
     if (q.scales) await write(new Uint8Array(q.scales.buffer, q.scales.byteOffset, q.scales.byteLength));
-    if (q.zeros) await write(new Uint8Array(q.zeros.buffer, q.zeros.byteOffset, q.zeros.byteLength));
   }
   return metadata;
 }
@@ -286,16 +262,20 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** The weft-q version {@link convert} writes and {@link openWeftCheckpoint} reads. */
+export const WEFT_Q_VERSION = '3';
+
 const FORMATS: readonly string[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
 
-function isFormat(v: unknown): v is WeightFormat {
+function isFormat(v: unknown): v is QuantFormat {
   return typeof v === 'string' && FORMATS.includes(v);
 }
 
 /**
  * Opens a weft-q checkpoint: validates the safetensors header, the `__metadata__` (format,
- * version, schemes) and that each scheme's packed data, scales and zeros are present with the
- * shapes and dtypes the scheme implies. Faults throw {@link ModelFormatError}.
+ * version, schemes) and that each scheme's packed data and scales are present with the shapes
+ * and dtypes the scheme implies. Faults throw {@link ModelFormatError}; a folder of weft-q version
+ * 1 or 2 (the old per-row groups) is refused with a message to run `weft convert` again.
  */
 export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckpoint> {
   const file = source.name;
@@ -303,8 +283,20 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
   const meta = st.metadata;
   if (meta.format !== 'weft-q')
     throw new ModelFormatError(file, '__metadata__.format', meta.format, 'not a weft-q checkpoint');
-  if (meta.version !== '1' && meta.version !== '2')
-    throw new ModelFormatError(file, '__metadata__.version', meta.version, 'unsupported version (1, 2)');
+  if (meta.version === '1' || meta.version === '2')
+    throw new ModelFormatError(
+      file,
+      '__metadata__.version',
+      meta.version,
+      `written by an older weft (weft-q version ${meta.version}, whose weight layouts this weft no longer reads): run \`weft convert\` again`,
+    );
+  if (meta.version !== WEFT_Q_VERSION)
+    throw new ModelFormatError(
+      file,
+      '__metadata__.version',
+      meta.version,
+      `unsupported version (this weft reads ${WEFT_Q_VERSION})`,
+    );
   // A rotation weft cannot reproduce (another sign seed) would give wrong outputs, not a crash.
   if (meta.rotation === 'hadamard' && meta.rotation_seed !== String(ROTATION_SEED)) {
     throw new ModelFormatError(
@@ -339,17 +331,16 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
     const field = `__metadata__.schemes.${name}`;
     if (!isRecord(s) || !isFormat(s.format))
       throw new ModelFormatError(file, field, s, 'needs a weft format');
-    const { format, group, rows, cols } = s;
-    if (typeof group !== 'number' || typeof rows !== 'number' || typeof cols !== 'number') {
-      throw new ModelFormatError(file, field, s, 'needs numeric group, rows, cols');
+    const { format, rows, cols } = s;
+    if (typeof rows !== 'number' || typeof cols !== 'number') {
+      throw new ModelFormatError(file, field, s, 'needs numeric rows, cols');
     }
     try {
-      checkShape(format, rows, cols, group);
+      checkShape(format, rows, cols);
     } catch (cause) {
       throw new ModelFormatError(file, field, s, String(cause), { cause });
     }
-    // Version 1 has neither: the matrix is stored at its own shape, unrotated.
-    const rawShape: unknown = s.shape ?? [rows, cols];
+    const rawShape: unknown = s.shape;
     const [r, c] = Array.isArray(rawShape) && rawShape.length === 2 ? rawShape : [];
     if (!(Number.isInteger(r) && Number.isInteger(c) && r >= 1 && c >= 1 && r <= rows && c <= cols))
       throw new ModelFormatError(
@@ -358,38 +349,32 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
         rawShape,
         `must be [r, c] within [${rows}, ${cols}]`,
       );
-    const rotation = s.rotation ?? 'none';
+    const rotation = s.rotation;
     if (rotation !== 'none' && rotation !== 'hadamard')
       throw new ModelFormatError(file, `${field}.rotation`, rotation, 'must be none or hadamard');
     if (rotation !== (meta.rotation ?? 'none') && rotation === 'hadamard')
       throw new ModelFormatError(file, '__metadata__.rotation', meta.rotation, `${name} is rotated`);
-    expectTensor(name, 'I32', [rows, wordsPerRow(format, cols)]);
-    if (format === 'int8' || format === 'int4' || format === 'int2')
-      expectTensor(`${name}.scales`, 'F32', [rows, cols / group]);
-    if (format === 'int4' || format === 'int2') expectTensor(`${name}.zeros`, 'F32', [rows, cols / group]);
-    schemes[name] = { format, group, rows, cols, shape: [r, c], rotation };
+    expectTensor(name, 'I32', [dataWords(format, rows * cols)]);
+    if (isIntFormat(format)) expectTensor(`${name}.scales`, 'I32', [scaleWords(format, rows * cols)]);
+    schemes[name] = { format, rows, cols, shape: [r, c], rotation };
   }
   // The reader's view: every tensor under its model name and HF shape (packed parts hidden).
   const tensors = new Map<string, { readonly shape: readonly number[] }>();
   for (const [name, t] of st.tensors) {
-    if (name.endsWith('.scales') || name.endsWith('.zeros')) {
-      if (schemes[name.slice(0, name.lastIndexOf('.'))] !== undefined) continue;
-    }
+    if (name.endsWith('.scales') && schemes[name.slice(0, -'.scales'.length)] !== undefined) continue;
     const s = schemes[name];
     tensors.set(name, { shape: s ? s.shape : t.shape });
   }
   const f32 = async (name: string) => readTensorF32(st.tensors.get(name)!);
+  const u32 = async (name: string) => {
+    const raw = (await readTensorBytes(st.tensors.get(name)!)).slice();
+    return new Uint32Array(raw.buffer, 0, raw.byteLength / 4);
+  };
   const readMatrix = async (name: string): Promise<QuantizedMatrix> => {
     const s = schemes[name];
     if (s === undefined) throw new ModelFormatError(file, name, undefined, 'not a packed matrix');
-    const raw = (await readTensorBytes(st.tensors.get(name)!)).slice();
-    const data = new Uint32Array(raw.buffer, 0, raw.byteLength / 4);
-    const base = { format: s.format, rows: s.rows, cols: s.cols, group: s.group, data };
-    if (s.format === 'int8') return { ...base, scales: await f32(`${name}.scales`) };
-    if (s.format === 'int4' || s.format === 'int2') {
-      return { ...base, scales: await f32(`${name}.scales`), zeros: await f32(`${name}.zeros`) };
-    }
-    return base;
+    const base = { format: s.format, rows: s.rows, cols: s.cols, data: await u32(name) };
+    return isIntFormat(s.format) ? { ...base, scales: await u32(`${name}.scales`) } : base;
   };
   return {
     metadata: meta,

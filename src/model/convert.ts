@@ -19,8 +19,6 @@ export type ConvertQuant = 'int8' | 'int4' | 'int2';
 /** Options of {@link convertModel}. */
 export interface ConvertModelOptions {
   readonly quant: ConvertQuant;
-  /** Group along K (default: the GPU runner's, so loading copies every matrix as stored). */
-  readonly group?: number;
   /** Rotation of the `*_proj` linears' inputs (default none). */
   readonly rotate?: Rotation;
   /** Called as each tensor is hashed (`checksum`) and then packed and written (`pack`). */
@@ -141,7 +139,6 @@ export async function convertModel(
     embeddings: options.quant,
     rotate: options.rotate ?? 'none',
     sourceModel: await opened.checksum(),
-    ...(options.group === undefined ? {} : { group: options.group }),
   });
 }
 

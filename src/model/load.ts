@@ -6,8 +6,7 @@ import { checkTensors } from '../formats/layout.js';
 import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
-import type { WeightFormat } from '../kernels/matmul/quant.js';
-import type { Rotation } from '../quant/pack.js';
+import type { QuantFormat, Rotation } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
 
@@ -33,7 +32,7 @@ export interface OpenedModel {
    * How a weft-q checkpoint stores its linears: loading at this format (and rotation) copies them
    * to the GPU as stored; any other choice re-quantizes from their dequantized values.
    */
-  readonly packed?: { readonly format: WeightFormat; readonly rotation: Rotation };
+  readonly packed?: { readonly format: QuantFormat; readonly rotation: Rotation };
   /** What the weights were read from, for progress and messages. */
   readonly source: 'safetensors' | 'weft-q' | 'gguf';
   /**

@@ -24,15 +24,12 @@ export type Rotation = 'none' | 'hadamard';
 /** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
 export const ROTATION_SEED = 0x77656674;
 
-/** Weight format of each quant choice (w8a8 keeps int8 weights and rounds activations per token). */
-export function formatOf(quant: Quant): WeightFormat {
-  return quant === 'w8a8' ? 'int8' : quant;
-}
+/** The weight formats a {@link Quant} places: every format but q4_0 (which only GGUF files carry). */
+export type QuantFormat = Exclude<WeightFormat, 'q4_0'>;
 
-/** Quantization group along K: 32 where it divides K, else 16; float formats use the whole row. */
-export function groupFor(format: WeightFormat, cols: number): number {
-  if (format === 'f32' || format === 'f16') return cols;
-  return cols % 32 === 0 ? 32 : 16;
+/** Weight format of each quant choice (w8a8 keeps int8 weights and rounds activations per token). */
+export function formatOf(quant: Quant): QuantFormat {
+  return quant === 'w8a8' ? 'int8' : quant;
 }
 
 /** True when `n` is a size the Hadamard kernels can rotate (K·2^m, see `hadamardFactor`). */
@@ -75,7 +72,7 @@ export function zeroPad(
 /**
  * Packs one linear weight [rows, cols] exactly as the GPU runner places it: zero-padded to
  * `pad`, rotated on the input side (W·Rᵀ over the padded width) when `rotate` is `'hadamard'`,
- * then quantized to `format` with {@link groupFor} of the padded width. The converter and the
+ * then quantized to `format` (flat blocks over the padded matrix). The converter and the
  * runner both call this, so a converted checkpoint is bit-identical to quantizing while loading.
  */
 export function packLinear(
@@ -92,7 +89,7 @@ export function packLinear(
     throw new InvalidInputError(`packLinear: padded width ${pad.cols} is not a Hadamard size`);
   let m = zeroPad(w, rows, cols, pad.rows, pad.cols);
   if (rotate === 'hadamard') m = hadamardRef(m, pad.rows, pad.cols, ROTATION_SEED);
-  return quantize(m, pad.rows, pad.cols, format, groupFor(format, pad.cols));
+  return quantize(m, pad.rows, pad.cols, format);
 }
 
 /**

@@ -21,7 +21,7 @@ import { dequantize, quantize } from '../../src/kernels/matmul/quant.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { configFromSpec } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { groupFor, isRotatedLinear, packLinear, type Quant, type Rotation } from '../../src/quant/pack.js';
+import { isRotatedLinear, packLinear, type Quant, type Rotation } from '../../src/quant/pack.js';
 import { ggufFixture, roundTrip, sameF32, tinyConfig } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 
@@ -74,10 +74,7 @@ async function expectRunnerPacking(
     const pad = linearPad(name, rows, cols, r);
     const want = packLinear(await source.weights.readF32(name), rows, cols, pad, quant, r);
     const got = await opened.weights.readPacked?.(name, { format: quant, ...pad, rotation: r });
-    expect(got?.group).toBe(groupFor(quant, pad.cols));
-    expect(got?.data).toEqual(want.data);
-    expect(got?.scales).toEqual(want.scales);
-    expect(got?.zeros).toEqual(want.zeros);
+    expect(got).toEqual(want);
     // Another format or rotation is not served from the file: the runner packs those itself.
     expect(await opened.weights.readPacked?.(name, { format: 'f16', ...pad, rotation: r })).toBeUndefined();
   }
@@ -111,7 +108,7 @@ describe.each(FAMILIES)('weft convert, %s', (family) => {
       const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
       expect(ck.metadata).toMatchObject({
         format: 'weft-q',
-        version: '2',
+        version: '3',
         rotation: 'none',
         source_sha256: want,
       });
@@ -238,8 +235,8 @@ describe('bad arguments and failures', () => {
     const cases: [string[], RegExp][] = [
       [['a', 'b'], /--quant: "" is not one of int8, int4, int2/],
       [['a', 'b', '--quant', 'int3'], /--quant: "int3"/],
-      [['a', 'b', '--quant', 'int4', '--group', '24'], /--group: "24" must be a multiple of 16/],
-      [['a', 'b', '--quant', 'int2', '--group', '128'], /--group: "128" .* up to 64 for int2/],
+      // Groups are part of each format now (Q8_0, Q4_K, Q2_K blocks): no --group.
+      [['a', 'b', '--quant', 'int4', '--group', '32'], /--group/],
       [['a', 'b', '--quant', 'int4', '--rotate', 'spin'], /--rotate: "spin"/],
       [['a', '--quant', 'int4'], /convert needs <source> and <out-dir>/],
       [['a', 'b', '--quant', 'int4', '--bogus', '1'], /bogus/],
@@ -268,20 +265,6 @@ describe('bad arguments and failures', () => {
     return (await readdir(parent)).filter((f) => f.includes(out));
   }
 
-  it('a shape the format cannot pack fails with a typed error and leaves no files', async () => {
-    const parent = await mkdtemp(join(dir, 'fail-'));
-    const src = join(parent, 'src');
-    await writeFixtureDir(src, 'llama', 'f32', 2);
-    // The MLP width 96 is not a multiple of 64.
-    const err = await runConvert(
-      parseConvertArgs([src, join(parent, 'out'), '--quant', 'int2', '--group', '64']),
-      quiet,
-    ).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ModelFormatError);
-    expect(String(err)).toMatch(/mlp\.(gate|up|down)_proj\.weight.*cannot pack as int2/);
-    expect(await leftovers(parent, 'out')).toEqual([]);
-  });
-
   it('a read failing mid-stream (source truncated while packing) leaves no files', async () => {
     const parent = await mkdtemp(join(dir, 'fail-'));
     const src = join(parent, 'src');
@@ -305,44 +288,59 @@ describe('weft-q versions and metadata faults', () => {
     2,
     16,
     'int8',
-    16,
   );
   const bytes = (meta: Record<string, string>) =>
     writeSafetensors(
       [
-        { name: 'w', dtype: 'I32', shape: [2, 4], data: new Uint8Array(int8.data.buffer) },
-        { name: 'w.scales', dtype: 'F32', shape: [2, 1], data: new Uint8Array(int8.scales!.buffer) },
+        { name: 'w', dtype: 'I32', shape: [8], data: new Uint8Array(int8.data.buffer) },
+        { name: 'w.scales', dtype: 'I32', shape: [1], data: new Uint8Array(int8.scales!.buffer) },
       ],
       meta,
     );
   const scheme = (extra: Record<string, unknown>) =>
-    JSON.stringify({ w: { format: 'int8', group: 16, rows: 2, cols: 16, ...extra } });
+    JSON.stringify({ w: { format: 'int8', rows: 2, cols: 16, shape: [2, 16], rotation: 'none', ...extra } });
 
-  it('version 1 files (no shape, no rotation) still read, as unpadded and unrotated', async () => {
+  it('version 3 reads back the packed arrays as written', async () => {
     const ck = await openWeftCheckpoint(
-      bytesSource(bytes({ format: 'weft-q', version: '1', schemes: scheme({}) }), 'v1'),
+      bytesSource(bytes({ format: 'weft-q', version: '3', schemes: scheme({}) }), 'v3'),
     );
     expect(ck.schemes.w).toMatchObject({ shape: [2, 16], rotation: 'none' });
     expect(sameF32(await ck.readF32('w'), dequantize(int8))).toBeUndefined();
-    expect(
-      (await ck.readPacked?.('w', { format: 'int8', rows: 2, cols: 16, rotation: 'none' }))?.data,
-    ).toEqual(int8.data);
+    expect(await ck.readPacked?.('w', { format: 'int8', rows: 2, cols: 16, rotation: 'none' })).toEqual(int8);
   });
 
-  it('refuses an unknown version, a foreign rotation seed and a shape outside the packed matrix', async () => {
+  it('refuses versions 1 and 2 (old layouts): written by an older weft, run weft convert again', async () => {
+    for (const version of ['1', '2']) {
+      const err = await openWeftCheckpoint(
+        bytesSource(bytes({ format: 'weft-q', version, schemes: scheme({}) }), 'old'),
+      ).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ModelFormatError);
+      expect(String(err)).toMatch(
+        new RegExp(
+          `old: __metadata__.version = "${version}": written by an older weft.*run \`weft convert\` again`,
+        ),
+      );
+    }
+  });
+
+  it('refuses an unknown version, a foreign rotation seed, a shape outside the packed matrix and wrong array sizes', async () => {
     const open = (meta: Record<string, string>) => openWeftCheckpoint(bytesSource(bytes(meta), 'm'));
-    await expect(open({ format: 'weft-q', version: '3', schemes: scheme({}) })).rejects.toThrow(
-      /m: __metadata__.version = "3": unsupported version/,
+    await expect(open({ format: 'weft-q', version: '4', schemes: scheme({}) })).rejects.toThrow(
+      /m: __metadata__.version = "4": unsupported version/,
     );
     await expect(
-      open({ format: 'weft-q', version: '2', rotation: 'hadamard', rotation_seed: '1', schemes: scheme({}) }),
+      open({ format: 'weft-q', version: '3', rotation: 'hadamard', rotation_seed: '1', schemes: scheme({}) }),
     ).rejects.toThrow(/m: __metadata__.rotation_seed = "1"/);
     await expect(
-      open({ format: 'weft-q', version: '2', schemes: scheme({ shape: [3, 16] }) }),
+      open({ format: 'weft-q', version: '3', schemes: scheme({ shape: [3, 16] }) }),
     ).rejects.toThrow(/m: __metadata__.schemes.w.shape = \[3,16\]: must be \[r, c\] within \[2, 16\]/);
     await expect(
-      open({ format: 'weft-q', version: '2', schemes: scheme({ rotation: 'spin' }) }),
+      open({ format: 'weft-q', version: '3', schemes: scheme({ rotation: 'spin' }) }),
     ).rejects.toThrow(ModelFormatError);
+    // 2 × 48 int8 needs 24 data words and 2 scale words: the file holds 8 and 1.
+    await expect(open({ format: 'weft-q', version: '3', schemes: scheme({ cols: 48 }) })).rejects.toThrow(
+      /m: w .*expected I32 \[24\]/,
+    );
   });
 });
 

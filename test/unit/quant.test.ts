@@ -1,89 +1,210 @@
 import { describe, expect, it } from 'vitest';
 import {
+  bitsPerWeight,
+  dataWords,
+  decode,
   dequantize,
+  encode,
   f16BitsToF32,
   f32ToF16Bits,
+  gridOf,
+  type IntFormat,
+  nearestCode,
   packedBytes,
+  type QuantizedMatrix,
   quantize,
+  scaleWords,
   type WeightFormat,
 } from '../../src/kernels/matmul/quant.js';
 import { randomF32 } from '../helpers/random.js';
 
+const INT_FORMATS: IntFormat[] = ['int8', 'q4_0', 'int4', 'int2'];
+const FORMATS: WeightFormat[] = ['f32', 'f16', ...INT_FORMATS];
+// [rows, cols]: whole super-blocks, and rows·cols not a multiple of 256 (flat padding, blocks
+// spanning rows: 688 = 2.6875 super-blocks).
+const SHAPES: [number, number][] = [
+  [7, 128],
+  [3, 688],
+  [16, 688],
+  [5, 256],
+  [1, 16],
+];
+
 describe('quantize / dequantize round trip', () => {
-  const rows = 7;
-  const cols = 128;
-  const w = randomF32(rows * cols, 1);
-  // Worst-case error per element: half a step for round-to-nearest formats.
-  const cases: [WeightFormat, number | undefined, (q: ReturnType<typeof quantize>, i: number) => number][] = [
-    ['f32', undefined, () => 0],
-    ['f16', undefined, (_q, i) => Math.abs(w[i]!) * 2 ** -11 + 2 ** -25],
-    ['int8', undefined, (q, i) => q.scales![Math.floor(i / cols)]! / 2],
-    ['int8', 32, (q, i) => q.scales![Math.floor(i / 32)]! / 2],
-    ['int4', 32, (q, i) => q.scales![Math.floor(i / 32)]! / 2],
-    ['int4', 128, (q, i) => q.scales![Math.floor(i / 128)]! / 2],
-    ['int2', 16, (q, i) => q.scales![Math.floor(i / 16)]! / 2],
-    ['int2', 64, (q, i) => q.scales![Math.floor(i / 64)]! / 2],
-  ];
-  it.each(cases)('%s group %s stays within half a step', (format, group, bound) => {
-    const q = quantize(w, rows, cols, format, group);
-    const back = dequantize(q);
-    let worst = 0;
-    for (let i = 0; i < w.length; i++) {
-      const err = Math.abs(back[i]! - w[i]!);
-      worst = Math.max(worst, err / (bound(q, i) * (1 + 1e-6) + 1e-12));
-    }
-    if (format === 'f32') expect(Array.from(back)).toEqual(Array.from(w));
-    expect(worst).toBeLessThanOrEqual(1);
-    expect(q.data.length * 4 + (q.scales?.length ?? 0) * 4 + (q.zeros?.length ?? 0) * 4).toBe(
-      packedBytes(format, rows, cols, q.group),
-    );
+  it.each(FORMATS.flatMap((f) => SHAPES.map(([r, c]) => [f, r, c] as const)))(
+    '%s [%i, %i]: array sizes, bytes, and every element on its grid nearest the input',
+    (format, rows, cols) => {
+      const w = randomF32(rows * cols, rows * cols + format.length);
+      const q = quantize(w, rows, cols, format);
+      const back = dequantize(q);
+      const n = rows * cols;
+      expect(q.data.length).toBe(dataWords(format, n));
+      expect(q.scales?.length ?? 0).toBe(scaleWords(format, n));
+      expect(q.data.length * 4 + (q.scales?.length ?? 0) * 4).toBe(packedBytes(format, rows, cols));
+      if (format === 'f32') {
+        expect(Array.from(back)).toEqual(Array.from(w));
+        return;
+      }
+      if (format === 'f16') {
+        for (let i = 0; i < n; i++)
+          expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(Math.abs(w[i]!) * 2 ** -11 + 2 ** -25);
+        return;
+      }
+      // Nearest: no other code of the element's grid is closer to the input.
+      const { grid, codes } = decode(q);
+      for (let i = 0; i < n; i++) {
+        const at = (c: number) => Math.fround(grid.scaleAt(i) * c - grid.offsetAt(i));
+        expect(back[i]).toBe(at(codes[i]!));
+        const err = Math.abs(back[i]! - w[i]!);
+        for (const c of [codes[i]! - 1, codes[i]! + 1])
+          if (c >= grid.lo && c <= grid.hi) expect(err).toBeLessThanOrEqual(Math.abs(at(c) - w[i]!));
+      }
+    },
+  );
+
+  it.each([
+    ['int8', 0.0025],
+    ['q4_0', 0.042],
+    ['int4', 0.034],
+    ['int2', 0.14],
+  ] as const)('%s: RMS error on uniform [-1, 1) weights stays below %f', (format, bound) => {
+    const [rows, cols] = [64, 688];
+    const w = randomF32(rows * cols, 77);
+    const back = dequantize(quantize(w, rows, cols, format));
+    let sq = 0;
+    for (let i = 0; i < w.length; i++) sq += (back[i]! - w[i]!) ** 2;
+    expect(Math.sqrt(sq / w.length)).toBeLessThan(bound);
   });
 
-  it('a constant group and an all-zero group survive', () => {
-    const v = new Float32Array(64);
+  it('an all-zero group is exact and a constant one within the f16 rounding of its scale', () => {
+    const v = new Float32Array(512);
     v.fill(0.5, 0, 32);
-    for (const f of ['int8', 'int4', 'int2'] as const) {
-      const back = dequantize(quantize(v, 1, 64, f, 32));
-      expect(Array.from(back)).toEqual(Array.from(v));
+    for (const f of INT_FORMATS) {
+      const back = dequantize(quantize(v, 1, 512, f));
+      for (let i = 0; i < 32; i++) expect(Math.abs(back[i]! - 0.5)).toBeLessThanOrEqual(0.5 * 2 ** -10);
+      for (let i = 32; i < 512; i++) expect(back[i]).toBe(0);
     }
   });
 
   it('rejects bad shapes', () => {
-    expect(() => quantize(new Float32Array(40), 1, 40, 'int4', 40)).toThrow(/multiple of 16/);
-    expect(() => quantize(new Float32Array(128), 1, 128, 'int2', 128)).toThrow(/group <= 64/);
     expect(() => quantize(new Float32Array(3), 1, 3, 'f16')).toThrow(/even/);
     expect(() => quantize(new Float32Array(10), 1, 64, 'int8')).toThrow(/10 elements/);
+    expect(() => quantize(new Float32Array(0), 0, 64, 'int4')).toThrow(/positive/);
+    const q = quantize(randomF32(64, 1), 1, 64, 'int4');
+    expect(() => dequantize({ ...q, scales: q.scales!.subarray(1) })).toThrow(/scales has 3 words/);
+    expect(() => dequantize({ ...q, data: q.data.subarray(1) })).toThrow(/data has 31 words/);
+  });
+});
+
+describe('bits per weight, from the bytes', () => {
+  const nominal: Record<IntFormat, number> = { int8: 8.5, q4_0: 4.5, int4: 4.5, int2: 2.625 };
+  // The demo target's shapes: K = 688 (down_proj) and K = 256 (the others).
+  it.each(
+    INT_FORMATS.flatMap((f) =>
+      [
+        [256, 688],
+        [688, 256],
+        [16, 688],
+        [32, 256],
+      ].map(([r, c]) => [f, r!, c!] as const),
+    ),
+  )('%s [%i, %i]', (format, rows, cols) => {
+    const q = quantize(randomF32(rows * cols, 5), rows, cols, format);
+    const bits = ((q.data.length + q.scales!.length) * 32) / (rows * cols);
+    expect(bits).toBe(bitsPerWeight(format, rows, cols));
+    expect(bits).toBeLessThanOrEqual(nominal[format]);
+    if (format === 'q4_0') expect(bits).toBe(4.5);
+  });
+
+  it('padding of a last partial block costs a little more than nominal, floats nothing', () => {
+    expect(bitsPerWeight('int2', 3, 688)).toBeGreaterThan(2.625);
+    expect(bitsPerWeight('f16', 3, 688)).toBe(16);
+    expect(bitsPerWeight('f32', 3, 688)).toBe(32);
   });
 });
 
 describe('bit layout on hand examples', () => {
-  it('int8: element j in byte j%4, two’s complement, scale max/127', () => {
-    const w = new Float32Array(16);
+  it('int8 (Q8_0): element i in byte i % 4, two’s complement; f16 d per 32, even group low half', () => {
+    const w = new Float32Array(64);
     w.set([127, -1, 2, -127, 0, 5]);
-    const q = quantize(w, 1, 16, 'int8');
-    expect(q.scales![0]).toBe(1);
+    w[32] = -254; // group 1: d = 2
+    w[33] = 3; // 1.5 → 2 (half away from zero)
+    const q = quantize(w, 1, 64, 'int8');
+    expect(q.scales![0]).toBe(0x4000_3c00);
     expect(q.data[0]).toBe(0x81_02_ff_7f);
     expect(q.data[1]).toBe(0x00_00_05_00);
+    expect(q.data[8]).toBe(0x00_00_02_81);
+    expect(Array.from(dequantize(q).subarray(32, 34))).toEqual([-254, 4]);
   });
 
-  it('int4: element j in nibble j%8, zero point', () => {
-    // range [-1, 14] → scale 1, zero 1: codes = w + 1.
-    const w = new Float32Array(16);
-    for (let j = 0; j < 16; j++) w[j] = (j % 16) - 1;
-    const q = quantize(w, 1, 16, 'int4', 16);
-    expect(q.scales![0]).toBe(1);
-    expect(q.zeros![0]).toBe(1);
+  it('q4_0: nibble i % 8, d = max / -8 with max the signed extreme, w = d·(q - 8)', () => {
+    const w = new Float32Array(32);
+    for (let j = 0; j < 16; j++) w[j] = j - 8; // max = -8 → d = 1, q = w + 8
+    const q = quantize(w, 1, 32, 'q4_0');
+    expect(q.scales![0]! & 0xffff).toBe(0x3c00);
     expect(q.data[0]).toBe(0x76543210);
     expect(q.data[1]).toBe(0xfedcba98);
+    expect(q.data[2]).toBe(0x88888888); // zeros: q = 8
+    expect(Array.from(dequantize(q))).toEqual(Array.from(w));
+    // A positive extreme gives a negative d: 16 → d = -2, and -16 would need q = 16 (clamped).
+    const v = new Float32Array(32);
+    v[0] = 16;
+    v[1] = -16;
+    const p = quantize(v, 1, 32, 'q4_0');
+    expect(f16BitsToF32(p.scales![0]! & 0xffff)).toBe(-2);
+    expect(Array.from(dequantize(p).subarray(0, 2))).toEqual([16, -14]);
   });
 
-  it('int2: element j in bits 2*(j%16)', () => {
-    // range [-1, 2] → scale 1, zero 1: codes = w + 1 → 0,1,2,3,0,1,...
-    const w = new Float32Array(16);
-    for (let j = 0; j < 16; j++) w[j] = (j % 4) - 1;
-    const q = quantize(w, 1, 16, 'int2', 16);
-    expect(q.zeros![0]).toBe(1);
-    expect(q.data[0]).toBe(0xe4e4e4e4);
+  // scales words built by hand from the field positions of the doc comment.
+  const fields = (entries: [pos: number, width: number, value: number][], words: number) => {
+    let big = 0n;
+    for (const [pos, width, value] of entries)
+      big |= (BigInt(value) & ((1n << BigInt(width)) - 1n)) << BigInt(pos);
+    return Array.from({ length: words }, (_, k) => Number((big >> BigInt(32 * k)) & 0xffffffffn));
+  };
+
+  it('int4 (Q4_K): 6-bit sc_j at bit 6j, mn_j at 6(8 + j) (straddling words), D | M << 16', () => {
+    const D = 0x3c00; // 1
+    const M = 0x3800; // 0.5
+    const sc = [1, 2, 3, 4, 5, 63, 7, 8];
+    const mn = [0, 2, 4, 6, 8, 10, 12, 63];
+    const words = fields(
+      sc.flatMap((s, j) => [
+        [6 * j, 6, s],
+        [6 * (8 + j), 6, mn[j]!],
+      ]) as [number, number, number][],
+      3,
+    );
+    const scales = Uint32Array.from([...words, D | (M << 16)]);
+    const data = new Uint32Array(32);
+    for (let k = 0; k < 32; k++) data[k] = 0x76543210 + (k & 1) * 0x88888888;
+    const q: QuantizedMatrix = { format: 'int4', rows: 1, cols: 256, data, scales };
+    const got = dequantize(q);
+    for (let i = 0; i < 256; i++) {
+      const j = i >> 5;
+      expect(got[i]).toBe(sc[j]! * (i & 15) - 0.5 * mn[j]!);
+    }
+    const { grid, codes } = decode(q);
+    expect(grid.scaleAt(5 * 32)).toBe(63);
+    expect(grid.offsetAt(7 * 32 + 31)).toBe(31.5);
+    expect(encode(grid, codes)).toEqual(q);
+  });
+
+  it('int2 (Q2_K): bits 2·(i % 16); byte j of the first four words = sc_j | mn_j << 4', () => {
+    const sc = Array.from({ length: 16 }, (_, j) => 15 - j);
+    const mn = Array.from({ length: 16 }, (_, j) => j);
+    const scales = new Uint32Array(5);
+    for (let j = 0; j < 16; j++) scales[j >> 2]! |= (sc[j]! | (mn[j]! << 4)) << (8 * (j & 3));
+    scales[4] = 0x3400 | (0x3c00 << 16); // D = 0.25, M = 1
+    const data = new Uint32Array(16).fill(0xe4e4e4e4); // codes 0, 1, 2, 3, 0, ...
+    const q: QuantizedMatrix = { format: 'int2', rows: 2, cols: 128, data, scales };
+    const got = dequantize(q);
+    for (let i = 0; i < 256; i++) {
+      const j = i >> 4;
+      expect(got[i]).toBe(0.25 * sc[j]! * (i & 3) - mn[j]!);
+    }
+    const { grid, codes } = decode(q);
+    expect(encode(grid, codes)).toEqual(q);
   });
 
   it('f16: element 2j in the low half, round to nearest even', () => {
@@ -96,5 +217,39 @@ describe('bit layout on hand examples', () => {
     expect(f32ToF16Bits(1e6)).toBe(0x7c00);
     expect(f16BitsToF32(0x0001)).toBe(2 ** -24);
     for (let h = 0; h < 0x7c00; h += 37) expect(f32ToF16Bits(f16BitsToF32(h))).toBe(h);
+  });
+});
+
+describe('grid and codes apart (for calibrated rounding)', () => {
+  it.each(INT_FORMATS)(
+    '%s: quantize = encode(gridOf, nearest codes); other codes encode and decode',
+    (format) => {
+      const [rows, cols] = [3, 688];
+      const w = randomF32(rows * cols, 9);
+      const grid = gridOf(w, rows, cols, format);
+      const nearest = Int32Array.from(w, (v, i) => nearestCode(grid, i, v));
+      expect(encode(grid, nearest)).toEqual(quantize(w, rows, cols, format));
+      // Any codes in [lo, hi] survive the packing.
+      const codes = Int32Array.from(w, (_, i) => grid.lo + ((i * 7) % (grid.hi - grid.lo + 1)));
+      const back = decode(encode(grid, codes));
+      expect(back.codes).toEqual(codes);
+      expect(back.grid.scales).toEqual(grid.scales);
+      expect(() =>
+        encode(
+          grid,
+          codes.map((c, i) => (i === 5 ? grid.hi + 1 : c)),
+        ),
+      ).toThrow(/outside/);
+      expect(() => encode(grid, codes.subarray(1))).toThrow(/codes for/);
+    },
+  );
+
+  it('grid ranges and offsets: int8 symmetric, q4_0 offset 8d', () => {
+    const w = randomF32(64, 3);
+    const g8 = gridOf(w, 1, 64, 'int8');
+    expect([g8.lo, g8.hi, g8.offsetAt(40)]).toEqual([-127, 127, 0]);
+    const g4 = gridOf(w, 1, 64, 'q4_0');
+    expect([g4.lo, g4.hi, g4.offsetAt(40)]).toEqual([0, 15, 8 * g4.scaleAt(40)]);
+    expect([gridOf(w, 1, 64, 'int4').hi, gridOf(w, 1, 64, 'int2').hi]).toEqual([15, 3]);
   });
 });

@@ -42,9 +42,9 @@ describe('weft-q checkpoints', () => {
   for (const quant of ['int8', 'int4', 'int2', 'f16'] as const) {
     it(`${quant}: packed matrices equal quantize() of the source, other tensors are exact`, async () => {
       const { tensors, reader } = await fixture('qwen3');
-      const group = quant === 'int8' ? 32 : quant === 'f16' ? undefined : 16;
-      const { bytes, metadata } = await convertToBytes(reader, group ? { quant, group } : { quant });
+      const { bytes, metadata } = await convertToBytes(reader, { quant });
       expect(metadata.format).toBe('weft-q');
+      expect(metadata.version).toBe('3');
       const ck = await openWeftCheckpoint(bytesSource(bytes, 'w.safetensors'));
       expect(ck.metadata.source_sha256).toMatch(/^[0-9a-f]{64}$/);
       expect([...ck.tensors.keys()].sort()).toEqual(tensors.map((t) => t.name).sort());
@@ -57,11 +57,9 @@ describe('weft-q checkpoints', () => {
         }
         const isEmbed = t.name === 'model.embed_tokens.weight';
         expect(scheme.format).toBe(isEmbed ? 'f16' : quant);
-        const want = quantize(t.data, t.shape[0]!, t.shape[1]!, scheme.format, scheme.group);
+        const want = quantize(t.data, t.shape[0]!, t.shape[1]!, scheme.format);
         const got = await ck.readMatrix(t.name);
-        expect(got.data).toEqual(want.data);
-        expect(got.scales).toEqual(want.scales);
-        expect(got.zeros).toEqual(want.zeros);
+        expect(got).toEqual(want);
         expect(sameF32(await ck.readF32(t.name), dequantize(want))).toBeUndefined();
       }
     });
@@ -76,17 +74,21 @@ describe('weft-q checkpoints', () => {
   });
 
   it('refuses shapes the format cannot pack before writing anything', async () => {
-    const { reader } = await fixture('llama');
+    // An embedding of odd width cannot be stored as f16 (two halves per word).
+    const reader: TensorReader = {
+      tensors: new Map([['model.embed_tokens.weight', { shape: [4, 7] }]]),
+      readF32: async () => new Float32Array(28),
+    };
     let written = 0;
     const e = await convert(
       reader,
       () => {
         written++;
       },
-      { quant: 'int4', group: 48 },
+      { quant: 'int4' },
     ).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(ModelFormatError);
-    expect(String(e)).toMatch(/cannot pack as int4/);
+    expect(String(e)).toMatch(/cannot pack as f16/);
     expect(written).toBe(0);
   });
 
@@ -99,14 +101,14 @@ describe('weft-q checkpoints', () => {
     );
     const bad = writeSafetensors([{ name: 'w', dtype: 'I32', shape: [2, 1], data: new Uint8Array(8) }], {
       format: 'weft-q',
-      version: '1',
-      schemes: JSON.stringify({ w: { format: 'int8', group: 16, rows: 2, cols: 16 } }),
+      version: '3',
+      schemes: JSON.stringify({ w: { format: 'int8', rows: 2, cols: 16, shape: [2, 16], rotation: 'none' } }),
     });
-    // int8 [2, 16] packs to [2, 4] words and needs w.scales.
+    // int8 [2, 16] packs to 8 data words (one group of 32, padded) and needs w.scales.
     await expect(openWeftCheckpoint(bytesSource(bad, 'b'))).rejects.toThrow(
-      /b: w = \["I32",2,1\]: expected I32 \[2, 4\]/,
+      /b: w = \["I32",2,1\]: expected I32 \[8\]/,
     );
-    const notJson = writeSafetensors([], { format: 'weft-q', version: '1', schemes: '{' });
+    const notJson = writeSafetensors([], { format: 'weft-q', version: '3', schemes: '{' });
     await expect(openWeftCheckpoint(bytesSource(notJson, 'j'))).rejects.toThrow(ModelFormatError);
   });
 });

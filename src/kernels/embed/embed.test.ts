@@ -38,29 +38,30 @@ function rand(n: number, seed: number): Float32Array {
 
 describe('embedding lookup vs dequantize (bit-exact)', () => {
   // Last column: the binding-size limit that splits the table into parts (undefined: one part).
-  const cases: [WeightFormat, number, number, number | undefined, number[], number | undefined][] = [
-    ['f32', 50, 80, undefined, [0, 49, 7, 7], undefined],
-    ['f32', 50, 80, undefined, [0, 49, 7, 8, 20, 21], 7 * 80 * 4],
-    ['f16', 300, 48, undefined, [299, 1, 150], undefined],
-    ['int8', 100, 96, undefined, [3, 99, 0, 50, 51], 33 * 96],
-    ['int8', 64, 128, 32, [63, 2], undefined],
-    ['int4', 77, 160, 32, [76, 0, 10], 10 * 80],
-    ['int4', 20, 64, 64, [19, 5], undefined],
-    ['int2', 33, 96, 32, [32, 16, 0, 1], undefined],
-    ['int2', 500, 48, 16, [499, 250, 3], 64 * 12],
+  const cases: [WeightFormat, number, number, number[], number | undefined][] = [
+    ['f32', 50, 80, [0, 49, 7, 7], undefined],
+    ['f32', 50, 80, [0, 49, 7, 8, 20, 21], 7 * 80 * 4],
+    ['f16', 300, 48, [299, 1, 150], undefined],
+    ['int8', 100, 96, [3, 99, 0, 50, 51], 33 * 96],
+    ['int8', 64, 128, [63, 2], undefined],
+    ['int8', 13, 688, [12, 0, 5], 5 * 688],
+    ['q4_0', 41, 688, [40, 1, 20], 9 * 344],
+    ['int4', 77, 160, [76, 0, 10], 10 * 80],
+    ['int4', 20, 64, [19, 5], undefined],
+    ['int4', 37, 688, [36, 0, 16, 17], 20 * 344],
+    ['int2', 33, 96, [32, 16, 0, 1], undefined],
+    ['int2', 500, 48, [499, 250, 3], 64 * 12],
+    ['int2', 19, 688, [18, 15, 16], undefined],
   ];
-  it.each(cases)(
-    '%s table [%i, %i] group %s ids %o, part limit %s bytes',
-    async (format, V, n, group, idList, limit) => {
-      const ctx = await gpu();
-      const w = rand(V * n, V * n + idList.length);
-      // Tiny values exercise f16 subnormals.
-      w[3] = 3e-6;
-      w[4] = -1e-7;
-      const q = quantize(w, V, n, format, group);
-      const ids = Uint32Array.from(idList);
-      const got = await runEmbedding(ctx, q, ids, limit);
-      expect(Array.from(got)).toEqual(Array.from(embedRef(q, ids)));
-    },
-  );
+  it.each(cases)('%s table [%i, %i] ids %o, part limit %s bytes', async (format, V, n, idList, limit) => {
+    const ctx = await gpu();
+    const w = rand(V * n, V * n + idList.length);
+    // Tiny values exercise f16 subnormals.
+    w[3] = 3e-6;
+    w[4] = -1e-7;
+    const q = quantize(w, V, n, format);
+    const ids = Uint32Array.from(idList);
+    const got = await runEmbedding(ctx, q, ids, limit);
+    expect(Array.from(got)).toEqual(Array.from(embedRef(q, ids)));
+  });
 });

@@ -9,9 +9,9 @@ import type { GpuMatrix } from '../matmul/matmul.js';
 import {
   checkShape,
   dequantize,
+  isIntFormat,
   type QuantizedMatrix,
   type WeightFormat,
-  wordsPerRow,
 } from '../matmul/quant.js';
 
 const WG = 64;
@@ -20,20 +20,7 @@ const Params = defineUniforms('Params', {
   n: 'u32',
   row0: 'u32',
   rows: 'u32',
-  wpr: 'u32',
-  group: 'u32',
-  G: 'u32',
 });
-
-const BITS: Record<WeightFormat, number> = { f32: 32, f16: 16, int8: 8, int4: 4, int2: 2 };
-
-function isScaled(format: WeightFormat): boolean {
-  return format === 'int8' || format === 'int4' || format === 'int2';
-}
-
-function hasZeros(format: WeightFormat): boolean {
-  return format === 'int4' || format === 'int2';
-}
 
 function embedSource(format: WeightFormat): WgslVariant {
   return wgslVariant(shaders.embed, Params, {
@@ -41,9 +28,11 @@ function embedSource(format: WeightFormat): WgslVariant {
     F32: format === 'f32',
     F16: format === 'f16',
     INT8: format === 'int8',
-    SCALED: isScaled(format),
-    ZEROS: hasZeros(format),
-    BITS: BITS[format],
+    Q4_0: format === 'q4_0',
+    INT4: format === 'int4',
+    INT2: format === 'int2',
+    NIBBLES: format === 'q4_0' || format === 'int4',
+    SCALED: isIntFormat(format),
   });
 }
 
@@ -60,7 +49,7 @@ export function embedRef(table: QuantizedMatrix, ids: Uint32Array): Float32Array
 
 /**
  * Embedding lookup on the GPU: out [M, n] = rows ids [M] of a table [V, n] in any weight format
- * (f32, f16, int8, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl).
+ * (f32, f16, int8, q4_0, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl).
  */
 export class Embedding {
   private readonly pipeline: GPUComputePipeline;
@@ -74,13 +63,11 @@ export class Embedding {
     /** The table [V, n] (rows = vocabulary, cols = hidden size), e.g. shared with a tied LM head. */
     readonly table: GpuMatrix,
   ) {
-    const { format, rows, cols, group } = table;
-    checkShape(format, rows, cols, group);
+    const { format, rows, cols } = table;
+    checkShape(format, rows, cols);
     table.parts.forEach((part, i) => {
-      if (isScaled(format) && !part.scales)
+      if (isIntFormat(format) && !part.scales)
         throw new InvalidInputError(`Embedding: ${format} part ${i} needs scales`);
-      if (hasZeros(format) && !part.zeros)
-        throw new InvalidInputError(`Embedding: ${format} part ${i} needs zeros`);
     });
     this.pipeline = ctx.pipelines.get('embed', ...embedSource(format));
     this.uniforms = table.parts.map((_, i) => new UniformSlot(ctx, Params, `embed-params-${i}`));
@@ -93,7 +80,7 @@ export class Embedding {
 
   /** Encodes the lookup of `count` ids (ids: [count] u32, each < V) into out [count, n]. */
   encode(pass: GPUComputePassEncoder, ids: GPUBuffer, out: GPUBuffer, count: number): void {
-    const { cols, group, format } = this.table;
+    const { cols } = this.table;
     if (!Number.isInteger(count) || count < 1)
       throw new InvalidInputError(`Embedding: count must be ≥ 1, got ${count}`);
     if (ids.size < count * 4)
@@ -109,13 +96,9 @@ export class Embedding {
         n: cols,
         row0: part.row0,
         rows: part.rows,
-        wpr: wordsPerRow(format, cols),
-        group,
-        G: cols / group,
       });
       const bufs = [uniform.buffer, ids, out, part.data];
       if (part.scales) bufs.push(part.scales);
-      if (part.zeros) bufs.push(part.zeros);
       pass.setBindGroup(0, this.binds.get(this.pipeline, bufs));
       pass.dispatchWorkgroups(...wgs);
     });

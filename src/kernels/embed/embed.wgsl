@@ -3,15 +3,16 @@
 // table is resident as a GpuMatrix (src/kernels/matmul/matmul.ts), split by rows into parts; one
 // dispatch per part writes the outputs whose id falls in rows [row0, row0 + rows) of that part.
 //
-// Part layout (rows padded to whole u32 words, wpr words per row, G = n / group groups per row,
-//   local row v = id - row0):
-//   F32: data[v * wpr + j] holds the f32 bits. F16: element j in the low (j even) or high half of
-//   word j / 2. INT8: 4 per word, element j at bits 8 * (j % 4), two's complement, w = q * scale.
-//   INT4 / INT2 (BITS = 4 / 2): 32 / BITS per word at bits BITS * (j % (32 / BITS)), unsigned,
-//   w = (q - zero) * scale. scale / zero of (v, j) at v * G + j / group.
-// Bindings (group 0): 0 uniform Params { M, n, row0, rows, wpr, group, G }; 1 ids: array<u32> [M];
-//   2 out: array<f32> [M, n] (written where the id is in this part); 3 data: array<u32> [rows * wpr];
-//   4 scales: array<f32> [rows * G] (integer formats); 5 zeros: array<f32> [rows * G] (INT4 / INT2).
+// Part layout (flat: local row v = id - row0, column j, element e = v * n + j; each part's data
+//   and scales start at its element 0, see quant.ts's QuantizedMatrix):
+//   F32: data[e] holds the f32 bits. F16: element e in the low (e even) or high half of data[e / 2].
+//   INT8 (Q8_0): byte e % 4 of data[e / 4], two's complement q. Q4_0, INT4 (Q4_K): nibble e % 8 of
+//   data[e / 8], q in [0, 15]. INT2 (Q2_K): bits 2 * (e % 16) of data[e / 16], q in [0, 3].
+//   Scales (f16 d per 32; K-quant super-blocks of 256): grid_at(e) = (a, b) of quant_scales.wgsl,
+//   and w = fma(a, q, -b) (a * q is exact, so this is quant.ts's fround(a * q - b)).
+// Bindings (group 0): 0 uniform Params { M, n, row0, rows }; 1 ids: array<u32> [M];
+//   2 out: array<f32> [M, n] (written where the id is in this part); 3 data: array<u32>;
+//   4 scales: array<u32> (integer formats).
 // Threads: one invocation per output element, flat index over the grid.
 // Preconditions: ids < V (an id in no part leaves its output row unwritten).
 
@@ -24,11 +25,10 @@ const WG: u32 = {{WG}}u;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<storage, read> data: array<u32>;
 //#if SCALED
-@group(0) @binding(4) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> scales: array<u32>;
 //#endif
-//#if ZEROS
-@group(0) @binding(5) var<storage, read> zeros: array<f32>;
-//#endif
+
+//#include quant_scales
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -41,22 +41,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (id < p.row0 || id - p.row0 >= p.rows) {
     return;
   }
-  let v = id - p.row0;
-  let row = v * p.wpr;
+  let e = (id - p.row0) * p.n + j;
 //#if F32
-  out[i] = bitcast<f32>(data[row + j]);
+  out[i] = bitcast<f32>(data[e]);
 //#endif
 //#if F16
-  out[i] = unpack2x16float(data[row + j / 2u])[j % 2u];
+  out[i] = unpack2x16float(data[e / 2u])[e % 2u];
 //#endif
 //#if INT8
-  let q = bitcast<i32>(data[row + j / 4u] << (24u - 8u * (j % 4u))) >> 24u;
-  out[i] = f32(q) * scales[v * p.G + j / p.group];
+  let q = f32(bitcast<i32>(data[e / 4u] << (24u - 8u * (e % 4u))) >> 24u);
 //#endif
-//#if ZEROS
-  let per = 32u / {{BITS}}u;
-  let q = (data[row + j / per] >> ({{BITS}}u * (j % per))) & ((1u << {{BITS}}u) - 1u);
-  let gi = v * p.G + j / p.group;
-  out[i] = (f32(q) - zeros[gi]) * scales[gi];
+//#if NIBBLES
+  let q = f32((data[e / 8u] >> (4u * (e % 8u))) & 15u);
+//#endif
+//#if INT2
+  let q = f32((data[e / 16u] >> (2u * (e % 16u))) & 3u);
+//#endif
+//#if SCALED
+  let ab = grid_at(e);
+  out[i] = fma(ab.x, q, -ab.y);
 //#endif
 }

@@ -6,7 +6,7 @@ import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import { gemmVariants, Matmul, matmulRef, prepareMatmul, uploadMatrix } from './matmul.js';
-import { type QuantizedMatrix, quantize, type WeightFormat } from './quant.js';
+import { CODE_BITS, type QuantizedMatrix, quantize, splitAlign, type WeightFormat } from './quant.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
 async function runMatmul(
@@ -23,23 +23,18 @@ async function runMatmul(
   });
 }
 
-// [format, group] pairs covering every packing and the int8 group sizes.
-const FORMATS: [WeightFormat, number | undefined][] = [
-  ['f32', undefined],
-  ['f16', undefined],
-  ['int8', undefined],
-  ['int8', 32],
-  ['int8', 64],
-  ['int8', 128],
-  ['int4', 32],
-  ['int2', 64],
-];
-// [M, N, K]: N and M not multiples of anything, K a multiple of 128 so every group above fits.
+// Every packing.
+const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
+// [M, N, K]: N and M not multiples of anything; K = 688 (the demo target's MLP width, 2.6875
+// super-blocks) and N·K not a multiple of 256 in most, so groups and super-blocks span rows and the
+// flat arrays end in padding.
 const SHAPES: [number, number, number][] = [
   [1, 37, 128],
   [3, 70, 256],
   [13, 5, 384],
   [33, 9, 128],
+  [2, 11, 688],
+  [5, 3, 688],
 ];
 const PATHS = [
   ['subgroups', () => gpu()],
@@ -57,21 +52,21 @@ function expectClose(got: Float32Array, want: Float32Array, magnitude: Float32Ar
 }
 
 describe.each(PATHS)('matmul (%s)', (_name, context) => {
-  it.each(FORMATS)('%s group %s equals dequantize + f32 matmul on random shapes', async (format, group) => {
+  it.each(FORMATS)('%s equals dequantize + f32 matmul on random shapes', async (format) => {
     const ctx = await context();
     let seed = 11;
     for (const [M, N, K] of SHAPES) {
-      const q = quantize(randomF32(N * K, seed++), N, K, format, group);
+      const q = quantize(randomF32(N * K, seed++), N, K, format);
       const x = randomF32(M * K, seed++);
       const ref = matmulRef(q, x, M);
       expectClose(await runMatmul(ctx, q, x, M), ref.y, ref.magnitude);
     }
   });
 
-  it.each(FORMATS)('%s group %s: row r is bit-identical at M = 1 and in a batch', async (format, group) => {
+  it.each(FORMATS)('%s: row r is bit-identical at M = 1 and in a batch', async (format) => {
     const ctx = await context();
-    const [N, K, T] = [23, 256, 20];
-    const q = quantize(randomF32(N * K, 3), N, K, format, group);
+    const [N, K, T] = [13, 688, 20];
+    const q = quantize(randomF32(N * K, 3), N, K, format);
     const x = randomF32(T * K, 4);
     const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
     // Batches of 3, 6 and 20 rows run the 4-, 16- and 64-accumulator variants of an instance for 64
@@ -147,31 +142,45 @@ describe('gemmVariants', () => {
 });
 
 describe('matrices split into parts', () => {
-  it.each(FORMATS)(
-    '%s group %s: a split matrix gives the same bits as a whole one',
-    async (format, group) => {
-      const ctx = await gpu();
-      const [N, K, T] = [37, 128, 3];
-      const q = quantize(randomF32(N * K, 21), N, K, format, group);
-      const x = randomF32(T * K, 22);
-      const whole = await batchBits(ctx, q, x, T, T);
-      // 10 rows per part → parts of 10, 10, 10 and 7 rows.
-      const rowBytes = (q.data.length / N) * 4;
-      const split = await batchBits(ctx, q, x, T, T, 10 * rowBytes);
-      const parts = uploadMatrix(ctx, q, 'w', 10 * rowBytes);
-      expect(parts.parts.map((p) => p.rows)).toEqual([10, 10, 10, 7]);
-      parts.destroy();
-      expect(Array.from(split)).toEqual(Array.from(whole));
-      const ref = matmulRef(q, x, T);
-      expectClose(new Float32Array(split.buffer), ref.y, ref.magnitude);
-    },
-  );
+  it.each(FORMATS)('%s: a split matrix gives the same bits as a whole one', async (format) => {
+    const ctx = await gpu();
+    const [N, K, T] = [37, 128, 3];
+    const q = quantize(randomF32(N * K, 21), N, K, format);
+    const x = randomF32(T * K, 22);
+    const whole = await batchBits(ctx, q, x, T, T);
+    // 10 rows per part → parts of 10, 10, 10 and 7 rows.
+    const rowBytes = (K * CODE_BITS[format]) / 8;
+    const split = await batchBits(ctx, q, x, T, T, 10 * rowBytes);
+    const parts = uploadMatrix(ctx, q, 'w', 10 * rowBytes);
+    expect(parts.parts.map((p) => p.rows)).toEqual([10, 10, 10, 7]);
+    parts.destroy();
+    expect(Array.from(split)).toEqual(Array.from(whole));
+    const ref = matmulRef(q, x, T);
+    expectClose(new Float32Array(split.buffer), ref.y, ref.magnitude);
+  });
+
+  it.each(FORMATS)('%s, K = 688: parts start on a whole group pair / super-block', async (format) => {
+    const ctx = await gpu();
+    const [N, K, T] = [37, 688, 2];
+    const q = quantize(randomF32(N * K, 23), N, K, format);
+    const x = randomF32(T * K, 24);
+    // Room for 20 rows: int4/int2 parts hold 16 (row0·688 a multiple of 256), int8/q4_0 20 (of 64).
+    const limit = (20 * K * CODE_BITS[format]) / 8;
+    const parts = uploadMatrix(ctx, q, 'w', limit);
+    const want = format === 'int4' || format === 'int2' ? [16, 16, 5] : [20, 17];
+    expect(parts.parts.map((p) => p.rows)).toEqual(want);
+    for (const p of parts.parts) expect((p.row0 * K) % splitAlign(format)).toBe(0);
+    parts.destroy();
+    const split = await batchBits(ctx, q, x, T, T, limit);
+    expect(Array.from(split)).toEqual(Array.from(await batchBits(ctx, q, x, T, T)));
+    expect(() => uploadMatrix(ctx, q, 'w', (K * CODE_BITS[format]) / 8 - 1)).toThrow(/exceed/);
+  });
 });
 
 describe('matmul input checks', () => {
   it('names the bad argument', async () => {
     const ctx = await gpu();
-    const q = quantize(randomF32(8 * 32, 1), 8, 32, 'int4', 16);
+    const q = quantize(randomF32(8 * 32, 1), 8, 32, 'int4');
     const w = uploadMatrix(ctx, q, 'w');
     const mm = new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: 4 });
     const x = createBuffer(ctx, 2 * 32 * 4, 'x');

@@ -8,27 +8,28 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
+  CODE_BITS,
   checkShape,
+  codeWordType,
+  dataWords,
   dequantize,
+  isIntFormat,
   packedBytes,
   type QuantizedMatrix,
+  scaleWords,
+  splitAlign,
   type WeightFormat,
-  wordsPerRow,
 } from './quant.js';
 
 /**
  * Uniforms of matmul.wgsl and matmul_w8a8.wgsl: batch M, total N (the stride of y), K, first x row,
- * words per packed row, groups per row, group size, and the part being dispatched (its first
- * output column and row count).
+ * and the part being dispatched (its first output column and row count).
  */
 export const MatmulParams = defineUniforms('Params', {
   M: 'u32',
   N: 'u32',
   K: 'u32',
   x_off: 'u32',
-  wpr: 'u32',
-  ngroups: 'u32',
-  group: 'u32',
   n_off: 'u32',
   n_rows: 'u32',
 });
@@ -37,16 +38,18 @@ const Params = MatmulParams;
 /** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
 export const MATMUL_MAX_M = 64;
 
-/** Rows [row0, row0 + rows) of a {@link GpuMatrix}, each buffer within one storage binding. */
+/**
+ * Rows [row0, row0 + rows) of a {@link GpuMatrix}, each buffer within one storage binding. The
+ * part's flat elements start at row0·K, a multiple of `splitAlign(format)`, so its data and scales
+ * are the words of those elements (the layouts of `QuantizedMatrix`) starting at word 0.
+ */
 export interface GpuMatrixPart {
   readonly row0: number;
   readonly rows: number;
-  /** Packed rows [rows, wpr] u32. */
+  /** Codes (or floats) of the part's flat elements, u32 words. */
   readonly data: GPUBuffer;
-  /** [rows, K/group] (int formats). */
+  /** Block metadata of the part's flat elements (integer formats). */
   readonly scales?: GPUBuffer;
-  /** [rows, K/group] (int4, int2). */
-  readonly zeros?: GPUBuffer;
 }
 
 /**
@@ -60,9 +63,8 @@ export interface GpuMatrix {
   readonly rows: number;
   /** K: input features. */
   readonly cols: number;
-  readonly group: number;
   readonly parts: readonly GpuMatrixPart[];
-  /** Bytes a matmul reads (packed data + scales + zeros, see `packedBytes`). */
+  /** Bytes a matmul reads (packed data + scales, see `packedBytes`). */
   readonly bytes: number;
   destroy(): void;
 }
@@ -70,8 +72,10 @@ export interface GpuMatrix {
 /**
  * Uploads a packed matrix as-is (no expansion), split by rows into parts whose buffers each fit
  * `maxBindingBytes` (default: the smaller of the device's maxStorageBufferBindingSize and
- * maxBufferSize). Throws {@link InvalidInputError} when K is not a multiple of 16 (the kernels'
- * block), when a required scales/zeros array is missing, or when a single row does not fit.
+ * maxBufferSize). Every part but the first starts at a row whose flat index row0·K is a multiple
+ * of `splitAlign(format)` (a whole group pair or super-block), so each part's words are a plain
+ * slice of `data` and `scales`. Throws {@link InvalidInputError} when K is not a multiple of 16 (the
+ * kernels' block), when the arrays have the wrong sizes, or when no aligned run of rows fits.
  */
 export function uploadMatrix(
   ctx: GpuContext,
@@ -79,58 +83,66 @@ export function uploadMatrix(
   label: string,
   maxBindingBytes = Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize),
 ): GpuMatrix {
-  const { format, rows: N, cols: K, group } = q;
-  checkShape(format, N, K, group);
+  const { format, rows: N, cols: K } = q;
+  checkShape(format, N, K);
   if (K % 16 !== 0) throw new InvalidInputError(`uploadMatrix ${label}: K = ${K} must be a multiple of 16`);
-  const quantized = format === 'int8' || format === 'int4' || format === 'int2';
-  const zeroed = format === 'int4' || format === 'int2';
-  const wpr = wordsPerRow(format, K);
-  const ng = K / group;
-  if (q.data.length !== N * wpr)
+  const quantized = isIntFormat(format);
+  if (q.data.length !== dataWords(format, N * K))
     throw new InvalidInputError(
-      `uploadMatrix ${label}: data has ${q.data.length} words, expected ${N * wpr}`,
+      `uploadMatrix ${label}: data has ${q.data.length} words, expected ${dataWords(format, N * K)}`,
     );
-  if (quantized && q.scales?.length !== N * ng)
-    throw new InvalidInputError(`uploadMatrix ${label}: ${format} needs ${N * ng} scales`);
-  if (zeroed && q.zeros?.length !== N * ng)
-    throw new InvalidInputError(`uploadMatrix ${label}: ${format} needs ${N * ng} zeros`);
-  // Bytes per row of the largest of the three arrays bounds the rows a part can hold.
-  const rowBytes = Math.max(wpr * 4, quantized ? ng * 4 : 0);
-  const perPart = Math.floor(maxBindingBytes / rowBytes);
+  if (quantized && q.scales?.length !== scaleWords(format, N * K))
+    throw new InvalidInputError(
+      `uploadMatrix ${label}: ${format} needs ${scaleWords(format, N * K)} scale words, got ${q.scales?.length}`,
+    );
+  // Parts hold a multiple of `step` rows (so the next part starts aligned), as many as fit.
+  const align = splitAlign(format);
+  const step = align / gcd(K, align);
+  const fits = (rows: number) =>
+    4 * Math.max(dataWords(format, rows * K), scaleWords(format, rows * K)) <= maxBindingBytes;
+  // The data array is the larger: start from its bytes per row and step down until both fit.
+  let perPart = Math.floor(maxBindingBytes / ((K * CODE_BITS[format]) / 8)) + step;
+  perPart -= perPart % step;
+  while (perPart > 0 && !fits(perPart)) perPart -= step;
   if (perPart < 1)
     throw new InvalidInputError(
-      `uploadMatrix ${label}: one row (${rowBytes} bytes) exceeds ${maxBindingBytes}`,
+      `uploadMatrix ${label}: ${step} rows of ${format} [${N}, ${K}] (the smallest aligned part) exceed ${maxBindingBytes} bytes`,
     );
   const parts: GpuMatrixPart[] = [];
   for (let row0 = 0; row0 < N; row0 += perPart) {
     const rows = Math.min(perPart, N - row0);
     const tag = `${label}[${row0}:${row0 + rows}]`;
-    const data = uploadBuffer(ctx, q.data.subarray(row0 * wpr, (row0 + rows) * wpr), `${tag}.data`);
-    const scales = quantized ? q.scales!.subarray(row0 * ng, (row0 + rows) * ng) : undefined;
-    const zeros = zeroed ? q.zeros!.subarray(row0 * ng, (row0 + rows) * ng) : undefined;
-    parts.push({
-      row0,
-      rows,
-      data,
-      ...(scales ? { scales: uploadBuffer(ctx, scales, `${tag}.scales`) } : {}),
-      ...(zeros ? { zeros: uploadBuffer(ctx, zeros, `${tag}.zeros`) } : {}),
-    });
+    // Word ranges of flat elements [row0·K, (row0 + rows)·K): exact at aligned starts; the last
+    // part runs to the end of the arrays (the padding).
+    const last = row0 + rows === N;
+    const range = (words: (n: number) => number, total: number) =>
+      [words(row0 * K), last ? total : words((row0 + rows) * K)] as const;
+    const [d0, d1] = range((n) => dataWords(format, n), q.data.length);
+    const data = uploadBuffer(ctx, q.data.subarray(d0, d1), `${tag}.data`);
+    let scales: GPUBuffer | undefined;
+    if (quantized) {
+      const [s0, s1] = range((n) => scaleWords(format, n), q.scales!.length);
+      scales = uploadBuffer(ctx, q.scales!.subarray(s0, s1), `${tag}.scales`);
+    }
+    parts.push({ row0, rows, data, ...(scales ? { scales } : {}) });
   }
   return {
     format,
     rows: N,
     cols: K,
-    group,
     parts,
-    bytes: packedBytes(format, N, K, group),
+    bytes: packedBytes(format, N, K),
     destroy() {
       for (const p of parts) {
         p.data.destroy();
         p.scales?.destroy();
-        p.zeros?.destroy();
       }
     },
   };
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
 }
 
 /** Uniform values of one part's dispatch (shared by Matmul and MatmulW8A8). */
@@ -145,9 +157,6 @@ export function matmulParams(
     N: w.rows,
     K: w.cols,
     x_off: xOffsetRows,
-    wpr: wordsPerRow(w.format, w.cols),
-    ngroups: w.cols / w.group,
-    group: w.group,
     n_off: part.row0,
     n_rows: part.rows,
   };
@@ -180,13 +189,15 @@ function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): Wgs
     MT: mt,
     RC: Math.min(mt, 16),
     SUBGROUPS: subgroups,
+    WTYPE: codeWordType(format),
     F32: format === 'f32',
     F16: format === 'f16',
     INT8: format === 'int8',
+    Q4_0: format === 'q4_0',
     INT4: format === 'int4',
     INT2: format === 'int2',
-    SCALES: format === 'int8' || format === 'int4' || format === 'int2',
-    ZEROS: format === 'int4' || format === 'int2',
+    NIBBLES: format === 'q4_0' || format === 'int4',
+    SCALES: isIntFormat(format),
   });
 }
 
@@ -251,7 +262,7 @@ export abstract class PartedMatmul {
       );
   }
 
-  /** Dispatches every part: bindings uniform, weights, `inputs`..., y, then scales and zeros. */
+  /** Dispatches every part: bindings uniform, weights, `inputs`..., y, then scales. */
   protected dispatch(
     pass: GPUComputePassEncoder,
     inputs: readonly GPUBuffer[],
@@ -266,7 +277,6 @@ export abstract class PartedMatmul {
       slot.write(matmulParams(this.w, part, M, xOffsetRows));
       const buffers = [slot.buffer, part.data, ...inputs, y];
       if (part.scales) buffers.push(part.scales);
-      if (part.zeros) buffers.push(part.zeros);
       pass.setBindGroup(0, this.binds.get(pipeline, buffers));
       pass.dispatchWorkgroups(...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
     });

@@ -1,18 +1,45 @@
-// Weight formats of weft's matmul kernels: packing (quantize), the reference unpacking
-// (dequantize) and sizes. Pure TypeScript, no GPU: loaders and tests import it.
+// Weight formats of weft's matmul kernels: the byte layouts, the round-to-nearest scale choice
+// (gridOf), packing (encode, quantize), the reference unpacking (decode, dequantize) and sizes.
+// Pure TypeScript, no GPU: loaders and tests import it.
 import { InvalidInputError } from '../../errors.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../gpu/half.js';
 
-/** Storage format of a weight matrix: float (f32, f16) or integer-quantized with group scales. */
-export type WeightFormat = 'f32' | 'f16' | 'int8' | 'int4' | 'int2';
+/**
+ * Storage format of a weight matrix. Float: `f32`, `f16`. Integer, with f16 scales inside flat
+ * blocks (see {@link QuantizedMatrix} for the byte layouts): `int8` (llama.cpp Q8_0, 8.5 bits per
+ * weight), `q4_0` (GGUF Q4_0 as stored, 4.5 bits; not a user-selectable quant), `int4` (Q4_K
+ * semantics, 4.5 bits) and `int2` (Q2_K semantics, 2.625 bits).
+ */
+export type WeightFormat = 'f32' | 'f16' | 'int8' | 'q4_0' | 'int4' | 'int2';
+
+/** The integer formats: the ones with a {@link MatrixGrid}. */
+export type IntFormat = 'int8' | 'q4_0' | 'int4' | 'int2';
 
 /**
- * A weight matrix W [rows = N out features, cols = K in features], row-major, packed in u32 words.
- * Each row starts on a word. f32: one bit pattern per word. f16: two halves per word, element 2j in
- * the low 16 bits. int8: 4 per word, element j in bits 8*(j%4) as two's complement, w = q * scale.
- * int4: 8 per word, element j in bits 4*(j%8), q in [0, 15], w = (q - zero) * scale. int2: 16 per
- * word, bits 2*(j%16), q in [0, 3], w = (q - zero) * scale. `scales`/`zeros` are [rows, cols/group];
- * `zeros` (integers stored as f32) exist for int4 and int2 only. Float formats have group = cols.
+ * A weight matrix W [rows = N out features, cols = K in features], packed in two u32 arrays.
+ *
+ * Every layout is FLAT over the row-major matrix: element (r, k) has flat index i = r·K + k, and
+ * groups and super-blocks run over i (so one may span a row boundary). The flat array is padded
+ * with zeros at the end to a whole number of groups / super-blocks. "f16(x)" below is an IEEE
+ * binary16 bit pattern; `fround` rounds to f32; every product named exact is exact in f32.
+ *
+ * - `f32`: data[i] = the f32 bits of w_i. No scales.
+ * - `f16`: half (i & 1) of data[i >> 1] (low half for even i) = f16(w_i) (K even). No scales.
+ * - `int8` (Q8_0): byte (i & 3) of data[i >> 2] = q_i, two's complement, q ∈ [−127, 127].
+ *   Group g = i >> 5 (32 elements): f16 d_g in the low half of scales[g >> 1] for even g, the high
+ *   half for odd g. w_i = f32(d_g)·q_i (exact).
+ * - `q4_0` (GGUF Q4_0): nibble (i & 7) (bits 4·(i & 7)) of data[i >> 3] = q_i ∈ [0, 15]; scales
+ *   as int8 (one f16 d per 32). w_i = f32(d_g)·(q_i − 8) (exact).
+ * - `int4` (Q4_K): codes as q4_0, q ∈ [0, 15]. Super-block s = i >> 8 (256 elements) of 8
+ *   sub-blocks j = (i >> 5) & 7 of 32. scales[4s .. 4s+3]: words 0–2 are a 96-bit little-endian
+ *   field array (bits 0–31 in word 0, …) holding the 6-bit sub-scale sc_j at bit 6·j and the 6-bit
+ *   sub-min mn_j at bit 6·(8 + j) (a field may straddle two words); word 3 = f16 D (low half) |
+ *   f16 M (high half). w_i = fround(a·q_i − b), a = f32(D)·sc_j, b = f32(M)·mn_j (a, b and a·q
+ *   exact: one rounding, an fma gives the same).
+ * - `int2` (Q2_K): bits 2·(i & 15) of data[i >> 4] = q_i ∈ [0, 3]. Super-block s = i >> 8 of 16
+ *   sub-blocks j = (i >> 4) & 15 of 16. scales[5s .. 5s+4]: byte (j & 3) of word (j >> 2) =
+ *   sc_j | mn_j << 4 (4 bits each); word 4 = f16 D | f16 M << 16. w_i = fround(a·q_i − b) with
+ *   a, b as int4.
  */
 export interface QuantizedMatrix {
   format: WeightFormat;
@@ -20,183 +47,452 @@ export interface QuantizedMatrix {
   rows: number;
   /** K: input features. */
   cols: number;
-  /** Elements per scale group along K (cols for per-channel int8 and for float formats). */
-  group: number;
-  /** Packed weights, row-major, each row starting on a u32. */
+  /** The codes (or float bits), flat, padded to whole groups / super-blocks. */
   data: Uint32Array;
-  /** [rows, cols/group] scales (integer formats). */
-  scales?: Float32Array;
-  /** [rows, cols/group] integer zero points stored as f32 (int4, int2). */
-  zeros?: Float32Array;
+  /** The block metadata (f16 scales, sub-scales) of the integer formats. */
+  scales?: Uint32Array;
 }
 
-/** Bits per element of each format. */
-export const FORMAT_BITS: Readonly<Record<WeightFormat, number>> = {
+/**
+ * The quantization grid of an integer-format matrix without its codes: element i dequantizes to
+ * fround(scaleAt(i)·q − offsetAt(i)) for an integer code q ∈ [lo, hi] (int8: offset 0, q ∈
+ * [−127, 127]; q4_0: scale d, offset 8d, q ∈ [0, 15]; int4 and int2: a and b of
+ * {@link QuantizedMatrix}). `scales` is the packed metadata as {@link encode} stores it.
+ * Calibrated rounding (GPTQ) picks codes on this grid; {@link gridOf} is the round-to-nearest one.
+ */
+export interface MatrixGrid {
+  readonly format: IntFormat;
+  readonly rows: number;
+  readonly cols: number;
+  readonly lo: number;
+  readonly hi: number;
+  readonly scales: Uint32Array;
+  scaleAt(i: number): number;
+  offsetAt(i: number): number;
+}
+
+/** Bits of one code (or float) of each format, before scales. */
+export const CODE_BITS: Readonly<Record<WeightFormat, number>> = {
   f32: 32,
   f16: 16,
   int8: 8,
+  q4_0: 4,
   int4: 4,
   int2: 2,
 };
 
-/** Group used by {@link quantize} when none is given: per channel for int8, 32 for int4/int2. */
-export function defaultGroup(format: WeightFormat, cols: number): number {
-  return format === 'int4' || format === 'int2' ? 32 : cols;
+/**
+ * Block geometry of a format: `block` elements share `scaleWords` u32 of metadata (int8, q4_0:
+ * two groups of 32 per word; int4, int2: one super-block of 256), and `unit` elements share one
+ * (scale, offset) pair. Float formats: block 2 (one f16 word), no metadata.
+ */
+interface Geometry {
+  readonly block: number;
+  readonly scaleWords: number;
+  readonly unit: number;
 }
 
-/** u32 words per packed row of `cols` elements. */
-export function wordsPerRow(format: WeightFormat, cols: number): number {
-  return Math.ceil((cols * FORMAT_BITS[format]) / 32);
+const GEOMETRY: Readonly<Record<WeightFormat, Geometry>> = {
+  f32: { block: 1, scaleWords: 0, unit: 1 },
+  f16: { block: 2, scaleWords: 0, unit: 1 },
+  int8: { block: 64, scaleWords: 1, unit: 32 },
+  q4_0: { block: 64, scaleWords: 1, unit: 32 },
+  int4: { block: 256, scaleWords: 4, unit: 32 },
+  int2: { block: 256, scaleWords: 5, unit: 16 },
+};
+
+/**
+ * WGSL type the matmul kernels read one format's codes as (matmul.wgsl, matmul_w8a8.wgsl): one
+ * 16-element block per load where a block is 16 bytes or less (int8, q4_0, int4, int2), vec4<u32>
+ * for the wider floats. Every part's data array is a whole number of these.
+ */
+export function codeWordType(format: WeightFormat): string {
+  const bits = CODE_BITS[format];
+  return bits >= 8 ? 'vec4<u32>' : bits === 4 ? 'vec2<u32>' : 'u32';
+}
+
+/** True for the integer formats (those with scales). */
+export function isIntFormat(format: WeightFormat): format is IntFormat {
+  return format !== 'f32' && format !== 'f16';
 }
 
 /**
- * Throws {@link InvalidInputError} unless (format, rows, cols, group) satisfy the packing
- * preconditions: cols % group == 0, group % 16 == 0 for integer formats, group <= 64 for int2,
- * cols even for f16.
+ * Elements at which the data and the scales of a format both start on a u32: a row range of a
+ * matrix can be stored on its own (a part, see `uploadMatrix`) when its first flat index is a
+ * multiple of this (int8, q4_0: 64, two f16 scales per word; int4, int2: 256; f32: 1; f16: 2).
  */
-export function checkShape(format: WeightFormat, rows: number, cols: number, group: number): void {
-  const bad = (why: string) =>
-    new InvalidInputError(`${format} matrix [${rows}, ${cols}] with group ${group}: ${why}`);
+export function splitAlign(format: WeightFormat): number {
+  return GEOMETRY[format].block;
+}
+
+/** Elements the flat array holds for `n` weights: padded to whole groups / super-blocks. */
+function paddedLength(format: WeightFormat, n: number): number {
+  const unit = format === 'int4' || format === 'int2' ? 256 : isIntFormat(format) ? 32 : 1;
+  return Math.ceil(n / unit) * unit;
+}
+
+/** u32 words of the `data` array of `n` flat elements (codes or floats). */
+export function dataWords(format: WeightFormat, n: number): number {
+  return (paddedLength(format, n) * CODE_BITS[format]) / 32;
+}
+
+/** u32 words of the `scales` array of `n` flat elements (0 for float formats). */
+export function scaleWords(format: WeightFormat, n: number): number {
+  const g = GEOMETRY[format];
+  if (g.scaleWords === 0) return 0;
+  return format === 'int4' || format === 'int2'
+    ? (paddedLength(format, n) / 256) * g.scaleWords
+    : Math.ceil(paddedLength(format, n) / 64);
+}
+
+/**
+ * Throws {@link InvalidInputError} unless (format, rows, cols) can be packed: positive integer
+ * sizes, and cols even for f16. (The matmul kernels also need cols % 16 == 0; `uploadMatrix`
+ * checks that.)
+ */
+export function checkShape(format: WeightFormat, rows: number, cols: number): void {
+  const bad = (why: string) => new InvalidInputError(`${format} matrix [${rows}, ${cols}]: ${why}`);
+  if (!(format in GEOMETRY)) throw bad('unknown weight format');
   if (!Number.isInteger(rows) || rows < 1 || !Number.isInteger(cols) || cols < 1)
     throw bad('rows and cols must be positive integers');
   if (format === 'f16' && cols % 2 !== 0) throw bad('f16 needs an even cols');
-  if (format === 'f32' || format === 'f16') {
-    if (group !== cols) throw bad('float formats have group = cols');
-    return;
+}
+
+/**
+ * Bytes a matmul reads for this matrix: the `data` and `scales` arrays as packed (padding
+ * included). This is the figure the benchmark divides by time to get effective bandwidth.
+ */
+export function packedBytes(format: WeightFormat, rows: number, cols: number): number {
+  const n = rows * cols;
+  return 4 * (dataWords(format, n) + scaleWords(format, n));
+}
+
+/**
+ * Bits per weight of a [rows, cols] matrix, from {@link packedBytes}: 32, 16, then 8.5 (int8),
+ * 4.5 (q4_0, int4) and 2.625 (int2) when rows·cols fills whole super-blocks, slightly more
+ * otherwise (the padding of the last block).
+ */
+export function bitsPerWeight(format: WeightFormat, rows: number, cols: number): number {
+  return (packedBytes(format, rows, cols) * 8) / (rows * cols);
+}
+
+const CODE_RANGE: Readonly<Record<IntFormat, readonly [number, number]>> = {
+  int8: [-127, 127],
+  q4_0: [0, 15],
+  int4: [0, 15],
+  int2: [0, 3],
+};
+
+/**
+ * The grid a packed `scales` array describes: each unit's (scale, offset) decoded once. `scales`
+ * must hold {@link scaleWords} words.
+ */
+function gridFromScales(format: IntFormat, rows: number, cols: number, scales: Uint32Array): MatrixGrid {
+  const n = rows * cols;
+  if (scales.length !== scaleWords(format, n))
+    throw new InvalidInputError(
+      `${format} matrix [${rows}, ${cols}]: scales has ${scales.length} words, expected ${scaleWords(format, n)}`,
+    );
+  const { unit } = GEOMETRY[format];
+  const units = paddedLength(format, n) / unit;
+  const a = new Float32Array(units);
+  const b = new Float32Array(units);
+  const half = (word: number, hi: boolean) => f16BitsToF32(hi ? word >>> 16 : word & 0xffff);
+  for (let u = 0; u < units; u++) {
+    if (format === 'int8' || format === 'q4_0') {
+      const d = half(scales[u >> 1]!, (u & 1) === 1);
+      a[u] = d;
+      b[u] = format === 'q4_0' ? 8 * d : 0;
+    } else if (format === 'int4') {
+      const s = u >> 3;
+      const j = u & 7;
+      const w = scales.subarray(4 * s, 4 * s + 4);
+      a[u] = half(w[3]!, false) * getBits(w, 6 * j, 6);
+      b[u] = half(w[3]!, true) * getBits(w, 6 * (8 + j), 6);
+    } else {
+      const s = u >> 4;
+      const j = u & 15;
+      const byte = (scales[5 * s + (j >> 2)]! >>> (8 * (j & 3))) & 0xff;
+      a[u] = half(scales[5 * s + 4]!, false) * (byte & 15);
+      b[u] = half(scales[5 * s + 4]!, true) * (byte >> 4);
+    }
   }
-  if (!Number.isInteger(group) || group < 16 || group % 16 !== 0) throw bad('group must be a multiple of 16');
-  if (cols % group !== 0) throw bad('cols must be a multiple of group');
-  if (format === 'int2' && group > 64) throw bad('int2 needs group <= 64');
+  const [lo, hi] = CODE_RANGE[format];
+  const shift = Math.log2(unit);
+  return {
+    format,
+    rows,
+    cols,
+    lo,
+    hi,
+    scales,
+    scaleAt: (i) => a[i >> shift]!,
+    offsetAt: (i) => b[i >> shift]!,
+  };
 }
 
 /**
- * Bytes a matmul reads for this matrix: packed data plus scales and zero points. This is the
- * figure the benchmark divides by time to get effective bandwidth.
+ * The round-to-nearest grid of `w` [rows, cols] (row-major) in an integer format: the scales are
+ * chosen, the codes are not (see {@link nearestCode}, {@link encode}).
+ * - int8: d = f16(max|w| / 127) per group of 32.
+ * - q4_0 (llama.cpp's RTN): d = f16(max / −8), max the signed element of largest magnitude.
+ * - int4 / int2: per sub-block, (d ≥ 0, m ≥ 0) with x ≈ d·q − m from a small search that shrinks
+ *   the range [min(0, lo), max(0, hi)] at each end and keeps the least squared error; then
+ *   D = f16(max d / S), M = f16(max m / S) (S = 63 for int4's 6-bit sub-scales, 15 for int2's
+ *   4-bit ones), sc = min(S, round(d / D)), mn likewise, and finally sc and mn each moved by ±1
+ *   where that lowers the sub-block's error.
  */
-export function packedBytes(format: WeightFormat, rows: number, cols: number, group: number): number {
-  const data = rows * wordsPerRow(format, cols) * 4;
-  if (format === 'f32' || format === 'f16') return data;
-  const groups = rows * (cols / group);
-  return data + groups * 4 * (format === 'int8' ? 1 : 2);
+export function gridOf(w: Float32Array, rows: number, cols: number, format: IntFormat): MatrixGrid {
+  checkShape(format, rows, cols);
+  if (!isIntFormat(format)) throw new InvalidInputError(`gridOf: ${format} is not an integer format`);
+  if (w.length !== rows * cols)
+    throw new InvalidInputError(`gridOf: w has ${w.length} elements, expected ${rows} * ${cols}`);
+  const n = rows * cols;
+  const x = new Float32Array(paddedLength(format, n));
+  x.set(w);
+  const scales = new Uint32Array(scaleWords(format, n));
+  if (format === 'int8' || format === 'q4_0') {
+    for (let g = 0; g < x.length / 32; g++) {
+      let max = 0;
+      for (let j = g * 32; j < g * 32 + 32; j++) if (Math.abs(x[j]!) > Math.abs(max)) max = x[j]!;
+      const d = f32ToF16Bits(format === 'int8' ? Math.abs(max) / 127 : max / -8);
+      scales[g >> 1]! |= d << (g & 1 ? 16 : 0);
+    }
+  } else if (format === 'int4') {
+    kQuantScales(x, scales, { bits: 4, sub: 32, scaleBits: 6 });
+  } else {
+    kQuantScales(x, scales, { bits: 2, sub: 16, scaleBits: 4 });
+  }
+  return gridFromScales(format, rows, cols, scales);
 }
 
 /**
- * Packs `w` [rows, cols] row-major into `format`. int8 is symmetric (scale = max|w| / 127 per
- * group); int4/int2 are asymmetric with the range widened to include 0 so that an integer zero
- * point exists: scale = (max - min) / (2^bits - 1), zero = round(-min / scale). Rounding is
- * round-half-away-from-zero (Math.round on magnitudes); f16 rounds to nearest even.
+ * The code of `grid` nearest to v at flat index i: clamp(round((v + offset) / scale), lo, hi),
+ * rounding half away from zero; the middle code when the scale is 0 (every code gives −offset).
  */
-export function quantize(
-  w: Float32Array,
-  rows: number,
-  cols: number,
-  format: WeightFormat,
-  group = defaultGroup(format, cols),
-): QuantizedMatrix {
-  checkShape(format, rows, cols, group);
+export function nearestCode(grid: MatrixGrid, i: number, v: number): number {
+  const s = grid.scaleAt(i);
+  if (s === 0) return (grid.lo + grid.hi + 1) >> 1;
+  return clamp(roundAway((v + grid.offsetAt(i)) / s), grid.lo, grid.hi);
+}
+
+/**
+ * Packs integer codes [rows·cols] (flat, one per element, each in [grid.lo, grid.hi]) on `grid`
+ * into a {@link QuantizedMatrix}. The padding after the last element gets the code nearest 0.
+ */
+export function encode(grid: MatrixGrid, codes: Int32Array): QuantizedMatrix {
+  const { format, rows, cols, lo, hi } = grid;
+  const n = rows * cols;
+  if (codes.length !== n)
+    throw new InvalidInputError(`encode: ${codes.length} codes for a [${rows}, ${cols}] matrix`);
+  const bits = CODE_BITS[format];
+  const per = 32 / bits;
+  const mask = (1 << bits) - 1;
+  const shift = Math.log2(per);
+  const data = new Uint32Array(dataWords(format, n));
+  for (let i = 0; i < data.length * per; i++) {
+    const q = i < n ? codes[i]! : nearestCode(grid, i, 0);
+    if (!Number.isInteger(q) || q < lo || q > hi)
+      throw new InvalidInputError(`encode: code ${q} at ${i} is outside [${lo}, ${hi}] of ${format}`);
+    data[i >> shift]! |= (q & mask) << (bits * (i & (per - 1)));
+  }
+  return { format, rows, cols, data, scales: grid.scales.slice() };
+}
+
+/** The grid and the codes [rows·cols] of a packed integer matrix: the inverse of {@link encode}. */
+export function decode(q: QuantizedMatrix): { grid: MatrixGrid; codes: Int32Array } {
+  const { format, rows, cols, data, scales } = q;
+  checkShape(format, rows, cols);
+  if (!isIntFormat(format)) throw new InvalidInputError(`decode: ${format} is not an integer format`);
+  if (!scales) throw new InvalidInputError(`decode: a ${format} matrix needs scales`);
+  checkWords('decode', q);
+  const grid = gridFromScales(format, rows, cols, scales);
+  const bits = CODE_BITS[format];
+  const per = 32 / bits;
+  const mask = (1 << bits) - 1;
+  const shift = Math.log2(per);
+  const n = rows * cols;
+  const codes = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const raw = (data[i >> shift]! >>> (bits * (i & (per - 1)))) & mask;
+    codes[i] = format === 'int8' ? (raw << 24) >> 24 : raw;
+  }
+  return { grid, codes };
+}
+
+/**
+ * Packs `w` [rows, cols] row-major into `format`: floats bit for bit (f16 rounds to nearest
+ * even), integer formats as encode(gridOf(w), nearest codes).
+ */
+export function quantize(w: Float32Array, rows: number, cols: number, format: WeightFormat): QuantizedMatrix {
+  checkShape(format, rows, cols);
   if (w.length !== rows * cols)
     throw new InvalidInputError(`quantize: w has ${w.length} elements, expected ${rows} * ${cols}`);
-  const wpr = wordsPerRow(format, cols);
-  const data = new Uint32Array(rows * wpr);
-  if (format === 'f32') {
-    const bits = new Uint32Array(w.buffer, w.byteOffset, w.length);
-    data.set(bits);
-    return { format, rows, cols, group, data };
-  }
+  if (format === 'f32') return { format, rows, cols, data: new Uint32Array(w.slice().buffer) };
   if (format === 'f16') {
-    for (let r = 0; r < rows; r++)
-      for (let j = 0; j < cols; j += 2) {
-        const lo = f32ToF16Bits(w[r * cols + j]!);
-        const hi = f32ToF16Bits(w[r * cols + j + 1]!);
-        data[r * wpr + j / 2] = (lo | (hi << 16)) >>> 0;
-      }
-    return { format, rows, cols, group, data };
+    const data = new Uint32Array(w.length / 2);
+    for (let i = 0; i < data.length; i++)
+      data[i] = (f32ToF16Bits(w[2 * i]!) | (f32ToF16Bits(w[2 * i + 1]!) << 16)) >>> 0;
+    return { format, rows, cols, data };
   }
-  const bits = FORMAT_BITS[format];
-  const perWord = 32 / bits;
-  const mask = (1 << bits) - 1;
-  const nGroups = cols / group;
-  const scales = new Float32Array(rows * nGroups);
-  const zeros = format === 'int8' ? undefined : new Float32Array(rows * nGroups);
-  const levels = mask; // 15 for int4, 3 for int2
-  for (let r = 0; r < rows; r++) {
-    for (let g = 0; g < nGroups; g++) {
-      const start = r * cols + g * group;
-      let lo = 0;
-      let hi = 0;
-      let amax = 0;
-      for (let j = 0; j < group; j++) {
-        const v = w[start + j]!;
-        lo = Math.min(lo, v);
-        hi = Math.max(hi, v);
-        amax = Math.max(amax, Math.abs(v));
-      }
-      // q = code of element j of the group; packed at word (g*group + j) / perWord of row r.
-      let code: (v: number) => number;
-      if (format === 'int8') {
-        const scale = Math.fround(amax / 127);
-        scales[r * nGroups + g] = scale;
-        code = (v) => (scale === 0 ? 0 : clamp(roundAway(v / scale), -127, 127) & 0xff);
-      } else {
-        const scale = hi === lo ? 1 : Math.fround((hi - lo) / levels);
-        const zero = clamp(roundAway(-lo / scale), 0, levels);
-        scales[r * nGroups + g] = scale;
-        zeros![r * nGroups + g] = zero;
-        code = (v) => clamp(roundAway(v / scale) + zero, 0, levels);
-      }
-      for (let j = 0; j < group; j++) {
-        const k = g * group + j;
-        const word = r * wpr + Math.floor(k / perWord);
-        data[word] = (data[word]! | (code(w[start + j]!) << (bits * (k % perWord)))) >>> 0;
-      }
-    }
-  }
-  return zeros
-    ? { format, rows, cols, group, data, scales, zeros }
-    : { format, rows, cols, group, data, scales };
+  const grid = gridOf(w, rows, cols, format);
+  const codes = new Int32Array(w.length);
+  for (let i = 0; i < w.length; i++) codes[i] = nearestCode(grid, i, w[i]!);
+  return encode(grid, codes);
 }
 
-/** The reference unpacking: W [rows, cols] as f32, w = (q - zero) * scale rounded to f32. */
+/**
+ * The reference unpacking, which the GPU kernels match: W [rows, cols] as f32, element i =
+ * fround(scaleAt(i)·q_i − offsetAt(i)) for integer formats.
+ */
 export function dequantize(q: QuantizedMatrix): Float32Array {
-  const { format, rows, cols, group, data } = q;
-  checkShape(format, rows, cols, group);
-  const out = new Float32Array(rows * cols);
-  const wpr = wordsPerRow(format, cols);
+  const { format, rows, cols, data } = q;
+  checkShape(format, rows, cols);
+  const n = rows * cols;
   if (format === 'f32') {
-    for (let r = 0; r < rows; r++)
-      out.set(new Float32Array(data.buffer, data.byteOffset + r * wpr * 4, cols), r * cols);
-    return out;
+    checkWords('dequantize', q);
+    return new Float32Array(data.buffer, data.byteOffset, n).slice();
   }
   if (format === 'f16') {
-    for (let r = 0; r < rows; r++)
-      for (let j = 0; j < cols; j++) {
-        const word = data[r * wpr + (j >> 1)]!;
-        out[r * cols + j] = f16BitsToF32((j & 1 ? word >>> 16 : word) & 0xffff);
-      }
+    checkWords('dequantize', q);
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) out[i] = f16BitsToF32((data[i >> 1]! >>> (i & 1 ? 16 : 0)) & 0xffff);
     return out;
   }
-  const bits = FORMAT_BITS[format];
-  const perWord = 32 / bits;
-  const mask = (1 << bits) - 1;
-  const nGroups = cols / group;
-  const { scales, zeros } = q;
-  if (!scales || scales.length !== rows * nGroups)
-    throw new InvalidInputError(`dequantize: ${format} needs ${rows * nGroups} scales`);
-  if (format !== 'int8' && (!zeros || zeros.length !== rows * nGroups))
-    throw new InvalidInputError(`dequantize: ${format} needs ${rows * nGroups} zeros`);
-  for (let r = 0; r < rows; r++)
-    for (let k = 0; k < cols; k++) {
-      const raw = (data[r * wpr + Math.floor(k / perWord)]! >>> (bits * (k % perWord))) & mask;
-      const gi = r * nGroups + Math.floor(k / group);
-      // int8 codes are two's complement bytes; int4/int2 codes are unsigned.
-      const qv = format === 'int8' ? (raw << 24) >> 24 : raw - zeros![gi]!;
-      out[r * cols + k] = Math.fround(qv * scales[gi]!);
-    }
+  const { grid, codes } = decode(q);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = grid.scaleAt(i) * codes[i]! - grid.offsetAt(i);
   return out;
 }
 
 // IEEE binary16 conversions live with the other float formats.
 export { f16BitsToF32, f32ToF16Bits } from '../../gpu/half.js';
+
+function checkWords(where: string, q: QuantizedMatrix): void {
+  const n = q.rows * q.cols;
+  if (q.data.length !== dataWords(q.format, n))
+    throw new InvalidInputError(
+      `${where}: ${q.format} [${q.rows}, ${q.cols}] data has ${q.data.length} words, expected ${dataWords(q.format, n)}`,
+    );
+}
+
+/** `width` bits at bit `pos` of a little-endian field array in u32 words (width < 32). */
+function getBits(words: Uint32Array, pos: number, width: number): number {
+  const w = pos >> 5;
+  const off = pos & 31;
+  let v = words[w]! >>> off;
+  if (off + width > 32) v |= words[w + 1]! << (32 - off);
+  return v & ((1 << width) - 1);
+}
+
+function setBits(words: Uint32Array, pos: number, width: number, value: number): void {
+  const w = pos >> 5;
+  const off = pos & 31;
+  words[w]! |= value << off;
+  if (off + width > 32) words[w + 1]! |= value >>> (32 - off);
+}
+
+/** Fractions of each range end cut off by the coarse range search of a K-quant sub-block. */
+const SHRINK = [0, 0.1, 0.2, 0.3];
+/** Steps of the fine search around the best coarse cut. */
+const FINE = [-0.05, 0, 0.05];
+
+/**
+ * Chooses the scales of K-quant super-blocks (int4: Q4_K, int2: Q2_K; see {@link gridOf}) for the
+ * zero-padded flat array x and writes them into `scales` in the layout of {@link QuantizedMatrix}.
+ */
+function kQuantScales(
+  x: Float32Array,
+  scales: Uint32Array,
+  o: { bits: number; sub: number; scaleBits: number },
+): void {
+  const L = (1 << o.bits) - 1;
+  const S = (1 << o.scaleBits) - 1;
+  const nsub = 256 / o.sub;
+  const words = nsub === 8 ? 4 : 5;
+  const d = new Float64Array(nsub);
+  const m = new Float64Array(nsub);
+  for (let s = 0; s < x.length / 256; s++) {
+    const sb = x.subarray(256 * s, 256 * s + 256);
+    for (let j = 0; j < nsub; j++) {
+      const v = sb.subarray(j * o.sub, (j + 1) * o.sub);
+      let lo = 0;
+      let hi = 0;
+      for (const e of v) {
+        lo = Math.min(lo, e);
+        hi = Math.max(hi, e);
+      }
+      d[j] = (hi - lo) / L;
+      m[j] = -lo;
+      if (hi === lo) continue;
+      // Coarse: cut 0 to 30% off either end; fine: ±5% around the best cut.
+      let best = Number.POSITIVE_INFINITY;
+      let bl = 0;
+      let bh = 0;
+      for (let pass = 0; pass < 2; pass++) {
+        const [cl0, ch0] = [bl, bh];
+        const cuts = pass === 0 ? SHRINK : FINE;
+        for (const xl of cuts)
+          for (const xh of cuts) {
+            const cl = pass === 0 ? xl : cl0 + xl;
+            const ch = pass === 0 ? xh : ch0 + xh;
+            if (cl < 0 || ch < 0 || (pass === 1 && xl === 0 && xh === 0)) continue;
+            const dj = (hi * (1 - ch) - lo * (1 - cl)) / L;
+            const e = subError(v, dj, -lo * (1 - cl), L);
+            if (e < best) {
+              best = e;
+              bl = cl;
+              bh = ch;
+            }
+          }
+      }
+      d[j] = (hi * (1 - bh) - lo * (1 - bl)) / L;
+      m[j] = -lo * (1 - bl);
+    }
+    const Dh = f32ToF16Bits(Math.max(...d) / S);
+    const Mh = f32ToF16Bits(Math.max(...m) / S);
+    const D = f16BitsToF32(Dh);
+    const M = f16BitsToF32(Mh);
+    const out = scales.subarray(words * s, words * s + words);
+    out[words - 1] = (Dh | (Mh << 16)) >>> 0;
+    for (let j = 0; j < nsub; j++) {
+      const v = sb.subarray(j * o.sub, (j + 1) * o.sub);
+      const sc0 = D === 0 ? 0 : Math.min(S, Math.round(d[j]! / D));
+      const mn0 = M === 0 ? 0 : Math.min(S, Math.round(m[j]! / M));
+      let [sc, mn] = [sc0, mn0];
+      let best = subError(v, D * sc0, M * mn0, L);
+      for (const ds of [-1, 0, 1])
+        for (const dm of [-1, 0, 1]) {
+          const [sc1, mn1] = [sc0 + ds, mn0 + dm];
+          if (sc1 < 0 || sc1 > S || mn1 < 0 || mn1 > S) continue;
+          const e = subError(v, D * sc1, M * mn1, L);
+          if (e < best) [best, sc, mn] = [e, sc1, mn1];
+        }
+      if (nsub === 8) {
+        setBits(out, 6 * j, 6, sc);
+        setBits(out, 6 * (8 + j), 6, mn);
+      } else {
+        out[j >> 2]! |= (sc | (mn << 4)) << (8 * (j & 3));
+      }
+    }
+  }
+}
+
+/**
+ * Squared error of a sub-block v on the grid a·q − b with each q ∈ [0, L] nearest (up to the
+ * rounding of a multiply by 1/a at exact ties; a search only compares these sums).
+ */
+function subError(v: Float32Array, a: number, b: number, L: number): number {
+  let e = 0;
+  const inv = a === 0 ? 0 : 1 / a;
+  for (let k = 0; k < v.length; k++) {
+    const x = v[k]!;
+    const q = Math.min(L, Math.max(0, Math.floor((x + b) * inv + 0.5)));
+    const r = a * q - b - x;
+    e += r * r;
+  }
+  return e;
+}
 
 function clamp(v: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, v));

@@ -1,16 +1,22 @@
-// matmul_w8a8: y[m, n] = sx[m] * sum_g sw[n, g] * sum_{k in g} qx[m, k] * qw[n, k], integer dot
-// products (dot4I8Packed, i32) per 16-element block, f32 across blocks. Weights int8 (qw = q),
-// int4 or int2 (qw = q - zero, unpacked into int8 lanes); activations from quantize_act.
+// matmul_w8a8: y[m, n] = sx[m] * sum_blocks (a * sum_{k in block} qx[m, k] * q[n, k] - b * sum_{k in
+// block} qx[m, k]), integer dot products (dot4I8Packed, i32) per 16-element block, each block's
+// sums scaled by its grid (a, b) in f32. Weights: int8 (Q8_0: a = d, b = 0), q4_0 (lanes q - 8,
+// a = d, b = 0), int4 (Q4_K) or int2 (Q2_K) (lanes q, a = D * sc, b = M * mn); activations from
+// quantize_act.
 //
-// Bindings (group 0): 0 uniform Params; 1 w: array<u32> (one part of n_rows packed rows as in
-//   matmul.wgsl, row n at word n * wpr); 2 xq: array<u32> [rows, K / 4] (int8, 4 per word);
+// Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of n_rows rows, flat as in
+//   matmul.wgsl: element e = n * K + k; one block of 16 codes per vec4<u32> (INT8), vec2<u32>
+//   (Q4_0, INT4) or u32 (INT2)); 2 xq: array<vec4<u32>> [rows, K / 16] (int8, 4 per word);
 //   3 sx: array<f32> [rows]; 4 y: array<f32> [M, N] (columns n_off .. n_off + n_rows written);
-//   5 scales: array<f32> [n_rows, K / group]; 6 zeros [n_rows, K / group] (int4, int2).
-// Threads: as matmul.wgsl: one workgroup of TPR = 64 per weight row of the part, thread t walks 16-element
-//   blocks t, t + 64, ..., each weight block unpacked once for all M rows; the 64 partials are
-//   combined and scaled by sx by store_rows (matmul_store.wgsl), in an order that never depends on
-//   M or MT (batch invariance).
-// Preconditions (checked in TS): K % 16 == 0, group % 16 == 0, M <= MT.
+//   5 scales: array<u32> (the part's block metadata, read by quant_scales.wgsl's grid_at).
+// Layouts: those of matmul.wgsl's header (quant.ts's QuantizedMatrix). A 16-element block lies in
+//   one group / sub-block (K % 16 == 0), so one (a, b) serves it; int8's groups of 32 are summed
+//   in i32 per 16-element half, each half then multiplied by d in f32.
+// Threads: as matmul.wgsl: one workgroup of TPR = 64 per weight row of the part, thread t walks
+//   16-element blocks t, t + 64, ..., each weight block unpacked once for all M rows; the 64
+//   partials are combined and scaled by sx by store_rows (matmul_store.wgsl), in an order that
+//   never depends on M or MT (batch invariance).
+// Preconditions (checked in TS): K % 16 == 0, parts start on a group pair / super-block, M <= MT.
 //#if SUBGROUPS
 enable subgroups;
 //#endif
@@ -18,14 +24,11 @@ enable subgroups;
 {{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> w: array<{{WTYPE}}>;
 @group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> sx: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<storage, read> scales: array<f32>;
-//#if ZEROS
-@group(0) @binding(6) var<storage, read> zeros: array<f32>;
-//#endif
+@group(0) @binding(5) var<storage, read> scales: array<u32>;
 
 const TPR: u32 = 64u;
 const MT: u32 = {{MT}}u;
@@ -38,31 +41,36 @@ fn row_scale(m: u32) -> f32 {
   return sx[p.x_off + m];
 }
 
-// Four codes (q >> sh, q >> sh + B, ...) of BITS bits minus the zero point, as packed int8 lanes.
+//#include quant_scales
+
+// Four codes (v >> sh, v >> sh + bits, ...) of `bits` bits minus `z`, as packed int8 lanes.
 fn lanes(v: u32, sh: u32, bits: u32, z: i32) -> u32 {
   let shifts = vec4<u32>(0u, bits, 2u * bits, 3u * bits) + sh;
   let q = vec4<i32>((vec4<u32>(v) >> shifts) & vec4<u32>((1u << bits) - 1u));
   return pack4xI8(q - vec4<i32>(z));
 }
 
-// The 16 weights of block `blk` of row n as four words of int8 lanes.
-fn load_block(n: u32, blk: u32) -> vec4<u32> {
-  let row = n * p.wpr;
+// The 16 codes of the block at flat element e as four words of int8 lanes.
+fn load_block(e: u32) -> vec4<u32> {
 //#if INT8
-  let i = row + blk * 4u;
-  return vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+  return w[e / 16u];
 //#endif
-//#if INT4
-  let z = i32(zeros[n * p.ngroups + (blk * 16u) / p.group]);
-  let i = row + blk * 2u;
-  return vec4<u32>(lanes(w[i], 0u, 4u, z), lanes(w[i], 16u, 4u, z), lanes(w[i + 1u], 0u, 4u, z), lanes(w[i + 1u], 16u, 4u, z));
+//#if NIBBLES
+  let v = w[e / 16u];
+  return vec4<u32>(lanes(v.x, 0u, 4u, Z), lanes(v.x, 16u, 4u, Z), lanes(v.y, 0u, 4u, Z), lanes(v.y, 16u, 4u, Z));
 //#endif
 //#if INT2
-  let z = i32(zeros[n * p.ngroups + (blk * 16u) / p.group]);
-  let v = w[row + blk];
-  return vec4<u32>(lanes(v, 0u, 2u, z), lanes(v, 8u, 2u, z), lanes(v, 16u, 2u, z), lanes(v, 24u, 2u, z));
+  let v = w[e / 16u];
+  return vec4<u32>(lanes(v, 0u, 2u, 0), lanes(v, 8u, 2u, 0), lanes(v, 16u, 2u, 0), lanes(v, 24u, 2u, 0));
 //#endif
 }
+
+// Code offset folded into the lanes: q4_0's 8 (so its b is dropped), none for int4.
+//#if Q4_0
+const Z: i32 = 8;
+//#else
+const Z: i32 = 0;
+//#endif
 
 @compute @workgroup_size(TPR)
 fn main(
@@ -81,13 +89,21 @@ fn main(
   let nblk = p.K / 16u;
   var acc: array<f32, MT>;
   for (var blk = t; blk < nblk; blk += TPR) {
-    let wb = load_block(n, blk);
-    let s = scales[n * p.ngroups + (blk * 16u) / p.group];
+    let e = n * p.K + blk * 16u;
+    let wb = load_block(e);
+    let ab = grid_at(e);
     for (var m = 0u; m < MT; m++) {
       if (m < p.M) {
         let xb = xq[(p.x_off + m) * nblk + blk];
         let d = dot4I8Packed(xb.x, wb.x) + dot4I8Packed(xb.y, wb.y) + dot4I8Packed(xb.z, wb.z) + dot4I8Packed(xb.w, wb.w);
-        acc[m] = fma(f32(d), s, acc[m]);
+//#if OFFSET
+        // sum of the block's activation codes: a dot with four 1 lanes per word.
+        let one = 0x01010101u;
+        let sxq = dot4I8Packed(xb.x, one) + dot4I8Packed(xb.y, one) + dot4I8Packed(xb.z, one) + dot4I8Packed(xb.w, one);
+        acc[m] = fma(f32(d), ab.x, fma(f32(sxq), -ab.y, acc[m]));
+//#else
+        acc[m] = fma(f32(d), ab.x, acc[m]);
+//#endif
       }
     }
   }

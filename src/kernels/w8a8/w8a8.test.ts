@@ -5,7 +5,7 @@ import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import { matmulRef, uploadMatrix } from '../matmul/matmul.js';
-import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../matmul/quant.js';
+import { CODE_BITS, dequantize, type IntFormat, type QuantizedMatrix, quantize } from '../matmul/quant.js';
 import {
   MatmulW8A8,
   prepareW8A8,
@@ -50,17 +50,13 @@ async function runW8A8(
   });
 }
 
-const FORMATS: [WeightFormat, number | undefined][] = [
-  ['int8', undefined],
-  ['int8', 32],
-  ['int4', 32],
-  ['int2', 64],
-];
-// [M, N, K]: N, M off any tile; K a multiple of every group.
+const FORMATS: IntFormat[] = ['int8', 'q4_0', 'int4', 'int2'];
+// [M, N, K]: N, M off any tile; K = 688 with N·K not a multiple of 256 (blocks spanning rows).
 const SHAPES: [number, number, number][] = [
   [1, 37, 128],
   [5, 70, 256],
   [19, 6, 384],
+  [3, 11, 688],
 ];
 const PATHS = [
   ['subgroups', () => gpu()],
@@ -95,11 +91,11 @@ describe.each(PATHS)('W8A8 (%s)', (_name, context) => {
     }
   });
 
-  it.each(FORMATS)('%s group %s: integer matmul equals the reference', async (format, group) => {
+  it.each(FORMATS)('%s: integer matmul equals the reference', async (format) => {
     const ctx = await context();
     let seed = 100;
     for (const [M, N, K] of SHAPES) {
-      const w = quantize(randomF32(N * K, seed++), N, K, format, group);
+      const w = quantize(randomF32(N * K, seed++), N, K, format);
       const x = activations(M, K, seed++);
       const act = quantizeActRef(x, M, K);
       const { y } = await runW8A8(ctx, w, x, M, act);
@@ -109,73 +105,67 @@ describe.each(PATHS)('W8A8 (%s)', (_name, context) => {
     }
   });
 
-  it.each(FORMATS)(
-    '%s group %s: end to end within the activation quantisation step',
-    async (format, group) => {
-      const ctx = await context();
-      const [M, N, K] = [7, 29, 256];
-      const w = quantize(randomF32(N * K, 5), N, K, format, group);
-      const x = activations(M, K, 6);
-      const { y, sx } = await runW8A8(ctx, w, x, M);
-      // y_w8a8 - x·Wdqᵀ = Σ_k Wdq[n,k] (sx·qx - x): each activation is off by at most sx/2.
-      const wdq = dequantize(w);
-      const ref = matmulRef(w, x, M);
-      for (let m = 0; m < M; m++)
-        for (let n = 0; n < N; n++) {
-          let wabs = 0;
-          for (let k = 0; k < K; k++) wabs += Math.abs(wdq[n * K + k]!);
-          const bound = wabs * sx[m]! * 0.5 * 1.001 + 1e-4 * ref.magnitude[m * N + n]!;
-          expect(Math.abs(y[m * N + n]! - ref.y[m * N + n]!)).toBeLessThanOrEqual(bound);
-        }
-    },
-  );
+  it.each(FORMATS)('%s: end to end within the activation quantisation step', async (format) => {
+    const ctx = await context();
+    const [M, N, K] = [7, 29, 688];
+    const w = quantize(randomF32(N * K, 5), N, K, format);
+    const x = activations(M, K, 6);
+    const { y, sx } = await runW8A8(ctx, w, x, M);
+    // y_w8a8 - x·Wdqᵀ = Σ_k Wdq[n,k] (sx·qx - x): each activation is off by at most sx/2.
+    const wdq = dequantize(w);
+    const ref = matmulRef(w, x, M);
+    for (let m = 0; m < M; m++)
+      for (let n = 0; n < N; n++) {
+        let wabs = 0;
+        for (let k = 0; k < K; k++) wabs += Math.abs(wdq[n * K + k]!);
+        const bound = wabs * sx[m]! * 0.5 * 1.001 + 1e-4 * ref.magnitude[m * N + n]!;
+        expect(Math.abs(y[m * N + n]! - ref.y[m * N + n]!)).toBeLessThanOrEqual(bound);
+      }
+  });
 
   it.each(
-    FORMATS.flatMap(([f, g]) => [
-      [f, g, false],
-      [f, g, true],
+    FORMATS.flatMap((f) => [
+      [f, false],
+      [f, true],
     ]),
-  )(
-    '%s group %s (split %s): row r is bit-identical at M = 1 and in a batch',
-    async (format, group, split) => {
-      const ctx = await context();
-      const [N, K, T] = [21, 256, 6];
-      const w = quantize(randomF32(N * K, 8), N, K, format, group);
-      const x = activations(T, K, 9);
-      await prepareW8A8(ctx, format, 64);
-      const binds = new BindGroupCache(ctx.device);
-      // Split into parts of 8 rows (8, 8, 5): parts must not change any bit either.
-      const gw = uploadMatrix(ctx, w, 'w', split ? 8 * (w.data.length / N) * 4 : undefined);
-      expect(gw.parts.length).toBe(split ? 3 : 1);
-      const xb = uploadBuffer(ctx, x, 'x');
-      const xq = createBuffer(ctx, T * K, 'xq');
-      const sx = createBuffer(ctx, T * 4, 'sx');
-      const y = createBuffer(ctx, T * N * 4, 'y');
-      const quant = new QuantizeAct(ctx, binds, K);
-      const one = new MatmulW8A8(ctx, binds, gw, { maxM: 1 });
-      const many = new MatmulW8A8(ctx, binds, gw, { maxM: 64 });
-      const run = async (f: (pass: GPUComputePassEncoder) => void, n: number) => {
-        const enc = ctx.device.createCommandEncoder();
-        const pass = enc.beginComputePass();
-        f(pass);
-        pass.end();
-        ctx.device.queue.submit([enc.finish()]);
-        return readU32(ctx, y, n);
-      };
-      const batch = await run((p) => {
-        quant.encode(p, xb, xq, sx, T);
-        many.encode(p, xq, sx, y, T);
-      }, T * N);
-      for (let r = 0; r < T; r++) {
-        // Row r alone: quantise only that row (into slot 0), then a GEMV.
-        const alone = await run((p) => {
-          quant.encode(p, xb, xq, sx, 1, r);
-          one.encode(p, xq, sx, y, 1);
-        }, N);
-        expect(Array.from(alone)).toEqual(Array.from(batch.subarray(r * N, (r + 1) * N)));
-      }
-      for (const o of [quant, one, many, gw]) o.destroy();
-      for (const b of [xb, xq, sx, y]) b.destroy();
-    },
-  );
+  )('%s (split %s): row r is bit-identical at M = 1 and in a batch', async (format, split) => {
+    const ctx = await context();
+    const [N, K, T] = [21, 256, 6];
+    const w = quantize(randomF32(N * K, 8), N, K, format);
+    const x = activations(T, K, 9);
+    await prepareW8A8(ctx, format, 64);
+    const binds = new BindGroupCache(ctx.device);
+    // Split into parts of 8 rows (8, 8, 5): parts must not change any bit either.
+    const gw = uploadMatrix(ctx, w, 'w', split ? (8 * K * CODE_BITS[format]) / 8 : undefined);
+    expect(gw.parts.length).toBe(split ? 3 : 1);
+    const xb = uploadBuffer(ctx, x, 'x');
+    const xq = createBuffer(ctx, T * K, 'xq');
+    const sx = createBuffer(ctx, T * 4, 'sx');
+    const y = createBuffer(ctx, T * N * 4, 'y');
+    const quant = new QuantizeAct(ctx, binds, K);
+    const one = new MatmulW8A8(ctx, binds, gw, { maxM: 1 });
+    const many = new MatmulW8A8(ctx, binds, gw, { maxM: 64 });
+    const run = async (f: (pass: GPUComputePassEncoder) => void, n: number) => {
+      const enc = ctx.device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      f(pass);
+      pass.end();
+      ctx.device.queue.submit([enc.finish()]);
+      return readU32(ctx, y, n);
+    };
+    const batch = await run((p) => {
+      quant.encode(p, xb, xq, sx, T);
+      many.encode(p, xq, sx, y, T);
+    }, T * N);
+    for (let r = 0; r < T; r++) {
+      // Row r alone: quantise only that row (into slot 0), then a GEMV.
+      const alone = await run((p) => {
+        quant.encode(p, xb, xq, sx, 1, r);
+        one.encode(p, xq, sx, y, 1);
+      }, N);
+      expect(Array.from(alone)).toEqual(Array.from(batch.subarray(r * N, (r + 1) * N)));
+    }
+    for (const o of [quant, one, many, gw]) o.destroy();
+    for (const b of [xb, xq, sx, y]) b.destroy();
+  });
 });

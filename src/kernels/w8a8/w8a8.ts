@@ -7,7 +7,7 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type GpuMatrix, gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
-import { type QuantizedMatrix, wordsPerRow } from '../matmul/quant.js';
+import { codeWordType, decode, type IntFormat, type QuantizedMatrix } from '../matmul/quant.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
 const MmParams = MatmulParams;
@@ -45,35 +45,32 @@ export function quantizeActRef(x: Float32Array, M: number, K: number): Quantized
 }
 
 /**
- * Reference W8A8 product from int8 activations: y[m, n] = sx[m] · Σ_g sw[n, g] · Σ_{k∈g} qx · qw
- * (qw = q for int8, q - zero for int4/int2), integer sums exact, the rest in f64. Also returns
- * Σ |sx · sw · qx · qw| per output, the scale of the test tolerance.
+ * Reference W8A8 product from int8 activations: y[m, n] = sx[m] · Σ_k qx[m, k] · (a_k·q_k − b_k),
+ * with (a, b) the weight grid at element k of row n and q its code (`decode`), in f64: the GPU's
+ * per-block i32 sums are exact, so only its f32 scaling differs. Also returns
+ * Σ_k |sx·qx|·(|a_k·q_k| + |b_k|) per output, the scale of the test tolerance (the GPU sums
+ * a·Σqx·q and b·Σqx apart).
  */
 export function w8a8Ref(
   w: QuantizedMatrix,
   act: QuantizedActivations,
   M: number,
 ): { y: Float32Array; magnitude: Float32Array } {
-  const { rows: N, cols: K, group } = w;
-  const codes = weightCodes(w);
-  const ng = K / group;
+  checkIntFormat(w.format, 'w8a8Ref');
+  const { rows: N, cols: K } = w;
+  const { grid, codes } = decode(w);
   const y = new Float32Array(M * N);
   const magnitude = new Float32Array(M * N);
   for (let m = 0; m < M; m++)
     for (let n = 0; n < N; n++) {
       let s = 0;
       let a = 0;
-      for (let g = 0; g < ng; g++) {
-        let dot = 0;
-        let adot = 0;
-        for (let k = g * group; k < (g + 1) * group; k++) {
-          const p = act.q[m * K + k]! * codes[n * K + k]!;
-          dot += p;
-          adot += Math.abs(p);
-        }
-        const sw = w.scales![n * ng + g]!;
-        s += dot * sw;
-        a += adot * Math.abs(sw);
+      for (let k = 0; k < K; k++) {
+        const i = n * K + k;
+        const x = act.q[m * K + k]!;
+        const aq = grid.scaleAt(i) * codes[i]!;
+        s += x * (aq - grid.offsetAt(i));
+        a += Math.abs(x) * (Math.abs(aq) + Math.abs(grid.offsetAt(i)));
       }
       y[m * N + n] = s * act.scale[m]!;
       magnitude[m * N + n] = a * act.scale[m]!;
@@ -81,26 +78,9 @@ export function w8a8Ref(
   return { y, magnitude };
 }
 
-/** Integer weight codes qw [N, K] (q for int8, q - zero for int4/int2). */
-function weightCodes(w: QuantizedMatrix): Int8Array {
-  checkIntFormat(w.format, 'w8a8Ref');
-  const { rows: N, cols: K, group } = w;
-  const bits = w.format === 'int8' ? 8 : w.format === 'int4' ? 4 : 2;
-  const per = 32 / bits;
-  const wpr = wordsPerRow(w.format, K);
-  const out = new Int8Array(N * K);
-  for (let n = 0; n < N; n++)
-    for (let k = 0; k < K; k++) {
-      const raw = (w.data[n * wpr + Math.floor(k / per)]! >>> (bits * (k % per))) & ((1 << bits) - 1);
-      out[n * K + k] =
-        w.format === 'int8' ? (raw << 24) >> 24 : raw - w.zeros![n * (K / group) + Math.floor(k / group)]!;
-    }
-  return out;
-}
-
-function checkIntFormat(format: string, where: string): void {
-  if (format !== 'int8' && format !== 'int4' && format !== 'int2')
-    throw new InvalidInputError(`${where}: weight format ${format} is not int8, int4 or int2`);
+function checkIntFormat(format: string, where: string): asserts format is IntFormat {
+  if (format !== 'int8' && format !== 'q4_0' && format !== 'int4' && format !== 'int2')
+    throw new InvalidInputError(`${where}: weight format ${format} is not int8, q4_0, int4 or int2`);
 }
 
 function roundHalfEven(v: number): number {
@@ -112,15 +92,18 @@ function actSource(): WgslVariant {
   return wgslVariant(shaders.quantize_act, ActParams);
 }
 
-function w8a8Source(format: string, mt: number, subgroups: boolean): WgslVariant {
+function w8a8Source(format: IntFormat, mt: number, subgroups: boolean): WgslVariant {
   return wgslVariant(shaders.matmul_w8a8, MmParams, {
     MT: mt,
     RC: Math.min(mt, 16),
     SUBGROUPS: subgroups,
+    WTYPE: codeWordType(format),
     INT8: format === 'int8',
+    Q4_0: format === 'q4_0',
     INT4: format === 'int4',
     INT2: format === 'int2',
-    ZEROS: format !== 'int8',
+    NIBBLES: format === 'q4_0' || format === 'int4',
+    OFFSET: format === 'int4' || format === 'int2',
   });
 }
 
@@ -188,15 +171,17 @@ export class QuantizeAct {
 
 /**
  * y [M, N] = dequantised product of int8 activations (xq, sx from {@link QuantizeAct}) and an
- * int8/int4/int2 weight matrix, with `dot4I8Packed` and i32 sums per 16-element block. Like
+ * integer weight matrix (int8, q4_0, int4, int2), with `dot4I8Packed` and i32 sums per 16-element
+ * block, each block's sums scaled by its grid in f32. Like
  * `Matmul`: GEMV for M = 1, GEMM reading each weight once for 2..maxM rows, and row results
  * bit-identical whatever M is.
  */
 export class MatmulW8A8 extends PartedMatmul {
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
-    checkIntFormat(w.format, 'MatmulW8A8');
+    const format = w.format;
+    checkIntFormat(format, 'MatmulW8A8');
     const sg = ctx.features.subgroups;
-    super(ctx, binds, w, opts.maxM ?? 16, 'MatmulW8A8', 'matmul_w8a8', (mt) => w8a8Source(w.format, mt, sg));
+    super(ctx, binds, w, opts.maxM ?? 16, 'MatmulW8A8', 'matmul_w8a8', (mt) => w8a8Source(format, mt, sg));
   }
 
   /** Records y[0..M) from rows [xOffsetRows, xOffsetRows + M) of xq/sx. */
