@@ -15,7 +15,7 @@ export { rankChildren, samplingProbs } from './decode/probs.js';
 export { type RejectionRand, rejectionUniform } from './decode/rejection.js';
 export { type VerifyStep, verify, verifyChain } from './decode/speculate.js';
 // Engine: the public API.
-export type { CreateEngineOptions, LoadProgress } from './engine/create.js';
+export type { CreateEngineOptions, LoadProgress, LoadStep, LoadWarning } from './engine/create.js';
 export { createEngine } from './engine/create.js';
 export type { EngineModel, WeftEngine } from './engine/engine.js';
 export { Engine } from './engine/engine.js';

@@ -6,12 +6,15 @@ import { byId } from './dom.js';
 const box = byId('load-progress', HTMLDivElement);
 const bar = byId('load-bar', HTMLProgressElement);
 const detail = byId('load-detail', HTMLParagraphElement);
+const warning = byId('load-warning', HTMLParagraphElement);
 
 /** Shows the bar with a first line of text. */
 export function startProgress(text: string): void {
   box.hidden = false;
   bar.removeAttribute('value');
   detail.textContent = text;
+  warning.hidden = true;
+  warning.textContent = '';
 }
 
 /** Updates the bar from one load event. */
@@ -28,6 +31,10 @@ export function showProgress(e: ChoiceLoadEvent): void {
     } else if (p.phase === 'weights' && p.total > 0) {
       bar.value = p.done / p.total;
       detail.textContent = `Placing weights on the GPU: ${p.done} of ${p.total} tensors`;
+    } else if (p.phase === 'warning') {
+      // Kept after loading (the bar hides): how the model was placed differs from what was asked.
+      warning.hidden = false;
+      warning.textContent = warning.textContent ? `${warning.textContent} ${p.message}` : p.message;
     }
   }
 }

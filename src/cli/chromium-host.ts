@@ -7,6 +7,7 @@ import { createServer, type Server } from 'node:http';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GenerationChunk, GenerationStats } from '../engine/types.js';
+import type { EngineWorkerLoadEvent } from '../engine/worker-protocol.js';
 import { GpuUnavailableError } from '../errors.js';
 import type { HostJob } from './host/page.js';
 
@@ -116,6 +117,7 @@ export async function runInChromium(
   draftDir: string | undefined,
   job: Omit<HostJob, 'load'> & { load: Omit<HostJob['load'], 'model'> },
   onChunk: (c: GenerationChunk) => void,
+  onProgress?: (e: EngineWorkerLoadEvent) => void,
 ): Promise<ChromiumRun> {
   const executablePath = chromiumPath();
   if (!executablePath)
@@ -130,7 +132,7 @@ export async function runInChromium(
     const pageErrors: string[] = [];
     page.on('pageerror', (e) => pageErrors.push(e.message));
     await page.exposeFunction('weftChunk', (c: GenerationChunk) => onChunk(c));
-    await page.exposeFunction('weftProgress', () => {});
+    await page.exposeFunction('weftProgress', (e: EngineWorkerLoadEvent) => onProgress?.(e));
     await page.goto(`${origin}/host/index.html`);
     await page.waitForFunction(() => typeof window.weftRun === 'function');
     const draft = draftDir

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createEngine } from '../engine/create.js';
 import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
+import type { EngineWorkerLoadEvent } from '../engine/worker-protocol.js';
 import { InvalidInputError, WeftError } from '../errors.js';
 import { createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
@@ -36,7 +37,8 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --top-k K            keep the K most likely tokens (default 0: off)
   --seed S             sampling seed (default 0)
   --quant Q            f32|f16|int8|int4|int2|w8a8 (default: a converted model's own, else f16)
-  --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own, else none)
+  --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own;
+                       for w8a8 every input whose width is a Hadamard size, the others reported; else none)
   --context N          KV cache length (default min(model, 2048))
   --kv-cache F         f32 (default) or f16: how the KV cache stores keys and values (f16 halves its memory)
   --device D           gpu (default) or cpu (the plain-TS reference forward)
@@ -254,6 +256,10 @@ async function generate(args: GenerateArgs): Promise<void> {
     if (!args.json && c.text) process.stdout.write(c.text);
   };
   let stats: GenerationStats | undefined;
+  // Load warnings (e.g. W8A8 linears left unrotated) go to stderr, never silently.
+  const warn = (e: EngineWorkerLoadEvent) => {
+    if ('phase' in e && e.phase === 'warning') process.stderr.write(`weft: warning: ${e.message}\n`);
+  };
   if ((await pickHost(args)) === 'chromium') {
     if (!isLocalModel(args.model))
       throw new InvalidInputError(
@@ -266,6 +272,7 @@ async function generate(args: GenerateArgs): Promise<void> {
         draftDir,
         { load: { ...load, ...steer }, prompt: ids, generate: { ...args.options, drafter } },
         onChunk,
+        warn,
       ));
     } finally {
       await served.release();
@@ -281,7 +288,14 @@ async function generate(args: GenerateArgs): Promise<void> {
           },
         }
       : {};
-    const engine = await createEngine({ model: files, ...load, ...draft, ...steer, ...(gpu ? { gpu } : {}) });
+    const engine = await createEngine({
+      model: files,
+      ...load,
+      ...draft,
+      ...steer,
+      onProgress: warn,
+      ...(gpu ? { gpu } : {}),
+    });
     for await (const c of engine.generate(ids, { ...args.options, drafter })) onChunk(c);
     stats = engine.lastStats;
     await engine.unload();

@@ -1,6 +1,7 @@
 import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
+import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
@@ -10,7 +11,7 @@ import { roundedThrough, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
 import { mapWeights, readAllF32 } from '../model/weights.js';
-import { formatOf, type Quant, type Rotation } from '../quant/pack.js';
+import { formatOf, type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
@@ -18,14 +19,29 @@ import { Engine } from './engine.js';
 import { openModelSource } from './open.js';
 import type { Acceptance, TextCodec } from './types.js';
 
-/** Progress of loading a model. */
-export interface LoadProgress {
+/** Progress of loading a model: a step, or a warning about how it is placed. */
+export type LoadProgress = LoadStep | LoadWarning;
+
+/** A step of loading a model. */
+export interface LoadStep {
   phase: 'open' | 'weights' | 'ready';
   /** Tensors placed so far, and in all. */
   done: number;
   total: number;
   /** The tensor being placed. */
   tensor?: string;
+}
+
+/**
+ * Something about how the model is placed that the caller should know, e.g. W8A8 linears whose
+ * input width has no Hadamard rotation and so keep unrotated activations.
+ */
+export interface LoadWarning {
+  phase: 'warning';
+  /** The warning in words (the CLI prints it on stderr). */
+  message: string;
+  /** The tensors it concerns. */
+  linears: readonly string[];
 }
 
 /** Options of {@link createEngine}. */
@@ -46,8 +62,11 @@ export interface CreateEngineOptions {
   quant?: Quant;
   /**
    * `'hadamard'` rotates the input of every `*_proj` linear online and packs its weights as W·Rᵀ
-   * before rounding, which spreads outliers and lowers the error of int4/int2/w8a8 (default
-   * `'none'`). Applies to every model the engine places: the target and a draft model.
+   * before rounding, which spreads outliers and lowers the error of int4/int2/w8a8; `'none'` turns
+   * it off. Default: a weft-q checkpoint's own; else for `quant: 'w8a8'` every `*_proj` input whose
+   * width is a Hadamard size (K·2^m, a multiple of 16) is rotated and the others are reported in
+   * a {@link LoadWarning}; else `'none'`. Applies to every model the engine places: the target and
+   * a draft model.
    */
   rotate?: Rotation;
   /** 'gpu' (default) runs on WebGPU; 'cpu' runs the plain-TS reference (slow; for checks). */
@@ -120,7 +139,8 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   // A weft-q checkpoint defaults to the format it is stored in (placed by copy).
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
-  const rotate = options.rotate ?? opened.packed?.rotation ?? 'none';
+  const rotate: RotationChoice =
+    options.rotate ?? opened.packed?.rotation ?? (quant === 'w8a8' ? 'auto' : 'none');
   const kvFormat = options.kvCache ?? 'f32';
   if (kvFormat !== 'f32' && kvFormat !== 'f16')
     throw new InvalidInputError(`kvCache must be 'f32' or 'f16', got ${JSON.stringify(kvFormat)}`);
@@ -138,6 +158,8 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     steerPlan?: SteerPlan,
   ): Promise<ModelRunner> => {
     const total = model.weights.tensors.size;
+    const unrotated = q === 'w8a8' ? unrotatedLinears(model.spec, rotate) : undefined;
+    if (unrotated) progress(unrotated);
     if (cpu) {
       progress({ phase: 'weights', done: 0, total });
       const tensors = await readAllF32(model.weights);
@@ -198,4 +220,31 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     ...(drafter ? { drafter } : {}),
     ...(options.acceptance ? { acceptance: options.acceptance } : {}),
   });
+}
+
+/**
+ * Under `'auto'` rotation, the `*_proj` linears of a W8A8 model whose input width has no Hadamard
+ * rotation as it stands (see `RotationChoice`): they keep unrotated int8 activations, which the
+ * load reports rather than doing silently. Undefined when every input is rotated (or none is asked).
+ */
+function unrotatedLinears(spec: ModelSpec, rotate: RotationChoice): LoadWarning | undefined {
+  if (rotate !== 'auto') return undefined;
+  const { qWidth } = deriveSizes(spec);
+  const inputs = [
+    {
+      width: spec.hidden,
+      what: 'hidden size',
+      projs: ['q_proj', 'k_proj', 'v_proj', 'gate_proj', 'up_proj'],
+    },
+    { width: qWidth, what: 'attention width', projs: ['o_proj'] },
+    { width: spec.intermediate, what: 'intermediate size', projs: ['down_proj'] },
+  ].filter((input) => rotationFor(rotate, input.width) === 'none');
+  if (inputs.length === 0) return undefined;
+  const linears = inputs.flatMap((input) => input.projs);
+  const widths = inputs.map((input) => `${input.what} ${input.width}`).join(', ');
+  return {
+    phase: 'warning',
+    message: `w8a8: ${linears.join(', ')} of every layer keep unrotated int8 activations (${widths}: not a multiple of 16 that is a Hadamard size K·2^m); pass rotate: 'hadamard' to pad them to one, or 'none' to silence this`,
+    linears,
+  };
 }

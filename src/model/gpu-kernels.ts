@@ -13,7 +13,14 @@ import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
-import { formatOf, packedWidth, type Quant, ROTATION_SEED, type Rotation } from '../quant/pack.js';
+import {
+  formatOf,
+  packedWidth,
+  type Quant,
+  ROTATION_SEED,
+  type RotationChoice,
+  rotationFor,
+} from '../quant/pack.js';
 import { type GpuWeights, type LayerWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
@@ -69,14 +76,15 @@ interface LayerKernels {
 }
 
 /**
- * Online input rotations (rotate 'hadamard'), one kernel per width, shared by every layer: the
- * `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each rotation writes `out`,
- * which its linears read before the next rotation overwrites it (dispatches in a pass run in order).
+ * Online input rotations, one kernel per rotated width (undefined: that width is not rotated),
+ * shared by every layer: the `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each
+ * rotation writes `out`, which its linears read before the next rotation overwrites it (dispatches
+ * in a pass run in order).
  */
 interface Rotations {
-  hidden: Hadamard; // n = H: the normed input of q/k/v and of gate/up
-  heads: Hadamard; // n = qWidth: the attention output, input of o_proj
-  mlp: Hadamard; // n = Ip: silu(gate) * up, input of down_proj
+  hidden: Hadamard | undefined; // n = H: the normed input of q/k/v and of gate/up
+  heads: Hadamard | undefined; // n = qWidth: the attention output, input of o_proj
+  mlp: Hadamard | undefined; // n = Ip: silu(gate) * up, input of down_proj
   out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
 }
 
@@ -106,7 +114,7 @@ export interface Kernels {
 /** Options of {@link buildKernels}: how the weights were placed, and what the forward adds. */
 interface BuildKernelsOptions {
   quant: Quant;
-  rotate: Rotation;
+  rotate: RotationChoice;
   /** The KV cache every layer's buffers share the shape of. */
   kv: KvShape;
   /** Activation steering applied in every forward pass (see kernels/steer). */
@@ -130,7 +138,8 @@ export async function buildKernels(
   const H = spec.hidden;
   const V = spec.vocabSize;
   const D = spec.headDim;
-  const Ip = packedWidth(spec.intermediate, o.rotate); // as the weights were packed
+  const mlpRotation = rotationFor(o.rotate, spec.intermediate);
+  const Ip = packedWidth(spec.intermediate, mlpRotation); // as the weights were packed
   const maxT = MAX_FORWARD_TOKENS;
   const eps = spec.rmsEps;
   await Promise.all([
@@ -183,13 +192,15 @@ export async function buildKernels(
   // One Hadamard kernel per width (a single instance where widths agree: same uniforms).
   const rotations = (): Rotations => {
     const byWidth = new Map<number, Hadamard>();
-    const at = (n: number): Hadamard => {
+    // `width` is the linear's input width, `n` what it is padded to (only the MLP's may differ).
+    const at = (width: number, n = width): Hadamard | undefined => {
+      if (rotationFor(o.rotate, width) === 'none') return undefined;
       const h = byWidth.get(n) ?? new Hadamard(ctx, binds, n, ROTATION_SEED, { maxM: maxT });
       byWidth.set(n, h);
       return h;
     };
     const out = createBuffer(ctx, maxT * Math.max(H, qWidth, Ip) * 4, 'rotated-input');
-    return { hidden: at(H), heads: at(qWidth), mlp: at(Ip), out };
+    return { hidden: at(H), heads: at(qWidth), mlp: at(spec.intermediate, Ip), out };
   };
 
   return {
@@ -224,7 +235,9 @@ export async function buildKernels(
     greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
     gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
     layers: w.layers.map(layer),
-    rot: o.rotate === 'hadamard' ? rotations() : undefined,
+    rot: [H, qWidth, spec.intermediate].some((n) => rotationFor(o.rotate, n) === 'hadamard')
+      ? rotations()
+      : undefined,
     scratch: [xq, sx, steerBuf].filter((b) => b !== undefined),
   };
 }
@@ -238,6 +251,6 @@ export function destroyKernels(k: Kernels): void {
   for (const l of k.layers) for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) m.destroy();
   k.lmHead.destroy();
   for (const b of k.scratch) b.destroy();
-  if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r.destroy();
+  if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r?.destroy();
   k.rot?.out.destroy();
 }

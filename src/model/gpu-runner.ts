@@ -5,7 +5,7 @@ import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
-import { isHadamardSize, packedWidth, type Quant, type Rotation } from '../quant/pack.js';
+import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
 import {
   destroyWeights,
@@ -31,9 +31,10 @@ export interface GpuRunnerOptions {
   steer?: SteerPlan;
   /**
    * `'hadamard'`: rotate the input of every `*_proj` linear online (R·x on the GPU) and pack its
-   * weights as W·Rᵀ (see `packLinear`), which spreads outliers before rounding. Default `'none'`.
+   * weights as W·Rᵀ (see `packLinear`), which spreads outliers before rounding; `'auto'`: only the
+   * inputs whose width is a Hadamard size as it stands (see `RotationChoice`). Default `'none'`.
    */
-  rotate?: Rotation;
+  rotate?: RotationChoice;
   /**
    * `'f16'`: the KV cache holds IEEE halves (rounded to nearest even), which halves its memory and
    * the bytes attention reads. Default `'f32'`.
@@ -322,7 +323,11 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   const weights = await placeWeights(ctx, opened, { quant: o.quant, rotate, onProgress: o.onProgress });
   const kernels = await buildKernels(ctx, spec, weights, { quant: o.quant, rotate, kv, steer: o.steer });
   const cache = allocateKvCache(ctx, spec.layers, kv);
-  const acts = allocateActivations(ctx, spec, packedWidth(spec.intermediate, rotate));
+  const acts = allocateActivations(
+    ctx,
+    spec,
+    packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate)),
+  );
   return new GpuRunner(spec, o.capacity, ctx, o.ownsContext ?? !o.gpu, weights, kernels, cache, acts);
 }
 

@@ -10,7 +10,8 @@ import {
   packedWidth,
   packLinear,
   type Quant,
-  type Rotation,
+  type RotationChoice,
+  rotationFor,
 } from '../quant/pack.js';
 import type { OpenedModel } from './load.js';
 
@@ -52,8 +53,8 @@ export interface GpuWeights {
 export interface PlaceWeightsOptions {
   /** The arithmetic the linears are packed for (its weight format). */
   quant: Quant;
-  /** The input rotation the `*_proj` weights are packed for (W·Rᵀ, see `packLinear`). */
-  rotate: Rotation;
+  /** The input rotations the `*_proj` weights are packed for (W·Rᵀ, see `packLinear`), by width. */
+  rotate: RotationChoice;
   onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
 }
 
@@ -78,7 +79,7 @@ export async function placeWeights(
   // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
   // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down:
   // silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
-  const Ip = packedWidth(I, o.rotate);
+  const Ip = packedWidth(I, rotationFor(o.rotate, I));
   const total = weights.tensors.size;
   let done = 0;
   const step = (name: string) => o.onProgress?.({ phase: 'weights', done: ++done, total, tensor: name });
@@ -89,7 +90,7 @@ export async function placeWeights(
     cols: number,
     pad: { rows: number; cols: number } = { rows, cols },
   ): Promise<GpuMatrix> => {
-    const r = isRotatedLinear(name) ? o.rotate : 'none';
+    const r = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
     checkTensor(weights, name, [rows, cols]);
     // A weft-q checkpoint packed exactly this way is copied; anything else is packed here from f32
     // (for weft-q: its dequantized values, so a different --quant re-quantizes).

@@ -8,7 +8,8 @@ import {
   packedWidth,
   packLinear,
   ROTATION_SEED,
-  type Rotation,
+  type RotationChoice,
+  rotationFor,
   unrotateRows,
   zeroPad,
 } from '../quant/pack.js';
@@ -17,15 +18,17 @@ import type { Tensor } from './weights.js';
 
 /**
  * The reference's W8A8 activation path (a {@link LinearInputHook}): each row of a linear's input x
- * [T, width] is zero-padded to {@link packedWidth}, rotated when `rotate` is `'hadamard'`, rounded
+ * [T, width] is zero-padded to {@link packedWidth}, rotated when `rotate` rotates that width
+ * ({@link rotationFor}), rounded
  * to int8 per token exactly as the GPU's `quantize_act` does (`quantizeActRef`), dequantized,
  * un-rotated and cropped. Multiplied by {@link effectiveWeights} this is the GPU's
  * (W·Rᵀ)_q · Q(R·x) up to f32 rounding; when padding and rotation meet (a width that is not a
  * Hadamard size), the product through the padded columns of (W·Rᵀ)_q·R is left out: a rounding-sized
  * term, since those columns are zero before quantization.
  */
-export function w8a8Inputs(rotate: Rotation): LinearInputHook {
+export function w8a8Inputs(choice: RotationChoice): LinearInputHook {
   return (x, width) => {
+    const rotate = rotationFor(choice, width);
     const T = x.length / width;
     const n = packedWidth(width, rotate);
     let m = zeroPad(x, T, width, T, n);
@@ -40,12 +43,13 @@ export function w8a8Inputs(rotate: Rotation): LinearInputHook {
 
 /**
  * The tensors with every matrix rounded through `format` exactly as the GPU runner packs it
- * (vectors stay f32): the CPU reference of a quantized model.
+ * (vectors stay f32): the CPU reference of a quantized model. Each `*_proj` linear's input is
+ * rotated as `rotate` chooses for its width ({@link rotationFor}).
  */
 export function roundedThrough(
   tensors: Record<string, Tensor>,
   format: WeightFormat,
-  rotate: Rotation = 'none',
+  rotate: RotationChoice = 'none',
 ): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(tensors)) {
@@ -54,7 +58,7 @@ export function roundedThrough(
       out[name] = t;
       continue;
     }
-    const r = isRotatedLinear(name) ? rotate : 'none';
+    const r = isRotatedLinear(name) ? rotationFor(rotate, cols) : 'none';
     const pad = { rows, cols: packedWidth(cols, r) };
     out[name] = {
       shape: t.shape,

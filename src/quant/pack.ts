@@ -21,6 +21,21 @@ export type Quant = 'f32' | 'f16' | 'int8' | 'int4' | 'int2' | 'w8a8';
  */
 export type Rotation = 'none' | 'hadamard';
 
+/**
+ * How a runner chooses the rotation of each linear's input: a {@link Rotation} for every `*_proj`
+ * linear, or `'auto'` (W8A8's default): rotate the inputs whose width is a multiple of 16 and a
+ * Hadamard size as it stands, and leave the others unrotated (no padding to a larger Hadamard
+ * size; the load reports them). q, k, v, gate and up read the hidden width, o the query width (heads × head_dim),
+ * down the MLP width.
+ */
+export type RotationChoice = Rotation | 'auto';
+
+/** The rotation of a `*_proj` input of `width` under `choice` (see {@link RotationChoice}). */
+export function rotationFor(choice: RotationChoice, width: number): Rotation {
+  if (choice !== 'auto') return choice;
+  return width % 16 === 0 && isHadamardSize(width) ? 'hadamard' : 'none';
+}
+
 /** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
 export const ROTATION_SEED = 0x77656674;
 

@@ -11,7 +11,7 @@ import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
-import { formatOf, type Quant, type Rotation } from '../../src/quant/pack.js';
+import { formatOf, type Quant, type Rotation, type RotationChoice } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
@@ -26,8 +26,13 @@ interface Scored {
 }
 
 /** The GPU runner with rotation on `prompt`. */
-async function gpuScores(opened: OpenedModel, quant: Quant, prompt: readonly number[]): Promise<Scored> {
-  const dev = await createGpuRunner(opened, { quant, rotate: 'hadamard', capacity: 64, gpu: await gpu() });
+async function gpuScores(
+  opened: OpenedModel,
+  quant: Quant,
+  prompt: readonly number[],
+  rotate: RotationChoice = 'hadamard',
+): Promise<Scored> {
+  const dev = await createGpuRunner(opened, { quant, rotate, capacity: 64, gpu: await gpu() });
   try {
     const ids = await dev.forward({ tokens: [...prompt] }, GREEDY, 'all');
     return { ids: Array.from(ids).join(), logits: await dev.lastLogits() };
@@ -121,6 +126,31 @@ describe('rotated GPU forward, f32 weights (orthogonality end to end)', () => {
       const got = await gpuScores(opened, quant, prompt);
       expect(relErr(got.logits, want.logits)).toBeLessThan(1e-4);
       expect(got.ids).toBe(want.ids);
+    }
+  });
+});
+
+describe("rotated GPU forward, W8A8's default ('auto')", () => {
+  it('kjv-draft: hidden and attention inputs rotated, the MLP width 344 (no Hadamard size) not', async () => {
+    const opened = await openModel(urlModelFiles('/models/kjv-draft/'));
+    const tensors = roundedThrough(await readAllF32(opened.weights), 'int8', 'auto');
+    const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
+    ref.linearInput = w8a8Inputs('auto');
+    const prompt = opened.tokenizer.encode('And the LORD said unto Moses', { addSpecialTokens: true });
+    const got = await gpuScores(opened, 'w8a8', prompt, 'auto');
+    const want = await refScores(ref, prompt);
+    // The rotated w8a8 tolerance above (activations rounded as the GPU rounds them).
+    expect(relErr(got.logits, want.logits)).toBeLessThan(1e-4);
+    expect(got.ids).toBe(want.ids);
+    // Control: 'auto' is neither all rotated nor none here.
+    for (const other of ['hadamard', 'none'] as const) {
+      const alt = new ReferenceRunner(
+        opened.spec,
+        mapWeights(roundedThrough(await readAllF32(opened.weights), 'int8', other)),
+        { capacity: 64 },
+      );
+      alt.linearInput = w8a8Inputs(other);
+      expect(relErr(got.logits, (await refScores(alt, prompt)).logits)).toBeGreaterThan(1e-3);
     }
   });
 });

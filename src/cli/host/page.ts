@@ -4,7 +4,7 @@
 import type { ChoiceLoadOptions } from '../../engine/sources.js';
 import type { GenerateOptions, GenerationChunk, GenerationStats } from '../../engine/types.js';
 import { createWorkerEngine, type WorkerEngine } from '../../engine/worker-client.js';
-import type { EngineWorkerLoadOptions } from '../../engine/worker-protocol.js';
+import type { EngineWorkerLoadEvent, EngineWorkerLoadOptions } from '../../engine/worker-protocol.js';
 
 /** What the CLI asks the page to run. */
 export interface HostJob {
@@ -19,8 +19,8 @@ declare global {
     weftRun(job: HostJob): Promise<{ stats: GenerationStats | undefined; adapter: string }>;
     /** Exposed by the CLI (playwright's exposeFunction): receives each streamed chunk. */
     weftChunk(chunk: GenerationChunk): Promise<void>;
-    /** Exposed by the CLI: receives load progress. */
-    weftProgress(event: unknown): Promise<void>;
+    /** Exposed by the CLI: receives load progress (and warnings). */
+    weftProgress(event: EngineWorkerLoadEvent): Promise<void>;
   }
 }
 let engine: WorkerEngine | undefined;
