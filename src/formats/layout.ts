@@ -13,10 +13,12 @@ export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
   shapes.set('model.embed_tokens.weight', [spec.vocabSize, H]);
   for (let i = 0; i < spec.layers; i++) {
     const p = `model.layers.${i}`;
+    const linears = linearsByInput(i);
     shapes.set(`${p}.input_layernorm.weight`, [H]);
-    shapes.set(`${p}.self_attn.q_proj.weight`, [qWidth, H]);
-    shapes.set(`${p}.self_attn.k_proj.weight`, [kvWidth, H]);
-    shapes.set(`${p}.self_attn.v_proj.weight`, [kvWidth, H]);
+    const [q, k, v] = linears.qkv;
+    shapes.set(q, [qWidth, H]);
+    shapes.set(k, [kvWidth, H]);
+    shapes.set(v, [kvWidth, H]);
     if (spec.qkvBias) {
       shapes.set(`${p}.self_attn.q_proj.bias`, [qWidth]);
       shapes.set(`${p}.self_attn.k_proj.bias`, [kvWidth]);
@@ -26,15 +28,36 @@ export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
       shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
       shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
     }
-    shapes.set(`${p}.self_attn.o_proj.weight`, [H, qWidth]);
+    shapes.set(linears.o[0], [H, qWidth]);
     shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
-    shapes.set(`${p}.mlp.gate_proj.weight`, [I, H]);
-    shapes.set(`${p}.mlp.up_proj.weight`, [I, H]);
-    shapes.set(`${p}.mlp.down_proj.weight`, [H, I]);
+    const [gate, up] = linears.gateUp;
+    shapes.set(gate, [I, H]);
+    shapes.set(up, [I, H]);
+    shapes.set(linears.down[0], [H, I]);
   }
   shapes.set('model.norm.weight', [H]);
   if (!spec.tiedEmbeddings) shapes.set('lm_head.weight', [spec.vocabSize, H]);
   return shapes;
+}
+
+/**
+ * The names of layer `layer`'s linear weights, grouped by the input they multiply: q, k and v read
+ * the attention's normed hidden state, o the attention output, gate and up the MLP's normed hidden
+ * state, down the gated product. Calibration (`collectHessians`) keys its statistics by these.
+ */
+export function linearsByInput(layer: number): {
+  readonly qkv: readonly [string, string, string];
+  readonly o: readonly [string];
+  readonly gateUp: readonly [string, string];
+  readonly down: readonly [string];
+} {
+  const p = `model.layers.${layer}`;
+  return {
+    qkv: [`${p}.self_attn.q_proj.weight`, `${p}.self_attn.k_proj.weight`, `${p}.self_attn.v_proj.weight`],
+    o: [`${p}.self_attn.o_proj.weight`],
+    gateUp: [`${p}.mlp.gate_proj.weight`, `${p}.mlp.up_proj.weight`],
+    down: [`${p}.mlp.down_proj.weight`],
+  };
 }
 
 /**

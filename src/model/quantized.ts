@@ -13,20 +13,20 @@ import {
   unrotateRows,
   zeroPad,
 } from '../quant/pack.js';
-import type { LinearInputHook } from './reference.js';
 import type { Tensor } from './weights.js';
 
 /**
- * The reference's W8A8 activation path (a {@link LinearInputHook}): each row of a linear's input x
- * [T, width] is zero-padded to {@link packedWidth}, rotated when `rotate` rotates that width
- * ({@link rotationFor}), rounded
- * to int8 per token exactly as the GPU's `quantize_act` does (`quantizeActRef`), dequantized,
- * un-rotated and cropped. Multiplied by {@link effectiveWeights} this is the GPU's
- * (W·Rᵀ)_q · Q(R·x) up to f32 rounding; when padding and rotation meet (a width that is not a
- * Hadamard size), the product through the padded columns of (W·Rᵀ)_q·R is left out: a rounding-sized
- * term, since those columns are zero before quantization.
+ * The reference's W8A8 activation path (a `LinearInputHook` of model/reference): each row of a
+ * linear's input x [T, width] is zero-padded to {@link packedWidth}, rotated when `choice` rotates
+ * that width ({@link rotationFor}), rounded to int8 per token exactly as the GPU's `quantize_act`
+ * does (`quantizeActRef`), dequantized, un-rotated and cropped. Multiplied by
+ * {@link effectiveWeights} this is the GPU's (W·Rᵀ)_q · Q(R·x) up to f32 rounding; when padding and
+ * rotation meet (a width that is not a Hadamard size), the product through the padded columns of
+ * (W·Rᵀ)_q·R is left out: a rounding-sized term, since those columns are zero before quantization.
+ * The rounding is the same for every linear, so the hook ignores which one it feeds (callers may
+ * omit `linears`).
  */
-export function w8a8Inputs(choice: RotationChoice): LinearInputHook {
+export function w8a8Inputs(choice: RotationChoice): (x: Float32Array, width: number) => Float32Array {
   return (x, width) => {
     const rotate = rotationFor(choice, width);
     const T = x.length / width;

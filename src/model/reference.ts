@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { linearsByInput } from '../formats/layout.js';
 import { deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
@@ -118,9 +119,11 @@ export interface ResidualHook {
 /**
  * Replaces the input x [T, width] of every `*_proj` linear before its product (the LM head's input
  * is left alone) and returns the values to multiply by, leaving x unchanged: the W8A8 path's
- * per-token activation rounding (`w8a8Inputs` in model/quantized) plugs in here.
+ * per-token activation rounding (`w8a8Inputs` in model/quantized) plugs in here. `linears` names
+ * the weights that multiply this input (q, k and v share one; see `linearsByInput`): calibration
+ * (`collectHessians` in model/calibrate) reads inputs through it.
  */
-export type LinearInputHook = (x: Float32Array, width: number) => Float32Array;
+export type LinearInputHook = (x: Float32Array, width: number, linears: readonly string[]) => Float32Array;
 
 /**
  * The plain-TypeScript forward pass of a Llama / Qwen2 / Qwen3 model, exact to f32 rounding of
@@ -209,11 +212,13 @@ export class ReferenceRunner implements ModelRunner {
     const gate = new Float32Array(T * I); // [T, I]
     const up = new Float32Array(T * I); // [T, I]
 
-    const input = (a: Float32Array, width: number) => this.linearInput?.(a, width) ?? a;
+    const input = (a: Float32Array, width: number, linears: readonly string[]) =>
+      this.linearInput?.(a, width, linears) ?? a;
     weights.layers.forEach((lw, l) => {
+      const names = linearsByInput(l);
       this.residualHook?.input?.(l, x); // steering / measurement: the block's input
       rmsNorm(x, H, lw.inputNorm, spec.rmsEps, h);
-      const hq = input(h, H); // q, k and v share one input, as on the GPU
+      const hq = input(h, H, names.qkv); // q, k and v share one input, as on the GPU
       linear(hq, H, lw.q, qWidth, lw.qBias, q);
       linear(hq, H, lw.k, kvWidth, lw.kBias, k);
       linear(hq, H, lw.v, kvWidth, lw.vBias, v);
@@ -234,11 +239,11 @@ export class ReferenceRunner implements ModelRunner {
       }
       for (let t = 0; t < T; t++)
         attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, attended[t]!, attn, t * qWidth);
-      linear(input(attn, qWidth), qWidth, lw.o, H, undefined, proj);
+      linear(input(attn, qWidth, names.o), qWidth, lw.o, H, undefined, proj);
       addInto(x, proj);
 
       rmsNorm(x, H, lw.postNorm, spec.rmsEps, h);
-      const hm = input(h, H);
+      const hm = input(h, H, names.gateUp);
       linear(hm, H, lw.gate, I, undefined, gate);
       linear(hm, H, lw.up, I, undefined, up);
       for (let i = 0; i < gate.length; i++) {
@@ -246,7 +251,7 @@ export class ReferenceRunner implements ModelRunner {
         // SiLU in f32 as PyTorch rounds it, then the product rounded again.
         gate[i] = Math.fround(g / (1 + Math.exp(-g))) * up[i]!;
       }
-      linear(input(gate, I), I, lw.down, H, undefined, proj);
+      linear(input(gate, I, names.down), I, lw.down, H, undefined, proj);
       addInto(x, proj);
       this.residualHook?.output?.(l, x); // steering / measurement: the block's output
     });

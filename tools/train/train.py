@@ -24,7 +24,6 @@ import json
 import math
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -38,11 +37,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bpe  # noqa: E402
+from corpus import HELDOUT_EVERY, read_corpus  # noqa: E402
 import safetensors_io  # noqa: E402
 from model import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 BOS, EOS = '<|bos|>', '<|eos|>'
-HELDOUT_EVERY = 50  # verse i (0-based, in Bible order) is held out when i % 50 == 49
 TRAIN_EVAL_OFFSET = 24  # verses with i % 50 == 24 (part of training) measure train loss the same way
 PROMPT = 'And the LORD said unto Moses'
 
@@ -73,27 +72,6 @@ PRESETS = {
 
 def log(*a):
     print(time.strftime('%H:%M:%S'), *a, flush=True)
-
-
-# ---------------------------------------------------------------- corpus
-
-
-def read_corpus():
-    """All verses of the KJV in order, verse references stripped."""
-    if shutil.which('bible') is None:
-        sys.exit('error: the `bible` program is missing; install it with: apt-get install bible-kjv')
-    raw = subprocess.run(['bible', '-f', 'Gen1:1-Rev22:21'], check=True, capture_output=True, text=True).stdout
-    verses = []
-    for line in raw.split('\n'):
-        if not line.strip():
-            continue
-        m = re.match(r'^\S+?\d+:\d+ (.*)$', line)  # "Ge1:1 In the beginning ..." / "1Sm1:1 Now ..."
-        if not m:
-            sys.exit(f'error: unexpected line from `bible`: {line!r}')
-        verses.append(m.group(1).strip())
-    if len(verses) != 31102:
-        log(f'warning: expected 31102 verses, got {len(verses)}')
-    return verses
 
 
 # ---------------------------------------------------------------- data and evaluation
