@@ -1,17 +1,20 @@
-// Quantization quality of the demo target on its held-out text (issue 10): for each weight format,
-// with and without the online Hadamard rotation, perplexity, its ratio to f16, mean KL(p_f16 ||
-// p_quant) per token and top-1 agreement with f16 (the greedy acceptance rate of that format as a
-// self-draft). Runs the plain-TS reference in Node: only the numbers matter, not speed, and the
+// Quantization quality of the demo target on its held-out text (issues 10, 18): for each weight
+// format, with and without the online Hadamard rotation, rounded to nearest or calibrated (GPTQ on
+// a calibration text disjoint from the held-out one), bits per weight measured from the packed
+// bytes, perplexity, its ratio to f16, mean KL(p_f16 || p_quant) per token and top-1 agreement with
+// f16 (the greedy acceptance rate of that format as a self-draft). Runs the plain-TS reference in Node: only the numbers matter, not speed, and the
 // reference on `roundedThrough` weights is the exact math the GPU runner does for int formats
 // (test/gpu/rotate.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
 // through `w8a8Inputs`.
 import { readFile } from 'node:fs/promises';
 import { pathModel } from '../src/formats/node-file.js';
+import { packedBytes, type WeightFormat } from '../src/kernels/matmul/quant.js';
+import { calibrationWindows, collectHessians } from '../src/model/calibrate.js';
 import { openModel } from '../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
 import { ReferenceRunner } from '../src/model/reference.js';
 import { mapWeights, readAllF32, type Tensor } from '../src/model/weights.js';
-import { formatOf, type Quant, type Rotation } from '../src/quant/pack.js';
+import { formatOf, isRotatedLinear, packedWidth, type Quant, type Rotation } from '../src/quant/pack.js';
 
 /** Chunk length of the model card's evaluation protocol (models/README.md). */
 export const CHUNK = 256;
@@ -24,16 +27,25 @@ export interface QualityOptions {
   text: string;
   /** Chunks of {@link CHUNK} ids to score, from the start of the text (at most all of them). */
   chunks: number;
-  /** Formats to compare with f16 (each with rotation off and on). */
+  /** Formats to compare with f16 (each with rotation off and on, rounded to nearest). */
   quants: readonly Quant[];
+  /**
+   * Calibrated rounding: a text file (disjoint from `text`) whose Hessians drive GPTQ, and the
+   * formats to add calibrated rows for (each with rotation off and on).
+   */
+  calibration?: { readonly text: string; readonly quants: readonly Quant[] };
   /** Called after each chunk. */
   onChunk?: (done: number, total: number) => void;
 }
 
-/** One format and rotation against the f16 model, over the scored tokens. */
+/** One format, rotation and rounding against the f16 model, over the scored tokens. */
 export interface QualityRow {
   quant: Quant;
   rotate: Rotation;
+  /** Round-to-nearest, or GPTQ on the calibration text. */
+  rounding: 'rtn' | 'gptq';
+  /** Bits per weight of every matrix as packed (codes, scales and padding), measured from the bytes. */
+  bits: number;
   ppl: number;
   /** ppl / ppl(f16). */
   ppl_ratio: number;
@@ -85,19 +97,33 @@ export async function measureQuality(o: QualityOptions): Promise<QualityReport> 
   const model = (tensors: Record<string, Tensor>) =>
     new ReferenceRunner(spec, mapWeights(tensors), { capacity: CHUNK });
   const base = model(source);
-  // int8 and w8a8 share their weights: round each (format, rotation) once.
+  // GPTQ needs each linear's input statistics, in the basis its weights are packed in.
+  const hessians = new Map<Rotation, Map<string, Float64Array>>();
+  if (o.calibration) {
+    const calText = await readFile(o.calibration.text, 'utf8');
+    const windows = calibrationWindows(opened.tokenizer, calText, bos);
+    for (const rotate of ['none', 'hadamard'] as const)
+      hessians.set(rotate, collectHessians(spec, mapWeights(source), windows, { rotate }));
+  }
+  // int8 and w8a8 share their weights: round each (format, rotation, rounding) once.
   const rounded = new Map<string, Record<string, Tensor>>();
-  const weightsFor = (quant: Quant, rotate: Rotation) => {
-    const key = `${formatOf(quant)}/${rotate}`;
-    const t = rounded.get(key) ?? roundedThrough(source, formatOf(quant), rotate);
+  const weightsFor = (quant: Quant, rotate: Rotation, rounding: QualityRow['rounding']) => {
+    const key = `${formatOf(quant)}/${rotate}/${rounding}`;
+    const h = rounding === 'gptq' ? hessians.get(rotate) : undefined;
+    const t = rounded.get(key) ?? roundedThrough(source, formatOf(quant), rotate, h);
     rounded.set(key, t);
     return t;
   };
-  const configs = o.quants.flatMap((quant) =>
+  const plan = [
+    ...o.quants.map((quant) => ({ quant, rounding: 'rtn' as const })),
+    ...(o.calibration?.quants ?? []).map((quant) => ({ quant, rounding: 'gptq' as const })),
+  ];
+  const configs = plan.flatMap(({ quant, rounding }) =>
     (['none', 'hadamard'] as const).map((rotate) => {
-      const m = model(weightsFor(quant, rotate));
+      const m = model(weightsFor(quant, rotate, rounding));
       if (quant === 'w8a8') m.linearInput = w8a8Inputs(rotate);
-      return { quant, rotate, model: m, sums: { nll: 0, kld: 0, agree: 0 } satisfies Sums };
+      const bits = packedBits(source, formatOf(quant), rotate);
+      return { quant, rotate, rounding, bits, model: m, sums: { nll: 0, kld: 0, agree: 0 } satisfies Sums };
     }),
   );
 
@@ -134,11 +160,13 @@ export async function measureQuality(o: QualityOptions): Promise<QualityReport> 
     chunks_available: available,
     tokens,
     f16: { ppl: basePpl },
-    rows: configs.map(({ quant, rotate, sums }) => {
+    rows: configs.map(({ quant, rotate, rounding, bits, sums }) => {
       const ppl = Math.exp(sums.nll / tokens);
       return {
         quant,
         rotate,
+        rounding,
+        bits,
         ppl,
         ppl_ratio: ppl / basePpl,
         kld: sums.kld / tokens,
@@ -147,6 +175,24 @@ export async function measureQuality(o: QualityOptions): Promise<QualityReport> 
     }),
     seconds: (performance.now() - started) / 1000,
   };
+}
+
+/**
+ * Bits per weight of every matrix of the model packed as the GPU runner packs it (`*_proj` inputs
+ * padded to `packedWidth` of their rotation; the embedding and LM head in the same format): the
+ * bytes of codes and scales over the checkpoint's own element count.
+ */
+function packedBits(tensors: Record<string, Tensor>, format: WeightFormat, rotate: Rotation): number {
+  let bytes = 0;
+  let weights = 0;
+  for (const [name, t] of Object.entries(tensors)) {
+    const [rows, cols] = t.shape;
+    if (t.shape.length !== 2 || !rows || !cols) continue;
+    const r = isRotatedLinear(name) ? rotate : 'none';
+    bytes += packedBytes(format, rows, packedWidth(cols, r));
+    weights += rows * cols;
+  }
+  return (8 * bytes) / weights;
 }
 
 /** Writes log-softmax(logits) into `out` (f64) and returns the argmax (lowest id on ties). */
@@ -166,13 +212,13 @@ export function qualityTable(r: QualityReport): string {
   const lines = [
     `Quantization quality of ${r.model} on ${r.text}: ${r.chunks} of ${r.chunks_available} chunks of ${CHUNK} tokens (${r.tokens} tokens), CPU reference, ${r.seconds.toFixed(0)} s.`,
     '',
-    '| format | rotation | perplexity | ppl ratio | mean KLD (nats) | top-1 agreement |',
-    '|---|---|---|---|---|---|',
-    `| f16 | none | ${r.f16.ppl.toFixed(3)} | 1.000 | 0 | 100% |`,
+    '| format | bits/weight | rotation | rounding | perplexity | ppl ratio | mean KLD (nats) | top-1 agreement |',
+    '|---|---|---|---|---|---|---|---|',
+    `| f16 | 16 | none | - | ${r.f16.ppl.toFixed(3)} | 1.000 | 0 | 100% |`,
   ];
   for (const row of r.rows)
     lines.push(
-      `| ${row.quant} | ${row.rotate} | ${row.ppl.toFixed(3)} | ${row.ppl_ratio.toFixed(4)} | ${row.kld.toFixed(5)} | ${(row.top1 * 100).toFixed(2)}% |`,
+      `| ${row.quant} | ${row.bits.toFixed(3)} | ${row.rotate} | ${row.rounding} | ${row.ppl.toFixed(3)} | ${row.ppl_ratio.toFixed(4)} | ${row.kld.toFixed(5)} | ${(row.top1 * 100).toFixed(2)}% |`,
     );
   return lines.join('\n');
 }

@@ -2,7 +2,7 @@
 // arguments and write files so that nothing is ever half written: everything goes to a temporary
 // name next to the target, renamed into place only once complete, and removed on any failure.
 import { existsSync, statSync } from 'node:fs';
-import { mkdir, open, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../errors.js';
@@ -13,7 +13,7 @@ import { WEFT_WEIGHTS } from '../model/load.js';
 import type { Rotation } from '../quant/pack.js';
 
 /** Usage of both commands. */
-export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--rotate hadamard|none]
+export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--rotate hadamard|none] [--calibrate text.txt]
        weft export-gguf <hf-dir> <out.gguf> --type f32|f16|q8_0|q4_0|q4_k|q6_k`;
 
 /** Parsed `weft convert` arguments. */
@@ -22,6 +22,8 @@ export interface ConvertArgs {
   readonly out: string;
   readonly quant: ConvertQuant;
   readonly rotate: Rotation;
+  /** A text file for calibrated (GPTQ) rounding, or undefined for round-to-nearest. */
+  readonly calibrate: string | undefined;
 }
 
 /** Parsed `weft export-gguf` arguments. */
@@ -52,6 +54,7 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   const { values, positionals } = parse(argv, {
     quant: { type: 'string' },
     rotate: { type: 'string' },
+    calibrate: { type: 'string' },
   });
   const [source, out, ...more] = positionals;
   if (source === undefined || out === undefined || more.length > 0)
@@ -64,7 +67,10 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   const rotate = rotations.find((r) => r === (values.rotate ?? 'none'));
   if (rotate === undefined)
     throw new InvalidInputError(`--rotate: "${values.rotate}" is not one of ${rotations.join(', ')}`);
-  return { source, out, quant, rotate };
+  const calibrate = values.calibrate;
+  if (calibrate !== undefined && !(existsSync(calibrate) && statSync(calibrate).isFile()))
+    throw new InvalidInputError(`--calibrate: "${calibrate}" is not a text file`);
+  return { source, out, quant, rotate, calibrate };
 }
 
 /** Parses the arguments after `weft export-gguf`. */
@@ -114,10 +120,16 @@ export async function runConvert(args: ConvertArgs, log: (line: string) => void)
       {
         quant: args.quant,
         rotate: args.rotate,
+        ...(args.calibrate === undefined
+          ? {}
+          : {
+              calibration: { text: await readFile(args.calibrate, 'utf8'), name: basename(args.calibrate) },
+            }),
         onProgress: (e) => {
           // One line per tenth, not per tensor: models have hundreds.
           const line = `weft convert: ${e.phase} ${Math.floor((10 * e.done) / e.total) * 10}%`;
-          if (line !== last || e.done === e.total) log(`${line} (${e.done}/${e.total} ${e.tensor})`);
+          if (line !== last || e.done === e.total)
+            log(`${line} (${e.done}/${e.total}${e.tensor ? ` ${e.tensor}` : ''})`);
           last = line;
         },
       },
@@ -133,7 +145,7 @@ export async function runConvert(args: ConvertArgs, log: (line: string) => void)
     refuseExisting(args.out, '<out-dir>');
     await rename(tmp, args.out);
     log(
-      `weft convert: wrote ${args.out} (${(written / 2 ** 20).toFixed(1)} MiB, ${args.quant}, rotation ${metadata.rotation}, source ${metadata.source_sha256?.slice(0, 12)})`,
+      `weft convert: wrote ${args.out} (${(written / 2 ** 20).toFixed(1)} MiB, ${args.quant}, rotation ${metadata.rotation}${metadata.calibration ? `, calibrated on ${args.calibrate}` : ''}, source ${metadata.source_sha256?.slice(0, 12)})`,
     );
   } catch (err) {
     await weights.close().catch(() => {});

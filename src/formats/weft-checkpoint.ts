@@ -106,6 +106,13 @@ export interface ConvertOptions {
    * `source_model_checksum` so a direction measured on the source applies to its conversion.
    */
   readonly sourceModel?: string;
+  /**
+   * Calibrated rounding: H = Σ x xᵀ of each `*_proj` linear's padded, rotated input on calibration
+   * text (`collectHessians`), by tensor name; those linears get GPTQ codes (see `packLinear`).
+   */
+  readonly hessians?: ReadonlyMap<string, Float64Array>;
+  /** What the Hessians were measured on, recorded as the `calibration` metadata. */
+  readonly calibration?: { readonly text: string; readonly tokens: number };
 }
 
 /**
@@ -214,6 +221,9 @@ export async function convert(
     ...(rotate === 'hadamard' ? { rotation_seed: String(ROTATION_SEED) } : {}),
     source_sha256: await sourceChecksum(source),
     ...(options.sourceModel === undefined ? {} : { source_model_checksum: options.sourceModel }),
+    ...(options.calibration === undefined
+      ? {}
+      : { calibration: JSON.stringify({ method: 'gptq', ...options.calibration }) }),
   };
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
@@ -243,6 +253,7 @@ export async function convert(
       { rows: s.rows, cols: s.cols },
       s.format,
       s.rotation,
+      options.hessians?.get(name),
     );
     await write(new Uint8Array(q.data.buffer, q.data.byteOffset, q.data.byteLength));
     if (q.scales) await write(new Uint8Array(q.scales.buffer, q.scales.byteOffset, q.scales.byteLength));

@@ -11,7 +11,9 @@ import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf
 import type { ModelSpec } from '../formats/spec.js';
 import { convert } from '../formats/weft-checkpoint.js';
 import type { Rotation } from '../quant/pack.js';
-import { ggufFileOf, openModel, WEFT_WEIGHTS } from './load.js';
+import { calibrationWindows, collectHessians } from './calibrate.js';
+import { ggufFileOf, type OpenedModel, openModel, WEFT_WEIGHTS } from './load.js';
+import { mapWeights, readAllF32 } from './weights.js';
 
 /** Formats `weft convert` writes (the float formats need no converted checkpoint). */
 export type ConvertQuant = 'int8' | 'int4' | 'int2';
@@ -21,9 +23,19 @@ export interface ConvertModelOptions {
   readonly quant: ConvertQuant;
   /** Rotation of the `*_proj` linears' inputs (default none). */
   readonly rotate?: Rotation;
-  /** Called as each tensor is hashed (`checksum`) and then packed and written (`pack`). */
+  /**
+   * Calibrated rounding: text (disjoint from any text the model is evaluated on) run through the
+   * f32 model to measure each linear's input statistics; the integer linears then get GPTQ codes
+   * instead of round-to-nearest (`packLinear` with a Hessian). `name` is recorded in the output's
+   * metadata. The whole f32 model is held in memory while calibrating.
+   */
+  readonly calibration?: { readonly text: string; readonly name: string };
+  /**
+   * Called as calibration windows run (`calibrate`, `tensor` empty), then as each tensor is hashed
+   * (`checksum`) and then packed and written (`pack`).
+   */
   readonly onProgress?: (e: {
-    phase: 'checksum' | 'pack';
+    phase: 'calibrate' | 'checksum' | 'pack';
     done: number;
     total: number;
     tensor: string;
@@ -133,13 +145,48 @@ export async function convertModel(
       return opened.weights.readF32(name);
     },
   };
+  const rotate = options.rotate ?? 'none';
+  const calibrated =
+    options.calibration && (await calibrate(opened, options.calibration.text, rotate, options));
   return convert(reader, (chunk) => sink.weights(chunk), {
     quant: options.quant,
     // The runner gathers the embedding from a table in the chosen format too.
     embeddings: options.quant,
-    rotate: options.rotate ?? 'none',
+    rotate,
     sourceModel: await opened.checksum(),
+    ...(calibrated && options.calibration
+      ? {
+          hessians: calibrated.hessians,
+          calibration: { text: options.calibration.name, tokens: calibrated.tokens },
+        }
+      : {}),
   });
+}
+
+/**
+ * The Hessians of every `*_proj` linear of `opened` on `text` (windows of 256 tokens after BOS,
+ * as the held-out evaluation cuts its text), in the basis `rotate` packs them in.
+ */
+async function calibrate(
+  opened: OpenedModel,
+  text: string,
+  rotate: Rotation,
+  options: ConvertModelOptions,
+): Promise<{ hessians: Map<string, Float64Array>; tokens: number }> {
+  const bos = opened.spec.bosId;
+  if (bos === undefined)
+    throw new InvalidInputError(
+      'convert --calibrate: the model has no BOS id to start calibration windows with',
+    );
+  const windows = calibrationWindows(opened.tokenizer, text, bos);
+  if (windows.length === 0 || text.trim() === '')
+    throw new InvalidInputError('convert --calibrate: the calibration text is empty');
+  const source = mapWeights(await readAllF32(opened.weights));
+  const hessians = collectHessians(opened.spec, source, windows, {
+    rotate,
+    onWindow: (done, total) => options.onProgress?.({ phase: 'calibrate', done, total, tensor: '' }),
+  });
+  return { hessians, tokens: windows.reduce((n, w) => n + w.length, 0) };
 }
 
 /** GGUF types `weft export-gguf` writes (2-D weights; vectors stay F32). */

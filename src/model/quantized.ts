@@ -44,12 +44,15 @@ export function w8a8Inputs(choice: RotationChoice): (x: Float32Array, width: num
 /**
  * The tensors with every matrix rounded through `format` exactly as the GPU runner packs it
  * (vectors stay f32): the CPU reference of a quantized model. Each `*_proj` linear's input is
- * rotated as `rotate` chooses for its width ({@link rotationFor}).
+ * rotated as `rotate` chooses for its width ({@link rotationFor}). With `hessians` (from
+ * `collectHessians`, in the same rotation), the linears they name are rounded by GPTQ, as
+ * `weft convert --calibrate` packs them.
  */
 export function roundedThrough(
   tensors: Record<string, Tensor>,
   format: WeightFormat,
   rotate: RotationChoice = 'none',
+  hessians?: ReadonlyMap<string, Float64Array>,
 ): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(tensors)) {
@@ -62,7 +65,12 @@ export function roundedThrough(
     const pad = { rows, cols: packedWidth(cols, r) };
     out[name] = {
       shape: t.shape,
-      data: effectiveWeights(packLinear(t.data, rows, cols, pad, format, r), rows, cols, r),
+      data: effectiveWeights(
+        packLinear(t.data, rows, cols, pad, format, r, hessians?.get(name)),
+        rows,
+        cols,
+        r,
+      ),
     };
   }
   return out;

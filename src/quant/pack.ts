@@ -9,7 +9,16 @@ import {
   hadamardRef,
   hadamardSigns,
 } from '../kernels/hadamard/construct.js';
-import { dequantize, type QuantizedMatrix, quantize, type WeightFormat } from '../kernels/matmul/quant.js';
+import {
+  dequantize,
+  encode,
+  gridOf,
+  isIntFormat,
+  type QuantizedMatrix,
+  quantize,
+  type WeightFormat,
+} from '../kernels/matmul/quant.js';
+import { gptqCodes } from './gptq.js';
 
 /** Weight precision on the device. */
 export type Quant = 'f32' | 'f16' | 'int8' | 'int4' | 'int2' | 'w8a8';
@@ -89,6 +98,10 @@ export function zeroPad(
  * `pad`, rotated on the input side (W·Rᵀ over the padded width) when `rotate` is `'hadamard'`,
  * then quantized to `format` (flat blocks over the padded matrix). The converter and the
  * runner both call this, so a converted checkpoint is bit-identical to quantizing while loading.
+ * With `hessian` (H = Σ x xᵀ [pad.cols, pad.cols] of the linear's padded, rotated inputs on
+ * calibration text, see `collectHessians`), an integer format keeps round-to-nearest's scales
+ * (`gridOf`) and chooses the codes by GPTQ's error feedback ({@link gptqCodes}), which lowers the
+ * error of the layer's output rather than of each weight.
  */
 export function packLinear(
   w: Float32Array,
@@ -97,6 +110,7 @@ export function packLinear(
   pad: { readonly rows: number; readonly cols: number },
   format: WeightFormat,
   rotate: Rotation,
+  hessian?: Float64Array,
 ): QuantizedMatrix {
   if (w.length !== rows * cols)
     throw new InvalidInputError(`packLinear: w has ${w.length} elements for [${rows}, ${cols}]`);
@@ -104,7 +118,9 @@ export function packLinear(
     throw new InvalidInputError(`packLinear: padded width ${pad.cols} is not a Hadamard size`);
   let m = zeroPad(w, rows, cols, pad.rows, pad.cols);
   if (rotate === 'hadamard') m = hadamardRef(m, pad.rows, pad.cols, ROTATION_SEED);
-  return quantize(m, pad.rows, pad.cols, format);
+  if (hessian === undefined || !isIntFormat(format)) return quantize(m, pad.rows, pad.cols, format);
+  const grid = gridOf(m, pad.rows, pad.cols, format);
+  return encode(grid, gptqCodes(m, pad.rows, pad.cols, hessian, grid));
 }
 
 /**

@@ -17,11 +17,21 @@ import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats/weft-checkpoint.js';
+import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
 import { dequantize, quantize } from '../../src/kernels/matmul/quant.js';
+import { calibrationWindows, collectHessians } from '../../src/model/calibrate.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { configFromSpec } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { isRotatedLinear, packLinear, type Quant, type Rotation } from '../../src/quant/pack.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import {
+  isRotatedLinear,
+  packLinear,
+  type Quant,
+  ROTATION_SEED,
+  type Rotation,
+  zeroPad,
+} from '../../src/quant/pack.js';
 import { ggufFixture, roundTrip, sameF32, tinyConfig } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 
@@ -227,6 +237,80 @@ describe('weft export-gguf', () => {
     }
     await files.close?.();
     await srcFiles.close?.();
+  });
+});
+
+describe('weft convert --calibrate', () => {
+  it.each(['none', 'hadamard'] as const)(
+    'int2, rotate %s: GPTQ codes from the calibration text, recorded, with less output error than round-to-nearest',
+    async (rotate) => {
+      const src = join(dir, `cal-${rotate}`);
+      await writeFixtureDir(src, 'llama', 'f32', 8);
+      const textFile = join(dir, `cal-${rotate}.txt`);
+      const text =
+        'In the beginning God created the heaven and the earth. And the earth was without form. '.repeat(30);
+      await writeFile(textFile, text);
+      const out = join(dir, `cal-${rotate}-int2`);
+      const { opened, files, lines } = await convertAndOpen(src, out, [
+        '--quant',
+        'int2',
+        '--rotate',
+        rotate,
+        '--calibrate',
+        textFile,
+      ]);
+      expect(lines.some((l) => /^weft convert: calibrate \d+%/.test(l))).toBe(true);
+      expect(lines.at(-1)).toContain(`calibrated on ${textFile}`);
+      const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
+      const calibration = JSON.parse(ck.metadata.calibration ?? '{}');
+      expect(calibration).toMatchObject({ method: 'gptq', text: `cal-${rotate}.txt` });
+      expect(calibration.tokens).toBeGreaterThan(256);
+
+      // The same statistics the converter measured: H of every linear's padded, rotated input.
+      const srcFiles = await pathModel(src);
+      const source = await openModel(srcFiles);
+      const tensors = await readAllF32(source.weights);
+      const windows = calibrationWindows(source.tokenizer, text, source.spec.bosId!);
+      const hessians = collectHessians(source.spec, mapWeights(tensors), windows, { rotate });
+      for (const name of ['model.layers.0.self_attn.q_proj.weight', 'model.layers.1.mlp.down_proj.weight']) {
+        const [rows = 0, cols = 0] = tensors[name]!.shape;
+        const pad = linearPad(name, rows, cols, rotate);
+        const H = hessians.get(name)!;
+        // Σ over rows of (m − m̂)ᵀ H (m − m̂): the squared output error on the calibration inputs.
+        let m = zeroPad(tensors[name]!.data, rows, cols, pad.rows, pad.cols);
+        if (rotate === 'hadamard') m = hadamardRef(m, pad.rows, pad.cols, ROTATION_SEED);
+        const outputError = (q: Float32Array) => {
+          let e = 0;
+          const d = new Float64Array(pad.cols);
+          for (let r = 0; r < pad.rows; r++) {
+            for (let k = 0; k < pad.cols; k++) d[k] = m[r * pad.cols + k]! - q[r * pad.cols + k]!;
+            for (let i = 0; i < pad.cols; i++) {
+              let hi = 0;
+              for (let k = 0; k < pad.cols; k++) hi += H[i * pad.cols + k]! * d[k]!;
+              e += d[i]! * hi;
+            }
+          }
+          return e;
+        };
+        const stored = await opened.weights.readPacked?.(name, { format: 'int2', ...pad, rotation: rotate });
+        expect(stored).toEqual(packLinear(tensors[name]!.data, rows, cols, pad, 'int2', rotate, H));
+        const rtn = packLinear(tensors[name]!.data, rows, cols, pad, 'int2', rotate);
+        const calibrated = outputError(dequantize(stored!));
+        const nearest = outputError(dequantize(rtn));
+        console.log(
+          `[convert --calibrate] ${rotate} ${name}: output error GPTQ / nearest = ${(calibrated / nearest).toFixed(3)}`,
+        );
+        expect(calibrated).toBeLessThan(nearest);
+      }
+      await srcFiles.close?.();
+      await files.close?.();
+    },
+  );
+
+  it('refuses a calibration file that does not exist, naming it', () => {
+    expect(() =>
+      parseConvertArgs(['a', 'b', '--quant', 'int4', '--calibrate', join(dir, 'missing.txt')]),
+    ).toThrow(/--calibrate: ".*missing.txt" is not a text file/);
   });
 });
 
