@@ -22,6 +22,11 @@ export interface GptqOptions {
   readonly damp?: number;
   /** Columns per lazy batch update (a speed knob; the codes do not depend on it). Default 32. */
   readonly blockSize?: number;
+  /**
+   * Order the columns are rounded in: `'natural'` (default) or `'energy'`, by falling H_kk (the
+   * paper's act-order), which helps most at low bits.
+   */
+  readonly order?: 'natural' | 'energy';
 }
 
 /**
@@ -63,8 +68,18 @@ export function gptqCodes(
   if (!Number.isInteger(B) || B < 1)
     throw new InvalidInputError(`gptqCodes: blockSize ${B} must be a positive integer`);
 
-  const U = inverseCholeskyUpper(hessian, cols, damp); // [cols, cols]
-  const W = Float64Array.from(w); // [rows, cols], corrected in place as columns are rounded
+  // Column order: natural, or by falling energy H_kk (GPTQ's "act-order"): the columns whose
+  // rounding matters most go first, while the most columns remain to absorb their error. perm[k] is
+  // the original column at position k; W and H are permuted, the grid and the codes are not.
+  const perm = Array.from({ length: cols }, (_, k) => k);
+  if (options.order === 'energy')
+    perm.sort((a, b) => hessian[b * cols + b]! - hessian[a * cols + a]! || a - b);
+  const H = new Float64Array(cols * cols);
+  for (let a = 0; a < cols; a++)
+    for (let b = 0; b < cols; b++) H[a * cols + b] = hessian[perm[a]! * cols + perm[b]!]!;
+  const U = inverseCholeskyUpper(H, cols, damp); // [cols, cols], in permuted order
+  const W = new Float64Array(rows * cols); // [rows, cols] permuted, corrected as columns are rounded
+  for (let r = 0; r < rows; r++) for (let k = 0; k < cols; k++) W[r * cols + k] = w[r * cols + perm[k]!]!;
   const codes = new Int32Array(rows * cols);
   const err = new Float64Array(rows * B); // [rows, B]: scaled errors e of the current block
   for (let b0 = 0; b0 < cols; b0 += B) {
@@ -72,8 +87,8 @@ export function gptqCodes(
     for (let r = 0; r < rows; r++) {
       const row = r * cols;
       for (let k = b0; k < b1; k++) {
-        const i = row + k;
-        const x = W[i]!;
+        const x = W[row + k]!;
+        const i = row + perm[k]!; // the element's flat index in the (unpermuted) matrix
         const scale = grid.scaleAt(i);
         const offset = grid.offsetAt(i);
         const q = nearestCode(x, scale, offset, lo, hi);

@@ -99,9 +99,10 @@ export function zeroPad(
  * then quantized to `format` (flat blocks over the padded matrix). The converter and the
  * runner both call this, so a converted checkpoint is bit-identical to quantizing while loading.
  * With `hessian` (H = Σ x xᵀ [pad.cols, pad.cols] of the linear's padded, rotated inputs on
- * calibration text, see `collectHessians`), an integer format keeps round-to-nearest's scales
- * (`gridOf`) and chooses the codes by GPTQ's error feedback ({@link gptqCodes}), which lowers the
- * error of the layer's output rather than of each weight.
+ * calibration text, see `collectHessians`), an integer format chooses its scales by the search
+ * of round-to-nearest weighted by each input's energy (`gridOf` with diag H) and its codes by
+ * GPTQ's error feedback ({@link gptqCodes}): both lower the error of the layer's output rather
+ * than of each weight.
  */
 export function packLinear(
   w: Float32Array,
@@ -119,8 +120,10 @@ export function packLinear(
   let m = zeroPad(w, rows, cols, pad.rows, pad.cols);
   if (rotate === 'hadamard') m = hadamardRef(m, pad.rows, pad.cols, ROTATION_SEED);
   if (hessian === undefined || !isIntFormat(format)) return quantize(m, pad.rows, pad.cols, format);
-  const grid = gridOf(m, pad.rows, pad.cols, format);
-  return encode(grid, gptqCodes(m, pad.rows, pad.cols, hessian, grid));
+  // The scales weigh each input by its energy on the calibration text (diag H); GPTQ picks codes.
+  const importance = Float32Array.from({ length: pad.cols }, (_, k) => hessian[k * pad.cols + k]!);
+  const grid = gridOf(m, pad.rows, pad.cols, format, importance);
+  return encode(grid, gptqCodes(m, pad.rows, pad.cols, hessian, grid, { order: 'energy' }));
 }
 
 /**

@@ -158,6 +158,29 @@ describe('gptqCodes', () => {
     }
   });
 
+  it("in act-order ('energy': columns by falling H_kk) rounds diagonal H to nearest, lowers correlated error, and keeps the grid's indexing", () => {
+    const grid = symmetricGrid(w, 2);
+    const next = rng(3);
+    const diagonal = new Float64Array(COLS * COLS);
+    for (let k = 0; k < COLS; k++) diagonal[k * COLS + k] = 0.1 + 10 * next();
+    expect(Array.from(gptqCodes(w, ROWS, COLS, diagonal, grid, { order: 'energy' }))).toEqual(
+      Array.from(nearest(w, grid)),
+    );
+    const x = correlatedInputs(400, 21);
+    // Unequal column energies, so the order differs from the natural one.
+    for (let t = 0; t < 400; t++)
+      for (let k = 0; k < COLS; k++) x[t * COLS + k] = x[t * COLS + k]! * (1 + (k % 5));
+    const h = gram(x);
+    const ordered = gptqCodes(w, ROWS, COLS, h, grid, { order: 'energy' });
+    const natural = gptqCodes(w, ROWS, COLS, h, grid);
+    expect(Array.from(ordered)).not.toEqual(Array.from(natural));
+    expect(outputError(w, ordered, grid, x)).toBeLessThan(0.5 * outputError(w, nearest(w, grid), grid, x));
+    for (const blockSize of [1, 7, 100])
+      expect(Array.from(gptqCodes(w, ROWS, COLS, h, grid, { order: 'energy', blockSize }))).toEqual(
+        Array.from(ordered),
+      );
+  });
+
   it('keeps every code in [lo, hi], also when the grid is too narrow and codes clamp', () => {
     const grid = symmetricGrid(w, 2, 0.5); // scales halved: the largest weights fall off the grid
     const x = correlatedInputs(200, 5);

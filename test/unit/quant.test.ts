@@ -221,6 +221,31 @@ describe('bit layout on hand examples', () => {
 });
 
 describe('grid and codes apart (for calibrated rounding)', () => {
+  it.each(['int4', 'int2'] as const)(
+    '%s: importance-weighted scales lower the weighted error; equal importance changes nothing',
+    (format) => {
+      const [rows, cols] = [4, 256];
+      const w = randomF32(rows * cols, 12);
+      const importance = Float32Array.from({ length: cols }, (_, k) => (k % 8 === 0 ? 50 : 1));
+      const weightedError = (q: QuantizedMatrix) => {
+        const d = dequantize(q);
+        let e = 0;
+        for (let i = 0; i < w.length; i++) e += importance[i % cols]! * (d[i]! - w[i]!) ** 2;
+        return e;
+      };
+      const nearestOn = (grid: ReturnType<typeof gridOf>) =>
+        encode(
+          grid,
+          Int32Array.from(w, (v, i) => nearestCode(grid, i, v)),
+        );
+      const plain = quantize(w, rows, cols, format);
+      const weighted = nearestOn(gridOf(w, rows, cols, format, importance));
+      expect(weightedError(weighted)).toBeLessThan(weightedError(plain));
+      expect(nearestOn(gridOf(w, rows, cols, format, new Float32Array(cols).fill(1)))).toEqual(plain);
+      expect(() => gridOf(w, rows, cols, format, new Float32Array(cols - 1))).toThrow(/importance has 255/);
+    },
+  );
+
   it.each(INT_FORMATS)(
     '%s: quantize = encode(gridOf, nearest codes); other codes encode and decode',
     (format) => {

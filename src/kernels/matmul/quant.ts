@@ -241,8 +241,17 @@ function gridFromScales(format: IntFormat, rows: number, cols: number, scales: U
  *   D = f16(max d / S), M = f16(max m / S) (S = 63 for int4's 6-bit sub-scales, 15 for int2's
  *   4-bit ones), sc = min(S, round(d / D)), mn likewise, and finally sc and mn each moved by ±1
  *   where that lowers the sub-block's error.
+ * `importance` [cols] weighs each column's squared error in those searches (int4 / int2 only): the
+ * diagonal of a linear's input Hessian (Σ x_k² on calibration text) makes the scales favour the
+ * inputs that carry the most energy, as llama.cpp's importance matrix does.
  */
-export function gridOf(w: Float32Array, rows: number, cols: number, format: IntFormat): MatrixGrid {
+export function gridOf(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  format: IntFormat,
+  importance?: Float32Array,
+): MatrixGrid {
   checkShape(format, rows, cols);
   if (!isIntFormat(format)) throw new InvalidInputError(`gridOf: ${format} is not an integer format`);
   if (w.length !== rows * cols)
@@ -258,10 +267,14 @@ export function gridOf(w: Float32Array, rows: number, cols: number, format: IntF
       const d = f32ToF16Bits(format === 'int8' ? Math.abs(max) / 127 : max / -8);
       scales[g >> 1]! |= d << (g & 1 ? 16 : 0);
     }
-  } else if (format === 'int4') {
-    kQuantScales(x, scales, { bits: 4, sub: 32, scaleBits: 6 });
   } else {
-    kQuantScales(x, scales, { bits: 2, sub: 16, scaleBits: 4 });
+    if (importance !== undefined && importance.length !== cols)
+      throw new InvalidInputError(`gridOf: importance has ${importance.length} weights for ${cols} columns`);
+    // Per element: the importance of its column (the padding after the matrix counts for nothing).
+    const weights = importance && new Float32Array(x.length);
+    if (weights && importance) for (let i = 0; i < n; i++) weights[i] = importance[i % cols]!;
+    if (format === 'int4') kQuantScales(x, scales, { bits: 4, sub: 32, scaleBits: 6 }, weights);
+    else kQuantScales(x, scales, { bits: 2, sub: 16, scaleBits: 4 }, weights);
   }
   return gridFromScales(format, rows, cols, scales);
 }
@@ -405,6 +418,7 @@ function kQuantScales(
   x: Float32Array,
   scales: Uint32Array,
   o: { bits: number; sub: number; scaleBits: number },
+  weights?: Float32Array,
 ): void {
   const L = (1 << o.bits) - 1;
   const S = (1 << o.scaleBits) - 1;
@@ -414,8 +428,10 @@ function kQuantScales(
   const m = new Float64Array(nsub);
   for (let s = 0; s < x.length / 256; s++) {
     const sb = x.subarray(256 * s, 256 * s + 256);
+    const sw = weights?.subarray(256 * s, 256 * s + 256);
     for (let j = 0; j < nsub; j++) {
       const v = sb.subarray(j * o.sub, (j + 1) * o.sub);
+      const vw = sw?.subarray(j * o.sub, (j + 1) * o.sub);
       let lo = 0;
       let hi = 0;
       for (const e of v) {
@@ -438,7 +454,7 @@ function kQuantScales(
             const ch = pass === 0 ? xh : ch0 + xh;
             if (cl < 0 || ch < 0 || (pass === 1 && xl === 0 && xh === 0)) continue;
             const dj = (hi * (1 - ch) - lo * (1 - cl)) / L;
-            const e = subError(v, dj, -lo * (1 - cl), L);
+            const e = subError(v, dj, -lo * (1 - cl), L, vw);
             if (e < best) {
               best = e;
               bl = cl;
@@ -457,15 +473,16 @@ function kQuantScales(
     out[words - 1] = (Dh | (Mh << 16)) >>> 0;
     for (let j = 0; j < nsub; j++) {
       const v = sb.subarray(j * o.sub, (j + 1) * o.sub);
+      const vw = sw?.subarray(j * o.sub, (j + 1) * o.sub);
       const sc0 = D === 0 ? 0 : Math.min(S, Math.round(d[j]! / D));
       const mn0 = M === 0 ? 0 : Math.min(S, Math.round(m[j]! / M));
       let [sc, mn] = [sc0, mn0];
-      let best = subError(v, D * sc0, M * mn0, L);
+      let best = subError(v, D * sc0, M * mn0, L, vw);
       for (const ds of [-1, 0, 1])
         for (const dm of [-1, 0, 1]) {
           const [sc1, mn1] = [sc0 + ds, mn0 + dm];
           if (sc1 < 0 || sc1 > S || mn1 < 0 || mn1 > S) continue;
-          const e = subError(v, D * sc1, M * mn1, L);
+          const e = subError(v, D * sc1, M * mn1, L, vw);
           if (e < best) [best, sc, mn] = [e, sc1, mn1];
         }
       if (nsub === 8) {
@@ -482,14 +499,15 @@ function kQuantScales(
  * Squared error of a sub-block v on the grid a·q − b with each q ∈ [0, L] nearest (up to the
  * rounding of a multiply by 1/a at exact ties; a search only compares these sums).
  */
-function subError(v: Float32Array, a: number, b: number, L: number): number {
+/** Squared error of rounding `v` on the grid a·q − b, q ∈ [0, L]; each term weighted by `wt` if given. */
+function subError(v: Float32Array, a: number, b: number, L: number, wt?: Float32Array): number {
   let e = 0;
   const inv = a === 0 ? 0 : 1 / a;
   for (let k = 0; k < v.length; k++) {
     const x = v[k]!;
     const q = Math.min(L, Math.max(0, Math.floor((x + b) * inv + 0.5)));
     const r = a * q - b - x;
-    e += r * r;
+    e += wt ? wt[k]! * r * r : r * r;
   }
   return e;
 }
