@@ -1,17 +1,35 @@
 // The model picker: the bundled demo model, Hugging Face ids, or files on this computer, turned into
 // a serializable `ModelChoice` for the engine worker (checked here with the same `resolveModel` the
 // worker runs, so a bad id is reported before anything loads).
-import { type ModelChoice, type ModelSource, resolveModel } from '../../src/index.js';
+import {
+  keyString,
+  type ModelChoice,
+  type ModelSource,
+  modelKey,
+  resolveModel,
+  type WeightStore,
+} from '../../src/index.js';
 import { byId } from './dom.js';
 
 /** Where the bundled models are served, relative to the page; `?bundled=` and `?draft=` override. */
 const params = new URLSearchParams(location.search);
-const BUNDLED = new URL(params.get('bundled') ?? '/models/kjv-target/', location.href).href;
-const BUNDLED_DRAFT = new URL(params.get('draft') ?? '/models/kjv-draft/', location.href).href;
+const BUNDLED = new URL(params.get('bundled') ?? 'models/kjv-target/', location.href).href;
+const BUNDLED_DRAFT = new URL(params.get('draft') ?? 'models/kjv-draft/', location.href).href;
+
+/** The names the page shows for the bundled models in the weights cache, by their store key. */
+export const BUNDLED_NAMES: ReadonlyMap<string, string> = new Map([
+  [bundledKey(BUNDLED), 'KJV demo model (bundled)'],
+  [bundledKey(BUNDLED_DRAFT), 'KJV draft model (bundled)'],
+]);
+
+function bundledKey(folder: string): string {
+  const source = resolveModel(folder);
+  return source.kind === 'url' ? keyString(modelKey(source)) : folder;
+}
 
 /**
  * What the picker asks the worker to load, or why it cannot yet. `cache`: whether remote models
- * go through the weights cache (the bundled models, served with the page, are read in place).
+ * go through the weights cache (the bundled and hub models do; picked files are read in place).
  */
 export type PickResult =
   | {
@@ -23,9 +41,13 @@ export type PickResult =
     }
   | { readonly ok: false; readonly reason: string };
 
-async function served(folder: string): Promise<boolean> {
+/** Whether the bundled model in `folder` can load: the server has it, or the weights cache does. */
+async function available(folder: string, store: WeightStore): Promise<boolean> {
   const res = await fetch(new URL('config.json', folder), { method: 'HEAD' }).catch(() => undefined);
-  return res?.ok === true;
+  if (res?.ok) return true;
+  const source = resolveModel(folder);
+  if (source.kind !== 'url') return false;
+  return (await store.manifest(modelKey(source)).catch(() => undefined)) !== undefined;
 }
 
 /** The picker's controls, and its reading of them. */
@@ -39,7 +61,10 @@ export class ModelPicker {
   private readonly note = byId('model-note', HTMLParagraphElement);
   private bundled = { target: false, draft: false };
 
-  constructor(onChange: () => void) {
+  constructor(
+    private readonly store: WeightStore,
+    onChange: () => void,
+  ) {
     if (params.get('hub')) this.hubBase.value = params.get('hub') ?? '';
     this.select.addEventListener('change', () => {
       this.sync();
@@ -49,9 +74,12 @@ export class ModelPicker {
     this.sync();
   }
 
-  /** Checks which bundled models this build serves, and says so. */
+  /** Checks which bundled models this build serves or this browser keeps, and says so. */
   async probe(): Promise<void> {
-    const [target, draft] = await Promise.all([served(BUNDLED), served(BUNDLED_DRAFT)]);
+    const [target, draft] = await Promise.all([
+      available(BUNDLED, this.store),
+      available(BUNDLED_DRAFT, this.store),
+    ]);
     this.bundled = { target, draft };
     this.draftBox.checked = draft;
     this.sync();
@@ -66,7 +94,7 @@ export class ModelPicker {
     this.note.textContent =
       v === 'bundled'
         ? this.bundled.target
-          ? 'A small model trained on the King James Bible; it continues the text you give it.'
+          ? 'A small model trained on the King James Bible; it continues the text you give it. Kept in this browser’s storage once loaded, so it also loads offline.'
           : 'The bundled model is not in this build (models/kjv-target/ is missing). Pick a Hugging Face model or files on this computer.'
         : v === 'local'
           ? 'Files are read where they are; nothing is uploaded or copied.'
@@ -83,7 +111,7 @@ export class ModelPicker {
         ok: true,
         choice: BUNDLED,
         ...(draft ? { draft: BUNDLED_DRAFT } : {}),
-        cache: false,
+        cache: true,
         label: 'KJV demo model',
       };
     }
