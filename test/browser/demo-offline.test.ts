@@ -69,7 +69,10 @@ beforeAll(async () => {
   if (!local) throw new Error('vite preview did not report a URL');
   url = local;
   browser = await launchChromium();
-  context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  context = await browser.newContext({
+    viewport: { width: 1280, height: 1000 },
+    permissions: ['clipboard-read', 'clipboard-write'],
+  });
   page = await context.newPage();
   logPageErrors(page);
 }, 120_000);
@@ -163,6 +166,62 @@ describe('the built demo, offline', () => {
     expect(blocked.filter((r) => !/\/sw\.js$|\/models\/kjv-(target|draft)\/config\.json$/.test(r))).toEqual(
       [],
     );
+  }, 300_000);
+
+  it('still offline: regenerates, copies, renames and deletes conversations; a long one scrolls', async () => {
+    const list = page.getByTestId('conversation-list');
+    await page.getByTestId('regenerate').click();
+    await expect.poll(() => page.getByTestId('stats').getAttribute('data-state')).toBe('generating');
+    await expect
+      .poll(() => page.getByTestId('stats').getAttribute('data-state'), { timeout: 120_000 })
+      .toBe('done');
+    expect(await page.getByTestId('output').textContent()).toBe(online);
+    expect(await page.locator('.turn.prompt').count()).toBe(2);
+    await page.locator('.turn.prompt').last().getByRole('button', { name: 'Copy this reply' }).click();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(PROMPT + online);
+
+    await list.getByRole('button', { name: `Rename ${PROMPT}` }).click();
+    await list.getByRole('textbox', { name: 'New title' }).fill('Genesis');
+    await list.getByRole('textbox', { name: 'New title' }).press('Enter');
+    await expect.poll(() => list.locator('li[data-id] .title').allTextContents()).toEqual(['Genesis']);
+
+    // A long conversation, written straight into the demo's database, opens scrolled to its end.
+    const long = 'And it came to pass. '.repeat(400);
+    await page.evaluate(async (text) => {
+      const db = await new Promise<IDBDatabase>((resolve, reject) => {
+        const open = indexedDB.open('weft-demo-v1');
+        open.onsuccess = () => resolve(open.result);
+        open.onerror = () => reject(open.error);
+      });
+      const tx = db.transaction('conversations', 'readwrite');
+      const turns = [{ kind: 'prompt', given: 'Long', text, state: 'done' }];
+      tx.objectStore('conversations').put(
+        { id: 'long', title: 'Long', chat: false, turns, updatedAt: 1 },
+        'long',
+      );
+      await new Promise((resolve) => {
+        tx.oncomplete = resolve;
+      });
+      db.close();
+    }, long);
+    await page.reload();
+    await expect
+      .poll(() => list.locator('li[data-id] .title').allTextContents())
+      .toEqual(['Genesis', 'Long']);
+    expect(await page.locator('.turn.prompt').count()).toBe(2);
+    await list.getByRole('button', { name: 'Long', exact: true }).click();
+    await expect.poll(() => page.getByTestId('output').textContent()).toBe(long);
+    const view = await page.getByTestId('transcript').evaluate((e) => ({
+      scrollable: e.scrollHeight > e.clientHeight * 2,
+      atEnd: e.scrollHeight - e.scrollTop - e.clientHeight < 2,
+    }));
+    expect(view).toEqual({ scrollable: true, atEnd: true });
+    await shot(page, '3-long-conversation');
+
+    await list.getByRole('button', { name: 'Delete Long' }).click();
+    await list.getByRole('button', { name: 'Delete Genesis' }).click();
+    await expect.poll(() => list.textContent()).toBe('None yet: what you send is kept here.');
+    expect(await page.getByTestId('transcript').textContent()).toBe('');
     await context.unroute('**/*');
   }, 300_000);
 
@@ -185,7 +244,7 @@ describe('the built demo, offline', () => {
       .toMatch(/^(update|switched)$/);
     if ((await release()) === 0) {
       expect(await page.getByTestId('update-button').isVisible()).toBe(true);
-      await shot(page, '3-update-ready');
+      await shot(page, '4-update-ready');
       await page.getByTestId('update-button').click();
     }
     await expect.poll(release, { timeout: 30_000 }).toBe(1);
@@ -211,7 +270,7 @@ describe('the built demo, offline', () => {
     expect(await note.textContent()).toMatch(/^KJV demo model could not be kept for offline use/);
     expect(await p.getByTestId('cache-list').textContent()).toBe('Nothing downloaded yet.');
     expect((await complete(p, 4)).length).toBeGreaterThan(0);
-    await shot(p, '4-storage-full');
+    await shot(p, '5-storage-full');
     await full.close();
   }, 300_000);
 });
