@@ -73,6 +73,7 @@ export class ConversationStore {
     return set(conversation.id, conversation, this.db);
   }
 
+  /** Deletes one conversation (no-op when there is none under `id`). */
   delete(id: string): Promise<void> {
     return del(id, this.db);
   }
