@@ -33,7 +33,8 @@ export default defineConfig({
  * Finishes the built site: copies the bundled `models` (folders that exist) beside the page, then
  * lists every other file of the build (the shell), hashes their contents into one build id, and
  * writes both into sw.js (its `__WEFT_BUILD__` and `__WEFT_SHELL__` placeholders). The models are
- * not in the list: the page downloads them into its IndexedDB weights cache instead.
+ * not in the list: the page downloads them into its IndexedDB weights cache instead (timestamps
+ * kept, so a server's size-and-mtime ETag changes only when a model does: see `forgetChanged`).
  */
 function offlineShell(models: readonly string[]): Plugin {
   let outDir = '';
@@ -56,9 +57,11 @@ function offlineShell(models: readonly string[]): Plugin {
       if (shell.some((f) => f.includes(','))) throw new Error(`a shell file name has a comma: ${shell}`);
       await writeFile(swPath, sw.replace('__WEFT_BUILD__', build).replace('__WEFT_SHELL__', shell.join(',')));
       for (const dir of models)
-        await cp(dir, join(outDir, dir), { recursive: true }).catch((err: NodeJS.ErrnoException) => {
-          if (err.code !== 'ENOENT') throw err;
-        });
+        await cp(dir, join(outDir, dir), { recursive: true, preserveTimestamps: true }).catch(
+          (err: NodeJS.ErrnoException) => {
+            if (err.code !== 'ENOENT') throw err;
+          },
+        );
       this.info(`offline shell: build ${build}, ${shell.length} files`);
     },
   };

@@ -91,6 +91,7 @@ async function load(): Promise<void> {
     ...(steer ? { steer } : {}),
   });
   try {
+    if (picked.bundled) await picker.forgetChanged();
     let model: LoadedModel;
     let kept = true;
     try {

@@ -6,6 +6,7 @@ import {
   type ModelChoice,
   type ModelSource,
   modelKey,
+  probe,
   resolveModel,
   type WeightStore,
 } from '../../src/index.js';
@@ -38,6 +39,8 @@ export type PickResult =
       readonly draft?: ModelChoice;
       readonly cache: boolean;
       readonly label: string;
+      /** The bundled model (served with the page), which a new build may replace. */
+      readonly bundled: boolean;
     }
   | { readonly ok: false; readonly reason: string };
 
@@ -85,6 +88,27 @@ export class ModelPicker {
     this.sync();
   }
 
+  /**
+   * Forgets a kept bundled model whose files the server now serves in another version (a new
+   * build brought a new model: another size or ETag), so that loading downloads it again. Files
+   * the server does not answer for (offline) count as unchanged.
+   */
+  async forgetChanged(): Promise<void> {
+    for (const folder of [BUNDLED, BUNDLED_DRAFT]) {
+      const source = resolveModel(folder);
+      if (source.kind !== 'url') continue;
+      const key = modelKey(source);
+      const manifest = await this.store.manifest(key);
+      for (const file of manifest?.files ?? []) {
+        const now = await probe(file.url, fetch).catch(() => undefined);
+        if (now && (now.size !== file.size || now.etag !== file.etag)) {
+          await this.store.delete(key);
+          break;
+        }
+      }
+    }
+  }
+
   /** Shows the fields the selected kind of model needs. */
   private sync(): void {
     const v = this.select.value;
@@ -113,13 +137,20 @@ export class ModelPicker {
         ...(draft ? { draft: BUNDLED_DRAFT } : {}),
         cache: true,
         label: 'KJV demo model',
+        bundled: true,
       };
     }
     if (v === 'local') {
       const picked = [...(this.folder.files ?? []), ...(this.files.files ?? [])];
       if (picked.length === 0) return { ok: false, reason: 'choose a model folder or its files first' };
       const name = picked[0]?.webkitRelativePath.split('/')[0] || 'local files';
-      return { ok: true, choice: { kind: 'files', name, files: picked }, cache: false, label: name };
+      return {
+        ok: true,
+        choice: { kind: 'files', name, files: picked },
+        cache: false,
+        label: name,
+        bundled: false,
+      };
     }
     const text = v === 'hub-custom' ? this.hubId.value.trim() : v.replace(/^hub:/, '');
     const hubBase = this.hubBase.value.trim();
@@ -134,6 +165,6 @@ export class ModelPicker {
         ok: false,
         reason: `a Hugging Face id looks like "org/name" (or "org/name/file.gguf"), got "${text}"`,
       };
-    return { ok: true, choice: source, cache: true, label: text };
+    return { ok: true, choice: source, cache: true, label: text, bundled: false };
   }
 }
