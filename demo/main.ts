@@ -1,17 +1,35 @@
 // The demo page: pick a model, load it in a Web Worker, and chat with it (instruct models) or let
 // it continue a text (base models), with live stats and the last draft tree. Every bit of model
-// work happens in the worker; this thread only moves text and draws.
-import { AbortError, type ChatMessage, type DraftTreeView, type GenerationStats } from '../src/index.js';
-import { Session } from './session.js';
+// work happens in the worker; this thread only moves text and draws. Conversations are kept in
+// IndexedDB; the production build also keeps the page itself (demo/sw.ts) for offline use.
+import {
+  AbortError,
+  type ChoiceLoadOptions,
+  type DraftTreeView,
+  type GenerationStats,
+  WeightStore,
+} from '../src/index.js';
+import { type Conversation, ConversationStore, chatMessages, newConversation } from './conversations.js';
+import { type LoadedModel, Session } from './session.js';
 import { CachePanel } from './ui/cache.js';
-import { byId, h } from './ui/dom.js';
-import { ModelPicker } from './ui/picker.js';
+import { drawConversations } from './ui/conversations.js';
+import { byId } from './ui/dom.js';
+import { startOfflineShell } from './ui/offline.js';
+import { BUNDLED_NAMES, ModelPicker } from './ui/picker.js';
 import { clearProblem, showNoWebGpu, showProblem } from './ui/problem.js';
 import { endProgress, showProgress, startProgress } from './ui/progress.js';
 import { startSelftest } from './ui/selftest.js';
 import { generateOptions, loadSettings, setDrafter } from './ui/settings.js';
 import { type PageTiming, showStats } from './ui/stats.js';
 import { steerSettings, steerSummary } from './ui/steer.js';
+import {
+  drawTranscript,
+  enableRegenerate,
+  replyText,
+  setStreaming,
+  showReplyText,
+  type TranscriptActions,
+} from './ui/transcript.js';
 import { drawTree } from './ui/tree.js';
 
 const loadButton = byId('load-button', HTMLButtonElement);
@@ -22,17 +40,18 @@ const form = byId('prompt-form', HTMLFormElement);
 const sendButton = byId('send-button', HTMLButtonElement);
 const stopButton = byId('stop-button', HTMLButtonElement);
 const clearButton = byId('clear-button', HTMLButtonElement);
-const transcript = byId('transcript', HTMLDivElement);
 const mode = byId('mode', HTMLSpanElement);
 const treeView = byId('tree-view', HTMLDivElement);
 
 const session = new Session();
-const cache = new CachePanel(showProblem);
-const picker = new ModelPicker(() => {
+const weights = new WeightStore();
+const cache = new CachePanel(weights, BUNDLED_NAMES, showProblem);
+const picker = new ModelPicker(weights, () => {
   loadButton.disabled = busy === 'load';
 });
+const conversations = new ConversationStore();
 let busy: 'idle' | 'load' | 'generate' = 'idle';
-let messages: ChatMessage[] = [];
+let current: Conversation = newConversation(false);
 let stopper: AbortController | undefined;
 
 function setBusy(state: typeof busy): void {
@@ -42,6 +61,8 @@ function setBusy(state: typeof busy): void {
   sendButton.disabled = state !== 'idle' || !session.model;
   stopButton.disabled = state !== 'generate';
   clearButton.disabled = state === 'generate';
+  enableRegenerate(state === 'idle' && session.model !== undefined);
+  void listConversations();
 }
 
 async function load(): Promise<void> {
@@ -62,17 +83,27 @@ async function load(): Promise<void> {
   startProgress(`Starting ${picked.label}…`);
   loaded.textContent = `Loading ${picked.label}…`;
   mode.textContent = '';
+  const options = (cache: boolean): ChoiceLoadOptions => ({
+    choice: picked.choice,
+    ...(picked.draft ? { draft: picked.draft } : {}),
+    cache,
+    ...loadSettings(),
+    ...(steer ? { steer } : {}),
+  });
   try {
-    const model = await session.load(
-      {
-        choice: picked.choice,
-        ...(picked.draft ? { draft: picked.draft } : {}),
-        cache: picked.cache,
-        ...loadSettings(),
-        ...(steer ? { steer } : {}),
-      },
-      showProgress,
-    );
+    if (picked.bundled) await picker.forgetChanged();
+    let model: LoadedModel;
+    let kept = true;
+    try {
+      model = await session.load(options(picked.cache), showProgress);
+    } catch (err) {
+      // No room to keep the model: read it from the network instead, and say it is not kept.
+      if (!picked.cache || !(err instanceof Error) || err.name !== 'QuotaError') throw err;
+      kept = false;
+      startProgress(`No room to keep ${picked.label}: reading it from the network…`);
+      model = await session.load(options(false), showProgress);
+    }
+    await cache.notKept(kept ? undefined : picked.label);
     loaded.textContent = `Loaded: ${picked.label} (${model.chat ? 'chat' : 'text completion'}${steerSummary(steer)}).`;
     if (steer) loaded.dataset.steer = steer.mode ?? '';
     else delete loaded.dataset.steer;
@@ -83,7 +114,9 @@ async function load(): Promise<void> {
       : 'Start a text and the model continues it, e.g. “In the beginning”';
     clearButton.textContent = model.chat ? 'New conversation' : 'Clear';
     if (picked.draft) setDrafter('draft');
-    newConversation();
+    // A conversation of the other kind (chat / completion) cannot continue with this model.
+    if (current.chat !== model.chat) startConversation(model.chat);
+    drawTree(treeView, undefined);
   } catch (err) {
     loaded.textContent = err instanceof AbortError ? 'Loading cancelled.' : 'Loading failed.';
     delete loaded.dataset.model;
@@ -96,55 +129,117 @@ async function load(): Promise<void> {
   }
 }
 
-function newConversation(): void {
-  messages = [];
-  transcript.replaceChildren();
+/** Shows `conversation` in the transcript and marks it in the list. */
+function show(conversation: Conversation): void {
+  current = conversation;
+  drawTranscript(current, transcriptActions);
+  enableRegenerate(busy === 'idle' && session.model !== undefined);
+  void listConversations();
+}
+
+/** Starts an empty conversation (kept once something is sent), unless the current one is empty. */
+function startConversation(chat: boolean): void {
+  if (current.turns.length === 0) current.chat = chat;
+  else show(newConversation(chat));
   drawTree(treeView, undefined);
 }
 
-/**
- * Adds a turn whose reply streams into the returned element, which becomes the page's `output`
- * (the latest reply). A completion shows its prompt first, in bold.
- */
-function addReply(kind: 'assistant' | 'prompt', given: string): HTMLElement {
-  transcript.querySelector('[data-testid="output"]')?.removeAttribute('data-testid');
-  const output = h('span', { class: 'text', 'data-testid': 'output' });
-  const lead = given ? [h('span', { class: 'given' }, given)] : [];
-  transcript.append(h('div', { class: `turn ${kind}` }, ...lead, output));
-  return output;
+async function listConversations(): Promise<void> {
+  try {
+    drawConversations(await conversations.list(), current.id, conversationActions, busy === 'generate');
+  } catch (err) {
+    showProblem(err);
+  }
 }
+
+async function save(conversation: Conversation): Promise<void> {
+  try {
+    await conversations.save(conversation);
+  } catch (err) {
+    showProblem(err);
+  }
+  await listConversations();
+}
+
+const conversationActions = {
+  open: (id: string) => {
+    if (busy === 'generate') return;
+    void conversations.get(id).then((c) => {
+      if (c) show(c);
+    }, showProblem);
+  },
+  rename: (id: string, title: string) => {
+    void (async () => {
+      const c = id === current.id ? current : await conversations.get(id);
+      if (!c) return;
+      c.title = title;
+      await save(c);
+    })();
+  },
+  remove: (id: string) => {
+    void (async () => {
+      await conversations.delete(id).catch(showProblem);
+      if (id === current.id) show(newConversation(session.model?.chat ?? current.chat));
+      else await listConversations();
+    })();
+  },
+};
+
+const transcriptActions: TranscriptActions = {
+  copy: async (index) => {
+    const turn = current.turns[index];
+    if (turn) await navigator.clipboard.writeText((turn.given ?? '') + turn.text);
+  },
+  regenerate: (index) => {
+    if (busy === 'idle' && index === current.turns.length - 1) void generate(index);
+  },
+};
 
 async function send(): Promise<void> {
   const model = session.model;
   const text = promptInput.value;
   if (!model || busy !== 'idle' || !text.trim()) return;
+  if (current.chat !== model.chat) startConversation(model.chat);
+  if (model.chat) {
+    current.turns.push({ kind: 'user', text }, { kind: 'assistant', text: '' });
+    promptInput.value = '';
+  } else current.turns.push({ kind: 'prompt', given: text, text: '' });
+  await generate(current.turns.length - 1);
+}
+
+/**
+ * Generates the reply at `index` of the current conversation (the last turn) from the turns before
+ * it (a chat), or from its own prompt (a completion), streaming it into the transcript.
+ */
+async function generate(index: number): Promise<void> {
+  const model = session.model;
+  const conversation = current;
+  const reply = conversation.turns[index];
+  if (!model || !reply) return;
   clearProblem();
+  reply.text = '';
+  delete reply.state;
+  drawTranscript(conversation, transcriptActions);
   setBusy('generate');
+  await save(conversation);
   const options = generateOptions();
   stopper = new AbortController();
   const timing: PageTiming = { start: performance.now(), firstToken: undefined, tokens: 0, passes: 0 };
-  if (model.chat) {
-    messages.push({ role: 'user', content: text });
-    transcript.append(h('div', { class: 'turn user' }, text));
-    promptInput.value = '';
-  }
-  const output = addReply(model.chat ? 'assistant' : 'prompt', model.chat ? '' : text);
-  output.classList.add('streaming');
-  let reply = '';
   let tree: DraftTreeView | undefined;
   let final: GenerationStats | undefined;
-  let state = 'generating';
+  let state: 'generating' | 'done' | 'stopped' | 'failed' = 'generating';
   showStats(timing);
-  // Screen readers announce the reply once it is complete, not token by token.
-  transcript.setAttribute('aria-busy', 'true');
+  setStreaming(true);
   const ticker = setInterval(() => showStats(timing), 250);
   try {
-    const prompt = model.chat ? await model.engine.render(messages) : text;
+    const prompt = conversation.chat
+      ? await model.engine.render(chatMessages(conversation, index))
+      : (reply.given ?? '');
     for await (const chunk of model.engine.generate(prompt, { ...options, signal: stopper.signal })) {
       timing.firstToken ??= performance.now();
       timing.tokens += chunk.ids.length;
-      reply += chunk.text;
-      output.textContent = reply;
+      reply.text += chunk.text;
+      showReplyText(reply.text);
       if (chunk.tree) {
         timing.passes++;
         // Keep the last tree that had drafts: a final empty one says less than the one before.
@@ -153,7 +248,6 @@ async function send(): Promise<void> {
           drawTree(treeView, tree);
         }
       }
-      transcript.scrollTop = transcript.scrollHeight;
     }
     final = model.engine.lastStats;
     state = 'done';
@@ -169,14 +263,15 @@ async function send(): Promise<void> {
     }
   } finally {
     clearInterval(ticker);
-    transcript.setAttribute('aria-busy', 'false');
-    output.classList.remove('streaming');
-    output.dataset.state = state;
-    if (model.chat) messages.push({ role: 'assistant', content: reply });
+    setStreaming(false);
+    reply.state = state === 'generating' ? 'failed' : state;
+    const text = replyText();
+    if (text) text.dataset.state = reply.state;
     if (!tree) drawTree(treeView, undefined);
     showStats(timing, final, state);
     stopper = undefined;
     setBusy('idle');
+    await save(conversation);
   }
 }
 
@@ -194,7 +289,7 @@ promptInput.addEventListener('keydown', (e) => {
   }
 });
 stopButton.addEventListener('click', () => stopper?.abort());
-clearButton.addEventListener('click', newConversation);
+clearButton.addEventListener('click', () => startConversation(session.model?.chat ?? current.chat));
 
 setBusy('idle');
 drawTree(treeView, undefined);
@@ -204,5 +299,11 @@ else {
   byId('gpu-status', HTMLParagraphElement).textContent = 'No WebGPU in this browser.';
   loadButton.disabled = true;
 }
+void startOfflineShell();
 void picker.probe();
 void cache.refresh().catch(showProblem);
+// Back where the visitor left off: the latest conversation.
+void conversations.list().then(([latest]) => {
+  if (latest && current.turns.length === 0) show(latest);
+  else void listConversations();
+}, showProblem);

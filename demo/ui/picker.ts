@@ -1,17 +1,36 @@
 // The model picker: the bundled demo model, Hugging Face ids, or files on this computer, turned into
 // a serializable `ModelChoice` for the engine worker (checked here with the same `resolveModel` the
 // worker runs, so a bad id is reported before anything loads).
-import { type ModelChoice, type ModelSource, resolveModel } from '../../src/index.js';
+import {
+  keyString,
+  type ModelChoice,
+  type ModelSource,
+  modelKey,
+  probe,
+  resolveModel,
+  type WeightStore,
+} from '../../src/index.js';
 import { byId } from './dom.js';
 
 /** Where the bundled models are served, relative to the page; `?bundled=` and `?draft=` override. */
 const params = new URLSearchParams(location.search);
-const BUNDLED = new URL(params.get('bundled') ?? '/models/kjv-target/', location.href).href;
-const BUNDLED_DRAFT = new URL(params.get('draft') ?? '/models/kjv-draft/', location.href).href;
+const BUNDLED = new URL(params.get('bundled') ?? 'models/kjv-target/', location.href).href;
+const BUNDLED_DRAFT = new URL(params.get('draft') ?? 'models/kjv-draft/', location.href).href;
+
+/** The names the page shows for the bundled models in the weights cache, by their store key. */
+export const BUNDLED_NAMES: ReadonlyMap<string, string> = new Map([
+  [bundledKey(BUNDLED), 'KJV demo model (bundled)'],
+  [bundledKey(BUNDLED_DRAFT), 'KJV draft model (bundled)'],
+]);
+
+function bundledKey(folder: string): string {
+  const source = resolveModel(folder);
+  return source.kind === 'url' ? keyString(modelKey(source)) : folder;
+}
 
 /**
  * What the picker asks the worker to load, or why it cannot yet. `cache`: whether remote models
- * go through the weights cache (the bundled models, served with the page, are read in place).
+ * go through the weights cache (the bundled and hub models do; picked files are read in place).
  */
 export type PickResult =
   | {
@@ -20,12 +39,18 @@ export type PickResult =
       readonly draft?: ModelChoice;
       readonly cache: boolean;
       readonly label: string;
+      /** The bundled model (served with the page), which a new build may replace. */
+      readonly bundled: boolean;
     }
   | { readonly ok: false; readonly reason: string };
 
-async function served(folder: string): Promise<boolean> {
+/** Whether the bundled model in `folder` can load: the server has it, or the weights cache does. */
+async function available(folder: string, store: WeightStore): Promise<boolean> {
   const res = await fetch(new URL('config.json', folder), { method: 'HEAD' }).catch(() => undefined);
-  return res?.ok === true;
+  if (res?.ok) return true;
+  const source = resolveModel(folder);
+  if (source.kind !== 'url') return false;
+  return (await store.manifest(modelKey(source)).catch(() => undefined)) !== undefined;
 }
 
 /** The picker's controls, and its reading of them. */
@@ -39,7 +64,10 @@ export class ModelPicker {
   private readonly note = byId('model-note', HTMLParagraphElement);
   private bundled = { target: false, draft: false };
 
-  constructor(onChange: () => void) {
+  constructor(
+    private readonly store: WeightStore,
+    onChange: () => void,
+  ) {
     if (params.get('hub')) this.hubBase.value = params.get('hub') ?? '';
     this.select.addEventListener('change', () => {
       this.sync();
@@ -49,12 +77,36 @@ export class ModelPicker {
     this.sync();
   }
 
-  /** Checks which bundled models this build serves, and says so. */
+  /** Checks which bundled models this build serves or this browser keeps, and says so. */
   async probe(): Promise<void> {
-    const [target, draft] = await Promise.all([served(BUNDLED), served(BUNDLED_DRAFT)]);
+    const [target, draft] = await Promise.all([
+      available(BUNDLED, this.store),
+      available(BUNDLED_DRAFT, this.store),
+    ]);
     this.bundled = { target, draft };
     this.draftBox.checked = draft;
     this.sync();
+  }
+
+  /**
+   * Forgets a kept bundled model whose files the server now serves in another version (a new
+   * build brought a new model: another size or ETag), so that loading downloads it again. Files
+   * the server does not answer for (offline) count as unchanged.
+   */
+  async forgetChanged(): Promise<void> {
+    for (const folder of [BUNDLED, BUNDLED_DRAFT]) {
+      const source = resolveModel(folder);
+      if (source.kind !== 'url') continue;
+      const key = modelKey(source);
+      const manifest = await this.store.manifest(key);
+      for (const file of manifest?.files ?? []) {
+        const now = await probe(file.url, fetch).catch(() => undefined);
+        if (now && (now.size !== file.size || now.etag !== file.etag)) {
+          await this.store.delete(key);
+          break;
+        }
+      }
+    }
   }
 
   /** Shows the fields the selected kind of model needs. */
@@ -66,7 +118,7 @@ export class ModelPicker {
     this.note.textContent =
       v === 'bundled'
         ? this.bundled.target
-          ? 'A small model trained on the King James Bible; it continues the text you give it.'
+          ? 'A small model trained on the King James Bible; it continues the text you give it. Kept in this browser’s storage once loaded, so it also loads offline.'
           : 'The bundled model is not in this build (models/kjv-target/ is missing). Pick a Hugging Face model or files on this computer.'
         : v === 'local'
           ? 'Files are read where they are; nothing is uploaded or copied.'
@@ -83,15 +135,22 @@ export class ModelPicker {
         ok: true,
         choice: BUNDLED,
         ...(draft ? { draft: BUNDLED_DRAFT } : {}),
-        cache: false,
+        cache: true,
         label: 'KJV demo model',
+        bundled: true,
       };
     }
     if (v === 'local') {
       const picked = [...(this.folder.files ?? []), ...(this.files.files ?? [])];
       if (picked.length === 0) return { ok: false, reason: 'choose a model folder or its files first' };
       const name = picked[0]?.webkitRelativePath.split('/')[0] || 'local files';
-      return { ok: true, choice: { kind: 'files', name, files: picked }, cache: false, label: name };
+      return {
+        ok: true,
+        choice: { kind: 'files', name, files: picked },
+        cache: false,
+        label: name,
+        bundled: false,
+      };
     }
     const text = v === 'hub-custom' ? this.hubId.value.trim() : v.replace(/^hub:/, '');
     const hubBase = this.hubBase.value.trim();
@@ -106,6 +165,6 @@ export class ModelPicker {
         ok: false,
         reason: `a Hugging Face id looks like "org/name" (or "org/name/file.gguf"), got "${text}"`,
       };
-    return { ok: true, choice: source, cache: true, label: text };
+    return { ok: true, choice: source, cache: true, label: text, bundled: false };
   }
 }

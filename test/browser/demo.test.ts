@@ -1,5 +1,5 @@
-// The demo page (index.html) end to end in Chromium: load the bundled model, stream a completion,
-// stop mid-stream, change settings, the draft-tree view, a hub model through the weights cache
+// The demo page (index.html) end to end in Chromium: load the bundled model (through the weights
+// cache), stream a completion, stop mid-stream, change settings, the draft-tree view, a hub model through the weights cache
 // (progress, cancel, chat mode) and deleting it from the cache manager, one GGUF file of a hub
 // repository through the cache; and the message shown
 // without WebGPU. Tiny random fixture models stand in for real ones (SwiftShader is slow): the
@@ -120,6 +120,10 @@ describe('demo page', () => {
     expect(await page.getByTestId('mode').textContent()).toContain('text completion');
     expect(await page.getByTestId('send-button').isEnabled()).toBe(true);
     expect(await page.getByTestId('gpu-status').textContent()).toMatch(/^WebGPU adapter: /);
+    // The bundled model went through the weights cache, like a hub model.
+    await expect
+      .poll(() => page.getByTestId('cache-list').locator('li[data-model="KJV demo model (bundled)"]').count())
+      .toBe(1);
     await shot('1-loaded');
   });
 
@@ -208,7 +212,8 @@ describe('demo page', () => {
 
     await item.getByRole('button', { name: `Delete ${HUB_ID} @ main` }).click();
     await expect.poll(() => item.count()).toBe(0);
-    expect(await page.getByTestId('cache-list').textContent()).toBe('Nothing downloaded yet.');
+    expect(await page.getByTestId('cache-list').textContent()).not.toContain(HUB_ID);
+    expect(await page.getByTestId('cache-list').textContent()).toContain('KJV demo model (bundled)');
     await shot('7-deleted');
   });
 
@@ -236,7 +241,10 @@ describe('demo page', () => {
     await page.getByTestId('local-files').setInputFiles(files.map((f) => join(BUNDLED, f)));
     await page.getByTestId('load-button').click();
     await expect.poll(loadState, { timeout: 50_000 }).toBe('Loaded: local files (text completion).');
-    expect(await page.getByTestId('cache-list').textContent()).toBe('Nothing downloaded yet.');
+    // Picked files are read in place: nothing new in the cache.
+    expect(
+      await page.getByTestId('cache-list').locator('li[data-model]').allTextContents(),
+    ).not.toContainEqual(expect.stringContaining('local files'));
     await send('Jesus wept');
     await expect.poll(state, { timeout: 50_000 }).toBe('done');
     await shot('8-local-files');
