@@ -62,6 +62,11 @@ export class Engine implements WeftEngine {
   private closed = false;
   private readonly ngram = new NgramDrafter();
 
+  /** Whether the model has a chat template (an instruct model), which `render` and chat need. */
+  get hasChatTemplate(): boolean {
+    return this.model.codec.applyChatTemplate !== undefined;
+  }
+
   constructor(private readonly model: EngineModel) {
     this.cached = new CachedPrefix(model.runner);
     this.chat = chatApi({

@@ -1,10 +1,6 @@
 // What weft's engine worker does with a model named as plain data: resolve it, open it (remote
 // models through the weights cache unless told otherwise, local files in place), and load it.
 
-import { type ModelFiles, readJson } from '../formats/files.js';
-import { openGguf } from '../formats/gguf.js';
-import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
-import { ggufFileOf } from '../model/load.js';
 import type { DownloadProgress } from '../store/download.js';
 import { type ModelChoice, resolveModel } from '../store/source.js';
 import { type CreateEngineOptions, createEngine, type LoadProgress } from './create.js';
@@ -36,19 +32,6 @@ export type ChoiceLoadEvent =
   | { readonly kind: 'model'; readonly name: string; readonly chat: boolean };
 
 /**
- * Whether the model's tokenizer config has a chat template (the rule `openModel` uses for `chat`);
- * for a GGUF model, whether its metadata carries one.
- */
-export async function hasChatTemplate(files: ModelFiles): Promise<boolean> {
-  const gguf = await ggufFileOf(files);
-  if (gguf !== undefined)
-    return 'chat_template' in ggufTokenizer(await openGguf(await files.open(gguf))).tokenizerConfig;
-  if (!(await files.exists('tokenizer_config.json'))) return false;
-  const config = await readJson(files, 'tokenizer_config.json');
-  return typeof config === 'object' && config !== null && 'chat_template' in config;
-}
-
-/**
  * Loads a {@link ModelChoice} (and its draft model, if any) into an engine, reporting
  * {@link ChoiceLoadEvent}s. This is what the engine worker runs for the demo page.
  */
@@ -72,13 +55,12 @@ export async function loadChoice(
         onProgress: (progress) => onEvent({ kind: 'download', role: 'draft', progress }),
       })
     : undefined;
-  const chat = await hasChatTemplate(files);
   const engine = await createEngine({
     ...engineOptions,
     model: files,
     ...(draftFiles ? { draft: { model: draftFiles } } : {}),
     onProgress: (progress) => onEvent({ kind: 'load', progress }),
   });
-  onEvent({ kind: 'model', name: files.name, chat });
+  onEvent({ kind: 'model', name: files.name, chat: engine.hasChatTemplate });
   return engine;
 }

@@ -1,7 +1,7 @@
 // Deterministic random inputs for tests (browser and Node alike): floats from one seeded generator,
 // mulberry32 (as src/model/reference-fixtures.ts defines it for the CPU and GPU model tests), and
 // bytes from xorshift32.
-import { seededRandom } from '../../src/model/reference-fixtures.js';
+import { seededRandom } from '../fixtures/reference.js';
 
 /** A seeded mulberry32 generator: uniform floats in [0, 1). */
 export const rng = seededRandom;

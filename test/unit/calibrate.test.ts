@@ -7,9 +7,9 @@ import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
 import { CALIBRATION_WINDOW, calibrationWindows, collectHessians } from '../../src/model/calibrate.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
-import { randomWeights, tinySpecs } from '../../src/model/reference-fixtures.js';
 import { HessianSum } from '../../src/quant/hessian.js';
 import { packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../../src/quant/pack.js';
+import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 import { randomF32, rng } from '../helpers/random.js';
 
 // GPTQ's calibration statistics: H = Σ x xᵀ per linear input in the packed (padded, rotated) basis,

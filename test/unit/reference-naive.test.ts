@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../../src/formats/spec.js';
 import { ReferenceRunner, ropeInverseFrequencies } from '../../src/model/reference.js';
-import { randomWeights, tinySpecs } from '../../src/model/reference-fixtures.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 
 // A second, deliberately different implementation of the same forward pass, used only as a test
 // oracle for src/model/reference.ts: whole-sequence (no KV cache), f64 throughout, matrices as

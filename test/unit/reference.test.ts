@@ -5,9 +5,9 @@ import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelSpec } from '../../src/formats/spec.js';
 import { argmax } from '../../src/kernels/sample/gumbel.js';
 import { chainParents, ReferenceKvCache, ReferenceRunner } from '../../src/model/reference.js';
-import { randomWeights, seededRandom, tinySpecs } from '../../src/model/reference-fixtures.js';
 import { draftTree, pathTo } from '../../src/model/tree.js';
 import { mapWeights, readWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { randomWeights, seededRandom, tinySpecs } from '../fixtures/reference.js';
 import { greedy } from '../helpers/reference.js';
 
 // Consistency of the one forward across its uses. The reference computes every row with the same

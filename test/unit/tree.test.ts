@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { longestAcceptedPath } from '../../src/decode/tree.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { seededRandom } from '../../src/model/reference-fixtures.js';
 import { chainTree, draftTree, pathTo, treePositions, treeVisible } from '../../src/model/tree.js';
+import { seededRandom } from '../fixtures/reference.js';
 
 /** A random tree in DFS order: each node's parent is drawn from the path to the previous node. */
 function randomDfsParents(rand: () => number, n: number): number[] {
