@@ -320,6 +320,45 @@ describe('GGUF fixtures load back', () => {
       }, 60_000);
     }
   }
+  it.each([
+    ['llama', 'Q4_0'],
+    ['llama', 'Q8_0'],
+    ['llama', 'Q4_K'],
+    ['qwen3', 'Q4_0'],
+    ['llama', 'F16'],
+    ['llama', 'Q6_K'],
+  ] as const)(
+    '%s %s: readPacked gives the stored blocks, rows un-permuted, with no f32 decoded',
+    async (family, variant) => {
+      const { bytes } = ggufFixture(family, variant, 22);
+      const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
+      const matrices = [...ck.tensors.values()].filter((t) => t.shape.length === 2);
+      const packed = [];
+      for (const t of matrices) {
+        const [rows = 0, cols = 0] = t.shape;
+        const format = ck.storedFormat(t.name);
+        expect(format).toBe(variant === 'Q6_K' ? undefined : (storedWeftFormat(t.info.type) ?? 'none'));
+        const want = { format: format ?? 'int8', rows, cols, rotation: 'none' } as const;
+        // Another format, shape or a rotation is not as stored.
+        expect(
+          await ck.readPacked(t.name, { ...want, format: format === 'int8' ? 'int4' : 'int8' }),
+        ).toBeUndefined();
+        expect(await ck.readPacked(t.name, { ...want, rotation: 'hadamard' })).toBeUndefined();
+        expect(await ck.readPacked(t.name, { ...want, rows: rows + 16 })).toBeUndefined();
+        packed.push([t.name, await ck.readPacked(t.name, want)] as const);
+      }
+      expect(ck.stats).toEqual({ f32Bytes: 0, largestF32: 0 });
+      for (const [name, m] of packed) {
+        const f32 = await ck.readF32(name);
+        if (variant === 'Q6_K') expect(m).toBeUndefined();
+        else expect(sameUpToZeroSign(dequantize(m!), f32), name).toBeUndefined();
+      }
+      const elems = matrices.map((t) => t.shape[0]! * t.shape[1]!);
+      expect(ck.stats.largestF32).toBe(Math.max(...elems));
+      expect(ck.stats.f32Bytes).toBe(4 * elems.reduce((a, b) => a + b, 0));
+    },
+  );
+
   it('builds the tiny tokenizer back from GGUF metadata', async () => {
     const { bytes } = ggufFixture('qwen2', 'F32');
     const g = await openGguf(bytesSource(bytes, 'q.gguf'));
