@@ -7,7 +7,7 @@ import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type OpenedModel, openModel } from '../model/load.js';
-import { roundedThrough, w8a8Inputs } from '../model/quantized.js';
+import { loadsAsStored, placedAsStored, roundedThrough, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
 import { mapWeights, readAllF32 } from '../model/weights.js';
@@ -56,8 +56,8 @@ export interface CreateEngineOptions {
    */
   model: ModelRef;
   /**
-   * Weight precision on the GPU (default f16, or a weft-q checkpoint's own format; f32 where
-   * exactness matters).
+   * Weight precision on the GPU (default f16, or the file's own format: a weft-q checkpoint's, or
+   * a quantized GGUF's, whose blocks are then placed as stored; f32 where exactness matters).
    */
   quant?: Quant;
   /**
@@ -136,7 +136,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
   if (!Number.isInteger(context) || context < 2)
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
-  // A weft-q checkpoint defaults to the format it is stored in (placed by copy).
+  // A weft-q checkpoint or a quantized GGUF defaults to the format it is stored in (placed by copy).
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
   const rotate: RotationChoice =
@@ -164,12 +164,14 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       progress({ phase: 'weights', done: 0, total });
       const tensors = await readAllF32(model.weights);
       progress({ phase: 'weights', done: total, total });
-      // weft-q read at its own packing is already the rounded weights (rounding twice could differ).
-      const asStored = model.packed?.format === formatOf(q) && model.packed.rotation === rotate;
+      // A matrix placed as stored reads as its rounded values already (rounding twice could differ):
+      // the stored matrix dequantized is the reference.
+      const asStored = loadsAsStored(model.packed, q, rotate);
+      const stored = (name: string) => placedAsStored(model.weights, name, q, asStored);
       const ref = new ReferenceRunner(
         model.spec,
         // f32: rotation is exact math, so the source weights are what a rotated runner multiplies by.
-        mapWeights(q === 'f32' || asStored ? tensors : roundedThrough(tensors, formatOf(q), rotate)),
+        mapWeights(q === 'f32' ? tensors : roundedThrough(tensors, formatOf(q), rotate, stored)),
         { capacity: context, kvFormat },
       );
       if (steerPlan) ref.residualHook = steerHook(steerPlan);

@@ -5,7 +5,6 @@ import { uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { type GpuMatrix, uploadMatrix } from '../kernels/matmul/matmul.js';
 import {
-  formatOf,
   isRotatedLinear,
   packedWidth,
   packLinear,
@@ -14,6 +13,7 @@ import {
   rotationFor,
 } from '../quant/pack.js';
 import type { OpenedModel } from './load.js';
+import { loadsAsStored, placedFormat } from './quantized.js';
 
 /** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
 export const MAX_FORWARD_TOKENS = 64;
@@ -60,8 +60,10 @@ export interface PlaceWeightsOptions {
 
 /**
  * Places an opened model's weights on the GPU, tensor by tensor: each is read, packed in the
- * format of `o.quant` (or copied when a weft-q checkpoint stores it packed that way), uploaded and
- * dropped before the next, in checkpoint order (embedding, each layer, final norm, LM head).
+ * format of `o.quant` (or copied when its file stores it packed that way: a weft-q checkpoint,
+ * GGUF blocks with a weft layout), uploaded and dropped before the next, in checkpoint order
+ * (embedding, each layer, final norm, LM head). Loaded at the file's own packing, each matrix keeps
+ * its own stored format where it has one ({@link placedFormat}), so matrices may differ in format.
  * `onProgress` reports every tensor placed.
  */
 export async function placeWeights(
@@ -70,7 +72,7 @@ export async function placeWeights(
   o: PlaceWeightsOptions,
 ): Promise<GpuWeights> {
   const { spec, weights } = opened;
-  const format = formatOf(o.quant);
+  const asStored = loadsAsStored(opened.packed, o.quant, o.rotate);
   const { qWidth, kvWidth } = deriveSizes(spec);
   const H = spec.hidden;
   const I = spec.intermediate;
@@ -92,8 +94,9 @@ export async function placeWeights(
   ): Promise<GpuMatrix> => {
     const r = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
     checkTensor(weights, name, [rows, cols]);
-    // A weft-q checkpoint packed exactly this way is copied; anything else is packed here from f32
-    // (for weft-q: its dequantized values, so a different --quant re-quantizes).
+    // A matrix stored packed exactly this way is copied; anything else is packed here from f32 (the
+    // dequantized values of a packed file, so a different quant re-quantizes).
+    const format = placedFormat(weights, name, o.quant, asStored);
     const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation: r });
     const packed = stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, r);
     const m = uploadMatrix(ctx, packed, name);

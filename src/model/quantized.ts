@@ -1,19 +1,67 @@
+import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { hadamardRef } from '../kernels/hadamard/construct.js';
-import type { WeightFormat } from '../kernels/matmul/quant.js';
+import { isIntFormat, type WeightFormat } from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
   crop,
   effectiveWeights,
+  formatOf,
   isRotatedLinear,
   packedWidth,
   packLinear,
+  type Quant,
   ROTATION_SEED,
+  type Rotation,
   type RotationChoice,
   rotationFor,
   unrotateRows,
   zeroPad,
 } from '../quant/pack.js';
 import type { Tensor } from './weights.js';
+
+/**
+ * True when a model is placed as stored: the chosen quant's weight format and the rotation are
+ * the file's own packing (`OpenedModel.packed`: a weft-q checkpoint's, or a quantized GGUF's).
+ */
+export function loadsAsStored(
+  packed: { readonly format: WeightFormat; readonly rotation: Rotation } | undefined,
+  quant: Quant,
+  rotate: RotationChoice,
+): boolean {
+  return packed !== undefined && packed.format === formatOf(quant) && packed.rotation === rotate;
+}
+
+/**
+ * The format a matrix is placed in, by the GPU runner and the CPU reference alike. Placed as
+ * stored ({@link loadsAsStored}), each matrix keeps the format its file stores it in where it has
+ * one (`TensorReader.storedFormat`: a GGUF may mix Q4_0 linears with a Q8_0 or F16 head, or Q4_K
+ * with Q8_0 fallbacks), except a float matrix among W8A8's integer linears; every other matrix
+ * (a Q6_K or BF16 tensor, or any under another quant) is packed in the chosen quant's format.
+ */
+export function placedFormat(
+  weights: TensorReader,
+  name: string,
+  quant: Quant,
+  asStored: boolean,
+): WeightFormat {
+  const own = asStored ? weights.storedFormat?.(name) : undefined;
+  if (own === undefined || (quant === 'w8a8' && isRotatedLinear(name) && !isIntFormat(own)))
+    return formatOf(quant);
+  return own;
+}
+
+/**
+ * True when matrix `name` is placed as its file stores it (see {@link placedFormat}): its values
+ * are then `readF32`'s, the stored matrix dequantized, which is what the CPU reference runs on.
+ */
+export function placedAsStored(
+  weights: TensorReader,
+  name: string,
+  quant: Quant,
+  asStored: boolean,
+): boolean {
+  return asStored && weights.storedFormat?.(name) === placedFormat(weights, name, quant, asStored);
+}
 
 /**
  * The reference's W8A8 activation path (a `LinearInputHook` of model/reference): each row of a
@@ -44,17 +92,19 @@ export function w8a8Inputs(choice: RotationChoice): (x: Float32Array, width: num
 /**
  * The tensors with every matrix rounded through `format` exactly as the GPU runner packs it
  * (vectors stay f32): the CPU reference of a quantized model. Each `*_proj` linear's input is
- * rotated as `rotate` chooses for its width ({@link rotationFor}).
+ * rotated as `rotate` chooses for its width ({@link rotationFor}). Matrices for which `stored`
+ * holds are left as they are: placed as stored, their values are already the rounded ones.
  */
 export function roundedThrough(
   tensors: Record<string, Tensor>,
   format: WeightFormat,
   rotate: RotationChoice = 'none',
+  stored: (name: string) => boolean = () => false,
 ): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(tensors)) {
     const [rows, cols] = t.shape;
-    if (t.shape.length !== 2 || !rows || !cols) {
+    if (t.shape.length !== 2 || !rows || !cols || stored(name)) {
       out[name] = t;
       continue;
     }
