@@ -7,11 +7,11 @@ import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type OpenedModel, openModel } from '../model/load.js';
-import { loadsAsStored, placedAsStored, roundedThrough, w8a8Inputs } from '../model/quantized.js';
+import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
-import { mapWeights, readAllF32 } from '../model/weights.js';
-import { formatOf, type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { mapWeights } from '../model/weights.js';
+import { type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
@@ -162,18 +162,10 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     if (unrotated) progress(unrotated);
     if (cpu) {
       progress({ phase: 'weights', done: 0, total });
-      const tensors = await readAllF32(model.weights);
+      // The GPU runner's values: stored matrices dequantized, the others rounded as it packs them.
+      const tensors = await referenceTensors(model, q, rotate);
       progress({ phase: 'weights', done: total, total });
-      // A matrix placed as stored reads as its rounded values already (rounding twice could differ):
-      // the stored matrix dequantized is the reference.
-      const asStored = loadsAsStored(model.packed, q, rotate);
-      const stored = (name: string) => placedAsStored(model.weights, name, q, asStored);
-      const ref = new ReferenceRunner(
-        model.spec,
-        // f32: rotation is exact math, so the source weights are what a rotated runner multiplies by.
-        mapWeights(q === 'f32' ? tensors : roundedThrough(tensors, formatOf(q), rotate, stored)),
-        { capacity: context, kvFormat },
-      );
+      const ref = new ReferenceRunner(model.spec, mapWeights(tensors), { capacity: context, kvFormat });
       if (steerPlan) ref.residualHook = steerHook(steerPlan);
       if (q === 'w8a8') ref.linearInput = w8a8Inputs(rotate);
       return ref;

@@ -7,9 +7,9 @@ import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.
 import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import { isIntFormat, type WeightFormat } from '../kernels/matmul/quant.js';
-import type { Rotation } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
+import type { Packing } from './quantized.js';
 
 /** weft's own quantized checkpoint, next to config.json and the tokenizer files. */
 export const WEFT_WEIGHTS = 'model.weft.safetensors';
@@ -36,7 +36,7 @@ export interface OpenedModel {
    * values. A GGUF's format is its `*_proj` linears' most common type: Q8_0 → int8, Q4_0 → q4_0,
    * Q4_K → int4 (rotation none); float GGUFs report none.
    */
-  readonly packed?: { readonly format: WeightFormat; readonly rotation: Rotation };
+  readonly packed?: Packing;
   /** What the weights were read from, for progress and messages. */
   readonly source: 'safetensors' | 'weft-q' | 'gguf';
   /**

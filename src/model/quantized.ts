@@ -17,17 +17,19 @@ import {
   unrotateRows,
   zeroPad,
 } from '../quant/pack.js';
-import type { Tensor } from './weights.js';
+import { readAllF32, type Tensor } from './weights.js';
+
+/** How a file stores its linears: format and input rotation (`OpenedModel.packed`). */
+export interface Packing {
+  readonly format: WeightFormat;
+  readonly rotation: Rotation;
+}
 
 /**
  * True when a model is placed as stored: the chosen quant's weight format and the rotation are
  * the file's own packing (`OpenedModel.packed`: a weft-q checkpoint's, or a quantized GGUF's).
  */
-export function loadsAsStored(
-  packed: { readonly format: WeightFormat; readonly rotation: Rotation } | undefined,
-  quant: Quant,
-  rotate: RotationChoice,
-): boolean {
+export function loadsAsStored(packed: Packing | undefined, quant: Quant, rotate: RotationChoice): boolean {
   return packed !== undefined && packed.format === formatOf(quant) && packed.rotation === rotate;
 }
 
@@ -116,4 +118,23 @@ export function roundedThrough(
     };
   }
   return out;
+}
+
+/**
+ * The f32 tensors the CPU reference runs on for a model loaded at `quant` and `rotate`: the values
+ * the GPU runner's matrices hold. Matrices placed as stored ({@link placedAsStored}) are read as
+ * stored and dequantized (`readF32`; for GGUF blocks llama.cpp's formulas); the others are rounded
+ * through the chosen format ({@link roundedThrough}); at f32 every tensor is read as it is
+ * (rotation is exact math, so the source weights are what a rotated runner multiplies by).
+ */
+export async function referenceTensors(
+  model: { readonly weights: TensorReader; readonly packed?: Packing | undefined },
+  quant: Quant,
+  rotate: RotationChoice,
+): Promise<Record<string, Tensor>> {
+  const tensors = await readAllF32(model.weights);
+  if (quant === 'f32') return tensors;
+  const asStored = loadsAsStored(model.packed, quant, rotate);
+  const stored = (name: string) => placedAsStored(model.weights, name, quant, asStored);
+  return roundedThrough(tensors, formatOf(quant), rotate, stored);
 }
