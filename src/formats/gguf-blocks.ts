@@ -1,6 +1,7 @@
 /**
- * GGML tensor types: block sizes, plain-TS dequantisation references and simple round-to-nearest
- * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K). Layouts
+ * GGML tensor types: block sizes, plain-TS dequantisation references, simple round-to-nearest
+ * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), and the
+ * lossless repacking of those a weft weight format holds as stored (`repackRows`). Layouts
  * follow ggml-common.h / ggml-quants.c (`dequantize_row_*`); all multi-byte fields little-endian.
  *
  *  Q8_0 (34 B / 32 values):  f16 d | i8 qs[32]                 w = d * q

@@ -1,6 +1,7 @@
 /**
  * GGUF reader (llama.cpp's single-file format, versions 2 and 3): header, typed metadata, tensor
- * infos, and tensors dequantised to f32 under Hugging Face names and layouts, plus the mapping of
+ * infos, and tensors under Hugging Face names and layouts, dequantised to f32 or, where a weft
+ * layout holds their blocks, repacked as stored (`readPacked`), plus the mapping of
  * llama / qwen2 / qwen3 metadata to a {@link ModelSpec} and of the embedded vocabulary to a
  * tokenizer.json that `loadTokenizer` accepts.
  *
@@ -433,20 +434,29 @@ export function hfRowOf(row: number, rows: number, heads: number): number {
 const PIECE_BYTES = 4 << 20;
 
 /**
- * A GGUF matrix [rows, cols] (HF shape) repacked into its weft format ({@link storedWeftFormat})
- * without decoding it to f32: read a piece of whole rows at a time and each row moved to
- * `to(row)` (codes and scales together).
+ * Reads one GGUF matrix [rows, cols] (HF shape: `ne` reversed) into its weft format
+ * ({@link storedWeftFormat}) without decoding it to f32: a piece of whole rows (at most
+ * `pieceBytes`, at least one row) at a time, each row moved to `to(row)` with its scales.
  */
-async function readRepacked(
+export async function readGgufTensorPacked(
   info: GgufTensorInfo,
-  rows: number,
-  cols: number,
-  to: (row: number) => number,
+  to: (row: number) => number = (r) => r,
+  pieceBytes = PIECE_BYTES,
 ): Promise<QuantizedMatrix> {
-  const format = storedWeftFormat(info.type)!;
+  const format = storedWeftFormat(info.type);
+  const [cols, rows, ...more] = info.ne;
+  if (format === undefined || rows === undefined || cols === undefined || more.length > 0) {
+    const name = GGML_BLOCKS.get(info.type)?.name ?? String(info.type);
+    throw new ModelFormatError(
+      info.source.name,
+      info.name,
+      name,
+      'not a matrix of a type with a weft layout',
+    );
+  }
   const out = emptyMatrix(format, rows, cols);
   const rowBytes = info.byteLength / rows;
-  const perPiece = Math.max(1, Math.floor(PIECE_BYTES / rowBytes));
+  const perPiece = Math.max(1, Math.floor(pieceBytes / rowBytes));
   for (let r0 = 0; r0 < rows; r0 += perPiece) {
     const n = Math.min(perPiece, rows - r0);
     const bytes = await info.source.read(info.offset + r0 * rowBytes, n * rowBytes);
@@ -703,12 +713,7 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
       // A row permutation moves whole rows: each GGUF row is whole blocks, so codes and scales
       // move together and nothing is rounded.
       const heads = permutedHeads(name);
-      return readRepacked(
-        t.info,
-        rows,
-        cols,
-        heads === undefined ? (r) => r : (r) => hfRowOf(r, rows, heads),
-      );
+      return readGgufTensorPacked(t.info, heads === undefined ? (r) => r : (r) => hfRowOf(r, rows, heads));
     },
   };
 }

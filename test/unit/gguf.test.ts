@@ -9,6 +9,7 @@ import {
   openGgufCheckpoint,
   permuteRows,
   readGgufTensorF32,
+  readGgufTensorPacked,
 } from '../../src/formats/gguf.js';
 import {
   DEQUANTIZABLE,
@@ -352,6 +353,14 @@ describe('GGUF fixtures load back', () => {
         const f32 = await ck.readF32(name);
         if (variant === 'Q6_K') expect(m).toBeUndefined();
         else expect(sameUpToZeroSign(dequantize(m!), f32), name).toBeUndefined();
+      }
+      // Read in pieces of one and of three rows: the same matrix as in one piece.
+      if (variant !== 'Q6_K') {
+        const info = matrices.find((t) => t.name.endsWith('down_proj.weight'))!.info;
+        const whole = await readGgufTensorPacked(info);
+        const rowBytes = info.byteLength / info.ne[1]!;
+        for (const rows of [1, 3])
+          expect(await readGgufTensorPacked(info, (r) => r, rows * rowBytes)).toEqual(whole);
       }
       const elems = matrices.map((t) => t.shape[0]! * t.shape[1]!);
       expect(ck.stats.largestF32).toBe(Math.max(...elems));
