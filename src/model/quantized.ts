@@ -1,6 +1,7 @@
+import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { hadamardRef } from '../kernels/hadamard/construct.js';
-import { isIntFormat, type WeightFormat } from '../kernels/matmul/quant.js';
+import { isIntFormat, type QuantizedMatrix, type WeightFormat } from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
   crop,
@@ -53,16 +54,41 @@ export function placedFormat(
 }
 
 /**
- * True when matrix `name` is placed as its file stores it (see {@link placedFormat}): its values
- * are then `readF32`'s, the stored matrix dequantized, which is what the CPU reference runs on.
+ * The size a matrix [rows, cols] of `spec` is placed at (zero rows and columns added): a `*_proj`
+ * input goes to `packedWidth(cols, r)` (r its rotation), and gate/up grow zero rows to down's
+ * padded input width Ip (the MLP width padded for its own rotation; silu(0)·0 = 0, so exact). The
+ * embedding and the LM head are placed as they are.
  */
-export function placedAsStored(
+export function placedPad(
+  spec: ModelSpec,
+  name: string,
+  rows: number,
+  cols: number,
+  rotate: RotationChoice,
+): { rows: number; cols: number } {
+  if (!isRotatedLinear(name)) return { rows, cols };
+  const mlpIn = name.endsWith('mlp.gate_proj.weight') || name.endsWith('mlp.up_proj.weight');
+  const Ip = packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate));
+  return { rows: mlpIn ? Ip : rows, cols: packedWidth(cols, rotationFor(rotate, cols)) };
+}
+
+/**
+ * One matrix [rows, cols] as the runner places it, padded to `pad`, in `format`, its input
+ * rotated by `rotation`: copied when the file stores it packed exactly so (`readPacked`), else
+ * packed here from its f32 values (for a packed file its dequantized values, so another format
+ * rounds them again). The GPU runner uploads it; the CPU reference dequantizes it.
+ */
+export async function placedMatrix(
   weights: TensorReader,
   name: string,
-  quant: Quant,
-  asStored: boolean,
-): boolean {
-  return asStored && weights.storedFormat?.(name) === placedFormat(weights, name, quant, asStored);
+  rows: number,
+  cols: number,
+  pad: { readonly rows: number; readonly cols: number },
+  format: WeightFormat,
+  rotation: Rotation,
+): Promise<QuantizedMatrix> {
+  const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation });
+  return stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, rotation);
 }
 
 /**
@@ -94,19 +120,17 @@ export function w8a8Inputs(choice: RotationChoice): (x: Float32Array, width: num
 /**
  * The tensors with every matrix rounded through `format` exactly as the GPU runner packs it
  * (vectors stay f32): the CPU reference of a quantized model. Each `*_proj` linear's input is
- * rotated as `rotate` chooses for its width ({@link rotationFor}). Matrices for which `stored`
- * holds are left as they are: placed as stored, their values are already the rounded ones.
+ * rotated as `rotate` chooses for its width ({@link rotationFor}).
  */
 export function roundedThrough(
   tensors: Record<string, Tensor>,
   format: WeightFormat,
   rotate: RotationChoice = 'none',
-  stored: (name: string) => boolean = () => false,
 ): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(tensors)) {
     const [rows, cols] = t.shape;
-    if (t.shape.length !== 2 || !rows || !cols || stored(name)) {
+    if (t.shape.length !== 2 || !rows || !cols) {
       out[name] = t;
       continue;
     }
@@ -121,20 +145,33 @@ export function roundedThrough(
 }
 
 /**
- * The f32 tensors the CPU reference runs on for a model loaded at `quant` and `rotate`: the values
- * the GPU runner's matrices hold. Matrices placed as stored ({@link placedAsStored}) are read as
- * stored and dequantized (`readF32`; for GGUF blocks llama.cpp's formulas); the others are rounded
- * through the chosen format ({@link roundedThrough}); at f32 every tensor is read as it is
- * (rotation is exact math, so the source weights are what a rotated runner multiplies by).
+ * The f32 tensors the CPU reference runs on for a model loaded at `quant` and `rotate`: each
+ * matrix exactly as the GPU runner places it ({@link placedPad}, {@link placedFormat},
+ * {@link placedMatrix}), dequantized, un-rotated and cropped ({@link effectiveWeights}); a matrix
+ * copied as stored is thus its file's blocks dequantized (for GGUF, the values of llama.cpp's
+ * formulas). Vectors are read as they are, and at f32 every tensor is (rotation is exact math, so
+ * the source weights are what a rotated runner multiplies by).
  */
 export async function referenceTensors(
-  model: { readonly weights: TensorReader; readonly packed?: Packing | undefined },
+  model: { readonly spec: ModelSpec; readonly weights: TensorReader; readonly packed?: Packing | undefined },
   quant: Quant,
   rotate: RotationChoice,
 ): Promise<Record<string, Tensor>> {
-  const tensors = await readAllF32(model.weights);
-  if (quant === 'f32') return tensors;
+  const { spec, weights } = model;
+  if (quant === 'f32') return readAllF32(weights);
   const asStored = loadsAsStored(model.packed, quant, rotate);
-  const stored = (name: string) => placedAsStored(model.weights, name, quant, asStored);
-  return roundedThrough(tensors, formatOf(quant), rotate, stored);
+  const out: Record<string, Tensor> = {};
+  for (const [name, { shape }] of weights.tensors) {
+    const [rows, cols] = shape;
+    if (shape.length !== 2 || !rows || !cols) {
+      out[name] = { shape, data: await weights.readF32(name) };
+      continue;
+    }
+    const r = isRotatedLinear(name) ? rotationFor(rotate, cols) : 'none';
+    const pad = placedPad(spec, name, rows, cols, rotate);
+    const format = placedFormat(weights, name, quant, asStored);
+    const m = await placedMatrix(weights, name, rows, cols, pad, format, r);
+    out[name] = { shape, data: effectiveWeights(m, rows, cols, r) };
+  }
+  return out;
 }
