@@ -32,8 +32,8 @@ export interface OpenedModel {
   /**
    * How a weft-q checkpoint or a quantized GGUF stores its linears: loading at this format (and
    * rotation), the default, copies every matrix stored in a weft layout to the GPU as stored (each
-   * in its own format: a GGUF may mix types); any other choice re-quantizes from their dequantized
-   * values. A GGUF's format is its `*_proj` linears' most common type: Q8_0 → int8, Q4_0 → q4_0,
+   * in its own format: a GGUF may mix types); any other choice copies only the matrices stored in
+   * its format and re-quantizes the rest from their dequantized values. A GGUF's format is its `*_proj` linears' most common type: Q8_0 → int8, Q4_0 → q4_0,
    * Q4_K → int4 (rotation none); float GGUFs report none.
    */
   readonly packed?: Packing;

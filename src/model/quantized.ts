@@ -148,9 +148,9 @@ export function roundedThrough(
  * The f32 tensors the CPU reference runs on for a model loaded at `quant` and `rotate`: each
  * matrix exactly as the GPU runner places it ({@link placedPad}, {@link placedFormat},
  * {@link placedMatrix}), dequantized, un-rotated and cropped ({@link effectiveWeights}); a matrix
- * copied as stored is thus its file's blocks dequantized (for GGUF, the values of llama.cpp's
- * formulas). Vectors are read as they are, and at f32 every tensor is (rotation is exact math, so
- * the source weights are what a rotated runner multiplies by).
+ * copied as stored is thus its file's blocks dequantized (for GGUF, llama.cpp's values, up to the
+ * sign of a q4_0 zero: see `repackRows`). Vectors are read as they are, and at f32 every tensor
+ * is (rotation is exact math, so the source weights are what a rotated runner multiplies by).
  */
 export async function referenceTensors(
   model: { readonly spec: ModelSpec; readonly weights: TensorReader; readonly packed?: Packing | undefined },
