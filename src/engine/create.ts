@@ -7,11 +7,11 @@ import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type OpenedModel, openModel } from '../model/load.js';
-import { roundedThrough, w8a8Inputs } from '../model/quantized.js';
+import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
-import { mapWeights, readAllF32 } from '../model/weights.js';
-import { formatOf, type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { mapWeights } from '../model/weights.js';
+import { type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
@@ -56,8 +56,8 @@ export interface CreateEngineOptions {
    */
   model: ModelRef;
   /**
-   * Weight precision on the GPU (default f16, or a weft-q checkpoint's own format; f32 where
-   * exactness matters).
+   * Weight precision on the GPU (default f16, or the file's own format: a weft-q checkpoint's, or
+   * a quantized GGUF's, whose blocks are then placed as stored; f32 where exactness matters).
    */
   quant?: Quant;
   /**
@@ -136,7 +136,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
   if (!Number.isInteger(context) || context < 2)
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
-  // A weft-q checkpoint defaults to the format it is stored in (placed by copy).
+  // A weft-q checkpoint or a quantized GGUF defaults to the format it is stored in (placed by copy).
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
   const rotate: RotationChoice =
@@ -162,16 +162,10 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     if (unrotated) progress(unrotated);
     if (cpu) {
       progress({ phase: 'weights', done: 0, total });
-      const tensors = await readAllF32(model.weights);
+      // The GPU runner's values: stored matrices dequantized, the others rounded as it packs them.
+      const tensors = await referenceTensors(model, q, rotate);
       progress({ phase: 'weights', done: total, total });
-      // weft-q read at its own packing is already the rounded weights (rounding twice could differ).
-      const asStored = model.packed?.format === formatOf(q) && model.packed.rotation === rotate;
-      const ref = new ReferenceRunner(
-        model.spec,
-        // f32: rotation is exact math, so the source weights are what a rotated runner multiplies by.
-        mapWeights(q === 'f32' || asStored ? tensors : roundedThrough(tensors, formatOf(q), rotate)),
-        { capacity: context, kvFormat },
-      );
+      const ref = new ReferenceRunner(model.spec, mapWeights(tensors), { capacity: context, kvFormat });
       if (steerPlan) ref.residualHook = steerHook(steerPlan);
       if (q === 'w8a8') ref.linearInput = w8a8Inputs(rotate);
       return ref;

@@ -1,6 +1,7 @@
 /**
- * GGML tensor types: block sizes, plain-TS dequantisation references and simple round-to-nearest
- * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K). Layouts
+ * GGML tensor types: block sizes, plain-TS dequantisation references, simple round-to-nearest
+ * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), and the
+ * lossless repacking of those a weft weight format holds as stored (`repackRows`). Layouts
  * follow ggml-common.h / ggml-quants.c (`dequantize_row_*`); all multi-byte fields little-endian.
  *
  *  Q8_0 (34 B / 32 values):  f16 d | i8 qs[32]                 w = d * q
@@ -17,6 +18,13 @@
  */
 import { InvalidInputError } from '../errors.js';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../gpu/half.js';
+import {
+  checkShape,
+  dataWords,
+  type QuantizedMatrix,
+  scaleWords,
+  type WeightFormat,
+} from '../kernels/matmul/quant.js';
 
 /** GGML type ids (the `ggml_type` enum) that weft knows the block size of. */
 export const GgmlType = {
@@ -328,4 +336,164 @@ function quantizeQ6KBlock(x: Float32Array, from: number, out: Uint8Array, at: nu
       out[at + 128 + 32 * n + l] = (v(0) >> 4) | ((v(1) >> 4) << 2) | ((v(2) >> 4) << 4) | ((v(3) >> 4) << 6);
     }
   }
+}
+
+// --- Blocks as stored in weft's layouts -----------------------------------------------------------
+
+/**
+ * The weft weight format that holds GGML `type` exactly as stored, so a tensor of it is repacked
+ * ({@link repackRows}) rather than dequantized and rounded again: F32 → f32, F16 → f16 (both
+ * byte for byte), Q8_0 → int8, Q4_0 → q4_0, Q4_K → int4 (the same codes, scales and formulas in
+ * weft's flat layouts). Undefined for the others: Q6_K has 16 sub-blocks of 16 with int8 sub-scales
+ * under one f16, and no weft layout holds those without a second rounding (int8 has one f16 per
+ * 32, int2 4-bit sub-scales per 16); BF16 has exponents f16 lacks.
+ */
+export function storedWeftFormat(type: number): WeightFormat | undefined {
+  switch (type) {
+    case GgmlType.F32:
+      return 'f32';
+    case GgmlType.F16:
+      return 'f16';
+    case GgmlType.Q8_0:
+      return 'int8';
+    case GgmlType.Q4_0:
+      return 'q4_0';
+    case GgmlType.Q4_K:
+      return 'int4';
+    default:
+      return undefined;
+  }
+}
+
+/** An all-zero matrix [rows, cols] of `format`, its arrays sized as `QuantizedMatrix` says. */
+export function emptyMatrix(format: WeightFormat, rows: number, cols: number): QuantizedMatrix {
+  checkShape(format, rows, cols);
+  const n = rows * cols;
+  const words = scaleWords(format, n);
+  return {
+    format,
+    rows,
+    cols,
+    data: new Uint32Array(dataWords(format, n)),
+    ...(words > 0 ? { scales: new Uint32Array(words) } : {}),
+  };
+}
+
+/**
+ * Repacks whole rows of GGML `type` blocks into rows of `out` (of format
+ * `storedWeftFormat(type)`): source row r (bytes [r·rowBytes, (r + 1)·rowBytes) of `bytes`) becomes
+ * row `to(r)` of `out`, so a row permutation costs nothing extra. Lossless: each row is a whole
+ * number of blocks (GGUF requires `cols` % block == 0), so it starts a group or super-block of the
+ * flat layout, and codes and scales move together. For Q4_0 and Q8_0 the group's f16 d goes to its
+ * half of a scales word; for Q4_K, d and dmin become D and M and the 12 packed bytes of
+ * `get_scale_min_k4` become the 96-bit field array of 6-bit sub-scales and sub-mins. Element order:
+ * Q4_0 byte j holds elements j (low nibble) and j + 16 (high); Q4_K byte 32c + l holds elements
+ * 64c + l (low) and 64c + 32 + l (high); weft's nibbles run in flat order.
+ *
+ * `dequantize(out)` then equals `dequantizeGgml` of the rows bit for bit, except that a q4_0 zero
+ * may differ in sign: llama.cpp computes d·(q − 8), weft d·q − 8d, so q = 8 under a negative d gives
+ * −0 there and +0 here. Assumes a little-endian host (every browser and Node platform).
+ */
+export function repackRows(
+  type: number,
+  bytes: Uint8Array,
+  out: QuantizedMatrix,
+  to: (row: number) => number,
+): void {
+  const block = GGML_BLOCKS.get(type);
+  const format = storedWeftFormat(type);
+  if (block === undefined || format === undefined || format !== out.format)
+    throw new InvalidInputError(
+      `repackRows: GGML type ${block?.name ?? type} does not repack into ${out.format}`,
+    );
+  const K = out.cols;
+  if (K % block.elems !== 0)
+    throw new InvalidInputError(`repackRows: ${K} columns are not whole ${block.name} blocks`);
+  const perRow = K / block.elems;
+  const rowBytes = perRow * block.bytes;
+  if (bytes.byteLength % rowBytes !== 0)
+    throw new InvalidInputError(`repackRows: ${bytes.byteLength} bytes are not whole rows of ${rowBytes}`);
+  const data = new Uint8Array(out.data.buffer, out.data.byteOffset, out.data.byteLength);
+  const scales =
+    out.scales && new Uint16Array(out.scales.buffer, out.scales.byteOffset, out.scales.length * 2);
+  for (let r = 0; r < bytes.byteLength / rowBytes; r++) {
+    const dest = to(r);
+    if (!(Number.isInteger(dest) && dest >= 0 && dest < out.rows))
+      throw new InvalidInputError(`repackRows: row ${r} goes to ${dest}, outside [0, ${out.rows})`);
+    const src = r * rowBytes;
+    const e0 = dest * K; // first flat element of the row: a multiple of the block
+    switch (type) {
+      case GgmlType.F32:
+      case GgmlType.F16:
+        data.set(bytes.subarray(src, src + rowBytes), e0 * block.bytes);
+        break;
+      case GgmlType.Q8_0:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 34 * b;
+          scales![e0 / 32 + b] = bytes[at]! | (bytes[at + 1]! << 8);
+          data.set(bytes.subarray(at + 2, at + 34), e0 + 32 * b);
+        }
+        break;
+      case GgmlType.Q4_0:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 18 * b;
+          scales![e0 / 32 + b] = bytes[at]! | (bytes[at + 1]! << 8);
+          // weft byte m holds elements 2m, 2m + 1; element e < 16 is qs[e] low, else qs[e − 16] high.
+          const qs = at + 2;
+          const base = (e0 + 32 * b) / 2;
+          for (let m = 0; m < 8; m++)
+            data[base + m] = (bytes[qs + 2 * m]! & 15) | ((bytes[qs + 2 * m + 1]! & 15) << 4);
+          for (let m = 8; m < 16; m++)
+            data[base + m] = (bytes[qs + 2 * m - 16]! >> 4) | (bytes[qs + 2 * m - 15]! & 0xf0);
+        }
+        break;
+      case GgmlType.Q4_K:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 144 * b;
+          const s = e0 / 256 + b;
+          const w = out.scales!.subarray(4 * s, 4 * s + 4);
+          w.fill(0);
+          for (let j = 0; j < 8; j++) {
+            const [sc, mn] = scaleMinK4(bytes, at + 4, j);
+            putBits(w, 6 * j, sc);
+            putBits(w, 6 * (8 + j), mn);
+          }
+          w[3] = (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
+          // Flat element e = 64c + 32h + l is nibble h of qs[32c + l].
+          const qs = at + 16;
+          const base = 128 * s;
+          for (let c = 0; c < 4; c++)
+            for (let h = 0; h < 2; h++)
+              for (let l = 0; l < 32; l += 2) {
+                const lo = (bytes[qs + 32 * c + l]! >> (4 * h)) & 15;
+                const hi = (bytes[qs + 32 * c + l + 1]! >> (4 * h)) & 15;
+                data[base + (64 * c + 32 * h + l) / 2] = lo | (hi << 4);
+              }
+        }
+        break;
+    }
+  }
+}
+
+/** ORs a 6-bit `value` into bit `pos` of a little-endian field array (a field may straddle words). */
+function putBits(words: Uint32Array, pos: number, value: number): void {
+  const w = pos >> 5;
+  const off = pos & 31;
+  words[w] = (words[w]! | (value << off)) >>> 0;
+  if (off + 6 > 32) words[w + 1] = (words[w + 1]! | (value >>> (32 - off))) >>> 0;
+}
+
+/** A [rows, cols] GGML tensor of `type` (rows in order) repacked into its weft format (see {@link repackRows}). */
+export function repackGgml(type: number, bytes: Uint8Array, rows: number, cols: number): QuantizedMatrix {
+  const format = storedWeftFormat(type);
+  if (format === undefined)
+    throw new InvalidInputError(
+      `repackGgml: GGML type ${GGML_BLOCKS.get(type)?.name ?? type} has no weft layout`,
+    );
+  const out = emptyMatrix(format, rows, cols);
+  const block = GGML_BLOCKS.get(type)!;
+  if (bytes.byteLength !== (rows * cols * block.bytes) / block.elems)
+    throw new InvalidInputError(`repackGgml: ${bytes.byteLength} bytes for ${block.name} [${rows}, ${cols}]`);
+  repackRows(type, bytes, out, (r) => r);
+  return out;
 }

@@ -193,8 +193,9 @@ function typeFor(wanted: GgufExportType, cols: number): number {
  * Writes a Hugging Face-layout checkpoint (tensors by HF name, f32 values) as a llama.cpp GGUF:
  * `<arch>.*` metadata from `spec`, GGUF tensor names, dims reversed to `ne`, llama Q/K rows
  * permuted for interleaved RoPE (as convert_hf_to_gguf.py does), Llama 3 RoPE scaling stored as
- * `rope_freqs.weight`, 2-D weights encoded as `type` and everything else F32. `extra` adds
- * metadata (e.g. the tokenizer's, from `tokenizerGgufMetadata`).
+ * `rope_freqs.weight`, 2-D weights encoded as `type` (or `type(hfName)`, for files that mix types
+ * as llama.cpp's do) and everything else F32. `extra` adds metadata (e.g. the tokenizer's, from
+ * `tokenizerGgufMetadata`).
  */
 export function exportGguf(
   spec: ModelSpec,
@@ -203,7 +204,7 @@ export function exportGguf(
     readonly shape: readonly number[];
     readonly data: Float32Array;
   }[],
-  type: GgufExportType,
+  type: GgufExportType | ((hfName: string) => GgufExportType),
   extra: readonly (readonly [string, GgufEntry])[] = [],
 ): Uint8Array<ArrayBuffer> {
   // Mistral GGUFs use the llama architecture and naming.
@@ -245,7 +246,7 @@ export function exportGguf(
         data = permuteRows(data, rows, cols, spec.heads, false);
       if (arch === 'llama' && name.endsWith('attn_k.weight'))
         data = permuteRows(data, rows, cols, spec.kvHeads, false);
-      const ggmlType = typeFor(type, cols);
+      const ggmlType = typeFor(typeof type === 'string' ? type : type(t.name), cols);
       out.push({ name, ne: [cols, rows], type: ggmlType, data: quantizeGgml(ggmlType, data) });
     } else {
       out.push({

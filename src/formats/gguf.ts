@@ -1,6 +1,7 @@
 /**
  * GGUF reader (llama.cpp's single-file format, versions 2 and 3): header, typed metadata, tensor
- * infos, and tensors dequantised to f32 under Hugging Face names and layouts, plus the mapping of
+ * infos, and tensors under Hugging Face names and layouts, dequantised to f32 or, where a weft
+ * layout holds their blocks, repacked as stored (`readPacked`), plus the mapping of
  * llama / qwen2 / qwen3 metadata to a {@link ModelSpec} and of the embedded vocabulary to a
  * tokenizer.json that `loadTokenizer` accepts.
  *
@@ -14,11 +15,20 @@
  * Strings are u64 length + UTF-8 bytes. All little-endian.
  */
 
+import type { QuantizedMatrix, WeightFormat } from '../kernels/matmul/quant.js';
 import { ModelFormatError } from './errors.js';
-import { DEQUANTIZABLE, dequantizeGgml, GGML_BLOCKS } from './gguf-blocks.js';
+import {
+  DEQUANTIZABLE,
+  dequantizeGgml,
+  emptyMatrix,
+  GGML_BLOCKS,
+  repackRows,
+  storedWeftFormat,
+} from './gguf-blocks.js';
 import { checkTensors } from './layout.js';
 import type { ByteSource } from './source.js';
 import type { Llama3RopeScaling, ModelFamily, ModelSpec, RopeSpec } from './spec.js';
+import type { PackedWant, ReadStats, TensorReader } from './weft-checkpoint.js';
 
 /** A metadata value: numbers (u64/i64 beyond 2^53 stay bigint), booleans, strings, arrays of them. */
 export type GgufValue = number | bigint | boolean | string | readonly GgufValue[];
@@ -410,6 +420,51 @@ export function permuteRows(
   return out;
 }
 
+/**
+ * The Hugging Face row of GGUF row `row` of a llama Q or K weight with `rows` rows over `heads`
+ * heads: the inverse of {@link permuteRows}' move, row h·d + 2i + s back to h·d + s·d/2 + i.
+ */
+export function hfRowOf(row: number, rows: number, heads: number): number {
+  const d = rows / heads;
+  const r = row % d;
+  return row - r + (r & 1) * (d / 2) + (r >> 1);
+}
+
+/** Most bytes of a tensor read at once when it is repacked (whole rows; at least one). */
+const PIECE_BYTES = 4 << 20;
+
+/**
+ * Reads one GGUF matrix [rows, cols] (HF shape: `ne` reversed) into its weft format
+ * ({@link storedWeftFormat}) without decoding it to f32: a piece of whole rows (at most
+ * `pieceBytes`, at least one row) at a time, each row moved to `to(row)` with its scales.
+ */
+export async function readGgufTensorPacked(
+  info: GgufTensorInfo,
+  to: (row: number) => number = (r) => r,
+  pieceBytes = PIECE_BYTES,
+): Promise<QuantizedMatrix> {
+  const format = storedWeftFormat(info.type);
+  const [cols, rows, ...more] = info.ne;
+  if (format === undefined || rows === undefined || cols === undefined || more.length > 0) {
+    const name = GGML_BLOCKS.get(info.type)?.name ?? String(info.type);
+    throw new ModelFormatError(
+      info.source.name,
+      info.name,
+      name,
+      'not a matrix of a type with a weft layout',
+    );
+  }
+  const out = emptyMatrix(format, rows, cols);
+  const rowBytes = info.byteLength / rows;
+  const perPiece = Math.max(1, Math.floor(pieceBytes / rowBytes));
+  for (let r0 = 0; r0 < rows; r0 += perPiece) {
+    const n = Math.min(perPiece, rows - r0);
+    const bytes = await info.source.read(info.offset + r0 * rowBytes, n * rowBytes);
+    repackRows(info.type, bytes, out, (r) => to(r0 + r));
+  }
+  return out;
+}
+
 // --- Spec from metadata -------------------------------------------------------------------------
 
 function meta(g: GgufFile, key: string): GgufValue | undefined {
@@ -585,15 +640,19 @@ export interface GgufTensor {
 }
 
 /**
- * A GGUF file seen as a Hugging Face checkpoint: spec, tensors by HF name and HF shape, and
+ * A GGUF file seen as a Hugging Face checkpoint: spec, tensors by HF name and HF shape,
  * `readF32(name)` that dequantises and, for llama Q/K weights, un-permutes the rows back to HF
- * order (one RoPE path at run time). Tensors weft does not use are left out.
+ * order (one RoPE path at run time), and `readPacked` that gives a matrix whose GGML type has a
+ * weft layout ({@link storedWeftFormat}) as stored, rows un-permuted the same way, without an f32
+ * copy. `stats` counts what `readF32` decoded. Tensors weft does not use are left out.
  */
-export interface GgufCheckpoint {
+export interface GgufCheckpoint extends TensorReader {
   readonly file: GgufFile;
   readonly spec: ModelSpec;
   readonly tensors: ReadonlyMap<string, GgufTensor>;
-  readF32(name: string): Promise<Float32Array>;
+  readonly stats: ReadStats;
+  readPacked(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
+  storedFormat(name: string): WeightFormat | undefined;
 }
 
 /**
@@ -610,21 +669,51 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
   }
   // Shapes must match the spec before any row permutation trusts heads * head_dim.
   checkTensors(spec, tensors, source.name);
-  const permuted = spec.family === 'llama';
+  // llama.cpp permutes the rows of llama Q and K over their heads (see permuteRows).
+  const permutedHeads = (name: string): number | undefined => {
+    if (spec.family !== 'llama') return undefined;
+    if (name.endsWith('self_attn.q_proj.weight')) return spec.heads;
+    if (name.endsWith('self_attn.k_proj.weight')) return spec.kvHeads;
+    return undefined;
+  };
+  const tensor = (name: string): GgufTensor => {
+    const t = tensors.get(name);
+    if (t === undefined) throw new ModelFormatError(source.name, name, undefined, 'missing tensor');
+    return t;
+  };
+  const stats = { f32Bytes: 0, largestF32: 0 };
   return {
     file,
     spec,
     tensors,
+    stats,
     async readF32(name) {
-      const t = tensors.get(name);
-      if (t === undefined) throw new ModelFormatError(source.name, name, undefined, 'missing tensor');
+      const t = tensor(name);
       const values = await readGgufTensorF32(t.info);
+      stats.f32Bytes += values.byteLength;
+      stats.largestF32 = Math.max(stats.largestF32, values.length);
       const [rows = 1, cols = 1] = t.shape.length === 2 ? t.shape : [t.shape[0], 1];
-      if (permuted && name.endsWith('self_attn.q_proj.weight'))
-        return permuteRows(values, rows, cols, spec.heads, true);
-      if (permuted && name.endsWith('self_attn.k_proj.weight'))
-        return permuteRows(values, rows, cols, spec.kvHeads, true);
-      return values;
+      const heads = permutedHeads(name);
+      return heads === undefined ? values : permuteRows(values, rows, cols, heads, true);
+    },
+    storedFormat(name) {
+      const t = tensors.get(name);
+      return t?.shape.length === 2 ? storedWeftFormat(t.info.type) : undefined;
+    },
+    async readPacked(name, want) {
+      const t = tensor(name);
+      const [rows, cols] = t.shape;
+      const same =
+        t.shape.length === 2 &&
+        storedWeftFormat(t.info.type) === want.format &&
+        rows === want.rows &&
+        cols === want.cols &&
+        want.rotation === 'none';
+      if (!same || rows === undefined || cols === undefined) return undefined;
+      // A row permutation moves whole rows: each GGUF row is whole blocks, so codes and scales
+      // move together and nothing is rounded.
+      const heads = permutedHeads(name);
+      return readGgufTensorPacked(t.info, heads === undefined ? (r) => r : (r) => hfRowOf(r, rows, heads));
     },
   };
 }

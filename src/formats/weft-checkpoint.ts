@@ -28,6 +28,7 @@ import {
   isIntFormat,
   type QuantizedMatrix,
   scaleWords,
+  type WeightFormat,
 } from '../kernels/matmul/quant.js';
 import {
   effectiveWeights,
@@ -50,7 +51,7 @@ import type { ByteSource } from './source.js';
 
 /** How the GPU runner wants one matrix placed: the packed format, padded size and rotation. */
 export interface PackedWant {
-  readonly format: QuantFormat;
+  readonly format: WeightFormat;
   /** Packed (zero-padded) rows and cols. */
   readonly rows: number;
   readonly cols: number;
@@ -59,14 +60,25 @@ export interface PackedWant {
 
 /**
  * Any checkpoint weft can read tensors from as f32 in HF layout (safetensors, GGUF, weft-q).
- * `readPacked` exists where matrices are stored already packed (weft-q): it returns the stored
- * matrix when it is packed as `want` asks, else undefined, and the caller packs from
- * `readF32` instead.
+ * `readPacked` exists where matrices are stored already packed (weft-q, and GGUF blocks with a
+ * weft layout): it returns the stored matrix when it is packed as `want` asks, else undefined,
+ * and the caller packs from `readF32` instead. `storedFormat` names the format a matrix is stored
+ * in (readPacked gives it at its own shape and no rotation, or for weft-q as converted), so a
+ * model loaded at its own packing can place each matrix as stored even when formats mix.
+ * `stats` counts the f32 a reader decoded (GGUF), so tests can check what was never expanded.
  */
 export interface TensorReader {
   readonly tensors: ReadonlyMap<string, { readonly shape: readonly number[] }>;
   readF32(name: string): Promise<Float32Array>;
   readPacked?(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
+  storedFormat?(name: string): WeightFormat | undefined;
+  readonly stats?: ReadStats;
+}
+
+/** What a {@link TensorReader} decoded to f32 so far: bytes in all, and the longest array (elements). */
+export interface ReadStats {
+  readonly f32Bytes: number;
+  readonly largestF32: number;
 }
 
 /** A safetensors checkpoint as a {@link TensorReader}; `file` is what a missing tensor's error names. */
@@ -409,5 +421,6 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
         s.rotation === want.rotation;
       return same ? readMatrix(name) : undefined;
     },
+    storedFormat: (name) => schemes[name]?.format,
   };
 }

@@ -13,14 +13,7 @@ import { Rope } from '../kernels/rope/rope.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
-import {
-  formatOf,
-  packedWidth,
-  type Quant,
-  ROTATION_SEED,
-  type RotationChoice,
-  rotationFor,
-} from '../quant/pack.js';
+import { packedWidth, type Quant, ROTATION_SEED, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { type GpuWeights, type LayerWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
@@ -133,7 +126,10 @@ export async function buildKernels(
   o: BuildKernelsOptions,
 ): Promise<Kernels> {
   const binds = new BindGroupCache(ctx.device);
-  const format = formatOf(o.quant);
+  // Matrices may differ in format (a model placed as stored, see placeWeights): one pipeline each.
+  const linears = w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]);
+  const formats = [...new Set([w.lmHead, ...linears].map((m) => m.format))];
+  const linearFormats = [...new Set(linears.map((m) => m.format))];
   const { qWidth } = deriveSizes(spec);
   const H = spec.hidden;
   const V = spec.vocabSize;
@@ -144,13 +140,13 @@ export async function buildKernels(
   const eps = spec.rmsEps;
   await Promise.all([
     RmsNorm.prepare(ctx),
-    Embedding.prepare(ctx, format),
+    Embedding.prepare(ctx, w.embed.format),
     Rope.prepare(ctx, spec.rope.layout),
     AddInPlace.prepare(ctx),
     SiluMul.prepare(ctx, false),
     GatherRows.prepare(ctx),
-    prepareMatmul(ctx, format, maxT),
-    ...(o.quant === 'w8a8' ? [prepareW8A8(ctx, format, maxT)] : []),
+    ...formats.map((f) => prepareMatmul(ctx, f, maxT)),
+    ...(o.quant === 'w8a8' ? linearFormats.map((f) => prepareW8A8(ctx, f, maxT)) : []),
     KvWrite.prepare(ctx, o.kv.format),
     KvCompact.prepare(ctx),
     Attention.prepare(ctx, o.kv.format),

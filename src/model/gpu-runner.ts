@@ -303,6 +303,13 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   // of 16 divide (the MLP width is padded to one instead, see placeWeights), and an f16 cache needs
   // an even headDim.
   const { qWidth } = deriveSizes(spec);
+  // The residual and attention widths are never padded (only the MLP's is, see placedPad).
+  for (const [field, n] of [
+    ['hidden_size', spec.hidden],
+    ['q width (num_attention_heads * head_dim)', qWidth],
+  ] as const)
+    if (n % 16 !== 0)
+      throw new InvalidInputError(`${field} = ${n} is not a multiple of 16 (the matmul's K block)`);
   if (rotate === 'hadamard')
     for (const [field, n] of [
       ['hidden_size', spec.hidden],

@@ -4,16 +4,9 @@ import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { type GpuMatrix, uploadMatrix } from '../kernels/matmul/matmul.js';
-import {
-  formatOf,
-  isRotatedLinear,
-  packedWidth,
-  packLinear,
-  type Quant,
-  type RotationChoice,
-  rotationFor,
-} from '../quant/pack.js';
+import { isRotatedLinear, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import type { OpenedModel } from './load.js';
+import { loadsAsStored, placedFormat, placedMatrix, placedPad } from './quantized.js';
 
 /** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
 export const MAX_FORWARD_TOKENS = 64;
@@ -60,8 +53,10 @@ export interface PlaceWeightsOptions {
 
 /**
  * Places an opened model's weights on the GPU, tensor by tensor: each is read, packed in the
- * format of `o.quant` (or copied when a weft-q checkpoint stores it packed that way), uploaded and
- * dropped before the next, in checkpoint order (embedding, each layer, final norm, LM head).
+ * format of `o.quant` (or copied when its file stores it packed that way: a weft-q checkpoint,
+ * GGUF blocks with a weft layout), uploaded and dropped before the next, in checkpoint order
+ * (embedding, each layer, final norm, LM head). Loaded at the file's own packing, each matrix keeps
+ * its own stored format where it has one ({@link placedFormat}), so matrices may differ in format.
  * `onProgress` reports every tensor placed.
  */
 export async function placeWeights(
@@ -70,33 +65,26 @@ export async function placeWeights(
   o: PlaceWeightsOptions,
 ): Promise<GpuWeights> {
   const { spec, weights } = opened;
-  const format = formatOf(o.quant);
+  const asStored = loadsAsStored(opened.packed, o.quant, o.rotate);
   const { qWidth, kvWidth } = deriveSizes(spec);
   const H = spec.hidden;
   const I = spec.intermediate;
   const V = spec.vocabSize;
   const D = spec.headDim;
-  // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
-  // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down:
-  // silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
-  const Ip = packedWidth(I, rotationFor(o.rotate, I));
   const total = weights.tensors.size;
   let done = 0;
   const step = (name: string) => o.onProgress?.({ phase: 'weights', done: ++done, total, tensor: name });
-  // `pad` grows the matrix with zero rows and columns to [padRows, padCols] (see Ip above).
-  const matrix = async (
-    name: string,
-    rows: number,
-    cols: number,
-    pad: { rows: number; cols: number } = { rows, cols },
-  ): Promise<GpuMatrix> => {
-    const r = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
+  // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
+  // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down
+  // (placedPad): silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
+  // Each matrix is in the format placedFormat chooses; one stored exactly so is copied, anything
+  // else is packed here (placedMatrix).
+  const matrix = async (name: string, rows: number, cols: number): Promise<GpuMatrix> => {
     checkTensor(weights, name, [rows, cols]);
-    // A weft-q checkpoint packed exactly this way is copied; anything else is packed here from f32
-    // (for weft-q: its dequantized values, so a different --quant re-quantizes).
-    const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation: r });
-    const packed = stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, r);
-    const m = uploadMatrix(ctx, packed, name);
+    const r = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
+    const pad = placedPad(spec, name, rows, cols, o.rotate);
+    const format = placedFormat(weights, name, o.quant, asStored);
+    const m = uploadMatrix(ctx, await placedMatrix(weights, name, rows, cols, pad, format, r), name);
     step(name);
     return m;
   };
@@ -119,9 +107,9 @@ export async function placeWeights(
       k: await matrix(`${p}.self_attn.k_proj.weight`, kvWidth, H),
       v: await matrix(`${p}.self_attn.v_proj.weight`, kvWidth, H),
       o: await matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
-      gate: await matrix(`${p}.mlp.gate_proj.weight`, I, H, { rows: Ip, cols: H }),
-      up: await matrix(`${p}.mlp.up_proj.weight`, I, H, { rows: Ip, cols: H }),
-      down: await matrix(`${p}.mlp.down_proj.weight`, H, I, { rows: H, cols: Ip }),
+      gate: await matrix(`${p}.mlp.gate_proj.weight`, I, H),
+      up: await matrix(`${p}.mlp.up_proj.weight`, I, H),
+      down: await matrix(`${p}.mlp.down_proj.weight`, H, I),
       qBias: spec.qkvBias ? await vector(`${p}.self_attn.q_proj.bias`, qWidth, maxT) : undefined,
       kBias: spec.qkvBias ? await vector(`${p}.self_attn.k_proj.bias`, kvWidth, maxT) : undefined,
       vBias: spec.qkvBias ? await vector(`${p}.self_attn.v_proj.bias`, kvWidth, maxT) : undefined,

@@ -6,9 +6,10 @@ import { checkTensors } from '../formats/layout.js';
 import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
-import type { QuantFormat, Rotation } from '../quant/pack.js';
+import { isIntFormat, type WeightFormat } from '../kernels/matmul/quant.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
+import type { Packing } from './quantized.js';
 
 /** weft's own quantized checkpoint, next to config.json and the tokenizer files. */
 export const WEFT_WEIGHTS = 'model.weft.safetensors';
@@ -29,10 +30,13 @@ export interface OpenedModel {
   /** The tokenizer config has a chat template (an instruct model). */
   readonly chat: boolean;
   /**
-   * How a weft-q checkpoint stores its linears: loading at this format (and rotation) copies them
-   * to the GPU as stored; any other choice re-quantizes from their dequantized values.
+   * How a weft-q checkpoint or a quantized GGUF stores its linears: loading at this format (and
+   * rotation), the default, copies every matrix stored in a weft layout to the GPU as stored (each
+   * in its own format: a GGUF may mix types); any other choice copies only the matrices stored in
+   * its format and re-quantizes the rest from their dequantized values. A GGUF's format is its `*_proj` linears' most common type: Q8_0 → int8, Q4_0 → q4_0,
+   * Q4_K → int4 (rotation none); float GGUFs report none.
    */
-  readonly packed?: { readonly format: QuantFormat; readonly rotation: Rotation };
+  readonly packed?: Packing;
   /** What the weights were read from, for progress and messages. */
   readonly source: 'safetensors' | 'weft-q' | 'gguf';
   /**
@@ -176,13 +180,18 @@ export async function ggufFileOf(files: ModelFiles): Promise<string | undefined>
 
 /**
  * A GGUF model: the spec from its metadata, the tokenizer rebuilt from its embedded vocabulary,
- * and its tensors dequantized to f32 as they are read (quantized GGUF types are then packed to
- * the chosen runtime format like any f32 checkpoint).
+ * and its tensors read as stored where a weft layout holds their blocks (`readPacked`), else
+ * dequantized to f32 and packed to the chosen runtime format like any f32 checkpoint. `packed`
+ * names the format of its linears ({@link OpenedModel.packed}).
  */
 async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedModel> {
   const ck = await openGgufCheckpoint(await files.open(file));
   const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, ck.spec.eosIds, file);
+  const format = commonFormat(
+    [...ck.tensors.keys()].filter((n) => n.endsWith('_proj.weight')),
+    ck,
+  );
   return {
     spec: ck.spec,
     tokenizer,
@@ -190,5 +199,19 @@ async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedMod
     chat: 'chat_template' in tokenizerConfig,
     source: 'gguf',
     checksum: once(async () => sha256Hex(await head(files, file))),
+    ...(format !== undefined && isIntFormat(format) ? { packed: { format, rotation: 'none' } } : {}),
   };
+}
+
+/** The stored format most of `names` have (the first to reach the count on a tie), if any. */
+function commonFormat(names: readonly string[], weights: TensorReader): WeightFormat | undefined {
+  const counts = new Map<WeightFormat, number>();
+  let best: WeightFormat | undefined;
+  for (const name of names) {
+    const f = weights.storedFormat?.(name);
+    if (f === undefined) continue;
+    counts.set(f, (counts.get(f) ?? 0) + 1);
+    if (best === undefined || counts.get(f)! > counts.get(best)!) best = f;
+  }
+  return best;
 }

@@ -1,19 +1,95 @@
+import type { ModelSpec } from '../formats/spec.js';
+import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { hadamardRef } from '../kernels/hadamard/construct.js';
-import type { WeightFormat } from '../kernels/matmul/quant.js';
+import { isIntFormat, type QuantizedMatrix, type WeightFormat } from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
   crop,
   effectiveWeights,
+  formatOf,
   isRotatedLinear,
   packedWidth,
   packLinear,
+  type Quant,
   ROTATION_SEED,
+  type Rotation,
   type RotationChoice,
   rotationFor,
   unrotateRows,
   zeroPad,
 } from '../quant/pack.js';
-import type { Tensor } from './weights.js';
+import { readAllF32, type Tensor } from './weights.js';
+
+/** How a file stores its linears: format and input rotation (`OpenedModel.packed`). */
+export interface Packing {
+  readonly format: WeightFormat;
+  readonly rotation: Rotation;
+}
+
+/**
+ * True when a model is placed as stored: the chosen quant's weight format and the rotation are
+ * the file's own packing (`OpenedModel.packed`: a weft-q checkpoint's, or a quantized GGUF's).
+ */
+export function loadsAsStored(packed: Packing | undefined, quant: Quant, rotate: RotationChoice): boolean {
+  return packed !== undefined && packed.format === formatOf(quant) && packed.rotation === rotate;
+}
+
+/**
+ * The format a matrix is placed in, by the GPU runner and the CPU reference alike. Placed as
+ * stored ({@link loadsAsStored}), each matrix keeps the format its file stores it in where it has
+ * one (`TensorReader.storedFormat`: a GGUF may mix Q4_0 linears with a Q8_0 or F16 head, or Q4_K
+ * with Q8_0 fallbacks), except a float matrix among W8A8's integer linears; every other matrix
+ * (a Q6_K or BF16 tensor, or any under another quant) is packed in the chosen quant's format.
+ */
+export function placedFormat(
+  weights: TensorReader,
+  name: string,
+  quant: Quant,
+  asStored: boolean,
+): WeightFormat {
+  const own = asStored ? weights.storedFormat?.(name) : undefined;
+  if (own === undefined || (quant === 'w8a8' && isRotatedLinear(name) && !isIntFormat(own)))
+    return formatOf(quant);
+  return own;
+}
+
+/**
+ * The size a matrix [rows, cols] of `spec` is placed at (zero rows and columns added): a `*_proj`
+ * input goes to `packedWidth(cols, r)` (r its rotation), and gate/up grow zero rows to down's
+ * padded input width Ip (the MLP width padded for its own rotation; silu(0)·0 = 0, so exact). The
+ * embedding and the LM head are placed as they are.
+ */
+export function placedPad(
+  spec: ModelSpec,
+  name: string,
+  rows: number,
+  cols: number,
+  rotate: RotationChoice,
+): { rows: number; cols: number } {
+  if (!isRotatedLinear(name)) return { rows, cols };
+  const mlpIn = name.endsWith('mlp.gate_proj.weight') || name.endsWith('mlp.up_proj.weight');
+  const Ip = packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate));
+  return { rows: mlpIn ? Ip : rows, cols: packedWidth(cols, rotationFor(rotate, cols)) };
+}
+
+/**
+ * One matrix [rows, cols] as the runner places it, padded to `pad`, in `format`, its input
+ * rotated by `rotation`: copied when the file stores it packed exactly so (`readPacked`), else
+ * packed here from its f32 values (for a packed file its dequantized values, so another format
+ * rounds them again). The GPU runner uploads it; the CPU reference dequantizes it.
+ */
+export async function placedMatrix(
+  weights: TensorReader,
+  name: string,
+  rows: number,
+  cols: number,
+  pad: { readonly rows: number; readonly cols: number },
+  format: WeightFormat,
+  rotation: Rotation,
+): Promise<QuantizedMatrix> {
+  const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation });
+  return stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, rotation);
+}
 
 /**
  * The reference's W8A8 activation path (a `LinearInputHook` of model/reference): each row of a
@@ -72,6 +148,38 @@ export function roundedThrough(
         r,
       ),
     };
+  }
+  return out;
+}
+
+/**
+ * The f32 tensors the CPU reference runs on for a model loaded at `quant` and `rotate`: each
+ * matrix exactly as the GPU runner places it ({@link placedPad}, {@link placedFormat},
+ * {@link placedMatrix}), dequantized, un-rotated and cropped ({@link effectiveWeights}); a matrix
+ * copied as stored is thus its file's blocks dequantized (for GGUF, llama.cpp's values, up to the
+ * sign of a q4_0 zero: see `repackRows`). Vectors are read as they are, and at f32 every tensor
+ * is (rotation is exact math, so the source weights are what a rotated runner multiplies by).
+ */
+export async function referenceTensors(
+  model: { readonly spec: ModelSpec; readonly weights: TensorReader; readonly packed?: Packing | undefined },
+  quant: Quant,
+  rotate: RotationChoice,
+): Promise<Record<string, Tensor>> {
+  const { spec, weights } = model;
+  if (quant === 'f32') return readAllF32(weights);
+  const asStored = loadsAsStored(model.packed, quant, rotate);
+  const out: Record<string, Tensor> = {};
+  for (const [name, { shape }] of weights.tensors) {
+    const [rows, cols] = shape;
+    if (shape.length !== 2 || !rows || !cols) {
+      out[name] = { shape, data: await weights.readF32(name) };
+      continue;
+    }
+    const r = isRotatedLinear(name) ? rotationFor(rotate, cols) : 'none';
+    const pad = placedPad(spec, name, rows, cols, rotate);
+    const format = placedFormat(weights, name, quant, asStored);
+    const m = await placedMatrix(weights, name, rows, cols, pad, format, r);
+    out[name] = { shape, data: effectiveWeights(m, rows, cols, r) };
   }
   return out;
 }

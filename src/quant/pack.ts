@@ -20,8 +20,12 @@ import {
 } from '../kernels/matmul/quant.js';
 import { gptqCodes } from './gptq.js';
 
-/** Weight precision on the device. */
-export type Quant = 'f32' | 'f16' | 'int8' | 'int4' | 'int2' | 'w8a8';
+/**
+ * Weight precision on the device. `q4_0` is GGUF Q4_0 (an f16 scale per 32, 4.5 bits): the format a
+ * Q4_0 GGUF is placed in as stored, and so its default; asked of another model it rounds to nearest
+ * as llama.cpp's quantizer does (weft-q checkpoints do not store it, see {@link QuantFormat}).
+ */
+export type Quant = 'f32' | 'f16' | 'int8' | 'q4_0' | 'int4' | 'int2' | 'w8a8';
 
 /**
  * Rotation of a linear's input: `'hadamard'` multiplies the activations by R = H·D/√n on the GPU
@@ -48,11 +52,11 @@ export function rotationFor(choice: RotationChoice, width: number): Rotation {
 /** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
 export const ROTATION_SEED = 0x77656674;
 
-/** The weight formats a {@link Quant} places: every format but q4_0 (which only GGUF files carry). */
+/** The weight formats weft-q checkpoints store: every format but q4_0 (which only GGUF files carry). */
 export type QuantFormat = Exclude<WeightFormat, 'q4_0'>;
 
 /** Weight format of each quant choice (w8a8 keeps int8 weights and rounds activations per token). */
-export function formatOf(quant: Quant): QuantFormat {
+export function formatOf(quant: Quant): WeightFormat {
   return quant === 'w8a8' ? 'int8' : quant;
 }
 

@@ -6,13 +6,15 @@ import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/form
 import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
+import type { WeightFormat } from '../../src/kernels/matmul/quant.js';
 import { convertModel } from '../../src/model/convert.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
+import { referenceTensors } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
-import type { Rotation } from '../../src/quant/pack.js';
+import type { Quant, Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles, ggufFixture, sameF32 } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
@@ -49,23 +51,35 @@ async function converted(
   return out;
 }
 
-/** The opened model with `readPacked` hits counted (a hit: a matrix placed by copy). */
-function counting(opened: OpenedModel): { model: OpenedModel; copied: Set<string> } {
+/**
+ * The opened model with `readPacked` hits counted (a hit: a matrix placed by copy), each with the
+ * format it was placed in.
+ */
+function counting(opened: OpenedModel): {
+  model: OpenedModel;
+  copied: Set<string>;
+  formats: Map<string, WeightFormat>;
+} {
   const copied = new Set<string>();
+  const formats = new Map<string, WeightFormat>();
   const w = opened.weights;
   const weights: TensorReader = {
     tensors: w.tensors,
     readF32: (name) => w.readF32(name),
     readPacked: async (name, want) => {
       const m = await w.readPacked?.(name, want);
-      if (m) copied.add(name);
+      if (m) {
+        copied.add(name);
+        formats.set(name, m.format);
+      }
       return m;
     },
+    ...(w.storedFormat ? { storedFormat: (name: string) => w.storedFormat?.(name) } : {}),
   };
-  return { model: { ...opened, weights }, copied };
+  return { model: { ...opened, weights }, copied, formats };
 }
 
-async function logits(opened: OpenedModel, quant: 'f32' | 'int8' | 'int4' | 'int2', rotate: Rotation) {
+async function logits(opened: OpenedModel, quant: Quant, rotate: Rotation) {
   const runner = await createGpuRunner(opened, { quant, rotate, capacity: 32, gpu: await gpu() });
   const ids = await runner.forward({ tokens: PROMPT }, GREEDY, 'all');
   const out = await runner.lastLogits();
@@ -153,6 +167,67 @@ describe('GGUF files on the GPU', () => {
       const wantLogits = ref.logits({ tokens: PROMPT });
       const got = await logits(opened, 'f32', 'none');
       expect(relErr(got.logits, wantLogits)).toBeLessThan(1e-4);
+      expect(Array.from(got.ids)).toEqual(Array.from(want));
+    },
+  );
+
+  // The file's own blocks on the GPU: a quantized GGUF loads at its own format (the default quant)
+  // and every matrix whose GGML type has a weft layout is copied as stored, never decoded to f32;
+  // the reference runs on the same blocks dequantized with llama.cpp's formulas (readF32).
+  // Mixes as llama.cpp writes them: another type for the head, the embedding, one linear.
+  const MIXES = {
+    none: () => undefined,
+    'Q8_0 head, F16 embedding': (n: string) =>
+      n === 'lm_head.weight' ? 'Q8_0' : n === 'model.embed_tokens.weight' ? 'F16' : undefined,
+    'Q6_K head, Q8_0 embedding, an F16 down_proj': (n: string) =>
+      n === 'lm_head.weight'
+        ? 'Q6_K'
+        : n === 'model.embed_tokens.weight'
+          ? 'Q8_0'
+          : n === 'model.layers.1.mlp.down_proj.weight'
+            ? 'F16'
+            : undefined,
+  } as const;
+  it.each([
+    ['llama', 'Q4_0', 'q4_0', 'none'],
+    ['qwen3', 'Q4_0', 'q4_0', 'none'],
+    ['llama', 'Q8_0', 'int8', 'none'],
+    ['llama', 'Q4_K', 'int4', 'none'],
+    ['llama', 'Q4_0', 'q4_0', 'Q8_0 head, F16 embedding'],
+    ['llama', 'Q4_K', 'int4', 'Q6_K head, Q8_0 embedding, an F16 down_proj'],
+  ] as const)(
+    '%s %s → %s (mixed: %s): placed as stored, logits equal the dequantized blocks',
+    async (family, variant, format, mix) => {
+      const { bytes } = ggufFixture(family, variant, 14, { types: MIXES[mix] });
+      const opened = await openModel(
+        memoryModelFiles(`${family}.gguf`, new Map([[`${family}.gguf`, bytes]])),
+      );
+      expect(opened.packed).toEqual({ format, rotation: 'none' });
+      const { model, copied, formats } = counting(opened);
+      const got = await logits(model, format, 'none');
+      const stats = { ...opened.weights.stats! };
+      const spec = opened.spec;
+      const matrices = [...weightShapes(spec)].filter(([, s]) => s.length === 2).map(([n]) => n);
+      // Every matrix with a weft layout was copied, in its own format; only a Q6_K head was not.
+      const q6 = mix.startsWith('Q6_K') ? ['lm_head.weight'] : [];
+      expect([...copied].sort()).toEqual(matrices.filter((n) => !q6.includes(n)).sort());
+      for (const name of copied) expect(formats.get(name), name).toBe(opened.weights.storedFormat?.(name));
+      if (mix === 'Q8_0 head, F16 embedding') {
+        expect(formats.get('lm_head.weight')).toBe('int8');
+        expect(formats.get('model.embed_tokens.weight')).toBe('f16');
+      }
+      // No weight matrix was held as f32: the largest f32 array is a vector (norms, biases; the
+      // Q6_K head is decoded to be rounded to int4).
+      const vector = Math.max(spec.hidden, spec.headDim);
+      const [V, H] = [spec.vocabSize, spec.hidden];
+      expect(stats.largestF32).toBe(q6.length ? V * H : vector);
+      console.log(`${family} ${variant} (mixed: ${mix}): f32 decoded while placing ${JSON.stringify(stats)}`);
+      const tensors = q6.length
+        ? await referenceTensors(opened, format, 'none')
+        : await readAllF32(opened.weights);
+      const ref = new ReferenceRunner(spec, mapWeights(tensors), { capacity: 32 });
+      const want = await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
+      expect(relErr(got.logits, ref.logits({ tokens: PROMPT }))).toBeLessThan(1e-4);
       expect(Array.from(got.ids)).toEqual(Array.from(want));
     },
   );

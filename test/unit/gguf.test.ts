@@ -9,13 +9,23 @@ import {
   openGgufCheckpoint,
   permuteRows,
   readGgufTensorF32,
+  readGgufTensorPacked,
 } from '../../src/formats/gguf.js';
-import { DEQUANTIZABLE, dequantizeGgml, GgmlType, quantizeGgml } from '../../src/formats/gguf-blocks.js';
+import {
+  DEQUANTIZABLE,
+  dequantizeGgml,
+  GGML_BLOCKS,
+  GgmlType,
+  quantizeGgml,
+  repackGgml,
+  storedWeftFormat,
+} from '../../src/formats/gguf-blocks.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
 import { type GgufEntry, writeGguf } from '../../src/formats/gguf-write.js';
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
+import { dequantize } from '../../src/kernels/matmul/quant.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { type GgufVariant, ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 
@@ -94,6 +104,90 @@ describe('GGML block dequantisation', () => {
   it('refuses unsupported types and short buffers', () => {
     expect(() => dequantizeGgml(GgmlType.Q5_K, new Uint8Array(176), 256)).toThrow(/unsupported/);
     expect(() => dequantizeGgml(GgmlType.Q8_0, new Uint8Array(33), 32)).toThrow(/need 34 bytes/);
+  });
+});
+
+/** f16 bit patterns a scale field is set to: zeros of both signs, subnormals, normals of both signs. */
+const SPECIAL_F16 = [0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0xbc00, 0x7bff, 0xfbff, 0x1234, 0x9234];
+
+/**
+ * `blocks` random blocks of `type` whose f16 fields (at `fields` within each block) are finite: a
+ * random pattern with an all-ones exponent (Inf, NaN) loses its top exponent bit, and every
+ * {@link SPECIAL_F16} appears in turn in the first field.
+ */
+function randomBlocks(type: number, blocks: number, fields: readonly number[], seed: number): Uint8Array {
+  const size = GGML_BLOCKS.get(type)!.bytes;
+  const b = randomBytes(blocks * size, seed);
+  for (let k = 0; k < blocks; k++)
+    fields.forEach((f, i) => {
+      const at = k * size + f;
+      if (i === 0 && k < SPECIAL_F16.length) {
+        b[at] = SPECIAL_F16[k]! & 0xff;
+        b[at + 1] = SPECIAL_F16[k]! >> 8;
+      } else if ((b[at + 1]! & 0x7c) === 0x7c) b[at + 1]! &= ~0x40;
+    });
+  return b;
+}
+
+/** Bit-identical, except that +0 and −0 count as equal (see `repackRows` on q4_0). */
+function sameUpToZeroSign(got: Float32Array, want: Float32Array): string | undefined {
+  return sameF32(
+    got.map((x) => (x === 0 ? 0 : x)),
+    want.map((x) => (x === 0 ? 0 : x)),
+  );
+}
+
+describe('GGML blocks repacked into weft layouts as stored', () => {
+  it('maps the exact types to weft formats and no others', () => {
+    expect(storedWeftFormat(GgmlType.Q8_0)).toBe('int8');
+    expect(storedWeftFormat(GgmlType.Q4_0)).toBe('q4_0');
+    expect(storedWeftFormat(GgmlType.Q4_K)).toBe('int4');
+    expect(storedWeftFormat(GgmlType.F16)).toBe('f16');
+    expect(storedWeftFormat(GgmlType.F32)).toBe('f32');
+    for (const t of [GgmlType.Q6_K, GgmlType.BF16, GgmlType.Q4_1, GgmlType.Q2_K])
+      expect(storedWeftFormat(t)).toBeUndefined();
+  });
+
+  // Shapes whose rows hold an odd number of groups, so a group pair's scale word spans two rows.
+  it.each([
+    ['Q8_0', 7, 96, GgmlType.Q8_0, [0]],
+    ['Q8_0', 3, 32, GgmlType.Q8_0, [0]],
+    ['Q4_0', 5, 160, GgmlType.Q4_0, [0]],
+    ['Q4_0', 4, 64, GgmlType.Q4_0, [0]],
+    ['Q4_K', 3, 256, GgmlType.Q4_K, [0, 2]],
+    ['Q4_K', 2, 768, GgmlType.Q4_K, [0, 2]],
+    ['F16', 3, 48, GgmlType.F16, []],
+  ] as const)(
+    '%s [%i, %i]: dequantize(repacked) equals dequantizeGgml bit for bit',
+    (name, rows, cols, type, fields) => {
+      const block = GGML_BLOCKS.get(type)!;
+      const blocks = (rows * cols) / block.elems;
+      for (let seed = 1; seed <= 4; seed++) {
+        // F16 values: every pattern but Inf/NaN (an f16 element is a one-value block with a field at 0).
+        const bytes =
+          type === GgmlType.F16
+            ? randomBlocks(type, blocks, [0], seed)
+            : randomBlocks(type, blocks, fields, seed);
+        const want = dequantizeGgml(type, bytes, rows * cols);
+        const got = dequantize(repackGgml(type, bytes, rows, cols));
+        // Q4_0 alone: llama.cpp's d·(q − 8) gives −0 at q = 8 under a negative d, weft's d·q − 8d +0.
+        expect(name === 'Q4_0' ? sameUpToZeroSign(got, want) : sameF32(got, want)).toBeUndefined();
+      }
+    },
+  );
+
+  it('Q4_0 under a negative d: the only difference is the sign of a zero', () => {
+    const bytes = new Uint8Array(18).fill(0x88); // every q = 8
+    setF16(bytes, 0, -0.5);
+    const got = dequantize(repackGgml(GgmlType.Q4_0, bytes, 1, 32));
+    const want = dequantizeGgml(GgmlType.Q4_0, bytes, 32);
+    expect(Object.is(want[0], -0)).toBe(true);
+    expect(Object.is(got[0], 0)).toBe(true);
+  });
+
+  it('refuses a type without a layout and a byte count that is not the shape', () => {
+    expect(() => repackGgml(GgmlType.Q6_K, new Uint8Array(210), 1, 256)).toThrow(/no weft layout/);
+    expect(() => repackGgml(GgmlType.Q8_0, new Uint8Array(34), 2, 32)).toThrow(/bytes for Q8_0/);
   });
 });
 
@@ -227,6 +321,53 @@ describe('GGUF fixtures load back', () => {
       }, 60_000);
     }
   }
+  it.each([
+    ['llama', 'Q4_0'],
+    ['llama', 'Q8_0'],
+    ['llama', 'Q4_K'],
+    ['qwen3', 'Q4_0'],
+    ['llama', 'F16'],
+    ['llama', 'Q6_K'],
+  ] as const)(
+    '%s %s: readPacked gives the stored blocks, rows un-permuted, with no f32 decoded',
+    async (family, variant) => {
+      const { bytes } = ggufFixture(family, variant, 22);
+      const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
+      const matrices = [...ck.tensors.values()].filter((t) => t.shape.length === 2);
+      const packed = [];
+      for (const t of matrices) {
+        const [rows = 0, cols = 0] = t.shape;
+        const format = ck.storedFormat(t.name);
+        expect(format).toBe(variant === 'Q6_K' ? undefined : (storedWeftFormat(t.info.type) ?? 'none'));
+        const want = { format: format ?? 'int8', rows, cols, rotation: 'none' } as const;
+        // Another format, shape or a rotation is not as stored.
+        expect(
+          await ck.readPacked(t.name, { ...want, format: format === 'int8' ? 'int4' : 'int8' }),
+        ).toBeUndefined();
+        expect(await ck.readPacked(t.name, { ...want, rotation: 'hadamard' })).toBeUndefined();
+        expect(await ck.readPacked(t.name, { ...want, rows: rows + 16 })).toBeUndefined();
+        packed.push([t.name, await ck.readPacked(t.name, want)] as const);
+      }
+      expect(ck.stats).toEqual({ f32Bytes: 0, largestF32: 0 });
+      for (const [name, m] of packed) {
+        const f32 = await ck.readF32(name);
+        if (variant === 'Q6_K') expect(m).toBeUndefined();
+        else expect(sameUpToZeroSign(dequantize(m!), f32), name).toBeUndefined();
+      }
+      // Read in pieces of one and of three rows: the same matrix as in one piece.
+      if (variant !== 'Q6_K') {
+        const info = matrices.find((t) => t.name.endsWith('down_proj.weight'))!.info;
+        const whole = await readGgufTensorPacked(info);
+        const rowBytes = info.byteLength / info.ne[1]!;
+        for (const rows of [1, 3])
+          expect(await readGgufTensorPacked(info, (r) => r, rows * rowBytes)).toEqual(whole);
+      }
+      const elems = matrices.map((t) => t.shape[0]! * t.shape[1]!);
+      expect(ck.stats.largestF32).toBe(Math.max(...elems));
+      expect(ck.stats.f32Bytes).toBe(4 * elems.reduce((a, b) => a + b, 0));
+    },
+  );
+
   it('builds the tiny tokenizer back from GGUF metadata', async () => {
     const { bytes } = ggufFixture('qwen2', 'F32');
     const g = await openGguf(bytesSource(bytes, 'q.gguf'));

@@ -170,3 +170,38 @@ describe('openModel: files that are not JSON', () => {
     });
   }
 });
+
+describe('a quantized GGUF opens as stored', () => {
+  const open = (bytes: Uint8Array) => openModel(memoryModelFiles('m.gguf', new Map([['m.gguf', bytes]])));
+
+  it.each([
+    ['Q8_0', 'int8'],
+    ['Q4_0', 'q4_0'],
+    ['Q4_K', 'int4'],
+    ['F16', undefined],
+    ['Q6_K', undefined],
+  ] as const)('%s: packed %s (the default quant), rotation none', async (variant, format) => {
+    const opened = await open(ggufFixture('llama', variant, 5).bytes);
+    expect(opened.packed).toEqual(format === undefined ? undefined : { format, rotation: 'none' });
+  });
+
+  it('a file mixing types reports its linears’ format and each matrix’s own', async () => {
+    // As llama.cpp's Q4_0 files: Q4_0 linears, here with a Q8_0 head, an F16 embedding and one
+    // F16 linear.
+    const { bytes } = ggufFixture('llama', 'Q4_0', 5, {
+      types: (name) =>
+        name === 'lm_head.weight'
+          ? 'Q8_0'
+          : name === 'model.embed_tokens.weight' || name === 'model.layers.1.mlp.down_proj.weight'
+            ? 'F16'
+            : undefined,
+    });
+    const { packed, weights } = await open(bytes);
+    expect(packed).toEqual({ format: 'q4_0', rotation: 'none' });
+    expect(weights.storedFormat?.('lm_head.weight')).toBe('int8');
+    expect(weights.storedFormat?.('model.embed_tokens.weight')).toBe('f16');
+    expect(weights.storedFormat?.('model.layers.1.mlp.down_proj.weight')).toBe('f16');
+    expect(weights.storedFormat?.('model.layers.0.self_attn.q_proj.weight')).toBe('q4_0');
+    expect(weights.storedFormat?.('model.norm.weight')).toBeUndefined();
+  });
+});
