@@ -84,11 +84,7 @@ export class GpuRunner implements ModelRunner {
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
   private readonly sizes;
-  /**
-   * What the last {@link GpuRunner.forward} asked of the device, from its first buffer write to
-   * its readback of the sampled ids (zeros before the first).
-   */
-  lastForward: GpuCounts = zeroCounts();
+  private lastCounts: GpuCounts = zeroCounts();
   /**
    * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
    * and the LM head whole (a batch of rows reads each weight once), plus one row of the embedding
@@ -110,6 +106,14 @@ export class GpuRunner implements ModelRunner {
     const linears = w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) + w.lmHead.bytes + Math.ceil(w.embed.bytes / w.embed.rows);
+  }
+
+  /**
+   * What the last {@link GpuRunner.forward} asked of the device, from its first buffer write to
+   * its readback of the sampled ids (zeros before the first).
+   */
+  get lastForward(): GpuCounts {
+    return { ...this.lastCounts };
   }
 
   /** Totals of the device this runner runs on (shared with any other runner placed on it). */
@@ -227,7 +231,7 @@ export class GpuRunner implements ModelRunner {
     await mapForRead(ctx, a.staging, 0, R * 4);
     const ids = Int32Array.from(new Uint32Array(a.staging.getMappedRange(0, R * 4)));
     a.staging.unmap();
-    this.lastForward = countsSince(ctx.counter.snapshot(), before);
+    this.lastCounts = countsSince(ctx.counter.snapshot(), before);
     this.lastTokens = T;
     this.lastBase = base;
     this.lastRows = R;
