@@ -135,7 +135,7 @@ describe('GPU work in GenerationStats', () => {
     await engine.unload();
   });
 
-  it('speculative decoding counts the drafter and the commit too', async () => {
+  it('n-gram speculation: one readback per step, per-token figures from the totals', async () => {
     const dev = await runnerOf('llama', 'f16');
     const engine = new Engine({ id: 'gpu', runner: dev, codec: ids });
     const prompt = [5, 17, 99, 3, 5, 17, 99, 3, 5, 17];
