@@ -1,8 +1,9 @@
 // Speed benchmark of weft itself (engine code only: no DOM, no node:), shared by the Chromium page
 // (bench/browser-page.ts) and the Node entry (bench/node-bench.ts). For each weight format and
 // drafter: prompt-processing and decode tokens/s, time to first token and tokens per target pass,
-// greedy, on fixed prompts; one warm-up request per engine is excluded; each figure is the median
-// over R runs of its mean over the prompts.
+// greedy, on fixed prompts, and what each decode step asked of the GPU (dispatches and writes per
+// token, readbacks and their bytes per pass, weight bytes per pass); one warm-up request per engine
+// is excluded; each figure is the median over R runs of its mean over the prompts.
 import type { CreateEngineOptions } from '../src/engine/create.js';
 import type { WeftEngine } from '../src/engine/engine.js';
 import type { DrafterKind, GenerationStats } from '../src/engine/types.js';
@@ -20,6 +21,17 @@ export interface SpeedFigures {
   tokensPerPass: number;
   promptTokens: number;
   completionTokens: number;
+  /** What the decode steps asked of the GPU; absent off the GPU (and for peers). */
+  gpu?: GpuWorkFigures;
+}
+
+/** GenerationStats' counts of the device's work in decode steps (see `GenerationStats`). */
+export interface GpuWorkFigures {
+  dispatchesPerToken: number;
+  writesPerToken: number;
+  readbacksPerPass: number;
+  readbackBytesPerPass: number;
+  weightBytesPerPass: number;
 }
 
 /** One weft row, with the tokens of the last run (for comparison with the peers). */
@@ -108,6 +120,8 @@ export function summarize(runs: readonly (readonly SpeedFigures[])[]): SpeedFigu
   const mean = (xs: readonly SpeedFigures[], f: (s: SpeedFigures) => number) =>
     xs.reduce((a, s) => a + f(s), 0) / xs.length;
   const fig = (f: (s: SpeedFigures) => number) => median(runs.map((r) => mean(r, f)));
+  const gpu = (f: (g: GpuWorkFigures) => number) => fig((s) => (s.gpu ? f(s.gpu) : Number.NaN));
+  const onGpu = runs.every((r) => r.every((s) => s.gpu));
   return {
     prefillTokS: fig((s) => s.prefillTokS),
     decodeTokS: fig((s) => s.decodeTokS),
@@ -115,10 +129,27 @@ export function summarize(runs: readonly (readonly SpeedFigures[])[]): SpeedFigu
     tokensPerPass: fig((s) => s.tokensPerPass),
     promptTokens: fig((s) => s.promptTokens),
     completionTokens: fig((s) => s.completionTokens),
+    ...(onGpu
+      ? {
+          gpu: {
+            dispatchesPerToken: gpu((g) => g.dispatchesPerToken),
+            writesPerToken: gpu((g) => g.writesPerToken),
+            readbacksPerPass: gpu((g) => g.readbacksPerPass),
+            readbackBytesPerPass: gpu((g) => g.readbackBytesPerPass),
+            weightBytesPerPass: gpu((g) => g.weightBytesPerPass),
+          },
+        }
+      : {}),
   };
 }
 
 function figures(s: GenerationStats): SpeedFigures {
+  const onGpu =
+    s.dispatches_per_token !== undefined &&
+    s.writes_per_token !== undefined &&
+    s.readbacks_per_pass !== undefined &&
+    s.readback_bytes_per_pass !== undefined &&
+    s.weight_bytes_per_pass !== undefined;
   return {
     // The engine reuses KV rows of a shared prefix; prompts are ordered so that only BOS is shared,
     // and prefill speed counts the tokens that actually ran.
@@ -128,6 +159,17 @@ function figures(s: GenerationStats): SpeedFigures {
     tokensPerPass: s.tokens_per_pass,
     promptTokens: s.prompt_tokens,
     completionTokens: s.completion_tokens,
+    ...(onGpu
+      ? {
+          gpu: {
+            dispatchesPerToken: s.dispatches_per_token!,
+            writesPerToken: s.writes_per_token!,
+            readbacksPerPass: s.readbacks_per_pass!,
+            readbackBytesPerPass: s.readback_bytes_per_pass!,
+            weightBytesPerPass: s.weight_bytes_per_pass!,
+          },
+        }
+      : {}),
   };
 }
 
@@ -144,6 +186,12 @@ async function generateIds(
   const stats = engine.lastStats;
   if (!stats) throw new Error('engine reported no stats');
   return { ids, stats };
+}
+
+/** The GPU figures of a log line (empty off the GPU). */
+function gpuLine(g: GpuWorkFigures | undefined): string {
+  if (!g) return '';
+  return `, ${g.dispatchesPerToken.toFixed(1)} dispatches/tok, ${g.writesPerToken.toFixed(1)} writes/tok, ${g.readbacksPerPass.toFixed(2)} readbacks/pass (${g.readbackBytesPerPass.toFixed(0)} B), weights ${(g.weightBytesPerPass / 1e6).toFixed(2)} MB/pass`;
 }
 
 /** Runs every format × drafter row. Engines are loaded one at a time and unloaded after use. */
@@ -196,7 +244,7 @@ export async function runWeftBench(o: WeftBenchOptions): Promise<WeftRow[]> {
             lossless: plainIds === undefined ? null : JSON.stringify(ids) === JSON.stringify(plainIds),
           };
           log(
-            `weft${o.source ? ` ${o.source}` : ''} ${quant} ${s.name}: prefill ${row.prefillTokS.toFixed(1)} tok/s, decode ${row.decodeTokS.toFixed(2)} tok/s, ttft ${row.ttftMs.toFixed(0)} ms, ${row.tokensPerPass.toFixed(2)} tok/pass`,
+            `weft${o.source ? ` ${o.source}` : ''} ${quant} ${s.name}: prefill ${row.prefillTokS.toFixed(1)} tok/s, decode ${row.decodeTokS.toFixed(2)} tok/s, ttft ${row.ttftMs.toFixed(0)} ms, ${row.tokensPerPass.toFixed(2)} tok/pass${gpuLine(row.gpu)}`,
           );
           rows.push(row);
         }

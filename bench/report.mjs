@@ -60,8 +60,24 @@ const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : String(x));
 
 /** Table rows (header first) of the weft rows, the peer rows and the comparisons. */
 function tables(r) {
+  // What each decode step asked of the GPU (GenerationStats' counts; '-' off the GPU).
+  const g = (w, key, d) => (w.gpu ? f(w.gpu[key], d) : '-');
   const weft = [
-    ['weights', 'format', 'drafter', 'prefill tok/s', 'decode tok/s', 'TTFT ms', 'tokens/pass', 'lossless'],
+    [
+      'weights',
+      'format',
+      'drafter',
+      'prefill tok/s',
+      'decode tok/s',
+      'TTFT ms',
+      'tokens/pass',
+      'lossless',
+      'dispatches/token',
+      'writes/token',
+      'readbacks/pass',
+      'readback B/pass',
+      'weight MB/pass',
+    ],
     ...r.weft.map((w) => [
       w.source ?? 'safetensors',
       w.quant,
@@ -71,6 +87,11 @@ function tables(r) {
       f(w.ttftMs, 0),
       f(w.tokensPerPass, 2),
       w.lossless === null ? '-' : w.lossless ? 'yes' : 'NO',
+      g(w, 'dispatchesPerToken', 1),
+      g(w, 'writesPerToken', 1),
+      g(w, 'readbacksPerPass', 2),
+      g(w, 'readbackBytesPerPass', 0),
+      w.gpu ? f(w.gpu.weightBytesPerPass / 1e6, 2) : '-',
     ]),
   ];
   const peers = [

@@ -29,10 +29,15 @@ if (args.has('--json')) {
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
 } else {
   console.log(`adapter: ${out.adapter}; forward on ${out.device}; prompts: ${out.prompts.length}`);
-  console.log('mode           drafter      budget  tokens/pass  passes   ms       vs plain  lossless');
+  // Per decode step (one target pass with its drafting): CPU round trips (buffers mapped for
+  // reading) and bytes read back; dispatches per generated token. '-' on the CPU reference.
+  const gpu = (x, d, w) => (x === undefined ? '-' : x.toFixed(d)).padStart(w);
+  console.log(
+    'mode           drafter      budget  tokens/pass  passes   ms       vs plain  lossless  trips/step  B read/step  dispatches/tok',
+  );
   for (const r of out.rows)
     console.log(
-      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${r.lossless ?? '-'}`,
+      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${String(r.lossless ?? '-').padEnd(8)}  ${gpu(r.readbacksPerStep, 2, 10)}  ${gpu(r.readbackBytesPerStep, 0, 11)}  ${gpu(r.dispatchesPerToken, 1, 14)}`,
     );
   console.log('verify cost (median time of one target pass over T tokens, / T=1):');
   if (out.verifyCost.length === 0) console.log('  (not measured: --cpu runs the reference forward)');

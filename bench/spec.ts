@@ -1,6 +1,7 @@
 // Speculative decoding benchmark (engine code only: no DOM, no node:). On the demo pair, greedy and
 // T = 1: tokens per target pass and wall-clock ratio against plain decoding in the same run, per
-// drafter and budget; and the verify-cost curve (median time of one target pass over T tokens,
+// drafter and budget, with what each decode step asked of the GPU (CPU round trips and bytes read
+// back per step, dispatches per token); and the verify-cost curve (median time of one target pass over T tokens,
 // after a warm-up, divided by T = 1's).
 import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
 import type { Engine } from '../src/engine/engine.js';
@@ -30,6 +31,14 @@ export interface SpecRow {
   ms: number;
   /** Plain decoding's time for the same prompts, tokens and mode, divided by this row's. */
   speedup: number;
+  /**
+   * Per decode step (one target pass, its drafting included), over all prompts: buffers mapped for
+   * reading (each a CPU round trip) and their bytes; dispatches per generated token. Absent on the
+   * CPU reference.
+   */
+  readbacksPerStep?: number;
+  readbackBytesPerStep?: number;
+  dispatchesPerToken?: number;
   /**
    * The generated ids equal plain decoding's (greedy, and T = 1 with Gumbel coupling, where they
    * must); null for the rejection rule, which is exact in distribution only.
@@ -75,6 +84,10 @@ async function timed(
   const ids: number[][] = [];
   let passes = 0;
   let perPass = 0;
+  // The GPU's work in decode steps, summed over the prompts (stays undefined off the GPU).
+  let work:
+    | { passes: number; tokens: number; readbacks: number; readbackBytes: number; dispatches: number }
+    | undefined;
   for (const [i, p] of prompts.entries()) {
     const out: number[] = [];
     const o = {
@@ -89,8 +102,23 @@ async function timed(
     ids.push(out);
     passes += engine.lastStats!.target_passes;
     perPass += engine.lastStats!.tokens_per_pass;
+    const d = engine.lastStats!.decode_counts;
+    if (d) {
+      work ??= { passes: 0, tokens: 0, readbacks: 0, readbackBytes: 0, dispatches: 0 };
+      work.passes += d.passes;
+      work.tokens += d.tokens;
+      work.readbacks += d.readbacks;
+      work.readbackBytes += d.readback_bytes;
+      work.dispatches += d.dispatches;
+    }
   }
-  return { ms: performance.now() - t0, ids, passes, tokensPerPass: perPass / prompts.length };
+  const per = (n: number, by: number) => (by > 0 ? n / by : 0);
+  const gpu = work && {
+    readbacksPerStep: per(work.readbacks, work.passes),
+    readbackBytesPerStep: per(work.readbackBytes, work.passes),
+    dispatchesPerToken: per(work.dispatches, work.tokens),
+  };
+  return { ms: performance.now() - t0, ids, passes, tokensPerPass: perPass / prompts.length, gpu };
 }
 
 /** Runs the drafter × budget table in every mode, then the verify-cost curve. */
@@ -127,6 +155,7 @@ export async function runSpecBench(
       ms: r.ms,
       speedup: 1,
       lossless: true,
+      ...r.gpu,
     });
     log(`${mode.name} none: ${r.ms.toFixed(0)} ms`);
   }
@@ -148,9 +177,13 @@ export async function runSpecBench(
           ms: r.ms,
           speedup: ref.ms / r.ms,
           lossless: exact ? JSON.stringify(r.ids) === JSON.stringify(ref.ids) : null,
+          ...r.gpu,
         };
         log(
-          `${mode.name} ${c.name} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x`,
+          `${mode.name} ${c.name} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x` +
+            (r.gpu
+              ? `, ${r.gpu.readbacksPerStep.toFixed(2)} round trips/step (${r.gpu.readbackBytesPerStep.toFixed(0)} B), ${r.gpu.dispatchesPerToken.toFixed(1)} dispatches/token`
+              : ''),
         );
         rows.push(row);
       }

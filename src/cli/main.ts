@@ -313,6 +313,12 @@ async function generate(args: GenerateArgs): Promise<void> {
       tokens_per_pass: s.tokens_per_pass,
       draft_ms: s.draft_ms,
       verify_ms: s.verify_ms,
+      // GPU only (absent with --device cpu): the device's work per decoded token and per pass.
+      dispatches_per_token: s.dispatches_per_token,
+      writes_per_token: s.writes_per_token,
+      readbacks_per_pass: s.readbacks_per_pass,
+      readback_bytes_per_pass: s.readback_bytes_per_pass,
+      weight_bytes_per_pass: s.weight_bytes_per_pass,
     };
     process.stdout.write(`${JSON.stringify({ ids: out, text, stats: pick })}\n`);
   } else process.stdout.write('\n');

@@ -1,6 +1,7 @@
 import { type Drafter, NgramDrafter } from '../decode/drafter.js';
 import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
+import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
@@ -8,6 +9,7 @@ import { TextStream } from './text-stream.js';
 import type {
   Acceptance,
   ChatMessage,
+  DecodeCounts,
   DraftTreeView,
   FinishReason,
   GenerateOptions,
@@ -204,6 +206,8 @@ export class Engine implements WeftEngine {
     let emittedByDecode = 0;
     let draftMs = 0;
     let verifyMs = 0;
+    // The device's work in decode steps (undefined off the GPU).
+    let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
     const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
     const budget = o.treeBudget ?? 8;
@@ -242,6 +246,7 @@ export class Engine implements WeftEngine {
         }
         yield { ids, text, ...(tree ? { tree } : {}) };
         abortCheck();
+        const before = runner.deviceCounts?.();
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
         if (!drafter || room < 1) {
@@ -267,6 +272,9 @@ export class Engine implements WeftEngine {
         passes++;
         decodePasses++;
         emittedByDecode += pending.length;
+        const after = runner.deviceCounts?.();
+        if (decodeCounts && before && after)
+          decodeCounts = addCounts(decodeCounts, countsSince(after, before));
       }
     } finally {
       const tEnd = now();
@@ -283,6 +291,9 @@ export class Engine implements WeftEngine {
         tokens_per_pass: decodePasses > 0 ? emittedByDecode / decodePasses : 0,
         draft_ms: draftMs,
         verify_ms: verifyMs,
+        ...(decodeCounts
+          ? deviceFigures(decodeCounts, decodePasses, emittedByDecode, runner.weightBytesPerPass)
+          : {}),
       };
     }
   }
@@ -308,4 +319,35 @@ export class Engine implements WeftEngine {
     // Base model: continue the plain text of the conversation.
     return this.tokenize(messages.map((m) => m.content).join('\n'));
   }
+}
+
+/**
+ * The per-token and per-pass figures of a request's decode steps from the device's totals over
+ * them (see {@link GenerationStats}); 0 where no decode step ran, as `tokens_per_pass`.
+ */
+function deviceFigures(
+  c: GpuCounts,
+  passes: number,
+  tokens: number,
+  weightBytesPerPass: number | undefined,
+): Partial<GenerationStats> {
+  const per = (n: number, d: number) => (d > 0 ? n / d : 0);
+  const totals: DecodeCounts = {
+    passes,
+    tokens,
+    dispatches: c.dispatches,
+    writes: c.writes,
+    write_bytes: c.writeBytes,
+    readbacks: c.readbacks,
+    readback_bytes: c.readbackBytes,
+    submits: c.submits,
+  };
+  return {
+    dispatches_per_token: per(c.dispatches, tokens),
+    writes_per_token: per(c.writes, tokens),
+    readbacks_per_pass: per(c.readbacks, passes),
+    readback_bytes_per_pass: per(c.readbackBytes, passes),
+    ...(weightBytesPerPass === undefined ? {} : { weight_bytes_per_pass: weightBytesPerPass }),
+    decode_counts: totals,
+  };
 }

@@ -94,6 +94,33 @@ export interface GenerationStats {
   /** Time spent drafting and verifying (speculative decoding only). */
   draft_ms: number;
   verify_ms: number;
+  // What the GPU was asked to do in the decode steps (drafting, verifying and committing included;
+  // prefill not), from the device's counters. Absent off the GPU (the CPU reference runner).
+  /** Compute dispatches per token the decode steps produced. */
+  dispatches_per_token?: number;
+  /** Queue buffer writes (uniforms included) per token the decode steps produced. */
+  writes_per_token?: number;
+  /** Buffers mapped for reading (CPU round trips) per decode step (one target pass each). */
+  readbacks_per_pass?: number;
+  /** Bytes mapped for reading per decode step. */
+  readback_bytes_per_pass?: number;
+  /** Bytes of weights the target's forward reads for one token, as packed (linears, LM head, one embedding row). */
+  weight_bytes_per_pass?: number;
+  /** The totals the figures above divide. */
+  decode_counts?: DecodeCounts;
+}
+
+/** Totals of a request's decode steps (see {@link GenerationStats}). */
+export interface DecodeCounts {
+  /** Decode steps (target passes after prefill) and the tokens they produced. */
+  passes: number;
+  tokens: number;
+  dispatches: number;
+  writes: number;
+  write_bytes: number;
+  readbacks: number;
+  readback_bytes: number;
+  submits: number;
 }
 
 /** Request of `engine.chat.completions.create`, a subset of OpenAI's. */

@@ -31,16 +31,32 @@ export function uploadBuffer(
   return buf;
 }
 
-/** Writes `data` at `offset` bytes into `buffer`, padding the tail to a multiple of 4 bytes. */
+/**
+ * Writes `data` at `offset` bytes into `buffer`, padding the tail to a multiple of 4 bytes; counted
+ * in `ctx.counter` (one write of the padded length).
+ */
 export function writeBuffer(ctx: GpuContext, buffer: GPUBuffer, data: ArrayBufferView, offset = 0): void {
   const bytes = asBytes(data);
   if (bytes.byteLength % 4 === 0) {
-    ctx.device.queue.writeBuffer(buffer, offset, bytes);
+    ctx.counter.write(buffer, offset, bytes);
   } else {
     const padded = new Uint8Array(alignUp(bytes.byteLength, 4));
     padded.set(bytes);
-    ctx.device.queue.writeBuffer(buffer, offset, padded);
+    ctx.counter.write(buffer, offset, padded);
   }
+}
+
+/**
+ * Maps `size` bytes of a MAP_READ buffer from `offset` for reading (one CPU round trip, counted in
+ * `ctx.counter`); rejects with the loss error if the device is lost meanwhile.
+ */
+export async function mapForRead(
+  ctx: GpuContext,
+  staging: GPUBuffer,
+  offset: number,
+  size: number,
+): Promise<void> {
+  await Promise.race([ctx.counter.mapRead(staging, offset, size), ctx.lost.then((e) => Promise.reject(e))]);
 }
 
 /** Copies `byteLength` bytes from `buffer` (from `offset`) back to the CPU. */
@@ -55,9 +71,9 @@ export async function readBuffer(
   const staging = ctx.device.createBuffer({ label: 'readback', size, usage: 0x1 | 0x8 }); // MAP_READ | COPY_DST
   const enc = ctx.device.createCommandEncoder({ label: 'readback' });
   enc.copyBufferToBuffer(buffer, offset, staging, 0, size);
-  ctx.device.queue.submit([enc.finish()]);
+  ctx.counter.submit([enc.finish()]);
   try {
-    await Promise.race([staging.mapAsync(0x1), ctx.lost.then((e) => Promise.reject(e))]);
+    await mapForRead(ctx, staging, 0, size);
     return staging.getMappedRange().slice(0, byteLength);
   } finally {
     staging.destroy();

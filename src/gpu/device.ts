@@ -1,4 +1,5 @@
 import { DeviceLostError, GpuUnavailableError } from '../errors.js';
+import { GpuCounter } from './counters.js';
 import { requestAdapter } from './host.js';
 import { PipelineCache } from './pipelines.js';
 
@@ -31,7 +32,7 @@ export interface AdapterSummary {
 
 /**
  * One WebGPU device with what weft needs beside it: the features actually enabled, the limits,
- * a pipeline cache, and a promise that rejects with {@link DeviceLostError} when the device is lost.
+ * a pipeline cache, the counter of the work asked of it, and a promise that rejects with {@link DeviceLostError} when the device is lost.
  */
 export interface GpuContext {
   readonly device: GPUDevice;
@@ -39,6 +40,11 @@ export interface GpuContext {
   readonly features: GpuFeatures;
   readonly limits: GPUSupportedLimits;
   readonly pipelines: PipelineCache;
+  /**
+   * Every dispatch, queue write, submission and readback weft makes on this device goes through
+   * it and is counted (see {@link GpuCounter}).
+   */
+  readonly counter: GpuCounter;
   /** Resolves with the loss error when the device is lost; never rejects. */
   readonly lost: Promise<DeviceLostError>;
   /** Set once the device is lost: every later GPU call should throw it. */
@@ -105,6 +111,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     features,
     limits: device.limits,
     pipelines: new PipelineCache(device),
+    counter: new GpuCounter(device.queue),
     lost,
     get lostError() {
       return lostError;

@@ -1,6 +1,7 @@
 export {
   alignUp,
   createBuffer,
+  mapForRead,
   readBuffer,
   readF32,
   readU32,
@@ -9,6 +10,8 @@ export {
   uploadBuffer,
   writeBuffer,
 } from './buffers.js';
+export type { GpuCounts } from './counters.js';
+export { addCounts, countsSince, GpuCounter, zeroCounts } from './counters.js';
 export type { AdapterSummary, GpuContext, GpuContextOptions, GpuFeatures } from './device.js';
 export { createGpuContext, describeAdapter } from './device.js';
 export { requestAdapter } from './host.js';

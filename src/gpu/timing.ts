@@ -55,8 +55,8 @@ export class GpuTimer {
     const enc = device.createCommandEncoder({ label: 'weft-timer' });
     enc.resolveQuerySet(this.querySet, 0, 2 * n, this.resolveBuf, 0);
     enc.copyBufferToBuffer(this.resolveBuf, 0, staging, 0, n * 16);
-    device.queue.submit([enc.finish()]);
-    await staging.mapAsync(0x1);
+    this.ctx.counter.submit([enc.finish()]);
+    await this.ctx.counter.mapRead(staging, 0, n * 16);
     const t = new BigUint64Array(staging.getMappedRange().slice(0));
     staging.destroy();
     const labels = this.labels.splice(0);

@@ -1,4 +1,4 @@
-import { createBuffer, UNIFORM } from '../gpu/buffers.js';
+import { createBuffer, UNIFORM, writeBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import type { UniformLayout } from '../gpu/uniforms.js';
 
@@ -62,7 +62,7 @@ export class UniformSlot<K extends string> {
   }
 
   write(values: Record<K, number>): void {
-    this.ctx.device.queue.writeBuffer(this.buffer, 0, this.layout.pack(values));
+    writeBuffer(this.ctx, this.buffer, new Uint8Array(this.layout.pack(values)));
   }
 
   destroy(): void {

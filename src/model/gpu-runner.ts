@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
-import { createBuffer, STORAGE } from '../gpu/buffers.js';
+import { createBuffer, mapForRead, STORAGE, writeBuffer } from '../gpu/buffers.js';
+import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
@@ -83,6 +84,13 @@ export class GpuRunner implements ModelRunner {
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
   private readonly sizes;
+  private lastCounts: GpuCounts = zeroCounts();
+  /**
+   * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
+   * and the LM head whole (a batch of rows reads each weight once), plus one row of the embedding
+   * table (its share of the packed bytes, rounded up).
+   */
+  readonly weightBytesPerPass: number;
 
   constructor(
     readonly spec: ModelSpec,
@@ -95,6 +103,22 @@ export class GpuRunner implements ModelRunner {
     private readonly a: Activations,
   ) {
     this.sizes = deriveSizes(spec);
+    const linears = w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]);
+    this.weightBytesPerPass =
+      linears.reduce((sum, m) => sum + m.bytes, 0) + w.lmHead.bytes + Math.ceil(w.embed.bytes / w.embed.rows);
+  }
+
+  /**
+   * What the last {@link GpuRunner.forward} asked of the device, from its first buffer write to
+   * its readback of the sampled ids (zeros before the first).
+   */
+  get lastForward(): GpuCounts {
+    return { ...this.lastCounts };
+  }
+
+  /** Totals of the device this runner runs on (shared with any other runner placed on it). */
+  deviceCounts(): GpuCounts {
+    return this.ctx.counter.snapshot();
   }
 
   get kvLength(): number {
@@ -120,28 +144,29 @@ export class GpuRunner implements ModelRunner {
     const tree = draftTree(input.parents ?? input.tokens.map((_, i) => i - 1));
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
     const R = picked.length;
-    const q = this.ctx.device.queue;
-    q.writeBuffer(a.ids, 0, Uint32Array.from(input.tokens));
-    q.writeBuffer(
+    const { ctx } = this;
+    const before = ctx.counter.snapshot();
+    writeBuffer(ctx, a.ids, Uint32Array.from(input.tokens));
+    writeBuffer(
+      ctx,
       a.positions,
-      0,
       Uint32Array.from(tree.depth, (d) => base + d),
     );
-    q.writeBuffer(
+    writeBuffer(
+      ctx,
       a.slots,
-      0,
       Uint32Array.from(tree.depth, (_, i) => base + i),
     );
-    q.writeBuffer(a.ends, 0, Uint32Array.from(tree.end));
-    q.writeBuffer(a.rows, 0, Uint32Array.from(picked));
+    writeBuffer(ctx, a.ends, Uint32Array.from(tree.end));
+    writeBuffer(ctx, a.rows, Uint32Array.from(picked));
     // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
-    q.writeBuffer(
+    writeBuffer(
+      ctx,
       a.samplePositions,
-      0,
       Uint32Array.from(picked, (i) => base + tree.depth[i]! + 1),
     );
 
-    const enc = this.ctx.device.createCommandEncoder({ label: 'forward' });
+    const enc = ctx.device.createCommandEncoder({ label: 'forward' });
     const pass = enc.beginComputePass({ label: 'forward' });
     // A linear's input as its weights expect it: R·x in the rotation's buffer, or x itself.
     const rotated = (r: Hadamard | undefined, x: GPUBuffer): GPUBuffer => {
@@ -202,13 +227,11 @@ export class GpuRunner implements ModelRunner {
     });
     pass.end();
     enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
-    q.submit([enc.finish()]);
-    await Promise.race([
-      a.staging.mapAsync(GPUMapMode.READ, 0, R * 4),
-      this.ctx.lost.then((e) => Promise.reject(e)),
-    ]);
+    ctx.counter.submit([enc.finish()]);
+    await mapForRead(ctx, a.staging, 0, R * 4);
     const ids = Int32Array.from(new Uint32Array(a.staging.getMappedRange(0, R * 4)));
     a.staging.unmap();
+    this.lastCounts = countsSince(ctx.counter.snapshot(), before);
     this.lastTokens = T;
     this.lastBase = base;
     this.lastRows = R;
@@ -241,11 +264,8 @@ export class GpuRunner implements ModelRunner {
     if (!rows) enc.copyBufferToBuffer(this.a.logits, 0, staging, 0, bytes);
     for (const [i, r] of (rows ?? []).entries())
       enc.copyBufferToBuffer(this.a.logits, r * rowBytes, staging, i * rowBytes, rowBytes);
-    this.ctx.device.queue.submit([enc.finish()]);
-    await Promise.race([
-      staging.mapAsync(GPUMapMode.READ, 0, bytes),
-      this.ctx.lost.then((e) => Promise.reject(e)),
-    ]);
+    this.ctx.counter.submit([enc.finish()]);
+    await mapForRead(this.ctx, staging, 0, bytes);
     const out = new Float32Array(staging.getMappedRange(0, bytes).slice(0));
     staging.unmap();
     return out;
@@ -262,12 +282,12 @@ export class GpuRunner implements ModelRunner {
     // Rows already in place (a chain's prefix) need no copy.
     if (path.some((node, i) => node !== i)) {
       const slots = Uint32Array.from(path, (i) => this.committed + i);
-      this.ctx.device.queue.writeBuffer(this.a.commitSlots, 0, slots);
+      writeBuffer(this.ctx, this.a.commitSlots, slots);
       const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
       const pass = enc.beginComputePass({ label: 'commit' });
       this.k.compact.encode(pass, this.cache, this.a.commitSlots, path.length, this.committed);
       pass.end();
-      this.ctx.device.queue.submit([enc.finish()]);
+      this.ctx.counter.submit([enc.finish()]);
     }
     this.committed += path.length;
     this.lastTokens = 0;

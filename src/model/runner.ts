@@ -1,4 +1,5 @@
 import type { ModelSpec } from '../formats/spec.js';
+import type { GpuCounts } from '../gpu/counters.js';
 
 /**
  * How the next token is chosen at a scored position. Greedy when `temperature` is 0. Sampling is
@@ -60,5 +61,13 @@ export interface ModelRunner {
   commit(path: readonly number[]): void;
   /** Drops committed rows from `length` on (for reuse of a shared prompt prefix). */
   trim(length: number): void;
+  /**
+   * Running totals of the work asked of the GPU this runner runs on (dispatches, writes, readbacks,
+   * submissions), shared with any other runner on the same device (a draft model): the engine takes
+   * deltas around each step. Absent off the GPU.
+   */
+  deviceCounts?(): GpuCounts;
+  /** Bytes of weights one forward pass reads for one token, as packed. Absent off the GPU. */
+  readonly weightBytesPerPass?: number;
   dispose(): void;
 }

@@ -57,6 +57,14 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s',
     expect(json.ids.length === 32 || [2, 302].includes(want[json.ids.length]!)).toBe(true);
     expect(json.stats.prompt_tokens).toBe(PROMPT.length);
     expect(json.stats.target_passes).toBeGreaterThan(0);
+    // What a plain decode step asks of the GPU (test/gpu/counters.test.ts has the formula):
+    // per layer 7 matmuls and 8 small kernels, Qwen2's 3 bias adds or Qwen3's 2 q/k norms; 4 once.
+    const perLayer = 15 + ({ llama: 0, qwen2: 3, qwen3: 2 } as Record<string, number>)[family]!;
+    expect(json.stats.dispatches_per_token).toBe(perLayer * 2 + 4);
+    expect(json.stats.writes_per_token).toBe(perLayer * 2 + 4 + 6);
+    expect(json.stats.readbacks_per_pass).toBe(1);
+    expect(json.stats.readback_bytes_per_pass).toBe(4);
+    expect(json.stats.weight_bytes_per_pass).toBeGreaterThan(0);
   });
 });
 
@@ -109,12 +117,16 @@ describe('weft generate --kv-cache f16', () => {
       const out = await weft([...base, ...rest, ...extra]);
       expect(out.stderr).toBe('');
       expect(out.code).toBe(0);
-      return (JSON.parse(out.stdout) as { ids: number[] }).ids;
+      return JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
     };
-    const want = await run(['--device', 'cpu']);
+    const cpu = await run(['--device', 'cpu']);
+    const want = cpu.ids;
     expect(want.length).toBeGreaterThan(8);
+    // The reference forward counts no GPU work: the figures are absent, not zeros.
+    expect(cpu.stats.dispatches_per_token).toBeUndefined();
+    expect(cpu.stats.readbacks_per_pass).toBeUndefined();
     // (Tree verification and path commits over an f16 cache: test/gpu/kv-f16.test.ts.)
-    expect(await run([])).toEqual(want);
+    expect((await run([])).ids).toEqual(want);
   });
 });
 

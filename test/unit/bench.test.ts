@@ -37,6 +37,19 @@ describe('bench statistics', () => {
     expect(s.prefillTokS).toBe(10);
     expect(summarize([[fig(1, { tokensPerPass: 2 }), fig(1, { tokensPerPass: 4 })]]).tokensPerPass).toBe(3);
   });
+
+  it('summarize: the GPU figures alike, and none unless every request has them', () => {
+    const gpu = (dispatches: number) => ({
+      dispatchesPerToken: dispatches,
+      writesPerToken: 40,
+      readbacksPerPass: 1,
+      readbackBytesPerPass: 4,
+      weightBytesPerPass: 1000,
+    });
+    const s = summarize([[fig(1, { gpu: gpu(30) }), fig(1, { gpu: gpu(40) })]]);
+    expect(s.gpu).toEqual(gpu(35));
+    expect(summarize([[fig(1, { gpu: gpu(30) }), fig(1)]]).gpu).toBeUndefined();
+  });
 });
 
 describe('bench prompts', () => {
@@ -94,7 +107,16 @@ describe('bench report', () => {
     settings: { runs: 1, maxTokens: 8, treeBudget: 8, warmup: 1 },
     prompts: [{ text: 'And God said', ids: [0, 1, 2] }],
     weft: [
-      weftRow('f16', 'none', 3, ' unto'),
+      {
+        ...weftRow('f16', 'none', 3, ' unto'),
+        gpu: {
+          dispatchesPerToken: 34,
+          writesPerToken: 40,
+          readbacksPerPass: 1,
+          readbackBytesPerPass: 4,
+          weightBytesPerPass: 188544,
+        },
+      },
       weftRow('int8', 'none', 2, ' unto'),
       weftRow('int8', 'ngram', 6, ' unto'),
       weftRow('int4', 'none', 4, ' unto'),
@@ -128,5 +150,10 @@ describe('bench report', () => {
     const md = speedMarkdown(r).join('\n');
     expect(md).toContain('| int8 none | wllama GGUF Q8_0 on wasm | 0.500 | 0.250 | 0.25 | yes |');
     expect(md).toContain('wllama GGUF Q4_0 on wasm: " to"');
+    // The GPU's work per decode step, '-' for rows without it.
+    expect(md).toContain(
+      '| safetensors | f16 | none | 10.0 | 3.00 | 50 | 1.00 | yes | 34.0 | 40.0 | 1.00 | 4 | 0.19 |',
+    );
+    expect(md).toContain('| safetensors | int4 | none | 10.0 | 4.00 | 50 | 1.00 | yes | - | - | - | - | - |');
   });
 });

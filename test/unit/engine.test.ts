@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { createEngine } from '../../src/engine/create.js';
 import { Engine } from '../../src/engine/engine.js';
 import { TextStream } from '../../src/engine/text-stream.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../../src/errors.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
+import { fixtureFiles } from '../fixtures/write.js';
 import { TOY_EOS, TOY_VOCAB, ToyRunner, toyCodec } from '../helpers/toy-model.js';
 
 const toyEngine = (runner = new ToyRunner()) => ({
@@ -36,6 +39,33 @@ describe('Engine.generate', () => {
     expect(chunks.map((c) => c.text).join('')).toBe(expectedToy('abc', 10));
     expect(chunks.at(-1)!.finishReason).toBe('length');
     expect(engine.lastStats).toMatchObject({ prompt_tokens: 3, completion_tokens: 10, target_passes: 10 });
+  });
+
+  it('reports no GPU figures off the GPU (undefined, not zeros)', async () => {
+    const { engine } = toyEngine();
+    for await (const _ of engine.generate('abc', { maxTokens: 4 })) {
+    }
+    const { files } = fixtureFiles('llama', 'f32', 7);
+    const cpu = await createEngine({
+      model: memoryModelFiles('llama', files),
+      device: 'cpu',
+      contextLength: 32,
+    });
+    for await (const _ of cpu.generate([5, 17, 99], { maxTokens: 4 })) {
+    }
+    for (const s of [engine.lastStats!, cpu.lastStats!]) {
+      expect(s.completion_tokens).toBe(4);
+      for (const key of [
+        'dispatches_per_token',
+        'writes_per_token',
+        'readbacks_per_pass',
+        'readback_bytes_per_pass',
+        'weight_bytes_per_pass',
+        'decode_counts',
+      ] as const)
+        expect(key in s, key).toBe(false);
+    }
+    await cpu.unload();
   });
 
   it('prefills in chunks and stops on EOS', async () => {

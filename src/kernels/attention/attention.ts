@@ -195,7 +195,7 @@ export class Attention {
     this.uniform.write({ T: rows, heads, kvHeads, headDim, base, scale: this.scale });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, q, kCache, vCache, ends, out]));
-    pass.dispatchWorkgroups(...grid(rows * heads, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(pass, ...grid(rows * heads, this.ctx.limits.maxComputeWorkgroupsPerDimension));
   }
 
   destroy(): void {

@@ -105,7 +105,8 @@ export class SiluMul {
     this.uniform.write({ M: rows, I });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, ...inputs, h]));
-    pass.dispatchWorkgroups(
+    this.ctx.counter.dispatch(
+      pass,
       ...grid(Math.ceil((rows * I) / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
     );
   }
@@ -143,7 +144,10 @@ export class AddInPlace {
     this.uniform.write({ n });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, x, y]));
-    pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(
+      pass,
+      ...grid(Math.ceil(n / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+    );
   }
 
   destroy(): void {
@@ -185,7 +189,8 @@ export class GatherRows {
     this.uniform.write({ R: count, n: this.n });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, rows, h, out]));
-    pass.dispatchWorkgroups(
+    this.ctx.counter.dispatch(
+      pass,
       ...grid(Math.ceil((count * this.n) / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
     );
   }

@@ -100,7 +100,7 @@ export class Embedding {
       const bufs = [uniform.buffer, ids, out, part.data];
       if (part.scales) bufs.push(part.scales);
       pass.setBindGroup(0, this.binds.get(this.pipeline, bufs));
-      pass.dispatchWorkgroups(...wgs);
+      this.ctx.counter.dispatch(pass, ...wgs);
     });
   }
 

@@ -87,12 +87,12 @@ export class Hadamard {
     pass.setPipeline(this.butterfly);
     const dst = single ? y : this.tmp!;
     pass.setBindGroup(0, this.binds.get(this.butterfly, [this.p1.buffer, x, this.signs, dst]));
-    pass.dispatchWorkgroups(...grid(M * Kb, maxWg));
+    this.ctx.counter.dispatch(pass, ...grid(M * Kb, maxWg));
     if (single) return;
     this.p2.write({ M, n, Kb, scale });
     pass.setPipeline(this.mix!);
     pass.setBindGroup(0, this.binds.get(this.mix!, [this.p2.buffer, this.tmp!, this.hb!, y]));
-    pass.dispatchWorkgroups(...grid(Math.ceil((M * n) / MIX_WG), maxWg));
+    this.ctx.counter.dispatch(pass, ...grid(Math.ceil((M * n) / MIX_WG), maxWg));
   }
 
   destroy(): void {

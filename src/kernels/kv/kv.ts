@@ -179,7 +179,8 @@ export class KvWrite {
     this.uniform.write({ M: rows, row: this.row, capacity: this.shape.capacity });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, slots, k, v, cache.k, cache.v]));
-    pass.dispatchWorkgroups(
+    this.ctx.counter.dispatch(
+      pass,
       ...grid(
         Math.ceil((rows * kvWordsPerSlot(this.shape)) / WG),
         this.ctx.limits.maxComputeWorkgroupsPerDimension,
@@ -240,7 +241,7 @@ export class KvCompact {
     const wgs = grid(Math.ceil(this.row / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension);
     for (const l of layers) {
       pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, slots, l.k, l.v]));
-      pass.dispatchWorkgroups(...wgs);
+      this.ctx.counter.dispatch(pass, ...wgs);
     }
   }
 

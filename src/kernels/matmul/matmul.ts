@@ -278,7 +278,7 @@ export abstract class PartedMatmul {
       const buffers = [slot.buffer, part.data, ...inputs, y];
       if (part.scales) buffers.push(part.scales);
       pass.setBindGroup(0, this.binds.get(pipeline, buffers));
-      pass.dispatchWorkgroups(...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+      this.ctx.counter.dispatch(pass, ...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
     });
   }
 

@@ -81,7 +81,7 @@ export class RmsNorm {
     this.uniform.write({ rows, n, eps });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, x, w, y]));
-    pass.dispatchWorkgroups(...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(pass, ...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
   }
 
   destroy(): void {

@@ -143,7 +143,10 @@ export class Rope {
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, positions, this.invFreq, q, k]));
     const pairs = (rows * (heads + kvHeads) * headDim) / 2;
-    pass.dispatchWorkgroups(...grid(Math.ceil(pairs / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(
+      pass,
+      ...grid(Math.ceil(pairs / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+    );
   }
 
   destroy(): void {

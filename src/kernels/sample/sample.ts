@@ -108,7 +108,7 @@ export class Sampler {
     });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, logits, positions, ids]));
-    pass.dispatchWorkgroups(...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(pass, ...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
   }
 
   destroy(): void {
@@ -171,7 +171,10 @@ export class GumbelNoiseGrid {
       0,
       this.binds.get(this.pipeline, [this.uniform.buffer, positions, out.bits, out.u, out.g]),
     );
-    pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(
+      pass,
+      ...grid(Math.ceil(n / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+    );
   }
 
   destroy(): void {
@@ -244,7 +247,7 @@ export class TokenProb {
     this.uniform.write({ R: rows, V, invT: Math.fround(1 / temperature) });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, logits, tokens, probs]));
-    pass.dispatchWorkgroups(...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(pass, ...grid(rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
   }
 
   destroy(): void {

@@ -43,9 +43,9 @@ export async function saxpy(
   const pass = enc.beginComputePass({ label: 'selftest' });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bind);
-  pass.dispatchWorkgroups(...grid(Math.ceil(n / WG), ctx.limits.maxComputeWorkgroupsPerDimension));
+  ctx.counter.dispatch(pass, ...grid(Math.ceil(n / WG), ctx.limits.maxComputeWorkgroupsPerDimension));
   pass.end();
-  ctx.device.queue.submit([enc.finish()]);
+  ctx.counter.submit([enc.finish()]);
   try {
     return await readF32(ctx, bufY, n);
   } finally {

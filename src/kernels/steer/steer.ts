@@ -84,7 +84,7 @@ export class Steer {
       throw new InvalidInputError(`Steer: x holds ${x.size} bytes, need ${rows * this.o.hidden * 4}`);
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, this.vectors, x]));
-    pass.dispatchWorkgroups(rows);
+    this.ctx.counter.dispatch(pass, rows);
   }
 
   destroy(): void {

@@ -161,7 +161,7 @@ export class QuantizeAct {
     this.params.write({ M, K, x_off: xOffsetRows });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.params.buffer, x, xq, sx]));
-    pass.dispatchWorkgroups(...grid(M, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+    this.ctx.counter.dispatch(pass, ...grid(M, this.ctx.limits.maxComputeWorkgroupsPerDimension));
   }
 
   destroy(): void {

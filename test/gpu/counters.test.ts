@@ -1,0 +1,160 @@
+// What a decode step asks of the GPU, counted (GpuCounter) and checked against the forward's
+// structure written out here from the model shape. On a real GPU a batch-1 decode step costs the
+// weight bytes it reads plus a fixed price per dispatch, per buffer write and per CPU round trip:
+// these figures are the baseline the decode fast path must lower (issue 19's target: at most 6
+// dispatches per layer, 2 buffer writes and one 4-byte readback per plain decode step). Adding a
+// dispatch or a write to the forward fails this test until the formula below says why.
+import { describe, expect, it } from 'vitest';
+import { Engine } from '../../src/engine/engine.js';
+import type { TextCodec } from '../../src/engine/types.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
+import { deriveSizes, type ModelFamily, type ModelSpec } from '../../src/formats/spec.js';
+import { countsSince } from '../../src/gpu/counters.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { openModel } from '../../src/model/load.js';
+import { GREEDY } from '../../src/model/runner.js';
+import { fixtureFiles } from '../fixtures/write.js';
+import { gpu } from '../helpers/gpu.js';
+
+const ids: TextCodec = { encode: () => [], decode: () => '', eosIds: [] };
+
+/** Bytes per weight as packed: f16 halves; int4 Q4_K super-blocks of 256 (4.5 bits). */
+const BYTES_PER_WEIGHT = { f16: 2, int4: 4.5 / 8 } as const;
+
+/**
+ * One forward pass of T tokens scoring R rows, written out from GpuRunner.forward: each kernel
+ * encode is one dispatch and rewrites its own uniform block (16 bytes; 32 for the matmul, attention
+ * and sampler blocks of 6 and 7 fields), every weight matrix is one part, and six small u32 input
+ * buffers (ids, positions, slots, subtree ends, scored rows, sample positions) are written first.
+ */
+function expectedPass(spec: ModelSpec, T: number, R: number) {
+  const { qkNorm, qkvBias } = spec;
+  // Per layer: q, k, v, o, gate, up, down.
+  const matmuls = 7;
+  // Per layer: 2 RMSNorms, RoPE, KV write, attention, 2 residual adds, SiLU·up; Qwen2's 3 bias
+  // adds; Qwen3's q and k norms.
+  const small = 8 + (qkvBias ? 3 : 0) + (qkNorm ? 2 : 0);
+  const perLayer = matmuls + small;
+  // Once: embedding, final norm, LM head, sampler; the row gather when fewer rows are scored.
+  const gather = R < T ? 1 : 0;
+  const fixed = 4 + gather;
+  const dispatches = perLayer * spec.layers + fixed;
+  const big = matmuls + 1; // this layer's matmuls and attention have 32-byte uniforms
+  const uniformBytes =
+    spec.layers * (big * 32 + (perLayer - big) * 16) +
+    16 /* embed */ +
+    16 /* norm */ +
+    32 /* LM head */ +
+    32 /* sampler */ +
+    gather * 16;
+  return {
+    perLayer,
+    fixed,
+    counts: {
+      dispatches,
+      writes: 6 + dispatches,
+      writeBytes: 4 * (4 * T + 2 * R) + uniformBytes,
+      readbacks: 1,
+      readbackBytes: 4 * R,
+      submits: 1,
+    },
+  };
+}
+
+/** Weight bytes one pass reads: every layer's linears, the LM head, one embedding row. */
+function expectedWeightBytes(spec: ModelSpec, quant: keyof typeof BYTES_PER_WEIGHT): number {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const perLayer = qWidth * H + 2 * kvWidth * H + H * qWidth + 3 * I * H;
+  const b = BYTES_PER_WEIGHT[quant];
+  return (spec.layers * perLayer + spec.vocabSize * H + H) * b;
+}
+
+async function runnerOf(family: ModelFamily, quant: 'f16' | 'int4') {
+  const { files } = fixtureFiles(family, 'f32', 7);
+  const opened = await openModel(memoryModelFiles(family, files));
+  return createGpuRunner(opened, { quant, capacity: 64, gpu: await gpu() });
+}
+
+describe.each(['llama', 'qwen3'] as const)('GPU work counted, %s', (family) => {
+  it.each(['f16', 'int4'] as const)('%s: a decode step is what the forward encodes', async (quant) => {
+    const dev = await runnerOf(family, quant);
+    const { spec } = dev;
+    const prompt = [5, 17, 99, 3, 250];
+    await dev.forward({ tokens: prompt }, GREEDY, 'last');
+    // A prefill chunk scores its last row only: the gather joins, and still one 4-byte id comes back.
+    expect(dev.lastForward).toEqual(expectedPass(spec, prompt.length, 1).counts);
+    dev.commit(prompt.map((_, i) => i));
+
+    const want = expectedPass(spec, 1, 1);
+    for (const sampler of [GREEDY, { temperature: 0.8, topP: 0.9, topK: 0, seed: 3 }]) {
+      const before = dev.deviceCounts();
+      const [next] = await dev.forward({ tokens: [42] }, sampler, 'last');
+      dev.commit([0]); // a chain's row is already in place: no GPU work
+      expect(next).toBeGreaterThanOrEqual(0);
+      expect(dev.lastForward).toEqual(want.counts);
+      expect(countsSince(dev.deviceCounts(), before)).toEqual(want.counts);
+    }
+    expect(dev.weightBytesPerPass).toBe(expectedWeightBytes(spec, quant));
+
+    const c = want.counts;
+    console.log(
+      `[counters] ${family} ${quant} decode step: ${want.perLayer} dispatches/layer × ${spec.layers} + ${want.fixed} = ${c.dispatches}; ` +
+        `${c.writes} writes (6 inputs + ${c.writes - 6} uniforms, ${c.writeBytes} B); ${c.submits} submit; ${c.readbacks} readback (${c.readbackBytes} B); ` +
+        `weights ${dev.weightBytesPerPass} B/pass`,
+    );
+    dev.dispose();
+  });
+});
+
+describe('GPU work in GenerationStats', () => {
+  it('plain decoding: the per-step figures, one 4-byte readback per pass', async () => {
+    const dev = await runnerOf('llama', 'int4');
+    const engine = new Engine({ id: 'gpu', runner: dev, codec: ids });
+    for await (const _ of engine.generate([5, 17, 99, 3, 250], { maxTokens: 9 })) {
+    }
+    const s = engine.lastStats!;
+    const step = expectedPass(dev.spec, 1, 1).counts;
+    // The first token comes from prefill; each of the 8 decode steps produces one.
+    expect(s.decode_counts).toEqual({
+      passes: 8,
+      tokens: 8,
+      dispatches: 8 * step.dispatches,
+      writes: 8 * step.writes,
+      write_bytes: 8 * step.writeBytes,
+      readbacks: 8,
+      readback_bytes: 32,
+      submits: 8,
+    });
+    expect(s.dispatches_per_token).toBe(step.dispatches);
+    expect(s.writes_per_token).toBe(step.writes);
+    expect(s.readbacks_per_pass).toBe(1);
+    expect(s.readback_bytes_per_pass).toBe(4);
+    expect(s.weight_bytes_per_pass).toBe(expectedWeightBytes(dev.spec, 'int4'));
+    await engine.unload();
+  });
+
+  it('n-gram speculation: one readback per step, per-token figures from the totals', async () => {
+    const dev = await runnerOf('llama', 'f16');
+    const engine = new Engine({ id: 'gpu', runner: dev, codec: ids });
+    const prompt = [5, 17, 99, 3, 5, 17, 99, 3, 5, 17];
+    for await (const _ of engine.generate(prompt, { maxTokens: 12, drafter: 'ngram', treeBudget: 4 })) {
+    }
+    const s = engine.lastStats!;
+    const d = s.decode_counts!;
+    // One verify forward per step (the n-gram drafter runs on the CPU), each reading back one id
+    // per tree node; commits of a tree path add a compaction pass of their own.
+    expect(d.passes).toBeGreaterThan(0);
+    expect(d.readbacks).toBe(d.passes);
+    expect(d.readback_bytes).toBeGreaterThanOrEqual(4 * d.passes);
+    expect(s.readbacks_per_pass).toBe(1);
+    expect(s.dispatches_per_token).toBeCloseTo(d.dispatches / d.tokens, 9);
+    console.log(
+      `[counters] llama f16 n-gram decode: ${s.tokens_per_pass.toFixed(2)} tokens/pass, ` +
+        `${s.dispatches_per_token!.toFixed(1)} dispatches/token, ${s.writes_per_token!.toFixed(1)} writes/token, ` +
+        `${s.readback_bytes_per_pass!.toFixed(1)} B read back/pass`,
+    );
+    await engine.unload();
+  });
+});
