@@ -221,10 +221,12 @@ async function generate(index: number): Promise<void> {
   delete reply.state;
   drawTranscript(conversation, transcriptActions);
   setBusy('generate');
+  // The stats say "generating" before anything is awaited, so nothing reads the last request's "done".
+  showStats({ start: performance.now(), firstToken: undefined, tokens: 0, passes: 0 });
   await save(conversation);
+  const timing: PageTiming = { start: performance.now(), firstToken: undefined, tokens: 0, passes: 0 };
   const options = generateOptions();
   stopper = new AbortController();
-  const timing: PageTiming = { start: performance.now(), firstToken: undefined, tokens: 0, passes: 0 };
   let tree: DraftTreeView | undefined;
   let final: GenerationStats | undefined;
   let state: 'generating' | 'done' | 'stopped' | 'failed' = 'generating';
