@@ -11,19 +11,22 @@ import {
   CODE_BITS,
   checkShape,
   codeWordType,
+  concatRows,
   dataWords,
   dequantize,
   isIntFormat,
   packedBytes,
   type QuantizedMatrix,
   scaleWords,
+  sliceRows,
   splitAlign,
   type WeightFormat,
 } from './quant.js';
 
 /**
  * Uniforms of matmul.wgsl and matmul_w8a8.wgsl: batch M, total N (the stride of y), K, first x row,
- * and the part being dispatched (its first output column and row count).
+ * the part being dispatched (its first output column and row count), and the RMSNorm epsilon of a
+ * fused norm (matmul.wgsl's NORM variant; 0 and unused otherwise).
  */
 export const MatmulParams = defineUniforms('Params', {
   M: 'u32',
@@ -32,6 +35,7 @@ export const MatmulParams = defineUniforms('Params', {
   x_off: 'u32',
   n_off: 'u32',
   n_rows: 'u32',
+  eps: 'f32',
 });
 const Params = MatmulParams;
 
@@ -66,6 +70,11 @@ export interface GpuMatrix {
   readonly parts: readonly GpuMatrixPart[];
   /** Bytes a matmul reads (packed data + scales, see `packedBytes`). */
   readonly bytes: number;
+  /**
+   * A gated pair (see {@link uploadGatedPair}): `rows` counts outputs, and each part holds its
+   * `rows` gate rows followed by the matching up rows. Only a `silu` {@link Matmul} takes it.
+   */
+  readonly gated?: boolean;
   destroy(): void;
 }
 
@@ -81,57 +90,131 @@ export function uploadMatrix(
   ctx: GpuContext,
   q: QuantizedMatrix,
   label: string,
-  maxBindingBytes = Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize),
+  maxBindingBytes = maxBinding(ctx),
 ): GpuMatrix {
+  checkUpload(q, label);
+  const { format, rows: N, cols: K } = q;
+  const parts = partition(format, N, K, 1, maxBindingBytes, label).map(([row0, rows]) =>
+    uploadPart(ctx, sliceRows(q, row0, rows), row0, rows, `${label}[${row0}:${row0 + rows}]`),
+  );
+  return residentMatrix(format, N, K, parts, packedBytes(format, N, K));
+}
+
+/**
+ * Uploads the gate and up projections of a SiLU-gated MLP (each [I, K], one format) as one gated
+ * pair for a `silu` {@link Matmul}: output j is silu(gate_j · x) · (up_j · x), one dispatch per part
+ * instead of two matmuls and an elementwise pass. Each part holds gate rows [row0, row0 + rows)
+ * then up rows [row0, row0 + rows), packed as `concatRows` stacks them, so every part's up half
+ * must start on a whole group pair / super-block: throws {@link InvalidInputError} unless I·K is a
+ * multiple of `splitAlign(format)` (the caller then keeps the matmuls apart), and as
+ * {@link uploadMatrix} does for bad shapes or sizes.
+ */
+export function uploadGatedPair(
+  ctx: GpuContext,
+  gate: QuantizedMatrix,
+  up: QuantizedMatrix,
+  label: string,
+  maxBindingBytes = maxBinding(ctx),
+): GpuMatrix {
+  checkUpload(gate, `${label}.gate`);
+  checkUpload(up, `${label}.up`);
+  const { format, rows: I, cols: K } = gate;
+  if (up.format !== format || up.rows !== I || up.cols !== K)
+    throw new InvalidInputError(
+      `uploadGatedPair ${label}: gate is ${format} [${I}, ${K}], up is ${up.format} [${up.rows}, ${up.cols}]`,
+    );
+  if ((I * K) % splitAlign(format) !== 0)
+    throw new InvalidInputError(
+      `uploadGatedPair ${label}: ${format} [${I}, ${K}] has ${I * K} elements, not a multiple of ${splitAlign(format)}: the up half would not start on a block`,
+    );
+  const parts = partition(format, I, K, 2, maxBindingBytes, label).map(([row0, rows]) =>
+    uploadPart(
+      ctx,
+      concatRows([sliceRows(gate, row0, rows), sliceRows(up, row0, rows)]),
+      row0,
+      rows,
+      `${label}[${row0}:${row0 + rows}]`,
+    ),
+  );
+  return { ...residentMatrix(format, I, K, parts, 2 * packedBytes(format, I, K)), gated: true };
+}
+
+/** The smaller of the device's maxStorageBufferBindingSize and maxBufferSize. */
+function maxBinding(ctx: GpuContext): number {
+  return Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize);
+}
+
+/** Throws unless `q` can be uploaded: a packable shape with K % 16 == 0 and arrays of the right size. */
+function checkUpload(q: QuantizedMatrix, label: string): void {
   const { format, rows: N, cols: K } = q;
   checkShape(format, N, K);
   if (K % 16 !== 0) throw new InvalidInputError(`uploadMatrix ${label}: K = ${K} must be a multiple of 16`);
-  const quantized = isIntFormat(format);
   if (q.data.length !== dataWords(format, N * K))
     throw new InvalidInputError(
       `uploadMatrix ${label}: data has ${q.data.length} words, expected ${dataWords(format, N * K)}`,
     );
-  if (quantized && q.scales?.length !== scaleWords(format, N * K))
+  if (isIntFormat(format) && q.scales?.length !== scaleWords(format, N * K))
     throw new InvalidInputError(
       `uploadMatrix ${label}: ${format} needs ${scaleWords(format, N * K)} scale words, got ${q.scales?.length}`,
     );
-  // Parts hold a multiple of `step` rows (so the next part starts aligned), as many as fit.
+}
+
+/**
+ * Row ranges [row0, rows] of the parts of an [N, K] matrix whose parts store `copies` rows per row
+ * (2 for a gated pair) in buffers of at most `maxBindingBytes`: each a multiple of `step` rows (so
+ * the next part starts on `splitAlign(format)`), as many as fit.
+ */
+function partition(
+  format: WeightFormat,
+  N: number,
+  K: number,
+  copies: number,
+  maxBindingBytes: number,
+  label: string,
+): [number, number][] {
   const align = splitAlign(format);
   const step = align / gcd(K, align);
   const fits = (rows: number) =>
-    4 * Math.max(dataWords(format, rows * K), scaleWords(format, rows * K)) <= maxBindingBytes;
+    4 * Math.max(dataWords(format, copies * rows * K), scaleWords(format, copies * rows * K)) <=
+    maxBindingBytes;
   // The data array is the larger: start from its bytes per row and step down until both fit.
-  let perPart = Math.floor(maxBindingBytes / ((K * CODE_BITS[format]) / 8)) + step;
+  let perPart = Math.floor(maxBindingBytes / ((copies * K * CODE_BITS[format]) / 8)) + step;
   perPart -= perPart % step;
   while (perPart > 0 && !fits(perPart)) perPart -= step;
   if (perPart < 1)
     throw new InvalidInputError(
       `uploadMatrix ${label}: ${step} rows of ${format} [${N}, ${K}] (the smallest aligned part) exceed ${maxBindingBytes} bytes`,
     );
-  const parts: GpuMatrixPart[] = [];
-  for (let row0 = 0; row0 < N; row0 += perPart) {
-    const rows = Math.min(perPart, N - row0);
-    const tag = `${label}[${row0}:${row0 + rows}]`;
-    // Word ranges of flat elements [row0·K, (row0 + rows)·K): exact at aligned starts; the last
-    // part runs to the end of the arrays (the padding).
-    const last = row0 + rows === N;
-    const range = (words: (n: number) => number, total: number) =>
-      [words(row0 * K), last ? total : words((row0 + rows) * K)] as const;
-    const [d0, d1] = range((n) => dataWords(format, n), q.data.length);
-    const data = uploadBuffer(ctx, q.data.subarray(d0, d1), `${tag}.data`);
-    let scales: GPUBuffer | undefined;
-    if (quantized) {
-      const [s0, s1] = range((n) => scaleWords(format, n), q.scales!.length);
-      scales = uploadBuffer(ctx, q.scales!.subarray(s0, s1), `${tag}.scales`);
-    }
-    parts.push({ row0, rows, data, ...(scales ? { scales } : {}) });
-  }
+  const ranges: [number, number][] = [];
+  for (let row0 = 0; row0 < N; row0 += perPart) ranges.push([row0, Math.min(perPart, N - row0)]);
+  return ranges;
+}
+
+function uploadPart(
+  ctx: GpuContext,
+  q: QuantizedMatrix,
+  row0: number,
+  rows: number,
+  tag: string,
+): GpuMatrixPart {
+  const data = uploadBuffer(ctx, q.data, `${tag}.data`);
+  const scales = q.scales && uploadBuffer(ctx, q.scales, `${tag}.scales`);
+  return { row0, rows, data, ...(scales ? { scales } : {}) };
+}
+
+function residentMatrix(
+  format: WeightFormat,
+  rows: number,
+  cols: number,
+  parts: GpuMatrixPart[],
+  bytes: number,
+): GpuMatrix {
   return {
     format,
-    rows: N,
-    cols: K,
+    rows,
+    cols,
     parts,
-    bytes: packedBytes(format, N, K),
+    bytes,
     destroy() {
       for (const p of parts) {
         p.data.destroy();
@@ -151,6 +234,7 @@ export function matmulParams(
   part: GpuMatrixPart,
   M: number,
   xOffsetRows: number,
+  eps = 0,
 ): Record<LayoutKeys<typeof MatmulParams>, number> {
   return {
     M,
@@ -159,6 +243,7 @@ export function matmulParams(
     x_off: xOffsetRows,
     n_off: part.row0,
     n_rows: part.rows,
+    eps,
   };
 }
 
@@ -183,12 +268,88 @@ export function gemmVariants(maxM: number): number[] {
   return [...[4, 16].filter((mt) => mt < top), top];
 }
 
-/** Pipeline key and WGSL of one matmul variant (format × accumulators × reduction path). */
-function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): WgslVariant {
+/** Weight rows a GEMV workgroup of matmul.wgsl computes (see {@link matmulRowsPerWorkgroup}). */
+const GEMV_ROWS = 4;
+
+/**
+ * Output columns one workgroup of matmul.wgsl computes in the variant with `mt` accumulators:
+ * GEMV_ROWS for the GEMV, fewer as MT grows (R·MT accumulators per thread stay at most GEMV_ROWS
+ * or MT). The x block a thread loads serves all of them. A row's result does not depend on it.
+ */
+export function matmulRowsPerWorkgroup(mt: number): number {
+  return Math.max(1, Math.floor(GEMV_ROWS / mt));
+}
+
+/**
+ * What a {@link Matmul} does after the product: `store` y = x·Wᵀ; `add` y += x·Wᵀ (the residual
+ * add, exactly the add kernel's `y + tmp`); `silu` y = silu(x·gateᵀ) · (x·upᵀ) over a gated pair
+ * (see {@link uploadGatedPair}), exactly as the elementwise SiluMul computes it.
+ */
+export type MatmulEpilogue = 'store' | 'add' | 'silu';
+
+/**
+ * A fused RMSNorm before the product: x is the un-normed residual and the matmul multiplies W by
+ * rmsnorm(x)·g, bit-identical to RmsNorm (kernels/norm) then Matmul. `weight` is the norm's
+ * f32 [K] buffer; `onePlus` scales by 1 + weight (as RmsNormOptions.onePlus).
+ */
+export interface MatmulNorm {
+  readonly weight: GPUBuffer;
+  readonly eps: number;
+  readonly onePlus?: boolean;
+}
+
+/** Static options of a {@link Matmul}: the largest batch, the fused prologue and epilogue. */
+export interface MatmulOptions {
+  /** Largest M accepted by encode (default 16, at most {@link MATMUL_MAX_M}). */
+  maxM?: number;
+  norm?: MatmulNorm;
+  /** Default `store`. */
+  epilogue?: MatmulEpilogue;
+}
+
+/** The parts of a matmul.wgsl variant that do not depend on the accumulator count. */
+export interface MatmulVariant {
+  readonly subgroups: boolean;
+  /** f16 weights read as native f16 (needs the device's shader-f16; see {@link useHalf}). */
+  readonly half: boolean;
+  /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
+  readonly norm: false | 'weight' | 'one-plus';
+  readonly epilogue: MatmulEpilogue;
+}
+
+/**
+ * Whether a matmul over `format` weights takes the `enable f16;` variant: only f16 weights, and
+ * only on a device with shader-f16 (the f32 unpacking serves everything else, and SwiftShader).
+ * Both give the same values: f16 widens to f32 exactly.
+ */
+export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat): boolean {
+  return format === 'f16' && ctx.features.f16;
+}
+
+/** The variant a {@link Matmul} with these options runs on `ctx`. */
+export function matmulVariant(
+  ctx: Pick<GpuContext, 'features'>,
+  format: WeightFormat,
+  opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
+): MatmulVariant {
+  return {
+    subgroups: ctx.features.subgroups,
+    half: useHalf(ctx, format),
+    norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
+    epilogue: opts.epilogue ?? 'store',
+  };
+}
+
+/** Pipeline key and WGSL of one matmul variant (format × accumulators × fusions × paths). */
+export function matmulSource(format: WeightFormat, mt: number, v: MatmulVariant): WgslVariant {
+  const r = matmulRowsPerWorkgroup(mt);
+  const wr = v.epilogue === 'silu' ? 2 * r : r;
   return wgslVariant(shaders.matmul, Params, {
     MT: mt,
-    RC: Math.min(mt, 16),
-    SUBGROUPS: subgroups,
+    R: r,
+    RC: Math.min(wr * mt, 16),
+    SUBGROUPS: v.subgroups,
+    HALF: v.half,
     WTYPE: codeWordType(format),
     F32: format === 'f32',
     F16: format === 'f16',
@@ -198,20 +359,28 @@ function matmulSource(format: WeightFormat, mt: number, subgroups: boolean): Wgs
     INT2: format === 'int2',
     NIBBLES: format === 'q4_0' || format === 'int4',
     SCALES: isIntFormat(format),
+    NORM: v.norm !== false,
+    ONE_PLUS: v.norm === 'one-plus',
+    GAMMA_AT: isIntFormat(format) ? 5 : 4,
+    ADD: v.epilogue === 'add',
+    SILU: v.epilogue === 'silu',
   });
 }
 
 /**
- * Compiles (and waits for) the GEMV and GEMM pipelines a {@link Matmul} of this format needs, so
- * WGSL errors surface as {@link GpuStepError} with diagnostics instead of a later validation error.
+ * Compiles (and waits for) the GEMV and GEMM pipelines a {@link Matmul} of this format and these
+ * options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics instead of a later
+ * validation error.
  */
-export async function prepareMatmul(ctx: GpuContext, format: WeightFormat, maxM = 16): Promise<void> {
-  const sg = ctx.features.subgroups;
-  await ctx.pipelines.prepare('matmul', ...matmulSource(format, 1, sg));
-  if (maxM > 1)
-    await Promise.all(
-      gemmVariants(maxM).map((mt) => ctx.pipelines.prepare('matmul', ...matmulSource(format, mt, sg))),
-    );
+export async function prepareMatmul(
+  ctx: GpuContext,
+  format: WeightFormat,
+  maxM = 16,
+  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
+): Promise<void> {
+  const v = matmulVariant(ctx, format, opts);
+  const mts = maxM > 1 ? [1, ...gemmVariants(maxM)] : [1];
+  await Promise.all(mts.map((mt) => ctx.pipelines.prepare('matmul', ...matmulSource(format, mt, v))));
 }
 
 /**
@@ -230,7 +399,8 @@ export abstract class PartedMatmul {
 
   /**
    * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a
-   * variant with `mt` accumulators (1 for the GEMV).
+   * variant with `mt` accumulators (1 for the GEMV), whose workgroups each compute
+   * `rowsPerWorkgroup(mt)` rows of a part (default 1).
    */
   protected constructor(
     private readonly ctx: GpuContext,
@@ -240,6 +410,7 @@ export abstract class PartedMatmul {
     protected readonly name: string,
     kernel: string,
     source: (mt: number) => WgslVariant,
+    private readonly rowsPerWorkgroup: (mt: number) => number = () => 1,
   ) {
     this.maxM = maxM;
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
@@ -262,23 +433,32 @@ export abstract class PartedMatmul {
       );
   }
 
-  /** Dispatches every part: bindings uniform, weights, `inputs`..., y, then scales. */
+  /**
+   * Dispatches every part: bindings uniform, weights, `inputs`..., y, then scales, then `after`...
+   * `eps` goes to the uniforms (a fused norm's).
+   */
   protected dispatch(
     pass: GPUComputePassEncoder,
     inputs: readonly GPUBuffer[],
     y: GPUBuffer,
     M: number,
     xOffsetRows: number,
+    after: readonly GPUBuffer[] = [],
+    eps = 0,
   ): void {
-    const pipeline = M === 1 ? this.gemv : this.gemms.find((g) => g.mt >= M)!.pipeline;
+    const gemm = this.gemms.find((g) => g.mt >= M);
+    const [mt, pipeline] = M === 1 || !gemm ? [1, this.gemv] : [gemm.mt, gemm.pipeline];
+    const rows = this.rowsPerWorkgroup(mt);
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {
       const slot = this.params[i]!;
-      slot.write(matmulParams(this.w, part, M, xOffsetRows));
+      slot.write(matmulParams(this.w, part, M, xOffsetRows, eps));
       const buffers = [slot.buffer, part.data, ...inputs, y];
       if (part.scales) buffers.push(part.scales);
+      buffers.push(...after);
       pass.setBindGroup(0, this.binds.get(pipeline, buffers));
-      this.ctx.counter.dispatch(pass, ...grid(part.rows, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+      const groups = Math.ceil(part.rows / rows);
+      this.ctx.counter.dispatch(pass, ...grid(groups, this.ctx.limits.maxComputeWorkgroupsPerDimension));
     });
   }
 
@@ -288,21 +468,47 @@ export abstract class PartedMatmul {
 }
 
 /**
- * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix. M = 1 runs the GEMV variant, 2..maxM the
- * smallest GEMM variant that holds M rows, which reads each weight once for the whole batch. All
- * accumulate every output in the same order, so a row's result is bit-identical whatever M is
- * (batch invariance). Uses the subgroup reduction when the context has subgroups, else a
- * workgroup-memory tree.
+ * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, with the layer's neighbours optionally
+ * fused in (see {@link MatmulOptions}): an RMSNorm of x before, and a residual add or the SiLU gate
+ * of a gated pair after, each giving the same bits as the separate kernels. M = 1 runs the GEMV
+ * variant (several rows per workgroup), 2..maxM the smallest GEMM variant that holds M rows, which
+ * reads each weight once for the whole batch. All accumulate every output in the same order, so a
+ * row's result is bit-identical whatever M is (batch invariance). Uses the subgroup reduction when
+ * the context has subgroups, else a workgroup-memory tree. One dispatch per part of W.
  */
 export class Matmul extends PartedMatmul {
-  constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
-    const sg = ctx.features.subgroups;
-    super(ctx, binds, w, opts.maxM ?? 16, 'Matmul', 'matmul', (mt) => matmulSource(w.format, mt, sg));
+  private readonly norm: MatmulNorm | undefined;
+  readonly epilogue: MatmulEpilogue;
+
+  constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
+    const v = matmulVariant(ctx, w.format, opts);
+    if ((v.epilogue === 'silu') !== (w.gated === true))
+      throw new InvalidInputError(
+        `Matmul: epilogue ${v.epilogue} ${w.gated ? 'cannot take' : 'needs'} a gated pair (uploadGatedPair)`,
+      );
+    const norm = opts.norm;
+    if (norm && !(norm.eps >= 0))
+      throw new InvalidInputError(`Matmul: norm eps must be ≥ 0, got ${norm.eps}`);
+    if (norm && norm.weight.size < w.cols * 4)
+      throw new InvalidInputError(`Matmul: norm weight holds ${norm.weight.size} bytes, needs ${w.cols * 4}`);
+    super(
+      ctx,
+      binds,
+      w,
+      opts.maxM ?? 16,
+      'Matmul',
+      'matmul',
+      (mt) => matmulSource(w.format, mt, v),
+      matmulRowsPerWorkgroup,
+    );
+    this.norm = norm;
+    this.epilogue = v.epilogue;
   }
 
   /**
-   * Records y[0..M) = x[xOffsetRows .. xOffsetRows + M) · Wᵀ into `pass`. x holds f32 rows of K
-   * elements, y receives M rows of N elements. Creates nothing after the first call per buffer set.
+   * Records y[0..M) = f(x[xOffsetRows .. xOffsetRows + M)) · Wᵀ into `pass` (f: the fused norm, if
+   * any; `add`: y += ...). x holds f32 rows of K elements, y M rows of N elements (N = the outputs,
+   * I for a gated pair). Creates nothing after the first call per buffer set.
    */
   encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, xOffsetRows = 0): void {
     const { rows: N, cols: K } = this.w;
@@ -316,7 +522,8 @@ export class Matmul extends PartedMatmul {
       throw new InvalidInputError(
         `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
       );
-    this.dispatch(pass, [x], y, M, xOffsetRows);
+    const norm = this.norm;
+    this.dispatch(pass, [x], y, M, xOffsetRows, norm ? [norm.weight] : [], norm?.eps ?? 0);
   }
 }
 

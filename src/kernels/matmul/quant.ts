@@ -520,3 +520,68 @@ function clamp(v: number, lo: number, hi: number): number {
 function roundAway(v: number): number {
   return Math.sign(v) * Math.round(Math.abs(v));
 }
+
+/**
+ * Rows [row0, row0 + rows) of a packed matrix as a matrix of its own (views of `q`'s arrays, no
+ * copy). row0·cols must be a multiple of {@link splitAlign} (so the slice's data and scales start
+ * on a word), and so must (row0 + rows)·cols unless the slice runs to the last row (it then keeps
+ * the padding). Throws {@link InvalidInputError} otherwise.
+ */
+export function sliceRows(q: QuantizedMatrix, row0: number, rows: number): QuantizedMatrix {
+  const { format, rows: N, cols: K } = q;
+  const align = splitAlign(format);
+  const end = row0 + rows;
+  if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || end > N)
+    throw new InvalidInputError(`sliceRows: rows [${row0}, ${end}) of a ${N}-row matrix`);
+  if ((row0 * K) % align !== 0 || (end < N && (end * K) % align !== 0))
+    throw new InvalidInputError(
+      `sliceRows: ${format} rows [${row0}, ${end}) of K = ${K} do not start and end on a multiple of ${align} elements`,
+    );
+  const words = (count: (n: number) => number, total: number) =>
+    [count(row0 * K), end === N ? total : count(end * K)] as const;
+  const [d0, d1] = words((n) => dataWords(format, n), q.data.length);
+  const slice: QuantizedMatrix = { format, rows, cols: K, data: q.data.subarray(d0, d1) };
+  if (q.scales) {
+    const [s0, s1] = words((n) => scaleWords(format, n), q.scales.length);
+    slice.scales = q.scales.subarray(s0, s1);
+  }
+  return slice;
+}
+
+/**
+ * The matrices `pieces` (one format, one cols) stacked by rows into one: a matmul over it gives
+ * output rows [piece 0 | piece 1 | ...] (q, k and v projections as one). Every piece but the last
+ * must hold a multiple of {@link splitAlign} elements (rows·cols), so the next one starts on a whole
+ * group pair / super-block and the packed arrays simply follow each other; throws
+ * {@link InvalidInputError} otherwise (the caller then keeps the matrices apart).
+ */
+export function concatRows(pieces: readonly QuantizedMatrix[]): QuantizedMatrix {
+  const first = pieces[0];
+  if (!first) throw new InvalidInputError('concatRows: no matrices');
+  const { format, cols } = first;
+  const align = splitAlign(format);
+  pieces.forEach((q, i) => {
+    if (q.format !== format || q.cols !== cols)
+      throw new InvalidInputError(
+        `concatRows: piece ${i} is ${q.format} [${q.rows}, ${q.cols}], piece 0 is ${format} with cols ${cols}`,
+      );
+    checkWords('concatRows', q);
+    if (i < pieces.length - 1 && (q.rows * cols) % align !== 0)
+      throw new InvalidInputError(
+        `concatRows: piece ${i} of ${format} holds ${q.rows} * ${cols} elements, not a multiple of ${align}`,
+      );
+  });
+  const join = (arrays: Uint32Array[]) => {
+    const out = new Uint32Array(arrays.reduce((n, a) => n + a.length, 0));
+    let at = 0;
+    for (const a of arrays) {
+      out.set(a, at);
+      at += a.length;
+    }
+    return out;
+  };
+  const rows = pieces.reduce((n, q) => n + q.rows, 0);
+  const joined: QuantizedMatrix = { format, rows, cols, data: join(pieces.map((q) => q.data)) };
+  if (isIntFormat(format)) joined.scales = join(pieces.map((q) => q.scales ?? new Uint32Array(0)));
+  return joined;
+}
