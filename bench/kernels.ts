@@ -1,14 +1,25 @@
 // Kernel benchmark: GEMV/GEMM time per weight format, effective bandwidth of the weight bytes, and
 // the bandwidth of a plain copy measured in the same run. Engine code only (no DOM, no node:), so a
 // page (bench/kernels-page.ts) or a test can call it.
+
+import { shaders } from '../src/gen/shaders.js';
 import { createBuffer, uploadBuffer } from '../src/gpu/buffers.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
-import { renderWgsl } from '../src/gpu/wgsl.js';
+import { renderWgsl, wgslVariant } from '../src/gpu/wgsl.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
-import { Matmul, prepareMatmul, uploadMatrix } from '../src/kernels/matmul/matmul.js';
+import {
+  type GpuMatrix,
+  Matmul,
+  MatmulParams,
+  matmulParams,
+  matmulVariant,
+  matmulVars,
+  prepareMatmul,
+  uploadMatrix,
+} from '../src/kernels/matmul/matmul.js';
 import {
   bitsPerWeight,
   dataWords,
@@ -24,8 +35,12 @@ import copyBw from './copy_bw.wgsl?raw';
 
 /** One measured kernel × shape. */
 export interface BenchRow {
-  /** `matmul` (f32 activations) or `w8a8` (int8 activations; quantiser included in the time). */
-  kernel: 'matmul' | 'w8a8';
+  /**
+   * `matmul` (f32 activations), `matmul-r1` (the same template with one weight row per workgroup,
+   * the layout before the GEMV computed several: kept here for the comparison only, M = 1), or
+   * `w8a8` (int8 activations; quantiser included in the time).
+   */
+  kernel: 'matmul' | 'matmul-r1' | 'w8a8';
   format: WeightFormat;
   M: number;
   N: number;
@@ -85,7 +100,11 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
   for (const [N, K] of shapes)
     for (const M of batches)
       for (const format of formats) {
-        const kernels: BenchRow['kernel'][] = isIntFormat(format) ? ['matmul', 'w8a8'] : ['matmul'];
+        const kernels: BenchRow['kernel'][] = [
+          'matmul',
+          ...(M === 1 ? (['matmul-r1'] as const) : []),
+          ...(isIntFormat(format) ? (['w8a8'] as const) : []),
+        ];
         for (const kernel of kernels) {
           const row = await benchMatmul(ctx, binds, timer, { kernel, format, M, N, K, reps, copyGbps });
           log(
@@ -93,6 +112,7 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
           );
           rows.push(row);
         }
+        logGemvSpeedup(rows, format, M, N, K, log);
       }
   timer.destroy();
   return rows;
@@ -197,6 +217,8 @@ async function benchMatmul(
     const mm = new Matmul(ctx, binds, w, { maxM: M });
     ms = await timePass(ctx, timer, reps, (pass) => mm.encode(pass, x, y, M));
     mm.destroy();
+  } else if (kernel === 'matmul-r1') {
+    ms = await timeOneRowGemv(ctx, binds, timer, reps, w, x, y);
   } else {
     await prepareW8A8(ctx, format, M);
     const quant = new QuantizeAct(ctx, binds, K);
@@ -218,6 +240,59 @@ async function benchMatmul(
   y.destroy();
   const gbps = bytes / (ms * 1e6);
   return { ...base, bytes, medianMs: ms, gbps, ratio: gbps / copyGbps };
+}
+
+/**
+ * Times matmul.wgsl's GEMV rendered with one weight row per workgroup (R = 1, the thread mapping
+ * before several rows shared a workgroup) on the same inputs: the old side of the old-vs-new rows.
+ */
+async function timeOneRowGemv(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  timer: GpuTimer,
+  reps: number,
+  w: GpuMatrix,
+  x: GPUBuffer,
+  y: GPUBuffer,
+): Promise<number> {
+  const vars = matmulVars(w.format, 1, matmulVariant(ctx, w.format));
+  const [key, source] = wgslVariant(shaders.matmul, MatmulParams, { ...vars, R: 1, RC: 1 });
+  const pipeline = await ctx.pipelines.prepare('matmul', key, source);
+  const slots = w.parts.map((part, i) => {
+    const slot = new UniformSlot(ctx, MatmulParams, `bench-r1-params-${i}`);
+    slot.write(matmulParams(w, part, 1, 0));
+    return slot;
+  });
+  const ms = await timePass(ctx, timer, reps, (pass) => {
+    pass.setPipeline(pipeline);
+    w.parts.forEach((part, i) => {
+      const buffers = [slots[i]!.buffer, part.data, x, y, ...(part.scales ? [part.scales] : [])];
+      pass.setBindGroup(0, binds.get(pipeline, buffers));
+      pass.dispatchWorkgroups(...grid(part.rows, ctx.limits.maxComputeWorkgroupsPerDimension));
+    });
+  });
+  for (const slot of slots) slot.destroy();
+  return ms;
+}
+
+/** Logs the GEMV speed-up of `matmul` over `matmul-r1` for one shape and format, from this run. */
+function logGemvSpeedup(
+  rows: BenchRow[],
+  format: WeightFormat,
+  M: number,
+  N: number,
+  K: number,
+  log: (line: string) => void,
+): void {
+  const find = (kernel: BenchRow['kernel']) =>
+    rows.find(
+      (r) => r.kernel === kernel && r.format === format && r.M === M && r.N === N && r.K === K && !r.skipped,
+    );
+  const [now, old] = [find('matmul'), find('matmul-r1')];
+  if (now && old)
+    log(
+      `gemv ${format} ${N}x${K}: ${(old.medianMs / now.medianMs).toFixed(2)}x the one-row-per-workgroup layout`,
+    );
 }
 
 /**

@@ -4,7 +4,7 @@ import { shaders } from '../../gen/shaders.js';
 import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
-import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import {
@@ -342,9 +342,14 @@ export function matmulVariant(
 
 /** Pipeline key and WGSL of one matmul variant (format × accumulators × fusions × paths). */
 export function matmulSource(format: WeightFormat, mt: number, v: MatmulVariant): WgslVariant {
+  return wgslVariant(shaders.matmul, Params, matmulVars(format, mt, v));
+}
+
+/** The template values of matmul.wgsl for one variant (bench/ renders other row counts from it). */
+export function matmulVars(format: WeightFormat, mt: number, v: MatmulVariant): WgslVars {
   const r = matmulRowsPerWorkgroup(mt);
   const wr = v.epilogue === 'silu' ? 2 * r : r;
-  return wgslVariant(shaders.matmul, Params, {
+  return {
     MT: mt,
     R: r,
     RC: Math.min(wr * mt, 16),
@@ -364,7 +369,7 @@ export function matmulSource(format: WeightFormat, mt: number, v: MatmulVariant)
     GAMMA_AT: isIntFormat(format) ? 5 : 4,
     ADD: v.epilogue === 'add',
     SILU: v.epilogue === 'silu',
-  });
+  };
 }
 
 /**
