@@ -6,8 +6,11 @@ import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
 import { renderWgsl } from '../src/gpu/wgsl.js';
+import { Attention } from '../src/kernels/attention/attention.js';
+import { SplitAttention } from '../src/kernels/attention/attention_split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
+import { type KvFormat, kvWordsPerSlot, packHalves } from '../src/kernels/kv/kv.js';
 import { Matmul, prepareMatmul, uploadMatrix } from '../src/kernels/matmul/matmul.js';
 import {
   bitsPerWeight,
@@ -258,4 +261,88 @@ function syntheticF32(n: number, seed: number): Float32Array {
     out[i] = s / 2 ** 31 - 1;
   }
   return out;
+}
+
+/** One measured attention pass: the split kernel against the one-workgroup-per-(row, head) kernel. */
+export interface AttentionBenchRow {
+  /** Keys each query sees (decode at slot context - 1). */
+  context: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  format: KvFormat;
+  /** Median ms of `Attention` (attention.wgsl). */
+  unsplitMs: number;
+  /** Median ms of `SplitAttention` (attention_split.wgsl, plus attention_merge.wgsl past one chunk). */
+  splitMs: number;
+  /** unsplitMs / splitMs. */
+  speedup: number;
+  /** Dispatches of the split pass (1 within one chunk, else 2). */
+  splitDispatches: number;
+  timing: 'timestamp' | 'wall';
+}
+
+/**
+ * Decode attention (T = 1) at each context, split against unsplit, both timed in this run on the
+ * same cache contents: the shape of Llama 3.2 1B (32 heads, 8 KV heads, headDim 64) by default.
+ */
+export async function runAttentionBench(
+  ctx: GpuContext,
+  opts: { quick?: boolean; contexts?: number[]; formats?: KvFormat[]; log?: (line: string) => void } = {},
+): Promise<AttentionBenchRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.quick ? 3 : 10;
+  const [heads, kvHeads, headDim] = [32, 8, 64];
+  const timer = new GpuTimer(ctx, reps + 1);
+  const binds = new BindGroupCache(ctx.device);
+  const rows: AttentionBenchRow[] = [];
+  for (const format of opts.formats ?? (['f32', 'f16'] as const))
+    for (const context of opts.contexts ?? [512, 4096]) {
+      const shape = { heads, kvHeads, headDim, capacity: context, format };
+      const words = kvWordsPerSlot(shape) * context;
+      const kc = uploadBuffer(ctx, syntheticCache(format, words, 5), 'bench-kc');
+      const vc = uploadBuffer(ctx, syntheticCache(format, words, 6), 'bench-vc');
+      const q = uploadBuffer(ctx, syntheticF32(heads * headDim, 7), 'bench-q');
+      const out = createBuffer(ctx, heads * headDim * 4, 'bench-attn-out');
+      const ends = uploadBuffer(ctx, new Uint32Array([0]), 'bench-ends');
+      const base = context - 1;
+      const slots = uploadBuffer(ctx, new Uint32Array([base]), 'bench-slots');
+      await Attention.prepare(ctx, format);
+      await SplitAttention.prepare(ctx, shape);
+      const unsplit = new Attention(ctx, binds, shape);
+      const split = new SplitAttention(ctx, binds, { ...shape, maxRows: 1 });
+      const unsplitMs = await timePass(ctx, timer, reps, (pass) =>
+        unsplit.encode(pass, q, kc, vc, ends, out, 1, base),
+      );
+      const splitMs = await timePass(ctx, timer, reps, (pass) =>
+        split.encode(pass, q, kc, vc, ends, slots, out, 1, base),
+      );
+      const row: AttentionBenchRow = {
+        context,
+        heads,
+        kvHeads,
+        headDim,
+        format,
+        unsplitMs,
+        splitMs,
+        speedup: unsplitMs / splitMs,
+        splitDispatches: SplitAttention.dispatches(base, 1),
+        timing: timer.enabled ? 'timestamp' : 'wall',
+      };
+      log(
+        `attention ${format} decode at ${context} keys (${heads}/${kvHeads} heads, headDim ${headDim}): unsplit ${unsplitMs.toFixed(3)} ms, split ${splitMs.toFixed(3)} ms (${row.splitDispatches} dispatches), ${row.speedup.toFixed(2)}x`,
+      );
+      rows.push(row);
+      unsplit.destroy();
+      split.destroy();
+      for (const b of [kc, vc, q, out, ends, slots]) b.destroy();
+    }
+  timer.destroy();
+  return rows;
+}
+
+/** Cache words of small values: f32 as is, or two halves per word for an f16 cache. */
+function syntheticCache(format: KvFormat, words: number, seed: number): Uint32Array {
+  const f = syntheticF32(format === 'f16' ? 2 * words : words, seed);
+  return format === 'f16' ? packHalves(f) : new Uint32Array(f.buffer);
 }
