@@ -1,6 +1,6 @@
 // Kernel benchmark launcher: serves the repository with Vite, opens bench/kernels.html in headless
 // Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real) and prints the result.
-// Usage: node bench/kernels-cli.mjs [--json] [--quick] [--attention (attention rows only)]
+// Usage: node bench/kernels-cli.mjs [--json] [--quick] [--attention (attention and q|k|v rows only, no matmul rows)]
 import { runBenchPage } from './run-page.mjs';
 
 const args = new Set(process.argv.slice(2));
@@ -27,5 +27,12 @@ if (args.has('--json')) {
   for (const a of out.attention ?? [])
     console.log(
       `                           ${String(a.context).padStart(7)}  ${`${a.heads}/${a.kvHeads}`.padStart(8)}  ${String(a.headDim).padStart(7)}  ${a.format.padEnd(5)}  ${a.unsplitMs.toFixed(3).padStart(10)}  ${a.splitMs.toFixed(3).padStart(8)}  ${String(a.splitDispatches).padStart(10)}  ${a.speedup.toFixed(2).padStart(7)}x`,
+    );
+  console.log(
+    '\nq|k|v → RoPE → KV write  family   T  heads/kv  headDim  unfused ms (dispatches)  fused ms  speed-up',
+  );
+  for (const r of out.qkv ?? [])
+    console.log(
+      `                         ${r.family}  ${String(r.T).padStart(3)}  ${`${r.heads}/${r.kvHeads}`.padStart(8)}  ${String(r.headDim).padStart(7)}  ${r.unfusedMs.toFixed(3).padStart(10)} (${r.unfusedDispatches})${' '.repeat(10)}  ${r.fusedMs.toFixed(3).padStart(8)}  ${r.speedup.toFixed(2).padStart(7)}x`,
     );
 }

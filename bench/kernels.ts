@@ -10,7 +10,8 @@ import { Attention } from '../src/kernels/attention/attention.js';
 import { SplitAttention } from '../src/kernels/attention/attention_split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
-import { type KvFormat, kvWordsPerSlot, packHalves } from '../src/kernels/kv/kv.js';
+import { AddInPlace } from '../src/kernels/elementwise/elementwise.js';
+import { type KvFormat, KvWrite, kvWordsPerSlot, packHalves } from '../src/kernels/kv/kv.js';
 import { Matmul, prepareMatmul, uploadMatrix } from '../src/kernels/matmul/matmul.js';
 import {
   bitsPerWeight,
@@ -21,6 +22,9 @@ import {
   scaleWords,
   type WeightFormat,
 } from '../src/kernels/matmul/quant.js';
+import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
+import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
+import { Rope } from '../src/kernels/rope/rope.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
 // The copy kernel measures bandwidth only here, so it lives in bench/ and does not ship.
 import copyBw from './copy_bw.wgsl?raw';
@@ -345,4 +349,133 @@ export async function runAttentionBench(
 function syntheticCache(format: KvFormat, words: number, seed: number): Uint32Array {
   const f = syntheticF32(format === 'f16' ? 2 * words : words, seed);
   return format === 'f16' ? packHalves(f) : new Uint32Array(f.buffer);
+}
+
+/** One measured q|k|v post-processing pass: {@link QkvRope} against the kernels it replaces. */
+export interface QkvBenchRow {
+  /** Which family's switches: 'qwen2' (bias), 'qwen3' (QK-norm). */
+  family: 'qwen2' | 'qwen3';
+  T: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  /** Median ms of bias adds / QK-norms, Rope and KvWrite in sequence. */
+  unfusedMs: number;
+  unfusedDispatches: number;
+  /** Median ms of the one QkvRope dispatch. */
+  fusedMs: number;
+  /** unfusedMs / fusedMs. */
+  speedup: number;
+  timing: 'timestamp' | 'wall';
+}
+
+/**
+ * The fused q|k|v → RoPE → KV-write kernel against the sequence it replaces, timed in this run:
+ * Qwen2-0.5B's shape with its bias (14 heads, 2 KV heads, headDim 64) and Qwen3-0.6B's with
+ * QK-norm (16 heads, 8 KV heads, headDim 128), at decode (T = 1) and a 64-row prefill chunk.
+ */
+export async function runQkvBench(
+  ctx: GpuContext,
+  opts: { quick?: boolean; log?: (line: string) => void } = {},
+): Promise<QkvBenchRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.quick ? 3 : 10;
+  const timer = new GpuTimer(ctx, reps + 1);
+  const binds = new BindGroupCache(ctx.device);
+  const rows: QkvBenchRow[] = [];
+  const families = [
+    ['qwen2', 14, 2, 64],
+    ['qwen3', 16, 8, 128],
+  ] as const;
+  for (const [family, heads, kvHeads, headDim] of families)
+    for (const T of [1, 64]) {
+      const capacity = 4096;
+      const o: QkvRopeOptions = {
+        heads,
+        kvHeads,
+        headDim,
+        theta: 1e6,
+        layout: 'half',
+        capacity,
+        bias: family === 'qwen2',
+        ...(family === 'qwen3' ? { qkNormEps: 1e-6 } : {}),
+      };
+      const [qW, kvW] = [heads * headDim, kvHeads * headDim];
+      const W = qW + 2 * kvW;
+      const f = (n: number, seed: number, label: string) => uploadBuffer(ctx, syntheticF32(n, seed), label);
+      const qkv = f(T * W, 1, 'bench-qkv');
+      const [q, k, v] = [f(T * qW, 2, 'bench-q'), f(T * kvW, 3, 'bench-k'), f(T * kvW, 4, 'bench-v')];
+      const [qn, kn] = [
+        createBuffer(ctx, T * qW * 4, 'bench-qn'),
+        createBuffer(ctx, T * kvW * 4, 'bench-kn'),
+      ];
+      const bias = f(W, 5, 'bench-bias');
+      const [qBias, kvBias] = [f(T * qW, 6, 'bench-qbias'), f(T * kvW, 7, 'bench-kvbias')];
+      const [qNorm, kNorm] = [f(headDim, 8, 'bench-qnorm'), f(headDim, 9, 'bench-knorm')];
+      const positions = uploadBuffer(
+        ctx,
+        Uint32Array.from({ length: T }, (_, i) => 1000 + i),
+        'bench-pos',
+      );
+      const cache = {
+        k: createBuffer(ctx, capacity * kvW * 4, 'bench-kc'),
+        v: createBuffer(ctx, capacity * kvW * 4, 'bench-vc'),
+      };
+      await Promise.all([
+        QkvRope.prepare(ctx, o),
+        Rope.prepare(ctx, 'half'),
+        RmsNorm.prepare(ctx),
+        AddInPlace.prepare(ctx),
+        KvWrite.prepare(ctx),
+      ]);
+      const fused = new QkvRope(ctx, binds, o);
+      const rope = new Rope(ctx, binds, o);
+      const write = new KvWrite(ctx, binds, o);
+      const adds = [new AddInPlace(ctx, binds), new AddInPlace(ctx, binds), new AddInPlace(ctx, binds)];
+      const norms = [
+        new RmsNorm(ctx, binds, { n: headDim, eps: 1e-6 }),
+        new RmsNorm(ctx, binds, { n: headDim, eps: 1e-6 }),
+      ];
+      const weights = o.bias ? { bias } : { qNorm, kNorm };
+      const fusedMs = await timePass(ctx, timer, reps, (pass) =>
+        fused.encode(pass, qkv, positions, positions, qn, cache, T, weights),
+      );
+      const before = ctx.counter.dispatches;
+      const unfusedMs = await timePass(ctx, timer, reps, (pass) => {
+        if (o.bias) {
+          adds[0]!.encode(pass, qBias, q, T * qW);
+          adds[1]!.encode(pass, kvBias, k, T * kvW);
+          adds[2]!.encode(pass, kvBias, v, T * kvW);
+          rope.encode(pass, q, k, positions, T);
+          write.encode(pass, k, v, positions, cache, T);
+        } else {
+          norms[0]!.encode(pass, q, qNorm, qn, T * heads);
+          norms[1]!.encode(pass, k, kNorm, kn, T * kvHeads);
+          rope.encode(pass, qn, kn, positions, T);
+          write.encode(pass, kn, v, positions, cache, T);
+        }
+      });
+      const unfusedDispatches = (ctx.counter.dispatches - before) / (reps + 1);
+      const row: QkvBenchRow = {
+        family,
+        T,
+        heads,
+        kvHeads,
+        headDim,
+        unfusedMs,
+        unfusedDispatches,
+        fusedMs,
+        speedup: unfusedMs / fusedMs,
+        timing: timer.enabled ? 'timestamp' : 'wall',
+      };
+      log(
+        `qkv ${family} T=${T} (${heads}/${kvHeads} heads, headDim ${headDim}): unfused ${unfusedMs.toFixed(3)} ms (${unfusedDispatches} dispatches), fused ${fusedMs.toFixed(3)} ms, ${row.speedup.toFixed(2)}x`,
+      );
+      rows.push(row);
+      for (const x of [fused, rope, write, ...adds, ...norms]) x.destroy();
+      for (const b of [qkv, q, k, v, qn, kn, bias, qBias, kvBias, qNorm, kNorm, positions, cache.k, cache.v])
+        b.destroy();
+    }
+  timer.destroy();
+  return rows;
 }

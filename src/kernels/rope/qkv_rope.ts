@@ -151,8 +151,10 @@ export class QkvRope {
     for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity }))
       if (!Number.isInteger(v) || v < 1)
         throw new InvalidInputError(`QkvRope: ${name} must be ≥ 1, got ${v}`);
-    if (headDim % 2 !== 0 || headDim > MAX_HEAD_DIM)
-      throw new InvalidInputError(`QkvRope: headDim must be even and ≤ ${MAX_HEAD_DIM}, got ${headDim}`);
+    if (headDim % 4 !== 0 || headDim > MAX_HEAD_DIM)
+      throw new InvalidInputError(
+        `QkvRope: headDim must be a multiple of 4 up to ${MAX_HEAD_DIM}, got ${headDim}`,
+      );
     if (!(theta > 0)) throw new InvalidInputError(`QkvRope: theta must be > 0, got ${theta}`);
     const eps = options.qkNormEps ?? 0;
     if (!(eps >= 0)) throw new InvalidInputError(`QkvRope: qkNormEps must be ≥ 0, got ${eps}`);

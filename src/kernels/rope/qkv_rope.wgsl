@@ -14,11 +14,14 @@
 //   array<f32> [D] (binding numbers substituted by the wrapper).
 // Grid: (heads + kvHeads, T) workgroups (T from num_workgroups, so a decode step writes no uniform).
 //   Workgroup (hh, m): query head hh < heads, or KV head hh - heads (which also copies that head's v).
-// Threads: WG per workgroup. The head's D values (+ bias) are staged in workgroup memory; QK-norm
-//   sums squares over i = t, t + WG, ... and reduces with wg_sum (rmsnorm.wgsl's WG and order); RoPE:
-//   thread t rotates pairs i = t, t + WG, ... (cos_sin of rope_trig); then q, or k and v, are written.
+// Threads: WG per workgroup, no workgroup memory beside QK-norm's reduction (so without QK-norm
+//   the kernel has no barrier). QK-norm: thread t sums squares of elements t, t + WG, ... and
+//   reduces with wg_sum (rmsnorm.wgsl's WG and order). Then thread t takes units u = t, t + WG, ...:
+//   the RoPE pairs i0 = 2u and i1 = 2u + 1 (cos_sin of rope_trig), whose four elements fill two
+//   whole words of an f16 cache; it reads them (+ bias, · norm), rotates them and writes q, or k
+//   into the cache. A KV head's workgroup then copies its v (+ bias) into the cache.
 //   Slots ≥ capacity are skipped, as kv_write does.
-// Preconditions: D even, D ≤ 256; WG = 64 (rmsnorm's), a power of two; positions < 102900.
+// Preconditions: D % 4 == 0, D ≤ 256; WG = 64 (rmsnorm's), a power of two; positions < 102900.
 
 {{PARAMS}}
 
@@ -46,8 +49,6 @@ const HALF: u32 = D / 2u;
 @group(0) @binding({{QN_BINDING}}) var<storage, read> q_norm: array<f32>;
 @group(0) @binding({{KN_BINDING}}) var<storage, read> k_norm: array<f32>;
 //#endif
-
-var<workgroup> xs: array<f32, D>; // this head's values, then normed, then rotated
 
 //#include reduce
 //#include rope_trig
@@ -77,61 +78,75 @@ fn main(
   let isQ = hh < p.heads;
   let kh = hh - p.heads; // KV head when !isQ
   let col = select(qWidth + kh * D, hh * D, isQ);
-  for (var i = t; i < D; i += WG) {
-    xs[i] = load(m, W, col + i);
-  }
-  workgroupBarrier();
 //#if QK_NORM
+  // rmsnorm.wgsl's sum: thread t adds elements t, t + WG, ... then wg_sum; the divisor is the
+  // uniform, as there (a constant divisor may compile to a multiply by its reciprocal, which
+  // rounds differently: seen with D = 96).
   var ss = 0.0;
   for (var i = t; i < D; i += WG) {
-    let v = xs[i];
+    let v = load(m, W, col + i);
     ss += v * v;
   }
-  // Divide by the uniform, as rmsnorm.wgsl does: a constant divisor may compile to a multiply by
-  // its reciprocal, which rounds differently (seen with D = 96).
   let inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
-  for (var i = t; i < D; i += WG) {
-    let g = select(k_norm[i], q_norm[i], isQ);
-    xs[i] = xs[i] * inv * g;
-  }
-  workgroupBarrier();
 //#endif
   let pos = f32(positions[m]);
-  for (var i = t; i < HALF; i += WG) {
-    let cs = cos_sin(pos * inv_freq[i]);
-//#if INTERLEAVED
-    let ia = 2u * i;
-    let ib = 2u * i + 1u;
-//#else
-    let ia = i;
-    let ib = i + HALF;
-//#endif
-    let o = rotate(xs[ia], xs[ib], cs.x, cs.y);
-    xs[ia] = o.x;
-    xs[ib] = o.y;
-  }
-  workgroupBarrier();
-  if (isQ) {
-    for (var i = t; i < D; i += WG) {
-      q_out[(m * p.heads + hh) * D + i] = xs[i];
-    }
-    return;
-  }
   let slot = slots[m];
-  if (slot >= p.capacity) {
+  let dst = slot * kvWidth + kh * D; // element offset of this KV head in the cache
+  let writeKv = !isQ && slot < p.capacity;
+  // Unit u: pairs i0 = 2u and i1 = 2u + 1, whose four elements fill two whole cache words.
+  for (var u = t; u < D / 4u; u += WG) {
+//#if INTERLEAVED
+    let e = vec4<u32>(4u * u, 4u * u + 1u, 4u * u + 2u, 4u * u + 3u); // (a0, b0, a1, b1)
+    let ia = vec2<u32>(e.x, e.z);
+    let ib = vec2<u32>(e.y, e.w);
+//#else
+    let ia = vec2<u32>(2u * u, 2u * u + 1u);
+    let ib = ia + HALF;
+//#endif
+    var r: array<vec2<f32>, 2>; // rotated (a, b) of pairs i0, i1
+    for (var j = 0u; j < 2u; j++) {
+      var a = load(m, W, col + ia[j]);
+      var b = load(m, W, col + ib[j]);
+//#if QK_NORM
+      a = a * inv * select(k_norm[ia[j]], q_norm[ia[j]], isQ);
+      b = b * inv * select(k_norm[ib[j]], q_norm[ib[j]], isQ);
+//#endif
+      let cs = cos_sin(pos * inv_freq[2u * u + j]);
+      r[j] = rotate(a, b, cs.x, cs.y);
+    }
+    if (isQ) {
+      let o = (m * p.heads + hh) * D;
+      for (var j = 0u; j < 2u; j++) {
+        q_out[o + ia[j]] = r[j].x;
+        q_out[o + ib[j]] = r[j].y;
+      }
+    } else if (writeKv) {
+//#if KV_F16
+//#if INTERLEAVED
+      kc[(dst + ia.x) / 2u] = half_bits(r[0].x) | (half_bits(r[0].y) << 16u);
+      kc[(dst + ia.y) / 2u] = half_bits(r[1].x) | (half_bits(r[1].y) << 16u);
+//#else
+      kc[(dst + ia.x) / 2u] = half_bits(r[0].x) | (half_bits(r[1].x) << 16u);
+      kc[(dst + ib.x) / 2u] = half_bits(r[0].y) | (half_bits(r[1].y) << 16u);
+//#endif
+//#else
+      for (var j = 0u; j < 2u; j++) {
+        kc[dst + ia[j]] = r[j].x;
+        kc[dst + ib[j]] = r[j].y;
+      }
+//#endif
+    }
+  }
+  if (!writeKv) {
     return;
   }
   let vCol = qWidth + kvWidth + kh * D;
 //#if KV_F16
-  let dst = (slot * kvWidth + kh * D) / 2u;
-  for (var w = t; w < HALF; w += WG) {
-    kc[dst + w] = half_bits(xs[2u * w]) | (half_bits(xs[2u * w + 1u]) << 16u);
-    vc[dst + w] = half_bits(load(m, W, vCol + 2u * w)) | (half_bits(load(m, W, vCol + 2u * w + 1u)) << 16u);
+  for (var w = t; w < D / 2u; w += WG) {
+    vc[dst / 2u + w] = half_bits(load(m, W, vCol + 2u * w)) | (half_bits(load(m, W, vCol + 2u * w + 1u)) << 16u);
   }
 //#else
-  let dst = slot * kvWidth + kh * D;
   for (var i = t; i < D; i += WG) {
-    kc[dst + i] = xs[i];
     vc[dst + i] = load(m, W, vCol + i);
   }
 //#endif
