@@ -65,6 +65,19 @@ fn load(m: u32, W: u32, col: u32) -> f32 {
 //#endif
 }
 
+// Element pair (ea, eb) of row m's head at column col, rotated by pair i's angle at pos (after the
+// bias and, with QK_NORM, the norm: x · inv · g as rmsnorm.wgsl computes it).
+fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bool, inv: f32) -> vec2<f32> {
+  var a = load(m, W, col + ea);
+  var b = load(m, W, col + eb);
+//#if QK_NORM
+  a = a * inv * select(k_norm[ea], q_norm[ea], isQ);
+  b = b * inv * select(k_norm[eb], q_norm[eb], isQ);
+//#endif
+  let cs = cos_sin(pos * inv_freq[i]);
+  return rotate(a, b, cs.x, cs.y);
+}
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
@@ -78,6 +91,7 @@ fn main(
   let isQ = hh < p.heads;
   let kh = hh - p.heads; // KV head when !isQ
   let col = select(qWidth + kh * D, hh * D, isQ);
+  var inv = 1.0;
 //#if QK_NORM
   // rmsnorm.wgsl's sum: thread t adds elements t, t + WG, ... then wg_sum; the divisor is the
   // uniform, as there (a constant divisor may compile to a multiply by its reciprocal, which
@@ -87,53 +101,47 @@ fn main(
     let v = load(m, W, col + i);
     ss += v * v;
   }
-  let inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
+  inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
 //#endif
   let pos = f32(positions[m]);
   let slot = slots[m];
   let dst = slot * kvWidth + kh * D; // element offset of this KV head in the cache
   let writeKv = !isQ && slot < p.capacity;
-  // Unit u: pairs i0 = 2u and i1 = 2u + 1, whose four elements fill two whole cache words.
+  // Unit u: pairs i = 2u and 2u + 1 (elements (a0, b0) and (a1, b1)), which fill two cache words.
   for (var u = t; u < D / 4u; u += WG) {
 //#if INTERLEAVED
-    let e = vec4<u32>(4u * u, 4u * u + 1u, 4u * u + 2u, 4u * u + 3u); // (a0, b0, a1, b1)
-    let ia = vec2<u32>(e.x, e.z);
-    let ib = vec2<u32>(e.y, e.w);
+    let a0 = 4u * u;
+    let b0 = a0 + 1u;
+    let a1 = a0 + 2u;
+    let b1 = a0 + 3u;
 //#else
-    let ia = vec2<u32>(2u * u, 2u * u + 1u);
-    let ib = ia + HALF;
+    let a0 = 2u * u;
+    let a1 = a0 + 1u;
+    let b0 = a0 + HALF;
+    let b1 = a1 + HALF;
 //#endif
-    var r: array<vec2<f32>, 2>; // rotated (a, b) of pairs i0, i1
-    for (var j = 0u; j < 2u; j++) {
-      var a = load(m, W, col + ia[j]);
-      var b = load(m, W, col + ib[j]);
-//#if QK_NORM
-      a = a * inv * select(k_norm[ia[j]], q_norm[ia[j]], isQ);
-      b = b * inv * select(k_norm[ib[j]], q_norm[ib[j]], isQ);
-//#endif
-      let cs = cos_sin(pos * inv_freq[2u * u + j]);
-      r[j] = rotate(a, b, cs.x, cs.y);
-    }
+    let r0 = rotated(m, W, col, a0, b0, 2u * u, pos, isQ, inv);
+    let r1 = rotated(m, W, col, a1, b1, 2u * u + 1u, pos, isQ, inv);
     if (isQ) {
       let o = (m * p.heads + hh) * D;
-      for (var j = 0u; j < 2u; j++) {
-        q_out[o + ia[j]] = r[j].x;
-        q_out[o + ib[j]] = r[j].y;
-      }
+      q_out[o + a0] = r0.x;
+      q_out[o + b0] = r0.y;
+      q_out[o + a1] = r1.x;
+      q_out[o + b1] = r1.y;
     } else if (writeKv) {
 //#if KV_F16
 //#if INTERLEAVED
-      kc[(dst + ia.x) / 2u] = half_bits(r[0].x) | (half_bits(r[0].y) << 16u);
-      kc[(dst + ia.y) / 2u] = half_bits(r[1].x) | (half_bits(r[1].y) << 16u);
+      kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r0.y) << 16u);
+      kc[(dst + a1) / 2u] = half_bits(r1.x) | (half_bits(r1.y) << 16u);
 //#else
-      kc[(dst + ia.x) / 2u] = half_bits(r[0].x) | (half_bits(r[1].x) << 16u);
-      kc[(dst + ib.x) / 2u] = half_bits(r[0].y) | (half_bits(r[1].y) << 16u);
+      kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r1.x) << 16u);
+      kc[(dst + b0) / 2u] = half_bits(r0.y) | (half_bits(r1.y) << 16u);
 //#endif
 //#else
-      for (var j = 0u; j < 2u; j++) {
-        kc[dst + ia[j]] = r[j].x;
-        kc[dst + ib[j]] = r[j].y;
-      }
+      kc[dst + a0] = r0.x;
+      kc[dst + b0] = r0.y;
+      kc[dst + a1] = r1.x;
+      kc[dst + b1] = r1.y;
 //#endif
     }
   }
