@@ -15,6 +15,7 @@ const WG = 64;
  */
 export const ATTENTION_CHUNK = 256;
 const Params = defineUniforms('Params', { scale: 'f32' });
+// attention_merge has no uniform (T, kvHeads and base come from the grid and slots); wgslVariant still takes a layout.
 const NoParams = defineUniforms('Params', {});
 
 /** Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds. */
