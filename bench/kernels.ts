@@ -129,6 +129,40 @@ async function timePass(
   return median(gpu.length === reps ? gpu : wall);
 }
 
+/**
+ * Median ms of each of a pair of recordings, timed alternately (A, B, A, B, ...) after one
+ * warm-up each, so a change in the machine's load during the run falls on both alike. `timer`
+ * must hold 2 · reps passes.
+ */
+async function timeAlternating(
+  ctx: GpuContext,
+  timer: GpuTimer,
+  reps: number,
+  pair: [(pass: GPUComputePassEncoder) => void, (pass: GPUComputePassEncoder) => void],
+): Promise<[number, number]> {
+  const records = [...pair];
+  const once = async (i: number, timed: boolean) => {
+    const enc = ctx.device.createCommandEncoder();
+    const pass = enc.beginComputePass(timed ? timer.passDescriptor(String(i)) : {});
+    records[i]!(pass);
+    pass.end();
+    const t0 = performance.now();
+    ctx.device.queue.submit([enc.finish()]);
+    await ctx.device.queue.onSubmittedWorkDone();
+    return performance.now() - t0;
+  };
+  for (let i = 0; i < records.length; i++) await once(i, false);
+  const wall: number[][] = records.map(() => []);
+  for (let r = 0; r < reps; r++)
+    for (let i = 0; i < records.length; i++) wall[i]!.push(await once(i, timer.enabled));
+  const gpu = await timer.read();
+  const [a, b] = records.map((_, i) => {
+    const ms = gpu.filter((g) => g.label === String(i)).map((g) => g.ns / 1e6);
+    return median(ms.length === reps ? ms : wall[i]!);
+  });
+  return [a!, b!];
+}
+
 function median(v: number[]): number {
   const s = [...v].sort((a, b) => a - b);
   const mid = s.length >> 1;
@@ -297,7 +331,7 @@ export async function runAttentionBench(
   const log = opts.log ?? (() => {});
   const reps = opts.quick ? 3 : 10;
   const [heads, kvHeads, headDim] = [32, 8, 64];
-  const timer = new GpuTimer(ctx, reps + 1);
+  const timer = new GpuTimer(ctx, 2 * reps);
   const binds = new BindGroupCache(ctx.device);
   const rows: AttentionBenchRow[] = [];
   for (const format of opts.formats ?? (['f32', 'f16'] as const))
@@ -315,12 +349,10 @@ export async function runAttentionBench(
       await SplitAttention.prepare(ctx, shape);
       const unsplit = new Attention(ctx, binds, shape);
       const split = new SplitAttention(ctx, binds, { ...shape, maxRows: 1 });
-      const unsplitMs = await timePass(ctx, timer, reps, (pass) =>
-        unsplit.encode(pass, q, kc, vc, ends, out, 1, base),
-      );
-      const splitMs = await timePass(ctx, timer, reps, (pass) =>
-        split.encode(pass, q, kc, vc, ends, slots, out, 1, base),
-      );
+      const [unsplitMs, splitMs] = await timeAlternating(ctx, timer, reps, [
+        (pass) => unsplit.encode(pass, q, kc, vc, ends, out, 1, base),
+        (pass) => split.encode(pass, q, kc, vc, ends, slots, out, 1, base),
+      ]);
       const row: AttentionBenchRow = {
         context,
         heads,
@@ -380,7 +412,7 @@ export async function runQkvBench(
 ): Promise<QkvBenchRow[]> {
   const log = opts.log ?? (() => {});
   const reps = opts.quick ? 3 : 10;
-  const timer = new GpuTimer(ctx, reps + 1);
+  const timer = new GpuTimer(ctx, 2 * reps);
   const binds = new BindGroupCache(ctx.device);
   const rows: QkvBenchRow[] = [];
   const families = [
@@ -437,11 +469,7 @@ export async function runQkvBench(
         new RmsNorm(ctx, binds, { n: headDim, eps: 1e-6 }),
       ];
       const weights = o.bias ? { bias } : { qNorm, kNorm };
-      const fusedMs = await timePass(ctx, timer, reps, (pass) =>
-        fused.encode(pass, qkv, positions, positions, qn, cache, T, weights),
-      );
-      const before = ctx.counter.dispatches;
-      const unfusedMs = await timePass(ctx, timer, reps, (pass) => {
+      const unfused = (pass: GPUComputePassEncoder) => {
         if (o.bias) {
           adds[0]!.encode(pass, qBias, q, T * qW);
           adds[1]!.encode(pass, kvBias, k, T * kvW);
@@ -454,8 +482,13 @@ export async function runQkvBench(
           rope.encode(pass, qn, kn, positions, T);
           write.encode(pass, kn, v, positions, cache, T);
         }
-      });
-      const unfusedDispatches = (ctx.counter.dispatches - before) / (reps + 1);
+      };
+      const before = ctx.counter.dispatches;
+      const [unfusedMs, fusedMs] = await timeAlternating(ctx, timer, reps, [
+        unfused,
+        (pass) => fused.encode(pass, qkv, positions, positions, qn, cache, T, weights),
+      ]);
+      const unfusedDispatches = (ctx.counter.dispatches - before) / (reps + 1) - 1; // the fused pass is 1
       const row: QkvBenchRow = {
         family,
         T,
