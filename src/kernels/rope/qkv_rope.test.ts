@@ -207,6 +207,21 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       20,
     ],
     [
+      'interleaved, bias without QK-norm, f16 cache, headDim 80, 5 rows',
+      {
+        heads: 6,
+        kvHeads: 3,
+        headDim: 80,
+        theta: 10000,
+        layout: 'interleaved',
+        capacity: 12,
+        bias: true,
+        format: 'f16',
+      },
+      5,
+      7,
+    ],
+    [
       'headDim 96, GQA 4, f16 cache, decode',
       {
         heads: 8,

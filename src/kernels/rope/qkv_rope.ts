@@ -215,7 +215,9 @@ export class QkvRope {
     if (norm) bound.push(check('qNorm', weights.qNorm, D * 4), check('kNorm', weights.kNorm, D * 4));
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, bound));
-    this.ctx.counter.dispatch(pass, heads + kvHeads, rows);
+    // QK-norm: a workgroup per head; otherwise one invocation per 4-element unit (see the header).
+    const x = norm ? heads + kvHeads : Math.ceil(((heads + 2 * kvHeads) * D) / 4 / WG);
+    this.ctx.counter.dispatch(pass, x, rows);
   }
 
   destroy(): void {

@@ -12,15 +12,16 @@
 //   even by half_bits, as kv_write.wgsl);
 //   then, in this order from binding 8, with BIAS bias: array<f32> [W]; with QK_NORM q_norm, k_norm:
 //   array<f32> [D] (binding numbers substituted by the wrapper).
-// Grid: (heads + kvHeads, T) workgroups (T from num_workgroups, so a decode step writes no uniform).
-//   Workgroup (hh, m): query head hh < heads, or KV head hh - heads (which also copies that head's v).
-// Threads: WG per workgroup, no workgroup memory beside QK-norm's reduction (so without QK-norm
-//   the kernel has no barrier). QK-norm: thread t sums squares of elements t, t + WG, ... and
-//   reduces with wg_sum (rmsnorm.wgsl's WG and order). Then thread t takes units u = t, t + WG, ...:
-//   the RoPE pairs i0 = 2u and i1 = 2u + 1 (cos_sin of rope_trig), whose four elements fill two
-//   whole words of an f16 cache; it reads them (+ bias, · norm), rotates them and writes q, or k
-//   into the cache. A KV head's workgroup then copies its v (+ bias) into the cache.
-//   Slots ≥ capacity are skipped, as kv_write does.
+// Work: a unit is 4 elements of one head of one row. A rope unit u of a q or k head holds the RoPE
+//   pairs 2u and 2u + 1 (cos_sin of rope_trig), whose four elements fill two whole words of an f16
+//   cache: read (+ bias, · norm), rotated, written to q_out or the K cache. A v unit is copied
+//   (+ bias) into the V cache. Slots ≥ capacity are skipped, as kv_write does.
+// Grid and threads (row m = workgroup y; T = num_workgroups.y, so a decode step writes no uniform):
+//   with QK_NORM, one workgroup of WG per head (x = hh: query head hh < heads, else KV head
+//   hh - heads): thread t sums squares of elements t, t + WG, ... and reduces with wg_sum
+//   (rmsnorm.wgsl's WG and order), then takes units u = t, t + WG, ... (and, for a KV head, the
+//   same v units). Without QK_NORM, no workgroup memory and no barrier: one invocation per unit,
+//   x · WG + t over the (heads + kvHeads) · D/4 rope units, then the kvHeads · D/4 v units.
 // Preconditions: D % 4 == 0, D ≤ 256; WG = 64 (rmsnorm's), a power of two; positions < 102900.
 
 {{PARAMS}}
@@ -56,7 +57,9 @@ const HALF: u32 = D / 2u;
 //#include half_bits
 //#endif
 
-// Input element `col` of row m, with the bias added as AddInPlace adds it.
+const U: u32 = D / 4u; // units per head
+
+// Input element `col` of row m (row stride W), with the bias added as AddInPlace adds it.
 fn load(m: u32, W: u32, col: u32) -> f32 {
 //#if BIAS
   return qkv[m * W + col] + bias[col];
@@ -65,7 +68,7 @@ fn load(m: u32, W: u32, col: u32) -> f32 {
 //#endif
 }
 
-// Element pair (ea, eb) of row m's head at column col, rotated by pair i's angle at pos (after the
+// Elements (ea, eb) of row m's head at column col, rotated by pair i's angle at pos (after the
 // bias and, with QK_NORM, the norm: x · inv · g as rmsnorm.wgsl computes it).
 fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bool, inv: f32) -> vec2<f32> {
   var a = load(m, W, col + ea);
@@ -78,84 +81,113 @@ fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bo
   return rotate(a, b, cs.x, cs.y);
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(local_invocation_index) t: u32,
-) {
-  let hh = wid.x;
-  let m = wid.y;
+// Unit u of head hh (a query head below heads, else KV head hh - heads) of row m: RoPE pairs
+// 2u and 2u + 1, whose four elements (a0, b0, a1, b1) fill two whole cache words; written to q_out,
+// or into the K cache at slots[m] (skipped past capacity, as kv_write does).
+fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
   let qWidth = p.heads * D;
   let kvWidth = p.kvHeads * D;
   let W = qWidth + 2u * kvWidth;
   let isQ = hh < p.heads;
   let kh = hh - p.heads; // KV head when !isQ
   let col = select(qWidth + kh * D, hh * D, isQ);
-  var inv = 1.0;
+//#if INTERLEAVED
+  let a0 = 4u * u;
+  let b0 = a0 + 1u;
+  let a1 = a0 + 2u;
+  let b1 = a0 + 3u;
+//#else
+  let a0 = 2u * u;
+  let a1 = a0 + 1u;
+  let b0 = a0 + HALF;
+  let b1 = a1 + HALF;
+//#endif
+  let pos = f32(positions[m]);
+  let r0 = rotated(m, W, col, a0, b0, 2u * u, pos, isQ, inv);
+  let r1 = rotated(m, W, col, a1, b1, 2u * u + 1u, pos, isQ, inv);
+  if (isQ) {
+    let o = (m * p.heads + hh) * D;
+    q_out[o + a0] = r0.x;
+    q_out[o + b0] = r0.y;
+    q_out[o + a1] = r1.x;
+    q_out[o + b1] = r1.y;
+    return;
+  }
+  let slot = slots[m];
+  if (slot >= p.capacity) {
+    return;
+  }
+  let dst = slot * kvWidth + kh * D; // element offset of this KV head in the cache
+//#if KV_F16
+//#if INTERLEAVED
+  kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r0.y) << 16u);
+  kc[(dst + a1) / 2u] = half_bits(r1.x) | (half_bits(r1.y) << 16u);
+//#else
+  kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r1.x) << 16u);
+  kc[(dst + b0) / 2u] = half_bits(r0.y) | (half_bits(r1.y) << 16u);
+//#endif
+//#else
+  kc[dst + a0] = r0.x;
+  kc[dst + b0] = r0.y;
+  kc[dst + a1] = r1.x;
+  kc[dst + b1] = r1.y;
+//#endif
+}
+
+// Elements 4u .. 4u + 3 of KV head kh's v (+ bias) of row m into the V cache at slots[m].
+fn copy_v(m: u32, kh: u32, u: u32) {
+  let kvWidth = p.kvHeads * D;
+  let W = p.heads * D + 2u * kvWidth;
+  let slot = slots[m];
+  if (slot >= p.capacity) {
+    return;
+  }
+  let src = p.heads * D + kvWidth + kh * D + 4u * u;
+  let dst = slot * kvWidth + kh * D + 4u * u;
+//#if KV_F16
+  vc[dst / 2u] = half_bits(load(m, W, src)) | (half_bits(load(m, W, src + 1u)) << 16u);
+  vc[dst / 2u + 1u] = half_bits(load(m, W, src + 2u)) | (half_bits(load(m, W, src + 3u)) << 16u);
+//#else
+  for (var e = 0u; e < 4u; e++) {
+    vc[dst + e] = load(m, W, src + e);
+  }
+//#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) t: u32,
+) {
+  let m = wid.y;
 //#if QK_NORM
-  // rmsnorm.wgsl's sum: thread t adds elements t, t + WG, ... then wg_sum; the divisor is the
-  // uniform, as there (a constant divisor may compile to a multiply by its reciprocal, which
-  // rounds differently: seen with D = 96).
+  // One workgroup per head hh: rmsnorm.wgsl's sum (thread t adds elements t, t + WG, ..., then
+  // wg_sum) and its divisor, the uniform (a constant divisor may compile to a multiply by its
+  // reciprocal, which rounds differently: seen with D = 96).
+  let hh = wid.x;
+  let col = select(p.heads * D + (hh - p.heads) * D, hh * D, hh < p.heads);
+  let W = (p.heads + 2u * p.kvHeads) * D;
   var ss = 0.0;
   for (var i = t; i < D; i += WG) {
     let v = load(m, W, col + i);
     ss += v * v;
   }
-  inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
-//#endif
-  let pos = f32(positions[m]);
-  let slot = slots[m];
-  let dst = slot * kvWidth + kh * D; // element offset of this KV head in the cache
-  let writeKv = !isQ && slot < p.capacity;
-  // Unit u: pairs i = 2u and 2u + 1 (elements (a0, b0) and (a1, b1)), which fill two cache words.
-  for (var u = t; u < D / 4u; u += WG) {
-//#if INTERLEAVED
-    let a0 = 4u * u;
-    let b0 = a0 + 1u;
-    let a1 = a0 + 2u;
-    let b1 = a0 + 3u;
-//#else
-    let a0 = 2u * u;
-    let a1 = a0 + 1u;
-    let b0 = a0 + HALF;
-    let b1 = a1 + HALF;
-//#endif
-    let r0 = rotated(m, W, col, a0, b0, 2u * u, pos, isQ, inv);
-    let r1 = rotated(m, W, col, a1, b1, 2u * u + 1u, pos, isQ, inv);
-    if (isQ) {
-      let o = (m * p.heads + hh) * D;
-      q_out[o + a0] = r0.x;
-      q_out[o + b0] = r0.y;
-      q_out[o + a1] = r1.x;
-      q_out[o + b1] = r1.y;
-    } else if (writeKv) {
-//#if KV_F16
-//#if INTERLEAVED
-      kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r0.y) << 16u);
-      kc[(dst + a1) / 2u] = half_bits(r1.x) | (half_bits(r1.y) << 16u);
-//#else
-      kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r1.x) << 16u);
-      kc[(dst + b0) / 2u] = half_bits(r0.y) | (half_bits(r1.y) << 16u);
-//#endif
-//#else
-      kc[dst + a0] = r0.x;
-      kc[dst + b0] = r0.y;
-      kc[dst + a1] = r1.x;
-      kc[dst + b1] = r1.y;
-//#endif
+  let inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
+  for (var u = t; u < U; u += WG) {
+    rope_unit(m, hh, u, inv);
+    if (hh >= p.heads) {
+      copy_v(m, hh - p.heads, u);
     }
   }
-  if (!writeKv) {
-    return;
-  }
-  let vCol = qWidth + kvWidth + kh * D;
-//#if KV_F16
-  for (var w = t; w < D / 2u; w += WG) {
-    vc[dst / 2u + w] = half_bits(load(m, W, vCol + 2u * w)) | (half_bits(load(m, W, vCol + 2u * w + 1u)) << 16u);
-  }
 //#else
-  for (var i = t; i < D; i += WG) {
-    vc[dst + i] = load(m, W, vCol + i);
+  // One invocation per unit: the rope units of every head, then the v units of every KV head.
+  let i = wid.x * WG + t;
+  let ropeUnits = (p.heads + p.kvHeads) * U;
+  if (i < ropeUnits) {
+    rope_unit(m, i / U, i % U, 1.0);
+  } else if (i < ropeUnits + p.kvHeads * U) {
+    let j = i - ropeUnits;
+    copy_v(m, j / U, j % U);
   }
 //#endif
 }
