@@ -1,10 +1,11 @@
 // Kernel benchmark launcher: serves the repository with Vite, opens bench/kernels.html in headless
 // Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real) and prints the result.
-// Usage: node bench/kernels-cli.mjs [--json] [--quick]
+// Usage: node bench/kernels-cli.mjs [--json] [--quick] [--attention (attention and q|k|v rows only, no matmul rows)]
 import { runBenchPage } from './run-page.mjs';
 
 const args = new Set(process.argv.slice(2));
-const out = await runBenchPage(`bench/kernels.html${args.has('--quick') ? '?quick=1' : ''}`);
+const query = [args.has('--quick') && 'quick=1', args.has('--attention') && 'only=attention'].filter(Boolean);
+const out = await runBenchPage(`bench/kernels.html${query.length ? `?${query.join('&')}` : ''}`);
 if (args.has('--json')) {
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
 } else {
@@ -20,4 +21,18 @@ if (args.has('--json')) {
       );
   }
   console.log(`copy bandwidth: ${out.rows[0]?.copyGbps.toFixed(2)} GB/s (${out.rows[0]?.timing} timing)`);
+  console.log(
+    '\nattention (decode, T = 1)  context  heads/kv  headDim  cache  unsplit ms  split ms  dispatches  speed-up',
+  );
+  for (const a of out.attention ?? [])
+    console.log(
+      `                           ${String(a.context).padStart(7)}  ${`${a.heads}/${a.kvHeads}`.padStart(8)}  ${String(a.headDim).padStart(7)}  ${a.format.padEnd(5)}  ${a.unsplitMs.toFixed(3).padStart(10)}  ${a.splitMs.toFixed(3).padStart(8)}  ${String(a.splitDispatches).padStart(10)}  ${a.speedup.toFixed(2).padStart(7)}x`,
+    );
+  console.log(
+    '\nq|k|v → RoPE → KV write  family   T  heads/kv  headDim  unfused ms (dispatches)  fused ms  speed-up',
+  );
+  for (const r of out.qkv ?? [])
+    console.log(
+      `                         ${r.family}  ${String(r.T).padStart(3)}  ${`${r.heads}/${r.kvHeads}`.padStart(8)}  ${String(r.headDim).padStart(7)}  ${r.unfusedMs.toFixed(3).padStart(10)} (${r.unfusedDispatches})${' '.repeat(10)}  ${r.fusedMs.toFixed(3).padStart(8)}  ${r.speedup.toFixed(2).padStart(7)}x`,
+    );
 }

@@ -2,7 +2,7 @@
 // the rows as JSON into #result (data-done when finished, data-error on failure), for
 // bench/kernels-cli.mjs or a person to read. `?quick=1` cuts repetitions.
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import { runKernelBench } from './kernels.js';
+import { runAttentionBench, runKernelBench, runQkvBench } from './kernels.js';
 
 async function main(): Promise<void> {
   const status = document.getElementById('status');
@@ -13,8 +13,13 @@ async function main(): Promise<void> {
     const ctx = await createGpuContext();
     const adapter = describeAdapter(ctx.adapter);
     console.log(`[bench] adapter: ${adapter}`);
-    const rows = await runKernelBench(ctx, { quick, log: (line) => console.log(`[bench] ${line}`) });
-    result.textContent = JSON.stringify({ adapter, features: ctx.features, rows }, null, 2);
+    const log = (line: string) => console.log(`[bench] ${line}`);
+    // `?only=attention` skips the matmul rows (attention and q|k|v rows only).
+    const only = new URLSearchParams(location.search).get('only');
+    const rows = only === 'attention' ? [] : await runKernelBench(ctx, { quick, log });
+    const attention = await runAttentionBench(ctx, { quick, log });
+    const qkv = await runQkvBench(ctx, { quick, log });
+    result.textContent = JSON.stringify({ adapter, features: ctx.features, rows, attention, qkv }, null, 2);
     status.textContent = 'done';
     result.dataset.done = '1';
   } catch (e) {

@@ -8,8 +8,12 @@ import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
 import { renderWgsl, wgslVariant } from '../src/gpu/wgsl.js';
+import { Attention } from '../src/kernels/attention/attention.js';
+import { SplitAttention } from '../src/kernels/attention/attention_split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
+import { AddInPlace } from '../src/kernels/elementwise/elementwise.js';
+import { type KvFormat, KvWrite, kvWordsPerSlot, packHalves } from '../src/kernels/kv/kv.js';
 import {
   type GpuMatrix,
   Matmul,
@@ -29,6 +33,9 @@ import {
   scaleWords,
   type WeightFormat,
 } from '../src/kernels/matmul/quant.js';
+import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
+import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
+import { Rope } from '../src/kernels/rope/rope.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
 // The copy kernel measures bandwidth only here, so it lives in bench/ and does not ship.
 import copyBw from './copy_bw.wgsl?raw';
@@ -140,6 +147,40 @@ async function timePass(
   for (let i = 0; i < reps; i++) wall.push(await once(timer.enabled));
   const gpu = (await timer.read()).map((r) => r.ns / 1e6);
   return median(gpu.length === reps ? gpu : wall);
+}
+
+/**
+ * Median ms of each of a pair of recordings, timed alternately (A, B, A, B, ...) after one
+ * warm-up each, so a change in the machine's load during the run falls on both alike. `timer`
+ * must hold 2 · reps passes.
+ */
+async function timeAlternating(
+  ctx: GpuContext,
+  timer: GpuTimer,
+  reps: number,
+  pair: [(pass: GPUComputePassEncoder) => void, (pass: GPUComputePassEncoder) => void],
+): Promise<[number, number]> {
+  const records = [...pair];
+  const once = async (i: number, timed: boolean) => {
+    const enc = ctx.device.createCommandEncoder();
+    const pass = enc.beginComputePass(timed ? timer.passDescriptor(String(i)) : {});
+    records[i]!(pass);
+    pass.end();
+    const t0 = performance.now();
+    ctx.device.queue.submit([enc.finish()]);
+    await ctx.device.queue.onSubmittedWorkDone();
+    return performance.now() - t0;
+  };
+  for (let i = 0; i < records.length; i++) await once(i, false);
+  const wall: number[][] = records.map(() => []);
+  for (let r = 0; r < reps; r++)
+    for (let i = 0; i < records.length; i++) wall[i]!.push(await once(i, timer.enabled));
+  const gpu = await timer.read();
+  const [a, b] = records.map((_, i) => {
+    const ms = gpu.filter((g) => g.label === String(i)).map((g) => g.ns / 1e6);
+    return median(ms.length === reps ? ms : wall[i]!);
+  });
+  return [a!, b!];
 }
 
 function median(v: number[]): number {
@@ -333,4 +374,216 @@ function syntheticF32(n: number, seed: number): Float32Array {
     out[i] = s / 2 ** 31 - 1;
   }
   return out;
+}
+
+/** One measured attention pass: the split kernel against the one-workgroup-per-(row, head) kernel. */
+export interface AttentionBenchRow {
+  /** Keys each query sees (decode at slot context - 1). */
+  context: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  format: KvFormat;
+  /** Median ms of `Attention` (attention.wgsl). */
+  unsplitMs: number;
+  /** Median ms of `SplitAttention` (attention_split.wgsl, plus attention_merge.wgsl past one chunk). */
+  splitMs: number;
+  /** unsplitMs / splitMs. */
+  speedup: number;
+  /** Dispatches of the split pass (1 within one chunk, else 2). */
+  splitDispatches: number;
+  timing: 'timestamp' | 'wall';
+}
+
+/**
+ * Decode attention (T = 1) at each context, split against unsplit, both timed in this run on the
+ * same cache contents: the shape of Llama 3.2 1B (32 heads, 8 KV heads, headDim 64) by default.
+ */
+export async function runAttentionBench(
+  ctx: GpuContext,
+  opts: { quick?: boolean; contexts?: number[]; formats?: KvFormat[]; log?: (line: string) => void } = {},
+): Promise<AttentionBenchRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.quick ? 3 : 10;
+  const [heads, kvHeads, headDim] = [32, 8, 64];
+  const timer = new GpuTimer(ctx, 2 * reps);
+  const binds = new BindGroupCache(ctx.device);
+  const rows: AttentionBenchRow[] = [];
+  for (const format of opts.formats ?? (['f32', 'f16'] as const))
+    for (const context of opts.contexts ?? [512, 4096]) {
+      const shape = { heads, kvHeads, headDim, capacity: context, format };
+      const words = kvWordsPerSlot(shape) * context;
+      const kc = uploadBuffer(ctx, syntheticCache(format, words, 5), 'bench-kc');
+      const vc = uploadBuffer(ctx, syntheticCache(format, words, 6), 'bench-vc');
+      const q = uploadBuffer(ctx, syntheticF32(heads * headDim, 7), 'bench-q');
+      const out = createBuffer(ctx, heads * headDim * 4, 'bench-attn-out');
+      const ends = uploadBuffer(ctx, new Uint32Array([0]), 'bench-ends');
+      const base = context - 1;
+      const slots = uploadBuffer(ctx, new Uint32Array([base]), 'bench-slots');
+      await Attention.prepare(ctx, format);
+      await SplitAttention.prepare(ctx, shape);
+      const unsplit = new Attention(ctx, binds, shape);
+      const split = new SplitAttention(ctx, binds, { ...shape, maxRows: 1 });
+      const [unsplitMs, splitMs] = await timeAlternating(ctx, timer, reps, [
+        (pass) => unsplit.encode(pass, q, kc, vc, ends, out, 1, base),
+        (pass) => split.encode(pass, q, kc, vc, ends, slots, out, 1, base),
+      ]);
+      const row: AttentionBenchRow = {
+        context,
+        heads,
+        kvHeads,
+        headDim,
+        format,
+        unsplitMs,
+        splitMs,
+        speedup: unsplitMs / splitMs,
+        splitDispatches: SplitAttention.dispatches(base, 1),
+        timing: timer.enabled ? 'timestamp' : 'wall',
+      };
+      log(
+        `attention ${format} decode at ${context} keys (${heads}/${kvHeads} heads, headDim ${headDim}): unsplit ${unsplitMs.toFixed(3)} ms, split ${splitMs.toFixed(3)} ms (${row.splitDispatches} dispatches), ${row.speedup.toFixed(2)}x`,
+      );
+      rows.push(row);
+      unsplit.destroy();
+      split.destroy();
+      for (const b of [kc, vc, q, out, ends, slots]) b.destroy();
+    }
+  timer.destroy();
+  return rows;
+}
+
+/** Cache words of small values: f32 as is, or two halves per word for an f16 cache. */
+function syntheticCache(format: KvFormat, words: number, seed: number): Uint32Array {
+  const f = syntheticF32(format === 'f16' ? 2 * words : words, seed);
+  return format === 'f16' ? packHalves(f) : new Uint32Array(f.buffer);
+}
+
+/** One measured q|k|v post-processing pass: {@link QkvRope} against the kernels it replaces. */
+export interface QkvBenchRow {
+  /** Which family's switches: 'qwen2' (bias), 'qwen3' (QK-norm). */
+  family: 'qwen2' | 'qwen3';
+  T: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  /** Median ms of bias adds / QK-norms, Rope and KvWrite in sequence. */
+  unfusedMs: number;
+  unfusedDispatches: number;
+  /** Median ms of the one QkvRope dispatch. */
+  fusedMs: number;
+  /** unfusedMs / fusedMs. */
+  speedup: number;
+  timing: 'timestamp' | 'wall';
+}
+
+/**
+ * The fused q|k|v → RoPE → KV-write kernel against the sequence it replaces, timed in this run:
+ * Qwen2-0.5B's shape with its bias (14 heads, 2 KV heads, headDim 64) and Qwen3-0.6B's with
+ * QK-norm (16 heads, 8 KV heads, headDim 128), at decode (T = 1) and a 64-row prefill chunk.
+ */
+export async function runQkvBench(
+  ctx: GpuContext,
+  opts: { quick?: boolean; log?: (line: string) => void } = {},
+): Promise<QkvBenchRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.quick ? 3 : 10;
+  const timer = new GpuTimer(ctx, 2 * reps);
+  const binds = new BindGroupCache(ctx.device);
+  const rows: QkvBenchRow[] = [];
+  const families = [
+    ['qwen2', 14, 2, 64],
+    ['qwen3', 16, 8, 128],
+  ] as const;
+  for (const [family, heads, kvHeads, headDim] of families)
+    for (const T of [1, 64]) {
+      const capacity = 4096;
+      const o: QkvRopeOptions = {
+        heads,
+        kvHeads,
+        headDim,
+        theta: 1e6,
+        layout: 'half',
+        capacity,
+        bias: family === 'qwen2',
+        ...(family === 'qwen3' ? { qkNormEps: 1e-6 } : {}),
+      };
+      const [qW, kvW] = [heads * headDim, kvHeads * headDim];
+      const W = qW + 2 * kvW;
+      const f = (n: number, seed: number, label: string) => uploadBuffer(ctx, syntheticF32(n, seed), label);
+      const qkv = f(T * W, 1, 'bench-qkv');
+      const [q, k, v] = [f(T * qW, 2, 'bench-q'), f(T * kvW, 3, 'bench-k'), f(T * kvW, 4, 'bench-v')];
+      const [qn, kn] = [
+        createBuffer(ctx, T * qW * 4, 'bench-qn'),
+        createBuffer(ctx, T * kvW * 4, 'bench-kn'),
+      ];
+      const bias = f(W, 5, 'bench-bias');
+      const [qBias, kvBias] = [f(T * qW, 6, 'bench-qbias'), f(T * kvW, 7, 'bench-kvbias')];
+      const [qNorm, kNorm] = [f(headDim, 8, 'bench-qnorm'), f(headDim, 9, 'bench-knorm')];
+      const positions = uploadBuffer(
+        ctx,
+        Uint32Array.from({ length: T }, (_, i) => 1000 + i),
+        'bench-pos',
+      );
+      const cache = {
+        k: createBuffer(ctx, capacity * kvW * 4, 'bench-kc'),
+        v: createBuffer(ctx, capacity * kvW * 4, 'bench-vc'),
+      };
+      await Promise.all([
+        QkvRope.prepare(ctx, o),
+        Rope.prepare(ctx, 'half'),
+        RmsNorm.prepare(ctx),
+        AddInPlace.prepare(ctx),
+        KvWrite.prepare(ctx),
+      ]);
+      const fused = new QkvRope(ctx, binds, o);
+      const rope = new Rope(ctx, binds, o);
+      const write = new KvWrite(ctx, binds, o);
+      const adds = [new AddInPlace(ctx, binds), new AddInPlace(ctx, binds), new AddInPlace(ctx, binds)];
+      const norms = [
+        new RmsNorm(ctx, binds, { n: headDim, eps: 1e-6 }),
+        new RmsNorm(ctx, binds, { n: headDim, eps: 1e-6 }),
+      ];
+      const weights = o.bias ? { bias } : { qNorm, kNorm };
+      const unfused = (pass: GPUComputePassEncoder) => {
+        if (o.bias) {
+          adds[0]!.encode(pass, qBias, q, T * qW);
+          adds[1]!.encode(pass, kvBias, k, T * kvW);
+          adds[2]!.encode(pass, kvBias, v, T * kvW);
+          rope.encode(pass, q, k, positions, T);
+          write.encode(pass, k, v, positions, cache, T);
+        } else {
+          norms[0]!.encode(pass, q, qNorm, qn, T * heads);
+          norms[1]!.encode(pass, k, kNorm, kn, T * kvHeads);
+          rope.encode(pass, qn, kn, positions, T);
+          write.encode(pass, kn, v, positions, cache, T);
+        }
+      };
+      const before = ctx.counter.dispatches;
+      const [unfusedMs, fusedMs] = await timeAlternating(ctx, timer, reps, [
+        unfused,
+        (pass) => fused.encode(pass, qkv, positions, positions, qn, cache, T, weights),
+      ]);
+      const unfusedDispatches = (ctx.counter.dispatches - before) / (reps + 1) - 1; // the fused pass is 1
+      const row: QkvBenchRow = {
+        family,
+        T,
+        heads,
+        kvHeads,
+        headDim,
+        unfusedMs,
+        unfusedDispatches,
+        fusedMs,
+        speedup: unfusedMs / fusedMs,
+        timing: timer.enabled ? 'timestamp' : 'wall',
+      };
+      log(
+        `qkv ${family} T=${T} (${heads}/${kvHeads} heads, headDim ${headDim}): unfused ${unfusedMs.toFixed(3)} ms (${unfusedDispatches} dispatches), fused ${fusedMs.toFixed(3)} ms, ${row.speedup.toFixed(2)}x`,
+      );
+      rows.push(row);
+      for (const x of [fused, rope, write, ...adds, ...norms]) x.destroy();
+      for (const b of [qkv, q, k, v, qn, kn, bias, qBias, kvBias, qNorm, kNorm, positions, cache.k, cache.v])
+        b.destroy();
+    }
+  timer.destroy();
+  return rows;
 }

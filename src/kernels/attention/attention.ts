@@ -136,7 +136,9 @@ function checkShape(shape: AttentionShape): void {
  * Attention of T query rows over one layer's KV cache on the GPU: decode (T = 1), causal prefill
  * (ends = {@link chainEnds}) and tree verification (ends = {@link subtreeEnds}) through one
  * kernel (attention.wgsl). KV cache layout per layer: K and V buffers
- * [capacity, kvHeads, headDim] f32, slot = absolute position.
+ * [capacity, kvHeads, headDim] f32, slot = absolute position. One workgroup per (row, head) walks
+ * every key, and the base is a uniform rewritten at each encode; `SplitAttention`
+ * (attention_split.ts) is the faster kernel, and this one stays as its baseline in bench:kernels.
  */
 export class Attention {
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;

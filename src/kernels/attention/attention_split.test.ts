@@ -1,0 +1,253 @@
+import { describe, expect, it } from 'vitest';
+import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { BindGroupCache } from '../bind.js';
+import { packHalves, unpackHalves } from '../kv/kv.js';
+import { type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './attention.js';
+import { ATTENTION_CHUNK, SplitAttention } from './attention_split.js';
+
+function slotsOf(base: number, rows: number): Uint32Array {
+  return Uint32Array.from({ length: rows }, (_, r) => base + r);
+}
+
+/** Runs {@link SplitAttention} once on {@link AttentionInputs}; returns [T, heads, headDim] and the dispatch count. */
+async function runSplit(
+  ctx: GpuContext,
+  a: AttentionInputs,
+): Promise<{ out: Float32Array; dispatches: number }> {
+  const T = a.ends.length;
+  await SplitAttention.prepare(ctx, a);
+  const before = ctx.counter.dispatches;
+  const out = await runOnce(ctx, 'attention-split', (run) => {
+    const att = run.own(new SplitAttention(ctx, run.binds, { ...a, maxRows: T }));
+    const q = run.upload(a.q);
+    const k = run.upload(a.format === 'f16' ? packHalves(a.k) : a.k);
+    const v = run.upload(a.format === 'f16' ? packHalves(a.v) : a.v);
+    const [ends, slots, out] = [
+      run.upload(a.ends),
+      run.upload(slotsOf(a.base, T)),
+      run.empty(a.q.byteLength),
+    ];
+    return {
+      encode: (pass) => att.encode(pass, q, k, v, ends, slots, out, T, a.base),
+      read: () => readF32(ctx, out, T * a.heads * a.headDim),
+    };
+  });
+  return { out, dispatches: ctx.counter.dispatches - before };
+}
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+function rand(n: number, r: () => number, scale = 1): Float32Array {
+  return Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+}
+
+/** |a - b| ≤ tol · (1 + |b|) elementwise; reports the worst index. */
+function expectClose(a: Float32Array, b: Float32Array, tol: number): void {
+  expect(a.length).toBe(b.length);
+  let worst = 0;
+  let at = -1;
+  for (let i = 0; i < a.length; i++) {
+    const e = Math.abs(a[i]! - b[i]!) / (1 + Math.abs(b[i]!));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  expect(worst, `worst error at ${at}: ${a[at]} vs ${b[at]}`).toBeLessThanOrEqual(tol);
+}
+
+/** A random tree of n nodes in depth-first order: node i's parent is on the path to node i-1. */
+function randomTree(n: number, r: () => number): number[] {
+  const parents = [-1];
+  for (let i = 1; i < n; i++) {
+    const path: number[] = [];
+    for (let a = i - 1; a >= 0; a = parents[a]!) path.push(a);
+    parents.push(path[Math.floor(r() * path.length)]!);
+  }
+  return parents;
+}
+
+function inputs(
+  seed: number,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
+  base: number,
+  ends: Uint32Array,
+  format: 'f32' | 'f16' = 'f32',
+): AttentionInputs {
+  const r = rng(seed);
+  const capacity = base + ends.length + 5;
+  return {
+    heads,
+    kvHeads,
+    headDim,
+    capacity,
+    base,
+    ends,
+    format,
+    q: rand(ends.length * heads * headDim, r, 2),
+    k: rand(capacity * kvHeads * headDim, r, 2),
+    v: rand(capacity * kvHeads * headDim, r),
+  };
+}
+
+/** The reference on the values the cache holds (halves for an f16 cache). */
+function reference(a: AttentionInputs): Float32Array {
+  if (a.format !== 'f16') return attentionRef(a);
+  const toHalf = (x: Float32Array) => unpackHalves(packHalves(x), x.length);
+  return attentionRef({ ...a, k: toHalf(a.k), v: toHalf(a.v) });
+}
+
+const TOL = 5e-5;
+const CH = ATTENTION_CHUNK;
+
+describe('split attention (chunks of absolute slots, then a merge) vs the TS reference', () => {
+  it.each([
+    // heads, kvHeads, headDim, base, format
+    [4, 4, 64, 37, 'f32'],
+    [4, 2, 128, CH - 1, 'f32'],
+    [8, 2, 80, CH, 'f32'],
+    [8, 2, 64, 3 * CH + 17, 'f16'],
+    [6, 6, 96, 700, 'f16'],
+    [4, 1, 128, 2 * CH + 200, 'f32'],
+  ] as const)(
+    'decode: heads=%i kvHeads=%i headDim=%i at slot %i, %s cache',
+    async (heads, kvHeads, headDim, base, format) => {
+      const ctx = await gpu();
+      const a = inputs(heads * 1000 + base, heads, kvHeads, headDim, base, chainEnds(1), format);
+      const { out, dispatches } = await runSplit(ctx, a);
+      expectClose(out, reference(a), TOL);
+      // One dispatch while the keys fit one chunk, the partial pass and the merge past it.
+      expect(dispatches).toBe(base + 1 <= CH ? 1 : 2);
+    },
+  );
+
+  it.each([
+    [4, 2, 64, 0, 17, 'f32'],
+    [8, 2, 96, CH - 9, 17, 'f32'],
+    [4, 1, 128, 2 * CH - 30, 40, 'f16'],
+  ] as const)(
+    'causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
+    async (heads, kvHeads, headDim, base, M, format) => {
+      const ctx = await gpu();
+      const a = inputs(base * 31 + M, heads, kvHeads, headDim, base, chainEnds(M), format);
+      expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
+    },
+  );
+
+  it.each([
+    [17, CH - 8, 4, 2, 64, 'f32'],
+    [17, 500, 8, 2, 80, 'f16'],
+    [12, 3, 4, 4, 128, 'f32'],
+  ] as const)(
+    'tree of %i nodes after %i cached (heads=%i, kvHeads=%i, headDim=%i, %s cache)',
+    async (n, base, heads, kvHeads, headDim, format) => {
+      const ctx = await gpu();
+      const parents = randomTree(n, rng(n * 7 + base));
+      const a = inputs(n + base, heads, kvHeads, headDim, base, subtreeEnds(parents), format);
+      expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
+    },
+  );
+
+  it.each([
+    ['f32', 8, 2, 64],
+    ['f16', 4, 1, 80],
+  ] as const)(
+    'batch invariance (%s cache): each row of a 17-row chain across a chunk boundary equals decode at its slot, bit for bit',
+    async (format, heads, kvHeads, headDim) => {
+      const ctx = await gpu();
+      const M = 17;
+      const a = inputs(91, heads, kvHeads, headDim, CH - 7, chainEnds(M), format); // rows at slots 249 .. 265
+      const prefill = (await runSplit(ctx, a)).out;
+      const hd = heads * headDim;
+      for (let r = 0; r < M; r++) {
+        const one = await runSplit(ctx, {
+          ...a,
+          q: a.q.slice(r * hd, (r + 1) * hd),
+          ends: chainEnds(1),
+          base: a.base + r,
+        });
+        expect(Array.from(one.out), `row ${r}`).toEqual(Array.from(prefill.subarray(r * hd, (r + 1) * hd)));
+      }
+    },
+  );
+
+  it('batch invariance: each row of a 17-node tree across a chunk boundary equals the same row verified with fewer nodes', async () => {
+    const ctx = await gpu();
+    const n = 17;
+    const parents = randomTree(n, rng(5));
+    const ends = subtreeEnds(parents);
+    const a = inputs(123, 4, 2, 64, CH - 5, ends);
+    const full = (await runSplit(ctx, a)).out;
+    const hd = a.heads * a.headDim;
+    // The first r + 1 nodes of a depth-first tree are a depth-first tree (ends clipped to r).
+    for (const r of [0, 3, 4, 5, 9, 16]) {
+      const part = await runSplit(ctx, {
+        ...a,
+        q: a.q.slice(0, (r + 1) * hd),
+        ends: ends.slice(0, r + 1).map((e) => Math.min(e, r)),
+      });
+      expect(Array.from(part.out.subarray(r * hd)), `row ${r}`).toEqual(
+        Array.from(full.subarray(r * hd, (r + 1) * hd)),
+      );
+    }
+  });
+
+  it('steady decode: growing positions write no buffer, create no bind group and compile nothing', async () => {
+    const ctx = await gpu();
+    const binds = new BindGroupCache(ctx.device);
+    const a = inputs(9, 4, 2, 64, 0, chainEnds(1));
+    const capacity = 2 * CH + 8;
+    const k = rand(capacity * a.kvHeads * a.headDim, rng(3), 2);
+    const v = rand(capacity * a.kvHeads * a.headDim, rng(4));
+    await SplitAttention.prepare(ctx, a);
+    const att = new SplitAttention(ctx, binds, { ...a, capacity, maxRows: 1 });
+    const bq = uploadBuffer(ctx, a.q, 'q');
+    const bk = uploadBuffer(ctx, k, 'k');
+    const bv = uploadBuffer(ctx, v, 'v');
+    const be = uploadBuffer(ctx, a.ends, 'ends');
+    const bo = createBuffer(ctx, a.q.byteLength, 'out');
+    const compiled = ctx.pipelines.compiled;
+    const slotBufs = [CH - 2, CH - 1, CH, 2 * CH + 3].map(
+      (pos) => [pos, uploadBuffer(ctx, slotsOf(pos, 1), 's')] as const,
+    );
+    for (const [pos, slots] of slotBufs) {
+      const writes = ctx.counter.writes;
+      const enc = ctx.device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      att.encode(pass, bq, bk, bv, be, slots, bo, 1, pos);
+      pass.end();
+      ctx.device.queue.submit([enc.finish()]);
+      expect(ctx.counter.writes, `writes at slot ${pos}`).toBe(writes);
+      const got = await readF32(ctx, bo, a.q.length);
+      expectClose(got, attentionRef({ ...a, capacity, k, v, base: pos }), TOL);
+    }
+    // One bind group for the partial pass per slots buffer, and one merge group per buffer past a chunk.
+    expect(binds.created).toBe(4 + 2);
+    expect(ctx.pipelines.compiled).toBe(compiled);
+    expect(() =>
+      att.encode(ctx.device.createCommandEncoder().beginComputePass(), bq, bk, bv, be, be, bo, 1, capacity),
+    ).toThrow(/exceeds capacity/);
+    for (const b of [bq, bk, bv, be, bo, ...slotBufs.map(([, s]) => s)]) b.destroy();
+    att.destroy();
+  });
+
+  it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory', async () => {
+    const ctx = await gpu();
+    const binds = new BindGroupCache(ctx.device);
+    const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
+    expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 66 })).toThrow(/multiple of 4/);
+    expect(() => new SplitAttention(ctx, binds, { ...shape, heads: 64, kvHeads: 1, headDim: 256 })).toThrow(
+      /workgroup memory/,
+    );
+  });
+});

@@ -1,0 +1,193 @@
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { createBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
+import { kvWordsPerSlot } from '../kv/kv.js';
+import type { AttentionShape } from './attention.js';
+
+const WG = 64;
+/**
+ * Keys per chunk of {@link SplitAttention}: chunk c holds the absolute cache slots
+ * [c · ATTENTION_CHUNK, (c + 1) · ATTENTION_CHUNK), whatever rows share the pass.
+ */
+export const ATTENTION_CHUNK = 256;
+const Params = defineUniforms('Params', { scale: 'f32' });
+// attention_merge has no uniform (T, kvHeads and base come from the grid and slots); wgslVariant still takes a layout.
+const NoParams = defineUniforms('Params', {});
+
+/** Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds. */
+export interface SplitAttentionShape extends AttentionShape {
+  /** Most query rows of one pass (sizes the buffer of chunk partials). */
+  maxRows: number;
+}
+
+interface Variant {
+  G: number;
+  D: number;
+  f16: boolean;
+}
+
+function variantOf(shape: AttentionShape): Variant {
+  return { G: shape.heads / shape.kvHeads, D: shape.headDim, f16: shape.format === 'f16' };
+}
+
+function splitSource(v: Variant): WgslVariant {
+  return wgslVariant(shaders.attention_split, Params, {
+    WG,
+    CH: ATTENTION_CHUNK,
+    G: v.G,
+    D: v.D,
+    KV_F16: v.f16,
+  });
+}
+
+function mergeSource(v: Variant): WgslVariant {
+  return wgslVariant(shaders.attention_merge, NoParams, { WG, CH: ATTENTION_CHUNK, G: v.G, D: v.D });
+}
+
+/** Workgroup memory of the partial kernel in bytes: staged q, chunk scores, per-head reductions. */
+function workgroupBytes(v: Variant): number {
+  return 4 * v.G * (v.D + ATTENTION_CHUNK + WG);
+}
+
+/**
+ * Chunks a pass of `rows` rows at `base` spans: the partial pass's grid width and the stride of
+ * its partials (the kernels recompute it as slots[rows - 1] / chunk + 1).
+ */
+export function attentionChunks(base: number, rows: number): number {
+  return Math.floor((base + rows - 1) / ATTENTION_CHUNK) + 1;
+}
+
+function checkSplitShape(shape: SplitAttentionShape, limits: GPUSupportedLimits): void {
+  const { heads, kvHeads, headDim, capacity, maxRows } = shape;
+  for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity, maxRows }))
+    if (!Number.isInteger(v) || v < 1)
+      throw new InvalidInputError(`SplitAttention: ${name} must be ≥ 1, got ${v}`);
+  if (heads % kvHeads !== 0)
+    throw new InvalidInputError(
+      `SplitAttention: heads (${heads}) must be a multiple of kvHeads (${kvHeads})`,
+    );
+  if (headDim % 4 !== 0 || headDim > 4 * WG)
+    throw new InvalidInputError(
+      `SplitAttention: headDim must be a multiple of 4 up to ${4 * WG}, got ${headDim}`,
+    );
+  const wg = workgroupBytes(variantOf(shape));
+  if (wg > limits.maxComputeWorkgroupStorageSize)
+    throw new InvalidInputError(
+      `SplitAttention: ${heads / kvHeads} query heads per KV head at headDim ${headDim} need ${wg} bytes of workgroup memory, the device has ${limits.maxComputeWorkgroupStorageSize}`,
+    );
+}
+
+/**
+ * Decode / prefill / tree attention split over the context (attention_split.wgsl, then
+ * attention_merge.wgsl): the keys are cut into chunks of {@link ATTENTION_CHUNK} absolute slots,
+ * one workgroup per (chunk, KV head, row) scores a chunk for all the query heads of that KV head
+ * (K and V read once per group, as vec4), and a merge pass folds the chunks of each row in a fixed
+ * order. A pass whose keys all fit one chunk (base + rows ≤ {@link ATTENTION_CHUNK}) is one
+ * dispatch; a longer one is two. Same visibility rule and results as {@link attentionRef} (the
+ * oracle); a row's output is bit-identical whatever rows share the pass.
+ *
+ * Unlike `Attention` it takes the cache base from the `slots` buffer the runner already writes for
+ * the KV write (slots[r] = base + r) and T and kvHeads from the grid, so its only uniform (the
+ * scale) is written once at construction: encoding a decode step writes no buffer.
+ * Owns a buffer of chunk partials of maxRows · ⌈capacity / chunk⌉ · (heads · headDim + 2 · heads)
+ * f32, shared by every layer (passes are ordered, so layers may reuse it).
+ */
+export class SplitAttention {
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
+  private readonly split: GPUComputePipeline;
+  private readonly merge: GPUComputePipeline;
+  /** [maxRows, kvHeads, ⌈capacity / chunk⌉, G · (headDim + 2)] f32 chunk partials. */
+  private readonly part: GPUBuffer;
+  readonly scale: number;
+
+  /** Checks the shape, gets both pipelines (see {@link SplitAttention.prepare}), writes the scale. */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly shape: SplitAttentionShape,
+  ) {
+    checkSplitShape(shape, ctx.limits);
+    const v = variantOf(shape);
+    this.split = ctx.pipelines.get('attention_split', ...splitSource(v));
+    this.merge = ctx.pipelines.get('attention_merge', ...mergeSource(v));
+    this.scale = shape.scale ?? 1 / Math.sqrt(shape.headDim);
+    this.uniform = new UniformSlot(ctx, Params, 'attention-split-params');
+    this.uniform.write({ scale: this.scale });
+    const maxChunks = Math.ceil(shape.capacity / ATTENTION_CHUNK);
+    const partBytes = shape.maxRows * maxChunks * (shape.heads * (shape.headDim + 2)) * 4;
+    if (partBytes > ctx.limits.maxStorageBufferBindingSize)
+      throw new InvalidInputError(
+        `SplitAttention: chunk partials need ${partBytes} bytes (maxRows ${shape.maxRows}, capacity ${shape.capacity}), over the binding limit ${ctx.limits.maxStorageBufferBindingSize}`,
+      );
+    this.part = createBuffer(ctx, Math.max(16, partBytes), 'attention-split-partials');
+  }
+
+  /** Compiles both pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, shape: AttentionShape): Promise<void> {
+    const v = variantOf(shape);
+    await ctx.pipelines.prepare('attention_split', ...splitSource(v));
+    await ctx.pipelines.prepare('attention_merge', ...mergeSource(v));
+  }
+
+  /** Dispatches {@link SplitAttention.encode} records for `rows` rows at `base`: 1, or 2 past one chunk. */
+  static dispatches(base: number, rows: number): 1 | 2 {
+    return attentionChunks(base, rows) > 1 ? 2 : 1;
+  }
+
+  /**
+   * Encodes attention for `rows` queries standing at slots base .. base + rows - 1.
+   * q: [rows, heads, headDim]; kCache, vCache: [capacity, kvHeads, headDim]; ends: [rows] u32;
+   * slots: [rows] u32 holding base + r (the GPU reads base there; `base` here sizes the grid);
+   * out: [rows, heads, headDim], written. The rows' own K/V must already be in the cache.
+   */
+  encode(
+    pass: GPUComputePassEncoder,
+    q: GPUBuffer,
+    kCache: GPUBuffer,
+    vCache: GPUBuffer,
+    ends: GPUBuffer,
+    slots: GPUBuffer,
+    out: GPUBuffer,
+    rows: number,
+    base: number,
+  ): void {
+    const { heads, kvHeads, headDim, capacity, maxRows } = this.shape;
+    if (!Number.isInteger(rows) || rows < 1 || rows > maxRows)
+      throw new InvalidInputError(`SplitAttention: rows must be in 1..${maxRows}, got ${rows}`);
+    if (!Number.isInteger(base) || base < 0 || base + rows > capacity)
+      throw new InvalidInputError(`SplitAttention: base ${base} + rows ${rows} exceeds capacity ${capacity}`);
+    const qBytes = rows * heads * headDim * 4;
+    const cacheBytes = kvWordsPerSlot(this.shape) * capacity * 4;
+    const need: [string, GPUBuffer, number][] = [
+      ['q', q, qBytes],
+      ['out', out, qBytes],
+      ['kCache', kCache, cacheBytes],
+      ['vCache', vCache, cacheBytes],
+      ['ends', ends, rows * 4],
+      ['slots', slots, rows * 4],
+    ];
+    for (const [name, b, bytes] of need)
+      if (b.size < bytes)
+        throw new InvalidInputError(`SplitAttention: ${name} holds ${b.size} bytes, need ${bytes}`);
+    const chunks = attentionChunks(base, rows);
+    pass.setPipeline(this.split);
+    pass.setBindGroup(
+      0,
+      this.binds.get(this.split, [this.uniform.buffer, q, kCache, vCache, ends, slots, out, this.part]),
+    );
+    this.ctx.counter.dispatch(pass, chunks, kvHeads, rows);
+    if (chunks === 1) return;
+    pass.setPipeline(this.merge);
+    pass.setBindGroup(0, this.binds.get(this.merge, [slots, this.part, out]));
+    this.ctx.counter.dispatch(pass, kvHeads, rows);
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+    this.part.destroy();
+  }
+}

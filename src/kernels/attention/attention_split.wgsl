@@ -1,0 +1,217 @@
+// attention_split: the partial pass of split attention. The keys are cut into chunks of CH
+// absolute cache slots (chunk c = slots [c·CH, (c+1)·CH)); one workgroup scores one chunk for every
+// query head of one KV head of one row, and writes that chunk's softmax partial (max m, sum l and
+// the unnormalised weighted V) or, when the row's keys all lie in chunk 0, the row's final output.
+// attention_merge.wgsl folds the partials of the other rows.
+//
+// Bindings (group 0): 0 uniform Params { scale }; 1 q: array<vec4<f32>> [T, heads, D];
+//   2 kc, 3 vc: [capacity, kvHeads, D] as array<vec4<f32>>, or with KV_F16 array<vec2<u32>> (IEEE
+//   halves packed two per u32, element 2j in the low 16 bits: 4 elements per vec2<u32>);
+//   4 ends: array<u32> [T]; 5 slots: array<u32> [T], slots[r] = base + r (the row's own cache slot,
+//   as the runner writes it for kvWrite: base is slots[0], never a uniform);
+//   6 out: array<vec4<f32>> [T, heads, D] (written for rows whose keys fit chunk 0);
+//   7 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)] (written for the other rows): G · D
+//   unnormalised sums acc[g, d], then m[g], then l[g]. nChunks = slots[T-1] / CH + 1.
+// Grid: (nChunks, kvHeads, T) workgroups; T and kvHeads come from num_workgroups, so the only
+//   uniform (scale) is written once, and a decode step rewrites nothing here.
+// Visibility (as attention.wgsl): row r sees prefix slots s < base and tree slots base + j with
+//   j ≤ r ≤ ends[j]. Chunk c of row r is empty when c·CH > base + r; the workgroup returns.
+// Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
+//   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
+//   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
+//   t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G heads; the S
+//   parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
+//   so a row's output is bit-identical whatever rows share the pass (batch invariance).
+// Dispatches: rows whose keys all fit chunk 0 (base + r < CH) are final after this pass, so a pass
+//   with base + T ≤ CH costs this one dispatch; otherwise attention_merge follows (two in all).
+// Preconditions: D % 4 == 0, D ≤ 4 · WG; heads = G · kvHeads; CH a multiple of WG, WG a power of
+//   two; slots[r] = slots[0] + r; every slot ≤ slots[T-1] written in kc and vc.
+
+{{PARAMS}}
+
+const WG: u32 = {{WG}}u;
+const CH: u32 = {{CH}}u; // keys per chunk
+const G: u32 = {{G}}u; // query heads per KV head
+const D: u32 = {{D}}u; // head dim
+const D4: u32 = D / 4u;
+const KPT: u32 = CH / WG; // keys scored per thread
+const S: u32 = WG / D4; // key parts of the weighted-V sum
+const MASKED: f32 = -3.0e38;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+//#if KV_F16
+@group(0) @binding(2) var<storage, read> kc: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
+
+fn k4(i: u32) -> vec4<f32> {
+  let w = kc[i];
+  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+
+fn v4(i: u32) -> vec4<f32> {
+  let w = vc[i];
+  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+//#else
+@group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> vc: array<vec4<f32>>;
+
+fn k4(i: u32) -> vec4<f32> {
+  return kc[i];
+}
+
+fn v4(i: u32) -> vec4<f32> {
+  return vc[i];
+}
+//#endif
+@group(0) @binding(4) var<storage, read> ends: array<u32>;
+@group(0) @binding(5) var<storage, read> slots: array<u32>;
+@group(0) @binding(6) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> part: array<f32>;
+
+var<workgroup> qs: array<vec4<f32>, G * D4>; // the G query heads of this (row, kv head)
+var<workgroup> sc: array<f32, G * CH>; // scores, then weights p, then the S parts of acc
+var<workgroup> red: array<f32, G * WG>; // per-head tree reductions
+
+// Tree reduction of red[g·WG + t] over t for every head g, max or sum; result in red[g·WG].
+fn reduce_heads(t: u32, is_max: bool) {
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    workgroupBarrier();
+    if (t < s) {
+      for (var g = 0u; g < G; g++) {
+        let a = red[g * WG + t];
+        let b = red[g * WG + t + s];
+        red[g * WG + t] = select(a + b, max(a, b), is_max);
+      }
+    }
+  }
+  workgroupBarrier();
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) t: u32,
+) {
+  let c = wid.x;
+  let kvh = wid.y;
+  let r = wid.z;
+  let kvHeads = nwg.y;
+  let T = nwg.z;
+  let base = slots[0];
+  let me = slots[r]; // = base + r
+  let last = me / CH; // the row's last chunk
+  if (c > last) {
+    return; // uniform across the workgroup
+  }
+  let qBase = (r * kvHeads + kvh) * G * D4; // heads kvh·G .. kvh·G + G - 1 of row r
+  for (var i = t; i < G * D4; i += WG) {
+    qs[i] = q[qBase + i];
+  }
+  workgroupBarrier();
+
+  let c0 = c * CH;
+  let slotStride = kvHeads * D4; // vec4s per cache slot
+  var mloc: array<f32, G>;
+  for (var g = 0u; g < G; g++) {
+    mloc[g] = MASKED;
+  }
+  for (var i = 0u; i < KPT; i++) {
+    let j = t + i * WG;
+    let s = c0 + j;
+    let visible = s <= me && (s < base || ends[s - base] >= r);
+    var dots: array<f32, G>;
+    for (var g = 0u; g < G; g++) {
+      dots[g] = 0.0; // a declaration in a loop body is not re-zeroed on every compiler
+    }
+    if (visible) {
+      let kb = s * slotStride + kvh * D4;
+      for (var d = 0u; d < D4; d++) {
+        let kv = k4(kb + d);
+        for (var g = 0u; g < G; g++) {
+          dots[g] += dot(qs[g * D4 + d], kv);
+        }
+      }
+    }
+    for (var g = 0u; g < G; g++) {
+      let score = select(MASKED, dots[g] * p.scale, visible);
+      sc[g * CH + j] = score;
+      mloc[g] = max(mloc[g], score);
+    }
+  }
+  for (var g = 0u; g < G; g++) {
+    red[g * WG + t] = mloc[g];
+  }
+  reduce_heads(t, true);
+  var m: array<f32, G>;
+  for (var g = 0u; g < G; g++) {
+    m[g] = red[g * WG];
+  }
+  workgroupBarrier(); // every thread has its maxima before red is reused
+  var lloc: array<f32, G>;
+  for (var i = 0u; i < KPT; i++) {
+    let j = t + i * WG;
+    for (var g = 0u; g < G; g++) {
+      let score = sc[g * CH + j];
+      let w = select(0.0, exp(score - m[g]), score > MASKED);
+      sc[g * CH + j] = w;
+      lloc[g] += w;
+    }
+  }
+  for (var g = 0u; g < G; g++) {
+    red[g * WG + t] = lloc[g];
+  }
+  reduce_heads(t, false); // also orders the weights in sc before the V sums read them
+  var l: array<f32, G>;
+  for (var g = 0u; g < G; g++) {
+    l[g] = red[g * WG];
+  }
+
+  // Weighted V: part sp of column col sums keys j = sp, sp + S, ... of the chunk's visible span.
+  let col = t % D4;
+  let sp = t / D4;
+  let n = min(CH, me + 1u - c0); // keys past the row's own slot are never visible
+  var acc: array<vec4<f32>, G>;
+  if (sp < S) {
+    for (var j = sp; j < n; j += S) {
+      let vv = v4((c0 + j) * slotStride + kvh * D4 + col);
+      for (var g = 0u; g < G; g++) {
+        acc[g] += sc[g * CH + j] * vv;
+      }
+    }
+  }
+  workgroupBarrier(); // all weights read: sc now holds the parts, [sp, g, D]
+  if (sp < S) {
+    for (var g = 0u; g < G; g++) {
+      let o = ((sp * G + g) * D4 + col) * 4u;
+      sc[o] = acc[g].x;
+      sc[o + 1u] = acc[g].y;
+      sc[o + 2u] = acc[g].z;
+      sc[o + 3u] = acc[g].w;
+    }
+  }
+  workgroupBarrier();
+  let nChunks = slots[T - 1u] / CH + 1u;
+  let pBase = ((r * kvHeads + kvh) * nChunks + c) * G * (D + 2u);
+  for (var i = t; i < G * D4; i += WG) {
+    var a = vec4<f32>(0.0);
+    for (var s = 0u; s < S; s++) {
+      let o = (s * G * D4 + i) * 4u;
+      a += vec4<f32>(sc[o], sc[o + 1u], sc[o + 2u], sc[o + 3u]);
+    }
+    if (last == 0u) {
+      out[qBase + i] = a / l[i / D4];
+    } else {
+      part[pBase + 4u * i] = a.x;
+      part[pBase + 4u * i + 1u] = a.y;
+      part[pBase + 4u * i + 2u] = a.z;
+      part[pBase + 4u * i + 3u] = a.w;
+    }
+  }
+  if (last != 0u && t < G) {
+    part[pBase + G * D + t] = m[t];
+    part[pBase + G * D + G + t] = l[t];
+  }
+}

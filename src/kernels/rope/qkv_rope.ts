@@ -1,0 +1,227 @@
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { uploadBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
+import { type KvFormat, type KvLayerBuffers, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
+import { rmsNormRef } from '../norm/rmsnorm.js';
+import { type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
+
+const WG = 64; // rmsnorm.wgsl's: the QK-norm reduction must add in the same order
+const MAX_HEAD_DIM = 256;
+const Params = defineUniforms('Params', {
+  heads: 'u32',
+  kvHeads: 'u32',
+  headDim: 'u32',
+  capacity: 'u32',
+  eps: 'f32',
+});
+
+/** Static options of {@link QkvRope}: RoPE's, the KV cache's, and the family switches. */
+export interface QkvRopeOptions extends RopeOptions {
+  /** KV cache slots. */
+  capacity: number;
+  /** KV cache element type; defaults to 'f32'. */
+  format?: KvFormat;
+  /** A q|k|v bias vector [qWidth + 2 · kvWidth] is added first (Qwen2). */
+  bias: boolean;
+  /** Per-head RMSNorm of q and k with weights [headDim] before RoPE (Qwen3): its epsilon. */
+  qkNormEps?: number;
+}
+
+/** The per-layer weights {@link QkvRope.encode} binds; each present exactly when its option is on. */
+export interface QkvRopeWeights {
+  /** [qWidth + 2 · kvWidth] q|k|v bias. */
+  bias?: GPUBuffer;
+  /** [headDim] q_norm weight. */
+  qNorm?: GPUBuffer;
+  /** [headDim] k_norm weight. */
+  kNorm?: GPUBuffer;
+}
+
+/** Inputs of {@link qkvRopeRef}. */
+export interface QkvRopeInputs {
+  /** [T, qWidth + 2 · kvWidth] output of the concatenated q|k|v matmul. */
+  qkv: Float32Array;
+  /** [T] RoPE positions. */
+  positions: Uint32Array;
+  /** [T] cache slots. */
+  slots: Uint32Array;
+  bias?: Float32Array;
+  qNorm?: Float32Array;
+  kNorm?: Float32Array;
+  /** [capacity, kvHeads, headDim] f32 caches, written at `slots` (values as the cache holds them). */
+  kCache: Float32Array;
+  vCache: Float32Array;
+}
+
+/**
+ * Reference of {@link QkvRope}, composed of the unfused references: bias add (f32), rmsNormRef per
+ * head, ropeRef on q and k, kvWriteRef. Returns q [T, heads, headDim] and writes k and v into the
+ * caches (as f32: an f16 cache holds these values rounded to halves).
+ */
+export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
+  const { heads, kvHeads, headDim: D } = o;
+  const qW = heads * D;
+  const kvW = kvHeads * D;
+  const W = qW + 2 * kvW;
+  const T = a.positions.length;
+  const cols = (from: number, n: number) => {
+    const x = new Float32Array(T * n);
+    for (let m = 0; m < T; m++)
+      for (let i = 0; i < n; i++) {
+        const b = a.bias ? a.bias[from + i]! : 0;
+        x[m * n + i] = a.bias ? Math.fround(a.qkv[m * W + from + i]! + b) : a.qkv[m * W + from + i]!;
+      }
+    return x;
+  };
+  let q: Float32Array = cols(0, qW);
+  let k: Float32Array = cols(qW, kvW);
+  const v = cols(qW + kvW, kvW);
+  if (o.qkNormEps !== undefined) {
+    if (!a.qNorm || !a.kNorm) throw new InvalidInputError('qkvRopeRef: QK-norm needs qNorm and kNorm');
+    q = rmsNormRef(q, a.qNorm, { n: D, eps: o.qkNormEps });
+    k = rmsNormRef(k, a.kNorm, { n: D, eps: o.qkNormEps });
+  }
+  const inv = ropeInvFreq(D, o.theta, o.scaling);
+  ropeRef(q, heads, D, a.positions, inv, o.layout);
+  ropeRef(k, kvHeads, D, a.positions, inv, o.layout);
+  kvWriteRef({ capacity: o.capacity, kvHeads, headDim: D }, a.kCache, a.vCache, k, v, a.slots);
+  return q;
+}
+
+interface Variant {
+  D: number;
+  f16: boolean;
+  bias: boolean;
+  norm: boolean;
+  interleaved: boolean;
+}
+
+function variantOf(o: QkvRopeOptions): Variant {
+  return {
+    D: o.headDim,
+    f16: o.format === 'f16',
+    bias: o.bias,
+    norm: o.qkNormEps !== undefined,
+    interleaved: o.layout === 'interleaved',
+  };
+}
+
+function source(v: Variant): WgslVariant {
+  // Optional bindings follow the fixed ones (0 .. 7) in the order bias, q_norm, k_norm.
+  const bias = 8;
+  const qn = v.bias ? 9 : 8;
+  return wgslVariant(shaders.qkv_rope, Params, {
+    WG,
+    D: v.D,
+    KV_F16: v.f16,
+    BIAS: v.bias,
+    QK_NORM: v.norm,
+    INTERLEAVED: v.interleaved,
+    BIAS_BINDING: bias,
+    QN_BINDING: qn,
+    KN_BINDING: qn + 1,
+  });
+}
+
+/**
+ * From the output of one concatenated q|k|v matmul to attention's inputs in one dispatch
+ * (qkv_rope.wgsl): optional q|k|v bias (Qwen2), optional QK-norm (Qwen3), RoPE on q and k at
+ * explicit positions, q written to a [T, heads, headDim] buffer and k, v written into one layer's
+ * KV cache at explicit slots. Bit-identical to AddInPlace ×3, RmsNorm ×2, Rope and KvWrite in
+ * sequence (seven dispatches at most, one). Its one uniform is static and written at construction,
+ * so encoding writes no buffer; owns the inv_freq buffer.
+ */
+export class QkvRope {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
+  /** [headDim / 2] f32, uploaded once. */
+  readonly invFreq: GPUBuffer;
+
+  /** Checks the options, gets the pipeline (see {@link QkvRope.prepare}), writes the uniform, uploads inv_freq. */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly options: QkvRopeOptions,
+  ) {
+    const { heads, kvHeads, headDim, theta, capacity } = options;
+    for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity }))
+      if (!Number.isInteger(v) || v < 1)
+        throw new InvalidInputError(`QkvRope: ${name} must be ≥ 1, got ${v}`);
+    if (headDim % 4 !== 0 || headDim > MAX_HEAD_DIM)
+      throw new InvalidInputError(
+        `QkvRope: headDim must be a multiple of 4 up to ${MAX_HEAD_DIM}, got ${headDim}`,
+      );
+    if (!(theta > 0)) throw new InvalidInputError(`QkvRope: theta must be > 0, got ${theta}`);
+    const eps = options.qkNormEps ?? 0;
+    if (!(eps >= 0)) throw new InvalidInputError(`QkvRope: qkNormEps must be ≥ 0, got ${eps}`);
+    this.pipeline = ctx.pipelines.get('qkv_rope', ...source(variantOf(options)));
+    this.uniform = new UniformSlot(ctx, Params, 'qkv-rope-params');
+    this.uniform.write({ heads, kvHeads, headDim, capacity, eps });
+    this.invFreq = uploadBuffer(ctx, ropeInvFreq(headDim, theta, options.scaling), 'qkv-rope-inv-freq');
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, options: QkvRopeOptions): Promise<void> {
+    await ctx.pipelines.prepare('qkv_rope', ...source(variantOf(options)));
+  }
+
+  /**
+   * Encodes `rows` tokens. qkv: [rows, qWidth + 2 · kvWidth]; positions, slots: [rows] u32;
+   * qOut: [rows, heads, headDim] (written); cache: one layer's K and V buffers (written at slots);
+   * weights: the bias when options.bias, qNorm and kNorm when options.qkNormEps is set.
+   */
+  encode(
+    pass: GPUComputePassEncoder,
+    qkv: GPUBuffer,
+    positions: GPUBuffer,
+    slots: GPUBuffer,
+    qOut: GPUBuffer,
+    cache: KvLayerBuffers,
+    rows: number,
+    weights: QkvRopeWeights = {},
+  ): void {
+    const o = this.options;
+    const { heads, kvHeads, headDim: D } = o;
+    if (!Number.isInteger(rows) || rows < 1)
+      throw new InvalidInputError(`QkvRope: rows must be ≥ 1, got ${rows}`);
+    const W = (heads + 2 * kvHeads) * D;
+    const cacheBytes = kvWordsPerSlot({ ...o, format: o.format ?? 'f32' }) * o.capacity * 4;
+    const norm = o.qkNormEps !== undefined;
+    const check = (name: string, b: GPUBuffer | undefined, bytes: number): GPUBuffer => {
+      if (!b) throw new InvalidInputError(`QkvRope: ${name} is missing (the options ask for it)`);
+      if (b.size < bytes)
+        throw new InvalidInputError(`QkvRope: ${name} holds ${b.size} bytes, need ${bytes}`);
+      return b;
+    };
+    if ((weights.bias !== undefined) !== o.bias || (weights.qNorm !== undefined) !== norm)
+      throw new InvalidInputError(
+        'QkvRope: pass the bias and the QK-norm weights exactly when the options name them',
+      );
+    const bound = [
+      this.uniform.buffer,
+      check('qkv', qkv, rows * W * 4),
+      check('positions', positions, rows * 4),
+      check('slots', slots, rows * 4),
+      this.invFreq,
+      check('qOut', qOut, rows * heads * D * 4),
+      check('cache.k', cache.k, cacheBytes),
+      check('cache.v', cache.v, cacheBytes),
+    ];
+    if (o.bias) bound.push(check('bias', weights.bias, W * 4));
+    if (norm) bound.push(check('qNorm', weights.qNorm, D * 4), check('kNorm', weights.kNorm, D * 4));
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, bound));
+    // QK-norm: a workgroup per head; otherwise one invocation per 4-element unit (see the header).
+    const x = norm ? heads + kvHeads : Math.ceil(((heads + 2 * kvHeads) * D) / 4 / WG);
+    this.ctx.counter.dispatch(pass, x, rows);
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+    this.invFreq.destroy();
+  }
+}

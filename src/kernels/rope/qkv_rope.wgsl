@@ -1,0 +1,193 @@
+// qkv_rope: one dispatch from the output of a concatenated q|k|v matmul to attention's inputs:
+// optional bias, optional QK-norm (per-head RMSNorm), RoPE on q and k, q written for attention, and
+// k and v written into the KV cache at explicit slots. The same operations, in the same order, as
+// the unfused path (AddInPlace, rmsnorm.wgsl, rope.wgsl, kv_write.wgsl), so results are bit-identical.
+//
+// Bindings (group 0): 0 uniform Params { heads, kvHeads, headDim, capacity, eps } (static: written once);
+//   1 qkv: array<f32> [T, W], W = qWidth + 2 · kvWidth (q at column 0, k at qWidth, v at
+//   qWidth + kvWidth; qWidth = heads · D, kvWidth = kvHeads · D); 2 positions: array<u32> [T];
+//   3 slots: array<u32> [T]; 4 inv_freq: array<f32> [D / 2] (as rope.wgsl);
+//   5 q_out: array<f32> [T, heads, D] (written); 6 kc, 7 vc: [capacity, kvHeads, D] (written), f32 or
+//   with KV_F16 IEEE halves packed two per u32 (element 2j in the low 16 bits, rounded to nearest
+//   even by half_bits, as kv_write.wgsl);
+//   then, in this order from binding 8, with BIAS bias: array<f32> [W]; with QK_NORM q_norm, k_norm:
+//   array<f32> [D] (binding numbers substituted by the wrapper).
+// Work: a unit is 4 elements of one head of one row. A rope unit u of a q or k head holds the RoPE
+//   pairs 2u and 2u + 1 (cos_sin of rope_trig), whose four elements fill two whole words of an f16
+//   cache: read (+ bias, · norm), rotated, written to q_out or the K cache. A v unit is copied
+//   (+ bias) into the V cache. Slots ≥ capacity are skipped, as kv_write does.
+// Grid and threads (row m = workgroup y; T = num_workgroups.y, so a decode step writes no uniform):
+//   with QK_NORM, one workgroup of WG per head (x = hh: query head hh < heads, else KV head
+//   hh - heads): thread t sums squares of elements t, t + WG, ... and reduces with wg_sum
+//   (rmsnorm.wgsl's WG and order), then takes units u = t, t + WG, ... (and, for a KV head, the
+//   same v units). Without QK_NORM, no workgroup memory and no barrier: one invocation per unit,
+//   x · WG + t over the (heads + kvHeads) · D/4 rope units, then the kvHeads · D/4 v units.
+// Preconditions: D % 4 == 0, D ≤ 256; WG = 64 (rmsnorm's), a power of two; positions < 102900.
+
+{{PARAMS}}
+
+const WG: u32 = {{WG}}u;
+const D: u32 = {{D}}u;
+const HALF: u32 = D / 2u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+@group(0) @binding(2) var<storage, read> positions: array<u32>;
+@group(0) @binding(3) var<storage, read> slots: array<u32>;
+@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
+@group(0) @binding(5) var<storage, read_write> q_out: array<f32>;
+//#if KV_F16
+@group(0) @binding(6) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<u32>;
+//#else
+@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+//#endif
+//#if BIAS
+@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>;
+//#endif
+//#if QK_NORM
+@group(0) @binding({{QN_BINDING}}) var<storage, read> q_norm: array<f32>;
+@group(0) @binding({{KN_BINDING}}) var<storage, read> k_norm: array<f32>;
+//#endif
+
+//#include reduce
+//#include rope_trig
+//#if KV_F16
+//#include half_bits
+//#endif
+
+const U: u32 = D / 4u; // units per head
+
+// Input element `col` of row m (row stride W), with the bias added as AddInPlace adds it.
+fn load(m: u32, W: u32, col: u32) -> f32 {
+//#if BIAS
+  return qkv[m * W + col] + bias[col];
+//#else
+  return qkv[m * W + col];
+//#endif
+}
+
+// Elements (ea, eb) of row m's head at column col, rotated by pair i's angle at pos (after the
+// bias and, with QK_NORM, the norm: x · inv · g as rmsnorm.wgsl computes it).
+fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bool, inv: f32) -> vec2<f32> {
+  var a = load(m, W, col + ea);
+  var b = load(m, W, col + eb);
+//#if QK_NORM
+  a = a * inv * select(k_norm[ea], q_norm[ea], isQ);
+  b = b * inv * select(k_norm[eb], q_norm[eb], isQ);
+//#endif
+  let cs = cos_sin(pos * inv_freq[i]);
+  return rotate(a, b, cs.x, cs.y);
+}
+
+// Unit u of head hh (a query head below heads, else KV head hh - heads) of row m: RoPE pairs
+// 2u and 2u + 1, whose four elements (a0, b0, a1, b1) fill two whole cache words; written to q_out,
+// or into the K cache at slots[m] (skipped past capacity, as kv_write does).
+fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
+  let qWidth = p.heads * D;
+  let kvWidth = p.kvHeads * D;
+  let W = qWidth + 2u * kvWidth;
+  let isQ = hh < p.heads;
+  let kh = hh - p.heads; // KV head when !isQ
+  let col = select(qWidth + kh * D, hh * D, isQ);
+//#if INTERLEAVED
+  let a0 = 4u * u;
+  let b0 = a0 + 1u;
+  let a1 = a0 + 2u;
+  let b1 = a0 + 3u;
+//#else
+  let a0 = 2u * u;
+  let a1 = a0 + 1u;
+  let b0 = a0 + HALF;
+  let b1 = a1 + HALF;
+//#endif
+  let pos = f32(positions[m]);
+  let r0 = rotated(m, W, col, a0, b0, 2u * u, pos, isQ, inv);
+  let r1 = rotated(m, W, col, a1, b1, 2u * u + 1u, pos, isQ, inv);
+  if (isQ) {
+    let o = (m * p.heads + hh) * D;
+    q_out[o + a0] = r0.x;
+    q_out[o + b0] = r0.y;
+    q_out[o + a1] = r1.x;
+    q_out[o + b1] = r1.y;
+    return;
+  }
+  let slot = slots[m];
+  if (slot >= p.capacity) {
+    return;
+  }
+  let dst = slot * kvWidth + kh * D; // element offset of this KV head in the cache
+//#if KV_F16
+//#if INTERLEAVED
+  kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r0.y) << 16u);
+  kc[(dst + a1) / 2u] = half_bits(r1.x) | (half_bits(r1.y) << 16u);
+//#else
+  kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r1.x) << 16u);
+  kc[(dst + b0) / 2u] = half_bits(r0.y) | (half_bits(r1.y) << 16u);
+//#endif
+//#else
+  kc[dst + a0] = r0.x;
+  kc[dst + b0] = r0.y;
+  kc[dst + a1] = r1.x;
+  kc[dst + b1] = r1.y;
+//#endif
+}
+
+// Elements 4u .. 4u + 3 of KV head kh's v (+ bias) of row m into the V cache at slots[m].
+fn copy_v(m: u32, kh: u32, u: u32) {
+  let kvWidth = p.kvHeads * D;
+  let W = p.heads * D + 2u * kvWidth;
+  let slot = slots[m];
+  if (slot >= p.capacity) {
+    return;
+  }
+  let src = p.heads * D + kvWidth + kh * D + 4u * u;
+  let dst = slot * kvWidth + kh * D + 4u * u;
+//#if KV_F16
+  vc[dst / 2u] = half_bits(load(m, W, src)) | (half_bits(load(m, W, src + 1u)) << 16u);
+  vc[dst / 2u + 1u] = half_bits(load(m, W, src + 2u)) | (half_bits(load(m, W, src + 3u)) << 16u);
+//#else
+  for (var e = 0u; e < 4u; e++) {
+    vc[dst + e] = load(m, W, src + e);
+  }
+//#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) t: u32,
+) {
+  let m = wid.y;
+//#if QK_NORM
+  // One workgroup per head hh: rmsnorm.wgsl's sum (thread t adds elements t, t + WG, ..., then
+  // wg_sum) and its divisor, the uniform (a constant divisor may compile to a multiply by its
+  // reciprocal, which rounds differently: seen with D = 96).
+  let hh = wid.x;
+  let col = select(p.heads * D + (hh - p.heads) * D, hh * D, hh < p.heads);
+  let W = (p.heads + 2u * p.kvHeads) * D;
+  var ss = 0.0;
+  for (var i = t; i < D; i += WG) {
+    let v = load(m, W, col + i);
+    ss += v * v;
+  }
+  let inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
+  for (var u = t; u < U; u += WG) {
+    rope_unit(m, hh, u, inv);
+    if (hh >= p.heads) {
+      copy_v(m, hh - p.heads, u);
+    }
+  }
+//#else
+  // One invocation per unit: the rope units of every head, then the v units of every KV head.
+  let i = wid.x * WG + t;
+  let ropeUnits = (p.heads + p.kvHeads) * U;
+  if (i < ropeUnits) {
+    rope_unit(m, i / U, i % U, 1.0);
+  } else if (i < ropeUnits + p.kvHeads * U) {
+    let j = i - ropeUnits;
+    copy_v(m, j / U, j % U);
+  }
+//#endif
+}
