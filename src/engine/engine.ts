@@ -210,6 +210,9 @@ export class Engine implements WeftEngine {
     let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
     const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
+    const loop = o.decodeLoop ?? 'device';
+    if (loop !== 'device' && loop !== 'host')
+      throw new InvalidInputError(`decodeLoop must be "device" or "host", got ${JSON.stringify(loop)}`);
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
@@ -251,7 +254,7 @@ export class Engine implements WeftEngine {
         const before = runner.deviceCounts?.();
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
-        if (!drafter && runner.decode) {
+        if (!drafter && runner.decode && loop === 'device') {
           // The session runs `last` (the id it sampled a step ago) and commits its row; it may
           // have queued the step after, which close() drops if `last`'s successor ends the request.
           session ??= runner.decode(last, sampler, maxTokens - generated.length);
