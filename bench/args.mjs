@@ -17,6 +17,7 @@ export function benchArgs(argv, extra = {}) {
       drafters: { type: 'string' },
       peers: { type: 'string' },
       budget: { type: 'string' },
+      target: { type: 'string' },
       'wllama-gpu': { type: 'boolean', default: false },
       ...extra,
     },
@@ -34,6 +35,8 @@ export function benchArgs(argv, extra = {}) {
     ...(values.drafters ? { drafters: values.drafters } : {}),
     peers: values.peers === 'none' ? '' : (values.peers ?? 'wllama,transformers.js,transformers.js-wasm'),
     ...(values.budget ? { budget: values.budget } : {}),
+    // The model weft's rows run (a folder of models/): kjv-target (default) or the tiny kjv-draft.
+    ...(values.target ? { target: values.target } : {}),
     ...(values['wllama-gpu'] ? { wllamaGpu: '1' } : {}),
   };
   return { values, settings };

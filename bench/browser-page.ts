@@ -1,6 +1,6 @@
 // Page driver of the browser benchmark (bench/browser-cli.mjs opens it): weft's rows, then the
 // peers on the same prompt ids, results as JSON in #result. Query: runs, tokens, prompts, quants,
-// drafters, specQuants (formats with speculative rows) (comma lists), peers (wllama,transformers.js,transformers.js-wasm or none), budget, wllamaGpu=1 (llama.cpp's WebGPU backend).
+// drafters, specQuants (formats with speculative rows) (comma lists), peers (wllama,transformers.js,transformers.js-wasm or none), budget, wllamaGpu=1 (llama.cpp's WebGPU backend), target (kjv-target or kjv-draft).
 
 import { createEngine } from '../src/engine/create.js';
 import { urlModelFiles } from '../src/formats/files.js';
@@ -23,13 +23,16 @@ async function main(): Promise<void> {
     const maxTokens = Number(q.get('tokens') ?? 32);
     const nPrompts = Number(q.get('prompts') ?? 3);
     const quants = QUANTS.filter((x) => list(q, 'quants', QUANTS).includes(x));
-    const drafters = list(q, 'drafters', ['none', 'ngram', 'draft-model', 'self-int4']);
+    const drafters = list(q, 'drafters', ['none', 'none-host', 'ngram', 'draft-model', 'self-int4']);
     const specQuants = QUANTS.filter((x) => list(q, 'specQuants', QUANTS).includes(x));
     const peers = list(q, 'peers', ['wllama', 'transformers.js', 'transformers.js-wasm']);
     const budget = Number(q.get('budget') ?? 8);
     const log = (l: string) => console.log(`[bench] ${l}`);
 
-    const target = '/models/kjv-target/';
+    const name = q.get('target') ?? 'kjv-target';
+    if (name !== 'kjv-target' && name !== 'kjv-draft')
+      throw new Error(`target: "${name}" is not one of kjv-target, kjv-draft`);
+    const target = `/models/${name}/`;
     const { tokenizer } = await openModel(urlModelFiles(target));
     const heldout = await (await fetch('/models/kjv-heldout.txt')).text();
     const { texts, warmup: warmupText } = benchPrompts(heldout, nPrompts);

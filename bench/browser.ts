@@ -40,7 +40,7 @@ export interface WeftRow extends SpeedFigures {
   /** The weights weft loaded: the model's safetensors, or one of the peer's GGUF files. */
   source: string;
   quant: Quant;
-  /** none, ngram, draft-model (models/kjv-draft) or self-int4. */
+  /** none, none-host (plain, the loop on the CPU), ngram, draft-model (models/kjv-draft) or self-int4. */
   drafter: string;
   /** Generated ids per prompt, last run. */
   ids: number[][];
@@ -51,11 +51,15 @@ export interface WeftRow extends SpeedFigures {
   lossless: boolean | null;
 }
 
-/** How a drafter row is set up: the engine's draft option and the request's drafter. */
+/**
+ * How a drafter row is set up: the engine's draft option and the request's drafter, and for plain
+ * decoding where its loop runs (see `GenerateOptions.decodeLoop`).
+ */
 export interface DrafterSetup {
   name: string;
   draft?: CreateEngineOptions['draft'];
   drafter: DrafterKind;
+  decodeLoop?: 'device' | 'host';
 }
 
 /** Options of {@link runWeftBench}. */
@@ -88,6 +92,9 @@ export interface WeftBenchOptions {
 export function drafterSetups(draftModel: CreateEngineOptions['model']): DrafterSetup[] {
   return [
     { name: 'none', drafter: 'none' },
+    // Plain decoding with one forward and one readback per token, driven by the CPU: the loop the
+    // GPU-resident one (the none row) replaced, for the ratio between them.
+    { name: 'none-host', drafter: 'none', decodeLoop: 'host' },
     { name: 'ngram', drafter: 'ngram' },
     { name: 'draft-model', draft: { model: draftModel, quant: 'f16' }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
@@ -177,12 +184,18 @@ async function generateIds(
   engine: WeftEngine,
   prompt: number[],
   maxTokens: number,
-  drafter: DrafterKind,
+  s: DrafterSetup,
   treeBudget: number,
 ): Promise<{ ids: number[]; stats: GenerationStats }> {
   const ids: number[] = [];
-  for await (const c of engine.generate(prompt, { maxTokens, drafter, treeBudget, temperature: 0 }))
-    ids.push(...c.ids);
+  const o = {
+    maxTokens,
+    drafter: s.drafter,
+    treeBudget,
+    temperature: 0,
+    decodeLoop: s.decodeLoop ?? 'device',
+  };
+  for await (const c of engine.generate(prompt, o)) ids.push(...c.ids);
   const stats = engine.lastStats;
   if (!stats) throw new Error('engine reported no stats');
   return { ids, stats };
@@ -220,20 +233,20 @@ export async function runWeftBench(o: WeftBenchOptions): Promise<WeftRow[]> {
       try {
         for (const s of group) {
           // Warm-up (compiles the pipelines of prefill, decode and verification): not measured.
-          await generateIds(engine, o.warmup, Math.min(4, o.maxTokens), s.drafter, o.treeBudget);
+          await generateIds(engine, o.warmup, Math.min(4, o.maxTokens), s, o.treeBudget);
           const runs: SpeedFigures[][] = [];
           let ids: number[][] = [];
           for (let r = 0; r < o.runs; r++) {
             const run: SpeedFigures[] = [];
             ids = [];
             for (const p of o.prompts) {
-              const g = await generateIds(engine, p, o.maxTokens, s.drafter, o.treeBudget);
+              const g = await generateIds(engine, p, o.maxTokens, s, o.treeBudget);
               run.push(figures(g.stats));
               ids.push(g.ids);
             }
             runs.push(run);
           }
-          if (s.drafter === 'none') plainIds = ids;
+          if (s.name === 'none') plainIds = ids;
           const row: WeftRow = {
             runtime: 'weft',
             source: o.source ?? 'safetensors',
@@ -247,6 +260,13 @@ export async function runWeftBench(o: WeftBenchOptions): Promise<WeftRow[]> {
             `weft${o.source ? ` ${o.source}` : ''} ${quant} ${s.name}: prefill ${row.prefillTokS.toFixed(1)} tok/s, decode ${row.decodeTokS.toFixed(2)} tok/s, ttft ${row.ttftMs.toFixed(0)} ms, ${row.tokensPerPass.toFixed(2)} tok/pass${gpuLine(row.gpu)}`,
           );
           rows.push(row);
+          const plain = rows.find(
+            (r) => r.quant === quant && r.source === row.source && r.drafter === 'none',
+          );
+          if (s.name === 'none-host' && plain)
+            log(
+              `weft ${quant} decode loop: on the device ${plain.decodeTokS.toFixed(2)} tok/s, on the host ${row.decodeTokS.toFixed(2)} tok/s: ×${(plain.decodeTokS / row.decodeTokS).toFixed(2)}`,
+            );
         }
       } finally {
         await engine.unload();

@@ -4,6 +4,9 @@
 // like `weft generate --host auto` the benchmark then runs the same engine in headless Chromium,
 // and says so.
 // Usage: npm run bench -- [--json] [--quick] [--host auto|node|chromium] [--cpu] [bench:browser's options]
+// The none and none-host rows compare plain decoding's loop on the device and on the host; on a tiny
+// model, where per-step overhead shows: npm run bench -- --target kjv-draft --peers none
+//   --quants f16 --drafters none,none-host
 // --cpu runs the plain-TS reference forward in Node (a check of this path on a machine without a
 // GPU; its figures are not GPU figures).
 import { existsSync, readFileSync } from 'node:fs';
@@ -50,7 +53,7 @@ if (host === 'chromium') {
   const out = await runBenchPage(`bench/browser.html?${new URLSearchParams({ ...settings, peers: '' })}`);
   report = speedReport(out, { host: 'chromium (from Node)', hostNote: note, quick: values.quick });
 } else {
-  const target = 'models/kjv-target';
+  const target = `models/${settings.target ?? 'kjv-target'}`;
   const gpu = values.cpu ? undefined : await weft.createGpuContext();
   const { tokenizer } = await weft.openModel(await pathModel(target));
   const p = new URLSearchParams(settings);
@@ -81,7 +84,7 @@ if (host === 'chromium') {
     maxTokens: Number(p.get('tokens')),
     runs: Number(p.get('runs')),
     quants,
-    drafters: pick('drafters', ['none', 'ngram', 'draft-model', 'self-int4']),
+    drafters: pick('drafters', ['none', 'none-host', 'ngram', 'draft-model', 'self-int4']),
     specQuants: pick('specQuants', quants),
     treeBudget: Number(p.get('budget') ?? 8),
     log: (l) => process.stderr.write(`[bench] ${l}\n`),

@@ -3,7 +3,7 @@ import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { CachedPrefix } from '../model/prefix.js';
-import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
 import { TextStream } from './text-stream.js';
 import type {
@@ -210,12 +210,17 @@ export class Engine implements WeftEngine {
     let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
     const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
+    const loop = o.decodeLoop ?? 'device';
+    if (loop !== 'device' && loop !== 'host')
+      throw new InvalidInputError(`decodeLoop must be "device" or "host", got ${JSON.stringify(loop)}`);
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
     // Tokens the target chose and nobody has seen yet; all but the last are already in the cache.
     let pending = [prefill.next];
     let tree: DraftTreeView | undefined;
+    // Plain decoding on a runner that keeps the loop on the device: opened at the first step.
+    let session: DecodeSession | undefined;
     try {
       for (;;) {
         const ids: number[] = [];
@@ -249,7 +254,13 @@ export class Engine implements WeftEngine {
         const before = runner.deviceCounts?.();
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
-        if (!drafter || room < 1) {
+        if (!drafter && runner.decode && loop === 'device') {
+          // The session runs `last` (the id it sampled a step ago) and commits its row; it may
+          // have queued the step after, which close() drops if `last`'s successor ends the request.
+          session ??= runner.decode(last, sampler, maxTokens - generated.length);
+          pending = [await session.next()];
+          this.cached.push([last]);
+        } else if (!drafter || room < 1) {
           const out = await runner.forward({ tokens: [last] }, sampler, 'last');
           runner.commit([0]);
           this.cached.push([last]);
@@ -277,6 +288,7 @@ export class Engine implements WeftEngine {
           decodeCounts = addCounts(decodeCounts, countsSince(after, before));
       }
     } finally {
+      session?.close();
       const tEnd = now();
       const prefilled = prompt.length - prefill.reused;
       this.lastStats = {

@@ -38,6 +38,13 @@ export interface GenerateOptions {
   /** Most draft tokens verified per target pass (4..32, default 8). */
   treeBudget?: number;
   /**
+   * Where plain decoding's loop runs: 'device' (the default) keeps it on the GPU when the runner
+   * can (`ModelRunner.decode`: each step runs the id the step before sampled, queued before that id
+   * reaches the CPU); 'host' runs one forward and one readback per token, as on the CPU. The ids
+   * are the same; 'host' is there to measure the difference (`npm run bench`'s none-host row).
+   */
+  decodeLoop?: 'device' | 'host';
+  /**
    * How drafts are accepted when sampling (temperature > 0; greedy always takes exact matches).
    * Defaults to the engine's (`createEngine({ acceptance })`, else 'gumbel').
    */

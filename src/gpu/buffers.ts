@@ -2,8 +2,8 @@ import type { GpuContext } from './device.js';
 
 /** Usage of a storage buffer that kernels read and write and that tests can copy out of. */
 export const STORAGE = 0x80 | 0x4 | 0x8; // STORAGE | COPY_SRC | COPY_DST
-/** Usage of a uniform buffer written from the CPU. */
-export const UNIFORM = 0x40 | 0x8; // UNIFORM | COPY_DST
+/** Usage of a uniform buffer written from the CPU, that tests can copy out of. */
+export const UNIFORM = 0x40 | 0x4 | 0x8; // UNIFORM | COPY_SRC | COPY_DST
 
 /** Rounds `n` up to a multiple of `m`. */
 export function alignUp(n: number, m: number): number {

@@ -46,12 +46,16 @@ export class BindGroupCache {
 }
 
 /**
- * A uniform buffer owned by one kernel instance, rewritten before each use. Writes go through the
- * queue, so they land before the next submitted command buffer: encode an instance at most once
- * per submission (or use one instance per call site).
+ * A uniform buffer owned by one kernel instance, written before each use and only when its values
+ * change: it keeps the bytes it last wrote, so a decode step that encodes the same shapes as the
+ * one before writes nothing. Writes go through the queue, so they land before the next submitted
+ * command buffer: encode an instance at most once per submission with given values (or use one
+ * instance per call site).
  */
 export class UniformSlot<K extends string> {
   readonly buffer: GPUBuffer;
+  /** The bytes last written (empty before the first write). */
+  private last = new Uint8Array(0);
 
   constructor(
     private readonly ctx: GpuContext,
@@ -61,11 +65,21 @@ export class UniformSlot<K extends string> {
     this.buffer = createBuffer(ctx, layout.byteLength, label, UNIFORM);
   }
 
+  /** Packs `values` and writes them, unless the buffer already holds exactly these bytes. */
   write(values: Record<K, number>): void {
-    writeBuffer(this.ctx, this.buffer, new Uint8Array(this.layout.pack(values)));
+    const bytes = new Uint8Array(this.layout.pack(values));
+    if (sameBytes(bytes, this.last)) return;
+    writeBuffer(this.ctx, this.buffer, bytes);
+    this.last = bytes;
   }
 
   destroy(): void {
     this.buffer.destroy();
   }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

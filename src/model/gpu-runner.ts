@@ -16,7 +16,7 @@ import {
   placeWeights,
 } from './gpu-weights.js';
 import type { OpenedModel } from './load.js';
-import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import type { DecodeSession, ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import { draftTree } from './tree.js';
 
 /** Options of {@link createGpuRunner}. */
@@ -67,7 +67,25 @@ interface Activations {
   samplePositions: GPUBuffer; // [T] u32 position of each sampled token
   out: GPUBuffer; // [T] u32 sampled ids
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
+  // [6T] u32 a pass's small inputs, written at once and copied into the buffers above (see
+  // GpuRunner.stageInputs): positions [T], slots [T], ends [T], rows [R], sample positions [R],
+  // ids [T] (when the CPU supplies them)
+  inputs: GPUBuffer;
   staging: GPUBuffer; // [T] u32, MAP_READ
+  // The readback ring of a decode session: step n's id comes back through stepStaging[n % 2].
+  stepStaging0: GPUBuffer; // [1] u32, MAP_READ
+  stepStaging1: GPUBuffer; // [1] u32, MAP_READ
+}
+
+/** The per-pass u32 arrays the kernels read, as {@link GpuRunner.stageInputs} writes them. */
+interface PassInputs {
+  positions: ArrayLike<number>; // [T] RoPE positions
+  slots: ArrayLike<number>; // [T] cache slots
+  ends: ArrayLike<number>; // [T] last row of each node's subtree
+  rows: ArrayLike<number>; // [R] rows to score
+  samplePositions: ArrayLike<number>; // [R] position of each sampled token
+  /** [T] token ids; absent: the one id is the last pass's sampled id, copied on the GPU. */
+  ids?: ArrayLike<number>;
 }
 
 /**
@@ -85,6 +103,8 @@ export class GpuRunner implements ModelRunner {
   private logitsStaging: GPUBuffer | undefined;
   private readonly sizes;
   private lastCounts: GpuCounts = zeroCounts();
+  /** The open decode session: forward, commit and trim throw until it closes. */
+  private session: object | undefined;
   /**
    * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
    * and the LM head whole (a batch of rows reads each weight once), plus one row of the embedding
@@ -110,7 +130,9 @@ export class GpuRunner implements ModelRunner {
 
   /**
    * What the last {@link GpuRunner.forward} asked of the device, from its first buffer write to
-   * its readback of the sampled ids (zeros before the first).
+   * its readback of the sampled ids (zeros before the first); in a decode session, what the device
+   * was asked between the last two ids returned (or since the session opened): in steady state one
+   * step, its readback and the submission of the step after it.
    */
   get lastForward(): GpuCounts {
     return { ...this.lastCounts };
@@ -127,10 +149,9 @@ export class GpuRunner implements ModelRunner {
 
   async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
     this.ctx.assertAlive();
+    this.assertNoSession('forward');
     const T = input.tokens.length;
-    const { spec, a, k, w, cache } = this;
-    const { qWidth, kvWidth } = this.sizes;
-    const H = spec.hidden;
+    const { spec, a } = this;
     if (T < 1 || T > MAX_FORWARD_TOKENS)
       throw new InvalidInputError(`forward: ${T} tokens, must be 1..${MAX_FORWARD_TOKENS}`);
     const base = this.committed;
@@ -146,27 +167,151 @@ export class GpuRunner implements ModelRunner {
     const R = picked.length;
     const { ctx } = this;
     const before = ctx.counter.snapshot();
-    writeBuffer(ctx, a.ids, Uint32Array.from(input.tokens));
-    writeBuffer(
-      ctx,
-      a.positions,
-      Uint32Array.from(tree.depth, (d) => base + d),
-    );
-    writeBuffer(
-      ctx,
-      a.slots,
-      Uint32Array.from(tree.depth, (_, i) => base + i),
-    );
-    writeBuffer(ctx, a.ends, Uint32Array.from(tree.end));
-    writeBuffer(ctx, a.rows, Uint32Array.from(picked));
-    // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
-    writeBuffer(
-      ctx,
-      a.samplePositions,
-      Uint32Array.from(picked, (i) => base + tree.depth[i]! + 1),
-    );
-
     const enc = ctx.device.createCommandEncoder({ label: 'forward' });
+    this.stageInputs(enc, {
+      ids: input.tokens,
+      positions: tree.depth.map((d) => base + d),
+      slots: tree.depth.map((_, i) => base + i),
+      ends: tree.end,
+      rows: picked,
+      // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
+      samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
+    });
+    this.encodePass(enc, T, R, base, sampler);
+    enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
+    ctx.counter.submit([enc.finish()]);
+    await mapForRead(ctx, a.staging, 0, R * 4);
+    const ids = Int32Array.from(new Uint32Array(a.staging.getMappedRange(0, R * 4)));
+    a.staging.unmap();
+    this.lastCounts = countsSince(ctx.counter.snapshot(), before);
+    this.lastTokens = T;
+    this.lastBase = base;
+    this.lastRows = R;
+    return ids;
+  }
+
+  /**
+   * Opens a decode session (see {@link ModelRunner.decode}). Step n runs one token at position
+   * start + n: step 0 the CPU's `first`, every later step the id the step before it sampled, copied
+   * on the GPU (`out → ids`). `next()` submits step n + 1 before it waits for step n's 4-byte
+   * readback, so the GPU always has the next step queued while the CPU reads, streams and checks
+   * stop conditions; ids come back through a ring of two MAP_READ buffers. A step writes one
+   * buffer (its positions and slots) plus the uniforms that changed (attention's context base).
+   */
+  decode(first: number, sampler: SamplerSpec, steps: number): DecodeSession {
+    this.ctx.assertAlive();
+    this.assertNoSession('decode');
+    const { ctx, a } = this;
+    if (!Number.isInteger(first) || first < 0 || first >= this.spec.vocabSize)
+      throw new InvalidInputError(
+        `decode: token id ${first} is outside the vocabulary of ${this.spec.vocabSize}`,
+      );
+    if (!Number.isInteger(steps) || steps < 1)
+      throw new InvalidInputError(`decode: steps must be an integer >= 1, got ${steps}`);
+    const start = this.committed;
+    if (start + steps > this.capacity)
+      throw new InvalidInputError(
+        `decode: ${start} cached + ${steps} steps exceed the KV cache of ${this.capacity}`,
+      );
+    const session = {};
+    this.session = session;
+    this.lastTokens = 0;
+    this.lastRows = 0;
+    const ring = [a.stepStaging0, a.stepStaging1];
+    let before = ctx.counter.snapshot();
+    // Step n: one token at position and slot start + n, its successor sampled at start + n + 1.
+    const submit = (n: number): void => {
+      const base = start + n;
+      const enc = ctx.device.createCommandEncoder({ label: `decode-step-${n}` });
+      this.stageInputs(enc, {
+        ...(n === 0 ? { ids: [first] } : {}),
+        positions: [base],
+        slots: [base],
+        ends: [0],
+        rows: [0],
+        samplePositions: [base + 1],
+      });
+      this.encodePass(enc, 1, 1, base, sampler);
+      enc.copyBufferToBuffer(a.out, 0, ring[n % 2]!, 0, 4);
+      ctx.counter.submit([enc.finish()]);
+    };
+    submit(0);
+    let returned = 0;
+    let busy = false;
+    return {
+      next: async () => {
+        if (this.session !== session) throw new InvalidInputError('decode: the session is closed');
+        if (busy) throw new InvalidInputError('decode: next() called before the last one returned');
+        if (returned >= steps) throw new InvalidInputError(`decode: all ${steps} steps were read`);
+        busy = true;
+        try {
+          const n = returned;
+          const staging = ring[n % 2]!;
+          const mapped = mapForRead(ctx, staging, 0, 4);
+          mapped.catch(() => {}); // awaited below; a throw in submit must not leave it unhandled
+          // Step n + 1 reads step n's id on the GPU: queue it before waiting for step n.
+          if (n + 1 < steps) submit(n + 1);
+          await mapped;
+          const id = new Uint32Array(staging.getMappedRange(0, 4))[0]!;
+          staging.unmap();
+          if (this.session === session) {
+            returned++;
+            this.committed = start + returned;
+          }
+          const now = ctx.counter.snapshot();
+          this.lastCounts = countsSince(now, before);
+          before = now;
+          return id;
+        } finally {
+          busy = false;
+        }
+      },
+      close: () => {
+        if (this.session === session) this.session = undefined;
+      },
+    };
+  }
+
+  /**
+   * Writes a pass's small inputs to `a.inputs` in one queue write and encodes their copies into the
+   * buffers the kernels bind (copies are GPU commands, not host writes). Without `ids`, the pass
+   * runs the id the last pass sampled: `out → ids` on the GPU.
+   */
+  private stageInputs(enc: GPUCommandEncoder, p: PassInputs): void {
+    const { a } = this;
+    const T = p.positions.length;
+    const R = p.rows.length;
+    const parts: [GPUBuffer, ArrayLike<number>][] = [
+      [a.positions, p.positions],
+      [a.slots, p.slots],
+      [a.ends, p.ends],
+      [a.rows, p.rows],
+      [a.samplePositions, p.samplePositions],
+      ...(p.ids ? [[a.ids, p.ids] as [GPUBuffer, ArrayLike<number>]] : []),
+    ];
+    const words = new Uint32Array(3 * T + 2 * R + (p.ids ? T : 0));
+    let at = 0;
+    for (const [, values] of parts) {
+      words.set(values, at);
+      at += values.length;
+    }
+    writeBuffer(this.ctx, a.inputs, words);
+    at = 0;
+    for (const [dst, values] of parts) {
+      enc.copyBufferToBuffer(a.inputs, at * 4, dst, 0, values.length * 4);
+      at += values.length;
+    }
+    if (!p.ids) enc.copyBufferToBuffer(a.out, 0, a.ids, 0, 4);
+  }
+
+  /**
+   * Encodes one forward pass of T tokens after `base` cached ones, scoring R rows into `a.out`:
+   * the compute pass alone (its inputs staged, its readback encoded by the caller).
+   */
+  private encodePass(enc: GPUCommandEncoder, T: number, R: number, base: number, sampler: SamplerSpec): void {
+    const { spec, a, k, w, cache } = this;
+    const { qWidth, kvWidth } = this.sizes;
+    const H = spec.hidden;
     const pass = enc.beginComputePass({ label: 'forward' });
     // A linear's input as its weights expect it: R·x in the rotation's buffer, or x itself.
     const rotated = (r: Hadamard | undefined, x: GPUBuffer): GPUBuffer => {
@@ -226,16 +371,10 @@ export class GpuRunner implements ModelRunner {
       topP: sampler.topP,
     });
     pass.end();
-    enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
-    ctx.counter.submit([enc.finish()]);
-    await mapForRead(ctx, a.staging, 0, R * 4);
-    const ids = Int32Array.from(new Uint32Array(a.staging.getMappedRange(0, R * 4)));
-    a.staging.unmap();
-    this.lastCounts = countsSince(ctx.counter.snapshot(), before);
-    this.lastTokens = T;
-    this.lastBase = base;
-    this.lastRows = R;
-    return ids;
+  }
+
+  private assertNoSession(what: string): void {
+    if (this.session) throw new InvalidInputError(`${what}: a decode session is open; close it first`);
   }
 
   /**
@@ -272,6 +411,7 @@ export class GpuRunner implements ModelRunner {
   }
 
   commit(path: readonly number[]): void {
+    this.assertNoSession('commit');
     if (this.lastBase !== this.committed)
       throw new InvalidInputError('commit: the cache changed since the last forward');
     for (const i of path)
@@ -294,6 +434,7 @@ export class GpuRunner implements ModelRunner {
   }
 
   trim(length: number): void {
+    this.assertNoSession('trim');
     if (!Number.isInteger(length) || length < 0)
       throw new InvalidInputError(`trim: length ${length} must be >= 0`);
     this.committed = Math.min(this.committed, length);
@@ -373,6 +514,8 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
   const H = spec.hidden;
   const maxT = MAX_FORWARD_TOKENS;
   const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
+  const readback = (size: number, label: string) =>
+    ctx.device.createBuffer({ label, size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   return {
     ids: f(1, 'ids'),
     positions: f(1, 'positions'),
@@ -396,10 +539,9 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
     samplePositions: f(1, 'sample-positions'),
     out: f(1, 'sampled'),
     commitSlots: f(1, 'commit-slots'),
-    staging: ctx.device.createBuffer({
-      label: 'sampled-readback',
-      size: maxT * 4,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-    }),
+    inputs: f(6, 'pass-inputs'),
+    staging: readback(maxT * 4, 'sampled-readback'),
+    stepStaging0: readback(4, 'decode-readback-0'),
+    stepStaging1: readback(4, 'decode-readback-1'),
   };
 }

@@ -29,6 +29,28 @@ export interface ForwardInput {
 }
 
 /**
+ * A plain decoding loop that stays on the device: each step runs the token the step before it
+ * sampled, without that token passing through the CPU, and the runner may encode and submit a step
+ * before the caller has read the previous one's id. The ids still come back one by one, in order,
+ * so the caller streams them and checks its stop conditions; a step computed past a stop is
+ * dropped by {@link DecodeSession.close} (its K/V row was never committed).
+ */
+export interface DecodeSession {
+  /**
+   * The token sampled after the last one this session returned (the first call: after the
+   * session's `first` token), with the K/V row of that last token committed: after n calls the
+   * runner's kvLength is its length at the start plus n. At most `steps` calls.
+   */
+  next(): Promise<number>;
+  /**
+   * Ends the session, dropping any step run ahead (its row stays uncommitted, so kvLength is the
+   * start plus the calls to `next` that returned). The runner is usable again; closing twice is a
+   * no-op.
+   */
+  close(): void;
+}
+
+/**
  * What the engine drives: a model with its KV cache on some device. `forward` scores new tokens
  * and returns, for each requested row, the token the sampler picks at the position after it.
  * Logits stay where they are computed; only the chosen ids come back, unless a caller that needs
@@ -46,6 +68,15 @@ export interface ModelRunner {
    * ('last': only the last new token; 'all': every new token, in order).
    */
   forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array>;
+  /**
+   * Opens a GPU-resident decode loop from `first`, the token after the committed rows (not yet in
+   * the cache), for at most `steps` steps, each a chain forward of one token with `sampler`.
+   * Equivalent to calling `forward({ tokens: [t] }, sampler, 'last')` then `commit([0])` with each
+   * returned token, but without a CPU round trip between steps. Until the session closes, forward,
+   * commit and trim throw. Optional: runners without it (the CPU reference) are driven one forward
+   * at a time.
+   */
+  decode?(first: number, sampler: SamplerSpec, steps: number): DecodeSession;
   /**
    * Logits [R, vocab] of the R rows the last forward scored, read back to the CPU. Plain and
    * Gumbel decoding never need them; the classic rejection rule (which needs the target's and the

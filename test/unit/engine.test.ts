@@ -2,8 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import { Engine } from '../../src/engine/engine.js';
 import { TextStream } from '../../src/engine/text-stream.js';
+import type { GenerateOptions } from '../../src/engine/types.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../../src/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
+import type { DecodeSession, SamplerSpec } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { TOY_EOS, TOY_VOCAB, ToyRunner, toyCodec } from '../helpers/toy-model.js';
 
@@ -214,5 +216,51 @@ describe('TextStream', () => {
     for (; i < parts.length; i++) decoded.push(s.push([i]));
     expect(decoded).toEqual(['a', '', 'é', 'x', '', '', 'STb']);
     expect(s.flush()).toBe('');
+  });
+});
+
+/** The toy model with a decode loop of its own (forward + commit per step), counting its sessions. */
+class LoopToy extends ToyRunner {
+  sessions: { steps: number; closed: boolean }[] = [];
+
+  decode(first: number, sampler: SamplerSpec, steps: number): DecodeSession {
+    const s = { steps, closed: false };
+    this.sessions.push(s);
+    let last = first;
+    return {
+      next: async () => {
+        if (s.closed) throw new Error('closed');
+        last = (await this.forward({ tokens: [last] }, sampler, 'last'))[0]!;
+        this.commit([0]);
+        return last;
+      },
+      close: () => {
+        s.closed = true;
+      },
+    };
+  }
+}
+
+describe('Engine.generate, plain decoding on a runner with a decode loop', () => {
+  it('drives the loop (one session per request, closed at the end), unless decodeLoop is "host"', async () => {
+    const runner = new LoopToy();
+    const engine = new Engine({ id: 'toy', runner, codec: toyCodec });
+    expect(await collect(engine.generate('abc', { maxTokens: 10 }))).toBe(expectedToy('abc', 10));
+    // The first token comes from prefill; the session runs the 9 after it.
+    expect(runner.sessions).toEqual([{ steps: 9, closed: true }]);
+    expect(await collect(engine.generate('abc', { maxTokens: 10, decodeLoop: 'host' }))).toBe(
+      expectedToy('abc', 10),
+    );
+    expect(runner.sessions).toHaveLength(1);
+    // Breaking out of the stream closes the session too.
+    let chunks = 0;
+    for await (const _ of engine.generate('abf', { maxTokens: 10 })) if (++chunks === 3) break;
+    expect(runner.sessions.every((s) => s.closed)).toBe(true);
+    expect(runner.sessions).toHaveLength(2);
+    // From an untyped caller (a worker message, JSON).
+    const bad: GenerateOptions = JSON.parse('{ "decodeLoop": "gpu" }');
+    await expect(collect(engine.generate('abc', bad))).rejects.toThrow(
+      /decodeLoop must be "device" or "host"/,
+    );
   });
 });
