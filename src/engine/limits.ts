@@ -70,10 +70,9 @@ export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: Footpri
     4 * (2 * H + (spec.qkvBias ? maxT * (qWidth + 2 * kvWidth) : 0) + (spec.qkNorm ? 2 * spec.headDim : 0));
   const heads = packedBytes(format, V, H) * (spec.tiedEmbeddings ? 1 : 2);
   const weights = spec.layers * (layerMatrices + layerVectors) + heads + 4 * H;
-  const kvLayer =
-    o.context *
-    kvWordsPerSlot({ ...o, kvHeads: spec.kvHeads, headDim: spec.headDim, capacity: o.context }) *
-    4;
+  const kv = { capacity: o.context, kvHeads: spec.kvHeads, headDim: spec.headDim, format: o.kvFormat };
+  const kvLayer = o.context * kvWordsPerSlot(kv) * 4; // [context, kvHeads, headDim]
+  o.context * kvWordsPerSlot({ ...o, kvHeads: spec.kvHeads, headDim: spec.headDim, capacity: o.context }) * 4;
   const kvCache = 2 * spec.layers * kvLayer;
   const logits = maxT * V * 4; // [maxT, V] f32, and its readback copy
   const activations = 4 * maxT * (4 * H + 3 * qWidth + 3 * kvWidth + 3 * I + 8) + 2 * logits;
