@@ -114,8 +114,8 @@ async function fitContext(
   messages: readonly ChatMessage[],
   maxTokens: number,
 ): Promise<number[]> {
+  let prompt = await host.render(messages); // checks the messages first
   const kept = [...messages];
-  let prompt = await host.render(kept);
   while (prompt.length + maxTokens > host.contextLength) {
     const oldest = kept.findIndex((m) => m.role !== 'system');
     if (oldest < 0 || oldest >= kept.length - 1) break;

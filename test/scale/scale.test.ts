@@ -2,7 +2,7 @@
 // real config and tokenizer (1.2 GB of BF16 safetensors in a temp dir) loads in Chromium at f16
 // and int4, read in place over HTTP, and its first greedy ids equal the CPU reference's on the
 // same rounded weights. Prints load time, decode tok/s and the page's peak JS heap per format.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -77,20 +77,54 @@ interface PageResult {
   decodeTokS: number;
 }
 
-/** Loads the model in a page at `quant`; polls the page's JS heap meanwhile for its peak. */
-async function runPage(quant: 'f16' | 'int4'): Promise<PageResult & { peakHeapBytes: number }> {
+/**
+ * Resident bytes of this test's Chromium processes of `type` (`renderer`: the tab, its JS heap and
+ * array buffers; `gpu-process`: where SwiftShader keeps the device's buffers), summed, from /proc.
+ */
+async function chromiumRss(type: string): Promise<number> {
+  const parent = new Map<number, number>();
+  const typed = new Map<number, number>();
+  for (const pid of (await readdir('/proc')).filter((d) => /^\d+$/.test(d)).map(Number)) {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    const cmd = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    parent.set(pid, ppid);
+    if (cmd.includes(`--type=${type}`))
+      typed.set(pid, 1024 * Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0));
+  }
+  const mine = (pid: number): boolean => {
+    for (let p = pid, hops = 0; p > 1 && hops < 10; p = parent.get(p) ?? 0, hops++)
+      if (p === process.pid) return true;
+    return false;
+  };
+  let sum = 0;
+  for (const [pid, rss] of typed) if (mine(pid)) sum += rss;
+  return sum;
+}
+
+/**
+ * Loads the model in a page at `quant`; meanwhile polls the page's JS heap (CDP) and the resident
+ * memory of the tab's renderer and of the GPU process for their peaks.
+ */
+async function runPage(
+  quant: 'f16' | 'int4',
+): Promise<PageResult & { peakHeapBytes: number; peakRendererBytes: number; peakGpuProcessBytes: number }> {
   const page = await browser.newPage();
   logPageErrors(page);
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Performance.enable');
   let peak = 0;
+  let peakRenderer = 0;
+  let peakGpu = 0;
   let polling = true;
   const poll = (async () => {
     while (polling) {
       const { metrics } = await cdp.send('Performance.getMetrics');
       const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
       peak = Math.max(peak, used);
-      await new Promise((r) => setTimeout(r, 100));
+      peakRenderer = Math.max(peakRenderer, await chromiumRss('renderer'));
+      peakGpu = Math.max(peakGpu, await chromiumRss('gpu-process'));
+      await new Promise((r) => setTimeout(r, 250));
     }
   })();
   const q = new URLSearchParams({
@@ -107,7 +141,7 @@ async function runPage(quant: 'f16' | 'int4'): Promise<PageResult & { peakHeapBy
   expect(await status.textContent()).toBe('done');
   const result: PageResult = JSON.parse((await status.getAttribute('data-result'))!);
   await page.close();
-  return { ...result, peakHeapBytes: peak };
+  return { ...result, peakHeapBytes: peak, peakRendererBytes: peakRenderer, peakGpuProcessBytes: peakGpu };
 }
 
 describe('Qwen3-0.6B shape in Chromium', () => {
@@ -117,7 +151,7 @@ describe('Qwen3-0.6B shape in Chromium', () => {
       const want = await referenceIds(quant);
       const mb = (n: number) => (n / 2 ** 20).toFixed(0);
       console.log(
-        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, peak JS heap ${mb(got.peakHeapBytes)} MiB, prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
+        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, peak JS heap ${mb(got.peakHeapBytes)} MiB, peak RSS of the tab ${mb(got.peakRendererBytes)} MiB and of the GPU process ${mb(got.peakGpuProcessBytes)} MiB, prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
       );
       expect(got.ids).toEqual(want);
     });
