@@ -15,7 +15,9 @@ export type WeftErrorName =
   | 'QuotaError'
   | 'IntegrityError'
   | 'DownloadError'
-  | 'SteerMismatchError';
+  | 'SteerMismatchError'
+  | 'ContextLengthError'
+  | 'DeviceLimitError';
 
 /**
  * Base class of every error weft throws on purpose. Each subclass declares its `name` as a literal
@@ -77,4 +79,77 @@ export class AbortError extends WeftError {
 /** The engine was unloaded; create a new one to continue. */
 export class EngineClosedError extends WeftError {
   override readonly name = 'EngineClosedError';
+}
+
+/**
+ * A prompt does not fit the engine's context: `promptTokens` tokens, and the KV cache holds
+ * `contextLength` (so at most `contextLength - 1` prompt tokens leave room for one generated token).
+ * `modelContext` is the longest context the model was trained for (`max_position_embeddings`), up to
+ * which `createEngine({ contextLength })` can raise the cache. A completion that merely reaches the
+ * context is not an error: it ends with `finishReason: 'length'`.
+ */
+export class ContextLengthError extends WeftError {
+  override readonly name = 'ContextLengthError';
+
+  constructor(
+    /** Tokens of the prompt as rendered (chat template included). */
+    readonly promptTokens: number,
+    /** Tokens the engine's KV cache holds: the context of every request. */
+    readonly contextLength: number,
+    /** The model's own context (`max_position_embeddings`). */
+    readonly modelContext: number,
+    options?: { cause?: unknown },
+  ) {
+    const raise =
+      modelContext > contextLength
+        ? `; the model allows up to ${modelContext}: createEngine({ contextLength }) can raise it`
+        : '';
+    super(
+      `prompt of ${promptTokens} tokens does not fit the context of ${contextLength} tokens (at most ${contextLength - 1} prompt tokens leave room for one generated token${raise}; chat can drop the oldest turns with truncate: 'oldest')`,
+      options,
+    );
+  }
+}
+
+/** Weight formats by the bytes a whole model takes in each (see `DeviceLimitError`). */
+export type BytesPerFormat = Readonly<Record<'f32' | 'f16' | 'int8' | 'int4' | 'int2', number>>;
+
+/**
+ * A model cannot be placed on this GPU: one buffer it needs, or all of them together, exceeds a
+ * limit of the adapter. Thrown before anything is allocated. `limit` names which one
+ * (`maxBufferSize`, `maxStorageBufferBindingSize`, or `device memory`, an estimate), `needed` and
+ * `available` are bytes, `bytesPerFormat` what the whole model (weights, KV cache and activations)
+ * would take in each weight format, and `fits` the most precise smaller format that would fit, if
+ * any (else a smaller `contextLength` or another device is needed).
+ */
+export class DeviceLimitError extends WeftError {
+  override readonly name = 'DeviceLimitError';
+
+  constructor(
+    /** The limit exceeded: `maxBufferSize`, `maxStorageBufferBindingSize` or `device memory`. */
+    readonly limit: string,
+    /** What exceeds it, e.g. `model.layers.0.k_cache` or `the whole model at f16`. */
+    readonly what: string,
+    /** Bytes needed. */
+    readonly needed: number,
+    /** Bytes the limit allows. */
+    readonly available: number,
+    /** Bytes of the whole model in each weight format. */
+    readonly bytesPerFormat: BytesPerFormat,
+    /** A smaller weight format that fits, or undefined when none does. */
+    readonly fits: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+    const formats = Object.entries(bytesPerFormat)
+      .map(([f, n]) => `${f} ${mb(n)}`)
+      .join(', ');
+    const hint = fits
+      ? `quant: '${fits}' would fit`
+      : 'no weight format fits: use a smaller contextLength, a smaller model, or another device';
+    super(
+      `${what} needs ${mb(needed)} (${needed} bytes), over the adapter's ${limit} of ${mb(available)} (${available} bytes); the model takes ${formats}; ${hint}`,
+      options,
+    );
+  }
 }

@@ -11,11 +11,12 @@ import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
 import { mapWeights } from '../model/weights.js';
-import { type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { formatOf, type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
+import { checkDeviceFit, estimateDeviceMemory } from './limits.js';
 import { openModelSource } from './open.js';
 import type { Acceptance, TextCodec } from './types.js';
 
@@ -71,7 +72,11 @@ export interface CreateEngineOptions {
   rotate?: Rotation;
   /** 'gpu' (default) runs on WebGPU; 'cpu' runs the plain-TS reference (slow; for checks). */
   device?: 'gpu' | 'cpu';
-  /** Most tokens of context to allocate the KV cache for (default min(model's, 2048)). */
+  /**
+   * Tokens of context, prompt and completion together: the KV cache is allocated for exactly this
+   * many (default min(model's `max_position_embeddings`, 2048); at most the model's). See
+   * `WeftEngine.contextLength`.
+   */
   contextLength?: number;
   /**
    * How the KV cache stores keys and values: `'f32'` (default; exact) or `'f16'` (IEEE halves,
@@ -97,6 +102,13 @@ export interface CreateEngineOptions {
    * layers, from a steering file measured on this model (`weft steer measure`) or given vectors.
    */
   steer?: SteerOptions;
+  /**
+   * Bytes of GPU memory the model may take, checked with the adapter's buffer limits before
+   * anything is allocated (a model that does not fit is refused with `DeviceLimitError`). Default:
+   * an estimate, `navigator.deviceMemory` GiB where the browser reports it, else unchecked;
+   * `Infinity` turns the memory check off (the buffer limits are always checked).
+   */
+  deviceMemory?: number;
   /** A GPU context to use instead of creating one. */
   gpu?: GpuContext;
   onProgress?: (event: LoadProgress) => void;
@@ -136,6 +148,10 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
   if (!Number.isInteger(context) || context < 2)
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
+  if (context > spec.maxPositions)
+    throw new InvalidInputError(
+      `contextLength ${context} exceeds the model's context of ${spec.maxPositions} tokens (max_position_embeddings)`,
+    );
   // A weft-q checkpoint or a quantized GGUF defaults to the format it is stored in (placed by copy).
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const cpu = (options.device ?? 'gpu') === 'cpu';
@@ -182,6 +198,19 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       ...(steerPlan ? { steer: steerPlan } : {}),
     });
   };
+  if (gpu) {
+    const limits = {
+      maxBufferSize: gpu.limits.maxBufferSize,
+      maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
+      deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
+    };
+    try {
+      checkDeviceFit(spec, formatOf(quant), { context, kvFormat }, limits);
+    } catch (err) {
+      if (!options.gpu) gpu.destroy();
+      throw err;
+    }
+  }
   const runner = await place(opened, quant, true, plan);
   let drafter: Drafter | undefined;
   const draft = options.draft;

@@ -1,6 +1,6 @@
 import { type Drafter, NgramDrafter } from '../decode/drafter.js';
 import { verify, verifyChain } from '../decode/speculate.js';
-import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
+import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
@@ -38,6 +38,12 @@ const now = () => performance.now();
  */
 export interface WeftEngine {
   readonly modelId: string;
+  /**
+   * Tokens of context every request shares: prompt and completion together. A prompt of more than
+   * `contextLength - 1` tokens is refused with {@link ContextLengthError}; a completion that
+   * reaches the context ends with `finishReason: 'length'`.
+   */
+  readonly contextLength: number;
   /** Stats of the last finished request. */
   readonly lastStats: GenerationStats | undefined;
   generate(prompt: string | readonly number[], options?: GenerateOptions): AsyncGenerator<GenerationChunk>;
@@ -73,6 +79,7 @@ export class Engine implements WeftEngine {
     this.cached = new CachedPrefix(model.runner);
     this.chat = chatApi({
       modelId: model.id,
+      contextLength: model.runner.capacity,
       render: (messages) => this.render(messages),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
@@ -82,6 +89,11 @@ export class Engine implements WeftEngine {
   /** The model's id. */
   get modelId(): string {
     return this.model.id;
+  }
+
+  /** Tokens of context every request shares: the KV cache's capacity (see {@link WeftEngine}). */
+  get contextLength(): number {
+    return this.model.runner.capacity;
   }
 
   /** Token ids of `text` as the model's tokenizer encodes a prompt (with BOS when it uses one). */
@@ -183,11 +195,11 @@ export class Engine implements WeftEngine {
     if (prompt.length === 0) throw new InvalidInputError('prompt is empty');
     if (!Number.isInteger(maxTokens) || maxTokens < 1)
       throw new InvalidInputError(`max_tokens must be >= 1, got ${maxTokens}`);
-    if (prompt.length + maxTokens > runner.capacity) {
-      throw new InvalidInputError(
-        `prompt (${prompt.length} tokens) + max_tokens (${maxTokens}) exceeds the context of ${runner.capacity} tokens`,
-      );
-    }
+    // Prompt and completion share the context: the prompt must leave room for one token, and the
+    // completion ends ('length') where the context does, whatever max_tokens asked.
+    if (prompt.length >= runner.capacity)
+      throw new ContextLengthError(prompt.length, runner.capacity, runner.spec.maxPositions);
+    const limit = Math.min(maxTokens, runner.capacity - prompt.length);
     const abortCheck = () => {
       if (o.signal?.aborted) throw new AbortError('request aborted');
     };
@@ -240,7 +252,7 @@ export class Engine implements WeftEngine {
             done = true;
             break;
           }
-          if (generated.length >= maxTokens) {
+          if (generated.length >= limit) {
             done = true;
             break;
           }

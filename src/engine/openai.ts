@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../errors.js';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -22,6 +23,8 @@ export interface ChatApi {
 /** What the OpenAI layer needs from an engine. */
 export interface ChatHost {
   readonly modelId: string;
+  /** Tokens of context a request's prompt and completion share. */
+  readonly contextLength: number;
   render(messages: readonly ChatMessage[]): Promise<number[]>;
   generate(ids: readonly number[], options: GenerateOptions): AsyncGenerator<GenerationChunk>;
   /** Stats of the request that just finished. */
@@ -35,9 +38,16 @@ export function chatApi(host: ChatHost): ChatApi {
   async function create(
     req: ChatCompletionRequest,
   ): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>> {
-    const prompt = await host.render(req.messages);
+    const maxTokens = req.max_tokens ?? 256;
+    const truncate = req.truncate ?? 'none';
+    if (truncate !== 'none' && truncate !== 'oldest')
+      throw new InvalidInputError(`truncate must be "none" or "oldest", got ${JSON.stringify(truncate)}`);
+    const prompt =
+      truncate === 'oldest'
+        ? await fitContext(host, req.messages, maxTokens)
+        : await host.render(req.messages);
     const options: GenerateOptions = {
-      maxTokens: req.max_tokens ?? 256,
+      maxTokens,
       temperature: req.temperature ?? 1,
       topP: req.top_p ?? 1,
       seed: req.seed ?? 0,
@@ -90,4 +100,28 @@ export function chatApi(host: ChatHost): ChatApi {
   }
   // One implementation serves the overloads, which narrow the result by `stream`.
   return { completions: { create } } as ChatApi;
+}
+
+/**
+ * The prompt of `messages` with the oldest turns dropped until it leaves `maxTokens` of room in
+ * the context, as `truncate: 'oldest'` asks. System messages and the latest message always stay;
+ * a dropped message takes the assistant replies right after it along, so what remains still opens
+ * with a user turn. When only those remain the prompt is returned as it is: generate then refuses
+ * it (ContextLengthError) if it cannot fit, or ends the completion at the context ('length').
+ */
+async function fitContext(
+  host: ChatHost,
+  messages: readonly ChatMessage[],
+  maxTokens: number,
+): Promise<number[]> {
+  let prompt = await host.render(messages); // checks the messages first
+  const kept = [...messages];
+  while (prompt.length + maxTokens > host.contextLength) {
+    const oldest = kept.findIndex((m) => m.role !== 'system');
+    if (oldest < 0 || oldest >= kept.length - 1) break;
+    kept.splice(oldest, 1);
+    while (kept[oldest]?.role === 'assistant' && oldest < kept.length - 1) kept.splice(oldest, 1);
+    prompt = await host.render(kept);
+  }
+  return prompt;
 }

@@ -141,6 +141,13 @@ export interface ChatCompletionRequest {
   stop?: string | string[];
   signal?: AbortSignal;
   model?: string;
+  /**
+   * What to do when the conversation and `max_tokens` do not fit the context: `'none'` (default)
+   * sends it as it is (a prompt that cannot fit is refused with `ContextLengthError`, a completion
+   * that reaches the context ends with `finish_reason: 'length'`); `'oldest'` first drops the oldest
+   * turns, keeping system messages and the latest message, until `max_tokens` fit after the prompt.
+   */
+  truncate?: 'none' | 'oldest';
 }
 
 /** OpenAI-compatible usage block, with weft's figures beside it. */

@@ -70,9 +70,12 @@ export class WorkerEngine implements WeftEngine {
     private readonly remote: Comlink.Remote<EngineWorkerCalls>,
     readonly modelId: string,
     private readonly worker: { terminate(): void } | undefined,
+    /** Tokens of context every request shares, as the worker's engine reported on load. */
+    readonly contextLength: number,
   ) {
     this.chat = chatApi({
       modelId,
+      contextLength,
       render: (messages) => this.render(messages),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
@@ -146,8 +149,8 @@ export async function createWorkerEngine<O = EngineWorkerLoadOptions, E = Engine
   onProgress?: (event: E) => void,
 ): Promise<WorkerEngine> {
   const remote = Comlink.wrap<EngineWorkerApi<O, E>>(worker);
-  const { modelId } = await unwrap(
+  const { modelId, contextLength } = await unwrap(
     remote.load({ options }, onProgress ? Comlink.proxy(onProgress) : undefined),
   );
-  return new WorkerEngine(remote, modelId, worker);
+  return new WorkerEngine(remote, modelId, worker, contextLength);
 }

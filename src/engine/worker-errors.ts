@@ -6,6 +6,9 @@
 // its fields cross; it is typed against WeftErrorName, so a class without an entry does not build.
 import {
   AbortError,
+  type BytesPerFormat,
+  ContextLengthError,
+  DeviceLimitError,
   DeviceLostError,
   EngineClosedError,
   GpuStepError,
@@ -106,6 +109,10 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const isNumber = (v: unknown): v is number => typeof v === 'number';
 const isStringOrNumber = (v: unknown): v is string | number => isString(v) || isNumber(v);
 const isAnything = (_: unknown): _ is unknown => true;
+const isOptionalString = (v: unknown): v is string | undefined => v === undefined || isString(v);
+const FORMATS = ['f32', 'f16', 'int8', 'int4', 'int2'] as const;
+const isBytesPerFormat = (v: unknown): v is BytesPerFormat =>
+  typeof v === 'object' && v !== null && FORMATS.every((f) => isNumber(Reflect.get(v, f)));
 const isSteerField = (v: unknown): v is 'model_checksum' | 'hidden' =>
   v === 'model_checksum' || v === 'hidden';
 
@@ -169,6 +176,38 @@ const WEFT_ERRORS = {
         read('field', isSteerField),
         read('found', isStringOrNumber),
         read('expected', isStringOrNumber),
+        o,
+      ),
+  ),
+  ContextLengthError: codec(
+    ContextLengthError,
+    (e) => ({ promptTokens: e.promptTokens, contextLength: e.contextLength, modelContext: e.modelContext }),
+    (read, o) =>
+      new ContextLengthError(
+        read('promptTokens', isNumber),
+        read('contextLength', isNumber),
+        read('modelContext', isNumber),
+        o,
+      ),
+  ),
+  DeviceLimitError: codec(
+    DeviceLimitError,
+    (e) => ({
+      limit: e.limit,
+      what: e.what,
+      needed: e.needed,
+      available: e.available,
+      bytesPerFormat: e.bytesPerFormat,
+      fits: e.fits,
+    }),
+    (read, o) =>
+      new DeviceLimitError(
+        read('limit', isString),
+        read('what', isString),
+        read('needed', isNumber),
+        read('available', isNumber),
+        read('bytesPerFormat', isBytesPerFormat),
+        read('fits', isOptionalString),
         o,
       ),
   ),

@@ -68,12 +68,12 @@ export interface EngineWorkerCalls {
 export interface EngineWorkerApi<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>
   extends EngineWorkerCalls {
   /**
-   * Loads the model named by `request.options`; returns its id. Progress events arrive through
+   * Loads the model named by `request.options`; returns its id and context length. Progress events arrive through
    * `onProgress`. (The options sit in an object because comlink's `Remote` maps each argument
    * through a conditional type, which TypeScript cannot resolve for a bare type parameter.)
    */
   load(
     request: { readonly options: O },
     onProgress?: (event: E) => void,
-  ): Promise<Reply<{ modelId: string }>>;
+  ): Promise<Reply<{ modelId: string; contextLength: number }>>;
 }

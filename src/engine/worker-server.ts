@@ -34,7 +34,7 @@ export function serveEngine<O, E>(
       reply(async () => {
         if (engine) await engine.unload();
         engine = await load(options, (e) => onProgress?.(e));
-        return { modelId: engine.modelId };
+        return { modelId: engine.modelId, contextLength: engine.contextLength };
       }),
     generate: (requestId, prompt, options, onEvent) =>
       reply(async () => {

@@ -254,6 +254,18 @@ export async function readTensorF32(info: TensorInfo): Promise<Float32Array> {
 }
 
 /**
+ * Rows [row0, row0 + rows) of a tensor (along its first dimension) as f32, read and converted
+ * alone: what a loader that packs a large matrix a slice at a time reads.
+ */
+export async function readTensorRowsF32(info: TensorInfo, row0: number, rows: number): Promise<Float32Array> {
+  const total = info.shape[0] ?? 1;
+  if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > total)
+    throw new ModelFormatError(info.source.name, info.name, [row0, rows], `row range outside [0, ${total})`);
+  const rowBytes = info.byteLength / total;
+  return bytesToF32(info.dtype, await info.source.read(info.offset + row0 * rowBytes, rows * rowBytes));
+}
+
+/**
  * Serialises tensors as one safetensors file: header JSON padded with spaces to a multiple of 8
  * bytes (as the reference writer does), then the data in the given order. Used by the test fixture
  * writer and by weft's own quantised checkpoints.

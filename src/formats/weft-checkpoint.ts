@@ -44,6 +44,7 @@ import {
   openSafetensors,
   readTensorBytes,
   readTensorF32,
+  readTensorRowsF32,
   type SafetensorsCheckpoint,
   type SafetensorsDtype,
 } from './safetensors.js';
@@ -70,6 +71,12 @@ export interface PackedWant {
 export interface TensorReader {
   readonly tensors: ReadonlyMap<string, { readonly shape: readonly number[] }>;
   readF32(name: string): Promise<Float32Array>;
+  /**
+   * Rows [row0, row0 + rows) of a matrix as f32, where the file allows reading a slice alone
+   * (safetensors): a loader then packs a large matrix a slice at a time, never holding it whole
+   * in f32 (see `placedMatrix`).
+   */
+  readRowsF32?(name: string, row0: number, rows: number): Promise<Float32Array>;
   readPacked?(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
   storedFormat?(name: string): WeightFormat | undefined;
   readonly stats?: ReadStats;
@@ -81,15 +88,27 @@ export interface ReadStats {
   readonly largestF32: number;
 }
 
-/** A safetensors checkpoint as a {@link TensorReader}; `file` is what a missing tensor's error names. */
+/**
+ * A safetensors checkpoint as a {@link TensorReader}; `file` is what a missing tensor's error names.
+ * Its `stats` count every f32 array it hands out, whole tensors and row slices alike.
+ */
 export function safetensorsReader(ck: SafetensorsCheckpoint, file = 'checkpoint'): TensorReader {
+  const stats = { f32Bytes: 0, largestF32: 0 };
+  const info = (name: string) => {
+    const found = ck.tensors.get(name);
+    if (found === undefined) throw new ModelFormatError(file, name, undefined, 'missing tensor');
+    return found;
+  };
+  const counted = (values: Float32Array) => {
+    stats.f32Bytes += values.byteLength;
+    stats.largestF32 = Math.max(stats.largestF32, values.length);
+    return values;
+  };
   return {
     tensors: ck.tensors,
-    readF32: async (name) => {
-      const info = ck.tensors.get(name);
-      if (info === undefined) throw new ModelFormatError(file, name, undefined, 'missing tensor');
-      return readTensorF32(info);
-    },
+    readF32: async (name) => counted(await readTensorF32(info(name))),
+    readRowsF32: async (name, row0, rows) => counted(await readTensorRowsF32(info(name), row0, rows)),
+    stats,
   };
 }
 

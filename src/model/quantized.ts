@@ -1,7 +1,15 @@
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { hadamardRef } from '../kernels/hadamard/construct.js';
-import { isIntFormat, type QuantizedMatrix, type WeightFormat } from '../kernels/matmul/quant.js';
+import {
+  dataWords,
+  isIntFormat,
+  type QuantizedMatrix,
+  quantize,
+  scaleWords,
+  splitAlign,
+  type WeightFormat,
+} from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
   crop,
@@ -88,7 +96,48 @@ export async function placedMatrix(
   rotation: Rotation,
 ): Promise<QuantizedMatrix> {
   const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation });
-  return stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, rotation);
+  if (stored) return stored;
+  const readRows = weights.readRowsF32;
+  if (readRows && rotation === 'none' && pad.rows === rows && pad.cols === cols)
+    return packInSlices((row0, count) => readRows(name, row0, count), rows, cols, format);
+  return packLinear(await weights.readF32(name), rows, cols, pad, format, rotation);
+}
+
+/** Elements of f32 a sliced pack reads and rounds at once (16 MiB of f32). */
+export const PACK_SLICE_ELEMENTS = 1 << 22;
+
+/**
+ * {@link quantize} of a [rows, cols] matrix read a slice of rows at a time (`readRows`), so only
+ * the packed result and one slice are ever held. Exact: every format rounds blocks of at most
+ * `splitAlign(format)` elements on their own, and each slice starts on such a block (the rows of
+ * a slice are a multiple of the aligned step, as `uploadMatrix`'s parts are), so the slices' words
+ * are the whole matrix's, the last slice's padding included. Slices hold at most `sliceElements`
+ * (or one aligned step of rows, if more).
+ */
+export async function packInSlices(
+  readRows: (row0: number, count: number) => Promise<Float32Array>,
+  rows: number,
+  cols: number,
+  format: WeightFormat,
+  sliceElements = PACK_SLICE_ELEMENTS,
+): Promise<QuantizedMatrix> {
+  const n = rows * cols;
+  const data = new Uint32Array(dataWords(format, n));
+  const scales = isIntFormat(format) ? new Uint32Array(scaleWords(format, n)) : undefined;
+  const align = splitAlign(format);
+  const step = align / gcd(cols, align);
+  const perSlice = Math.max(step, Math.floor(sliceElements / cols / step) * step);
+  for (let row0 = 0; row0 < rows; row0 += perSlice) {
+    const count = Math.min(perSlice, rows - row0);
+    const q = quantize(await readRows(row0, count), count, cols, format);
+    data.set(q.data, dataWords(format, row0 * cols));
+    if (scales && q.scales) scales.set(q.scales, scaleWords(format, row0 * cols));
+  }
+  return scales ? { format, rows, cols, data, scales } : { format, rows, cols, data };
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
 }
 
 /**

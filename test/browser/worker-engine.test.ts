@@ -56,6 +56,12 @@ describe('engine in a Web Worker', () => {
     expect(await second.getAttribute('data-chunks')).toBe('5');
 
     expect(await page.getByTestId('third').getAttribute('data-ids')).toBe(ids.join(','));
+
+    const context = page.getByTestId('context');
+    expect(await context.getAttribute('data-length')).toBe('128');
+    expect(await context.getAttribute('data-generated')).toBe(String(128 - 7));
+    expect(await context.getAttribute('data-finish')).toBe('length');
+    expect(await context.getAttribute('data-error')).toBe('ContextLengthError 200 128');
     await page.close();
   });
 });

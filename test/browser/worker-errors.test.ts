@@ -41,6 +41,8 @@ describe('errors thrown in a Web Worker', () => {
       IntegrityError: true,
       DownloadError: true,
       SteerMismatchError: true,
+      ContextLengthError: true,
+      DeviceLimitError: true,
     };
     const want = Object.keys(names).flatMap((n) => [
       `${n} from load`,

@@ -21,7 +21,7 @@ export const toyCodec: TextCodec = {
 };
 
 export class ToyRunner implements ModelRunner {
-  readonly spec = { vocabSize: TOY_VOCAB.length } as ModelSpec;
+  readonly spec = { vocabSize: TOY_VOCAB.length, maxPositions: 4096 } as ModelSpec;
   readonly capacity: number;
   readonly calls: { tokens: number[]; kvLength: number }[] = [];
   private committed: number[] = [];

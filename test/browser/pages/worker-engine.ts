@@ -2,7 +2,7 @@
 // whose folder URL comes in the query: stream into the DOM, abort one request mid-stream, then
 // run another through the OpenAI-style API. The test reads the results from the page.
 import { createWorkerEngine } from '../../../src/engine/worker-client.js';
-import { AbortError } from '../../../src/errors.js';
+import { AbortError, ContextLengthError } from '../../../src/errors.js';
 
 const el = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`)!;
 const PROMPT = [5, 17, 99, 3, 250, 11, 42];
@@ -46,6 +46,27 @@ async function main(): Promise<void> {
   const again: number[] = [];
   for await (const c of engine.generate(PROMPT, { maxTokens: 24 })) again.push(...c.ids);
   el('third').dataset.ids = again.join(',');
+
+  // The context (128 tokens): a completion that reaches it ends with 'length'; a prompt that
+  // cannot fit arrives as ContextLengthError with its fields.
+  const context = el('context');
+  context.dataset.length = String(engine.contextLength);
+  let generated = 0;
+  let finish = '';
+  for await (const c of engine.generate(PROMPT, { maxTokens: 1000 })) {
+    generated += c.ids.length;
+    finish = c.finishReason ?? finish;
+  }
+  context.dataset.generated = String(generated);
+  context.dataset.finish = finish;
+  try {
+    for await (const _ of engine.generate(Array.from({ length: 200 }, (_, i) => 3 + i))) {
+    }
+    context.dataset.error = 'none';
+  } catch (e) {
+    context.dataset.error =
+      e instanceof ContextLengthError ? `ContextLengthError ${e.promptTokens} ${e.contextLength}` : String(e);
+  }
   el('status').textContent = 'done';
 }
 

@@ -24,10 +24,11 @@ function throwingEngine(error: Error): WeftEngine {
   }
   return {
     modelId: 'throws',
+    contextLength: 64,
     lastStats: undefined,
     generate,
     render,
-    chat: chatApi({ modelId: 'throws', render, generate, stats: () => undefined }),
+    chat: chatApi({ modelId: 'throws', contextLength: 64, render, generate, stats: () => undefined }),
     unload: async () => {},
   };
 }

@@ -1,0 +1,157 @@
+// Whether a model fits a GPU, checked before anything is allocated: every buffer the runner binds
+// whole against the adapter's buffer limits, and the whole model against an estimate of device
+// memory. The sizes follow what `createGpuRunner` allocates (weights as `packedBytes` counts them,
+// the KV cache, the activations of MAX_FORWARD_TOKENS rows); matrices need no check of their own,
+// since `uploadMatrix` splits them into parts that fit the binding limit.
+import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
+import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import { type KvFormat, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { packedBytes, type WeightFormat } from '../kernels/matmul/quant.js';
+import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
+
+/** The weight formats a model's size is reported in, most precise first. */
+export const SIZE_FORMATS = ['f32', 'f16', 'int8', 'int4', 'int2'] as const;
+
+/** The limits of an adapter that decide whether a model fits (a subset of `GPUSupportedLimits`). */
+export interface DeviceLimits {
+  readonly maxBufferSize: number;
+  readonly maxStorageBufferBindingSize: number;
+  /** Estimated bytes of memory the device can give the model; Infinity when unknown. */
+  readonly deviceMemory: number;
+}
+
+/** One GPU buffer the runner allocates and binds whole. */
+export interface BoundBuffer {
+  /** Its label, e.g. `model.layers.*.k_cache [2048, 8, 128] f32`. */
+  readonly what: string;
+  readonly bytes: number;
+}
+
+/** Bytes a model takes on the GPU in one weight format, and its largest buffers bound whole. */
+export interface ModelFootprint {
+  /** Packed matrices and f32 vectors (norms, biases). */
+  readonly weights: number;
+  /** K and V of every layer. */
+  readonly kvCache: number;
+  /** Activations of one forward pass, and the logits readback buffer. */
+  readonly activations: number;
+  /** weights + kvCache + activations. */
+  readonly total: number;
+  /** Buffers bound whole, each of which must fit the buffer and binding limits. */
+  readonly bound: readonly BoundBuffer[];
+}
+
+/** What the runner's sizes depend on besides the spec. */
+export interface FootprintOptions {
+  /** Tokens the KV cache holds. */
+  readonly context: number;
+  readonly kvFormat: KvFormat;
+}
+
+/**
+ * The bytes `spec` takes on the GPU with every matrix packed in `format` (a GGUF that keeps some
+ * matrices in their own formats differs a little), a KV cache of `o.context` tokens and the
+ * activations of one forward pass.
+ */
+export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: FootprintOptions): ModelFootprint {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const V = spec.vocabSize;
+  const maxT = MAX_FORWARD_TOKENS;
+  const layerMatrices =
+    packedBytes(format, qWidth, H) +
+    2 * packedBytes(format, kvWidth, H) +
+    packedBytes(format, H, qWidth) +
+    2 * packedBytes(format, I, H) +
+    packedBytes(format, H, I);
+  // Norms, and biases repeated for every forward row (see LayerWeights).
+  const layerVectors =
+    4 * (2 * H + (spec.qkvBias ? maxT * (qWidth + 2 * kvWidth) : 0) + (spec.qkNorm ? 2 * spec.headDim : 0));
+  const heads = packedBytes(format, V, H) * (spec.tiedEmbeddings ? 1 : 2);
+  const weights = spec.layers * (layerMatrices + layerVectors) + heads + 4 * H;
+  const kv = { capacity: o.context, kvHeads: spec.kvHeads, headDim: spec.headDim, format: o.kvFormat };
+  const kvLayer = o.context * kvWordsPerSlot(kv) * 4; // [context, kvHeads, headDim]
+  o.context * kvWordsPerSlot({ ...o, kvHeads: spec.kvHeads, headDim: spec.headDim, capacity: o.context }) * 4;
+  const kvCache = 2 * spec.layers * kvLayer;
+  const logits = maxT * V * 4; // [maxT, V] f32, and its readback copy
+  const activations = 4 * maxT * (4 * H + 3 * qWidth + 3 * kvWidth + 3 * I + 8) + 2 * logits;
+  const kvShape = `[${o.context}, ${spec.kvHeads}, ${spec.headDim}] ${o.kvFormat}`;
+  return {
+    weights,
+    kvCache,
+    activations,
+    total: weights + kvCache + activations,
+    bound: [
+      { what: `model.layers.*.k_cache ${kvShape}`, bytes: kvLayer },
+      { what: `logits [${maxT}, ${V}] f32`, bytes: logits },
+    ],
+  };
+}
+
+/** The first limit `f` exceeds, as the error's fields, or undefined when it fits. */
+function exceeded(
+  f: ModelFootprint,
+  format: WeightFormat,
+  limits: DeviceLimits,
+): { limit: string; what: string; needed: number; available: number } | undefined {
+  for (const b of f.bound) {
+    if (b.bytes > limits.maxBufferSize)
+      return { limit: 'maxBufferSize', what: b.what, needed: b.bytes, available: limits.maxBufferSize };
+    if (b.bytes > limits.maxStorageBufferBindingSize)
+      return {
+        limit: 'maxStorageBufferBindingSize',
+        what: b.what,
+        needed: b.bytes,
+        available: limits.maxStorageBufferBindingSize,
+      };
+  }
+  if (f.total > limits.deviceMemory)
+    return {
+      limit: 'device memory',
+      what: `the whole model at ${format} (weights ${f.weights}, KV cache ${f.kvCache}, activations ${f.activations} bytes)`,
+      needed: f.total,
+      available: limits.deviceMemory,
+    };
+  return undefined;
+}
+
+/**
+ * Throws {@link DeviceLimitError} unless `spec` in weight `format` fits `limits`: every buffer
+ * bound whole within maxBufferSize and maxStorageBufferBindingSize, and the total within the
+ * device memory estimate. The error gives the model's bytes in every format of
+ * {@link SIZE_FORMATS} and the most precise format smaller than `format` that would fit.
+ */
+export function checkDeviceFit(
+  spec: ModelSpec,
+  format: WeightFormat,
+  o: FootprintOptions,
+  limits: DeviceLimits,
+): void {
+  const asked = modelFootprint(spec, format, o);
+  const over = exceeded(asked, format, limits);
+  if (!over) return;
+  const total = (f: WeightFormat) => modelFootprint(spec, f, o).total;
+  const sizes: BytesPerFormat = {
+    f32: total('f32'),
+    f16: total('f16'),
+    int8: total('int8'),
+    int4: total('int4'),
+    int2: total('int2'),
+  };
+  const fits = SIZE_FORMATS.find(
+    (f) => sizes[f] < asked.total && exceeded(modelFootprint(spec, f, o), f, limits) === undefined,
+  );
+  throw new DeviceLimitError(over.limit, over.what, over.needed, over.available, sizes, fits);
+}
+
+/**
+ * An estimate of the memory a browser's GPU can give a model: `navigator.deviceMemory` (the
+ * device's RAM in GiB as the browser reports it, rounded down and capped at 8) where the browser
+ * has it, which is what integrated and mobile GPUs share; Infinity elsewhere (Node, Firefox,
+ * Safari), where only the buffer limits are checked. `createEngine({ deviceMemory })` overrides it.
+ */
+export function estimateDeviceMemory(): number {
+  const gib = typeof navigator === 'undefined' ? undefined : Reflect.get(navigator, 'deviceMemory');
+  return typeof gib === 'number' && gib > 0 ? gib * 2 ** 30 : Number.POSITIVE_INFINITY;
+}

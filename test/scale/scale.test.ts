@@ -1,0 +1,159 @@
+// Real-size check (`npm run test:scale`): a random-weight checkpoint of Qwen3-0.6B's shape with its
+// real config and tokenizer (1.2 GB of BF16 safetensors in a temp dir) loads in Chromium at f16
+// and int4, read in place over HTTP, and its first greedy ids equal the CPU reference's on the
+// same rounded weights. Prints load time, decode tok/s and the page's peak JS heap per format.
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import type { ViteDevServer } from 'vite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pathModel } from '../../src/formats/node-file.js';
+import { packedBytes } from '../../src/kernels/matmul/quant.js';
+import { openModel } from '../../src/model/load.js';
+import { PACK_SLICE_ELEMENTS, referenceTensors } from '../../src/model/quantized.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights } from '../../src/model/weights.js';
+import { writeScaleDir } from '../fixtures/scale-dir.js';
+import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { greedy } from '../helpers/reference.js';
+import { serveDir } from './serve-dir.js';
+
+const PROMPT = [9707, 11, 1879, 0, 576, 374]; // a few ids of Qwen3's vocabulary
+const TOKENS = 4;
+
+let dir: string;
+let browser: Browser;
+let vite: ViteDevServer;
+let pageUrl: string;
+let files: { url: string; close(): Promise<void> };
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'weft-scale-'));
+  const t0 = performance.now();
+  const { weightBytes } = await writeScaleDir(dir, 'qwen3-0.6b', 1);
+  console.log(
+    `[scale] wrote qwen3-0.6b: ${weightBytes} bytes in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  files = await serveDir(dir);
+  ({ url: pageUrl, server: vite } = await startServer());
+  browser = await launchChromium();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await vite?.close();
+  await files?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * The CPU reference's greedy ids on the weights as `quant` rounds them. Its matrices come from
+ * `placedMatrix`, as the GPU loader's do, so the reader's counters show what that path decodes at
+ * once: one slice of rows, never a whole matrix.
+ */
+async function referenceIds(quant: 'f16' | 'int4'): Promise<number[]> {
+  const model = await pathModel(dir);
+  const opened = await openModel(model);
+  const tensors = await referenceTensors(opened, quant, 'none');
+  await model.close?.();
+  const stats = opened.weights.stats!;
+  const { vocabSize: V, hidden: H } = opened.spec;
+  const largestPacked = packedBytes(quant, V, H); // the embedding, the largest matrix
+  console.log(
+    `[scale] loader at ${quant}: largest f32 slice ${(4 * stats.largestF32) / 2 ** 20} MiB, largest packed matrix ${(largestPacked / 2 ** 20).toFixed(1)} MiB, ${(stats.f32Bytes / 2 ** 30).toFixed(2)} GiB of f32 decoded in all`,
+  );
+  expect(stats.largestF32).toBeLessThanOrEqual(PACK_SLICE_ELEMENTS);
+  expect(stats.largestF32).toBeLessThan(V * H);
+  if (quant === 'int4') expect(largestPacked + 4 * stats.largestF32).toBeLessThan(256 * 2 ** 20);
+  const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
+  return greedy(ref, PROMPT, TOKENS);
+}
+
+interface PageResult {
+  ids: number[];
+  loadMs: number;
+  prefillTokS: number;
+  decodeTokS: number;
+}
+
+/**
+ * Resident bytes of this test's Chromium processes of `type` (`renderer`: the tab, its JS heap and
+ * array buffers; `gpu-process`: where SwiftShader keeps the device's buffers), summed, from /proc.
+ */
+async function chromiumRss(type: string): Promise<number> {
+  const parent = new Map<number, number>();
+  const typed = new Map<number, number>();
+  for (const pid of (await readdir('/proc')).filter((d) => /^\d+$/.test(d)).map(Number)) {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    const cmd = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    parent.set(pid, ppid);
+    if (cmd.includes(`--type=${type}`))
+      typed.set(pid, 1024 * Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0));
+  }
+  const mine = (pid: number): boolean => {
+    for (let p = pid, hops = 0; p > 1 && hops < 10; p = parent.get(p) ?? 0, hops++)
+      if (p === process.pid) return true;
+    return false;
+  };
+  let sum = 0;
+  for (const [pid, rss] of typed) if (mine(pid)) sum += rss;
+  return sum;
+}
+
+/**
+ * Loads the model in a page at `quant`; meanwhile polls the page's JS heap (CDP) and the resident
+ * memory of the tab's renderer and of the GPU process for their peaks.
+ */
+async function runPage(
+  quant: 'f16' | 'int4',
+): Promise<PageResult & { peakHeapBytes: number; peakRendererBytes: number; peakGpuProcessBytes: number }> {
+  const page = await browser.newPage();
+  logPageErrors(page);
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Performance.enable');
+  let peak = 0;
+  let peakRenderer = 0;
+  let peakGpu = 0;
+  let polling = true;
+  const poll = (async () => {
+    while (polling) {
+      const { metrics } = await cdp.send('Performance.getMetrics');
+      const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+      peak = Math.max(peak, used);
+      peakRenderer = Math.max(peakRenderer, await chromiumRss('renderer'));
+      peakGpu = Math.max(peakGpu, await chromiumRss('gpu-process'));
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
+  const q = new URLSearchParams({
+    model: files.url,
+    quant,
+    prompt: PROMPT.join(','),
+    tokens: String(TOKENS),
+  });
+  await page.goto(new URL(`test/scale/pages/scale.html?${q}`, pageUrl).href);
+  const status = page.getByTestId('status');
+  await expect.poll(() => status.textContent(), { timeout: 3_000_000, interval: 1000 }).not.toBe('running');
+  polling = false;
+  await poll;
+  expect(await status.textContent()).toBe('done');
+  const result: PageResult = JSON.parse((await status.getAttribute('data-result'))!);
+  await page.close();
+  return { ...result, peakHeapBytes: peak, peakRendererBytes: peakRenderer, peakGpuProcessBytes: peakGpu };
+}
+
+describe('Qwen3-0.6B shape in Chromium', () => {
+  for (const quant of ['f16', 'int4'] as const) {
+    it(`loads at ${quant} and its greedy ids equal the CPU reference's`, async () => {
+      const got = await runPage(quant);
+      const want = await referenceIds(quant);
+      const mb = (n: number) => (n / 2 ** 20).toFixed(0);
+      console.log(
+        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, peak JS heap ${mb(got.peakHeapBytes)} MiB, peak RSS of the tab ${mb(got.peakRendererBytes)} MiB and of the GPU process ${mb(got.peakGpuProcessBytes)} MiB, prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
+      );
+      expect(got.ids).toEqual(want);
+    });
+  }
+});

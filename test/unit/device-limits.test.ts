@@ -1,0 +1,124 @@
+// The device check createEngine runs before allocating: the model's bytes per weight format at
+// real shapes, and the refusal of a model that does not fit an adapter's limits, with the smaller
+// format that would. (test/gpu/device-limits.test.ts runs it through createEngine on a device.)
+import { describe, expect, it } from 'vitest';
+import { checkDeviceFit, modelFootprint, SIZE_FORMATS } from '../../src/engine/limits.js';
+import { DeviceLimitError } from '../../src/errors.js';
+import { weightShapes } from '../../src/formats/layout.js';
+import type { ModelSpec } from '../../src/formats/spec.js';
+import { specFromConfig, withGenerationConfig } from '../../src/model/config.js';
+import { SCALE_MODELS, type ScaleShape } from '../fixtures/scale.js';
+
+const specOf = (shape: ScaleShape): ModelSpec => {
+  const m = SCALE_MODELS[shape];
+  return withGenerationConfig(specFromConfig(m.config), m.generation);
+};
+
+/** Matrix and vector element counts of a spec, from the checkpoint's tensor list. */
+function params(spec: ModelSpec): { matrices: number; vectors: number } {
+  let matrices = 0;
+  let vectors = 0;
+  for (const shape of weightShapes(spec).values()) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (shape.length === 2) matrices += n;
+    else vectors += n;
+  }
+  return { matrices, vectors };
+}
+
+const KV = { context: 2048, kvFormat: 'f32' } as const;
+
+describe('model footprint', () => {
+  it('counts Qwen3-0.6B as its published 596M weights, at 16, 8.5, 4.5 and 2.625 bits', () => {
+    const spec = specOf('qwen3-0.6b');
+    const { matrices, vectors } = params(spec);
+    expect(matrices).toBe(595_984_384); // 0.6B: 151936·1024 embedding (tied) + 28 layers of 15.7M
+    expect(vectors).toBe(28 * (2 * 1024 + 2 * 128) + 1024);
+    // Every Qwen3-0.6B matrix fills whole 256-element super-blocks, so the bits are exact.
+    for (const [format, bits] of [
+      ['f32', 32],
+      ['f16', 16],
+      ['int8', 8.5],
+      ['int4', 4.5],
+      ['int2', 2.625],
+    ] as const)
+      expect(modelFootprint(spec, format, KV).weights, format).toBe((matrices * bits) / 8 + 4 * vectors);
+    const f = modelFootprint(spec, 'int4', KV);
+    // K and V of 28 layers, 2048 positions of 8 heads of 128 f32.
+    expect(f.kvCache).toBe(2 * 28 * 2048 * 8 * 128 * 4);
+    expect(modelFootprint(spec, 'int4', { ...KV, kvFormat: 'f16' }).kvCache).toBe(f.kvCache / 2);
+    expect(f.total).toBe(f.weights + f.kvCache + f.activations);
+    expect(f.bound.map((b) => b.bytes)).toEqual([2048 * 8 * 128 * 4, 64 * 151936 * 4]);
+  });
+
+  it('sizes Qwen2.5-0.5B (QKV biases) and Llama-3.2-1B from their configs', () => {
+    for (const shape of ['qwen2.5-0.5b', 'llama-3.2-1b'] as const) {
+      const spec = specOf(shape);
+      const { matrices } = params(spec);
+      const f16 = modelFootprint(spec, 'f16', KV).weights;
+      expect(f16).toBeGreaterThan(2 * matrices);
+      expect(f16).toBeLessThan(2 * matrices * 1.01);
+    }
+    expect(params(specOf('qwen2.5-0.5b')).matrices).toBe(494_032_768 - 24 * 1152 - 24 * 2 * 896 - 896);
+    expect(params(specOf('llama-3.2-1b')).matrices).toBe(1_235_814_400 - 16 * 2 * 2048 - 2048);
+  });
+});
+
+describe('checkDeviceFit', () => {
+  const spec = specOf('qwen3-0.6b');
+  const roomy = { maxBufferSize: 2 ** 31, maxStorageBufferBindingSize: 2 ** 30, deviceMemory: 2 ** 34 };
+
+  it('passes a model that fits', () => {
+    expect(() => checkDeviceFit(spec, 'f16', KV, roomy)).not.toThrow();
+  });
+
+  it('refuses a model over the memory estimate, naming bytes per format and a format that fits', () => {
+    const sizes = Object.fromEntries(SIZE_FORMATS.map((f) => [f, modelFootprint(spec, f, KV).total]));
+    const deviceMemory = Math.floor((sizes.int8! + sizes.f16!) / 2); // f16 does not fit, int8 does
+    const err = (() => {
+      try {
+        checkDeviceFit(spec, 'f16', KV, { ...roomy, deviceMemory });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(DeviceLimitError);
+    expect(err).toMatchObject({
+      limit: 'device memory',
+      needed: sizes.f16,
+      available: deviceMemory,
+      bytesPerFormat: sizes,
+      fits: 'int8',
+    });
+    expect(String(err)).toMatch(
+      /over the adapter's device memory.*f16 .*MiB.*int4 .*MiB.*quant: 'int8' would fit/,
+    );
+  });
+
+  it('refuses a KV cache over the binding limit, where no weight format helps', () => {
+    // A phone-class limit: 128 MiB bindings; one layer's K at 40960 positions is 160 MiB.
+    const limits = { ...roomy, maxStorageBufferBindingSize: 2 ** 27 };
+    const long = { context: 40960, kvFormat: 'f32' } as const;
+    const err = (() => {
+      try {
+        checkDeviceFit(spec, 'int4', long, limits);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toMatchObject({
+      name: 'DeviceLimitError',
+      limit: 'maxStorageBufferBindingSize',
+      needed: 40960 * 8 * 128 * 4,
+      available: 2 ** 27,
+      fits: undefined,
+    });
+    expect(String(err)).toMatch(/k_cache \[40960, 8, 128\] f32.*smaller contextLength/);
+    // An f16 cache of the same context fits (80 MiB).
+    expect(() => checkDeviceFit(spec, 'int4', { ...long, kvFormat: 'f16' }, limits)).not.toThrow();
+    // maxBufferSize is checked too.
+    expect(() => checkDeviceFit(spec, 'int4', KV, { ...roomy, maxBufferSize: 2 ** 20 })).toThrow(
+      /maxBufferSize/,
+    );
+  });
+});
