@@ -15,7 +15,8 @@ export type WeftErrorName =
   | 'QuotaError'
   | 'IntegrityError'
   | 'DownloadError'
-  | 'SteerMismatchError';
+  | 'SteerMismatchError'
+  | 'GrammarError';
 
 /**
  * Base class of every error weft throws on purpose. Each subclass declares its `name` as a literal

@@ -103,7 +103,7 @@ export interface CreateEngineOptions {
 }
 
 /** The engine's view of a tokenizer. */
-function codecOf(tok: WeftTokenizer): TextCodec {
+function codecOf(tok: WeftTokenizer, vocabSize: number): TextCodec {
   return {
     encode: (text, o) => tok.encode(text, o),
     // Checkpoints pad the vocabulary past the tokenizer's; such ids decode to nothing.
@@ -113,6 +113,7 @@ function codecOf(tok: WeftTokenizer): TextCodec {
         o,
       ),
     eosIds: tok.eosIds,
+    vocabulary: () => ({ tokens: tok.tokenStrings(vocabSize), type: tok.spelling }),
     ...(tok.hasChatTemplate
       ? {
           applyChatTemplate: (messages, o) =>
@@ -210,7 +211,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   return new Engine({
     id: files.name,
     runner,
-    codec: codecOf(opened.tokenizer),
+    codec: codecOf(opened.tokenizer, runner.spec.vocabSize),
     ...(drafter ? { drafter } : {}),
     ...(options.acceptance ? { acceptance: options.acceptance } : {}),
   });

@@ -2,6 +2,7 @@ import { type Drafter, NgramDrafter } from '../decode/drafter.js';
 import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
+import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
@@ -63,6 +64,8 @@ export class Engine implements WeftEngine {
   private readonly cached: CachedPrefix;
   private closed = false;
   private readonly ngram = new NgramDrafter();
+  /** Compiles constrained requests' grammars against the model's vocabulary (made on first use). */
+  private grammars: Promise<GrammarCompiler> | undefined;
 
   /** Whether the model has a chat template (an instruct model), which `render` and chat need. */
   get hasChatTemplate(): boolean {
@@ -113,6 +116,7 @@ export class Engine implements WeftEngine {
     await this.queue.catch(() => {});
     this.model.runner.dispose();
     this.model.drafter?.dispose();
+    (await this.grammars?.catch(() => undefined))?.dispose();
   }
 
   private async acquire(signal: AbortSignal | undefined): Promise<() => void> {
@@ -154,6 +158,18 @@ export class Engine implements WeftEngine {
     }
   }
 
+  /**
+   * The drafter of a constrained request: none. Speculation does not mask its drafts and tree rows
+   * yet, so a request that names a drafter other than 'none' is refused rather than run unmasked.
+   */
+  private unconstrainedDrafter(o: GenerateOptions): undefined {
+    if (o.drafter !== undefined && o.drafter !== 'none')
+      throw new InvalidInputError(
+        `drafter "${o.drafter}": constrained decoding (json, jsonSchema, grammar, regex) runs without speculation; pass drafter: "none"`,
+      );
+    return undefined;
+  }
+
   /** Whether a request verifies by the classic rejection rule (sampling only; greedy ignores it). */
   private usesRejection(o: GenerateOptions, sampler: SamplerSpec): boolean {
     const acceptance = o.acceptance ?? this.model.acceptance ?? 'gumbel';
@@ -175,7 +191,43 @@ export class Engine implements WeftEngine {
     return { temperature, topP, topK, seed: o.seed ?? 0 };
   }
 
+  /** The request's constraint, compiled and at its start; undefined for free text. */
+  private async constraintFor(o: GenerateOptions): Promise<Constraint | undefined> {
+    const specs: ConstraintSpec[] = [
+      ...(o.json ? [{ kind: 'json' as const }] : []),
+      ...(o.jsonSchema !== undefined ? [{ kind: 'json_schema' as const, schema: o.jsonSchema }] : []),
+      ...(o.grammar !== undefined ? [{ kind: 'grammar' as const, ebnf: o.grammar }] : []),
+      ...(o.regex !== undefined ? [{ kind: 'regex' as const, pattern: o.regex }] : []),
+    ];
+    if (specs.length === 0) return undefined;
+    if (specs.length > 1)
+      throw new InvalidInputError('give at most one of json, jsonSchema, grammar and regex');
+    const { codec, runner } = this.model;
+    const vocabulary = codec.vocabulary?.();
+    if (!vocabulary) throw new InvalidInputError("constrained decoding needs the tokenizer's vocabulary");
+    this.grammars ??= GrammarCompiler.create({ ...vocabulary, eosIds: codec.eosIds });
+    const compiler = await this.grammars;
+    if (compiler.vocab !== runner.spec.vocabSize)
+      throw new InvalidInputError(
+        `constrained decoding: vocabulary of ${compiler.vocab} tokens, the model has ${runner.spec.vocabSize}`,
+      );
+    return compiler.compile(specs[0]!);
+  }
+
   private async *run(prompt: number[], o: GenerateOptions): AsyncGenerator<GenerationChunk> {
+    const constraint = await this.constraintFor(o);
+    try {
+      yield* this.decode(prompt, o, constraint);
+    } finally {
+      constraint?.dispose();
+    }
+  }
+
+  private async *decode(
+    prompt: number[],
+    o: GenerateOptions,
+    constraint: Constraint | undefined,
+  ): AsyncGenerator<GenerationChunk> {
     const { runner, codec } = this.model;
     const maxTokens = o.maxTokens ?? 256;
     const chunk = o.prefillChunk ?? 64;
@@ -197,7 +249,7 @@ export class Engine implements WeftEngine {
 
     // Reuse the cached rows of the longest shared prefix and prefill the rest.
     const t0 = now();
-    const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck);
+    const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck, await constraint?.mask());
     let passes = prefill.passes;
     const tFirst = now();
     const generated: number[] = [];
@@ -208,7 +260,7 @@ export class Engine implements WeftEngine {
     let verifyMs = 0;
     // The device's work in decode steps (undefined off the GPU).
     let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
-    const drafter = this.drafterFor(o);
+    const drafter = constraint ? this.unconstrainedDrafter(o) : this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
@@ -227,6 +279,7 @@ export class Engine implements WeftEngine {
             done = true;
             break;
           }
+          constraint?.accept(t);
           generated.push(t);
           ids.push(t);
           text += stream.push([t]);
@@ -250,7 +303,8 @@ export class Engine implements WeftEngine {
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
         if (!drafter || room < 1) {
-          const out = await runner.forward({ tokens: [last] }, sampler, 'last');
+          const masks = await constraint?.mask();
+          const out = await runner.forward({ tokens: [last], ...(masks ? { masks } : {}) }, sampler, 'last');
           runner.commit([0]);
           this.cached.push([last]);
           pending = [out[0]!];

@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../errors.js';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -8,6 +9,7 @@ import type {
   GenerateOptions,
   GenerationChunk,
   GenerationStats,
+  ResponseFormat,
 } from './types.js';
 
 /** `engine.chat.completions`: the OpenAI-compatible surface. */
@@ -30,6 +32,24 @@ export interface ChatHost {
 
 let counter = 0;
 
+/** The generate options of OpenAI's `response_format`. */
+function responseFormatOptions(format: ResponseFormat | undefined): GenerateOptions {
+  if (format === undefined || format.type === 'text') return {};
+  if (format.type === 'json_object') return { json: true };
+  if (format.type === 'json_schema') {
+    if (
+      typeof format.json_schema !== 'object' ||
+      format.json_schema === null ||
+      !('schema' in format.json_schema)
+    )
+      throw new InvalidInputError('response_format.json_schema must be { name, schema }');
+    return { jsonSchema: format.json_schema.schema };
+  }
+  throw new InvalidInputError(
+    `response_format.type must be "text", "json_object" or "json_schema", got ${JSON.stringify((format as { type?: unknown }).type)}`,
+  );
+}
+
 /** Builds `chat.completions.create` on top of an engine's `generate`. */
 export function chatApi(host: ChatHost): ChatApi {
   async function create(
@@ -43,6 +63,7 @@ export function chatApi(host: ChatHost): ChatApi {
       seed: req.seed ?? 0,
       ...(req.stop !== undefined ? { stop: req.stop } : {}),
       ...(req.signal ? { signal: req.signal } : {}),
+      ...responseFormatOptions(req.response_format),
     };
     const id = `chatcmpl-weft-${Date.now().toString(36)}-${++counter}`;
     const created = Math.floor(Date.now() / 1000);

@@ -12,6 +12,11 @@ export interface TextCodec {
   applyChatTemplate?(messages: readonly ChatMessage[], options: { addGenerationPrompt: boolean }): string;
   /** Generation stops on any of these ids. */
   readonly eosIds: readonly number[];
+  /**
+   * The token strings of every id below the model's vocabulary size and how they are spelt, which
+   * constrained decoding compiles grammars against; absent, constrained requests are refused.
+   */
+  vocabulary?(): { tokens: readonly string[]; type: 'byte_level' | 'byte_fallback' | 'raw' };
 }
 
 /** Options of `engine.generate`. */
@@ -42,7 +47,28 @@ export interface GenerateOptions {
    * Defaults to the engine's (`createEngine({ acceptance })`, else 'gumbel').
    */
   acceptance?: Acceptance;
+  /**
+   * Constrained decoding (at most one of `json`, `jsonSchema`, `grammar`, `regex`): the output is
+   * one JSON object (`json: true`), JSON valid under a JSON schema (`jsonSchema`, an object or its
+   * text), text of an EBNF grammar (`grammar`, XGrammar's GBNF-like dialect with a `root` rule), or
+   * text matching a regex (`regex`). The grammar's token bitmask is applied to the logits before
+   * sampling at every step (on the GPU); a bad schema, grammar or regex throws GrammarError.
+   * Constrained requests decode without speculation (a named drafter other than 'none' is refused).
+   */
+  json?: boolean;
+  jsonSchema?: unknown;
+  grammar?: string;
+  regex?: string;
 }
+
+/** OpenAI's `response_format` of a chat completion request. */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema';
+      json_schema: { name?: string; schema: unknown; strict?: boolean; description?: string };
+    };
 
 /**
  * Acceptance rule of speculative sampling. 'gumbel' (default): the target's own Gumbel-argmax at
@@ -134,6 +160,8 @@ export interface ChatCompletionRequest {
   stop?: string | string[];
   signal?: AbortSignal;
   model?: string;
+  /** Structured output: `json_object` (any JSON object) or `json_schema` (JSON valid under a schema). */
+  response_format?: ResponseFormat;
 }
 
 /** OpenAI-compatible usage block, with weft's figures beside it. */

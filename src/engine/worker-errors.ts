@@ -15,6 +15,7 @@ import {
   type WeftErrorName,
 } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
+import { GrammarError, type GrammarKind } from '../grammar/errors.js';
 import { SteerMismatchError } from '../steer/errors.js';
 import { DownloadError, IntegrityError, QuotaError } from '../store/errors.js';
 
@@ -106,6 +107,8 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const isNumber = (v: unknown): v is number => typeof v === 'number';
 const isStringOrNumber = (v: unknown): v is string | number => isString(v) || isNumber(v);
 const isAnything = (_: unknown): _ is unknown => true;
+const isGrammarKind = (v: unknown): v is GrammarKind =>
+  v === 'json_schema' || v === 'grammar' || v === 'regex';
 const isSteerField = (v: unknown): v is 'model_checksum' | 'hidden' =>
   v === 'model_checksum' || v === 'hidden';
 
@@ -171,6 +174,11 @@ const WEFT_ERRORS = {
         read('expected', isStringOrNumber),
         o,
       ),
+  ),
+  GrammarError: codec(
+    GrammarError,
+    (e) => ({ kind: e.kind, problem: e.problem }),
+    (read, o) => new GrammarError(read('kind', isGrammarKind), read('problem', isString), o),
   ),
 } satisfies Record<WeftErrorName, ErrorCodec>;
 

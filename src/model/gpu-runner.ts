@@ -5,6 +5,7 @@ import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { maskWordsOf } from '../kernels/sample/mask.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
@@ -64,6 +65,7 @@ interface Activations {
   rows: GPUBuffer; // [T] u32 rows to score
   hr: GPUBuffer; // [T, H] gathered rows
   logits: GPUBuffer; // [T, V]
+  masks: GPUBuffer; // [T, ceil(V / 32)] u32 token bitmasks of constrained rows
   samplePositions: GPUBuffer; // [T] u32 position of each sampled token
   out: GPUBuffer; // [T] u32 sampled ids
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
@@ -144,6 +146,11 @@ export class GpuRunner implements ModelRunner {
     const tree = draftTree(input.parents ?? input.tokens.map((_, i) => i - 1));
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
     const R = picked.length;
+    const W = maskWordsOf(spec.vocabSize);
+    if (input.masks && input.masks.length !== R * W)
+      throw new InvalidInputError(
+        `forward: masks hold ${input.masks.length} words, need ${R} rows × ${W} (ceil(vocab / 32))`,
+      );
     const { ctx } = this;
     const before = ctx.counter.snapshot();
     writeBuffer(ctx, a.ids, Uint32Array.from(input.tokens));
@@ -218,6 +225,10 @@ export class GpuRunner implements ModelRunner {
       head = a.hr;
     }
     k.lmHead.encode(pass, head, a.logits, R);
+    if (input.masks) {
+      writeBuffer(ctx, a.masks, input.masks);
+      k.mask.encode(pass, a.masks, a.logits, R);
+    }
     const s = sampler.temperature > 0 ? k.gumbel : k.greedy;
     s.encode(pass, a.logits, a.samplePositions, a.out, R, {
       seed: sampler.seed,
@@ -393,6 +404,7 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(spec.vocabSize, 'logits'),
+    masks: f(maskWordsOf(spec.vocabSize), 'token-masks'),
     samplePositions: f(1, 'sample-positions'),
     out: f(1, 'sampled'),
     commitSlots: f(1, 'commit-slots'),

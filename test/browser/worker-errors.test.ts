@@ -41,6 +41,7 @@ describe('errors thrown in a Web Worker', () => {
       IntegrityError: true,
       DownloadError: true,
       SteerMismatchError: true,
+      GrammarError: true,
     };
     const want = Object.keys(names).flatMap((n) => [
       `${n} from load`,
