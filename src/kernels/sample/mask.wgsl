@@ -10,7 +10,8 @@
 {{PARAMS}}
 
 const WG: u32 = {{WG}}u;
-// -inf as bits: WGSL has no infinite literal.
+// -inf as bits: WGSL has no infinite literal, and a constant expression may not be infinite, so the
+// bitcast happens at run time (p.W is a runtime value that adds 0).
 const NEG_INF: u32 = 0xff800000u;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -26,6 +27,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let r = i / p.V;
   let v = i % p.V;
   if (((mask[r * p.W + v / 32u] >> (v % 32u)) & 1u) == 0u) {
-    logits[i] = bitcast<f32>(NEG_INF);
+    logits[i] = bitcast<f32>(NEG_INF | (p.W & 0u));
   }
 }
