@@ -74,7 +74,7 @@ describe('TokenMask on WebGPU', () => {
         sampleRef(masked.subarray(r * vocab, (r + 1) * vocab), 5, positions[r]!, { temperature }),
       );
       expect(got).toEqual(want);
-      got.forEach((id, r) => expect((masks[r * W + (id >>> 5)]! >>> (id & 31)) & 1).toBe(1));
+      for (const [r, id] of got.entries()) expect((masks[r * W + (id >>> 5)]! >>> (id & 31)) & 1).toBe(1);
     }
   });
 });
