@@ -56,6 +56,9 @@ describe('engine in a Web Worker', () => {
     expect(await second.getAttribute('data-chunks')).toBe('5');
 
     expect(await page.getByTestId('third').getAttribute('data-ids')).toBe(ids.join(','));
+    const constrained = page.getByTestId('constrained');
+    expect(await constrained.textContent()).toMatch(/^[a-z]{2,5}-[0-9]$/);
+    expect(await constrained.getAttribute('data-error')).toBe('GrammarError grammar');
     await page.close();
   });
 });
