@@ -17,6 +17,7 @@ import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
 import { openModelSource } from './open.js';
+import { templateMessage } from './tools.js';
 import type { Acceptance, TextCodec } from './types.js';
 
 /** Progress of loading a model: a step, or a warning about how it is placed. */
@@ -102,8 +103,11 @@ export interface CreateEngineOptions {
   onProgress?: (event: LoadProgress) => void;
 }
 
-/** The engine's view of a tokenizer. */
-function codecOf(tok: WeftTokenizer, vocabSize: number): TextCodec {
+/**
+ * The engine's view of a tokenizer: text ↔ ids, its vocabulary for constrained decoding, and its
+ * chat template (OpenAI messages and tools rendered as Transformers passes them to the template).
+ */
+export function codecOf(tok: WeftTokenizer, vocabSize: number): TextCodec {
   return {
     encode: (text, o) => tok.encode(text, o),
     // Checkpoints pad the vocabulary past the tokenizer's; such ids decode to nothing.
@@ -117,7 +121,10 @@ function codecOf(tok: WeftTokenizer, vocabSize: number): TextCodec {
     ...(tok.hasChatTemplate
       ? {
           applyChatTemplate: (messages, o) =>
-            tok.applyChatTemplate(messages, { addGenerationPrompt: o.addGenerationPrompt }),
+            tok.applyChatTemplate(messages.map(templateMessage), {
+              addGenerationPrompt: o.addGenerationPrompt,
+              ...(o.tools ? { variables: { tools: o.tools } } : {}),
+            }),
         }
       : {}),
   };

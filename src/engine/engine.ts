@@ -10,6 +10,7 @@ import { TextStream } from './text-stream.js';
 import type {
   Acceptance,
   ChatMessage,
+  ChatTool,
   DecodeCounts,
   DraftTreeView,
   FinishReason,
@@ -43,7 +44,7 @@ export interface WeftEngine {
   readonly lastStats: GenerationStats | undefined;
   generate(prompt: string | readonly number[], options?: GenerateOptions): AsyncGenerator<GenerationChunk>;
   /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
-  render(messages: readonly ChatMessage[]): Promise<number[]>;
+  render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]>;
   readonly chat: ChatApi;
   unload(): Promise<void>;
 }
@@ -76,7 +77,7 @@ export class Engine implements WeftEngine {
     this.cached = new CachedPrefix(model.runner);
     this.chat = chatApi({
       modelId: model.id,
-      render: (messages) => this.render(messages),
+      render: (messages, tools) => this.render(messages, tools),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
     });
@@ -353,23 +354,35 @@ export class Engine implements WeftEngine {
   }
 
   /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
-  async render(messages: readonly ChatMessage[]): Promise<number[]> {
+  async render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]> {
     const { codec } = this.model;
     if (!Array.isArray(messages) || messages.length === 0)
       throw new InvalidInputError('messages must be a non-empty array');
     for (const [i, m] of messages.entries()) {
-      if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string') {
+      if (
+        !m ||
+        !['system', 'user', 'assistant', 'tool'].includes(m.role) ||
+        typeof m.content !== 'string' ||
+        (m.tool_calls !== undefined && (m.role !== 'assistant' || !Array.isArray(m.tool_calls)))
+      ) {
         throw new InvalidInputError(
-          `messages[${i}] must be { role: "system" | "user" | "assistant", content: string }`,
+          `messages[${i}] must be { role: "system" | "user" | "assistant" | "tool", content: string } (tool_calls: an assistant's array)`,
         );
       }
     }
+    if (tools !== undefined && (!Array.isArray(tools) || tools.some((t) => t?.type !== 'function')))
+      throw new InvalidInputError(
+        'tools must be an array of { type: "function", function: { name, parameters } }',
+      );
     if (codec.applyChatTemplate) {
       // The template adds BOS itself where the model wants it.
-      return codec.encode(codec.applyChatTemplate(messages, { addGenerationPrompt: true }), {
-        addSpecialTokens: false,
+      const text = codec.applyChatTemplate(messages, {
+        addGenerationPrompt: true,
+        ...(tools ? { tools } : {}),
       });
+      return codec.encode(text, { addSpecialTokens: false });
     }
+    if (tools) throw new InvalidInputError('tools need a model with a chat template');
     // Base model: continue the plain text of the conversation.
     return this.tokenize(messages.map((m) => m.content).join('\n'));
   }

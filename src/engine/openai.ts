@@ -1,15 +1,18 @@
 import { InvalidInputError } from '../errors.js';
+import { parseToolCalls, ToolCallParser } from './tools.js';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
   ChatCompletionRequest,
   ChatMessage,
+  ChatTool,
   CompletionUsage,
   FinishReason,
   GenerateOptions,
   GenerationChunk,
   GenerationStats,
   ResponseFormat,
+  ToolCall,
 } from './types.js';
 
 /** `engine.chat.completions`: the OpenAI-compatible surface. */
@@ -24,13 +27,32 @@ export interface ChatApi {
 /** What the OpenAI layer needs from an engine. */
 export interface ChatHost {
   readonly modelId: string;
-  render(messages: readonly ChatMessage[]): Promise<number[]>;
+  render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]>;
   generate(ids: readonly number[], options: GenerateOptions): AsyncGenerator<GenerationChunk>;
   /** Stats of the request that just finished. */
   stats(): GenerationStats | undefined;
 }
 
 let counter = 0;
+
+/**
+ * The tools a request offers the template: none without `tools` or with tool_choice 'none'; only
+ * the named one for a named tool_choice. ('required' offers them all; nothing forces a call.)
+ */
+function offeredTools(req: ChatCompletionRequest): ChatTool[] | undefined {
+  const { tools, tool_choice: choice } = req;
+  if (tools === undefined || tools.length === 0 || choice === 'none') return undefined;
+  if (!Array.isArray(tools)) throw new InvalidInputError('tools must be an array');
+  if (typeof choice === 'object' && choice !== null) {
+    const named = tools.filter((t) => t.function?.name === choice.function?.name);
+    if (named.length === 0)
+      throw new InvalidInputError(
+        `tool_choice names ${JSON.stringify(choice.function?.name)}, which is not in tools`,
+      );
+    return named;
+  }
+  return tools;
+}
 
 /** The generate options of OpenAI's `response_format`. */
 function responseFormatOptions(format: ResponseFormat | undefined): GenerateOptions {
@@ -55,7 +77,8 @@ export function chatApi(host: ChatHost): ChatApi {
   async function create(
     req: ChatCompletionRequest,
   ): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>> {
-    const prompt = await host.render(req.messages);
+    const tools = offeredTools(req);
+    const prompt = await host.render(req.messages, tools);
     const options: GenerateOptions = {
       maxTokens: req.max_tokens ?? 256,
       temperature: req.temperature ?? 1,
@@ -86,12 +109,23 @@ export function chatApi(host: ChatHost): ChatApi {
         content += c.text;
         if (c.finishReason) finish = c.finishReason;
       }
+      const parsed = tools ? parseToolCalls(content) : { content, calls: [] };
+      const message =
+        parsed.calls.length > 0
+          ? { role: 'assistant' as const, content: parsed.content, tool_calls: parsed.calls }
+          : { role: 'assistant' as const, content };
       return {
         id,
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }],
+        choices: [
+          {
+            index: 0,
+            message,
+            finish_reason: parsed.calls.length > 0 && finish === 'stop' ? 'tool_calls' : finish,
+          },
+        ],
         usage: usage(),
       };
     }
@@ -100,11 +134,31 @@ export function chatApi(host: ChatHost): ChatApi {
       const base = { id, object: 'chat.completion.chunk' as const, created, model };
       yield { ...base, choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }] };
       let finish: FinishReason = 'length';
+      // With tools, text inside tool-call markup becomes tool_calls deltas, one whole call each.
+      const parser = tools ? new ToolCallParser() : undefined;
+      let calls = 0;
+      const deltas = (piece: { content: string; calls: ToolCall[] }) => {
+        const out: ChatCompletionChunk[] = [];
+        if (piece.content)
+          out.push({
+            ...base,
+            choices: [{ index: 0, delta: { content: piece.content }, finish_reason: null }],
+          });
+        for (const call of piece.calls)
+          out.push({
+            ...base,
+            choices: [
+              { index: 0, delta: { tool_calls: [{ index: calls++, ...call }] }, finish_reason: null },
+            ],
+          });
+        return out;
+      };
       for await (const c of gen) {
         if (c.finishReason) finish = c.finishReason;
-        if (c.text)
-          yield { ...base, choices: [{ index: 0, delta: { content: c.text }, finish_reason: null }] };
+        if (c.text) yield* deltas(parser ? parser.push(c.text) : { content: c.text, calls: [] });
       }
+      if (parser) yield* deltas(parser.finish());
+      if (calls > 0 && finish === 'stop') finish = 'tool_calls';
       // After the generator has finished, so the usage figures are this request's.
       yield { ...base, choices: [{ index: 0, delta: {}, finish_reason: finish }], usage: usage() };
     })();

@@ -1,15 +1,38 @@
 /** One chat message, as in OpenAI's chat completions API. */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** An assistant turn's tool calls (OpenAI's shape: arguments as JSON text). */
+  tool_calls?: ToolCall[];
+  /** A tool turn: the id of the call it answers. */
+  tool_call_id?: string;
 }
+
+/** A function tool call, as OpenAI writes it in `message.tool_calls`. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A tool a request offers, as OpenAI's `tools` entries: a function with a JSON schema of its parameters. */
+export interface ChatTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: unknown };
+}
+
+/** OpenAI's `tool_choice`: 'none' hides the tools; 'auto', 'required' or a named function offers them. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
 /** What the engine needs from a tokenizer: text ↔ ids, its chat template, and where to stop. */
 export interface TextCodec {
   encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
   /** Renders messages with the model's chat template; absent for base models without one. */
-  applyChatTemplate?(messages: readonly ChatMessage[], options: { addGenerationPrompt: boolean }): string;
+  applyChatTemplate?(
+    messages: readonly ChatMessage[],
+    options: { addGenerationPrompt: boolean; tools?: readonly ChatTool[] },
+  ): string;
   /** Generation stops on any of these ids. */
   readonly eosIds: readonly number[];
   /**
@@ -92,7 +115,7 @@ export interface DraftTreeView {
 }
 
 /** Why a generation ended. */
-export type FinishReason = 'stop' | 'length';
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 /** A piece of streamed output: new token ids and the text they complete. */
 export interface GenerationChunk {
@@ -160,6 +183,9 @@ export interface ChatCompletionRequest {
   stop?: string | string[];
   signal?: AbortSignal;
   model?: string;
+  /** Tools the model may call, rendered through its chat template; calls come back in `tool_calls`. */
+  tools?: ChatTool[];
+  tool_choice?: ToolChoice;
   /** Structured output: `json_object` (any JSON object) or `json_schema` (JSON valid under a schema). */
   response_format?: ResponseFormat;
 }
@@ -180,7 +206,7 @@ export interface ChatCompletion {
   model: string;
   choices: {
     index: number;
-    message: { role: 'assistant'; content: string };
+    message: { role: 'assistant'; content: string; tool_calls?: ToolCall[] };
     finish_reason: FinishReason;
   }[];
   usage: CompletionUsage;
@@ -194,7 +220,12 @@ export interface ChatCompletionChunk {
   model: string;
   choices: {
     index: number;
-    delta: { role?: 'assistant'; content?: string };
+    delta: {
+      role?: 'assistant';
+      content?: string;
+      /** Each call arrives whole in one delta, at its `index` among the reply's calls. */
+      tool_calls?: (ToolCall & { index: number })[];
+    };
     finish_reason: FinishReason | null;
   }[];
   usage?: CompletionUsage;
