@@ -1,3 +1,4 @@
+import { constrainDraft } from '../decode/constrained.js';
 import { type Drafter, NgramDrafter } from '../decode/drafter.js';
 import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../errors.js';
@@ -159,18 +160,6 @@ export class Engine implements WeftEngine {
     }
   }
 
-  /**
-   * The drafter of a constrained request: none. Speculation does not mask its drafts and tree rows
-   * yet, so a request that names a drafter other than 'none' is refused rather than run unmasked.
-   */
-  private unconstrainedDrafter(o: GenerateOptions): undefined {
-    if (o.drafter !== undefined && o.drafter !== 'none')
-      throw new InvalidInputError(
-        `drafter "${o.drafter}": constrained decoding (json, jsonSchema, grammar, regex) runs without speculation; pass drafter: "none"`,
-      );
-    return undefined;
-  }
-
   /** Whether a request verifies by the classic rejection rule (sampling only; greedy ignores it). */
   private usesRejection(o: GenerateOptions, sampler: SamplerSpec): boolean {
     const acceptance = o.acceptance ?? this.model.acceptance ?? 'gumbel';
@@ -261,8 +250,12 @@ export class Engine implements WeftEngine {
     let verifyMs = 0;
     // The device's work in decode steps (undefined off the GPU).
     let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
-    const drafter = constraint ? this.unconstrainedDrafter(o) : this.drafterFor(o);
+    const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
+    if (constraint && drafter && rejection)
+      throw new InvalidInputError(
+        'acceptance "rejection" does not run under a constraint (json, jsonSchema, grammar, regex): use "gumbel"',
+      );
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
@@ -313,11 +306,14 @@ export class Engine implements WeftEngine {
           const t1 = now();
           const context = [...this.cached.tokens, last];
           const n = Math.min(budget, room);
-          const draft = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
+          const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
+          // Under a grammar: only the drafts it allows along their paths, and every node's mask.
+          const constrained = constraint ? await constrainDraft(constraint, proposed) : undefined;
+          const draft = constrained?.draft ?? proposed;
           const t2 = now();
           const step = rejection
             ? await verifyChain(runner, last, draft, sampler)
-            : await verify(runner, last, draft, sampler);
+            : await verify(runner, last, draft, sampler, constrained?.masks);
           verifyMs += now() - t2;
           draftMs += t2 - t1;
           this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);

@@ -76,7 +76,9 @@ export interface GenerateOptions {
    * text), text of an EBNF grammar (`grammar`, XGrammar's GBNF-like dialect with a `root` rule), or
    * text matching a regex (`regex`). The grammar's token bitmask is applied to the logits before
    * sampling at every step (on the GPU); a bad schema, grammar or regex throws GrammarError.
-   * Constrained requests decode without speculation (a named drafter other than 'none' is refused).
+   * Under speculative decoding, drafts are cut to what the grammar allows along each tree path and
+   * every node is verified under its own mask, so the ids equal plain constrained decoding ('gumbel'
+   * acceptance; 'rejection' is refused under a constraint).
    */
   json?: boolean;
   jsonSchema?: unknown;
