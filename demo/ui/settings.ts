@@ -55,8 +55,7 @@ function jsonOptions(): GenerateOptions {
 /** Options of the next request. */
 export function generateOptions(): GenerateOptions {
   const json = jsonOptions();
-  // Constrained requests decode without speculation.
-  const kind = Object.keys(json).length > 0 ? 'none' : (DRAFTERS.find((d) => d === drafter.value) ?? 'none');
+  const kind = DRAFTERS.find((d) => d === drafter.value) ?? 'none';
   return {
     temperature: Number(temperature.value),
     topP: Number(topP.value),

@@ -12,7 +12,7 @@ import type {
 import { InvalidInputError } from '../errors.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { GrammarError, type GrammarKind } from './errors.js';
-import { engineMessages, loadXGrammar, type XGrammar } from './xgrammar.js';
+import { engineMessages, engineQuiet, loadXGrammar, type XGrammar } from './xgrammar.js';
 
 /**
  * What a request's output must match. 'json': any JSON object (OpenAI's `json_object`);
@@ -235,7 +235,8 @@ export class Constraint {
 
   /** Whether `id` may come next (advances past it when it may). */
   tryAccept(id: number): boolean {
-    return this.matcher.acceptToken(id);
+    // A refused token is an answer here, not a problem: drop the engine's warning about it.
+    return engineQuiet(() => this.matcher.acceptToken(id));
   }
 
   /** Undoes the last `n` accepted tokens. */

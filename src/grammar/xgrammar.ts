@@ -31,6 +31,17 @@ interface NodeUrlApi {
 }
 
 let loading: Promise<XGrammar> | undefined;
+
+/** Runs `fn` (a synchronous engine call) with the engine's printed lines dropped. */
+export function engineQuiet<T>(fn: () => T): T {
+  const outer = listener;
+  listener = [];
+  try {
+    return fn();
+  } finally {
+    listener = outer;
+  }
+}
 /** Where the engine's error lines go while {@link engineMessages} listens (else to the console). */
 let listener: string[] | undefined;
 
@@ -82,9 +93,15 @@ async function load(): Promise<XGrammar> {
   // Emscripten binds its error printer to console.error when the WASM starts: route it through
   // `listener` so that engineMessages can collect what the engine says about a bad grammar.
   const consoleError = console.error;
+  const consoleLog = console.log;
   console.error = (...args: unknown[]) => {
     if (listener) listener.push(args.map(String).join(' '));
     else consoleError(...args);
+  };
+  // Its warnings (e.g. a rejected special token) go to its output printer, bound to console.log.
+  console.log = (...args: unknown[]) => {
+    if (listener) listener.push(args.map(String).join(' '));
+    else consoleLog(...args);
   };
   try {
     const ns: { default?: XGrammar } = await import('@mlc-ai/web-xgrammar');
@@ -95,6 +112,7 @@ async function load(): Promise<XGrammar> {
     return xg;
   } finally {
     console.error = consoleError;
+    console.log = consoleLog;
     if (lend) {
       g.require = saved.require;
       g.__filename = saved.__filename;

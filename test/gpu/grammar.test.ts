@@ -20,7 +20,7 @@ async function run(engine: Engine, o: GenerateOptions): Promise<{ ids: number[];
 }
 
 describe('constrained decoding on WebGPU', () => {
-  it('GPU ids equal the CPU reference under the grammar mask, greedy and seeded', {
+  it('GPU ids equal the CPU reference under the grammar mask, greedy and seeded, and speculative ids equal plain', {
     timeout: 120_000,
   }, async () => {
     const { files } = fixtureFiles('llama', 'f32', 3);
@@ -29,7 +29,9 @@ describe('constrained decoding on WebGPU', () => {
         model: memoryModelFiles('llama', files),
         quant: 'f32',
         contextLength: 128,
-        ...(device === 'cpu' ? { device: 'cpu' as const } : { gpu: await gpu() }),
+        ...(device === 'cpu'
+          ? { device: 'cpu' as const }
+          : { gpu: await gpu(), draft: { self: 'int4' as const } }),
       });
     const [onGpu, onCpu] = [await make('gpu'), await make('cpu')];
     const schema = {
@@ -43,8 +45,8 @@ describe('constrained decoding on WebGPU', () => {
       { regex: '[a-z]{3,9}( [0-9]{1,3})?', maxTokens: 16, temperature: 1, seed: 7 },
     ];
     for (const o of cases) {
-      const g = await run(onGpu, o);
-      const c = await run(onCpu, o);
+      const g = await run(onGpu, { ...o, drafter: 'none' });
+      const c = await run(onCpu, { ...o, drafter: 'none' });
       expect(g.ids, JSON.stringify(o)).toEqual(c.ids);
       if (o.regex) expect(g.text).toMatch(/^[a-z]{3,9}( [0-9]{1,3})?$/);
       else
@@ -54,6 +56,12 @@ describe('constrained decoding on WebGPU', () => {
         });
       // The decode steps write one mask each and still read back only the sampled id.
       expect(onGpu.lastStats!.readback_bytes_per_pass).toBe(4);
+      // Speculation under the grammar (masked draft trees, every node masked) changes no id.
+      for (const drafter of ['draft', 'ngram'] as const)
+        expect(
+          (await run(onGpu, { ...o, drafter, treeBudget: 8 })).ids,
+          `${drafter} ${JSON.stringify(o)}`,
+        ).toEqual(g.ids);
     }
     await onGpu.unload();
     await onCpu.unload();
