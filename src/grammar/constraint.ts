@@ -148,12 +148,15 @@ function parseSchema(text: string): unknown {
   }
 }
 
-/** JS's own syntax check of a pattern first: each refusal by the engine aborts its WASM call. */
-function checkRegex(pattern: string): void {
+/**
+ * JS's own syntax check of a pattern first: each refusal by the engine aborts its WASM call, and
+ * after a refused pattern inside a JSON schema the next call to the engine was seen to hang.
+ */
+function checkRegex(pattern: string, kind: GrammarKind = 'regex', where = ''): void {
   try {
     new RegExp(pattern, 'u');
   } catch (cause) {
-    throw new GrammarError('regex', messageOf(cause), { cause });
+    throw new GrammarError(kind, `${where}${messageOf(cause)}`, { cause });
   }
 }
 
@@ -171,7 +174,11 @@ function checkSchema(schema: unknown, path = '#'): void {
       `${path} must be an object or a boolean, got ${JSON.stringify(schema)}`,
     );
   for (const [key, value] of Object.entries(schema)) {
-    if (key === 'type') {
+    if (key === 'pattern') {
+      if (typeof value !== 'string')
+        throw new GrammarError('json_schema', `${path}/pattern must be a string`);
+      checkRegex(value, 'json_schema', `${path}/pattern: `);
+    } else if (key === 'type') {
       const types = Array.isArray(value) ? value : [value];
       for (const t of types)
         if (typeof t !== 'string' || !SCHEMA_TYPES.has(t))

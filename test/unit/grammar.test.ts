@@ -136,6 +136,11 @@ describe('constrained decoding on the demo target', () => {
         'json_schema',
         /properties\/a must be an object/,
       ],
+      [
+        { jsonSchema: { type: 'object', properties: { a: { type: 'string', pattern: '(' } } } },
+        'json_schema',
+        /#\/properties\/a\/pattern: Invalid regular expression/,
+      ],
       [{ grammar: 'root ::= "a" |' }, 'grammar', /EBNF parser error at line 1/],
       [{ grammar: 'start ::= "a"' }, 'grammar', /root/],
       [{ regex: '[a-' }, 'regex', /Invalid regular expression/],
