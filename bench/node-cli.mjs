@@ -11,6 +11,7 @@
 // GPU; its figures are not GPU figures).
 import { existsSync, readFileSync } from 'node:fs';
 import { benchArgs } from './args.mjs';
+import { grammarFigures, grammarLines } from './grammar.mjs';
 import { printSpeedTables, speedReport } from './report.mjs';
 import { runBenchPage } from './run-page.mjs';
 import { withSources } from './ssr.mjs';
@@ -55,7 +56,7 @@ if (host === 'chromium') {
 } else {
   const target = `models/${settings.target ?? 'kjv-target'}`;
   const gpu = values.cpu ? undefined : await weft.createGpuContext();
-  const { tokenizer } = await weft.openModel(await pathModel(target));
+  const { tokenizer, spec: targetSpec } = await weft.openModel(await pathModel(target));
   const p = new URLSearchParams(settings);
   const { benchPrompts, runWeftBench } = await withSources((load) => load('/bench/browser.ts'));
   const { texts, warmup } = benchPrompts(
@@ -102,7 +103,32 @@ if (host === 'chromium') {
     peers: [],
   };
   report = speedReport(out, { host: gpu ? 'node (Dawn)' : 'node (CPU reference)', quick: values.quick });
+  const engine = await weft.createEngine({
+    ...(gpu ? { gpu } : { device: 'cpu' }),
+    model: await pathModel(target),
+    quant: 'f16',
+    contextLength: 256,
+  });
+  report.grammar = await grammarFigures(
+    weft,
+    tokenizer,
+    targetSpec.vocabSize,
+    engine,
+    texts.map(encode),
+    Number(p.get('tokens')),
+  );
+  await engine.unload();
   gpu?.destroy();
 }
+if (!report.grammar) {
+  // The engine ran in Chromium: the grammar engine's CPU work is measured here, in Node.
+  const files = await pathModel('models/kjv-target');
+  const { tokenizer, spec } = await weft.openModel(files);
+  await files.close?.();
+  report.grammar = await grammarFigures(weft, tokenizer, spec.vocabSize);
+}
 if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-else printSpeedTables(report, (l) => console.log(l));
+else {
+  printSpeedTables(report, (l) => console.log(l));
+  for (const l of grammarLines(report.grammar)) console.log(l);
+}

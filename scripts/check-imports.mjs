@@ -7,7 +7,8 @@
 //   2  src/kernels/                   one folder per kernel family
 //   3  src/quant/                     weight precision, rotation, packing
 //   4  src/formats/                   safetensors, GGUF, weft checkpoints, the model spec
-//   5  src/tokenizer/, src/store/     beside each other (neither imports the other)
+//   5  src/tokenizer/, src/store/,    beside each other (none imports another)
+//      src/grammar/                   (grammar: constraints compiled against a vocabulary)
 //   6  src/model/                     config, weights, forward (GPU and reference), KV, trees
 //   7  src/decode/, src/steer/        samplers, drafters, verification; activation steering
 //   8  src/engine/                    the public API
@@ -25,6 +26,7 @@ const FLOORS = {
   'src/quant': 3,
   'src/formats': 4,
   'src/tokenizer': 5,
+  'src/grammar': 5,
   'src/store': 5,
   'src/model': 6,
   'src/decode': 7,

@@ -17,7 +17,8 @@ export type WeftErrorName =
   | 'DownloadError'
   | 'SteerMismatchError'
   | 'ContextLengthError'
-  | 'DeviceLimitError';
+  | 'DeviceLimitError'
+  | 'GrammarError';
 
 /**
  * Base class of every error weft throws on purpose. Each subclass declares its `name` as a literal

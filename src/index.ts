@@ -57,6 +57,16 @@ export type { ModelFamily, ModelSpec } from './formats/spec.js';
 export type { TensorReader } from './formats/weft-checkpoint.js';
 // WebGPU plumbing, for custom kernels and hosts.
 export * from './gpu/index.js';
+// Constrained decoding: grammars compiled against a vocabulary, applied as token bitmasks.
+export {
+  Constraint,
+  type ConstraintSpec,
+  GrammarCompiler,
+  maskAllows,
+  type Vocabulary,
+  type VocabularyType,
+} from './grammar/constraint.js';
+export { GrammarError, type GrammarKind } from './grammar/errors.js';
 export type { KvFormat } from './kernels/kv/kv.js';
 // Activation steering.
 export type { SteerMode, SteerPlan } from './kernels/steer/steer.js';

@@ -11,6 +11,9 @@ const treeBudget = byId('tree-budget', HTMLInputElement);
 const quant = byId('quant', HTMLSelectElement);
 const context = byId('context', HTMLInputElement);
 const kvCache = byId('kv-cache', HTMLSelectElement);
+const jsonOutput = byId('json-output', HTMLSelectElement);
+const jsonSchema = byId('json-schema', HTMLTextAreaElement);
+const jsonSchemaRow = byId('json-schema-row', HTMLDivElement);
 
 const DRAFTERS: readonly DrafterKind[] = ['none', 'ngram', 'draft'];
 const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
@@ -33,9 +36,25 @@ const syncBudget = () => {
 };
 drafter.addEventListener('change', syncBudget);
 syncBudget();
+const syncJson = () => {
+  jsonSchemaRow.hidden = jsonOutput.value !== 'schema';
+};
+jsonOutput.addEventListener('change', syncJson);
+syncJson();
+
+/**
+ * The constraint of the "JSON output" setting. The schema goes as typed: the engine parses it and
+ * refuses bad JSON or a bad schema with a GrammarError, shown like any other problem.
+ */
+function jsonOptions(): GenerateOptions {
+  if (jsonOutput.value === 'object') return { json: true };
+  if (jsonOutput.value === 'schema') return { jsonSchema: jsonSchema.value };
+  return {};
+}
 
 /** Options of the next request. */
 export function generateOptions(): GenerateOptions {
+  const json = jsonOptions();
   const kind = DRAFTERS.find((d) => d === drafter.value) ?? 'none';
   return {
     temperature: Number(temperature.value),
@@ -43,6 +62,7 @@ export function generateOptions(): GenerateOptions {
     maxTokens: Math.max(1, Math.floor(Number(maxTokens.value) || 1)),
     drafter: kind,
     ...(kind === 'none' ? {} : { treeBudget: Number(treeBudget.value) }),
+    ...json,
   };
 }
 

@@ -1,6 +1,6 @@
 // `weft` command line (Node). Streams generated text to stdout, or prints one JSON object with
 // --json. Errors print one line and exit non-zero.
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -50,6 +50,9 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --acceptance A       gumbel (default: the same text as plain sampling with the seed) or rejection
                        (the classic min(1, p/q) rule on draft chains); greedy ignores it
   --json               print {"ids", "text", "stats"} at the end instead of streaming text
+  --json-schema FILE   constrain the output to JSON valid under the JSON schema in FILE
+  --grammar FILE       constrain the output to an EBNF grammar (XGrammar's GBNF-like dialect, rule root)
+  --regex PATTERN      constrain the output to text matching PATTERN (constraints decode without --draft)
 ${STEER_GENERATE_USAGE}
 
        weft steer measure --help
@@ -140,6 +143,9 @@ function parseOptions(argv: string[]) {
       device: { type: 'string' },
       host: { type: 'string' },
       json: { type: 'boolean', default: false },
+      'json-schema': { type: 'string' },
+      grammar: { type: 'string' },
+      regex: { type: 'string' },
       steer: { type: 'string' },
       'steer-mode': { type: 'string' },
       'steer-scale': { type: 'string' },
@@ -183,6 +189,7 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
         (n) => Number.isInteger(n) && n >= 1 && n <= 32,
       ),
       acceptance: oneOf('acceptance', values.acceptance, ['gumbel', 'rejection'] as const, 'gumbel'),
+      ...constraintOptions(values),
     },
     quant: values.quant === undefined ? undefined : oneOf('quant', values.quant, QUANTS, 'f16'),
     rotate:
@@ -200,6 +207,30 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
     json: values.json ?? false,
     steer: steerArgs(values),
   };
+}
+
+/** The constraint of `--json-schema FILE`, `--grammar FILE` or `--regex PATTERN` (at most one). */
+function constraintOptions(values: ReturnType<typeof parseOptions>['values']): GenerateOptions {
+  const given = (['json-schema', 'grammar', 'regex'] as const).filter((k) => values[k] !== undefined);
+  if (given.length > 1)
+    throw new InvalidInputError(
+      `give at most one of --json-schema, --grammar and --regex, got ${given.join(', ')}`,
+    );
+  const read = (flag: string, file: string) => {
+    if (!existsSync(file)) throw new InvalidInputError(`--${flag}: no file ${file}`);
+    return readFileSync(file, 'utf8');
+  };
+  if (values['json-schema'] !== undefined) {
+    const text = read('json-schema', values['json-schema']);
+    try {
+      return { jsonSchema: JSON.parse(text) };
+    } catch (cause) {
+      throw new InvalidInputError(`--json-schema: ${values['json-schema']} is not JSON: ${cause}`, { cause });
+    }
+  }
+  if (values.grammar !== undefined) return { grammar: read('grammar', values.grammar) };
+  if (values.regex !== undefined) return { regex: values.regex };
+  return {};
 }
 
 /** Engine load options and the request's drafter for `--draft`. */

@@ -27,11 +27,14 @@ export async function verify(
   last: number,
   draft: DraftProposal,
   sampler: SamplerSpec,
+  masks?: Uint32Array,
 ): Promise<VerifyStep> {
   // Node 0 is `last`; draft node i becomes node i + 1 and its root-level drafts hang below node 0.
+  // Under a grammar, `masks` holds each node's allowed tokens (constrainDraft), so every node's
+  // choice is the one plain constrained decoding makes after the same path.
   const tokens = [last, ...draft.tokens];
   const parents = [-1, ...draft.parents.map((p) => p + 1)];
-  const choices = await target.forward({ tokens, parents }, sampler, 'all');
+  const choices = await target.forward({ tokens, parents, ...(masks ? { masks } : {}) }, sampler, 'all');
   const path = longestAcceptedPath(draftTree(draft.parents), draft.tokens, {
     root: choices[0]!,
     nodes: Array.from(choices.subarray(1)),

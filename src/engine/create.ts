@@ -18,6 +18,7 @@ import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
 import { checkDeviceFit, estimateDeviceMemory } from './limits.js';
 import { openModelSource } from './open.js';
+import { templateMessage } from './tools.js';
 import type { Acceptance, TextCodec } from './types.js';
 
 /** Progress of loading a model: a step, or a warning about how it is placed. */
@@ -114,8 +115,11 @@ export interface CreateEngineOptions {
   onProgress?: (event: LoadProgress) => void;
 }
 
-/** The engine's view of a tokenizer. */
-function codecOf(tok: WeftTokenizer): TextCodec {
+/**
+ * The engine's view of a tokenizer: text ↔ ids, its vocabulary for constrained decoding, and its
+ * chat template (OpenAI messages and tools rendered as Transformers passes them to the template).
+ */
+export function codecOf(tok: WeftTokenizer, vocabSize: number): TextCodec {
   return {
     encode: (text, o) => tok.encode(text, o),
     // Checkpoints pad the vocabulary past the tokenizer's; such ids decode to nothing.
@@ -125,10 +129,14 @@ function codecOf(tok: WeftTokenizer): TextCodec {
         o,
       ),
     eosIds: tok.eosIds,
+    vocabulary: () => ({ tokens: tok.tokenStrings(vocabSize), type: tok.spelling }),
     ...(tok.hasChatTemplate
       ? {
           applyChatTemplate: (messages, o) =>
-            tok.applyChatTemplate(messages, { addGenerationPrompt: o.addGenerationPrompt }),
+            tok.applyChatTemplate(messages.map(templateMessage), {
+              addGenerationPrompt: o.addGenerationPrompt,
+              ...(o.tools ? { variables: { tools: o.tools } } : {}),
+            }),
         }
       : {}),
   };
@@ -239,7 +247,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   return new Engine({
     id: files.name,
     runner,
-    codec: codecOf(opened.tokenizer),
+    codec: codecOf(opened.tokenizer, runner.spec.vocabSize),
     ...(drafter ? { drafter } : {}),
     ...(options.acceptance ? { acceptance: options.acceptance } : {}),
   });

@@ -1,7 +1,9 @@
+import { constrainDraft } from '../decode/constrained.js';
 import { type Drafter, NgramDrafter } from '../decode/drafter.js';
 import { verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
+import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type ChatApi, chatApi } from './openai.js';
@@ -9,6 +11,7 @@ import { TextStream } from './text-stream.js';
 import type {
   Acceptance,
   ChatMessage,
+  ChatTool,
   DecodeCounts,
   DraftTreeView,
   FinishReason,
@@ -48,7 +51,7 @@ export interface WeftEngine {
   readonly lastStats: GenerationStats | undefined;
   generate(prompt: string | readonly number[], options?: GenerateOptions): AsyncGenerator<GenerationChunk>;
   /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
-  render(messages: readonly ChatMessage[]): Promise<number[]>;
+  render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]>;
   readonly chat: ChatApi;
   unload(): Promise<void>;
 }
@@ -69,6 +72,8 @@ export class Engine implements WeftEngine {
   private readonly cached: CachedPrefix;
   private closed = false;
   private readonly ngram = new NgramDrafter();
+  /** Compiles constrained requests' grammars against the model's vocabulary (made on first use). */
+  private grammars: Promise<GrammarCompiler> | undefined;
 
   /** Whether the model has a chat template (an instruct model), which `render` and chat need. */
   get hasChatTemplate(): boolean {
@@ -80,7 +85,7 @@ export class Engine implements WeftEngine {
     this.chat = chatApi({
       modelId: model.id,
       contextLength: model.runner.capacity,
-      render: (messages) => this.render(messages),
+      render: (messages, tools) => this.render(messages, tools),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
     });
@@ -125,6 +130,7 @@ export class Engine implements WeftEngine {
     await this.queue.catch(() => {});
     this.model.runner.dispose();
     this.model.drafter?.dispose();
+    (await this.grammars?.catch(() => undefined))?.dispose();
   }
 
   private async acquire(signal: AbortSignal | undefined): Promise<() => void> {
@@ -187,7 +193,43 @@ export class Engine implements WeftEngine {
     return { temperature, topP, topK, seed: o.seed ?? 0 };
   }
 
+  /** The request's constraint, compiled and at its start; undefined for free text. */
+  private async constraintFor(o: GenerateOptions): Promise<Constraint | undefined> {
+    const specs: ConstraintSpec[] = [
+      ...(o.json ? [{ kind: 'json' as const }] : []),
+      ...(o.jsonSchema !== undefined ? [{ kind: 'json_schema' as const, schema: o.jsonSchema }] : []),
+      ...(o.grammar !== undefined ? [{ kind: 'grammar' as const, ebnf: o.grammar }] : []),
+      ...(o.regex !== undefined ? [{ kind: 'regex' as const, pattern: o.regex }] : []),
+    ];
+    if (specs.length === 0) return undefined;
+    if (specs.length > 1)
+      throw new InvalidInputError('give at most one of json, jsonSchema, grammar and regex');
+    const { codec, runner } = this.model;
+    const vocabulary = codec.vocabulary?.();
+    if (!vocabulary) throw new InvalidInputError("constrained decoding needs the tokenizer's vocabulary");
+    this.grammars ??= GrammarCompiler.create({ ...vocabulary, eosIds: codec.eosIds });
+    const compiler = await this.grammars;
+    if (compiler.vocab !== runner.spec.vocabSize)
+      throw new InvalidInputError(
+        `constrained decoding: vocabulary of ${compiler.vocab} tokens, the model has ${runner.spec.vocabSize}`,
+      );
+    return compiler.compile(specs[0]!);
+  }
+
   private async *run(prompt: number[], o: GenerateOptions): AsyncGenerator<GenerationChunk> {
+    const constraint = await this.constraintFor(o);
+    try {
+      yield* this.decode(prompt, o, constraint);
+    } finally {
+      constraint?.dispose();
+    }
+  }
+
+  private async *decode(
+    prompt: number[],
+    o: GenerateOptions,
+    constraint: Constraint | undefined,
+  ): AsyncGenerator<GenerationChunk> {
     const { runner, codec } = this.model;
     const maxTokens = o.maxTokens ?? 256;
     const chunk = o.prefillChunk ?? 64;
@@ -209,7 +251,7 @@ export class Engine implements WeftEngine {
 
     // Reuse the cached rows of the longest shared prefix and prefill the rest.
     const t0 = now();
-    const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck);
+    const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck, await constraint?.mask());
     let passes = prefill.passes;
     const tFirst = now();
     const generated: number[] = [];
@@ -225,6 +267,10 @@ export class Engine implements WeftEngine {
     const loop = o.decodeLoop ?? 'device';
     if (loop !== 'device' && loop !== 'host')
       throw new InvalidInputError(`decodeLoop must be "device" or "host", got ${JSON.stringify(loop)}`);
+    if (constraint && drafter && rejection)
+      throw new InvalidInputError(
+        'acceptance "rejection" does not run under a constraint (json, jsonSchema, grammar, regex): use "gumbel"',
+      );
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
@@ -244,6 +290,7 @@ export class Engine implements WeftEngine {
             done = true;
             break;
           }
+          constraint?.accept(t);
           generated.push(t);
           ids.push(t);
           text += stream.push([t]);
@@ -266,14 +313,16 @@ export class Engine implements WeftEngine {
         const before = runner.deviceCounts?.();
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
-        if (!drafter && runner.decode && loop === 'device') {
+        // A constrained step needs its mask from the CPU before it runs: no run-ahead loop then.
+        if (!drafter && !constraint && runner.decode && loop === 'device') {
           // The session runs `last` (the id it sampled a step ago) and commits its row; it may
           // have queued the step after, which close() drops if `last`'s successor ends the request.
           session ??= runner.decode(last, sampler, maxTokens - generated.length);
           pending = [await session.next()];
           this.cached.push([last]);
         } else if (!drafter || room < 1) {
-          const out = await runner.forward({ tokens: [last] }, sampler, 'last');
+          const masks = await constraint?.mask();
+          const out = await runner.forward({ tokens: [last], ...(masks ? { masks } : {}) }, sampler, 'last');
           runner.commit([0]);
           this.cached.push([last]);
           pending = [out[0]!];
@@ -281,11 +330,14 @@ export class Engine implements WeftEngine {
           const t1 = now();
           const context = [...this.cached.tokens, last];
           const n = Math.min(budget, room);
-          const draft = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
+          const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
+          // Under a grammar: only the drafts it allows along their paths, and every node's mask.
+          const constrained = constraint ? await constrainDraft(constraint, proposed) : undefined;
+          const draft = constrained?.draft ?? proposed;
           const t2 = now();
           const step = rejection
             ? await verifyChain(runner, last, draft, sampler)
-            : await verify(runner, last, draft, sampler);
+            : await verify(runner, last, draft, sampler, constrained?.masks);
           verifyMs += now() - t2;
           draftMs += t2 - t1;
           this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);
@@ -323,23 +375,35 @@ export class Engine implements WeftEngine {
   }
 
   /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
-  async render(messages: readonly ChatMessage[]): Promise<number[]> {
+  async render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]> {
     const { codec } = this.model;
     if (!Array.isArray(messages) || messages.length === 0)
       throw new InvalidInputError('messages must be a non-empty array');
     for (const [i, m] of messages.entries()) {
-      if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string') {
+      if (
+        !m ||
+        !['system', 'user', 'assistant', 'tool'].includes(m.role) ||
+        typeof m.content !== 'string' ||
+        (m.tool_calls !== undefined && (m.role !== 'assistant' || !Array.isArray(m.tool_calls)))
+      ) {
         throw new InvalidInputError(
-          `messages[${i}] must be { role: "system" | "user" | "assistant", content: string }`,
+          `messages[${i}] must be { role: "system" | "user" | "assistant" | "tool", content: string } (tool_calls: an assistant's array)`,
         );
       }
     }
+    if (tools !== undefined && (!Array.isArray(tools) || tools.some((t) => t?.type !== 'function')))
+      throw new InvalidInputError(
+        'tools must be an array of { type: "function", function: { name, parameters } }',
+      );
     if (codec.applyChatTemplate) {
       // The template adds BOS itself where the model wants it.
-      return codec.encode(codec.applyChatTemplate(messages, { addGenerationPrompt: true }), {
-        addSpecialTokens: false,
+      const text = codec.applyChatTemplate(messages, {
+        addGenerationPrompt: true,
+        ...(tools ? { tools } : {}),
       });
+      return codec.encode(text, { addSpecialTokens: false });
     }
+    if (tools) throw new InvalidInputError('tools need a model with a chat template');
     // Base model: continue the plain text of the conversation.
     return this.tokenize(messages.map((m) => m.content).join('\n'));
   }

@@ -1,14 +1,18 @@
 import { InvalidInputError } from '../errors.js';
+import { parseToolCalls, ToolCallParser } from './tools.js';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
   ChatCompletionRequest,
   ChatMessage,
+  ChatTool,
   CompletionUsage,
   FinishReason,
   GenerateOptions,
   GenerationChunk,
   GenerationStats,
+  ResponseFormat,
+  ToolCall,
 } from './types.js';
 
 /** `engine.chat.completions`: the OpenAI-compatible surface. */
@@ -25,13 +29,50 @@ export interface ChatHost {
   readonly modelId: string;
   /** Tokens of context a request's prompt and completion share. */
   readonly contextLength: number;
-  render(messages: readonly ChatMessage[]): Promise<number[]>;
+  render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]>;
   generate(ids: readonly number[], options: GenerateOptions): AsyncGenerator<GenerationChunk>;
   /** Stats of the request that just finished. */
   stats(): GenerationStats | undefined;
 }
 
 let counter = 0;
+
+/**
+ * The tools a request offers the template: none without `tools` or with tool_choice 'none'; only
+ * the named one for a named tool_choice. ('required' offers them all; nothing forces a call.)
+ */
+function offeredTools(req: ChatCompletionRequest): ChatTool[] | undefined {
+  const { tools, tool_choice: choice } = req;
+  if (tools === undefined || tools.length === 0 || choice === 'none') return undefined;
+  if (!Array.isArray(tools)) throw new InvalidInputError('tools must be an array');
+  if (typeof choice === 'object' && choice !== null) {
+    const named = tools.filter((t) => t.function?.name === choice.function?.name);
+    if (named.length === 0)
+      throw new InvalidInputError(
+        `tool_choice names ${JSON.stringify(choice.function?.name)}, which is not in tools`,
+      );
+    return named;
+  }
+  return tools;
+}
+
+/** The generate options of OpenAI's `response_format`. */
+function responseFormatOptions(format: ResponseFormat | undefined): GenerateOptions {
+  if (format === undefined || format.type === 'text') return {};
+  if (format.type === 'json_object') return { json: true };
+  if (format.type === 'json_schema') {
+    if (
+      typeof format.json_schema !== 'object' ||
+      format.json_schema === null ||
+      !('schema' in format.json_schema)
+    )
+      throw new InvalidInputError('response_format.json_schema must be { name, schema }');
+    return { jsonSchema: format.json_schema.schema };
+  }
+  throw new InvalidInputError(
+    `response_format.type must be "text", "json_object" or "json_schema", got ${JSON.stringify((format as { type?: unknown }).type)}`,
+  );
+}
 
 /** Builds `chat.completions.create` on top of an engine's `generate`. */
 export function chatApi(host: ChatHost): ChatApi {
@@ -42,10 +83,11 @@ export function chatApi(host: ChatHost): ChatApi {
     const truncate = req.truncate ?? 'none';
     if (truncate !== 'none' && truncate !== 'oldest')
       throw new InvalidInputError(`truncate must be "none" or "oldest", got ${JSON.stringify(truncate)}`);
+    const tools = offeredTools(req);
     const prompt =
       truncate === 'oldest'
-        ? await fitContext(host, req.messages, maxTokens)
-        : await host.render(req.messages);
+        ? await fitContext(host, req.messages, maxTokens, tools)
+        : await host.render(req.messages, tools);
     const options: GenerateOptions = {
       maxTokens,
       temperature: req.temperature ?? 1,
@@ -53,6 +95,7 @@ export function chatApi(host: ChatHost): ChatApi {
       seed: req.seed ?? 0,
       ...(req.stop !== undefined ? { stop: req.stop } : {}),
       ...(req.signal ? { signal: req.signal } : {}),
+      ...responseFormatOptions(req.response_format),
     };
     const id = `chatcmpl-weft-${Date.now().toString(36)}-${++counter}`;
     const created = Math.floor(Date.now() / 1000);
@@ -75,12 +118,23 @@ export function chatApi(host: ChatHost): ChatApi {
         content += c.text;
         if (c.finishReason) finish = c.finishReason;
       }
+      const parsed = tools ? parseToolCalls(content) : { content, calls: [] };
+      const message =
+        parsed.calls.length > 0
+          ? { role: 'assistant' as const, content: parsed.content, tool_calls: parsed.calls }
+          : { role: 'assistant' as const, content };
       return {
         id,
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }],
+        choices: [
+          {
+            index: 0,
+            message,
+            finish_reason: parsed.calls.length > 0 && finish === 'stop' ? 'tool_calls' : finish,
+          },
+        ],
         usage: usage(),
       };
     }
@@ -89,11 +143,31 @@ export function chatApi(host: ChatHost): ChatApi {
       const base = { id, object: 'chat.completion.chunk' as const, created, model };
       yield { ...base, choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }] };
       let finish: FinishReason = 'length';
+      // With tools, text inside tool-call markup becomes tool_calls deltas, one whole call each.
+      const parser = tools ? new ToolCallParser() : undefined;
+      let calls = 0;
+      const deltas = (piece: { content: string; calls: ToolCall[] }) => {
+        const out: ChatCompletionChunk[] = [];
+        if (piece.content)
+          out.push({
+            ...base,
+            choices: [{ index: 0, delta: { content: piece.content }, finish_reason: null }],
+          });
+        for (const call of piece.calls)
+          out.push({
+            ...base,
+            choices: [
+              { index: 0, delta: { tool_calls: [{ index: calls++, ...call }] }, finish_reason: null },
+            ],
+          });
+        return out;
+      };
       for await (const c of gen) {
         if (c.finishReason) finish = c.finishReason;
-        if (c.text)
-          yield { ...base, choices: [{ index: 0, delta: { content: c.text }, finish_reason: null }] };
+        if (c.text) yield* deltas(parser ? parser.push(c.text) : { content: c.text, calls: [] });
       }
+      if (parser) yield* deltas(parser.finish());
+      if (calls > 0 && finish === 'stop') finish = 'tool_calls';
       // After the generator has finished, so the usage figures are this request's.
       yield { ...base, choices: [{ index: 0, delta: {}, finish_reason: finish }], usage: usage() };
     })();
@@ -105,7 +179,7 @@ export function chatApi(host: ChatHost): ChatApi {
 /**
  * The prompt of `messages` with the oldest turns dropped until it leaves `maxTokens` of room in
  * the context, as `truncate: 'oldest'` asks. System messages and the latest message always stay;
- * a dropped message takes the assistant replies right after it along, so what remains still opens
+ * a dropped message takes the assistant replies and tool results right after it along, so what remains still opens
  * with a user turn. When only those remain the prompt is returned as it is: generate then refuses
  * it (ContextLengthError) if it cannot fit, or ends the completion at the context ('length').
  */
@@ -113,15 +187,18 @@ async function fitContext(
   host: ChatHost,
   messages: readonly ChatMessage[],
   maxTokens: number,
+  tools: readonly ChatTool[] | undefined,
 ): Promise<number[]> {
-  let prompt = await host.render(messages); // checks the messages first
+  let prompt = await host.render(messages, tools); // checks the messages first
   const kept = [...messages];
   while (prompt.length + maxTokens > host.contextLength) {
     const oldest = kept.findIndex((m) => m.role !== 'system');
     if (oldest < 0 || oldest >= kept.length - 1) break;
     kept.splice(oldest, 1);
-    while (kept[oldest]?.role === 'assistant' && oldest < kept.length - 1) kept.splice(oldest, 1);
-    prompt = await host.render(kept);
+    // The replies to it go too: the assistant's, and the results of the tools it called.
+    const reply = (m: ChatMessage | undefined) => m?.role === 'assistant' || m?.role === 'tool';
+    while (reply(kept[oldest]) && oldest < kept.length - 1) kept.splice(oldest, 1);
+    prompt = await host.render(kept, tools);
   }
   return prompt;
 }

@@ -1,17 +1,45 @@
 /** One chat message, as in OpenAI's chat completions API. */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** An assistant turn's tool calls (OpenAI's shape: arguments as JSON text). */
+  tool_calls?: ToolCall[];
+  /** A tool turn: the id of the call it answers. */
+  tool_call_id?: string;
 }
+
+/** A function tool call, as OpenAI writes it in `message.tool_calls`. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A tool a request offers, as OpenAI's `tools` entries: a function with a JSON schema of its parameters. */
+export interface ChatTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: unknown };
+}
+
+/** OpenAI's `tool_choice`: 'none' hides the tools; 'auto', 'required' or a named function offers them. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
 /** What the engine needs from a tokenizer: text ↔ ids, its chat template, and where to stop. */
 export interface TextCodec {
   encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
   /** Renders messages with the model's chat template; absent for base models without one. */
-  applyChatTemplate?(messages: readonly ChatMessage[], options: { addGenerationPrompt: boolean }): string;
+  applyChatTemplate?(
+    messages: readonly ChatMessage[],
+    options: { addGenerationPrompt: boolean; tools?: readonly ChatTool[] },
+  ): string;
   /** Generation stops on any of these ids. */
   readonly eosIds: readonly number[];
+  /**
+   * The token strings of every id below the model's vocabulary size and how they are spelt, which
+   * constrained decoding compiles grammars against; absent, constrained requests are refused.
+   */
+  vocabulary?(): { tokens: readonly string[]; type: 'byte_level' | 'byte_fallback' | 'raw' };
 }
 
 /** Options of `engine.generate`. */
@@ -49,7 +77,30 @@ export interface GenerateOptions {
    * Defaults to the engine's (`createEngine({ acceptance })`, else 'gumbel').
    */
   acceptance?: Acceptance;
+  /**
+   * Constrained decoding (at most one of `json`, `jsonSchema`, `grammar`, `regex`): the output is
+   * one JSON object (`json: true`), JSON valid under a JSON schema (`jsonSchema`, an object or its
+   * text), text of an EBNF grammar (`grammar`, XGrammar's GBNF-like dialect with a `root` rule), or
+   * text matching a regex (`regex`). The grammar's token bitmask is applied to the logits before
+   * sampling at every step (on the GPU); a bad schema, grammar or regex throws GrammarError.
+   * Under speculative decoding, drafts are cut to what the grammar allows along each tree path and
+   * every node is verified under its own mask, so the ids equal plain constrained decoding ('gumbel'
+   * acceptance; 'rejection' is refused under a constraint).
+   */
+  json?: boolean;
+  jsonSchema?: unknown;
+  grammar?: string;
+  regex?: string;
 }
+
+/** OpenAI's `response_format` of a chat completion request. */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema';
+      json_schema: { name?: string; schema: unknown; strict?: boolean; description?: string };
+    };
 
 /**
  * Acceptance rule of speculative sampling. 'gumbel' (default): the target's own Gumbel-argmax at
@@ -73,7 +124,7 @@ export interface DraftTreeView {
 }
 
 /** Why a generation ended. */
-export type FinishReason = 'stop' | 'length';
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 /** A piece of streamed output: new token ids and the text they complete. */
 export interface GenerationChunk {
@@ -148,6 +199,11 @@ export interface ChatCompletionRequest {
    * turns, keeping system messages and the latest message, until `max_tokens` fit after the prompt.
    */
   truncate?: 'none' | 'oldest';
+  /** Tools the model may call, rendered through its chat template; calls come back in `tool_calls`. */
+  tools?: ChatTool[];
+  tool_choice?: ToolChoice;
+  /** Structured output: `json_object` (any JSON object) or `json_schema` (JSON valid under a schema). */
+  response_format?: ResponseFormat;
 }
 
 /** OpenAI-compatible usage block, with weft's figures beside it. */
@@ -166,7 +222,7 @@ export interface ChatCompletion {
   model: string;
   choices: {
     index: number;
-    message: { role: 'assistant'; content: string };
+    message: { role: 'assistant'; content: string; tool_calls?: ToolCall[] };
     finish_reason: FinishReason;
   }[];
   usage: CompletionUsage;
@@ -180,7 +236,12 @@ export interface ChatCompletionChunk {
   model: string;
   choices: {
     index: number;
-    delta: { role?: 'assistant'; content?: string };
+    delta: {
+      role?: 'assistant';
+      content?: string;
+      /** Each call arrives whole in one delta, at its `index` among the reply's calls. */
+      tool_calls?: (ToolCall & { index: number })[];
+    };
     finish_reason: FinishReason | null;
   }[];
   usage?: CompletionUsage;

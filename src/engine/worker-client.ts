@@ -2,7 +2,7 @@ import * as Comlink from 'comlink';
 import { AbortError } from '../errors.js';
 import type { WeftEngine } from './engine.js';
 import { type ChatApi, chatApi } from './openai.js';
-import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
+import type { ChatMessage, ChatTool, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
 import { fromWire } from './worker-errors.js';
 import type {
   EngineWorkerApi,
@@ -76,16 +76,22 @@ export class WorkerEngine implements WeftEngine {
     this.chat = chatApi({
       modelId,
       contextLength,
-      render: (messages) => this.render(messages),
+      render: (messages, tools) => this.render(messages, tools),
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
     });
   }
 
   /** Token ids of a conversation rendered in the worker with the model's chat template. */
-  render(messages: readonly ChatMessage[]): Promise<number[]> {
+  render(messages: readonly ChatMessage[], tools?: readonly ChatTool[]): Promise<number[]> {
     // Only the fields the template reads cross, so extra properties cannot break postMessage.
-    return unwrap(this.remote.render(messages.map((m) => ({ role: m.role, content: m.content }))));
+    const plain = messages.map((m) => ({
+      role: m.role,
+      content: m.content,
+      ...(m.tool_calls ? { tool_calls: structuredClone(m.tool_calls) } : {}),
+      ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
+    }));
+    return unwrap(this.remote.render(plain, tools ? structuredClone([...tools]) : undefined));
   }
 
   async *generate(

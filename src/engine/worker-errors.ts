@@ -18,6 +18,7 @@ import {
   type WeftErrorName,
 } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
+import { GrammarError, type GrammarKind } from '../grammar/errors.js';
 import { SteerMismatchError } from '../steer/errors.js';
 import { DownloadError, IntegrityError, QuotaError } from '../store/errors.js';
 
@@ -113,6 +114,8 @@ const isOptionalString = (v: unknown): v is string | undefined => v === undefine
 const FORMATS = ['f32', 'f16', 'int8', 'int4', 'int2'] as const;
 const isBytesPerFormat = (v: unknown): v is BytesPerFormat =>
   typeof v === 'object' && v !== null && FORMATS.every((f) => isNumber(Reflect.get(v, f)));
+const isGrammarKind = (v: unknown): v is GrammarKind =>
+  v === 'json_schema' || v === 'grammar' || v === 'regex';
 const isSteerField = (v: unknown): v is 'model_checksum' | 'hidden' =>
   v === 'model_checksum' || v === 'hidden';
 
@@ -210,6 +213,11 @@ const WEFT_ERRORS = {
         read('fits', isOptionalString),
         o,
       ),
+  ),
+  GrammarError: codec(
+    GrammarError,
+    (e) => ({ kind: e.kind, problem: e.problem }),
+    (read, o) => new GrammarError(read('kind', isGrammarKind), read('problem', isString), o),
   ),
 } satisfies Record<WeftErrorName, ErrorCodec>;
 

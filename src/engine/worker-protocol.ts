@@ -2,7 +2,7 @@ import type { Quant } from '../quant/pack.js';
 import type { ModelChoice } from '../store/source.js';
 import type { CreateEngineOptions, LoadProgress } from './create.js';
 import type { ChoiceLoadEvent, ChoiceLoadOptions } from './sources.js';
-import type { ChatMessage, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
+import type { ChatMessage, ChatTool, GenerateOptions, GenerationChunk, GenerationStats } from './types.js';
 import type { WireThrown } from './worker-errors.js';
 
 /**
@@ -55,7 +55,7 @@ export interface EngineWorkerCalls {
   /** Aborts request `requestId` if it is queued or running. */
   abort(requestId: number): void;
   /** Renders a conversation with the chat template into prompt ids. */
-  render(messages: ChatMessage[]): Promise<Reply<number[]>>;
+  render(messages: ChatMessage[], tools?: ChatTool[]): Promise<Reply<number[]>>;
   /** Frees the model; later calls answer EngineClosedError until the next `load`. */
   unload(): Promise<Reply<void>>;
 }

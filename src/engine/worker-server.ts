@@ -53,7 +53,7 @@ export function serveEngine<O, E>(
     abort(requestId) {
       running.get(requestId)?.abort(new AbortError('request aborted'));
     },
-    render: (messages) => reply(() => loaded().render(messages)),
+    render: (messages, tools) => reply(() => loaded().render(messages, tools)),
     unload: () =>
       reply(async () => {
         for (const ac of running.values()) ac.abort();

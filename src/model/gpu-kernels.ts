@@ -10,6 +10,7 @@ import { KvCompact, type KvShape, KvWrite } from '../kernels/kv/kv.js';
 import { type GpuMatrix, Matmul, prepareMatmul } from '../kernels/matmul/matmul.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { Rope } from '../kernels/rope/rope.js';
+import { TokenMask } from '../kernels/sample/mask.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
@@ -98,6 +99,8 @@ export interface Kernels {
   gather: GatherRows;
   lmHead: Linear; // [R, H] → [R, V]
   greedy: Sampler;
+  /** A grammar's token bitmask onto the logits before the sampler (constrained decoding). */
+  mask: TokenMask;
   gumbel: Sampler;
   layers: LayerKernels[];
   rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
@@ -152,6 +155,7 @@ export async function buildKernels(
     Attention.prepare(ctx, o.kv.format),
     Sampler.prepare(ctx, true),
     Sampler.prepare(ctx, false),
+    TokenMask.prepare(ctx),
     ...(o.steer ? [Steer.prepare(ctx)] : []),
   ]);
 
@@ -230,6 +234,7 @@ export async function buildKernels(
     lmHead: new Matmul(ctx, binds, w.lmHead, { maxM: maxT }),
     greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
     gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
+    mask: new TokenMask(ctx, binds, V),
     layers: w.layers.map(layer),
     rot: [H, qWidth, spec.intermediate].some((n) => rotationFor(o.rotate, n) === 'hadamard')
       ? rotations()

@@ -5,6 +5,7 @@ import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { maskWordsOf } from '../kernels/sample/mask.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
@@ -64,6 +65,7 @@ interface Activations {
   rows: GPUBuffer; // [T] u32 rows to score
   hr: GPUBuffer; // [T, H] gathered rows
   logits: GPUBuffer; // [T, V]
+  masks: GPUBuffer; // [T, ceil(V / 32)] u32 token bitmasks of constrained rows
   samplePositions: GPUBuffer; // [T] u32 position of each sampled token
   out: GPUBuffer; // [T] u32 sampled ids
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
@@ -165,6 +167,11 @@ export class GpuRunner implements ModelRunner {
     const tree = draftTree(input.parents ?? input.tokens.map((_, i) => i - 1));
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
     const R = picked.length;
+    const W = maskWordsOf(spec.vocabSize);
+    if (input.masks && input.masks.length !== R * W)
+      throw new InvalidInputError(
+        `forward: masks hold ${input.masks.length} words, need ${R} rows × ${W} (ceil(vocab / 32))`,
+      );
     const { ctx } = this;
     const before = ctx.counter.snapshot();
     const enc = ctx.device.createCommandEncoder({ label: 'forward' });
@@ -177,7 +184,7 @@ export class GpuRunner implements ModelRunner {
       // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
       samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
     });
-    this.encodePass(enc, T, R, base, sampler);
+    this.encodePass(enc, T, R, base, sampler, input.masks);
     enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
     ctx.counter.submit([enc.finish()]);
     await mapForRead(ctx, a.staging, 0, R * 4);
@@ -308,7 +315,14 @@ export class GpuRunner implements ModelRunner {
    * Encodes one forward pass of T tokens after `base` cached ones, scoring R rows into `a.out`:
    * the compute pass alone (its inputs staged, its readback encoded by the caller).
    */
-  private encodePass(enc: GPUCommandEncoder, T: number, R: number, base: number, sampler: SamplerSpec): void {
+  private encodePass(
+    enc: GPUCommandEncoder,
+    T: number,
+    R: number,
+    base: number,
+    sampler: SamplerSpec,
+    masks?: Uint32Array, // [R, ceil(V / 32)] allowed-token bits of the scored rows (a constraint)
+  ): void {
     const { spec, a, k, w, cache } = this;
     const { qWidth, kvWidth } = this.sizes;
     const H = spec.hidden;
@@ -363,6 +377,10 @@ export class GpuRunner implements ModelRunner {
       head = a.hr;
     }
     k.lmHead.encode(pass, head, a.logits, R);
+    if (masks) {
+      writeBuffer(this.ctx, a.masks, masks);
+      k.mask.encode(pass, a.masks, a.logits, R);
+    }
     const s = sampler.temperature > 0 ? k.gumbel : k.greedy;
     s.encode(pass, a.logits, a.samplePositions, a.out, R, {
       seed: sampler.seed,
@@ -536,6 +554,7 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(spec.vocabSize, 'logits'),
+    masks: f(maskWordsOf(spec.vocabSize), 'token-masks'),
     samplePositions: f(1, 'sample-positions'),
     out: f(1, 'sampled'),
     commitSlots: f(1, 'commit-slots'),

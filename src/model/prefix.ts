@@ -38,13 +38,14 @@ export class CachedPrefix {
    * after it. At least the context's last token runs, even when it is cached, so the runner's last
    * scored row (its logits, for `lastLogits`) is that token's. `beforeChunk` runs before each
    * prefill forward (the engine checks for an abort there); a throw leaves the chunks done so far
-   * cached.
+   * cached. `mask` (a token bitmask, see ForwardInput.masks) constrains the returned token.
    */
   async sync(
     context: readonly number[],
     sampler: SamplerSpec,
     chunk: number,
     beforeChunk?: () => void,
+    mask?: Uint32Array,
   ): Promise<PrefixSync> {
     let keep = 0;
     while (keep < this.ids.length && keep < context.length - 1 && this.ids[keep] === context[keep]) keep++;
@@ -55,7 +56,9 @@ export class CachedPrefix {
     for (let at = keep; at < context.length; at += chunk) {
       beforeChunk?.();
       const part = context.slice(at, at + chunk);
-      next = (await this.runner.forward({ tokens: part }, sampler, 'last'))[0]!;
+      const last = at + chunk >= context.length;
+      const input = last && mask ? { tokens: part, masks: mask } : { tokens: part };
+      next = (await this.runner.forward(input, sampler, 'last'))[0]!;
       this.runner.commit(part.map((_, i) => i));
       this.ids.push(...part);
       passes++;

@@ -4,6 +4,7 @@ import { deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
+import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import { draftTree, pathTo } from './tree.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
@@ -276,9 +277,20 @@ export class ReferenceRunner implements ModelRunner {
     const depth = draftTree(input.parents ?? chainParents(T)).depth;
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
     if (rows === 'last') this.scored = logits.slice((T - 1) * V, T * V);
+    const W = maskWordsOf(V);
+    if (input.masks) {
+      if (input.masks.length !== picked.length * W)
+        throw new InvalidInputError(
+          `forward: masks hold ${input.masks.length} words, need ${picked.length} rows × ${W} (ceil(vocab / 32))`,
+        );
+      // The scored rows' logits under their masks, as the GPU's mask kernel leaves them.
+      if (rows === 'last') applyMaskRef(this.scored, input.masks, V);
+      else applyMaskRef(logits, input.masks, V);
+    }
+    const scoredRow = (i: number) => (rows === 'last' ? this.scored : logits.subarray(i * V, (i + 1) * V));
     // The token after node i stands at position base + depth(i) + 1.
     return Int32Array.from(picked, (i) =>
-      sampleRef(logits.subarray(i * V, (i + 1) * V), sampler.seed, base + depth[i]! + 1, sampler),
+      sampleRef(scoredRow(i), sampler.seed, base + depth[i]! + 1, sampler),
     );
   }
 

@@ -26,6 +26,12 @@ export const GREEDY: SamplerSpec = { temperature: 0, topP: 1, topK: 0, seed: 0 }
 export interface ForwardInput {
   readonly tokens: readonly number[];
   readonly parents?: readonly number[];
+  /**
+   * Constrained decoding: one token bitmask per scored row ([R, ceil(vocab / 32)] u32, see
+   * kernels/sample/mask.ts), applied to the logits before sampling: a row picks only allowed tokens.
+   * R is 1 for rows 'last', the number of new tokens for 'all'. Omitted: no constraint.
+   */
+  readonly masks?: Uint32Array;
 }
 
 /**

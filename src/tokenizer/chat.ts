@@ -8,6 +8,10 @@ export interface ChatMessage {
   readonly content: string;
   /** Qwen3's separate thinking text for an assistant turn (optional). */
   readonly reasoning_content?: string;
+  /** An assistant turn's tool calls, as templates read them (`{ function: { name, arguments } }`). */
+  readonly tool_calls?: readonly unknown[];
+  /** A tool turn: the id of the call it answers. */
+  readonly tool_call_id?: string;
 }
 
 /** Options of {@link ChatTemplate.render}. */

@@ -38,6 +38,9 @@ export interface TokenizerConfig {
   readonly [key: string]: unknown;
 }
 
+/** How a tokenizer spells its token strings (see `spellingOf`). */
+export type TokenSpelling = 'byte_level' | 'byte_fallback' | 'raw';
+
 type JsonObject = { readonly [key: string]: unknown };
 
 function isObject(value: unknown): value is JsonObject {
@@ -88,6 +91,8 @@ export class WeftTokenizer {
     config: TokenizerConfig,
     extraEos: readonly number[],
     file: string,
+    /** How the token strings of {@link WeftTokenizer.tokenStrings} are spelt. */
+    readonly spelling: TokenSpelling = 'raw',
   ) {
     const bos = tokenText(config.bos_token);
     const eos = tokenText(config.eos_token);
@@ -124,6 +129,14 @@ export class WeftTokenizer {
       skip_special_tokens: options.skipSpecialTokens ?? false,
       clean_up_tokenization_spaces: false,
     });
+  }
+
+  /**
+   * The token string of every id below `size` (e.g. `Ġworld`; '' for ids the tokenizer lacks, such
+   * as a checkpoint's padding), the vocabulary a grammar engine compiles against.
+   */
+  tokenStrings(size: number = this.vocabSize): string[] {
+    return Array.from({ length: size }, (_, id) => this.inner.id_to_token(id) ?? '');
   }
 
   /** The token string of one id (e.g. `Ġworld`), for debugging and tree visualisation. */
@@ -231,5 +244,18 @@ export function loadTokenizer(
       },
     );
   }
-  return new WeftTokenizer(inner, tokenizerConfig, extraEos, file);
+  return new WeftTokenizer(inner, tokenizerConfig, extraEos, file, spellingOf(tokenizerJson));
+}
+
+/**
+ * How a tokenizer.json spells its tokens, from its decoder: 'byte_level' (a ByteLevel decoder,
+ * GPT-2 style), 'byte_fallback' (a ByteFallback step, SentencePiece style), else 'raw'.
+ */
+function spellingOf(tokenizerJson: JsonObject): TokenSpelling {
+  const steps = (d: unknown): unknown[] =>
+    isObject(d) ? (Array.isArray(d.decoders) ? d.decoders.flatMap(steps) : [d.type]) : [];
+  const types = steps(tokenizerJson.decoder);
+  if (types.includes('ByteLevel')) return 'byte_level';
+  if (types.includes('ByteFallback')) return 'byte_fallback';
+  return 'raw';
 }

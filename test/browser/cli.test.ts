@@ -1,6 +1,6 @@
 // The `weft` CLI end to end (built by `npm run build`): greedy generation through the engine in
 // headless Chromium's WebGPU equals the TS reference, and bad input exits non-zero in one line.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -182,5 +182,62 @@ describe('weft CLI errors', () => {
     expect(out.code).not.toBe(0);
     expect(out.stderr.trim().split('\n')).toHaveLength(1);
     expect(out.stderr).toMatch(message);
+  });
+});
+
+describe('weft generate with a constraint, on kjv-target', () => {
+  it('--json-schema, --grammar and --regex: the output matches, the GPU gives the reference ids, bad input exits in one line', {
+    timeout: 300_000,
+  }, async () => {
+    const schemaFile = join(dir, 'schema.json');
+    const grammarFile = join(dir, 'amen.gbnf');
+    await writeFile(
+      schemaFile,
+      JSON.stringify({
+        type: 'object',
+        properties: { king: { enum: ['david', 'saul'] }, age: { type: 'integer', minimum: 1, maximum: 99 } },
+        required: ['king', 'age'],
+      }),
+    );
+    await writeFile(grammarFile, 'root ::= "Amen" (", " [a-z]{1,6}){0,2} "."\n');
+    const base = [
+      'generate',
+      '--model',
+      'models/kjv-target',
+      '--prompt',
+      'And the king',
+      '--max-tokens',
+      '40',
+    ];
+    const cpu = JSON.parse(
+      (await weft([...base, '--device', 'cpu', '--json-schema', schemaFile, '--json'])).stdout,
+    ) as {
+      ids: number[];
+      text: string;
+    };
+    expect(JSON.parse(cpu.text)).toEqual({
+      king: expect.stringMatching(/^(david|saul)$/),
+      age: expect.any(Number),
+    });
+    const gpuOut = await weft([
+      ...base,
+      '--json-schema',
+      schemaFile,
+      '--json',
+      '--quant',
+      'f16',
+      '--kv-cache',
+      'f32',
+    ]);
+    expect(gpuOut.code, gpuOut.stderr).toBe(0);
+    expect((JSON.parse(gpuOut.stdout) as { ids: number[] }).ids).toEqual(cpu.ids);
+    const amen = await weft([...base, '--device', 'cpu', '--grammar', grammarFile]);
+    expect(amen.stdout.trimEnd()).toMatch(/^Amen(, [a-z]{1,6}){0,2}\.$/);
+    const regex = await weft([...base, '--device', 'cpu', '--regex', '[A-Z][a-z]{1,5} [0-9]{1,2}']);
+    expect(regex.stdout.trimEnd()).toMatch(/^[A-Z][a-z]{1,5} [0-9]{1,2}$/);
+    const bad = await weft([...base, '--device', 'cpu', '--grammar', schemaFile]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.stderr).toMatch(/GrammarError: invalid grammar: EBNF/);
   });
 });

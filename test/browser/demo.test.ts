@@ -156,6 +156,25 @@ describe('demo page', () => {
     await shot('3-stopped');
   });
 
+  it('JSON output under a schema: the reply parses and validates, with n-gram speculation on', async () => {
+    await setValue('max-tokens', '60');
+    await setValue('drafter', 'ngram');
+    await setValue('json-output', 'schema');
+    expect(await page.getByTestId('json-schema').isVisible()).toBe(true);
+    await page
+      .getByTestId('json-schema')
+      .fill(
+        '{"type":"object","properties":{"king":{"enum":["david","saul"]},"age":{"type":"integer","minimum":1,"maximum":99}},"required":["king","age"]}',
+      );
+    await send('And the king');
+    await expect.poll(state, { timeout: 50_000 }).toBe('done');
+    const reply = JSON.parse((await output().textContent()) ?? '');
+    expect(reply).toEqual({ king: expect.stringMatching(/^(david|saul)$/), age: expect.any(Number) });
+    expect(reply.age).toBeGreaterThanOrEqual(1);
+    await setValue('json-output', 'off');
+    expect(await page.getByTestId('json-schema').isVisible()).toBe(false);
+  });
+
   it('sends again with changed settings, and draws the last draft tree with its accepted path', async () => {
     await setValue('max-tokens', '12');
     await setValue('temperature', '0.8');

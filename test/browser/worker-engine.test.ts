@@ -62,6 +62,9 @@ describe('engine in a Web Worker', () => {
     expect(await context.getAttribute('data-generated')).toBe(String(128 - 7));
     expect(await context.getAttribute('data-finish')).toBe('length');
     expect(await context.getAttribute('data-error')).toBe('ContextLengthError 200 128');
+    const constrained = page.getByTestId('constrained');
+    expect(await constrained.textContent()).toMatch(/^[a-z]{2,5}-[0-9]$/);
+    expect(await constrained.getAttribute('data-error')).toBe('GrammarError grammar');
     await page.close();
   });
 });

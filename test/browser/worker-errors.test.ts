@@ -43,6 +43,7 @@ describe('errors thrown in a Web Worker', () => {
       SteerMismatchError: true,
       ContextLengthError: true,
       DeviceLimitError: true,
+      GrammarError: true,
     };
     const want = Object.keys(names).flatMap((n) => [
       `${n} from load`,

@@ -4,7 +4,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { WeftEngine } from '../../src/engine/engine.js';
 import type { ChoiceLoadEvent } from '../../src/engine/sources.js';
-import type { ChatMessage } from '../../src/engine/types.js';
+import type { ChatMessage, ChatTool } from '../../src/engine/types.js';
 import { createWorkerEngine, type WorkerEngine } from '../../src/engine/worker-client.js';
 import type { EngineWorkerLoadEvent } from '../../src/engine/worker-protocol.js';
 import { serveEngine } from '../../src/engine/worker-server.js';
@@ -52,7 +52,7 @@ describe('createWorkerEngine types', () => {
     expectTypeOf<ChoiceLoadEvent>().toMatchTypeOf<EngineWorkerLoadEvent>();
     expectTypeOf<WorkerEngine>().toMatchTypeOf<WeftEngine>();
     expectTypeOf<WeftEngine['render']>().toEqualTypeOf<
-      (messages: readonly ChatMessage[]) => Promise<number[]>
+      (messages: readonly ChatMessage[], tools?: readonly ChatTool[]) => Promise<number[]>
     >();
     expect(typeof calls).toBe('function');
   });

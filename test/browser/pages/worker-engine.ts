@@ -3,6 +3,7 @@
 // run another through the OpenAI-style API. The test reads the results from the page.
 import { createWorkerEngine } from '../../../src/engine/worker-client.js';
 import { AbortError, ContextLengthError } from '../../../src/errors.js';
+import { GrammarError } from '../../../src/grammar/errors.js';
 
 const el = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`)!;
 const PROMPT = [5, 17, 99, 3, 250, 11, 42];
@@ -66,6 +67,16 @@ async function main(): Promise<void> {
   } catch (e) {
     context.dataset.error =
       e instanceof ContextLengthError ? `ContextLengthError ${e.promptTokens} ${e.contextLength}` : String(e);
+  }
+  // Constrained decoding in the worker: the grammar engine's WASM loads there, and its errors cross.
+  const constrained = el('constrained');
+  for await (const c of engine.generate(PROMPT, { regex: '[a-z]{2,5}-[0-9]', maxTokens: 12 }))
+    constrained.textContent += c.text;
+  try {
+    for await (const _ of engine.generate(PROMPT, { grammar: 'root ::= "a" |', maxTokens: 4 })) break;
+    constrained.dataset.error = 'none';
+  } catch (e) {
+    constrained.dataset.error = e instanceof GrammarError ? `${e.name} ${e.kind}` : String(e);
   }
   el('status').textContent = 'done';
 }
