@@ -1,26 +1,40 @@
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import { createBuffer, uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
-import { Attention } from '../kernels/attention/attention.js';
+import { SplitAttention } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
 import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
 import { Embedding } from '../kernels/embed/embed.js';
 import { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { KvCompact, type KvShape, KvWrite } from '../kernels/kv/kv.js';
-import { type GpuMatrix, Matmul, prepareMatmul } from '../kernels/matmul/matmul.js';
+import { type GpuMatrix, Matmul, type MatmulOptions, prepareMatmul } from '../kernels/matmul/matmul.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
+import { QkvRope, type QkvRopeOptions } from '../kernels/rope/qkv_rope.js';
 import { Rope } from '../kernels/rope/rope.js';
 import { TokenMask } from '../kernels/sample/mask.js';
 import { Sampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import { packedWidth, type Quant, ROTATION_SEED, type RotationChoice, rotationFor } from '../quant/pack.js';
-import { type GpuWeights, type LayerWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
+import { type GpuWeights, type LayerWeights, layerMatrices, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
-/** y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. */
+/**
+ * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. `fused` says
+ * what the linear does besides: `norm`, it takes the un-normed residual and applies the RMSNorm
+ * itself; `add`, it adds its result into y (the residual) instead of storing it; `gated`, its
+ * matrix is a gate/up pair and it writes silu(gate·x) * (up·x).
+ */
 interface Linear {
+  readonly fused: { readonly norm: boolean; readonly add: boolean; readonly gated: boolean };
   encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
   destroy(): void;
+}
+
+/** A {@link Matmul} as a {@link Linear}. */
+function matmulLinear(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, o: MatmulOptions): Linear {
+  const mm = new Matmul(ctx, binds, w, o);
+  const fused = { norm: o.norm !== undefined, add: o.epilogue === 'add', gated: o.epilogue === 'silu' };
+  return { fused, encode: (pass, x, y, M) => mm.encode(pass, x, y, M), destroy: () => mm.destroy() };
 }
 
 /**
@@ -30,6 +44,7 @@ interface Linear {
  * finishes with them before the next begins.
  */
 class W8A8Linear implements Linear {
+  readonly fused = { norm: false, add: false, gated: false };
   private readonly quant: QuantizeAct;
   private readonly mm: MatmulW8A8;
 
@@ -57,13 +72,12 @@ class W8A8Linear implements Linear {
 
 /** One decoder layer's linears (each bound to its weights) and its activation steering. */
 interface LayerKernels {
-  q: Linear; // [T, H] → [T, qWidth]
-  k: Linear; // [T, H] → [T, kvWidth]
-  v: Linear; // [T, H] → [T, kvWidth]
-  o: Linear; // [T, qWidth] → [T, H]
-  gate: Linear; // [T, H] → [T, Ip]
-  up: Linear; // [T, H] → [T, Ip]
-  down: Linear; // [T, Ip] → [T, H]
+  // Stacked: [T, H] → [T, qWidth + 2·kvWidth] (q | k | v); else q, k and v: → [T, qWidth], [T, kvWidth] ×2
+  qkv: Linear | readonly [Linear, Linear, Linear];
+  o: Linear; // [T, qWidth] → [T, H] (added into x when fused.add)
+  // Gated pair: [T, H] → [T, Ip] silu(gate) * up; else gate and up: → [T, Ip] each
+  gateUp: Linear | readonly [Linear, Linear];
+  down: Linear; // [T, Ip] → [T, H] (added into x when fused.add)
   // Activation steering on the block's input and output (undefined: not steered).
   steerIn: Steer | undefined;
   steerOut: Steer | undefined;
@@ -90,7 +104,8 @@ export interface Kernels {
   kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
   rope: Rope;
   kvWrite: KvWrite;
-  attention: Attention;
+  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
+  attention: SplitAttention;
   compact: KvCompact;
   add: AddInPlace; // T * H
   addQ: AddInPlace; // T * qWidth
@@ -130,7 +145,7 @@ export async function buildKernels(
 ): Promise<Kernels> {
   const binds = new BindGroupCache(ctx.device);
   // Matrices may differ in format (a model placed as stored, see placeWeights): one pipeline each.
-  const linears = w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]);
+  const linears = w.layers.flatMap(layerMatrices);
   const formats = [...new Set([w.lmHead, ...linears].map((m) => m.format))];
   const linearFormats = [...new Set(linears.map((m) => m.format))];
   const { qWidth } = deriveSizes(spec);
@@ -141,6 +156,29 @@ export async function buildKernels(
   const Ip = packedWidth(spec.intermediate, mlpRotation); // as the weights were packed
   const maxT = MAX_FORWARD_TOKENS;
   const eps = spec.rmsEps;
+  // The input norm and the post-attention norm fold into the matmuls after them, unless a rotation
+  // of their output sits in between (R·norm(x) is the linears' input then).
+  const normFused = rotationFor(o.rotate, H) === 'none';
+  const attentionShape = {
+    heads: spec.heads,
+    kvHeads: spec.kvHeads,
+    headDim: D,
+    capacity: o.kv.capacity,
+    format: o.kv.format,
+    maxRows: maxT,
+  };
+  const qkvRopeOptions: QkvRopeOptions = {
+    heads: spec.heads,
+    kvHeads: spec.kvHeads,
+    headDim: D,
+    theta: spec.rope.theta,
+    layout: spec.rope.layout,
+    ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
+    capacity: o.kv.capacity,
+    format: o.kv.format,
+    bias: spec.qkvBias,
+    ...(spec.qkNorm ? { qkNormEps: eps } : {}),
+  };
   await Promise.all([
     RmsNorm.prepare(ctx),
     Embedding.prepare(ctx, w.embed.format),
@@ -149,10 +187,19 @@ export async function buildKernels(
     SiluMul.prepare(ctx, false),
     GatherRows.prepare(ctx),
     ...formats.map((f) => prepareMatmul(ctx, f, maxT)),
+    // The fused variants the layers use (see `linear` below): weight-only arithmetic only.
+    ...(o.quant === 'w8a8'
+      ? []
+      : linearFormats.flatMap((f) => [
+          ...(normFused ? [prepareMatmul(ctx, f, maxT, { norm: {} })] : []),
+          prepareMatmul(ctx, f, maxT, { epilogue: 'add' }),
+          prepareMatmul(ctx, f, maxT, normFused ? { norm: {}, epilogue: 'silu' } : { epilogue: 'silu' }),
+        ])),
     ...(o.quant === 'w8a8' ? linearFormats.map((f) => prepareW8A8(ctx, f, maxT)) : []),
     KvWrite.prepare(ctx, o.kv.format),
     KvCompact.prepare(ctx),
-    Attention.prepare(ctx, o.kv.format),
+    SplitAttention.prepare(ctx, attentionShape),
+    QkvRope.prepare(ctx, qkvRopeOptions),
     Sampler.prepare(ctx, true),
     Sampler.prepare(ctx, false),
     TokenMask.prepare(ctx),
@@ -163,8 +210,10 @@ export async function buildKernels(
   const maxK = Math.max(H, Ip, qWidth);
   const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
   const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
-  const linear = (m: GpuMatrix): Linear =>
-    xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : new Matmul(ctx, binds, m, { maxM: maxT });
+  // A linear with what it can fuse: W8A8 fuses nothing (its activations are quantized first).
+  const linear = (m: GpuMatrix, fuse: Omit<MatmulOptions, 'maxM'> = {}): Linear =>
+    xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse });
+  const norm = (weight: GPUBuffer) => (normFused ? { norm: { weight, eps } } : {});
 
   // Steering vectors: one [layers, H] buffer, layer l's vector at l * H (zeros where unused).
   const plan = o.steer;
@@ -178,13 +227,18 @@ export async function buildKernels(
       ? new Steer(ctx, binds, steerBuf, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
       : undefined;
   const layer = (l: LayerWeights, i: number): LayerKernels => ({
-    q: linear(l.q),
-    k: linear(l.k),
-    v: linear(l.v),
-    o: linear(l.o),
-    gate: linear(l.gate),
-    up: linear(l.up),
-    down: linear(l.down),
+    // Stacked q | k | v takes the input norm (the fused kernel after it does the rest); three
+    // separate matrices keep the unfused path.
+    qkv:
+      'parts' in l.qkv
+        ? linear(l.qkv, norm(l.inputNorm))
+        : [linear(l.qkv[0]), linear(l.qkv[1]), linear(l.qkv[2])],
+    o: linear(l.o, { epilogue: 'add' }),
+    gateUp:
+      'parts' in l.gateUp
+        ? linear(l.gateUp, { ...norm(l.postNorm), epilogue: 'silu' })
+        : [linear(l.gateUp[0]), linear(l.gateUp[1])],
+    down: linear(l.down, { epilogue: 'add' }),
     steerIn: steerAt(i, plan?.inputs ?? false),
     steerOut: steerAt(i, true),
   });
@@ -217,13 +271,8 @@ export async function buildKernels(
       ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
     }),
     kvWrite: new KvWrite(ctx, binds, o.kv),
-    attention: new Attention(ctx, binds, {
-      heads: spec.heads,
-      kvHeads: spec.kvHeads,
-      headDim: D,
-      capacity: o.kv.capacity,
-      format: o.kv.format,
-    }),
+    qkvRope: new QkvRope(ctx, binds, qkvRopeOptions),
+    attention: new SplitAttention(ctx, binds, attentionShape),
     compact: new KvCompact(ctx, binds, o.kv),
     add: new AddInPlace(ctx, binds),
     addQ: new AddInPlace(ctx, binds),
@@ -231,7 +280,7 @@ export async function buildKernels(
     silu: new SiluMul(ctx, binds, Ip, false),
     gather: new GatherRows(ctx, binds, H),
     // A weight-only matmul whatever the quant: W8A8 covers the `*_proj` linears only.
-    lmHead: new Matmul(ctx, binds, w.lmHead, { maxM: maxT }),
+    lmHead: matmulLinear(ctx, binds, w.lmHead, { maxM: maxT }),
     greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
     gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
     mask: new TokenMask(ctx, binds, V),
@@ -249,7 +298,9 @@ export async function buildKernels(
  * with the device.
  */
 export function destroyKernels(k: Kernels): void {
-  for (const l of k.layers) for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) m.destroy();
+  const list = (m: Linear | readonly Linear[]) => ('encode' in m ? [m] : [...m]);
+  for (const l of k.layers) for (const m of [...list(l.qkv), l.o, ...list(l.gateUp), l.down]) m.destroy();
+  k.attention.destroy();
   k.lmHead.destroy();
   for (const b of k.scratch) b.destroy();
   if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r?.destroy();

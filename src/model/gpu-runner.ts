@@ -12,6 +12,7 @@ import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
 import {
   destroyWeights,
   type GpuWeights,
+  layerMatrices,
   MAX_FORWARD_TOKENS,
   type PlaceWeightsOptions,
   placeWeights,
@@ -52,7 +53,8 @@ interface Activations {
   ends: GPUBuffer; // [T] u32 last row of each node's subtree
   x: GPUBuffer; // [T, H] residual stream
   h: GPUBuffer; // [T, H] normed
-  q: GPUBuffer; // [T, qWidth]
+  qkv: GPUBuffer; // [T, qWidth + 2·kvWidth] a stacked q | k | v matmul's output
+  q: GPUBuffer; // [T, qWidth] (roped, when from qkv)
   k: GPUBuffer; // [T, kvWidth]
   v: GPUBuffer; // [T, kvWidth]
   qn: GPUBuffer; // [T, qWidth] q after QK-norm
@@ -125,7 +127,7 @@ export class GpuRunner implements ModelRunner {
     private readonly a: Activations,
   ) {
     this.sizes = deriveSizes(spec);
-    const linears = w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]);
+    const linears = w.layers.flatMap(layerMatrices);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) + w.lmHead.bytes + Math.ceil(w.embed.bytes / w.embed.rows);
   }
@@ -203,7 +205,7 @@ export class GpuRunner implements ModelRunner {
    * on the GPU (`out → ids`). `next()` submits step n + 1 before it waits for step n's 4-byte
    * readback, so the GPU always has the next step queued while the CPU reads, streams and checks
    * stop conditions; ids come back through a ring of two MAP_READ buffers. A step writes one
-   * buffer (its positions and slots) plus the uniforms that changed (attention's context base).
+   * buffer (its positions and slots); attention reads the context base from the slots.
    */
   decode(first: number, sampler: SamplerSpec, steps: number): DecodeSession {
     this.ctx.assertAlive();
@@ -333,41 +335,70 @@ export class GpuRunner implements ModelRunner {
       r.encode(pass, x, k.rot.out, T);
       return k.rot.out;
     };
+    // x += W·input: in the matmul's epilogue, or through tmp and the add kernel (W8A8).
+    const residual = (linear: Kernels['lmHead'], input: GPUBuffer): void => {
+      if (linear.fused.add) {
+        linear.encode(pass, input, a.x, T);
+        return;
+      }
+      linear.encode(pass, input, a.tmp, T);
+      k.add.encode(pass, a.tmp, a.x, T * H);
+    };
     k.embed.encode(pass, a.ids, a.x, T);
     for (const [i, l] of w.layers.entries()) {
       const lk = k.layers[i]!; // this layer's linears (bound to l's matrices) and steering
       const lc = cache[i]!;
       lk.steerIn?.encode(pass, a.x, T); // steering: the block's input (SteerPlan.inputs)
-      k.norm.encode(pass, a.x, l.inputNorm, a.h, T);
-      const hq = rotated(k.rot?.hidden, a.h); // one rotated copy for q, k and v
-      lk.q.encode(pass, hq, a.q, T);
-      lk.k.encode(pass, hq, a.k, T);
-      lk.v.encode(pass, hq, a.v, T);
-      if (l.qBias && l.kBias && l.vBias) {
-        k.addQ.encode(pass, l.qBias, a.q, T * qWidth);
-        k.addKv.encode(pass, l.kBias, a.k, T * kvWidth);
-        k.addKv.encode(pass, l.vBias, a.v, T * kvWidth);
-      }
+      // The input of a linear that does not apply its norm itself: norm(x), rotated if its weights
+      // were packed for R·x (one rotated copy serves q, k and v, or gate and up).
+      const normed = (gamma: GPUBuffer): GPUBuffer => {
+        k.norm.encode(pass, a.x, gamma, a.h, T);
+        return rotated(k.rot?.hidden, a.h);
+      };
+      // Attention: q | k | v from one stacked matmul (the input norm folded in) and one kernel for
+      // bias, QK-norm, RoPE and the KV write; or, for matrices that could not be stacked, each step.
       let qIn = a.q;
-      let kIn = a.k;
-      if (k.qNorm && k.kNorm && l.qNorm && l.kNorm) {
-        k.qNorm.encode(pass, a.q, l.qNorm, a.qn, T * spec.heads);
-        k.kNorm.encode(pass, a.k, l.kNorm, a.kn, T * spec.kvHeads);
-        qIn = a.qn;
-        kIn = a.kn;
+      if ('encode' in lk.qkv) {
+        lk.qkv.encode(pass, lk.qkv.fused.norm ? a.x : normed(l.inputNorm), a.qkv, T);
+        const weights = l.qkvBias
+          ? { bias: l.qkvBias }
+          : l.qNorm && l.kNorm
+            ? { qNorm: l.qNorm, kNorm: l.kNorm }
+            : {};
+        k.qkvRope.encode(pass, a.qkv, a.positions, a.slots, a.q, lc, T, weights);
+      } else {
+        const hq = normed(l.inputNorm);
+        const [lq, lkk, lv] = lk.qkv;
+        lq.encode(pass, hq, a.q, T);
+        lkk.encode(pass, hq, a.k, T);
+        lv.encode(pass, hq, a.v, T);
+        if (l.qBias && l.kBias && l.vBias) {
+          k.addQ.encode(pass, l.qBias, a.q, T * qWidth);
+          k.addKv.encode(pass, l.kBias, a.k, T * kvWidth);
+          k.addKv.encode(pass, l.vBias, a.v, T * kvWidth);
+        }
+        let kIn = a.k;
+        if (k.qNorm && k.kNorm && l.qNorm && l.kNorm) {
+          k.qNorm.encode(pass, a.q, l.qNorm, a.qn, T * spec.heads);
+          k.kNorm.encode(pass, a.k, l.kNorm, a.kn, T * spec.kvHeads);
+          qIn = a.qn;
+          kIn = a.kn;
+        }
+        k.rope.encode(pass, qIn, kIn, a.positions, T);
+        k.kvWrite.encode(pass, kIn, a.v, a.slots, lc, T);
       }
-      k.rope.encode(pass, qIn, kIn, a.positions, T);
-      k.kvWrite.encode(pass, kIn, a.v, a.slots, lc, T);
-      k.attention.encode(pass, qIn, lc.k, lc.v, a.ends, a.attn, T, base);
-      lk.o.encode(pass, rotated(k.rot?.heads, a.attn), a.tmp, T);
-      k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
-      k.norm.encode(pass, a.x, l.postNorm, a.h, T);
-      const hm = rotated(k.rot?.hidden, a.h); // one rotated copy for gate and up
-      lk.gate.encode(pass, hm, a.gate, T);
-      lk.up.encode(pass, hm, a.up, T);
-      k.silu.encode(pass, [a.gate, a.up], a.act, T);
-      lk.down.encode(pass, rotated(k.rot?.mlp, a.act), a.tmp, T);
-      k.add.encode(pass, a.tmp, a.x, T * H); // x += tmp
+      k.attention.encode(pass, qIn, lc.k, lc.v, a.ends, a.slots, a.attn, T, base);
+      residual(lk.o, rotated(k.rot?.heads, a.attn));
+      // MLP: silu(gate) * up from one gated matmul (the post-attention norm folded in), or each step.
+      if ('encode' in lk.gateUp) {
+        lk.gateUp.encode(pass, lk.gateUp.fused.norm ? a.x : normed(l.postNorm), a.act, T);
+      } else {
+        const hm = normed(l.postNorm);
+        lk.gateUp[0].encode(pass, hm, a.gate, T);
+        lk.gateUp[1].encode(pass, hm, a.up, T);
+        k.silu.encode(pass, [a.gate, a.up], a.act, T);
+      }
+      residual(lk.down, rotated(k.rot?.mlp, a.act));
       lk.steerOut?.encode(pass, a.x, T); // steering: the block's output
     }
     k.norm.encode(pass, a.x, w.norm, a.h, T);
@@ -541,6 +572,7 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
     ends: f(1, 'ends'),
     x: f(H, 'x'),
     h: f(H, 'h'),
+    qkv: f(qWidth + 2 * kvWidth, 'qkv'),
     q: f(qWidth, 'q'),
     k: f(kvWidth, 'k'),
     v: f(kvWidth, 'v'),
