@@ -66,11 +66,16 @@ export function generateOptions(): GenerateOptions {
   };
 }
 
-/** Load-time settings: weight precision, context length and the KV cache's element type. */
-export function loadSettings(): { quant: Quant; contextLength: number; kvCache: KvFormat } {
+/**
+ * Load-time settings: weight precision, context length (left empty: the model's own, up to 2048;
+ * more than the model's own is refused by the engine with a message naming both) and the KV
+ * cache's element type.
+ */
+export function loadSettings(): { quant: Quant; contextLength?: number; kvCache: KvFormat } {
+  const asked = Math.floor(Number(context.value));
   return {
     quant: QUANTS.find((q) => q === quant.value) ?? 'f16',
-    contextLength: Math.max(64, Math.floor(Number(context.value) || 1024)),
+    ...(context.value.trim() !== '' && asked > 0 ? { contextLength: Math.max(64, asked) } : {}),
     kvCache: kvCache.value === 'f16' ? 'f16' : 'f32',
   };
 }

@@ -317,7 +317,7 @@ export class Engine implements WeftEngine {
         if (!drafter && !constraint && runner.decode && loop === 'device') {
           // The session runs `last` (the id it sampled a step ago) and commits its row; it may
           // have queued the step after, which close() drops if `last`'s successor ends the request.
-          session ??= runner.decode(last, sampler, maxTokens - generated.length);
+          session ??= runner.decode(last, sampler, limit - generated.length);
           pending = [await session.next()];
           this.cached.push([last]);
         } else if (!drafter || room < 1) {
