@@ -18,6 +18,10 @@ export async function runBenchPage(page, options = {}) {
     configFile: 'vite.config.ts',
     logLevel: 'warn',
     server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false, headers },
+    // Scan the bench page (and what it imports, dynamic imports included) before serving: a peer
+    // found only when the page imports it (wllama, transformers.js) would make Vite re-bundle its
+    // dependencies mid-run and answer the page's pending imports with 504 "Outdated Optimize Dep".
+    optimizeDeps: { entries: [page.split('?')[0]] },
   });
   await server.listen();
   let browser;
