@@ -10,6 +10,17 @@ import { createServer } from 'vite';
  * `options.isolated` serves the page cross-origin isolated (COOP/COEP), which WebAssembly threads
  * (wllama's multi-threaded build) need.
  */
+/** The packages the bench pages, the engine and its workers import (see the comment at its use). */
+const PAGE_DEPS = [
+  '@huggingface/jinja',
+  '@huggingface/tokenizers',
+  '@huggingface/transformers',
+  '@mlc-ai/web-xgrammar',
+  '@wllama/wllama',
+  'comlink',
+  'idb-keyval',
+];
+
 export async function runBenchPage(page, options = {}) {
   const headers = options.isolated
     ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' }
@@ -18,10 +29,11 @@ export async function runBenchPage(page, options = {}) {
     configFile: 'vite.config.ts',
     logLevel: 'warn',
     server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false, headers },
-    // Scan the bench page (and what it imports, dynamic imports included) before serving: a peer
-    // found only when the page imports it (wllama, transformers.js) would make Vite re-bundle its
-    // dependencies mid-run and answer the page's pending imports with 504 "Outdated Optimize Dep".
-    optimizeDeps: { entries: [page.split('?')[0]] },
+    // Bundle every dependency a bench page or its workers may import before serving: one found
+    // only when the page imports it (a peer, the grammar engine in the worker) would make Vite
+    // re-bundle its dependencies mid-run and answer the page's pending imports with 504 "Outdated
+    // Optimize Dep".
+    optimizeDeps: { entries: [page.split('?')[0]], include: PAGE_DEPS },
   });
   await server.listen();
   let browser;
