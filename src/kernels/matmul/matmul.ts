@@ -280,11 +280,13 @@ export function matmulTiles(maxM: number): number[] {
 
 /**
  * Output columns per row group (the WGSL constant R) of matmul.wgsl's variant with `tm` rows per
- * tile: the GEMV's WR·TM accumulators stay at most 2 per thread, the GEMM's at most 4 (8 with
- * the SiLU gate's second matrix). A row's result does not depend on it.
+ * tile: 2, or 1 for the SiLU gate's 8-row tile (its 2·R·TM accumulators per thread and their lane
+ * sums in workgroup memory would pass the 16 KiB a workgroup may hold). A row's result does not
+ * depend on it.
  */
-function columnsPerGroup(tm: number): number {
-  return tm === 1 ? GEMV_COLUMNS : Math.max(1, 4 / tm);
+function columnsPerGroup(tm: number, epilogue: MatmulEpilogue): number {
+  if (tm === 1) return GEMV_COLUMNS;
+  return epilogue === 'silu' && tm === 8 ? 1 : 2;
 }
 
 /** Output columns per row group of the GEMV (8 per workgroup; see bench/kernels.ts for 4 vs 8). */
@@ -295,10 +297,10 @@ const ROW_GROUPS = 4;
 
 /**
  * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
- * (1: the GEMV).
+ * (1: the GEMV) and this epilogue.
  */
-export function matmulRowsPerWorkgroup(tm: number): number {
-  return ROW_GROUPS * columnsPerGroup(tm);
+export function matmulRowsPerWorkgroup(tm: number, epilogue: MatmulEpilogue = 'store'): number {
+  return ROW_GROUPS * columnsPerGroup(tm, epilogue);
 }
 
 /**
@@ -371,7 +373,7 @@ export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant)
 export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   return {
     TM: tm,
-    R: columnsPerGroup(tm),
+    R: columnsPerGroup(tm, v.epilogue),
     HALF: v.half,
     WTYPE: codeWordType(format),
     F32: format === 'f32',
@@ -525,7 +527,7 @@ export class Matmul extends PartedMatmul {
       'Matmul',
       'matmul',
       (tm) => matmulSource(w.format, tm, v),
-      matmulRowsPerWorkgroup,
+      (tm) => matmulRowsPerWorkgroup(tm, v.epilogue),
       matmulTiles,
     );
     this.norm = norm;

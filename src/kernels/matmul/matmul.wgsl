@@ -78,8 +78,10 @@ const WR: u32 = 2u * R;
 //#else
 const WR: u32 = R;
 //#endif
-// Blocks per lane per chunk (TM * CB = 8: the staged tile is 8 KiB), and blocks per chunk.
-const CB: u32 = 8u / TM;
+// Blocks per lane per chunk (2 for the GEMV, else 1: the staged tile is TM KiB, 2 for the GEMV;
+// workgroup memory is zeroed at every workgroup's start, so a larger tile costs every workgroup),
+// and blocks per chunk.
+const CB: u32 = max(1u, 2u / TM);
 const KC: u32 = KL * CB;
 
 // 16 weights (or 16 inputs) of one block.
@@ -196,20 +198,22 @@ fn norm_weight(j: u32) -> vec4<f32> {
 var<workgroup> xs: array<vec4<f32>, TM * KC * 4u>;
 
 // Copies chunk ch of tile rows m0 .. m0 + TM - 1 into xs (NORM: x * inv_rms * g, rmsnorm's op
-// order); values past K or M are 0.
+// order): the chunk's vec4s that lie within K (a short last chunk stages only those), 0 past M.
 fn stage_x(m0: u32, ch: u32, t: u32) {
   let kv = p.K / 4u;
-  for (var i = t; i < TM * KC * 4u; i += TPR) {
-    let m = i / (KC * 4u);
-    let j = ch * KC * 4u + i % (KC * 4u);
+  let j0 = ch * KC * 4u;
+  let cw = min(KC * 4u, kv - j0);
+  for (var i = t; i < TM * cw; i += TPR) {
+    let m = i / cw;
+    let j = j0 + i % cw;
     var v = vec4<f32>(0.0);
-    if (m0 + m < p.M && j < kv) {
+    if (m0 + m < p.M) {
       v = x[(p.x_off + m0 + m) * kv + j];
 //#if NORM
       v = v * vec4<f32>(inv_rms[m]) * norm_weight(j);
 //#endif
     }
-    xs[i] = v;
+    xs[m * KC * 4u + j - j0] = v;
   }
 }
 
@@ -256,6 +260,8 @@ fn main(
     tile_inv_rms(m0, t);
 //#endif
     var acc = array<f32, WR * TM>();
+    // Rows of this tile within M (the last tile may be short; its other rows are not computed).
+    let tr = min(TM, p.M - m0);
     for (var ch = 0u; ch * KC < nblk; ch++) {
       workgroupBarrier(); // every thread is done with the previous chunk
       stage_x(m0, ch, t);
@@ -266,7 +272,7 @@ fn main(
         if (blk < nblk) {
           for (var r = 0u; r < WR; r++) {
             let wb = load_block(row_e[r] + blk * 16u);
-            for (var m = 0u; m < TM; m++) {
+            for (var m = 0u; m < tr; m++) {
               acc[r * TM + m] = acc[r * TM + m] + dot16(wb, staged_x(m, b));
             }
           }
