@@ -248,8 +248,8 @@ export function matmulParams(
 }
 
 /**
- * Accumulators per thread (the WGSL constant MT) of the GEMM variant that serves batches up to
- * `maxM` rows: the next power of two, at least 2. Shared with the W8A8 kernel.
+ * Accumulators per thread (the WGSL constant MT of matmul_w8a8.wgsl) of the GEMM variant that
+ * serves batches up to `maxM` rows: the next power of two, at least 2.
  */
 export function accumulators(maxM: number): number {
   let mt = 2;
@@ -258,7 +258,8 @@ export function accumulators(maxM: number): number {
 }
 
 /**
- * Accumulator counts of the GEMM variants an instance for `maxM` rows compiles: 4 and 16 below
+ * Accumulator counts of the W8A8 GEMM variants an instance for `maxM` rows compiles (the default
+ * of {@link PartedMatmul}; {@link Matmul} tiles instead, see {@link matmulTiles}): 4 and 16 below
  * {@link accumulators}(maxM), then that one. A batch runs the smallest variant that holds it: a
  * thread with 64 accumulators makes 64 loop trips per weight block and holds 64 registers (spilled
  * on many GPUs) even for the 2 to 8 rows of a small draft tree.
