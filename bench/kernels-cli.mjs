@@ -1,10 +1,15 @@
 // Kernel benchmark launcher: serves the repository with Vite, opens bench/kernels.html in headless
 // Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real) and prints the result.
 // Usage: node bench/kernels-cli.mjs [--json] [--quick] [--attention (attention and q|k|v rows only, no matmul rows)]
+//   [--batch (only the batch curve: Matmul at M = 1..64 on the demo target's shapes, / M = 1)]
 import { runBenchPage } from './run-page.mjs';
 
 const args = new Set(process.argv.slice(2));
-const query = [args.has('--quick') && 'quick=1', args.has('--attention') && 'only=attention'].filter(Boolean);
+const query = [
+  args.has('--quick') && 'quick=1',
+  args.has('--attention') && 'only=attention',
+  args.has('--batch') && 'only=batch',
+].filter(Boolean);
 const out = await runBenchPage(`bench/kernels.html${query.length ? `?${query.join('&')}` : ''}`);
 if (args.has('--json')) {
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
@@ -20,7 +25,15 @@ if (args.has('--json')) {
         `${head}   ${shape}  ${r.medianMs.toFixed(3).padStart(9)} ${r.gbps.toFixed(2).padStart(8)}  ${(100 * r.ratio).toFixed(0).padStart(5)}%`,
       );
   }
-  console.log(`copy bandwidth: ${out.rows[0]?.copyGbps.toFixed(2)} GB/s (${out.rows[0]?.timing} timing)`);
+  if (out.rows.length)
+    console.log(`copy bandwidth: ${out.rows[0]?.copyGbps.toFixed(2)} GB/s (${out.rows[0]?.timing} timing)`);
+  if (out.batch?.length) {
+    console.log('\nbatch curve  format  shape               M    min ms  median ms  min / M=1');
+    for (const b of out.batch)
+      console.log(
+        `             ${b.format.padEnd(6)}  ${b.shape.padEnd(18)}  ${String(b.M).padStart(2)}  ${b.minMs.toFixed(3).padStart(8)}  ${b.medianMs.toFixed(3).padStart(9)}  ${b.vsGemv.toFixed(2).padStart(9)}`,
+      );
+  }
   console.log(
     '\nattention (decode, T = 1)  context  heads/kv  headDim  cache  unsplit ms  split ms  dispatches  speed-up',
   );

@@ -2,7 +2,7 @@
 // the rows as JSON into #result (data-done when finished, data-error on failure), for
 // bench/kernels-cli.mjs or a person to read. `?quick=1` cuts repetitions.
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import { runAttentionBench, runKernelBench, runQkvBench } from './kernels.js';
+import { runAttentionBench, runBatchCurve, runKernelBench, runQkvBench } from './kernels.js';
 
 async function main(): Promise<void> {
   const status = document.getElementById('status');
@@ -14,12 +14,18 @@ async function main(): Promise<void> {
     const adapter = describeAdapter(ctx.adapter);
     console.log(`[bench] adapter: ${adapter}`);
     const log = (line: string) => console.log(`[bench] ${line}`);
-    // `?only=attention` skips the matmul rows (attention and q|k|v rows only).
+    // `?only=attention`: attention and q|k|v rows only; `?only=batch`: the batch curve only.
     const only = new URLSearchParams(location.search).get('only');
-    const rows = only === 'attention' ? [] : await runKernelBench(ctx, { quick, log });
-    const attention = await runAttentionBench(ctx, { quick, log });
-    const qkv = await runQkvBench(ctx, { quick, log });
-    result.textContent = JSON.stringify({ adapter, features: ctx.features, rows, attention, qkv }, null, 2);
+    const batch = only === 'batch' ? await runBatchCurve(ctx, { quick, log }) : [];
+    const rows = only === null ? await runKernelBench(ctx, { quick, log }) : [];
+    const attention =
+      only === null || only === 'attention' ? await runAttentionBench(ctx, { quick, log }) : [];
+    const qkv = only === null || only === 'attention' ? await runQkvBench(ctx, { quick, log }) : [];
+    result.textContent = JSON.stringify(
+      { adapter, features: ctx.features, rows, batch, attention, qkv },
+      null,
+      2,
+    );
     status.textContent = 'done';
     result.dataset.done = '1';
   } catch (e) {

@@ -22,6 +22,7 @@ import {
   matmulVariant,
   matmulVars,
   prepareMatmul,
+  uploadGatedPair,
   uploadMatrix,
 } from '../src/kernels/matmul/matmul.js';
 import {
@@ -43,11 +44,11 @@ import copyBw from './copy_bw.wgsl?raw';
 /** One measured kernel × shape. */
 export interface BenchRow {
   /**
-   * `matmul` (f32 activations), `matmul-r1` (the same template with one weight row per workgroup,
-   * the layout before the GEMV computed several: kept here for the comparison only, M = 1), or
-   * `w8a8` (int8 activations; quantiser included in the time).
+   * `matmul` (f32 activations), `matmul-r4` (the same GEMV with 4 output rows per workgroup
+   * instead of 8: kept here for the comparison only, M = 1), or `w8a8` (int8 activations;
+   * quantiser included in the time).
    */
-  kernel: 'matmul' | 'matmul-r1' | 'w8a8';
+  kernel: 'matmul' | 'matmul-r4' | 'w8a8';
   format: WeightFormat;
   M: number;
   N: number;
@@ -109,7 +110,7 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
       for (const format of formats) {
         const kernels: BenchRow['kernel'][] = [
           'matmul',
-          ...(M === 1 ? (['matmul-r1'] as const) : []),
+          ...(M === 1 ? (['matmul-r4'] as const) : []),
           ...(isIntFormat(format) ? (['w8a8'] as const) : []),
         ];
         for (const kernel of kernels) {
@@ -160,7 +161,21 @@ async function timeAlternating(
   reps: number,
   pair: [(pass: GPUComputePassEncoder) => void, (pass: GPUComputePassEncoder) => void],
 ): Promise<[number, number]> {
-  const records = [...pair];
+  const [a, b] = (await timeInterleaved(ctx, timer, reps, pair)).map((ms) => median(ms));
+  return [a!, b!];
+}
+
+/**
+ * The `reps` times in ms of each recording, timed in rounds (each recording once per round, after
+ * one warm-up each), so a change in the machine's load falls on all alike. `timer` must hold
+ * records.length · reps passes.
+ */
+async function timeInterleaved(
+  ctx: GpuContext,
+  timer: GpuTimer,
+  reps: number,
+  records: readonly ((pass: GPUComputePassEncoder) => void)[],
+): Promise<number[][]> {
   const once = async (i: number, timed: boolean) => {
     const enc = ctx.device.createCommandEncoder();
     const pass = enc.beginComputePass(timed ? timer.passDescriptor(String(i)) : {});
@@ -176,11 +191,10 @@ async function timeAlternating(
   for (let r = 0; r < reps; r++)
     for (let i = 0; i < records.length; i++) wall[i]!.push(await once(i, timer.enabled));
   const gpu = await timer.read();
-  const [a, b] = records.map((_, i) => {
+  return records.map((_, i) => {
     const ms = gpu.filter((g) => g.label === String(i)).map((g) => g.ns / 1e6);
-    return median(ms.length === reps ? ms : wall[i]!);
+    return ms.length === reps ? ms : wall[i]!;
   });
-  return [a!, b!];
 }
 
 function median(v: number[]): number {
@@ -258,8 +272,8 @@ async function benchMatmul(
     const mm = new Matmul(ctx, binds, w, { maxM: M });
     ms = await timePass(ctx, timer, reps, (pass) => mm.encode(pass, x, y, M));
     mm.destroy();
-  } else if (kernel === 'matmul-r1') {
-    ms = await timeOneRowGemv(ctx, binds, timer, reps, w, x, y);
+  } else if (kernel === 'matmul-r4') {
+    ms = await timeFourRowGemv(ctx, binds, timer, reps, w, x, y);
   } else {
     await prepareW8A8(ctx, format, M);
     const quant = new QuantizeAct(ctx, binds, K);
@@ -284,10 +298,10 @@ async function benchMatmul(
 }
 
 /**
- * Times matmul.wgsl's GEMV rendered with one weight row per workgroup (R = 1, the thread mapping
- * before several rows shared a workgroup) on the same inputs: the old side of the old-vs-new rows.
+ * Times matmul.wgsl's GEMV rendered with 4 output rows per workgroup (R = 1 per row group; the
+ * Matmul GEMV computes 8) on the same inputs: the other side of the 4-vs-8 rows.
  */
-async function timeOneRowGemv(
+async function timeFourRowGemv(
   ctx: GpuContext,
   binds: BindGroupCache,
   timer: GpuTimer,
@@ -297,10 +311,10 @@ async function timeOneRowGemv(
   y: GPUBuffer,
 ): Promise<number> {
   const vars = matmulVars(w.format, 1, matmulVariant(ctx, w.format));
-  const [key, source] = wgslVariant(shaders.matmul, MatmulParams, { ...vars, R: 1, RC: 1 });
+  const [key, source] = wgslVariant(shaders.matmul, MatmulParams, { ...vars, R: 1 });
   const pipeline = await ctx.pipelines.prepare('matmul', key, source);
   const slots = w.parts.map((part, i) => {
-    const slot = new UniformSlot(ctx, MatmulParams, `bench-r1-params-${i}`);
+    const slot = new UniformSlot(ctx, MatmulParams, `bench-r4-params-${i}`);
     slot.write(matmulParams(w, part, 1, 0));
     return slot;
   });
@@ -309,14 +323,14 @@ async function timeOneRowGemv(
     w.parts.forEach((part, i) => {
       const buffers = [slots[i]!.buffer, part.data, x, y, ...(part.scales ? [part.scales] : [])];
       pass.setBindGroup(0, binds.get(pipeline, buffers));
-      pass.dispatchWorkgroups(...grid(part.rows, ctx.limits.maxComputeWorkgroupsPerDimension));
+      pass.dispatchWorkgroups(...grid(Math.ceil(part.rows / 4), ctx.limits.maxComputeWorkgroupsPerDimension));
     });
   });
   for (const slot of slots) slot.destroy();
   return ms;
 }
 
-/** Logs the GEMV speed-up of `matmul` over `matmul-r1` for one shape and format, from this run. */
+/** Logs the GEMV speed-up of `matmul` (8 rows per workgroup) over `matmul-r4`, from this run. */
 function logGemvSpeedup(
   rows: BenchRow[],
   format: WeightFormat,
@@ -329,11 +343,92 @@ function logGemvSpeedup(
     rows.find(
       (r) => r.kernel === kernel && r.format === format && r.M === M && r.N === N && r.K === K && !r.skipped,
     );
-  const [now, old] = [find('matmul'), find('matmul-r1')];
+  const [now, old] = [find('matmul'), find('matmul-r4')];
   if (now && old)
     log(
-      `gemv ${format} ${N}x${K}: ${(old.medianMs / now.medianMs).toFixed(2)}x the one-row-per-workgroup layout`,
+      `gemv ${format} ${N}x${K}: 8 rows per workgroup run ${(old.medianMs / now.medianMs).toFixed(2)}x as fast as 4`,
     );
+}
+
+/** One point of {@link runBatchCurve}: a Matmul over M rows against the same matrix at M = 1. */
+export interface BatchCurveRow {
+  /** `NxK`, or `2x{I}x{K} gated` (gate·up with the SiLU epilogue). */
+  shape: string;
+  format: WeightFormat;
+  M: number;
+  /** Fastest and median of the timed passes. */
+  minMs: number;
+  medianMs: number;
+  /** minMs / (min ms at M = 1), both from this run. */
+  vsGemv: number;
+  timing: 'timestamp' | 'wall';
+}
+
+/**
+ * The cost of a batch against a GEMV, per matrix: one Matmul (maxM 64) per shape, every M timed
+ * in the same rounds (M = 1, 2, ..., 64, then again), so the ratios to M = 1 hold whatever the
+ * machine's speed; the ratio is of the fastest passes, the least disturbed by other processes on
+ * a shared CPU. Default shapes: the bundled demo target's (models/kjv-target: q|k|v 768x256,
+ * gate·up 2x688x256, down 256x688, LM head 4096x256) and 2048x2048; f16 weights (the demo's).
+ */
+export async function runBatchCurve(
+  ctx: GpuContext,
+  opts: { quick?: boolean; formats?: WeightFormat[]; batches?: number[]; log?: (line: string) => void } = {},
+): Promise<BatchCurveRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.quick ? 5 : 10;
+  const batches = opts.batches ?? [1, 2, 4, 8, 17, 33, 64];
+  const shapes: [number, number, boolean][] = [
+    [768, 256, false],
+    [688, 256, true],
+    [256, 688, false],
+    [4096, 256, false],
+    [2048, 2048, false],
+  ];
+  const timer = new GpuTimer(ctx, batches.length * reps + 1);
+  const binds = new BindGroupCache(ctx.device);
+  const rows: BatchCurveRow[] = [];
+  for (const format of opts.formats ?? (['f16'] as const))
+    for (const [N, K, gated] of shapes) {
+      const shape = gated ? `2x${N}x${K} gated` : `${N}x${K}`;
+      const epilogue = gated ? 'silu' : 'store';
+      const maxM = Math.max(...batches);
+      const w = gated
+        ? uploadGatedPair(ctx, syntheticMatrix(format, N, K), syntheticMatrix(format, N, K), 'bench-gu')
+        : uploadMatrix(ctx, syntheticMatrix(format, N, K), 'bench-w');
+      await prepareMatmul(ctx, format, maxM, { epilogue });
+      const mm = new Matmul(ctx, binds, w, { maxM, epilogue });
+      const x = uploadBuffer(ctx, syntheticF32(maxM * K, 7), 'bench-x');
+      const y = createBuffer(ctx, maxM * N * 4, 'bench-y');
+      const times = await timeInterleaved(
+        ctx,
+        timer,
+        reps,
+        batches.map((M) => (pass: GPUComputePassEncoder) => mm.encode(pass, x, y, M)),
+      );
+      const gemvMs = Math.min(...times[0]!);
+      batches.forEach((M, i) => {
+        const minMs = Math.min(...times[i]!);
+        const row: BatchCurveRow = {
+          shape,
+          format,
+          M,
+          minMs,
+          medianMs: median(times[i]!),
+          vsGemv: minMs / gemvMs,
+          timing: timer.enabled ? 'timestamp' : 'wall',
+        };
+        log(
+          `batch ${format} ${shape} M=${M}: ${minMs.toFixed(3)} ms, ${row.vsGemv.toFixed(2)}x M=${batches[0]}`,
+        );
+        rows.push(row);
+      });
+      mm.destroy();
+      for (const b of [x, y]) b.destroy();
+      w.destroy();
+    }
+  timer.destroy();
+  return rows;
 }
 
 /**

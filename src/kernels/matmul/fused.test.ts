@@ -24,12 +24,14 @@ import {
 import { concatRows, type QuantizedMatrix, quantize, sliceRows, type WeightFormat } from './quant.js';
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
-// [M, N, K]: N not a multiple of the 4 rows of a GEMV workgroup; K = 688 (2.6875 super-blocks).
+// [M, N, K]: N not a multiple of the 8 columns of a GEMV workgroup; K = 688 (2.6875 super-blocks,
+// 43 blocks: no multiple of a chunk of K); M = 17 runs the 8-row tile three times, the last short.
 // N·K is a multiple of 256 in each, so the shapes also make gated pairs (their up half aligned).
 const SHAPES: [number, number, number][] = [
   [1, 18, 128],
   [2, 34, 256],
   [6, 16, 688],
+  [17, 16, 688],
 ];
 const PATHS = [
   ['subgroups', () => gpu()],
@@ -170,13 +172,20 @@ describe.each(PATHS)('fused matmul (%s)', (_path, context) => {
 
   it.each(FORMATS)('%s: each fused row is bit-identical at M = 1 and in a batch', async (format) => {
     const ctx = await context();
-    const c = makeCase(format, [3, 16, 688], 7);
+    const c = makeCase(format, [64, 16, 688], 7);
+    // Batches of 2, 3, 17, 33 and 64 rows (every tile, and the 8-row tile looped with a short last
+    // tile) against the GEMV at rows in every tile position.
+    const rows = [0, 1, 2, 7, 16, 32, 63];
     for (const [, f] of FUSIONS) {
-      const batch = await fused(ctx, c, f);
-      for (let r = 0; r < c.M; r++)
-        expect(Array.from(await fused(ctx, c, f, 1, r))).toEqual(
-          Array.from(batch.subarray(r * c.N, (r + 1) * c.N)),
-        );
+      const alone: Uint32Array[] = [];
+      for (const r of rows) alone.push(await fused(ctx, c, f, 1, r));
+      for (const M of [2, 3, 17, 33, 64]) {
+        const batch = await fused(ctx, c, f, M);
+        rows.forEach((r, i) => {
+          if (r < M)
+            expect(Array.from(alone[i]!)).toEqual(Array.from(batch.subarray(r * c.N, (r + 1) * c.N)));
+        });
+      }
     }
   });
 });

@@ -5,7 +5,7 @@ import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
-import { gemmVariants, Matmul, matmulRef, prepareMatmul, uploadMatrix } from './matmul.js';
+import { gemmVariants, Matmul, matmulRef, matmulTiles, prepareMatmul, uploadMatrix } from './matmul.js';
 import { CODE_BITS, type QuantizedMatrix, quantize, splitAlign, type WeightFormat } from './quant.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
@@ -65,13 +65,16 @@ describe.each(PATHS)('matmul (%s)', (_name, context) => {
 
   it.each(FORMATS)('%s: row r is bit-identical at M = 1 and in a batch', async (format) => {
     const ctx = await context();
-    const [N, K, T] = [13, 688, 20];
+    // N = 13 is not a multiple of a workgroup's 4 or 8 columns, K = 688 (43 blocks) not a multiple
+    // of any chunk of K.
+    const [N, K, T] = [13, 688, 64];
     const q = quantize(randomF32(N * K, 3), N, K, format);
     const x = randomF32(T * K, 4);
     const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
-    // Batches of 3, 6 and 20 rows run the 4-, 16- and 64-accumulator variants of an instance for 64
-    // rows (gemmVariants), and the variants of instances for exactly that many rows (4, 8, 32).
-    for (const rows of [3, 6, 20])
+    // Batches of 2 to 64 rows run the 2-, 4- and 8-row tiles (17, 33 and 64: the 8-row tile once
+    // per 8 rows, the last tile short) of an instance for 64 rows (matmulTiles), and the tiles of
+    // instances for exactly that many rows.
+    for (const rows of [2, 3, 6, 17, 33, 64])
       for (const maxM of [rows, 64]) {
         const batch = await batchBits(ctx, q, x.subarray(0, rows * K), rows, maxM);
         expect(Array.from(batch)).toEqual(Array.from(rowsAlone.subarray(0, rows * N)));
@@ -130,7 +133,17 @@ async function batchBits(
   });
 }
 
-describe('gemmVariants', () => {
+describe('matmulTiles', () => {
+  it('compiles the 2-, 4- and 8-row tiles as far as the largest batch needs them', () => {
+    expect(matmulTiles(2)).toEqual([2]);
+    expect(matmulTiles(3)).toEqual([2, 4]);
+    expect(matmulTiles(4)).toEqual([2, 4]);
+    expect(matmulTiles(5)).toEqual([2, 4, 8]);
+    expect(matmulTiles(64)).toEqual([2, 4, 8]);
+  });
+});
+
+describe("gemmVariants (the W8A8 kernel's)", () => {
   it('serves every batch size with the smallest power-of-two variant among 4, 16 and the largest', () => {
     expect(gemmVariants(2)).toEqual([2]);
     expect(gemmVariants(3)).toEqual([4]);

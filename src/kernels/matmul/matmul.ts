@@ -248,8 +248,8 @@ export function matmulParams(
 }
 
 /**
- * Accumulators per thread (the WGSL constant MT) of the GEMM variant that serves batches up to
- * `maxM` rows: the next power of two, at least 2. Shared with the W8A8 kernel.
+ * Accumulators per thread (the WGSL constant MT of matmul_w8a8.wgsl) of the GEMM variant that
+ * serves batches up to `maxM` rows: the next power of two, at least 2.
  */
 export function accumulators(maxM: number): number {
   let mt = 2;
@@ -258,7 +258,8 @@ export function accumulators(maxM: number): number {
 }
 
 /**
- * Accumulator counts of the GEMM variants an instance for `maxM` rows compiles: 4 and 16 below
+ * Accumulator counts of the W8A8 GEMM variants an instance for `maxM` rows compiles (the default
+ * of {@link PartedMatmul}; {@link Matmul} tiles instead, see {@link matmulTiles}): 4 and 16 below
  * {@link accumulators}(maxM), then that one. A batch runs the smallest variant that holds it: a
  * thread with 64 accumulators makes 64 loop trips per weight block and holds 64 registers (spilled
  * on many GPUs) even for the 2 to 8 rows of a small draft tree.
@@ -268,16 +269,39 @@ export function gemmVariants(maxM: number): number[] {
   return [...[4, 16].filter((mt) => mt < top), top];
 }
 
-/** Weight rows a GEMV workgroup of matmul.wgsl computes (see {@link matmulRowsPerWorkgroup}). */
-const GEMV_ROWS = 4;
+/**
+ * Rows of x per tile (the WGSL constant TM) of the GEMM variants a {@link Matmul} for `maxM` rows
+ * compiles: 2, 4 and 8, as far as `maxM` needs them. A batch runs the smallest tile that holds it,
+ * and batches over 8 rows run the 8-row tile once per 8 rows (each weight block read once per
+ * tile, its TM products formed from inputs staged in workgroup memory).
+ */
+export function matmulTiles(maxM: number): number[] {
+  return [2, 4, 8].filter((tm) => tm === 2 || tm / 2 < maxM);
+}
 
 /**
- * Output columns one workgroup of matmul.wgsl computes in the variant with `mt` accumulators:
- * GEMV_ROWS for the GEMV, fewer as MT grows (R·MT accumulators per thread stay at most GEMV_ROWS
- * or MT). The x block a thread loads serves all of them. A row's result does not depend on it.
+ * Output columns per row group (the WGSL constant R) of matmul.wgsl's variant with `tm` rows per
+ * tile: 2, or 1 for the SiLU gate's 8-row tile (its 2·R·TM accumulators per thread and their lane
+ * sums in workgroup memory would pass the 16 KiB a workgroup may hold). A row's result does not
+ * depend on it.
  */
-export function matmulRowsPerWorkgroup(mt: number): number {
-  return Math.max(1, Math.floor(GEMV_ROWS / mt));
+function columnsPerGroup(tm: number, epilogue: MatmulEpilogue): number {
+  if (tm === 1) return GEMV_COLUMNS;
+  return epilogue === 'silu' && tm === 8 ? 1 : 2;
+}
+
+/** Output columns per row group of the GEMV (8 per workgroup; see bench/kernels.ts for 4 vs 8). */
+const GEMV_COLUMNS = 2;
+
+/** Row groups of a matmul.wgsl workgroup (its 64 threads are 4 groups of 16 K-lanes). */
+const ROW_GROUPS = 4;
+
+/**
+ * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
+ * (1: the GEMV) and this epilogue.
+ */
+export function matmulRowsPerWorkgroup(tm: number, epilogue: MatmulEpilogue = 'store'): number {
+  return ROW_GROUPS * columnsPerGroup(tm, epilogue);
 }
 
 /**
@@ -309,7 +333,6 @@ export interface MatmulOptions {
 
 /** The parts of a matmul.wgsl variant that do not depend on the accumulator count. */
 export interface MatmulVariant {
-  readonly subgroups: boolean;
   /** f16 weights read as native f16 (needs the device's shader-f16; see {@link useHalf}). */
   readonly half: boolean;
   /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
@@ -333,27 +356,25 @@ export function matmulVariant(
   opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): MatmulVariant {
   return {
-    subgroups: ctx.features.subgroups,
     half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
   };
 }
 
-/** Pipeline key and WGSL of one matmul variant (format × accumulators × fusions × paths). */
-export function matmulSource(format: WeightFormat, mt: number, v: MatmulVariant): WgslVariant {
-  return wgslVariant(shaders.matmul, Params, matmulVars(format, mt, v));
+/** Pipeline key and WGSL of one matmul variant (format × tile rows × fusions × paths). */
+export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant): WgslVariant {
+  return wgslVariant(shaders.matmul, Params, matmulVars(format, tm, v));
 }
 
-/** The template values of matmul.wgsl for one variant (bench/ renders other row counts from it). */
-export function matmulVars(format: WeightFormat, mt: number, v: MatmulVariant): WgslVars {
-  const r = matmulRowsPerWorkgroup(mt);
-  const wr = v.epilogue === 'silu' ? 2 * r : r;
+/**
+ * The template values of matmul.wgsl for the variant with `tm` rows of x per tile (1: the GEMV);
+ * bench/ renders other column counts from it.
+ */
+export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   return {
-    MT: mt,
-    R: r,
-    RC: Math.min(wr * mt, 16),
-    SUBGROUPS: v.subgroups,
+    TM: tm,
+    R: columnsPerGroup(tm, v.epilogue),
     HALF: v.half,
     WTYPE: codeWordType(format),
     F32: format === 'f32',
@@ -384,8 +405,8 @@ export async function prepareMatmul(
   opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): Promise<void> {
   const v = matmulVariant(ctx, format, opts);
-  const mts = maxM > 1 ? [1, ...gemmVariants(maxM)] : [1];
-  await Promise.all(mts.map((mt) => ctx.pipelines.prepare('matmul', ...matmulSource(format, mt, v))));
+  const tms = maxM > 1 ? [1, ...matmulTiles(maxM)] : [1];
+  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulSource(format, tm, v))));
 }
 
 /**
@@ -405,7 +426,9 @@ export abstract class PartedMatmul {
   /**
    * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a
    * variant with `mt` accumulators (1 for the GEMV), whose workgroups each compute
-   * `rowsPerWorkgroup(mt)` rows of a part (default 1).
+   * `rowsPerWorkgroup(mt)` rows of a part (default 1). `variants` are the GEMM variants' `mt`
+   * (default {@link gemmVariants}(maxM)); a batch runs the smallest that holds it, or the largest
+   * (which then loops over the batch).
    */
   protected constructor(
     private readonly ctx: GpuContext,
@@ -416,6 +439,7 @@ export abstract class PartedMatmul {
     kernel: string,
     source: (mt: number) => WgslVariant,
     private readonly rowsPerWorkgroup: (mt: number) => number = () => 1,
+    variants: (maxM: number) => number[] = gemmVariants,
   ) {
     this.maxM = maxM;
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
@@ -423,7 +447,7 @@ export abstract class PartedMatmul {
     this.gemv = ctx.pipelines.get(kernel, ...source(1));
     this.gemms =
       maxM > 1
-        ? gemmVariants(maxM).map((mt) => ({ mt, pipeline: ctx.pipelines.get(kernel, ...source(mt)) }))
+        ? variants(maxM).map((mt) => ({ mt, pipeline: ctx.pipelines.get(kernel, ...source(mt)) }))
         : [];
     this.params = w.parts.map((_, i) => new UniformSlot(ctx, Params, `${kernel}-${w.format}-params-${i}`));
   }
@@ -451,7 +475,7 @@ export abstract class PartedMatmul {
     after: readonly GPUBuffer[] = [],
     eps = 0,
   ): void {
-    const gemm = this.gemms.find((g) => g.mt >= M);
+    const gemm = this.gemms.find((g) => g.mt >= M) ?? this.gemms.at(-1);
     const [mt, pipeline] = M === 1 || !gemm ? [1, this.gemv] : [gemm.mt, gemm.pipeline];
     const rows = this.rowsPerWorkgroup(mt);
     pass.setPipeline(pipeline);
@@ -476,10 +500,10 @@ export abstract class PartedMatmul {
  * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, with the layer's neighbours optionally
  * fused in (see {@link MatmulOptions}): an RMSNorm of x before, and a residual add or the SiLU gate
  * of a gated pair after, each giving the same bits as the separate kernels. M = 1 runs the GEMV
- * variant (several rows per workgroup), 2..maxM the smallest GEMM variant that holds M rows, which
- * reads each weight once for the whole batch. All accumulate every output in the same order, so a
- * row's result is bit-identical whatever M is (batch invariance). Uses the subgroup reduction when
- * the context has subgroups, else a workgroup-memory tree. One dispatch per part of W.
+ * variant, 2..maxM the smallest GEMM tile ({@link matmulTiles}) that holds M rows, or the 8-row
+ * tile once per 8 rows: each weight block is read once per tile. All accumulate every output in
+ * the same order (a fixed K-lane split, lanes added in order in workgroup memory), so a row's
+ * result is bit-identical whatever M is (batch invariance). One dispatch per part of W.
  */
 export class Matmul extends PartedMatmul {
   private readonly norm: MatmulNorm | undefined;
@@ -503,8 +527,9 @@ export class Matmul extends PartedMatmul {
       opts.maxM ?? 16,
       'Matmul',
       'matmul',
-      (mt) => matmulSource(w.format, mt, v),
-      matmulRowsPerWorkgroup,
+      (tm) => matmulSource(w.format, tm, v),
+      (tm) => matmulRowsPerWorkgroup(tm, v.epilogue),
+      matmulTiles,
     );
     this.norm = norm;
     this.epilogue = v.epilogue;

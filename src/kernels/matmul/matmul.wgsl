@@ -1,7 +1,6 @@
 // matmul: y[m, n] = sum_k x[x_off + m, k] * W[n, k], with W packed in one weight format and
 // dequantized in registers (never expanded in GPU memory), and optionally the layer's neighbours
-// fused in. One template serves GEMV (MT = 1) and GEMM (MT = accumulators per thread, a power of
-// two up to 64).
+// fused in. One template serves GEMV (TM = 1) and GEMM (TM = 2, 4 or 8 rows of x per tile).
 //
 // Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of the matrix: its flat
 //   elements e = n * K + k from word 0, read as vec4<u32> for F32, F16 and INT8, vec2<u32> for
@@ -33,19 +32,21 @@
 //   ADD (epilogue): y[m, n] = y[m, n] + result, the add kernel's op (x += W·a).
 //   SILU (epilogue): the part holds n_rows gate rows then n_rows up rows (a gated pair); output
 //     y[m, n_off + n] = silu(g) * u as elementwise.wgsl computes it, g = gate_n · x, u = up_n · x.
-// Threads: a workgroup of TPR = 64 threads computes R output columns n0 .. n0 + R - 1 of the part
-//   (n0 = R * flat workgroup index wid.y * nwg.x + wid.x), i.e. WR = R weight rows (2R with SILU).
-//   Thread t walks blocks t, t + 64, ... of those rows; for each block it unpacks each row's 16
-//   weights once and updates the accumulators of all M rows of x (GEMV: the x block is loaded once
-//   and reused for the R rows). Every output's partials are thus the same whatever R and MT are;
-//   they are combined per output by subgroupAdd then the subgroup leaders' sums added in thread
-//   order (SUBGROUPS), or by a fixed workgroup-memory tree, so a row's result is bit-identical in a
-//   GEMV and in any GEMM batch (explicit fma keeps compilers from contracting differently).
+// Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
+//   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
+//   t % KL of row group t / KL (KL = 16 lanes, RG = 4 groups); group g owns columns n0 + g * R ..
+//   + R - 1, i.e. WR = R weight rows (2R with SILU: gate rows then up rows). Lane l walks the
+//   16-element blocks l, l + KL, l + 2 KL, ... of K in increasing order, accumulating acc =
+//   acc + dot16(block) per output, then the KL lane sums of an output are added in lane order by
+//   one thread (workgroup memory). That order depends on neither M nor the tile, so a row's result
+//   is bit-identical in a GEMV and in any GEMM batch (explicit fma keeps compilers from contracting
+//   differently).
+// Tiles: the M rows of x are taken TM at a time (the last tile may be short). Per tile, K is walked
+//   in chunks of KC = KL * CB blocks: the 64 threads copy the tile's TM x KC * 16 inputs into
+//   workgroup memory (NORM: already scaled), then every thread reads its weight blocks once and
+//   multiplies each by the TM staged rows: WR * TM accumulators per thread (register blocking).
 // Preconditions (checked in TS): K % 16 == 0, each part starts at a flat index that is a multiple
-//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with SILU, so does its up half), M <= MT.
-//#if SUBGROUPS
-enable subgroups;
-//#endif
+//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with SILU, so does its up half).
 //#if HALF
 enable f16;
 //#endif
@@ -64,16 +65,24 @@ enable f16;
 //#endif
 
 const TPR: u32 = 64u;
-const MT: u32 = {{MT}}u;
-// Output columns per workgroup, and the weight rows they read.
+// Lanes that split K for one output, and the row groups of a workgroup.
+const KL: u32 = 16u;
+const RG: u32 = TPR / KL;
+// Rows of x per tile: the accumulators a thread holds per weight row.
+const TM: u32 = {{TM}}u;
+// Output columns per row group, per workgroup, and the weight rows a thread reads.
 const R: u32 = {{R}}u;
+const COLS: u32 = RG * R;
 //#if SILU
 const WR: u32 = 2u * R;
 //#else
 const WR: u32 = R;
 //#endif
-// Outputs reduced per round in workgroup memory.
-const RC: u32 = {{RC}}u;
+// Blocks per lane per chunk (2 for the GEMV, else 1: the staged tile is TM KiB, 2 for the GEMV;
+// workgroup memory is zeroed at every workgroup's start, so a larger tile costs every workgroup),
+// and blocks per chunk.
+const CB: u32 = max(1u, 2u / TM);
+const KC: u32 = KL * CB;
 
 // 16 weights (or 16 inputs) of one block.
 struct Block {
@@ -141,20 +150,39 @@ fn load_block(e: u32) -> Block {
 
 //#if NORM
 const WG: u32 = TPR;
-//#include reduce
 
-// inv_rms of each row of x (NORM), computed once per workgroup.
-var<workgroup> inv_rms: array<f32, MT>;
+// Each tile row's inv_rms (NORM).
+var<workgroup> inv_rms: array<f32, TM>;
+var<workgroup> ss_scratch: array<f32, TM * TPR>;
 
-// rmsnorm.wgsl's scale of row m: 1 / sqrt(mean(x^2) + eps), same sum order and ops.
-fn row_inv_rms(m: u32, t: u32) -> f32 {
-  let base = (p.x_off + m) * p.K;
-  var ss = 0.0;
-  for (var i = t; i < p.K; i += TPR) {
-    let v = x[(base + i) / 4u][i % 4u];
-    ss += v * v;
+// rmsnorm.wgsl's scale 1 / sqrt(mean(x^2) + eps) of rows m0 .. m0 + TM - 1 of x (rows past M: 1):
+// thread t sums k = t, t + 64, ..., then reduce.wgsl's tree, the same sum order and ops, run for
+// the TM rows side by side.
+fn tile_inv_rms(m0: u32, t: u32) {
+  for (var m = 0u; m < TM; m++) {
+    var ss = 0.0;
+    if (m0 + m < p.M) {
+      let base = (p.x_off + m0 + m) * p.K;
+      for (var i = t; i < p.K; i += TPR) {
+        let v = x[(base + i) / 4u][i % 4u];
+        ss += v * v;
+      }
+    }
+    ss_scratch[m * TPR + t] = ss;
   }
-  return 1.0 / sqrt(wg_sum(ss, t) / f32(p.K) + p.eps);
+  for (var s = TPR / 2u; s > 0u; s >>= 1u) {
+    workgroupBarrier();
+    if (t < s) {
+      for (var m = 0u; m < TM; m++) {
+        ss_scratch[m * TPR + t] += ss_scratch[m * TPR + t + s];
+      }
+    }
+  }
+  workgroupBarrier();
+  if (t < TM) {
+    inv_rms[t] = 1.0 / sqrt(ss_scratch[t * TPR] / f32(p.K) + p.eps);
+  }
+  workgroupBarrier();
 }
 
 fn norm_weight(j: u32) -> vec4<f32> {
@@ -166,20 +194,33 @@ fn norm_weight(j: u32) -> vec4<f32> {
 }
 //#endif
 
-// The 16 inputs of block blk of row m of x (NORM: x * inv_rms * g, rmsnorm's op order).
-fn load_x(m: u32, blk: u32) -> Block {
-  let i = (p.x_off + m) * (p.K / 4u) + blk * 4u;
+// The tile's inputs of the current chunk: row m's KC * 16 values from vec4 ch * KC * 4.
+var<workgroup> xs: array<vec4<f32>, TM * KC * 4u>;
+
+// Copies chunk ch of tile rows m0 .. m0 + TM - 1 into xs (NORM: x * inv_rms * g, rmsnorm's op
+// order): the chunk's vec4s that lie within K (a short last chunk stages only those), 0 past M.
+fn stage_x(m0: u32, ch: u32, t: u32) {
+  let kv = p.K / 4u;
+  let j0 = ch * KC * 4u;
+  let cw = min(KC * 4u, kv - j0);
+  for (var i = t; i < TM * cw; i += TPR) {
+    let m = i / cw;
+    let j = j0 + i % cw;
+    var v = vec4<f32>(0.0);
+    if (m0 + m < p.M) {
+      v = x[(p.x_off + m0 + m) * kv + j];
 //#if NORM
-  let s = vec4<f32>(inv_rms[m]);
-  return Block(
-    x[i] * s * norm_weight(blk * 4u),
-    x[i + 1u] * s * norm_weight(blk * 4u + 1u),
-    x[i + 2u] * s * norm_weight(blk * 4u + 2u),
-    x[i + 3u] * s * norm_weight(blk * 4u + 3u),
-  );
-//#else
-  return Block(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+      v = v * vec4<f32>(inv_rms[m]) * norm_weight(j);
 //#endif
+    }
+    xs[m * KC * 4u + j - j0] = v;
+  }
+}
+
+// The staged 16 inputs of block b (of the chunk) of tile row m.
+fn staged_x(m: u32, b: u32) -> Block {
+  let i = m * KC * 4u + b * 4u;
+  return Block(xs[i], xs[i + 1u], xs[i + 2u], xs[i + 3u]);
 }
 
 fn dot4(a: vec4<f32>, b: vec4<f32>, c: f32) -> f32 {
@@ -191,119 +232,83 @@ fn dot16(wb: Block, xb: Block) -> f32 {
   return dot4(wb.d, xb.d, dot4(wb.c, xb.c, dot4(wb.b, xb.b, dot4(wb.a, xb.a, 0.0))));
 }
 
-var<workgroup> red: array<f32, RC * TPR>;
-// The combined sums of the workgroup's live outputs o = r * M + m.
-var<workgroup> res: array<f32, WR * MT>;
-
-// Combines every thread's accumulators into res (every thread calls it: uniform control flow).
-fn reduce_outputs(acc: ptr<function, array<f32, WR * MT>>, t: u32, lane: u32) {
-  let live = WR * p.M;
-  for (var o0 = 0u; o0 < live; o0 += RC) {
-    for (var i = 0u; i < RC; i++) {
-      let o = min(o0 + i, live - 1u);
-      let v = (*acc)[(o / p.M) * MT + o % p.M];
-//#if SUBGROUPS
-      let s = subgroupAdd(v);
-      red[i * TPR + t] = select(0.0, s, lane == 0u);
-//#else
-      red[i * TPR + t] = v;
-//#endif
-    }
-    workgroupBarrier();
-//#if SUBGROUPS
-    if (t < RC && o0 + t < live) {
-      var sum = 0.0;
-      for (var j = 0u; j < TPR; j++) {
-        sum += red[t * TPR + j];
-      }
-      res[o0 + t] = sum;
-    }
-//#else
-    for (var h = TPR / 2u; h > 0u; h >>= 1u) {
-      if (t < h) {
-        for (var i = 0u; i < RC; i++) {
-          red[i * TPR + t] += red[i * TPR + t + h];
-        }
-      }
-      workgroupBarrier();
-    }
-    if (t < RC && o0 + t < live) {
-      res[o0 + t] = red[t * TPR];
-    }
-//#endif
-    workgroupBarrier();
-  }
-}
+// Lane sums of accumulator a = r * TM + m of row group g: red[((g * WR + r) * TM + m) * KL + lane].
+var<workgroup> red: array<f32, RG * WR * TM * KL>;
 
 @compute @workgroup_size(TPR)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) t: u32,
-//#if SUBGROUPS
-  @builtin(subgroup_invocation_id) lane: u32,
-//#endif
 ) {
-  // Output columns n0 .. n0 + R - 1 of the part; past-the-end workgroups exit together.
-  let n0 = (wid.y * nwg.x + wid.x) * R;
+  // Output columns n0 .. n0 + COLS - 1 of the part; past-the-end workgroups exit together.
+  let n0 = (wid.y * nwg.x + wid.x) * COLS;
   if (n0 >= p.n_rows) {
     return;
   }
-//#if NORM
-  for (var m = 0u; m < p.M; m++) {
-    let s = row_inv_rms(m, t);
-    if (t == 0u) {
-      inv_rms[m] = s;
-    }
-  }
-  workgroupBarrier();
-//#endif
+  let lane = t % KL;
+  let g = t / KL;
   let nblk = p.K / 16u;
   // First flat element of weight row r (rows past the part repeat its last row; not written).
   var row_e: array<u32, WR>;
   for (var r = 0u; r < WR; r++) {
-    let n = min(n0 + r % R, p.n_rows - 1u) + (r / R) * p.n_rows;
+    let n = min(n0 + g * R + r % R, p.n_rows - 1u) + (r / R) * p.n_rows;
     row_e[r] = n * p.K;
   }
-  var acc: array<f32, WR * MT>;
-  for (var blk = t; blk < nblk; blk += TPR) {
-    if (MT == 1u) {
-      let xb = load_x(0u, blk);
-      for (var r = 0u; r < WR; r++) {
-        acc[r] = acc[r] + dot16(load_block(row_e[r] + blk * 16u), xb);
-      }
-    } else {
-      for (var r = 0u; r < WR; r++) {
-        let wb = load_block(row_e[r] + blk * 16u);
-        for (var m = 0u; m < MT; m++) {
-          if (m < p.M) {
-            acc[r * MT + m] = acc[r * MT + m] + dot16(wb, load_x(m, blk));
+  for (var m0 = 0u; m0 < p.M; m0 += TM) {
+//#if NORM
+    tile_inv_rms(m0, t);
+//#endif
+    var acc = array<f32, WR * TM>();
+    // Rows of this tile within M (the last tile may be short; its other rows are not computed).
+    let tr = min(TM, p.M - m0);
+    for (var ch = 0u; ch * KC < nblk; ch++) {
+      workgroupBarrier(); // every thread is done with the previous chunk
+      stage_x(m0, ch, t);
+      workgroupBarrier();
+      for (var j = 0u; j < CB; j++) {
+        let b = lane + j * KL;
+        let blk = ch * KC + b;
+        if (blk < nblk) {
+          for (var r = 0u; r < WR; r++) {
+            let wb = load_block(row_e[r] + blk * 16u);
+            for (var m = 0u; m < tr; m++) {
+              acc[r * TM + m] = acc[r * TM + m] + dot16(wb, staged_x(m, b));
+            }
           }
         }
       }
     }
-  }
-//#if SUBGROUPS
-  reduce_outputs(&acc, t, lane);
-//#else
-  reduce_outputs(&acc, t, 0u);
-//#endif
-  // Output o = r * M + m of this workgroup → y[m, n_off + n0 + r].
-  for (var o = t; o < R * p.M; o += TPR) {
-    let r = o / p.M;
-    let m = o % p.M;
-    if (n0 + r < p.n_rows) {
-      let at = m * p.N + p.n_off + n0 + r;
+    for (var a = 0u; a < WR * TM; a++) {
+      red[(g * WR * TM + a) * KL + lane] = acc[a];
+    }
+    workgroupBarrier();
+    // Thread o writes output (column c, tile row m), o = c * TM + m.
+    if (t < COLS * TM) {
+      let c = t / TM;
+      let m = t % TM;
+      let gc = c / R;
+      let at0 = ((gc * WR + c % R) * TM + m) * KL;
+      var sum = 0.0;
+      for (var l = 0u; l < KL; l++) {
+        sum += red[at0 + l];
+      }
+      if (n0 + c < p.n_rows && m0 + m < p.M) {
+        let at = (m0 + m) * p.N + p.n_off + n0 + c;
 //#if SILU
-      let g = res[o];
-      y[at] = g / (1.0 + exp(-g)) * res[o + R * p.M];
+        var u = 0.0;
+        for (var l = 0u; l < KL; l++) {
+          u += red[at0 + R * TM * KL + l];
+        }
+        y[at] = sum / (1.0 + exp(-sum)) * u;
 //#else
 //#if ADD
-      y[at] = y[at] + res[o];
+        y[at] = y[at] + sum;
 //#else
-      y[at] = res[o];
+        y[at] = sum;
 //#endif
 //#endif
+      }
     }
   }
 }

@@ -1,6 +1,6 @@
 // matmul_store: the last step of matmul_w8a8.wgsl (one weight row per workgroup), pulled in with
-// `//#include matmul_store`; not a kernel of its own. (matmul.wgsl reduces several rows per
-// workgroup with its own reduce_outputs, in the same per-output order.)
+// `//#include matmul_store`; not a kernel of its own. (matmul.wgsl splits K differently and adds
+// its lane sums in workgroup memory itself.)
 //
 // store_rows combines each thread's MT accumulators of weight row n over the workgroup's TPR
 // threads and writes y[m, n_off + n] = sum * row_scale(m) for every m < p.M: by a fixed
