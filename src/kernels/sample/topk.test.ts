@@ -3,12 +3,12 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { allowedTokens, gumbelKey, gumbelScore } from './gumbel.js';
-import type { SamplerCall } from './sample.js';
 import {
   type Children,
   childrenOfRow,
   childrenRef,
   packChildren,
+  type RankCall,
   type RankedChild,
   TopKChildren,
   unpackChildren,
@@ -22,7 +22,7 @@ async function runTopK(
   rows: readonly number[],
   positions: readonly number[],
   k: number,
-  call: SamplerCall,
+  call: RankCall,
 ): Promise<Children> {
   const R = rows.length;
   await TopKChildren.prepare(ctx);
@@ -58,7 +58,7 @@ function expectSameChildren(
   got: readonly RankedChild[],
   logits: Float32Array,
   position: number,
-  call: SamplerCall,
+  call: RankCall,
   k: number,
 ): number {
   const ref = childrenRef(logits, position, call, k);
@@ -84,10 +84,10 @@ function expectSameChildren(
   return swaps;
 }
 
-const GREEDY: SamplerCall = { temperature: 0, seed: 0 };
+const GREEDY: RankCall = { temperature: 0, seed: 0 };
 
 describe('GPU top-k children (tree drafting)', () => {
-  const cases: [string, number, number, number, SamplerCall][] = [
+  const cases: [string, number, number, number, RankCall][] = [
     ['greedy', 33, 1, 1, GREEDY],
     ['T=1', 33, 3, 8, { temperature: 1, seed: 11 }],
     ['T=0.7 top-k 2 (fewer children than k)', 33, 17, 4, { temperature: 0.7, topK: 2, seed: 12 }],
@@ -139,7 +139,7 @@ describe('GPU top-k children (tree drafting)', () => {
     const logits = randu(5 * V, 99, 3);
     const rows = [3, 0, 3, 4];
     const positions = [10, 11, 12, 0xfffffff0];
-    const call: SamplerCall = { temperature: 0.8, topP: 0.95, seed: 5 };
+    const call: RankCall = { temperature: 0.8, topP: 0.95, seed: 5 };
     const got = await runTopK(ctx, logits, V, rows, positions, 4, call);
     for (const [i, r] of rows.entries())
       expectSameChildren(

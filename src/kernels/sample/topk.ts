@@ -6,8 +6,10 @@ import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { allowedTokens, gumbelKey, gumbelScore } from './gumbel.js';
-import type { SamplerCall } from './sample.js';
+import { allowedTokens, gumbelKey, gumbelScore, type SampleOptions } from './gumbel.js';
+
+/** Sampling settings of one ranking: the sampler's options and its user seed (u32). */
+export type RankCall = SampleOptions & { readonly seed: number };
 
 const WG = 256;
 /** Most children per row {@link TopKChildren} returns. */
@@ -57,7 +59,7 @@ export interface Children {
 export function childrenRef(
   logits: ArrayLike<number>,
   position: number,
-  call: SamplerCall,
+  call: RankCall,
   k: number,
 ): RankedChild[] {
   const V = logits.length;
@@ -127,14 +129,16 @@ export function unpackChildren(words: Uint32Array, rows: number, k: number): Chi
 
 type Stage = 'threshold' | 'chunk' | 'chunk-greedy' | 'merge';
 
-function topkSource(stage: Stage): WgslVariant {
+function topkSource(stage: Stage, ids: boolean): WgslVariant {
   return wgslVariant(shaders.topk, Params, {
     WG,
     KMAX: TOPK_MAX,
     CHUNK,
     THRESHOLD: stage === 'threshold',
     CHUNK_PASS: stage === 'chunk' || stage === 'chunk-greedy',
+    ROWS: stage !== 'merge',
     GREEDY: stage === 'chunk-greedy',
+    SAMPLE: ids,
   });
 }
 
@@ -146,6 +150,11 @@ export interface TopKOptions {
   vocab: number;
   /** Most rows one call ranks (sizes the scratch). */
   maxRows: number;
+  /**
+   * Sampler mode (see SplitSampler in sample.ts): row r ranks logits row r, `picks` is positions
+   * [R] u32 and `out` receives the best child's id [R] u32 (k = 1); no log weights.
+   */
+  ids?: boolean;
 }
 
 /**
@@ -173,11 +182,12 @@ export class TopKChildren {
       throw new InvalidInputError(`TopKChildren: vocab must be a positive integer, got ${vocab}`);
     if (!Number.isInteger(maxRows) || maxRows < 1)
       throw new InvalidInputError(`TopKChildren: maxRows must be a positive integer, got ${maxRows}`);
+    const ids = options.ids ?? false;
     this.pipelines = {
-      threshold: ctx.pipelines.get('topk', ...topkSource('threshold')),
-      chunk: ctx.pipelines.get('topk', ...topkSource('chunk')),
-      'chunk-greedy': ctx.pipelines.get('topk', ...topkSource('chunk-greedy')),
-      merge: ctx.pipelines.get('topk', ...topkSource('merge')),
+      threshold: ctx.pipelines.get('topk', ...topkSource('threshold', ids)),
+      chunk: ctx.pipelines.get('topk', ...topkSource('chunk', ids)),
+      'chunk-greedy': ctx.pipelines.get('topk', ...topkSource('chunk-greedy', ids)),
+      merge: ctx.pipelines.get('topk', ...topkSource('merge', ids)),
     };
     this.uniform = new UniformSlot(ctx, Params, 'topk-params');
     this.chunks = Math.ceil(vocab / CHUNK);
@@ -186,8 +196,8 @@ export class TopKChildren {
   }
 
   /** Compiles the pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
-  static async prepare(ctx: GpuContext): Promise<void> {
-    await Promise.all(STAGES.map((s) => ctx.pipelines.prepare('topk', ...topkSource(s))));
+  static async prepare(ctx: GpuContext, ids = false): Promise<void> {
+    await Promise.all(STAGES.map((s) => ctx.pipelines.prepare('topk', ...topkSource(s, ids))));
   }
 
   /**
@@ -203,19 +213,22 @@ export class TopKChildren {
     out: GPUBuffer,
     rows: number,
     k: number,
-    call: SamplerCall,
+    call: RankCall,
   ): void {
     const V = this.options.vocab;
     if (!Number.isInteger(rows) || rows < 1 || rows > this.options.maxRows)
       throw new InvalidInputError(`TopKChildren: rows must be 1..${this.options.maxRows}, got ${rows}`);
-    if (!Number.isInteger(k) || k < 1 || k > TOPK_MAX)
-      throw new InvalidInputError(`TopKChildren: k must be 1..${TOPK_MAX}, got ${k}`);
-    if (logits.size < V * 4)
-      throw new InvalidInputError(`TopKChildren: logits holds ${logits.size} bytes, less than a row`);
-    if (picks.size < rows * 8)
-      throw new InvalidInputError(`TopKChildren: picks holds ${picks.size} bytes, need ${rows * 8}`);
-    if (out.size < rows * k * 8)
-      throw new InvalidInputError(`TopKChildren: out holds ${out.size} bytes, need ${rows * k * 8}`);
+    const ids = this.options.ids ?? false;
+    if (!Number.isInteger(k) || k < 1 || k > (ids ? 1 : TOPK_MAX))
+      throw new InvalidInputError(`TopKChildren: k must be 1..${ids ? 1 : TOPK_MAX}, got ${k}`);
+    const need: [string, GPUBuffer, number][] = [
+      ['logits', logits, (ids ? rows : 1) * V * 4],
+      ['picks', picks, rows * (ids ? 4 : 8)],
+      ['out', out, rows * (ids ? 4 : k * 8)],
+    ];
+    for (const [name, b, bytes] of need)
+      if (b.size < bytes)
+        throw new InvalidInputError(`TopKChildren: ${name} holds ${b.size} bytes, need ${bytes}`);
     const greedy = !(call.temperature > 0);
     const topK = call.topK ?? 0;
     const topP = call.topP ?? 1;

@@ -4,8 +4,8 @@
 // position, v) over the tokens top-k / top-p / min-p allow; the k best by score, ties to the lower
 // id; log weight min(0, s - M - log Σ exp(s - M)) over the allowed tokens (M the best score).
 //
-// Three variants (renderWgsl flags) of one uniform block, dispatched in this order (greedy skips
-// the first; GREEDY picks the chunk pass's score):
+// Three stages (renderWgsl flags) sharing one uniform block, dispatched in this order (greedy
+// skips the first; GREEDY picks the chunk pass's score; ROWS is set for the first two):
 //   THRESHOLD  one workgroup per row: the row's filter threshold thr (allowed: ℓ ≥ thr), the
 //              smallest logit at which the sampler's own filter test (sample.wgsl: count and mass
 //              of strictly larger logits, p / p_max, same f32 sums in the same order) passes. The
@@ -15,17 +15,21 @@
 //   CHUNK_PASS one workgroup per (row, chunk of CHUNK tokens): each thread keeps a private sorted
 //              top-k of its tokens' scores and an online (max, Σ exp(s - max)); then k rounds of a
 //              workgroup argmax pick the chunk's top-k, and a tree merges the (max, sum) pairs.
-//   neither    one workgroup per row (the merge): the same two steps over the row's chunks' lists and pairs;
-//              writes the k children.
+//   neither    one workgroup per row (the merge): the same two steps over the row's chunks' lists
+//              and pairs; writes the k children.
+// SAMPLE (the split sampler, SplitSampler in sample.ts): k = 1, row r ranks logits row r at
+// positions[r], no (max, sum), and the merge writes the best id only. Its allowed set is the
+// sampler's (each keeps exactly the tokens passing the same test) and its scores are the
+// sampler's, so the id is the sampler's.
 //
 // Bindings (group 0), 0 uniform Params { R, V, k, chunks, seed, invT, topK, topP, minP } in all:
 //   THRESHOLD  1 logits: array<f32> [*, V]; 2 picks: array<u32> [R, 2] (logits row, absolute
-//              position of the children); 3 thr: array<f32> [R] (written).
-//   CHUNK_PASS 1 logits; 2 picks; 3 thr (absent when GREEDY, parts moving to 3); 4 parts: array<u32>
-//              [R, chunks, 2k + 2] (written): k (score bits, id) pairs best first, then the
-//              chunk's (max, sum) bits.
+//              position of the children; SAMPLE: positions [R]); 3 thr: array<f32> [R] (written).
+//   CHUNK_PASS 1 logits; 2 picks; 3 thr (absent when GREEDY, parts moving to 3); 4 parts:
+//              array<u32> [R, chunks, 2k + 2] (written): k (score bits, id) pairs best first, then
+//              the chunk's (max, sum) bits.
 //   neither    1 parts; 2 out: array<u32> [R, k, 2] (written): (token, log-weight bits), best
-//              first, token NONE (weight 0) past the row's allowed tokens.
+//              first, token NONE (weight 0) past the row's allowed tokens; SAMPLE: ids [R].
 // Threads: WG = 256 per workgroup; flat workgroup index over the grid (wid.y * nwg.x + wid.x).
 // Preconditions: 1 ≤ k ≤ KMAX; chunks = ceil(V / CHUNK); invT > 0 unless GREEDY; logits finite
 //   or -inf (a -inf logit is never a child, as in the reference).
@@ -50,9 +54,33 @@ fn better(s1: f32, i1: u32, s2: f32, i2: u32) -> bool {
   return i2 == NONE || s1 > s2 || (s1 == s2 && i1 < i2);
 }
 
+// The logits row and the children's position of ranked row `row`: picked, or row itself (SAMPLE).
+//#if ROWS
+//#if SAMPLE
+@group(0) @binding(2) var<storage, read> positions: array<u32>;
+
+fn row_base(row: u32) -> u32 {
+  return row * p.V;
+}
+
+fn row_position(row: u32) -> u32 {
+  return positions[row];
+}
+//#else
+@group(0) @binding(2) var<storage, read> picks: array<u32>;
+
+fn row_base(row: u32) -> u32 {
+  return picks[2u * row] * p.V;
+}
+
+fn row_position(row: u32) -> u32 {
+  return picks[2u * row + 1u];
+}
+//#endif
+//#endif
+
 //#if THRESHOLD
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
-@group(0) @binding(2) var<storage, read> picks: array<u32>;
 @group(0) @binding(3) var<storage, read_write> thr: array<f32>;
 //#include reduce
 
@@ -76,7 +104,8 @@ fn main(
   if (row >= p.R) {
     return;
   }
-  let base = picks[2u * row] * p.V;
+  let base = row_base(row);
+  _ = row_position(row); // binding 2 stays in the auto layout when SAMPLE
   let filtered = p.invT > 0.0 && (p.topK > 0u || p.topP < 1.0 || p.minP > 0.0);
   if (!filtered) {
     if (t == 0u) {
@@ -207,7 +236,6 @@ fn clear_top() {
 
 //#if CHUNK_PASS
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
-@group(0) @binding(2) var<storage, read> picks: array<u32>;
 //#if GREEDY
 @group(0) @binding(3) var<storage, read_write> parts: array<u32>;
 //#else
@@ -228,9 +256,11 @@ fn main(
   let row = g / p.chunks;
   let start = (g % p.chunks) * CHUNK;
   let end = min(start + CHUNK, p.V);
-  let base = picks[2u * row] * p.V;
-//#if !GREEDY
-  let key = gumbel_key(p.seed, picks[2u * row + 1u]);
+  let base = row_base(row);
+//#if GREEDY
+  _ = row_position(row); // binding 2 stays in the auto layout when SAMPLE
+//#else
+  let key = gumbel_key(p.seed, row_position(row));
   let floor = thr[row];
 //#endif
   clear_top();
@@ -249,9 +279,13 @@ fn main(
       continue; // a -inf score is never a child and weighs nothing
     }
     offer(s, v);
+//#if !SAMPLE
     mz = combine(mz, vec2<f32>(s, 1.0));
+//#endif
   }
+//#if !SAMPLE
   mz = reduce_mz(t, mz);
+//#endif
   let at = g * (2u * p.k + 2u);
   var head = 0u;
   for (var j = 0u; j < p.k; j++) {
@@ -268,7 +302,7 @@ fn main(
 }
 //#else
 @group(0) @binding(1) var<storage, read> parts: array<u32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>; // SAMPLE: ids [R]
 
 @compute @workgroup_size(WG)
 fn main(
@@ -286,14 +320,22 @@ fn main(
   var mz = vec2<f32>(LOWEST, 0.0);
   for (var c = t; c < p.chunks; c += WG) {
     let at = first + c * stride;
+//#if !SAMPLE
     mz = combine(mz, vec2<f32>(bitcast<f32>(parts[at + 2u * p.k]), bitcast<f32>(parts[at + 2u * p.k + 1u])));
+//#endif
     for (var j = 0u; j < p.k; j++) {
       offer(bitcast<f32>(parts[at + 2u * j]), parts[at + 2u * j + 1u]);
     }
   }
+  var head = 0u;
+//#if SAMPLE
+  let won = pick(t, &head);
+  if (t == 0u) {
+    out[row] = won.y;
+  }
+//#else
   mz = reduce_mz(t, mz);
   let log_z = log(mz.y);
-  var head = 0u;
   for (var j = 0u; j < p.k; j++) {
     let won = pick(t, &head);
     if (t == 0u) {
@@ -302,6 +344,7 @@ fn main(
       out[2u * (row * p.k + j) + 1u] = bitcast<u32>(select(0.0, w, won.y != NONE));
     }
   }
+//#endif
 }
 //#endif
 //#endif
