@@ -96,14 +96,17 @@ describe('tree drafting ranks children on the GPU', () => {
       const dev = await runner();
       const context = [5, 17, 99, 3, 250, 11];
       const calls: Call[] = [];
+      const t0 = performance.now();
       const onGpu = await new ModelDrafter('self', recording(dev, calls, true)).propose(context, 16, sampler);
       const viaLogits: Call[] = [];
       dev.trim(0);
+      const t1 = performance.now();
       const onCpu = await new ModelDrafter('self', recording(dev, viaLogits, false)).propose(
         context,
         16,
         sampler,
       );
+      const t2 = performance.now();
       expect(onGpu).toEqual(onCpu);
       expect(onGpu.tokens.length).toBe(16);
 
@@ -127,7 +130,8 @@ describe('tree drafting ranks children on the GPU', () => {
       expect(bytes(viaLogits)).toBe(bytes(forwards) + logitRows * V * 4);
       console.log(
         `[draft-children] ${ranks.length} rankings of ${rowsRanked} rows (k = ${ranks[0]!.k}): ` +
-          `${bytes(calls)} B read back with lastChildren, ${bytes(viaLogits)} B with lastLogits (V = ${V})`,
+          `${bytes(calls)} B read back with lastChildren, ${bytes(viaLogits)} B with lastLogits (V = ${V}); ` +
+          `proposal ${(t1 - t0).toFixed(0)} ms, ${(t2 - t1).toFixed(0)} ms through lastLogits (the first compiles the kernels)`,
       );
       dev.dispose();
     },

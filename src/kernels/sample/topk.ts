@@ -11,7 +11,11 @@ import { allowedTokens, gumbelKey, gumbelScore, type SampleOptions } from './gum
 /** Sampling settings of one ranking: the sampler's options and its user seed (u32). */
 export type RankCall = SampleOptions & { readonly seed: number };
 
-const WG = 256;
+/**
+ * Threads per workgroup: the threshold pass sums exactly as the sampler does (sample.wgsl's 256
+ * threads, same order); the chunk and merge passes use 64, fewer idle threads per reduction.
+ */
+const WG = { threshold: 256, ranks: 64 } as const;
 /** Most children per row {@link TopKChildren} returns. */
 export const TOPK_MAX = 8;
 /** Tokens per chunk workgroup of {@link TopKChildren}. */
@@ -131,7 +135,7 @@ type Stage = 'threshold' | 'chunk' | 'chunk-greedy' | 'merge';
 
 function topkSource(stage: Stage, ids: boolean): WgslVariant {
   return wgslVariant(shaders.topk, Params, {
-    WG,
+    WG: stage === 'threshold' ? WG.threshold : WG.ranks,
     KMAX: TOPK_MAX,
     CHUNK,
     THRESHOLD: stage === 'threshold',

@@ -30,7 +30,8 @@
 //              the chunk's (max, sum) bits.
 //   neither    1 parts; 2 out: array<u32> [R, k, 2] (written): (token, log-weight bits), best
 //              first, token NONE (weight 0) past the row's allowed tokens; SAMPLE: ids [R].
-// Threads: WG = 256 per workgroup; flat workgroup index over the grid (wid.y * nwg.x + wid.x).
+// Threads: WG per workgroup (256 for THRESHOLD, as the sampler sums; 64 otherwise, see topk.ts);
+//   flat workgroup index over the grid (wid.y * nwg.x + wid.x).
 // Preconditions: 1 ≤ k ≤ KMAX; chunks = ceil(V / CHUNK); invT > 0 unless GREEDY; logits finite
 //   or -inf (a -inf logit is never a child, as in the reference).
 
