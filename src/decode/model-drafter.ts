@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import type { Drafter, DraftProposal, DraftShape } from './drafter.js';
@@ -55,7 +56,7 @@ export class ModelDrafter implements Drafter {
     const room = this.runner.capacity - context.length;
     const n = Math.min(budget, room);
     if (n < 1) return { tokens: [], parents: [] };
-    // Chains take the sampled token after the context; trees rank the read-back logits instead.
+    // Chains take the sampled token after the context; trees rank the last scored row instead.
     const { next } = await this.cached.sync(context, sampler, this.chunk);
     if (shape === 'chain') return this.chain(next, n, sampler);
     return this.tree(context.length, n, sampler);
@@ -66,6 +67,26 @@ export class ModelDrafter implements Drafter {
     if (!this.runner.lastLogits)
       throw new InvalidInputError(`drafter ${this.name}: its runner cannot read logits back`);
     return this.runner.lastLogits(rows);
+  }
+
+  /**
+   * The `k` best children of scored `rows` of the last draft forward, at `positions` (see
+   * {@link rankChildren}): ranked by the runner where the logits lie when it can
+   * (`lastChildren`), else from the rows read back.
+   */
+  private async children(
+    rows: readonly number[],
+    positions: readonly number[],
+    sampler: SamplerSpec,
+    k: number,
+  ): Promise<RankedChild[][]> {
+    if (this.runner.lastChildren) {
+      const c = await this.runner.lastChildren(rows, positions, sampler, k);
+      return rows.map((_, i) => childrenOfRow(c, i, k));
+    }
+    const V = this.runner.spec.vocabSize;
+    const logits = await this.logits(rows);
+    return rows.map((_, i) => rankChildren(logits.subarray(i * V, (i + 1) * V), positions[i]!, sampler, k));
   }
 
   /** A sampled chain of `n` tokens, with the draft distribution each was drawn from. */
@@ -92,11 +113,14 @@ export class ModelDrafter implements Drafter {
    * needed), and nothing of it is committed.
    */
   private async tree(L: number, n: number, sampler: SamplerSpec): Promise<DraftProposal> {
-    const V = this.runner.spec.vocabSize;
     const width = Math.min(TREE_WIDTH, n);
-    const nodes: GrowNode[] = rankChildren((await this.logits()).subarray(0, V), L, sampler, width).map(
-      (c) => ({ token: c.token, parent: -1, depth: 0, score: c.logWeight }),
-    );
+    const [roots] = await this.children([0], [L], sampler, width);
+    const nodes: GrowNode[] = roots!.map((c) => ({
+      token: c.token,
+      parent: -1,
+      depth: 0,
+      score: c.logWeight,
+    }));
     let frontier = nodes.map((_, i) => i);
     const rowRoom = Math.min(MAX_DRAFT_ROWS, this.runner.capacity - L);
     for (let depth = 1; depth < n && frontier.length > 0; depth++) {
@@ -125,12 +149,17 @@ export class ModelDrafter implements Drafter {
         sampler,
         'all',
       );
-      // Only the expanded nodes' rows come back (their ancestors' logits are not needed).
-      const logits = await this.logits(expand.map((e) => rowOf.get(e)!));
+      // Only the expanded nodes' children come back (their ancestors' rows are not needed).
+      const ranked = await this.children(
+        expand.map((e) => rowOf.get(e)!),
+        expand.map(() => L + depth),
+        sampler,
+        width,
+      );
       frontier = [];
       for (const [r, e] of expand.entries()) {
         const parent = nodes[e]!;
-        for (const c of rankChildren(logits.subarray(r * V, (r + 1) * V), L + depth, sampler, width)) {
+        for (const c of ranked[r]!) {
           frontier.push(nodes.length);
           nodes.push({ token: c.token, parent: e, depth, score: parent.score + c.logWeight });
         }

@@ -1,4 +1,5 @@
-import { allowedTokens, argmax, gumbelKey, gumbelScore } from '../kernels/sample/gumbel.js';
+import { allowedTokens, argmax } from '../kernels/sample/gumbel.js';
+import { childrenRef, type RankedChild } from '../kernels/sample/topk.js';
 import type { SamplerSpec } from '../model/runner.js';
 
 /**
@@ -28,13 +29,6 @@ export function samplingProbs(logits: ArrayLike<number>, sampler: SamplerSpec): 
   return out;
 }
 
-/** One child a drafter offers at a node: a token and the log of its ranking weight. */
-export interface RankedChild {
-  readonly token: number;
-  /** log of the child's weight in (0, 1]; summed along a path it orders best-first trees. */
-  readonly logWeight: number;
-}
-
 /**
  * The `k` best children of one draft row, best first, for tree drafting with shared noise.
  *
@@ -47,7 +41,8 @@ export interface RankedChild {
  * (where draft and target logits are close, the perturbed winner is nearly certain), so cumulative
  * log weights rank nodes by how likely the target's own choices walk into them. Weights are ≤ 1,
  * so a child never outranks its parent and the best N nodes of a tree always include their
- * ancestors.
+ * ancestors. The computation is {@link childrenRef}, the reference of the GPU kernel that runners
+ * with `lastChildren` run instead (kernels/sample/topk).
  */
 export function rankChildren(
   logits: ArrayLike<number>,
@@ -55,31 +50,5 @@ export function rankChildren(
   sampler: SamplerSpec,
   k: number,
 ): RankedChild[] {
-  const V = logits.length;
-  const score = new Float64Array(V).fill(Number.NEGATIVE_INFINITY);
-  if (sampler.temperature <= 0) {
-    for (let v = 0; v < V; v++) score[v] = logits[v]!;
-  } else {
-    // The same f32 score sampleRef maximises, so child 0 is sampleRef's token.
-    const invT = Math.fround(1 / sampler.temperature);
-    const ok = allowedTokens(logits, sampler);
-    const key = gumbelKey(sampler.seed, position);
-    for (let v = 0; v < V; v++) if (ok[v]) score[v] = gumbelScore(logits[v]!, invT, key, v);
-  }
-  let m = Number.NEGATIVE_INFINITY;
-  for (let v = 0; v < V; v++) m = Math.max(m, score[v]!);
-  let z = 0;
-  for (let v = 0; v < V; v++) if (score[v]! > Number.NEGATIVE_INFINITY) z += Math.exp(score[v]! - m);
-  // Partial selection of the k best, ties to the lower id (as argmax and sampleRef break them).
-  const best: number[] = [];
-  for (let v = 0; v < V; v++) {
-    if (score[v] === Number.NEGATIVE_INFINITY) continue;
-    let at = best.length;
-    while (at > 0 && score[best[at - 1]!]! < score[v]!) at--;
-    if (at < k) {
-      best.splice(at, 0, v);
-      if (best.length > k) best.pop();
-    }
-  }
-  return best.map((token) => ({ token, logWeight: Math.min(0, score[token]! - m - Math.log(z)) }));
+  return childrenRef(logits, position, sampler, k);
 }

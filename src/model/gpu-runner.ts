@@ -3,9 +3,11 @@ import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import { createBuffer, mapForRead, STORAGE, writeBuffer } from '../gpu/buffers.js';
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
+import { BindGroupCache } from '../kernels/bind.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
+import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
@@ -105,6 +107,8 @@ export class GpuRunner implements ModelRunner {
   private lastRows = 0;
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
+  /** The kernel and buffers of {@link GpuRunner.lastChildren}, made on first use. */
+  private children: ChildrenRanker | undefined;
   private readonly sizes;
   private lastCounts: GpuCounts = zeroCounts();
   /** The open decode session: forward, commit and trim throw until it closes. */
@@ -459,6 +463,54 @@ export class GpuRunner implements ModelRunner {
     return out;
   }
 
+  /**
+   * The k (≤ {@link TOPK_MAX}) best children of scored rows of the last forward, ranked on the GPU
+   * by {@link TopKChildren} from the logits where they lie (see {@link ModelRunner.lastChildren}):
+   * one write of the rows and positions, one pass, and one readback of 8 bytes per child. The
+   * kernel and its buffers are made on first use and kept.
+   */
+  async lastChildren(
+    rows: readonly number[],
+    positions: readonly number[],
+    sampler: SamplerSpec,
+    k: number,
+  ): Promise<Children> {
+    this.ctx.assertAlive();
+    const R = rows.length;
+    if (R < 1 || R > MAX_FORWARD_TOKENS)
+      throw new InvalidInputError(`lastChildren: ${R} rows, must be 1..${MAX_FORWARD_TOKENS}`);
+    if (positions.length !== R)
+      throw new InvalidInputError(`lastChildren: ${R} rows but ${positions.length} positions`);
+    for (const r of rows)
+      if (!Number.isInteger(r) || r < 0 || r >= this.lastRows)
+        throw new InvalidInputError(`lastChildren: row ${r} is not one of the ${this.lastRows} scored rows`);
+    if (!Number.isInteger(k) || k < 1 || k > TOPK_MAX)
+      throw new InvalidInputError(`lastChildren: k must be 1..${TOPK_MAX}, got ${k}`);
+    const { ctx } = this;
+    if (!this.children) {
+      await TopKChildren.prepare(ctx);
+      this.children = makeChildrenRanker(ctx, this.spec.vocabSize);
+    }
+    const c = this.children;
+    writeBuffer(ctx, c.picks, Uint32Array.from(rows.flatMap((r, i) => [r, positions[i]!])));
+    const enc = ctx.device.createCommandEncoder({ label: 'children' });
+    const pass = enc.beginComputePass({ label: 'children' });
+    c.op.encode(pass, this.a.logits, c.picks, c.out, R, k, {
+      seed: sampler.seed,
+      temperature: sampler.temperature,
+      topK: sampler.topK,
+      topP: sampler.topP,
+    });
+    pass.end();
+    const bytes = R * k * 8;
+    enc.copyBufferToBuffer(c.out, 0, c.staging, 0, bytes);
+    ctx.counter.submit([enc.finish()]);
+    await mapForRead(ctx, c.staging, 0, bytes);
+    const words = new Uint32Array(c.staging.getMappedRange(0, bytes).slice(0));
+    c.staging.unmap();
+    return unpackChildren(words, R, k);
+  }
+
   commit(path: readonly number[]): void {
     this.assertNoSession('commit');
     if (this.lastBase !== this.committed)
@@ -493,6 +545,7 @@ export class GpuRunner implements ModelRunner {
   dispose(): void {
     for (const b of Object.values(this.a)) b.destroy();
     this.logitsStaging?.destroy();
+    if (this.children) for (const d of Object.values(this.children)) d.destroy();
     for (const c of this.cache) for (const b of [c.k, c.v]) b.destroy();
     destroyKernels(this.k);
     destroyWeights(this.w);
@@ -546,6 +599,28 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate)),
   );
   return new GpuRunner(spec, o.capacity, ctx, o.ownsContext ?? !o.gpu, weights, kernels, cache, acts);
+}
+
+/** {@link GpuRunner.lastChildren}'s kernel and buffers. */
+interface ChildrenRanker {
+  op: TopKChildren;
+  picks: GPUBuffer; // [MAX_FORWARD_TOKENS, 2] u32 (scored row, position of its children)
+  out: GPUBuffer; // [MAX_FORWARD_TOKENS, TOPK_MAX, 2] u32 (token, log-weight bits)
+  staging: GPUBuffer; // the same, MAP_READ
+}
+
+function makeChildrenRanker(ctx: GpuContext, vocab: number): ChildrenRanker {
+  const bytes = MAX_FORWARD_TOKENS * TOPK_MAX * 8;
+  return {
+    op: new TopKChildren(ctx, new BindGroupCache(ctx.device), { vocab, maxRows: MAX_FORWARD_TOKENS }),
+    picks: createBuffer(ctx, MAX_FORWARD_TOKENS * 8, 'children-picks'),
+    out: createBuffer(ctx, bytes, 'children'),
+    staging: ctx.device.createBuffer({
+      label: 'children-readback',
+      size: bytes,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    }),
+  };
 }
 
 /** One K and one V buffer per layer, each [capacity, kvHeads, headDim] in the cache's format. */

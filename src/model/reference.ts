@@ -5,6 +5,7 @@ import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
+import { type Children, childrenRef, packChildren } from '../kernels/sample/topk.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import { draftTree, pathTo } from './tree.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
@@ -306,6 +307,24 @@ export class ReferenceRunner implements ModelRunner {
       out.set(this.scored.subarray(r * V, (r + 1) * V), i * V);
     });
     return out;
+  }
+
+  /** The k best children of scored rows by the reference ranking (see {@link ModelRunner.lastChildren}). */
+  async lastChildren(
+    rows: readonly number[],
+    positions: readonly number[],
+    sampler: SamplerSpec,
+    k: number,
+  ): Promise<Children> {
+    if (positions.length !== rows.length)
+      throw new InvalidInputError(`lastChildren: ${rows.length} rows but ${positions.length} positions`);
+    if (!Number.isInteger(k) || k < 1) throw new InvalidInputError(`lastChildren: k must be ≥ 1, got ${k}`);
+    const V = this.spec.vocabSize;
+    const logits = await this.lastLogits(rows);
+    const lists = rows.map((_, i) =>
+      childrenRef(logits.subarray(i * V, (i + 1) * V), positions[i]!, sampler, k),
+    );
+    return packChildren(lists, k);
   }
 
   /**

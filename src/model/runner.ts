@@ -1,5 +1,6 @@
 import type { ModelSpec } from '../formats/spec.js';
 import type { GpuCounts } from '../gpu/counters.js';
+import type { Children } from '../kernels/sample/topk.js';
 
 /**
  * How the next token is chosen at a scored position. Greedy when `temperature` is 0. Sampling is
@@ -91,6 +92,20 @@ export interface ModelRunner {
    * (indices into the scored rows), only those rows come back, [rows.length, vocab] in that order.
    */
   lastLogits?(rows?: readonly number[]): Promise<Float32Array>;
+  /**
+   * The `k` best children of `rows` (indices into the last forward's scored rows) under `sampler`,
+   * ranked as `rankChildren` (decode/probs.ts) ranks a row, at `positions` (the absolute position
+   * of each row's children, the noise key): [rows.length, k] tokens (-1 past a row's allowed
+   * tokens) and log weights. What best-first tree drafting needs from a draft forward, without
+   * reading its logits back: the GPU runner ranks on the device and reads back 8 bytes per child.
+   * Optional: without it, drafters rank the rows `lastLogits` returns.
+   */
+  lastChildren?(
+    rows: readonly number[],
+    positions: readonly number[],
+    sampler: SamplerSpec,
+    k: number,
+  ): Promise<Children>;
   /**
    * Keeps the new tokens at `path` (indices into the last forward's tokens, root to leaf) as the
    * next committed rows, and drops the rest. A chain forward commits all rows with `path` = 0..T-1.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { gpu, type KernelRun, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32, readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import {
@@ -12,7 +12,14 @@ import {
   sampleRef,
   uniformFromBits,
 } from './gumbel.js';
-import { GumbelNoiseGrid, Sampler, type SamplerCall, TokenProb, tokenProbRef } from './sample.js';
+import {
+  GumbelNoiseGrid,
+  Sampler,
+  type SamplerCall,
+  SplitSampler,
+  TokenProb,
+  tokenProbRef,
+} from './sample.js';
 
 /** Samples once per logits row [rows, vocab] with {@link Sampler} (greedy at temperature 0). */
 async function runSample(
@@ -33,6 +40,43 @@ async function runSample(
       read: () => readU32(ctx, bi, rows),
     };
   });
+}
+
+/**
+ * Samples logits rows [rows, vocab] with {@link Sampler} and with {@link SplitSampler}, each
+ * `repeat` times in one pass, and returns both ids and the wall time of each run.
+ */
+async function runBoth(
+  ctx: GpuContext,
+  logits: Float32Array,
+  vocab: number,
+  positions: Uint32Array,
+  call: SamplerCall,
+  repeat = 1,
+): Promise<{ one: Uint32Array; split: Uint32Array; oneMs: number; splitMs: number }> {
+  const rows = positions.length;
+  const greedy = call.temperature <= 0;
+  await Promise.all([Sampler.prepare(ctx, greedy), SplitSampler.prepare(ctx)]);
+  const timed = async (make: (run: KernelRun) => Pick<Sampler, 'encode'>) => {
+    const t0 = performance.now();
+    const ids = await runOnce(ctx, 'sample', (run) => {
+      const op = make(run);
+      const [bl, bp, bi] = [run.upload(logits), run.upload(positions), run.empty(rows * 4)];
+      return {
+        encode: (pass) => {
+          for (let i = 0; i < repeat; i++) op.encode(pass, bl, bp, bi, rows, call);
+        },
+        read: () => readU32(ctx, bi, rows),
+      };
+    });
+    return { ids, ms: performance.now() - t0 };
+  };
+  // Warm: pipelines compiled and the logits upload path exercised before timing.
+  await timed((run) => run.own(new Sampler(ctx, run.binds, { vocab, greedy })));
+  const a = await timed((run) => run.own(new Sampler(ctx, run.binds, { vocab, greedy })));
+  await timed((run) => run.own(new SplitSampler(ctx, run.binds, { vocab, maxRows: rows })));
+  const b = await timed((run) => run.own(new SplitSampler(ctx, run.binds, { vocab, maxRows: rows })));
+  return { one: a.ids, split: b.ids, oneMs: a.ms, splitMs: b.ms };
 }
 
 /** The GPU's Gumbel noise of every (position, token < vocab) pair, via {@link GumbelNoiseGrid}. */
@@ -195,6 +239,55 @@ describe('GPU sampling', () => {
     for (let r = 0; r < 16; r++)
       expectSameChoice(a[r]!, logits.subarray(r * V, (r + 1) * V), 1, r, { temperature: 1 });
   });
+
+  const split: [string, number, number, SampleOptions][] = [
+    ['greedy', 33, 3, { temperature: 0 }],
+    ['greedy', 50000, 17, { temperature: 0 }],
+    ['T=1', 4096, 3, { temperature: 1 }],
+    ['T=0.7 top-k 20', 50000, 3, { temperature: 0.7, topK: 20 }],
+    ['T=1 top-p 0.9', 4999, 17, { temperature: 1, topP: 0.9 }],
+    ['T=1 top-k 50 top-p 0.9 min-p 0.05', 50000, 1, { temperature: 1, topK: 50, topP: 0.9, minP: 0.05 }],
+    ['T=1.3 top-p 0.3', 2049, 17, { temperature: 1.3, topP: 0.3 }],
+  ];
+  it.each(split)(
+    'split over workgroups, %s on V=%i, R=%i: the same ids as one workgroup per row',
+    async (_, V, R, opts) => {
+      const ctx = await gpu();
+      for (let trial = 0; trial < 2; trial++) {
+        const seed = 77 + trial * 7919;
+        const logits = randn(R * V, seed + V, 4);
+        // Ties at the top in every row, in different chunks of 2048 tokens.
+        for (let r = 0; r < R; r++) for (const v of [V - 1, 3, V >> 1]) logits[r * V + v] = 6;
+        const positions = Uint32Array.from({ length: R }, (_, r) => trial * 101 + r * 13);
+        const { one, split } = await runBoth(ctx, logits, V, positions, { ...opts, seed });
+        expect(Array.from(split)).toEqual(Array.from(one));
+        if (opts.temperature <= 0) expect(one[0]).toBe(3);
+      }
+    },
+  );
+
+  it.each([1, 17])(
+    'split sampler at V = 151936, R = %i: same ids, time against one workgroup per row',
+    async (R) => {
+      const ctx = await gpu();
+      const V = 151936;
+      const logits = randn(R * V, R, 4);
+      const positions = Uint32Array.from({ length: R }, (_, r) => 500 + r);
+      const calls: [string, SamplerCall][] = [
+        ['greedy', { temperature: 0, seed: 0 }],
+        ['T=1', { temperature: 1, seed: 3 }],
+        ['T=0.7 top-p 0.9', { temperature: 0.7, topP: 0.9, seed: 4 }],
+      ];
+      for (const [name, call] of calls) {
+        const { one, split, oneMs, splitMs } = await runBoth(ctx, logits, V, positions, call, 4);
+        expect(Array.from(split)).toEqual(Array.from(one));
+        console.log(
+          `[sample-split] V=${V} R=${R} ${name}: one workgroup per row ${oneMs.toFixed(0)} ms, ` +
+            `split ${splitMs.toFixed(0)} ms (4 runs each incl. upload and readback), ratio ${(oneMs / splitMs).toFixed(2)}`,
+        );
+      }
+    },
+  );
 
   it.each([
     [3, 1000, 1],

@@ -6,6 +6,7 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import type { SampleOptions } from './gumbel.js';
+import { TopKChildren } from './topk.js';
 
 const WG = 256;
 const Params = defineUniforms('Params', {
@@ -113,6 +114,54 @@ export class Sampler {
 
   destroy(): void {
     this.uniform.destroy();
+  }
+}
+
+/** Static options of a {@link SplitSampler}. */
+export interface SplitSamplerOptions {
+  /** Vocabulary size (columns of the logits). */
+  vocab: number;
+  /** Most rows one call samples (sizes the chunks' scratch). */
+  maxRows: number;
+}
+
+/**
+ * The {@link Sampler}'s choice spread over many workgroups per row, for large vocabularies: the
+ * best child of each row by the top-k kernels (topk.wgsl in sampler mode). When filtering, one
+ * workgroup per row finds the allowed set's logit threshold with the sampler's own filter test;
+ * then workgroups of 2048 tokens each take their chunk's best score (the logit when greedy, else
+ * ℓ·invT + G), and one per row merges them. The same scores, ties to the lower id, and the same
+ * allowed set as the restricted Gumbel-argmax (both keep exactly the tokens that pass the filter
+ * test): the ids equal {@link Sampler}'s. One difference: a row whose every logit is -inf gets
+ * 0xffffffff (no mask leaves such a row).
+ */
+export class SplitSampler {
+  private readonly ranker: TopKChildren;
+
+  /** Checks the options and gets the pipelines (compiled on first use; see {@link SplitSampler.prepare}). */
+  constructor(ctx: GpuContext, binds: BindGroupCache, options: SplitSamplerOptions) {
+    this.ranker = new TopKChildren(ctx, binds, { ...options, ids: true });
+  }
+
+  /** Compiles the pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static prepare(ctx: GpuContext): Promise<void> {
+    return TopKChildren.prepare(ctx, true);
+  }
+
+  /** As {@link Sampler.encode}; greedy when `call.temperature` ≤ 0. */
+  encode(
+    pass: GPUComputePassEncoder,
+    logits: GPUBuffer,
+    positions: GPUBuffer,
+    ids: GPUBuffer,
+    rows: number,
+    call: SamplerCall,
+  ): void {
+    this.ranker.encode(pass, logits, positions, ids, rows, 1, call);
+  }
+
+  destroy(): void {
+    this.ranker.destroy();
   }
 }
 
