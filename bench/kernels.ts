@@ -682,3 +682,159 @@ export async function runQkvBench(
   timer.destroy();
   return rows;
 }
+
+// --- GEMV bandwidth at decode (bench/gpu-run.sh) ---
+
+/** One GEMV (M = 1) of one weight format and shape, timed over many calls per pass. */
+export interface GemvBandwidthRow {
+  format: WeightFormat;
+  N: number;
+  K: number;
+  /** Weight bytes one call reads (packed data + scales). */
+  bytes: number;
+  bits: number;
+  /** Weight copies the calls rotate through, so that their bytes exceed the GPU's caches. */
+  copies: number;
+  /** Calls per timed pass (rounds over the copies). */
+  calls: number;
+  /** Median time of one call: a pass's time / calls. */
+  usPerCall: number;
+  /** bytes / usPerCall. */
+  gbps: number;
+  /** Copy bandwidth in the same run, timed the same way. */
+  copyGbps: number;
+  /** gbps / copyGbps. */
+  ratio: number;
+  timing: 'timestamp' | 'wall';
+  skipped?: string;
+}
+
+/** Options of {@link runGemvBandwidthBench}. */
+export interface GemvBandwidthOptions {
+  /** [N, K] shapes; default Llama-3.2-1B's decode GEMVs (q/o, gate/up, down, LM head). */
+  shapes?: [number, number][];
+  formats?: WeightFormat[];
+  /** Weight bytes read per timed pass: enough that GPU time dominates timer resolution. */
+  passBytes?: number;
+  /** Least bytes of weight copies rotated through, more than the last-level cache holds. */
+  spreadBytes?: number;
+  /** Timed passes per row (median), after one warm-up. */
+  reps?: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * Effective bandwidth of the decode GEMV per weight format against a plain copy, both timed in
+ * this run the same way: each timed pass repeats the kernel until it has read `passBytes`, rotating
+ * through enough weight copies that they exceed `spreadBytes` (a matrix that stays in L2 would be
+ * timed at cache, not memory, speed). Times are GPU timestamps where the device has them.
+ */
+export async function runGemvBandwidthBench(
+  ctx: GpuContext,
+  opts: GemvBandwidthOptions = {},
+): Promise<GemvBandwidthRow[]> {
+  const log = opts.log ?? (() => {});
+  const reps = opts.reps ?? 5;
+  const passBytes = opts.passBytes ?? 4 * 2 ** 30;
+  const spreadBytes = opts.spreadBytes ?? 256 * 2 ** 20;
+  const shapes = opts.shapes ?? [
+    [2048, 2048],
+    [8192, 2048],
+    [2048, 8192],
+    [128256, 2048],
+  ];
+  const formats = opts.formats ?? ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
+  const timer = new GpuTimer(ctx, reps);
+  const binds = new BindGroupCache(ctx.device);
+  const copyGbps = await repeatedCopyGbps(ctx, binds, timer, reps, spreadBytes, passBytes);
+  log(`gemv: copy ${copyGbps.toFixed(1)} GB/s (${spreadBytes} B buffer, ${passBytes} B per pass)`);
+  const rows: GemvBandwidthRow[] = [];
+  for (const [N, K] of shapes)
+    for (const format of formats) {
+      const row = await gemvBandwidth(ctx, binds, timer, { format, N, K, reps, passBytes, spreadBytes });
+      const done = { ...row, copyGbps, ratio: row.gbps / copyGbps };
+      log(
+        `gemv ${format} ${N}x${K}: ${done.skipped ?? `${done.usPerCall.toFixed(2)} us/call, ${done.gbps.toFixed(1)} GB/s, ${(100 * done.ratio).toFixed(0)}% of copy (${done.copies} copies, ${done.calls} calls/pass)`}`,
+      );
+      rows.push(done);
+    }
+  timer.destroy();
+  return rows;
+}
+
+/** Copy bandwidth (bytes read + written per second) of `bytes` copied until `passBytes` moved per pass. */
+async function repeatedCopyGbps(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  timer: GpuTimer,
+  reps: number,
+  bytes: number,
+  passBytes: number,
+): Promise<number> {
+  const n = Math.floor(Math.min(bytes, ctx.limits.maxStorageBufferBindingSize) / 16);
+  const rounds = Math.max(1, Math.ceil(passBytes / (2 * n * 16)));
+  const pipeline = await ctx.pipelines.prepare('copy_bw', 'vec4', () => ({
+    code: renderWgsl(copyBw, { PARAMS: CopyParams.wgsl }),
+  }));
+  const src = createBuffer(ctx, n * 16, 'gemv-copy-src');
+  const dst = createBuffer(ctx, n * 16, 'gemv-copy-dst');
+  const params = new UniformSlot(ctx, CopyParams, 'gemv-copy-params');
+  params.write({ n });
+  const ms = await timePass(ctx, timer, reps, (pass) => {
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, binds.get(pipeline, [params.buffer, src, dst]));
+    for (let r = 0; r < rounds; r++)
+      pass.dispatchWorkgroups(...grid(Math.ceil(n / 256), ctx.limits.maxComputeWorkgroupsPerDimension));
+  });
+  for (const b of [src, dst]) b.destroy();
+  params.destroy();
+  return (rounds * 2 * n * 16) / (ms * 1e6);
+}
+
+/** One row of {@link runGemvBandwidthBench}, without the copy ratio. */
+async function gemvBandwidth(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  timer: GpuTimer,
+  o: { format: WeightFormat; N: number; K: number; reps: number; passBytes: number; spreadBytes: number },
+): Promise<Omit<GemvBandwidthRow, 'copyGbps' | 'ratio'>> {
+  const { format, N, K, reps } = o;
+  const q = syntheticMatrix(format, N, K);
+  const base = {
+    format,
+    N,
+    K,
+    bits: bitsPerWeight(format, N, K),
+    timing: timer.enabled ? 'timestamp' : 'wall',
+  } as const;
+  const weights: GpuMatrix[] = [];
+  const free = () => {
+    for (const w of weights) w.destroy();
+  };
+  try {
+    weights.push(uploadMatrix(ctx, q, `gemv-${format}-0`));
+    const bytes = weights[0]!.bytes;
+    const copies = Math.max(1, Math.ceil(o.spreadBytes / bytes));
+    while (weights.length < copies) weights.push(uploadMatrix(ctx, q, `gemv-${format}-${weights.length}`));
+  } catch (e) {
+    free();
+    const skipped = e instanceof Error ? e.message : String(e);
+    return { ...base, bytes: 0, copies: 0, calls: 0, usPerCall: 0, gbps: 0, skipped };
+  }
+  const bytes = weights[0]!.bytes;
+  const rounds = Math.max(1, Math.ceil(o.passBytes / (bytes * weights.length)));
+  const calls = rounds * weights.length;
+  await prepareMatmul(ctx, format, 1);
+  const x = uploadBuffer(ctx, syntheticF32(K, 7), 'gemv-x'); // [1, K]
+  const y = createBuffer(ctx, N * 4, 'gemv-y'); // [1, N]
+  const mms = weights.map((w) => new Matmul(ctx, binds, w, { maxM: 1 }));
+  const ms = await timePass(ctx, timer, reps, (pass) => {
+    for (let r = 0; r < rounds; r++) for (const mm of mms) mm.encode(pass, x, y, 1);
+  });
+  for (const mm of mms) mm.destroy();
+  free();
+  x.destroy();
+  y.destroy();
+  const usPerCall = (1000 * ms) / calls;
+  return { ...base, bytes, copies: weights.length, calls, usPerCall, gbps: bytes / (usPerCall * 1e3) };
+}

@@ -5,19 +5,23 @@
 // of it takes far longer than the rest) with the verify-cost curve from a GPU run without drafters,
 // bench:steer --quick and bench:kernels --quick. Without --quick every benchmark runs in full.
 // The section of real-GPU runs (bench/gpu-run.sh) is kept.
-//   node bench/results.mjs --append-gpu <report.json>   (used by bench/gpu-run.sh)
+//   node bench/results.mjs --append-gpu <report.json> [--gpu-sections <text>]   (used by bench/gpu-run.sh)
+// appends one run: the text of bench/gpu-cli.mjs's sections, then the browser report's tables.
+// WEFT_RESULTS_FILE names another file than bench/RESULTS.md (gpu-run.sh --smoke appends to one in
+// bench/.cache).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { machine, speedMarkdown } from './report.mjs';
 
-const FILE = 'bench/RESULTS.md';
+const FILE = process.env.WEFT_RESULTS_FILE ?? 'bench/RESULTS.md';
 const GPU_HEADING = '## Runs on a real GPU';
 
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     'append-gpu': { type: 'string' },
+    'gpu-sections': { type: 'string' },
   },
 });
 
@@ -60,15 +64,30 @@ function gpuSection() {
   return [
     GPU_HEADING,
     '',
-    '`bash bench/gpu-run.sh` runs `npm run bench:browser` with Chromium on the real GPU (Vulkan) and',
-    'appends its tables here. No run has been made yet.',
+    '`bash bench/gpu-run.sh` runs the GEMV bandwidth, decode (a Llama-3.2-1B-shaped checkpoint),',
+    'attention and verify-cost sections and `npm run bench:browser` with Chromium on the real GPU',
+    '(Vulkan) and appends their tables here. No run has been made yet.',
   ];
 }
 
 if (values['append-gpu']) {
   const report = JSON.parse(readFileSync(values['append-gpu'], 'utf8'));
-  const text = readFileSync(FILE, 'utf8').trimEnd();
-  const add = ['', `### ${report.date} (${report.adapter})`, '', ...speedMarkdown(report)];
+  const text = existsSync(FILE) ? readFileSync(FILE, 'utf8').trimEnd() : gpuSection().join('\n');
+  const sections = values['gpu-sections'] ? readFileSync(values['gpu-sections'], 'utf8') : undefined;
+  const add = [
+    '',
+    `### ${report.date} (${report.adapter})`,
+    '',
+    ...(sections
+      ? [
+          '`bash bench/gpu-run.sh`: GEMV bandwidth, decode, attention and verify cost (bench/gpu-cli.mjs)',
+          '',
+          ...codeBlock(sections),
+          '',
+        ]
+      : []),
+    ...speedMarkdown(report),
+  ];
   writeFileSync(FILE, `${text.replace('No run has been made yet.', '').trimEnd()}\n${add.join('\n')}\n`);
   process.stderr.write(`bench:results: appended the run to ${FILE}\n`);
   process.exit(0);

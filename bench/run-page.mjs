@@ -34,6 +34,10 @@ export async function runBenchPage(page, options = {}) {
     // re-bundle its dependencies mid-run and answer the page's pending imports with 504 "Outdated
     // Optimize Dep".
     optimizeDeps: { entries: [page.split('?')[0]], include: PAGE_DEPS },
+    // One dependency cache per page: Vite trusts a cache whose lockfile and config hash match without
+    // scanning again, so a cache another page left (bench/gpu-run.sh runs several) would lack this
+    // page's dependencies and bring back the 504s mid-run.
+    cacheDir: `node_modules/.vite/bench-${page.split('?')[0].replace(/\W+/g, '-')}`,
   });
   await server.listen();
   let browser;

@@ -32,12 +32,15 @@ if (args.has('--json')) {
   // Per decode step (one target pass with its drafting): CPU round trips (buffers mapped for
   // reading) and bytes read back; dispatches per generated token. '-' on the CPU reference.
   const gpu = (x, d, w) => (x === undefined ? '-' : x.toFixed(d)).padStart(w);
+  // The modelled speed-up: what a GPU bound by weight bandwidth would give (its formula is
+  // bench/spec.ts's, reported by the page), beside the measured wall-clock ratio ('vs plain').
+  console.log(`${out.modelledSpeedup}; '-' on the CPU reference`);
   console.log(
-    'mode           drafter      budget  tokens/pass  passes   ms       vs plain  lossless  trips/step  B read/step  dispatches/tok',
+    'mode           drafter      budget  tokens/pass  passes   ms       vs plain  lossless  trips/step  B read/step  dispatches/tok  draft passes/step  MB/step  modelled',
   );
   for (const r of out.rows)
     console.log(
-      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${String(r.lossless ?? '-').padEnd(8)}  ${gpu(r.readbacksPerStep, 2, 10)}  ${gpu(r.readbackBytesPerStep, 0, 11)}  ${gpu(r.dispatchesPerToken, 1, 14)}`,
+      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${String(r.lossless ?? '-').padEnd(8)}  ${gpu(r.readbacksPerStep, 2, 10)}  ${gpu(r.readbackBytesPerStep, 0, 11)}  ${gpu(r.dispatchesPerToken, 1, 14)}  ${r.draftPassesPerStep.toFixed(2).padStart(17)}  ${gpu(r.weightBytesPerStep === undefined ? undefined : r.weightBytesPerStep / 1e6, 2, 7)}  ${gpu(r.modelledSpeedup, 2, 7)}${r.modelledSpeedup === undefined ? ' ' : 'x'}`,
     );
   console.log('verify cost (median time of one target pass over T tokens, / T=1):');
   if (out.verifyCost.length === 0) console.log('  (not measured: --cpu runs the reference forward)');

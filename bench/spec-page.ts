@@ -3,7 +3,7 @@
 // budgets 4 and 16 and no rejection-rule rows; `?budgets=4,8` overrides the budgets; `?device=cpu`
 // runs the reference forward.
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import { runSpecBench } from './spec.js';
+import { MODELLED_SPEEDUP, runSpecBench } from './spec.js';
 
 async function main(): Promise<void> {
   const status = document.getElementById('status')!;
@@ -46,7 +46,7 @@ async function main(): Promise<void> {
       log: (l) => console.log(`[bench] ${l}`),
     });
     result.textContent = JSON.stringify(
-      { adapter: describeAdapter(ctx.adapter), device, prompts, ...out },
+      { adapter: describeAdapter(ctx.adapter), device, prompts, modelledSpeedup: MODELLED_SPEEDUP, ...out },
       null,
       2,
     );

@@ -1,16 +1,22 @@
 // Speculative decoding benchmark (engine code only: no DOM, no node:). On the demo pair, greedy and
 // T = 1: tokens per target pass and wall-clock ratio against plain decoding in the same run, per
 // drafter and budget, with what each decode step asked of the GPU (CPU round trips and bytes read
-// back per step, dispatches per token); and the verify-cost curve (median time of one target pass over T tokens,
+// back per step, dispatches per token) and the speed-up a bandwidth-bound GPU would give (see
+// MODELLED_SPEEDUP); and the verify-cost curve (median time of one target pass over T tokens,
 // after a warm-up, divided by T = 1's).
-import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
-import type { Engine } from '../src/engine/engine.js';
+import { ModelDrafter } from '../src/decode/model-drafter.js';
+import { codecOf } from '../src/engine/create.js';
+import { Engine } from '../src/engine/engine.js';
 import type { Acceptance, DrafterKind } from '../src/engine/types.js';
 import { urlModelFiles } from '../src/formats/files.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
-import { openModel } from '../src/model/load.js';
-import type { SamplerSpec } from '../src/model/runner.js';
+import { type OpenedModel, openModel } from '../src/model/load.js';
+import { referenceTensors } from '../src/model/quantized.js';
+import { ReferenceRunner } from '../src/model/reference.js';
+import type { ForwardInput, ModelRunner, SamplerSpec } from '../src/model/runner.js';
+import { mapWeights } from '../src/model/weights.js';
+import type { Quant } from '../src/quant/pack.js';
 
 /** How tokens are chosen in one part of the table. */
 export interface SpecMode {
@@ -39,6 +45,14 @@ export interface SpecRow {
   readbacksPerStep?: number;
   readbackBytesPerStep?: number;
   dispatchesPerToken?: number;
+  /** Draft-model forward passes per decode step (0 for n-gram drafting and plain decoding). */
+  draftPassesPerStep: number;
+  /**
+   * Weight bytes a decode step reads: draft passes × the draft's `weightBytesPerPass` + the
+   * target's (one verify pass); and {@link MODELLED_SPEEDUP} from them. Absent on the CPU reference.
+   */
+  weightBytesPerStep?: number;
+  modelledSpeedup?: number;
   /**
    * The generated ids equal plain decoding's (greedy, and T = 1 with Gumbel coupling, where they
    * must); null for the rejection rule, which is exact in distribution only.
@@ -72,6 +86,105 @@ export interface SpecBenchOptions {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+/**
+ * The speed-up a GPU bound by weight bandwidth would give, printed in the table's header: a decode
+ * step costs the weight bytes it reads, a forward pass reading its model's weights once whatever
+ * its number of tokens (a draft pass the draft's `weightBytesPerPass`, the verify pass the
+ * target's), while plain decoding reads the target's once per token.
+ */
+export const MODELLED_SPEEDUP =
+  'modelled x = tokens/pass x B_target / (draft passes/step x B_draft + B_target), B = weightBytesPerPass';
+
+/** Bytes of a step by {@link MODELLED_SPEEDUP}, and the speed-up over plain decoding. */
+function bandwidthModel(tokensPerPass: number, draftPasses: number, targetBytes: number, draftBytes: number) {
+  const bytesPerStep = draftPasses * draftBytes + targetBytes;
+  return { bytesPerStep, speedup: (tokensPerPass * targetBytes) / bytesPerStep };
+}
+
+/**
+ * A draft model's runner that counts its forward passes (each reads the draft's weights once),
+ * passing everything else through: what the bandwidth model needs of the drafter.
+ */
+class CountedRunner implements ModelRunner {
+  passes = 0;
+
+  constructor(readonly inner: ModelRunner) {}
+
+  get spec() {
+    return this.inner.spec;
+  }
+
+  get capacity() {
+    return this.inner.capacity;
+  }
+
+  get kvLength() {
+    return this.inner.kvLength;
+  }
+
+  forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
+    this.passes++;
+    return this.inner.forward(input, sampler, rows);
+  }
+
+  lastLogits(rows?: readonly number[]): Promise<Float32Array> {
+    if (!this.inner.lastLogits) throw new Error('the draft runner cannot read logits back');
+    return this.inner.lastLogits(rows);
+  }
+
+  commit(path: readonly number[]): void {
+    this.inner.commit(path);
+  }
+
+  trim(length: number): void {
+    this.inner.trim(length);
+  }
+
+  dispose(): void {
+    this.inner.dispose();
+  }
+}
+
+/** `opened` placed on the GPU at `quant`, or as the CPU reference (its values as the GPU packs them). */
+async function place(
+  ctx: GpuContext,
+  opened: OpenedModel,
+  quant: Quant,
+  device: 'gpu' | 'cpu',
+  capacity: number,
+): Promise<ModelRunner> {
+  if (device === 'gpu') return createGpuRunner(opened, { quant, capacity, gpu: ctx });
+  return new ReferenceRunner(opened.spec, mapWeights(await referenceTensors(opened, quant, 'none')), {
+    capacity,
+  });
+}
+
+/** How a configuration drafts: no model (plain, n-gram), a separate draft model, or the target at low precision. */
+type DraftSource = { model: string } | { self: 'int4' | 'int2' };
+
+/**
+ * An engine over the target at f16 with, for a draft source, a {@link ModelDrafter} on a counted
+ * runner (as `createEngine` builds it, but with the draft's passes counted).
+ */
+async function specEngine(
+  ctx: GpuContext,
+  o: SpecBenchOptions,
+  name: string,
+  draft?: DraftSource,
+): Promise<{ engine: Engine; draft?: CountedRunner }> {
+  const device = o.device ?? 'gpu';
+  const capacity = 512;
+  const opened = await openModel(urlModelFiles(o.target));
+  const runner = await place(ctx, opened, 'f16', device, capacity);
+  const codec = codecOf(opened.tokenizer, opened.spec.vocabSize);
+  if (!draft) return { engine: new Engine({ id: o.target, runner, codec }) };
+  const [model, quant] =
+    'self' in draft ? [opened, draft.self] : [await openModel(urlModelFiles(draft.model)), 'f16' as const];
+  const counted = new CountedRunner(await place(ctx, model, quant, device, capacity));
+  const drafter = new ModelDrafter(name, counted);
+  return { engine: new Engine({ id: o.target, runner, codec, drafter }), draft: counted };
+}
+
 async function timed(
   engine: Engine,
   prompts: string[],
@@ -79,15 +192,21 @@ async function timed(
   mode: SpecMode,
   drafter: DrafterKind,
   budget: number,
+  draft?: CountedRunner,
 ) {
   const t0 = performance.now();
   const ids: number[][] = [];
   let passes = 0;
   let perPass = 0;
+  // Draft forwards over the requests: its catch-up on each prompt (in the first step) included.
+  const draftPasses0 = draft?.passes ?? 0;
   // The GPU's work in decode steps, summed over the prompts (stays undefined off the GPU).
   let work:
     | { passes: number; tokens: number; readbacks: number; readbackBytes: number; dispatches: number }
     | undefined;
+  let targetBytes: number | undefined;
+  let steps = 0;
+  let stepTokens = 0;
   for (const [i, p] of prompts.entries()) {
     const out: number[] = [];
     const o = {
@@ -100,9 +219,11 @@ async function timed(
     };
     for await (const c of engine.generate(p, o)) out.push(...c.ids);
     ids.push(out);
-    passes += engine.lastStats!.target_passes;
-    perPass += engine.lastStats!.tokens_per_pass;
-    const d = engine.lastStats!.decode_counts;
+    const stats = engine.lastStats!;
+    passes += stats.target_passes;
+    perPass += stats.tokens_per_pass;
+    targetBytes = stats.weight_bytes_per_pass;
+    const d = stats.decode_counts;
     if (d) {
       work ??= { passes: 0, tokens: 0, readbacks: 0, readbackBytes: 0, dispatches: 0 };
       work.passes += d.passes;
@@ -111,14 +232,31 @@ async function timed(
       work.readbackBytes += d.readback_bytes;
       work.dispatches += d.dispatches;
     }
+    steps += d?.passes ?? 0;
+    stepTokens += d?.tokens ?? 0;
   }
   const per = (n: number, by: number) => (by > 0 ? n / by : 0);
+  const draftPassesPerStep = per((draft?.passes ?? 0) - draftPasses0, steps);
   const gpu = work && {
     readbacksPerStep: per(work.readbacks, work.passes),
     readbackBytesPerStep: per(work.readbackBytes, work.passes),
     dispatchesPerToken: per(work.dispatches, work.tokens),
   };
-  return { ms: performance.now() - t0, ids, passes, tokensPerPass: perPass / prompts.length, gpu };
+  const draftBytes = draft ? draft.inner.weightBytesPerPass : 0;
+  const model =
+    targetBytes !== undefined && draftBytes !== undefined && steps > 0
+      ? bandwidthModel(stepTokens / steps, draftPassesPerStep, targetBytes, draftBytes)
+      : undefined;
+  const modelled = model && { weightBytesPerStep: model.bytesPerStep, modelledSpeedup: model.speedup };
+  return {
+    ms: performance.now() - t0,
+    ids,
+    passes,
+    tokensPerPass: perPass / prompts.length,
+    gpu,
+    draftPassesPerStep,
+    modelled,
+  };
 }
 
 /** Runs the drafter × budget table in every mode, then the verify-cost curve. */
@@ -128,15 +266,14 @@ export async function runSpecBench(
 ): Promise<{ rows: SpecRow[]; verifyCost: VerifyCost[] }> {
   const log = o.log ?? (() => {});
   const device = o.device ?? 'gpu';
-  const base: CreateEngineOptions = { model: o.target, quant: 'f16', gpu: ctx, contextLength: 512, device };
-  const all: { name: string; draft?: CreateEngineOptions['draft']; drafter: DrafterKind }[] = [
+  const all: { name: string; draft?: DraftSource; drafter: DrafterKind }[] = [
     { name: 'ngram', drafter: 'ngram' },
-    { name: 'draft-model', draft: { model: o.draft, quant: 'f16' }, drafter: 'draft' },
+    { name: 'draft-model', draft: { model: o.draft }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
     { name: 'self-int2', draft: { self: 'int2' }, drafter: 'draft' },
   ];
   const configs = all.filter((c) => !o.drafters || o.drafters.includes(c.name));
-  const plainEngine = await createEngine(base);
+  const { engine: plainEngine } = await specEngine(ctx, o, 'none');
   const warm = o.prompts.slice(0, 1);
   // Plain decoding per mode (acceptance does not matter without drafts): the baseline rows.
   const plain = new Map<string, Awaited<ReturnType<typeof timed>>>();
@@ -155,17 +292,19 @@ export async function runSpecBench(
       ms: r.ms,
       speedup: 1,
       lossless: true,
+      draftPassesPerStep: r.draftPassesPerStep,
       ...r.gpu,
+      ...r.modelled,
     });
     log(`${mode.name} none: ${r.ms.toFixed(0)} ms`);
   }
   for (const c of configs) {
-    const engine = c.draft ? await createEngine({ ...base, draft: c.draft }) : plainEngine;
+    const { engine, draft } = c.draft ? await specEngine(ctx, o, c.name, c.draft) : { engine: plainEngine };
     for (const mode of o.modes) {
       const ref = plain.get(mode.name)!;
       await timed(engine, warm, 4, mode, c.drafter, 4); // warm-up
       for (const budget of o.budgets) {
-        const r = await timed(engine, o.prompts, o.maxTokens, mode, c.drafter, budget);
+        const r = await timed(engine, o.prompts, o.maxTokens, mode, c.drafter, budget, draft);
         const exact = mode.temperature === 0 || mode.acceptance === 'gumbel';
         const row: SpecRow = {
           mode: mode.name,
@@ -177,12 +316,17 @@ export async function runSpecBench(
           ms: r.ms,
           speedup: ref.ms / r.ms,
           lossless: exact ? JSON.stringify(r.ids) === JSON.stringify(ref.ids) : null,
+          draftPassesPerStep: r.draftPassesPerStep,
           ...r.gpu,
+          ...r.modelled,
         };
         log(
           `${mode.name} ${c.name} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x` +
             (r.gpu
               ? `, ${r.gpu.readbacksPerStep.toFixed(2)} round trips/step (${r.gpu.readbackBytesPerStep.toFixed(0)} B), ${r.gpu.dispatchesPerToken.toFixed(1)} dispatches/token`
+              : '') +
+            (r.modelled
+              ? `, ${r.draftPassesPerStep.toFixed(2)} draft passes/step, modelled ${r.modelled.modelledSpeedup.toFixed(2)}x`
               : ''),
         );
         rows.push(row);
@@ -193,34 +337,39 @@ export async function runSpecBench(
   await plainEngine.unload();
 
   if (device === 'cpu') return { rows, verifyCost: [] };
-  return { rows, verifyCost: await verifyCurve(ctx, o.target, o.verifyReps, log) };
-}
-
-/**
- * Median time of one target pass over a chain of T new tokens after a 16-token prefix, at T = 1,
- * 2, 4, ..., 64, sampling at T = 1 on every row (as tree verification does), each point after one
- * warm-up pass; the ratio is against T = 1.
- */
-async function verifyCurve(
-  ctx: GpuContext,
-  target: string,
-  reps: number,
-  log: (line: string) => void,
-): Promise<VerifyCost[]> {
-  const runner = await createGpuRunner(await openModel(urlModelFiles(target)), {
+  const runner = await createGpuRunner(await openModel(urlModelFiles(o.target)), {
     quant: 'f16',
     capacity: 256,
     gpu: ctx,
   });
+  const verifyCost = await verifyCostCurve(runner, { reps: o.verifyReps, log });
+  runner.dispose();
+  return { rows, verifyCost };
+}
+
+/** The verify-cost curve's numbers of new tokens: powers of two, and 17 and 33 past two tile edges. */
+export const VERIFY_TOKENS = [1, 2, 4, 8, 16, 17, 32, 33, 64];
+
+/**
+ * Median time of one pass of `runner` over a chain of T new tokens after a 16-token prefix, for
+ * each T of `tokens` (default {@link VERIFY_TOKENS}; the first should be 1), sampling at T = 1 on
+ * every row (as tree verification does), each point after one warm-up pass; the ratio is against
+ * the first point. Leaves the runner's cache empty.
+ */
+export async function verifyCostCurve(
+  runner: ModelRunner,
+  o: { reps: number; tokens?: readonly number[]; log?: (line: string) => void },
+): Promise<VerifyCost[]> {
   const sampler: SamplerSpec = { temperature: 1, topP: 1, topK: 0, seed: 1 };
   const prefix = Array.from({ length: 16 }, (_, i) => 10 + i);
+  runner.trim(0);
   await runner.forward({ tokens: prefix }, sampler, 'last');
   runner.commit(prefix.map((_, i) => i));
   const out: VerifyCost[] = [];
-  for (const T of [1, 2, 4, 8, 16, 32, 64]) {
+  for (const T of o.tokens ?? VERIFY_TOKENS) {
     const times: number[] = [];
     const tokens = Array.from({ length: T }, (_, i) => 20 + i);
-    for (let rep = 0; rep <= reps; rep++) {
+    for (let rep = 0; rep <= o.reps; rep++) {
       const t0 = performance.now();
       await runner.forward({ tokens }, sampler, 'all');
       times.push(performance.now() - t0);
@@ -228,8 +377,8 @@ async function verifyCurve(
     }
     const ms = median(times.slice(1));
     out.push({ T, ms, ratio: ms / (out[0]?.ms ?? ms) });
-    log(`verify T=${T}: ${ms.toFixed(1)} ms`);
+    o.log?.(`verify T=${T}: ${ms.toFixed(2)} ms`);
   }
-  runner.dispose();
+  runner.trim(0);
   return out;
 }

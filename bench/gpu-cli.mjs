@@ -1,0 +1,125 @@
+// The GPU sections of bench/gpu-run.sh, in headless Chromium (the real GPU with WEFT_GPU=real):
+//   1. GEMV effective bandwidth per weight format against the copy bandwidth (Llama-3.2-1B's shapes),
+//   2. decode tok/s of a random-weight Llama-3.2-1B-shaped checkpoint at f16, int8, int4 and int2
+//      with the GPU-resident loop, and what each token asks of the device,
+//   3. decode attention at 512 and 4096 keys, split against unsplit,
+//   4. the verify-cost curve of that checkpoint at f16.
+// The checkpoint is written once into bench/.cache (test/fixtures/scale-dir.ts) and served from
+// there over HTTP with Range; the kernel sections run first, so a software adapter is refused
+// before it is written.
+// Usage: node bench/gpu-cli.mjs [--smoke] [--json <file>]
+// --smoke: every shape shrunk (the model: 2 layers, hidden 256, vocab 4096) and SwiftShader
+// accepted, so the whole run is tested on a CPU.
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { createServer } from 'vite';
+import { runBenchPage } from './run-page.mjs';
+
+const { values } = parseArgs({
+  options: { smoke: { type: 'boolean', default: false }, json: { type: 'string' } },
+});
+const smoke = values.smoke;
+
+/** Config keys the smoke model overrides in Llama-3.2-1B's config.json. */
+const SMOKE_CONFIG = {
+  hidden_size: 256,
+  intermediate_size: 1024,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 64,
+  vocab_size: 4096,
+};
+
+/** Bandwidths: three significant digits, so that a SwiftShader figure does not print as 0.0. */
+const gbps = (x) => (x >= 100 ? x.toFixed(0) : x.toPrecision(3));
+
+const query = (part, extra = {}) =>
+  new URLSearchParams({ part, ...(smoke ? { smoke: '1' } : {}), ...extra }).toString();
+
+const kernels = await runBenchPage(`bench/gpu.html?${query('kernels')}`);
+printKernels(kernels);
+
+// TS fixtures through Vite's SSR loader, as run-page.mjs loads its Chromium flags.
+const vite = await createServer({
+  configFile: 'vite.config.ts',
+  logLevel: 'warn',
+  appType: 'custom',
+  server: { middlewareMode: true, hmr: false },
+});
+let model;
+try {
+  const dir = await writeModel(vite);
+  const { serveDir } = await vite.ssrLoadModule('/test/scale/serve-dir.ts');
+  const files = await serveDir(dir);
+  try {
+    model = await runBenchPage(`bench/gpu.html?${query('model', { model: files.url })}`);
+  } finally {
+    await files.close();
+  }
+} finally {
+  await vite.close();
+}
+printModel(model);
+if (values.json) await writeFile(values.json, `${JSON.stringify({ smoke, kernels, model }, null, 2)}\n`);
+
+/**
+ * Writes the random checkpoint into bench/.cache/<name> unless a finished one is there (its
+ * `written.json` is the last file written); returns the folder.
+ */
+async function writeModel(server) {
+  const name = smoke ? 'llama-3.2-1b-smoke' : 'llama-3.2-1b-random';
+  const dir = `bench/.cache/${name}`;
+  const marker = `${dir}/written.json`;
+  const wanted = JSON.stringify({ shape: 'llama-3.2-1b', seed: 1, config: smoke ? SMOKE_CONFIG : {} });
+  if ((await readFile(marker, 'utf8').catch(() => '')) === wanted) return dir;
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  const { writeScaleDir } = await server.ssrLoadModule('/test/fixtures/scale-dir.ts');
+  const t0 = performance.now();
+  const { weightBytes } = await writeScaleDir(dir, 'llama-3.2-1b', 1, smoke ? SMOKE_CONFIG : {});
+  await writeFile(marker, wanted);
+  console.error(
+    `gpu-cli: wrote ${dir} (${weightBytes} bytes) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  return dir;
+}
+
+function printKernels(out) {
+  console.log(`adapter: ${out.adapter}; ${out.timing} timing${smoke ? '; smoke run (shrunk shapes)' : ''}`);
+  console.log('\n## 1. GEMV effective bandwidth (M = 1) per weight format, against a copy in the same run');
+  const copy = out.gemv.find((r) => !r.skipped)?.copyGbps;
+  console.log(`copy bandwidth: ${copy === undefined ? '-' : gbps(copy)} GB/s (bytes read + written)`);
+  console.log('format  bits/w  N×K            copies  calls/pass   us/call      GB/s  % of copy');
+  for (const r of out.gemv) {
+    const head = `${r.format.padEnd(6)}  ${r.bits.toFixed(3).padStart(6)}  ${`${r.N}x${r.K}`.padEnd(13)}`;
+    if (r.skipped) console.log(`${head}  skipped: ${r.skipped}`);
+    else
+      console.log(
+        `${head}  ${String(r.copies).padStart(6)}  ${String(r.calls).padStart(10)}  ${r.usPerCall.toFixed(2).padStart(8)}  ${gbps(r.gbps).padStart(8)}  ${(100 * r.ratio).toPrecision(3).padStart(8)}%`,
+      );
+  }
+  console.log('\n## 3. Decode attention (T = 1), split against unsplit');
+  console.log('context  heads/kv  headDim  cache  unsplit ms  split ms  dispatches  speed-up');
+  for (const a of out.attention)
+    console.log(
+      `${String(a.context).padStart(7)}  ${`${a.heads}/${a.kvHeads}`.padStart(8)}  ${String(a.headDim).padStart(7)}  ${a.format.padEnd(5)}  ${a.unsplitMs.toFixed(3).padStart(10)}  ${a.splitMs.toFixed(3).padStart(8)}  ${String(a.splitDispatches).padStart(10)}  ${a.speedup.toFixed(2).padStart(7)}x`,
+    );
+}
+
+function printModel(out) {
+  const shape = smoke
+    ? 'hidden 256, 2 layers, 4/2 heads, head_dim 64, intermediate 1024, vocab 4096 (smoke)'
+    : 'hidden 2048, 16 layers, 32/8 heads, head_dim 64, intermediate 8192, vocab 128256, tied';
+  console.log(
+    `\n## 2. Greedy decode with the GPU-resident loop, random Llama-3.2-1B-shaped weights (${shape})`,
+  );
+  console.log('quant  load s  tokens     tok/s  dispatches/tok  writes/tok  readbacks/tok  MB/pass   GB/s');
+  for (const r of out.decode)
+    console.log(
+      `${r.quant.padEnd(5)}  ${(r.loadMs / 1000).toFixed(1).padStart(6)}  ${String(r.tokens).padStart(6)}  ${r.tokS.toPrecision(3).padStart(8)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${r.writesPerToken.toFixed(2).padStart(10)}  ${r.readbacksPerToken.toFixed(2).padStart(13)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(7)}  ${gbps(r.gbps).padStart(5)}`,
+    );
+  console.log('\n## 4. Verify cost at f16: median time of one target pass over T tokens, / T = 1');
+  for (const v of out.verifyCost)
+    console.log(`T=${String(v.T).padStart(2)}  ${v.ms.toFixed(2).padStart(9)} ms  ${v.ratio.toFixed(2)}`);
+}

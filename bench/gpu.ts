@@ -1,0 +1,112 @@
+// The model sections of bench/gpu-run.sh (engine code only: no DOM, no node:): plain greedy decode
+// with the GPU-resident loop per weight format on a random-weight checkpoint of Llama-3.2-1B's shape,
+// with what each token asks of the device, and the verify-cost curve of the f16 target.
+import { urlModelFiles } from '../src/formats/files.js';
+import { countsSince } from '../src/gpu/counters.js';
+import type { GpuContext } from '../src/gpu/device.js';
+import { createGpuRunner, type GpuRunner } from '../src/model/gpu-runner.js';
+import { openModel } from '../src/model/load.js';
+import { GREEDY } from '../src/model/runner.js';
+import type { Quant } from '../src/quant/pack.js';
+import { type VerifyCost, verifyCostCurve } from './spec.js';
+
+/** Plain greedy decode of one weight format. */
+export interface DecodeRow {
+  quant: Quant;
+  /** Time to place the weights (read, convert, upload) and build the kernels. */
+  loadMs: number;
+  /** Tokens timed (after the prompt and a warm-up session). */
+  tokens: number;
+  ms: number;
+  tokS: number;
+  /** Device work per generated token, from the device's counters over the timed session. */
+  dispatchesPerToken: number;
+  writesPerToken: number;
+  readbacksPerToken: number;
+  submitsPerToken: number;
+  /** Weight bytes one forward reads ({@link GpuRunner.weightBytesPerPass}). */
+  weightBytesPerPass: number;
+  /** weightBytesPerPass · tok/s: the weight bandwidth decode reaches. */
+  gbps: number;
+}
+
+/** Options of {@link runDecodeBench}. */
+export interface DecodeBenchOptions {
+  /** URL of the checkpoint folder (with a trailing slash). */
+  model: string;
+  quants: Quant[];
+  /** Prompt ids, prefilled once per format. */
+  prompt: number[];
+  /** Tokens of the timed decode session. */
+  tokens: number;
+  /** Passes per verify-cost point (after one warm-up); the curve runs on the f16 runner. */
+  verifyReps: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * For each format: places the model, prefills the prompt, runs a 4-step warm-up session (pipelines
+ * and caches hot), then times a session of `tokens` greedy steps (the GPU-resident loop: each step
+ * runs the id the step before sampled, and the runner queues a step ahead) with the device's
+ * counters around it. At f16 it then measures the verify-cost curve on the same runner.
+ */
+export async function runDecodeBench(
+  ctx: GpuContext,
+  o: DecodeBenchOptions,
+): Promise<{ decode: DecodeRow[]; verifyCost: VerifyCost[] }> {
+  const log = o.log ?? (() => {});
+  const decode: DecodeRow[] = [];
+  let verifyCost: VerifyCost[] = [];
+  const capacity = Math.max(o.prompt.length + o.tokens + 8, 16 + 64); // the curve: a 16-token prefix + 64
+  // Opened once (config, tokenizer, tensor index); each format reads and packs the weights anew.
+  const opened = await openModel(urlModelFiles(o.model));
+  for (const quant of o.quants) {
+    const t0 = performance.now();
+    const runner = await createGpuRunner(opened, { quant, capacity, gpu: ctx });
+    const loadMs = performance.now() - t0;
+    try {
+      const row = await timeDecode(runner, o.prompt, o.tokens);
+      decode.push({ quant, loadMs, ...row });
+      log(
+        `decode ${quant}: ${row.tokS.toFixed(2)} tok/s over ${row.tokens} tokens, ${row.dispatchesPerToken.toFixed(1)} dispatches, ${row.writesPerToken.toFixed(2)} writes, ${row.readbacksPerToken.toFixed(2)} readbacks per token; weights ${(row.weightBytesPerPass / 1e6).toFixed(1)} MB/pass, ${row.gbps.toFixed(1)} GB/s (load ${(loadMs / 1000).toFixed(1)} s)`,
+      );
+      if (quant === 'f16') verifyCost = await verifyCostCurve(runner, { reps: o.verifyReps, log });
+    } finally {
+      runner.dispose();
+    }
+  }
+  return { decode, verifyCost };
+}
+
+/** One format's timed session (see {@link runDecodeBench}). */
+async function timeDecode(runner: GpuRunner, prompt: number[], tokens: number) {
+  const first = (await runner.forward({ tokens: prompt }, GREEDY, 'last'))[0]!; // sampled after the prompt
+  runner.commit(prompt.map((_, i) => i));
+  const session = async (steps: number) => {
+    const s = runner.decode(first, GREEDY, steps);
+    try {
+      for (let i = 0; i < steps; i++) await s.next();
+    } finally {
+      s.close();
+    }
+    runner.trim(prompt.length);
+  };
+  await session(4);
+  const before = runner.deviceCounts();
+  const t0 = performance.now();
+  await session(tokens);
+  const ms = performance.now() - t0;
+  const c = countsSince(runner.deviceCounts(), before);
+  const tokS = tokens / (ms / 1000);
+  return {
+    tokens,
+    ms,
+    tokS,
+    dispatchesPerToken: c.dispatches / tokens,
+    writesPerToken: c.writes / tokens,
+    readbacksPerToken: c.readbacks / tokens,
+    submitsPerToken: c.submits / tokens,
+    weightBytesPerPass: runner.weightBytesPerPass,
+    gbps: (runner.weightBytesPerPass * tokS) / 1e9,
+  };
+}

@@ -1,0 +1,93 @@
+// `bash bench/gpu-run.sh --smoke` end to end on SwiftShader: every section of the real-GPU run
+// (GEMV bandwidth per format, decode per format of a Llama-3.2-1B-shaped checkpoint shrunk to 2
+// layers, attention at 512 and 4096 keys, the verify-cost curve, bench:browser) runs at tiny sizes,
+// prints its table, and the run is appended to a results file. The figures checked are the run's
+// own (its JSON beside the printed text); only their presence and sanity are asserted, never values.
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const stamp = `test-${process.pid}`;
+let dir: string | undefined;
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+  for (const f of [
+    `gpu-run-smoke-${stamp}.txt`,
+    `gpu-run-smoke-${stamp}.json`,
+    `gpu-run-smoke-${stamp}-sections.json`,
+  ])
+    await rm(join('bench/.cache', f), { force: true });
+});
+
+const positive = (x: unknown) => typeof x === 'number' && Number.isFinite(x) && x > 0;
+
+// About 3 minutes on an idle 2-core machine; SwiftShader shares the cores with whatever else runs.
+const LIMIT_MS = 900_000;
+
+it('gpu-run.sh --smoke prints every section with figures from the run and appends them', {
+  timeout: LIMIT_MS,
+}, async () => {
+  dir = await mkdtemp(join(tmpdir(), 'weft-gpu-run-'));
+  const results = join(dir, 'RESULTS.md');
+  const { stdout } = await run('bash', ['bench/gpu-run.sh', '--smoke'], {
+    timeout: LIMIT_MS - 20_000,
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, WEFT_RESULTS_FILE: results, WEFT_GPU_RUN_STAMP: stamp },
+  });
+  const sections = JSON.parse(await readFile(`bench/.cache/gpu-run-smoke-${stamp}-sections.json`, 'utf8'));
+  expect(sections.smoke).toBe(true);
+
+  // 1. GEMV bandwidth: every format at every shape, against a measured copy bandwidth.
+  const gemv: { format: string; gbps: number; ratio: number; copyGbps: number; skipped?: string }[] =
+    sections.kernels.gemv;
+  expect([...new Set(gemv.map((r) => r.format))]).toEqual(['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2']);
+  expect(gemv).toHaveLength(4 * 6);
+  for (const r of gemv) {
+    expect(r.skipped).toBeUndefined();
+    expect([r.gbps, r.ratio, r.copyGbps].every(positive)).toBe(true);
+  }
+  expect(stdout).toContain('## 1. GEMV effective bandwidth');
+  expect(stdout).toMatch(/^int2 +2\.625 +96x256 +\d+ +\d+ +[\d.]+ +[\d.]+ +[\d.]+%$/m);
+
+  // 3. Attention at both contexts, both kernels timed.
+  const attention: { context: number; unsplitMs: number; splitMs: number }[] = sections.kernels.attention;
+  expect(attention.map((a) => a.context)).toEqual([512, 4096]);
+  for (const a of attention) expect([a.unsplitMs, a.splitMs].every(positive)).toBe(true);
+  expect(stdout).toMatch(/^ +4096 +32\/8 +64 +f16 +[\d.]+ +[\d.]+ +\d +[\d.]+x$/m);
+
+  // 2. Decode per format with the GPU-resident loop: one readback per token, a few dispatches.
+  const decode: {
+    quant: string;
+    tokS: number;
+    dispatchesPerToken: number;
+    writesPerToken: number;
+    readbacksPerToken: number;
+  }[] = sections.model.decode;
+  expect(decode.map((d) => d.quant)).toEqual(['f16', 'int8', 'int4', 'int2']);
+  for (const d of decode) {
+    expect([d.tokS, d.dispatchesPerToken, d.writesPerToken].every(positive)).toBe(true);
+    expect(d.readbacksPerToken).toBeLessThanOrEqual(1.5);
+  }
+  expect(stdout).toContain('## 2. Greedy decode with the GPU-resident loop');
+
+  // 4. The verify-cost curve over every T, against T = 1.
+  const verify: { T: number; ms: number; ratio: number }[] = sections.model.verifyCost;
+  expect(verify.map((v) => v.T)).toEqual([1, 2, 4, 8, 16, 17, 32, 33, 64]);
+  expect(verify[0]!.ratio).toBe(1);
+  for (const v of verify) expect([v.ms, v.ratio].every(positive)).toBe(true);
+  expect(stdout).toMatch(/^T=64 +[\d.]+ ms +[\d.]+$/m);
+
+  // 5. bench:browser, and the whole run appended to the results file.
+  const browser = JSON.parse(await readFile(`bench/.cache/gpu-run-smoke-${stamp}.json`, 'utf8'));
+  expect(browser.weft.length).toBeGreaterThan(0);
+  for (const w of browser.weft) expect(positive(w.decodeTokS)).toBe(true);
+  const appended = await readFile(results, 'utf8');
+  expect(appended).toContain(`(${browser.adapter})`);
+  expect(appended).toContain('## 4. Verify cost at f16');
+  expect(appended).toContain('weft');
+});
