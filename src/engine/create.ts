@@ -1,6 +1,7 @@
 import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
+import type { ModelFiles } from '../formats/files.js';
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
@@ -16,7 +17,7 @@ import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
-import { checkDeviceFit, estimateDeviceMemory } from './limits.js';
+import { checkDeviceFit, estimateDeviceMemory, modelFootprint } from './limits.js';
 import { openModelSource } from './open.js';
 import { templateMessage } from './tools.js';
 import type { Acceptance, TextCodec } from './types.js';
@@ -206,40 +207,54 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       ...(steerPlan ? { steer: steerPlan } : {}),
     });
   };
-  if (gpu) {
-    const limits = {
-      maxBufferSize: gpu.limits.maxBufferSize,
-      maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
-      deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
-    };
-    try {
-      checkDeviceFit(spec, formatOf(quant), { context, kvFormat }, limits);
-    } catch (err) {
-      if (!options.gpu) gpu.destroy();
-      throw err;
+  // The draft model is opened (headers only) before anything is placed, so that a wrong pairing or
+  // a pair that does not fit the device is refused before the upload.
+  const draft = options.draft;
+  const draftModel =
+    draft && !('self' in draft) ? await openDraftModel(draft.model, opened, resolve) : undefined;
+  try {
+    if (gpu) {
+      const limits = {
+        maxBufferSize: gpu.limits.maxBufferSize,
+        maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
+        deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
+      };
+      const companion = draft
+        ? 'self' in draft
+          ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
+          : {
+              what: `draft model ${draftModel!.files.name} at ${draft.quant ?? quant}`,
+              spec: draftModel!.opened.spec,
+              format: formatOf(draft.quant ?? quant),
+            }
+        : undefined;
+      const kv = { context, kvFormat };
+      checkDeviceFit(
+        spec,
+        formatOf(quant),
+        kv,
+        limits,
+        companion && {
+          what: companion.what,
+          footprint: modelFootprint(companion.spec, companion.format, kv),
+        },
+      );
     }
+  } catch (err) {
+    if (gpu && !options.gpu) gpu.destroy();
+    await draftModel?.files.close?.();
+    throw err;
   }
   const runner = await place(opened, quant, true, plan);
   let drafter: Drafter | undefined;
-  const draft = options.draft;
   if (draft && 'self' in draft) {
     drafter = new ModelDrafter(`self-${draft.self}`, await place(opened, draft.self, false));
-  } else if (draft) {
-    const draftFiles = await openModelSource(resolveModel(draft.model, resolve));
-    const draftModel = await openModel(draftFiles);
-    if (draftModel.spec.vocabSize !== spec.vocabSize)
-      throw new InvalidInputError(
-        `draft model ${draftFiles.name} has a vocabulary of ${draftModel.spec.vocabSize}, the target ${spec.vocabSize}: they must share the tokenizer`,
-      );
-    const differs = opened.tokenizer.firstDifference(draftModel.tokenizer);
-    if (differs !== undefined) {
-      const token = (t: WeftTokenizer) => JSON.stringify(t.tokenOf(differs) ?? null);
-      throw new InvalidInputError(
-        `draft model ${draftFiles.name} has another tokenizer: id ${differs} is ${token(draftModel.tokenizer)} there, ${token(opened.tokenizer)} in the target; they must share the tokenizer`,
-      );
-    }
-    drafter = new ModelDrafter(draftFiles.name, await place(draftModel, draft.quant ?? quant, false));
-    await draftFiles.close?.();
+  } else if (draft && draftModel) {
+    drafter = new ModelDrafter(
+      draftModel.files.name,
+      await place(draftModel.opened, draft.quant ?? quant, false),
+    );
+    await draftModel.files.close?.();
   }
   // Every tensor is on the device now: release file handles.
   await files.close?.();
@@ -251,6 +266,37 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     ...(drafter ? { drafter } : {}),
     ...(options.acceptance ? { acceptance: options.acceptance } : {}),
   });
+}
+
+/**
+ * Opens a draft model (its headers and tokenizer) and checks that it shares the target's
+ * tokenizer: the same vocabulary size and the same token at every id.
+ */
+async function openDraftModel(
+  source: ModelRef,
+  target: OpenedModel,
+  resolve: Parameters<typeof resolveModel>[1],
+): Promise<{ files: ModelFiles; opened: OpenedModel }> {
+  const files = await openModelSource(resolveModel(source, resolve));
+  try {
+    const opened = await openModel(files);
+    const { vocabSize } = target.spec;
+    if (opened.spec.vocabSize !== vocabSize)
+      throw new InvalidInputError(
+        `draft model ${files.name} has a vocabulary of ${opened.spec.vocabSize}, the target ${vocabSize}: they must share the tokenizer`,
+      );
+    const differs = target.tokenizer.firstDifference(opened.tokenizer);
+    if (differs !== undefined) {
+      const token = (t: WeftTokenizer) => JSON.stringify(t.tokenOf(differs) ?? null);
+      throw new InvalidInputError(
+        `draft model ${files.name} has another tokenizer: id ${differs} is ${token(opened.tokenizer)} there, ${token(target.tokenizer)} in the target; they must share the tokenizer`,
+      );
+    }
+    return { files, opened };
+  } catch (err) {
+    await files.close?.();
+    throw err;
+  }
 }
 
 /**

@@ -89,13 +89,28 @@ export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: Footpri
   };
 }
 
-/** The first limit `f` exceeds, as the error's fields, or undefined when it fits. */
+/** A second model placed on the same device (a draft model or a self-draft), with its footprint. */
+export interface Companion {
+  /** What it is, e.g. `draft model kjv-draft at f16`. */
+  readonly what: string;
+  readonly footprint: ModelFootprint;
+}
+
+/**
+ * The first limit `f` (with `companion`'s buffers and bytes beside it) exceeds, as the error's
+ * fields, or undefined when both fit.
+ */
 function exceeded(
   f: ModelFootprint,
   format: WeightFormat,
   limits: DeviceLimits,
+  companion?: Companion,
 ): { limit: string; what: string; needed: number; available: number } | undefined {
-  for (const b of f.bound) {
+  const bound = [
+    ...f.bound,
+    ...(companion?.footprint.bound ?? []).map((b) => ({ ...b, what: `${companion!.what}: ${b.what}` })),
+  ];
+  for (const b of bound) {
     if (b.bytes > limits.maxBufferSize)
       return { limit: 'maxBufferSize', what: b.what, needed: b.bytes, available: limits.maxBufferSize };
     if (b.bytes > limits.maxStorageBufferBindingSize)
@@ -106,30 +121,35 @@ function exceeded(
         available: limits.maxStorageBufferBindingSize,
       };
   }
-  if (f.total > limits.deviceMemory)
+  const total = f.total + (companion?.footprint.total ?? 0);
+  if (total > limits.deviceMemory) {
+    const model = `the whole model at ${format} (weights ${f.weights}, KV cache ${f.kvCache}, activations ${f.activations} bytes)`;
     return {
       limit: 'device memory',
-      what: `the whole model at ${format} (weights ${f.weights}, KV cache ${f.kvCache}, activations ${f.activations} bytes)`,
-      needed: f.total,
+      what: companion ? `${model} with its ${companion.what} (${companion.footprint.total} bytes)` : model,
+      needed: total,
       available: limits.deviceMemory,
     };
+  }
   return undefined;
 }
 
 /**
  * Throws {@link DeviceLimitError} unless `spec` in weight `format` fits `limits`: every buffer
  * bound whole within maxBufferSize and maxStorageBufferBindingSize, and the total within the
- * device memory estimate. The error gives the model's bytes in every format of
- * {@link SIZE_FORMATS} and the most precise format smaller than `format` that would fit.
+ * device memory estimate. A `companion` (the drafter's model, placed on the same device) adds its
+ * buffers and bytes. The error gives the model's bytes in every format of {@link SIZE_FORMATS}
+ * and the most precise format smaller than `format` that would fit beside the same companion.
  */
 export function checkDeviceFit(
   spec: ModelSpec,
   format: WeightFormat,
   o: FootprintOptions,
   limits: DeviceLimits,
+  companion?: Companion,
 ): void {
   const asked = modelFootprint(spec, format, o);
-  const over = exceeded(asked, format, limits);
+  const over = exceeded(asked, format, limits, companion);
   if (!over) return;
   const total = (f: WeightFormat) => modelFootprint(spec, f, o).total;
   const sizes: BytesPerFormat = {
@@ -140,7 +160,7 @@ export function checkDeviceFit(
     int2: total('int2'),
   };
   const fits = SIZE_FORMATS.find(
-    (f) => sizes[f] < asked.total && exceeded(modelFootprint(spec, f, o), f, limits) === undefined,
+    (f) => sizes[f] < asked.total && exceeded(modelFootprint(spec, f, o), f, limits, companion) === undefined,
   );
   throw new DeviceLimitError(over.limit, over.what, over.needed, over.available, sizes, fits);
 }

@@ -102,6 +102,37 @@ describe('device limits', () => {
     await loaded.result.unload();
   });
 
+  it('counts the drafter: a target that fits alone is refused beside its self-draft, before any buffer', async () => {
+    const ctx = await gpu();
+    const kv = { context: CONTEXT, kvFormat: 'f32' } as const;
+    const target = modelFootprint(spec, 'f16', kv).total;
+    const draft = modelFootprint(spec, 'int4', kv).total;
+    const deviceMemory = target + Math.floor(draft / 2);
+    const { result, buffers } = await withCreatedBuffers(ctx.device, () =>
+      createEngine({
+        model: model(),
+        quant: 'f16',
+        contextLength: CONTEXT,
+        gpu: ctx,
+        deviceMemory,
+        draft: { self: 'int4' },
+      }).catch((e: unknown) => e),
+    );
+    expect(buffers).toEqual([]);
+    expect(result).toBeInstanceOf(DeviceLimitError);
+    expect(result).toMatchObject({ limit: 'device memory', needed: target + draft, available: deviceMemory });
+    expect(String(result)).toMatch(/with its self-draft at int4/);
+    // Alone, the target loads at the same estimate.
+    const alone = await createEngine({
+      model: model(),
+      quant: 'f16',
+      contextLength: CONTEXT,
+      gpu: ctx,
+      deviceMemory,
+    });
+    await alone.unload();
+  });
+
   it("a completion that reaches the context ends with 'length', on the reference's greedy ids", async () => {
     const context = 16;
     const engine = await createEngine({

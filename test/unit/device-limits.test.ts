@@ -95,6 +95,36 @@ describe('checkDeviceFit', () => {
     );
   });
 
+  it('adds a companion model (the drafter) to the total and to the buffers bound whole', () => {
+    const target = modelFootprint(spec, 'f16', KV);
+    const draft = modelFootprint(spec, 'int4', KV);
+    const companion = { what: 'self-draft at int4', footprint: draft };
+    expect(() =>
+      checkDeviceFit(spec, 'f16', KV, { ...roomy, deviceMemory: target.total }, companion),
+    ).toThrow(DeviceLimitError);
+    expect(() =>
+      checkDeviceFit(spec, 'f16', KV, { ...roomy, deviceMemory: target.total + draft.total }, companion),
+    ).not.toThrow();
+    const deviceMemory = target.total + Math.floor(draft.total / 2);
+    const err = (() => {
+      try {
+        checkDeviceFit(spec, 'f16', KV, { ...roomy, deviceMemory }, companion);
+      } catch (e) {
+        return e;
+      }
+    })();
+    // int8 beside the same draft fits where f16 does not.
+    expect(err).toMatchObject({ limit: 'device memory', needed: target.total + draft.total, fits: 'int8' });
+    expect(String(err)).toMatch(/with its self-draft at int4/);
+    // A companion's buffer over the binding limit is named as the companion's (Llama's vocabulary,
+    // 128256, keeps the target's own logits under the limit that Qwen3's 151936 exceeds).
+    const small = { ...roomy, maxStorageBufferBindingSize: draft.bound[1]!.bytes - 4 };
+    const big = { what: 'draft model x at f16', footprint: draft };
+    expect(() =>
+      checkDeviceFit(specOf('llama-3.2-1b'), 'int4', { context: 64, kvFormat: 'f32' }, small, big),
+    ).toThrow(/draft model x at f16: logits/);
+  });
+
   it('refuses a KV cache over the binding limit, where no weight format helps', () => {
     // A phone-class limit: 128 MiB bindings; one layer's K at 40960 positions is 160 MiB.
     const limits = { ...roomy, maxStorageBufferBindingSize: 2 ** 27 };
