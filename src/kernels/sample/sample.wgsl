@@ -59,15 +59,7 @@ var<workgroup> red_c: array<u32, WG>;
 var<workgroup> done: u32;
 //#include reduce
 
-const NONE: u32 = 0xffffffffu;
-
-// (s1, i1) beats (s2, i2): larger score, ties to the lower id; NONE never beats a real candidate.
-fn better(s1: f32, i1: u32, s2: f32, i2: u32) -> bool {
-  if (i1 == NONE) {
-    return false;
-  }
-  return i2 == NONE || s1 > s2 || (s1 == s2 && i1 < i2);
-}
+//#include pick
 
 // Tree reduction of (red_s, red_i) to the best pair in slot 0.
 fn reduce_best(t: u32) {

@@ -40,20 +40,13 @@
 const WG: u32 = {{WG}}u;
 const KMAX: u32 = {{KMAX}}u;
 const CHUNK: u32 = {{CHUNK}}u;
-const NONE: u32 = 0xffffffffu;
 const LOWEST: f32 = -3.4028234663852886e38;
 
 @group(0) @binding(0) var<uniform> p: Params;
 
 //#include gumbel_noise
 
-// (s1, i1) beats (s2, i2): larger score, ties to the lower id; NONE never beats a real candidate.
-fn better(s1: f32, i1: u32, s2: f32, i2: u32) -> bool {
-  if (i1 == NONE) {
-    return false;
-  }
-  return i2 == NONE || s1 > s2 || (s1 == s2 && i1 < i2);
-}
+//#include pick
 
 // The logits row and the children's position of ranked row `row`: picked, or row itself (SAMPLE).
 //#if ROWS
