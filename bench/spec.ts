@@ -4,19 +4,14 @@
 // back per step, dispatches per token) and the speed-up a bandwidth-bound GPU would give (see
 // MODELLED_SPEEDUP); and the verify-cost curve (median time of one target pass over T tokens,
 // after a warm-up, divided by T = 1's).
-import { ModelDrafter } from '../src/decode/model-drafter.js';
-import { codecOf } from '../src/engine/create.js';
-import { Engine } from '../src/engine/engine.js';
+import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
+import type { Engine } from '../src/engine/engine.js';
 import type { Acceptance, DrafterKind } from '../src/engine/types.js';
 import { urlModelFiles } from '../src/formats/files.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
-import { type OpenedModel, openModel } from '../src/model/load.js';
-import { referenceTensors } from '../src/model/quantized.js';
-import { ReferenceRunner } from '../src/model/reference.js';
-import type { ForwardInput, ModelRunner, SamplerSpec } from '../src/model/runner.js';
-import { mapWeights } from '../src/model/weights.js';
-import type { Quant } from '../src/quant/pack.js';
+import { openModel } from '../src/model/load.js';
+import type { ModelRunner, SamplerSpec } from '../src/model/runner.js';
 
 /** How tokens are chosen in one part of the table. */
 export interface SpecMode {
@@ -101,90 +96,6 @@ function bandwidthModel(tokensPerPass: number, draftPasses: number, targetBytes:
   return { bytesPerStep, speedup: (tokensPerPass * targetBytes) / bytesPerStep };
 }
 
-/**
- * A draft model's runner that counts its forward passes (each reads the draft's weights once),
- * passing everything else through: what the bandwidth model needs of the drafter.
- */
-class CountedRunner implements ModelRunner {
-  passes = 0;
-
-  constructor(readonly inner: ModelRunner) {}
-
-  get spec() {
-    return this.inner.spec;
-  }
-
-  get capacity() {
-    return this.inner.capacity;
-  }
-
-  get kvLength() {
-    return this.inner.kvLength;
-  }
-
-  forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
-    this.passes++;
-    return this.inner.forward(input, sampler, rows);
-  }
-
-  lastLogits(rows?: readonly number[]): Promise<Float32Array> {
-    if (!this.inner.lastLogits) throw new Error('the draft runner cannot read logits back');
-    return this.inner.lastLogits(rows);
-  }
-
-  commit(path: readonly number[]): void {
-    this.inner.commit(path);
-  }
-
-  trim(length: number): void {
-    this.inner.trim(length);
-  }
-
-  dispose(): void {
-    this.inner.dispose();
-  }
-}
-
-/** `opened` placed on the GPU at `quant`, or as the CPU reference (its values as the GPU packs them). */
-async function place(
-  ctx: GpuContext,
-  opened: OpenedModel,
-  quant: Quant,
-  device: 'gpu' | 'cpu',
-  capacity: number,
-): Promise<ModelRunner> {
-  if (device === 'gpu') return createGpuRunner(opened, { quant, capacity, gpu: ctx });
-  return new ReferenceRunner(opened.spec, mapWeights(await referenceTensors(opened, quant, 'none')), {
-    capacity,
-  });
-}
-
-/** How a configuration drafts: no model (plain, n-gram), a separate draft model, or the target at low precision. */
-type DraftSource = { model: string } | { self: 'int4' | 'int2' };
-
-/**
- * An engine over the target at f16 with, for a draft source, a {@link ModelDrafter} on a counted
- * runner (as `createEngine` builds it, but with the draft's passes counted).
- */
-async function specEngine(
-  ctx: GpuContext,
-  o: SpecBenchOptions,
-  name: string,
-  draft?: DraftSource,
-): Promise<{ engine: Engine; draft?: CountedRunner }> {
-  const device = o.device ?? 'gpu';
-  const capacity = 512;
-  const opened = await openModel(urlModelFiles(o.target));
-  const runner = await place(ctx, opened, 'f16', device, capacity);
-  const codec = codecOf(opened.tokenizer, opened.spec.vocabSize);
-  if (!draft) return { engine: new Engine({ id: o.target, runner, codec }) };
-  const [model, quant] =
-    'self' in draft ? [opened, draft.self] : [await openModel(urlModelFiles(draft.model)), 'f16' as const];
-  const counted = new CountedRunner(await place(ctx, model, quant, device, capacity));
-  const drafter = new ModelDrafter(name, counted);
-  return { engine: new Engine({ id: o.target, runner, codec, drafter }), draft: counted };
-}
-
 async function timed(
   engine: Engine,
   prompts: string[],
@@ -192,19 +103,19 @@ async function timed(
   mode: SpecMode,
   drafter: DrafterKind,
   budget: number,
-  draft?: CountedRunner,
 ) {
   const t0 = performance.now();
   const ids: number[][] = [];
   let passes = 0;
   let perPass = 0;
-  // Draft forwards over the requests: its catch-up on each prompt (in the first step) included.
-  const draftPasses0 = draft?.passes ?? 0;
   // The GPU's work in decode steps, summed over the prompts (stays undefined off the GPU).
   let work:
     | { passes: number; tokens: number; readbacks: number; readbackBytes: number; dispatches: number }
     | undefined;
   let targetBytes: number | undefined;
+  // Draft forwards over the requests: its catch-up on each prompt (in the first step) included.
+  let draftPasses = 0;
+  let draftBytes = 0;
   let steps = 0;
   let stepTokens = 0;
   for (const [i, p] of prompts.entries()) {
@@ -223,6 +134,8 @@ async function timed(
     passes += stats.target_passes;
     perPass += stats.tokens_per_pass;
     targetBytes = stats.weight_bytes_per_pass;
+    draftPasses += stats.draft_passes ?? 0;
+    draftBytes = stats.draft_weight_bytes_per_pass ?? draftBytes;
     const d = stats.decode_counts;
     if (d) {
       work ??= { passes: 0, tokens: 0, readbacks: 0, readbackBytes: 0, dispatches: 0 };
@@ -236,15 +149,14 @@ async function timed(
     stepTokens += d?.tokens ?? 0;
   }
   const per = (n: number, by: number) => (by > 0 ? n / by : 0);
-  const draftPassesPerStep = per((draft?.passes ?? 0) - draftPasses0, steps);
+  const draftPassesPerStep = per(draftPasses, steps);
   const gpu = work && {
     readbacksPerStep: per(work.readbacks, work.passes),
     readbackBytesPerStep: per(work.readbackBytes, work.passes),
     dispatchesPerToken: per(work.dispatches, work.tokens),
   };
-  const draftBytes = draft ? draft.inner.weightBytesPerPass : 0;
   const model =
-    targetBytes !== undefined && draftBytes !== undefined && steps > 0
+    targetBytes !== undefined && (draftPasses === 0 || draftBytes > 0) && steps > 0
       ? bandwidthModel(stepTokens / steps, draftPassesPerStep, targetBytes, draftBytes)
       : undefined;
   const modelled = model && { weightBytesPerStep: model.bytesPerStep, modelledSpeedup: model.speedup };
@@ -266,14 +178,15 @@ export async function runSpecBench(
 ): Promise<{ rows: SpecRow[]; verifyCost: VerifyCost[] }> {
   const log = o.log ?? (() => {});
   const device = o.device ?? 'gpu';
-  const all: { name: string; draft?: DraftSource; drafter: DrafterKind }[] = [
+  const base: CreateEngineOptions = { model: o.target, quant: 'f16', gpu: ctx, contextLength: 512, device };
+  const all: { name: string; draft?: CreateEngineOptions['draft']; drafter: DrafterKind }[] = [
     { name: 'ngram', drafter: 'ngram' },
-    { name: 'draft-model', draft: { model: o.draft }, drafter: 'draft' },
+    { name: 'draft-model', draft: { model: o.draft, quant: 'f16' }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
     { name: 'self-int2', draft: { self: 'int2' }, drafter: 'draft' },
   ];
   const configs = all.filter((c) => !o.drafters || o.drafters.includes(c.name));
-  const { engine: plainEngine } = await specEngine(ctx, o, 'none');
+  const plainEngine = await createEngine(base);
   const warm = o.prompts.slice(0, 1);
   // Plain decoding per mode (acceptance does not matter without drafts): the baseline rows.
   const plain = new Map<string, Awaited<ReturnType<typeof timed>>>();
@@ -299,12 +212,12 @@ export async function runSpecBench(
     log(`${mode.name} none: ${r.ms.toFixed(0)} ms`);
   }
   for (const c of configs) {
-    const { engine, draft } = c.draft ? await specEngine(ctx, o, c.name, c.draft) : { engine: plainEngine };
+    const engine = c.draft ? await createEngine({ ...base, draft: c.draft }) : plainEngine;
     for (const mode of o.modes) {
       const ref = plain.get(mode.name)!;
       await timed(engine, warm, 4, mode, c.drafter, 4); // warm-up
       for (const budget of o.budgets) {
-        const r = await timed(engine, o.prompts, o.maxTokens, mode, c.drafter, budget, draft);
+        const r = await timed(engine, o.prompts, o.maxTokens, mode, c.drafter, budget);
         const exact = mode.temperature === 0 || mode.acceptance === 'gumbel';
         const row: SpecRow = {
           mode: mode.name,

@@ -13,6 +13,11 @@ export interface DraftProposal {
    * drafts (n-grams), which the rule treats as one-hot proposals.
    */
   readonly probs?: readonly Float64Array[];
+  /**
+   * Forward passes the drafter's model ran for this proposal, its catch-up on the context
+   * included (a model drafter; absent for drafters without a model).
+   */
+  readonly passes?: number;
 }
 
 /**
@@ -35,6 +40,8 @@ export interface Drafter {
     sampler: SamplerSpec,
     shape?: DraftShape,
   ): Promise<DraftProposal>;
+  /** Bytes of weights one forward pass of the drafter's model reads, as packed (on the GPU). */
+  readonly weightBytesPerPass?: number;
   /** Frees what the drafter holds (a draft model's GPU memory). */
   dispose(): void;
 }

@@ -57,9 +57,16 @@ export class ModelDrafter implements Drafter {
     const n = Math.min(budget, room);
     if (n < 1) return { tokens: [], parents: [] };
     // Chains take the sampled token after the context; trees rank the last scored row instead.
-    const { next } = await this.cached.sync(context, sampler, this.chunk);
-    if (shape === 'chain') return this.chain(next, n, sampler);
-    return this.tree(context.length, n, sampler);
+    const synced = await this.cached.sync(context, sampler, this.chunk);
+    const drafted =
+      shape === 'chain'
+        ? await this.chain(synced.next, n, sampler)
+        : await this.tree(context.length, n, sampler);
+    return { ...drafted, passes: synced.passes + (drafted.passes ?? 0) };
+  }
+
+  get weightBytesPerPass(): number | undefined {
+    return this.runner.weightBytesPerPass;
   }
 
   /** Logits of the last draft forward: every scored row, or only `rows` (in that order). */
@@ -103,7 +110,7 @@ export class ModelDrafter implements Drafter {
       chain.push(next);
       probs.push(samplingProbs((await this.logits()).subarray(0, V), sampler));
     }
-    return { tokens: chain, parents: chain.map((_, i) => i - 1), probs };
+    return { tokens: chain, parents: chain.map((_, i) => i - 1), probs, passes: chain.length - 1 };
   }
 
   /**
@@ -123,6 +130,7 @@ export class ModelDrafter implements Drafter {
     }));
     let frontier = nodes.map((_, i) => i);
     const rowRoom = Math.min(MAX_DRAFT_ROWS, this.runner.capacity - L);
+    let passes = 0;
     for (let depth = 1; depth < n && frontier.length > 0; depth++) {
       // A child scores at most its parent, so frontier nodes below the n-th best score overall
       // cannot add a node to the final tree.
@@ -149,6 +157,7 @@ export class ModelDrafter implements Drafter {
         sampler,
         'all',
       );
+      passes++;
       // Only the expanded nodes' children come back (their ancestors' rows are not needed).
       const ranked = await this.children(
         expand.map((e) => rowOf.get(e)!),
@@ -173,6 +182,7 @@ export class ModelDrafter implements Drafter {
     return {
       tokens: order.map((i) => nodes[i]!.token),
       parents: order.map((i) => (nodes[i]!.parent < 0 ? -1 : index.get(nodes[i]!.parent)!)),
+      passes,
     };
   }
 

@@ -260,6 +260,8 @@ export class Engine implements WeftEngine {
     let emittedByDecode = 0;
     let draftMs = 0;
     let verifyMs = 0;
+    // Forward passes of the drafter's model (a model drafter only).
+    let draftPasses: number | undefined;
     // The device's work in decode steps (undefined off the GPU).
     let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
     const drafter = this.drafterFor(o);
@@ -331,6 +333,7 @@ export class Engine implements WeftEngine {
           const context = [...this.cached.tokens, last];
           const n = Math.min(budget, room);
           const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
+          if (proposed.passes !== undefined) draftPasses = (draftPasses ?? 0) + proposed.passes;
           // Under a grammar: only the drafts it allows along their paths, and every node's mask.
           const constrained = constraint ? await constrainDraft(constraint, proposed) : undefined;
           const draft = constrained?.draft ?? proposed;
@@ -370,6 +373,10 @@ export class Engine implements WeftEngine {
         ...(decodeCounts
           ? deviceFigures(decodeCounts, decodePasses, emittedByDecode, runner.weightBytesPerPass)
           : {}),
+        ...(draftPasses === undefined ? {} : { draft_passes: draftPasses }),
+        ...(draftPasses === undefined || drafter?.weightBytesPerPass === undefined
+          ? {}
+          : { draft_weight_bytes_per_pass: drafter.weightBytesPerPass }),
       };
     }
   }

@@ -164,6 +164,14 @@ export interface GenerationStats {
   readback_bytes_per_pass?: number;
   /** Bytes of weights the target's forward reads for one token, as packed (linears, LM head, one embedding row). */
   weight_bytes_per_pass?: number;
+  /**
+   * Forward passes of the drafter's model over the decode steps (its catch-up on each new context
+   * included), and the bytes of weights one of them reads (on the GPU): with the target's
+   * `weight_bytes_per_pass`, the weight bytes speculation moves per step. Absent without a model
+   * drafter.
+   */
+  draft_passes?: number;
+  draft_weight_bytes_per_pass?: number;
   /** The totals the figures above divide. */
   decode_counts?: DecodeCounts;
 }
