@@ -394,9 +394,9 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
 }
 
 /**
- * Compiles (and waits for) the GEMV and GEMM pipelines a {@link Matmul} of this format and these
- * options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics instead of a later
- * validation error.
+ * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format and
+ * these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics instead of a
+ * later validation error. The smaller tiles share their source and compile on first use.
  */
 export async function prepareMatmul(
   ctx: GpuContext,
@@ -405,7 +405,8 @@ export async function prepareMatmul(
   opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): Promise<void> {
   const v = matmulVariant(ctx, format, opts);
-  const tms = maxM > 1 ? [1, ...matmulTiles(maxM)] : [1];
+  // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
+  const tms = maxM > 1 ? [1, matmulTiles(maxM).at(-1)!] : [1];
   await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulSource(format, tm, v))));
 }
 
@@ -418,8 +419,14 @@ export async function prepareMatmul(
 export abstract class PartedMatmul {
   readonly maxM: number;
   private readonly gemv: GPUComputePipeline;
-  /** GEMM pipelines by accumulator count, smallest first (see {@link gemmVariants}). */
-  private readonly gemms: { mt: number; pipeline: GPUComputePipeline }[];
+  /**
+   * GEMM variants by accumulator count, smallest first (see {@link gemmVariants}). The largest
+   * (every prefill of more rows than the others hold runs it) is compiled with the GEMV; the
+   * others when a batch first needs them, so an engine that never verifies 2-4 rows never pays
+   * for their compiles (seconds on a software GPU, and part of every load's time to ready).
+   */
+  private readonly gemms: { mt: number; pipeline: GPUComputePipeline | undefined }[];
+  private readonly compile: (mt: number) => GPUComputePipeline;
   /** One uniform slot per part of w. */
   private readonly params: UniformSlot<LayoutKeys<typeof Params>>[];
 
@@ -444,11 +451,13 @@ export abstract class PartedMatmul {
     this.maxM = maxM;
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
       throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
-    this.gemv = ctx.pipelines.get(kernel, ...source(1));
-    this.gemms =
-      maxM > 1
-        ? variants(maxM).map((mt) => ({ mt, pipeline: ctx.pipelines.get(kernel, ...source(mt)) }))
-        : [];
+    this.compile = (mt) => ctx.pipelines.get(kernel, ...source(mt));
+    this.gemv = this.compile(1);
+    const mts = maxM > 1 ? variants(maxM) : [];
+    this.gemms = mts.map((mt, i) => ({
+      mt,
+      pipeline: i === mts.length - 1 ? this.compile(mt) : undefined,
+    }));
     this.params = w.parts.map((_, i) => new UniformSlot(ctx, Params, `${kernel}-${w.format}-params-${i}`));
   }
 
@@ -476,7 +485,8 @@ export abstract class PartedMatmul {
     eps = 0,
   ): void {
     const gemm = this.gemms.find((g) => g.mt >= M) ?? this.gemms.at(-1);
-    const [mt, pipeline] = M === 1 || !gemm ? [1, this.gemv] : [gemm.mt, gemm.pipeline];
+    if (gemm && M > 1) gemm.pipeline ??= this.compile(gemm.mt);
+    const [mt, pipeline] = M === 1 || !gemm?.pipeline ? [1, this.gemv] : [gemm.mt, gemm.pipeline];
     const rows = this.rowsPerWorkgroup(mt);
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {

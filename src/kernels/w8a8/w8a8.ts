@@ -107,16 +107,17 @@ function w8a8Source(format: IntFormat, mt: number, subgroups: boolean): WgslVari
   });
 }
 
-/** Compiles (and waits for) the quantiser and the W8A8 GEMV/GEMM pipelines of a weight format. */
+/**
+ * Compiles (and waits for) the quantiser and the W8A8 GEMV and largest GEMM pipelines of a weight
+ * format; the smaller GEMM variants compile on first use (see PartedMatmul).
+ */
 export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): Promise<void> {
   checkIntFormat(format, 'prepareW8A8');
   const sg = ctx.features.subgroups;
   await ctx.pipelines.prepare('quantize_act', ...actSource());
   await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, sg));
   if (maxM > 1)
-    await Promise.all(
-      gemmVariants(maxM).map((mt) => ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, mt, sg))),
-    );
+    await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, gemmVariants(maxM).at(-1)!, sg));
 }
 
 /**
