@@ -83,10 +83,13 @@ describe('weft generate --draft', () => {
     await writeFixtureDir(modelDir, 'llama', 'f32', 4);
     const base = ['generate', '--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '16'];
     const rest = ['--quant', 'f32', '--json'];
-    const plain = JSON.parse((await weft([...base, ...rest])).stdout) as {
+    // Plain decoding by the reference forward on the CPU (the GPU's plain ids equal it: the tests
+    // above); only the speculative run pays for a browser.
+    const plain = JSON.parse((await weft([...base, ...rest, '--device', 'cpu'])).stdout) as {
       ids: number[];
       stats: Record<string, number>;
     };
+    expect(plain.ids.length).toBeGreaterThan(0);
     const out = await weft([...base, ...rest, '--draft', 'self', '--tree-budget', '6']);
     expect(out.stderr).toBe('');
     const spec = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
@@ -106,7 +109,8 @@ describe('weft generate --draft', () => {
     await writeFixtureDir(draftDir, 'qwen2', 'f32', 9);
     const base = ['generate', '--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '12'];
     const rest = ['--quant', 'f32', '--json'];
-    const plain = JSON.parse((await weft([...base, ...rest])).stdout) as { ids: number[] };
+    const plain = JSON.parse((await weft([...base, ...rest, '--device', 'cpu'])).stdout) as { ids: number[] };
+    expect(plain.ids.length).toBeGreaterThan(0);
     for (const draft of ['ngram', draftDir]) {
       const out = await weft([...base, ...rest, '--draft', draft, '--tree-budget', '8']);
       expect(out.stderr).toBe('');
