@@ -8,132 +8,116 @@ import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { openModel } from '../src/model/load.js';
 import type { Quant } from '../src/quant/pack.js';
 import { benchPrompts, runWeftBench } from './browser.js';
+import { reportPage } from './page-result.js';
 import { type PeerRow, runTransformersJs, runWllama } from './peers.js';
 
 const QUANTS: readonly Quant[] = ['f16', 'int8', 'int4', 'int2', 'w8a8'];
 const list = (p: URLSearchParams, k: string, all: readonly string[]) =>
   p.has(k) ? (p.get(k) ?? '').split(',').filter(Boolean) : [...all];
 
-async function main(): Promise<void> {
-  const status = document.getElementById('status')!;
-  const result = document.getElementById('result')!;
-  try {
-    const q = new URLSearchParams(location.search);
-    const runs = Number(q.get('runs') ?? 3);
-    const maxTokens = Number(q.get('tokens') ?? 32);
-    const nPrompts = Number(q.get('prompts') ?? 3);
-    const quants = QUANTS.filter((x) => list(q, 'quants', QUANTS).includes(x));
-    const drafters = list(q, 'drafters', ['none', 'none-host', 'ngram', 'draft-model', 'self-int4']);
-    const specQuants = QUANTS.filter((x) => list(q, 'specQuants', QUANTS).includes(x));
-    const peers = list(q, 'peers', ['wllama', 'transformers.js', 'transformers.js-wasm']);
-    const budget = Number(q.get('budget') ?? 8);
-    const log = (l: string) => console.log(`[bench] ${l}`);
+reportPage(async () => {
+  const q = new URLSearchParams(location.search);
+  const runs = Number(q.get('runs') ?? 3);
+  const maxTokens = Number(q.get('tokens') ?? 32);
+  const nPrompts = Number(q.get('prompts') ?? 3);
+  const quants = QUANTS.filter((x) => list(q, 'quants', QUANTS).includes(x));
+  const drafters = list(q, 'drafters', ['none', 'none-host', 'ngram', 'draft-model', 'self-int4']);
+  const specQuants = QUANTS.filter((x) => list(q, 'specQuants', QUANTS).includes(x));
+  const peers = list(q, 'peers', ['wllama', 'transformers.js', 'transformers.js-wasm']);
+  const budget = Number(q.get('budget') ?? 8);
+  const log = (l: string) => console.log(`[bench] ${l}`);
 
-    const name = q.get('target') ?? 'kjv-target';
-    if (name !== 'kjv-target' && name !== 'kjv-draft')
-      throw new Error(`target: "${name}" is not one of kjv-target, kjv-draft`);
-    const target = `/models/${name}/`;
-    const { tokenizer } = await openModel(urlModelFiles(target));
-    const heldout = await (await fetch('/models/kjv-heldout.txt')).text();
-    const { texts, warmup: warmupText } = benchPrompts(heldout, nPrompts);
-    const prompts = texts.map((t) => tokenizer.encode(t, { addSpecialTokens: true }));
-    const warmup = tokenizer.encode(warmupText, { addSpecialTokens: true });
+  const name = q.get('target') ?? 'kjv-target';
+  if (name !== 'kjv-target' && name !== 'kjv-draft')
+    throw new Error(`target: "${name}" is not one of kjv-target, kjv-draft`);
+  const target = `/models/${name}/`;
+  const { tokenizer } = await openModel(urlModelFiles(target));
+  const heldout = await (await fetch('/models/kjv-heldout.txt')).text();
+  const { texts, warmup: warmupText } = benchPrompts(heldout, nPrompts);
+  const prompts = texts.map((t) => tokenizer.encode(t, { addSpecialTokens: true }));
+  const warmup = tokenizer.encode(warmupText, { addSpecialTokens: true });
 
-    const ctx = await createGpuContext();
-    const adapter = describeAdapter(ctx.adapter);
-    log(`adapter: ${adapter}`);
-    const weft = await runWeftBench({
-      load: (o) => createEngine({ ...o, gpu: ctx }),
-      target,
-      draft: '/models/kjv-draft/',
-      prompts,
-      warmup,
-      maxTokens,
-      runs,
-      quants,
-      drafters,
-      specQuants,
-      treeBudget: budget,
-      log,
-    });
-    // weft on the very GGUF files wllama runs (int8 from Q8_0, int4 from Q4_0), plain decoding.
-    if (peers.includes('wllama')) {
-      for (const [format, quant] of [
-        ['Q8_0', 'int8'],
-        ['Q4_0', 'int4'],
-      ] as const) {
-        if (!quants.includes(quant)) continue;
-        const rows = await runWeftBench({
-          load: (o) => createEngine({ ...o, gpu: ctx }),
-          target: `/bench/.cache/gguf/kjv-target-${format}.gguf`,
-          source: `GGUF ${format}`,
-          draft: '/models/kjv-draft/',
-          prompts,
-          warmup,
-          maxTokens,
-          runs,
-          quants: [quant],
-          drafters: ['none'],
-          treeBudget: budget,
-          log,
-        });
-        weft.push(...rows);
-      }
+  const ctx = await createGpuContext();
+  const adapter = describeAdapter(ctx.adapter);
+  log(`adapter: ${adapter}`);
+  const weft = await runWeftBench({
+    load: (o) => createEngine({ ...o, gpu: ctx }),
+    target,
+    draft: '/models/kjv-draft/',
+    prompts,
+    warmup,
+    maxTokens,
+    runs,
+    quants,
+    drafters,
+    specQuants,
+    treeBudget: budget,
+    log,
+  });
+  // weft on the very GGUF files wllama runs (int8 from Q8_0, int4 from Q4_0), plain decoding.
+  if (peers.includes('wllama')) {
+    for (const [format, quant] of [
+      ['Q8_0', 'int8'],
+      ['Q4_0', 'int4'],
+    ] as const) {
+      if (!quants.includes(quant)) continue;
+      const rows = await runWeftBench({
+        load: (o) => createEngine({ ...o, gpu: ctx }),
+        target: `/bench/.cache/gguf/kjv-target-${format}.gguf`,
+        source: `GGUF ${format}`,
+        draft: '/models/kjv-draft/',
+        prompts,
+        warmup,
+        maxTokens,
+        runs,
+        quants: [quant],
+        drafters: ['none'],
+        treeBudget: budget,
+        log,
+      });
+      weft.push(...rows);
     }
-    const peerRows: PeerRow[] = [];
-    const common = {
-      prompts: texts.map((text, i) => ({ text, ids: prompts[i]! })),
-      warmup: { text: warmupText, ids: warmup },
-      maxTokens,
-      runs,
-      log,
-    };
-    if (peers.includes('wllama')) {
-      for (const format of ['Q8_0', 'Q4_0'])
-        peerRows.push(
-          await runWllama({
-            ...common,
-            format: `GGUF ${format}`,
-            gguf: `/bench/.cache/gguf/kjv-target-${format}.gguf`,
-            wasm: '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm',
-            gpu: q.get('wllamaGpu') === '1',
-          }),
-        );
-    }
-    for (const device of ['webgpu', 'wasm'] as const) {
-      if (!peers.includes(device === 'webgpu' ? 'transformers.js' : 'transformers.js-wasm')) continue;
+  }
+  const peerRows: PeerRow[] = [];
+  const common = {
+    prompts: texts.map((text, i) => ({ text, ids: prompts[i]! })),
+    warmup: { text: warmupText, ids: warmup },
+    maxTokens,
+    runs,
+    log,
+  };
+  if (peers.includes('wllama')) {
+    for (const format of ['Q8_0', 'Q4_0'])
       peerRows.push(
-        await runTransformersJs({
+        await runWllama({
           ...common,
-          modelRoot: '/bench/.cache/onnx/',
-          model: 'kjv-target',
-          wasmRoot: '/node_modules/onnxruntime-web/dist/',
-          device,
+          format: `GGUF ${format}`,
+          gguf: `/bench/.cache/gguf/kjv-target-${format}.gguf`,
+          wasm: '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm',
+          gpu: q.get('wllamaGpu') === '1',
         }),
       );
-    }
-    result.textContent = JSON.stringify(
-      {
-        adapter,
-        userAgent: navigator.userAgent,
-        hardwareConcurrency: navigator.hardwareConcurrency,
-        crossOriginIsolated,
-        settings: { runs, maxTokens, treeBudget: budget, warmup: 1 },
-        prompts: texts.map((text, i) => ({ text, ids: prompts[i] })),
-        weft: weft.map((w) => ({ ...w, texts: w.ids.map((ids) => tokenizer.decode(ids)) })),
-        peers: peerRows,
-      },
-      null,
-      2,
-    );
-    status.textContent = 'done';
-    result.dataset.done = '1';
-  } catch (e) {
-    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
-    status.textContent = `failed: ${e instanceof Error ? e.message : String(e)}`;
-    result.dataset.error = '1';
-    result.dataset.done = '1';
   }
-}
-
-void main();
+  for (const device of ['webgpu', 'wasm'] as const) {
+    if (!peers.includes(device === 'webgpu' ? 'transformers.js' : 'transformers.js-wasm')) continue;
+    peerRows.push(
+      await runTransformersJs({
+        ...common,
+        modelRoot: '/bench/.cache/onnx/',
+        model: 'kjv-target',
+        wasmRoot: '/node_modules/onnxruntime-web/dist/',
+        device,
+      }),
+    );
+  }
+  return {
+    adapter,
+    userAgent: navigator.userAgent,
+    hardwareConcurrency: navigator.hardwareConcurrency,
+    crossOriginIsolated,
+    settings: { runs, maxTokens, treeBudget: budget, warmup: 1 },
+    prompts: texts.map((text, i) => ({ text, ids: prompts[i] })),
+    weft: weft.map((w) => ({ ...w, texts: w.ids.map((ids) => tokenizer.decode(ids)) })),
+    peers: peerRows,
+  };
+});

@@ -4,9 +4,11 @@
 // #result (data-done when finished, data-error on failure). `?smoke=1` shrinks every shape and
 // accepts a software adapter; otherwise a software adapter (SwiftShader) is refused before anything
 // runs, since its figures would say nothing about a GPU.
+
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { runDecodeBench } from './gpu.js';
 import { runAttentionBench, runGemvBandwidthBench } from './kernels.js';
+import { reportPage } from './page-result.js';
 
 /** Llama-3.2-1B's decode GEMVs [N, K]: q/o, gate/up, down, the tied LM head; smoke: the same at hidden 256. */
 const SHAPES: Record<'full' | 'smoke', [number, number][]> = {
@@ -24,57 +26,41 @@ const SHAPES: Record<'full' | 'smoke', [number, number][]> = {
   ],
 };
 
-async function main(): Promise<void> {
-  const status = document.getElementById('status')!;
-  const result = document.getElementById('result')!;
-  try {
-    const params = new URLSearchParams(location.search);
-    const smoke = params.get('smoke') === '1';
-    const ctx = await createGpuContext();
-    const adapter = describeAdapter(ctx.adapter);
-    console.log(`[gpu-run] adapter: ${adapter}`);
-    if (!smoke && (ctx.adapter.software || /swiftshader/i.test(adapter)))
-      throw new Error(`adapter is ${adapter}: a software adapter, not a GPU (use --smoke to run on it)`);
-    const log = (line: string) => console.log(`[gpu-run] ${line}`);
-    const part = params.get('part');
-    let out: Record<string, unknown>;
-    if (part === 'kernels') {
-      const gemv = await runGemvBandwidthBench(ctx, {
-        shapes: SHAPES[smoke ? 'smoke' : 'full'],
-        ...(smoke ? { passBytes: 1 << 20, spreadBytes: 256 << 10, reps: 2 } : {}),
-        log,
-      });
-      const attention = await runAttentionBench(ctx, {
-        quick: smoke,
-        contexts: [512, 4096],
-        ...(smoke ? { formats: ['f16' as const] } : {}),
-        log,
-      });
-      out = { gemv, attention };
-    } else if (part === 'model') {
-      const model = params.get('model');
-      if (!model) throw new Error('?part=model needs ?model=<checkpoint folder URL>');
-      out = await runDecodeBench(ctx, {
-        model,
-        quants: ['f16', 'int8', 'int4', 'int2'],
-        prompt: [791, 4062, 1403, 2162, 927, 279, 3290, 13], // ids under the smoke vocabulary's 4096
-        tokens: smoke ? 8 : 64,
-        verifyReps: smoke ? 1 : 5,
-        log,
-      });
-    } else throw new Error(`?part must be kernels or model, got ${part}`);
-    result.textContent = JSON.stringify(
-      { adapter, features: ctx.features, timing: ctx.features.timestamps ? 'timestamp' : 'wall', ...out },
-      null,
-      2,
-    );
-    status.textContent = 'done';
-    result.dataset.done = '1';
-  } catch (e) {
-    status.textContent = `failed: ${e instanceof Error ? e.message : String(e)}`;
-    result.dataset.error = '1';
-    result.dataset.done = '1';
-  }
-}
-
-void main();
+reportPage(async () => {
+  const params = new URLSearchParams(location.search);
+  const smoke = params.get('smoke') === '1';
+  const ctx = await createGpuContext();
+  const adapter = describeAdapter(ctx.adapter);
+  console.log(`[gpu-run] adapter: ${adapter}`);
+  if (!smoke && (ctx.adapter.software || /swiftshader/i.test(adapter)))
+    throw new Error(`adapter is ${adapter}: a software adapter, not a GPU (use --smoke to run on it)`);
+  const log = (line: string) => console.log(`[gpu-run] ${line}`);
+  const part = params.get('part');
+  let out: Record<string, unknown>;
+  if (part === 'kernels') {
+    const gemv = await runGemvBandwidthBench(ctx, {
+      shapes: SHAPES[smoke ? 'smoke' : 'full'],
+      ...(smoke ? { passBytes: 1 << 20, spreadBytes: 256 << 10, reps: 2 } : {}),
+      log,
+    });
+    const attention = await runAttentionBench(ctx, {
+      quick: smoke,
+      contexts: [512, 4096],
+      ...(smoke ? { formats: ['f16' as const] } : {}),
+      log,
+    });
+    out = { gemv, attention };
+  } else if (part === 'model') {
+    const model = params.get('model');
+    if (!model) throw new Error('?part=model needs ?model=<checkpoint folder URL>');
+    out = await runDecodeBench(ctx, {
+      model,
+      quants: ['f16', 'int8', 'int4', 'int2'],
+      prompt: [791, 4062, 1403, 2162, 927, 279, 3290, 13], // ids under the smoke vocabulary's 4096
+      tokens: smoke ? 8 : 64,
+      verifyReps: smoke ? 1 : 5,
+      log,
+    });
+  } else throw new Error(`?part must be kernels or model, got ${part}`);
+  return { adapter, features: ctx.features, timing: ctx.features.timestamps ? 'timestamp' : 'wall', ...out };
+});

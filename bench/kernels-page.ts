@@ -1,38 +1,22 @@
 // Page driver of the kernel benchmark: runs runKernelBench in this page's WebGPU context and puts
 // the rows as JSON into #result (data-done when finished, data-error on failure), for
 // bench/kernels-cli.mjs or a person to read. `?quick=1` cuts repetitions.
+
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { runAttentionBench, runBatchCurve, runKernelBench, runQkvBench } from './kernels.js';
+import { reportPage } from './page-result.js';
 
-async function main(): Promise<void> {
-  const status = document.getElementById('status');
-  const result = document.getElementById('result');
-  if (!status || !result) return;
-  try {
-    const quick = new URLSearchParams(location.search).get('quick') === '1';
-    const ctx = await createGpuContext();
-    const adapter = describeAdapter(ctx.adapter);
-    console.log(`[bench] adapter: ${adapter}`);
-    const log = (line: string) => console.log(`[bench] ${line}`);
-    // `?only=attention`: attention and q|k|v rows only; `?only=batch`: the batch curve only.
-    const only = new URLSearchParams(location.search).get('only');
-    const batch = only === 'batch' ? await runBatchCurve(ctx, { quick, log }) : [];
-    const rows = only === null ? await runKernelBench(ctx, { quick, log }) : [];
-    const attention =
-      only === null || only === 'attention' ? await runAttentionBench(ctx, { quick, log }) : [];
-    const qkv = only === null || only === 'attention' ? await runQkvBench(ctx, { quick, log }) : [];
-    result.textContent = JSON.stringify(
-      { adapter, features: ctx.features, rows, batch, attention, qkv },
-      null,
-      2,
-    );
-    status.textContent = 'done';
-    result.dataset.done = '1';
-  } catch (e) {
-    status.textContent = `failed: ${e instanceof Error ? e.message : String(e)}`;
-    result.dataset.error = '1';
-    result.dataset.done = '1';
-  }
-}
-
-void main();
+reportPage(async () => {
+  const quick = new URLSearchParams(location.search).get('quick') === '1';
+  const ctx = await createGpuContext();
+  const adapter = describeAdapter(ctx.adapter);
+  console.log(`[bench] adapter: ${adapter}`);
+  const log = (line: string) => console.log(`[bench] ${line}`);
+  // `?only=attention`: attention and q|k|v rows only; `?only=batch`: the batch curve only.
+  const only = new URLSearchParams(location.search).get('only');
+  const batch = only === 'batch' ? await runBatchCurve(ctx, { quick, log }) : [];
+  const rows = only === null ? await runKernelBench(ctx, { quick, log }) : [];
+  const attention = only === null || only === 'attention' ? await runAttentionBench(ctx, { quick, log }) : [];
+  const qkv = only === null || only === 'attention' ? await runQkvBench(ctx, { quick, log }) : [];
+  return { adapter, features: ctx.features, rows, batch, attention, qkv };
+});

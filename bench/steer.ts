@@ -16,6 +16,7 @@ import { Steer, type SteerPlan } from '../src/kernels/steer/steer.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
 import { openModel } from '../src/model/load.js';
 import { GREEDY, type ModelRunner } from '../src/model/runner.js';
+import { reportPage } from './page-result.js';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const PROMPT = Array.from({ length: 16 }, (_, i) => 20 + i);
@@ -89,112 +90,96 @@ async function timeDispatches(
   return median(withOps) - median(without);
 }
 
-async function main(): Promise<void> {
-  const status = document.getElementById('status')!;
-  const result = document.getElementById('result')!;
-  try {
-    const query = new URLSearchParams(location.search);
-    const rounds = Number(query.get('rounds') ?? '3');
-    const tokens = Number(query.get('tokens') ?? '16');
-    const ctx = await createGpuContext();
-    const files = urlModelFiles('/models/kjv-target/');
-    const { spec } = await openModel(files);
-    // Any unit vector costs the same; a fixed one keeps runs comparable.
-    const r = Float32Array.from({ length: spec.hidden }, (_, i) => Math.cos(i) / Math.sqrt(spec.hidden / 2));
-    const mid = Math.floor(spec.layers / 2);
-    const plans: { name: string; dispatches: number; plan: SteerPlan | undefined }[] = [
-      { name: 'plain', dispatches: 0, plan: undefined },
-      {
-        name: 'ablate-all',
-        dispatches: 2 * spec.layers,
-        plan: { mode: 'ablate', scale: 1, inputs: true, vectors: Array(spec.layers).fill(r) },
+reportPage(async () => {
+  const query = new URLSearchParams(location.search);
+  const rounds = Number(query.get('rounds') ?? '3');
+  const tokens = Number(query.get('tokens') ?? '16');
+  const ctx = await createGpuContext();
+  const files = urlModelFiles('/models/kjv-target/');
+  const { spec } = await openModel(files);
+  // Any unit vector costs the same; a fixed one keeps runs comparable.
+  const r = Float32Array.from({ length: spec.hidden }, (_, i) => Math.cos(i) / Math.sqrt(spec.hidden / 2));
+  const mid = Math.floor(spec.layers / 2);
+  const plans: { name: string; dispatches: number; plan: SteerPlan | undefined }[] = [
+    { name: 'plain', dispatches: 0, plan: undefined },
+    {
+      name: 'ablate-all',
+      dispatches: 2 * spec.layers,
+      plan: { mode: 'ablate', scale: 1, inputs: true, vectors: Array(spec.layers).fill(r) },
+    },
+    {
+      name: `add-one (layer ${mid})`,
+      dispatches: 1,
+      plan: {
+        mode: 'add',
+        scale: 4,
+        inputs: false,
+        vectors: Array.from({ length: spec.layers }, (_, l) => (l === mid ? r : undefined)),
       },
-      {
-        name: `add-one (layer ${mid})`,
-        dispatches: 1,
-        plan: {
-          mode: 'add',
-          scale: 4,
-          inputs: false,
-          vectors: Array.from({ length: spec.layers }, (_, l) => (l === mid ? r : undefined)),
-        },
-      },
-    ];
-    const runners: ModelRunner[] = [];
-    for (const p of plans)
-      runners.push(
-        await createGpuRunner(await openModel(files), {
-          quant: 'f16',
-          capacity: PROMPT.length + tokens + PREFILL,
-          gpu: ctx,
-          ownsContext: false,
-          ...(p.plan ? { steer: p.plan } : {}),
-        }),
-      );
-    const decode: number[][] = runners.map(() => []);
-    const prefill: number[][] = runners.map(() => []);
-    for (let round = 0; round <= rounds; round++) {
-      // Round 0 warms up (pipelines compiled, buffers touched) and is not counted.
-      const last: number[] = [];
-      for (const [j, runner] of runners.entries()) {
-        runner.trim(0);
-        last[j] = (await runner.forward({ tokens: PROMPT }, GREEDY, 'last'))[0] ?? 0;
-        runner.commit(PROMPT.map((_, i) => i));
-      }
-      // The order rotates every step, so no plan always runs first (or right after another's).
-      const order = (k: number, shift: number) => (k + shift) % runners.length;
-      for (let t = 0; t < tokens; t++)
-        for (let k = 0; k < runners.length; k++) {
-          const j = order(k, t);
-          const t0 = performance.now();
-          last[j] = await step(runners[j]!, last[j]!);
-          if (round > 0) decode[j]!.push(performance.now() - t0);
-        }
-      for (let k = 0; k < runners.length; k++) {
-        const j = order(k, round);
-        const runner = runners[j]!;
-        runner.trim(0);
-        const t0 = performance.now();
-        await runner.forward({ tokens: Array.from({ length: PREFILL }, (_, i) => 10 + i) }, GREEDY, 'last');
-        if (round > 0) prefill[j]!.push(performance.now() - t0);
-      }
-    }
-    for (const runner of runners) runner.dispose();
-    const d0 = median(decode[0]!);
-    const p0 = median(prefill[0]!);
-    const rows: Row[] = plans.map((p, j) => ({
-      plan: p.name,
-      dispatches: p.dispatches,
-      decode_ms: median(decode[j]!),
-      decode_ratio: median(decode[j]!) / d0,
-      prefill64_ms: median(prefill[j]!),
-      prefill64_ratio: median(prefill[j]!) / p0,
-    }));
-    // The steering dispatches alone, one decode step's worth for each plan, one plan at a time.
-    const dispatchOnly = [];
-    for (const p of plans.filter((q) => q.dispatches > 0)) {
-      const ms = await timeDispatches(ctx, r, p.dispatches, 10 * rounds);
-      dispatchOnly.push({ plan: p.name, dispatches: p.dispatches, ms, share_of_plain_decode: ms / d0 });
-    }
-    result.textContent = JSON.stringify(
-      {
-        adapter: describeAdapter(ctx.adapter),
-        rounds,
-        tokens,
-        decode_steps: decode[0]!.length,
-        rows,
-        dispatch_only: dispatchOnly,
-      },
-      null,
-      2,
+    },
+  ];
+  const runners: ModelRunner[] = [];
+  for (const p of plans)
+    runners.push(
+      await createGpuRunner(await openModel(files), {
+        quant: 'f16',
+        capacity: PROMPT.length + tokens + PREFILL,
+        gpu: ctx,
+        ownsContext: false,
+        ...(p.plan ? { steer: p.plan } : {}),
+      }),
     );
-    status.textContent = 'done';
-    result.dataset.done = '1';
-  } catch (e) {
-    status.textContent = `failed: ${e instanceof Error ? e.message : String(e)}`;
-    result.dataset.error = '1';
-    result.dataset.done = '1';
+  const decode: number[][] = runners.map(() => []);
+  const prefill: number[][] = runners.map(() => []);
+  for (let round = 0; round <= rounds; round++) {
+    // Round 0 warms up (pipelines compiled, buffers touched) and is not counted.
+    const last: number[] = [];
+    for (const [j, runner] of runners.entries()) {
+      runner.trim(0);
+      last[j] = (await runner.forward({ tokens: PROMPT }, GREEDY, 'last'))[0] ?? 0;
+      runner.commit(PROMPT.map((_, i) => i));
+    }
+    // The order rotates every step, so no plan always runs first (or right after another's).
+    const order = (k: number, shift: number) => (k + shift) % runners.length;
+    for (let t = 0; t < tokens; t++)
+      for (let k = 0; k < runners.length; k++) {
+        const j = order(k, t);
+        const t0 = performance.now();
+        last[j] = await step(runners[j]!, last[j]!);
+        if (round > 0) decode[j]!.push(performance.now() - t0);
+      }
+    for (let k = 0; k < runners.length; k++) {
+      const j = order(k, round);
+      const runner = runners[j]!;
+      runner.trim(0);
+      const t0 = performance.now();
+      await runner.forward({ tokens: Array.from({ length: PREFILL }, (_, i) => 10 + i) }, GREEDY, 'last');
+      if (round > 0) prefill[j]!.push(performance.now() - t0);
+    }
   }
-}
-
-void main();
+  for (const runner of runners) runner.dispose();
+  const d0 = median(decode[0]!);
+  const p0 = median(prefill[0]!);
+  const rows: Row[] = plans.map((p, j) => ({
+    plan: p.name,
+    dispatches: p.dispatches,
+    decode_ms: median(decode[j]!),
+    decode_ratio: median(decode[j]!) / d0,
+    prefill64_ms: median(prefill[j]!),
+    prefill64_ratio: median(prefill[j]!) / p0,
+  }));
+  // The steering dispatches alone, one decode step's worth for each plan, one plan at a time.
+  const dispatchOnly = [];
+  for (const p of plans.filter((q) => q.dispatches > 0)) {
+    const ms = await timeDispatches(ctx, r, p.dispatches, 10 * rounds);
+    dispatchOnly.push({ plan: p.name, dispatches: p.dispatches, ms, share_of_plain_decode: ms / d0 });
+  }
+  return {
+    adapter: describeAdapter(ctx.adapter),
+    rounds,
+    tokens,
+    decode_steps: decode[0]!.length,
+    rows,
+    dispatch_only: dispatchOnly,
+  };
+});
