@@ -16,7 +16,7 @@ const jsonSchema = byId('json-schema', HTMLTextAreaElement);
 const jsonSchemaRow = byId('json-schema-row', HTMLDivElement);
 
 const DRAFTERS: readonly DrafterKind[] = ['none', 'ngram', 'draft'];
-const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
+const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2', 'w8a8'];
 
 // Sliders show their value beside the label.
 for (const [input, id] of [
