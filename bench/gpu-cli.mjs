@@ -119,6 +119,18 @@ function printModel(out) {
     console.log(
       `${r.quant.padEnd(5)}  ${(r.loadMs / 1000).toFixed(1).padStart(6)}  ${String(r.tokens).padStart(6)}  ${r.tokS.toPrecision(3).padStart(8)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${r.writesPerToken.toFixed(2).padStart(10)}  ${r.readbacksPerToken.toFixed(2).padStart(13)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(7)}  ${gbps(r.gbps).padStart(5)}`,
     );
+  const profiled = out.decode.filter((r) => r.profile.length > 0);
+  if (profiled.length > 0) {
+    const sections = profiled[0].profile.map((t) => t.section);
+    console.log(
+      '\nGPU time of one decode step per section (ms, summed over layers; timestamp queries around each section, 8 steps):',
+    );
+    console.log(`quant  ${sections.map((s) => s.padStart(14)).join('')}`);
+    for (const r of profiled)
+      console.log(
+        `${r.quant.padEnd(5)}  ${r.profile.map((t) => `${(t.ns / 1e6).toFixed(3)} (${(100 * t.share).toFixed(0)}%)`.padStart(14)).join('')}`,
+      );
+  }
   console.log('\n## 4. Verify cost at f16: median time of one target pass over T tokens, / T = 1');
   for (const v of out.verifyCost)
     console.log(`T=${String(v.T).padStart(2)}  ${v.ms.toFixed(2).padStart(9)} ms  ${v.ratio.toFixed(2)}`);

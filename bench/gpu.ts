@@ -4,7 +4,14 @@
 import { urlModelFiles } from '../src/formats/files.js';
 import { countsSince } from '../src/gpu/counters.js';
 import type { GpuContext } from '../src/gpu/device.js';
-import { createGpuRunner, type GpuRunner } from '../src/model/gpu-runner.js';
+import { GpuTimer } from '../src/gpu/timing.js';
+import {
+  createGpuRunner,
+  type GpuRunner,
+  profilePasses,
+  profileSections,
+  type SectionTime,
+} from '../src/model/gpu-runner.js';
 import { openModel } from '../src/model/load.js';
 import { GREEDY } from '../src/model/runner.js';
 import type { Quant } from '../src/quant/pack.js';
@@ -28,7 +35,15 @@ export interface DecodeRow {
   weightBytesPerPass: number;
   /** weightBytesPerPass · tok/s: the weight bandwidth decode reaches. */
   gbps: number;
+  /**
+   * GPU time of one decode step per section (ns per token, summed over layers), from timestamp
+   * queries around each section of {@link PROFILE_STEPS} profiled steps; empty without timestamps.
+   */
+  profile: SectionTime[];
 }
+
+/** Decode steps a format's profile averages. */
+const PROFILE_STEPS = 8;
 
 /** Options of {@link runDecodeBench}. */
 export interface DecodeBenchOptions {
@@ -66,10 +81,12 @@ export async function runDecodeBench(
     const loadMs = performance.now() - t0;
     try {
       const row = await timeDecode(runner, o.prompt, o.tokens);
-      decode.push({ quant, loadMs, ...row });
+      const profile = await profileDecode(ctx, runner, o.prompt, PROFILE_STEPS);
+      decode.push({ quant, loadMs, ...row, profile });
       log(
         `decode ${quant}: ${row.tokS.toFixed(2)} tok/s over ${row.tokens} tokens, ${row.dispatchesPerToken.toFixed(1)} dispatches, ${row.writesPerToken.toFixed(2)} writes, ${row.readbacksPerToken.toFixed(2)} readbacks per token; weights ${(row.weightBytesPerPass / 1e6).toFixed(1)} MB/pass, ${row.gbps.toFixed(1)} GB/s (load ${(loadMs / 1000).toFixed(1)} s)`,
       );
+      if (profile.length > 0) log(`decode ${quant} GPU time per token: ${formatProfile(profile)}`);
       if (quant === 'f16') verifyCost = await verifyCostCurve(runner, { reps: o.verifyReps, log });
     } finally {
       runner.dispose();
@@ -109,4 +126,44 @@ async function timeDecode(runner: GpuRunner, prompt: number[], tokens: number) {
     weightBytesPerPass: runner.weightBytesPerPass,
     gbps: (runner.weightBytesPerPass * tokS) / 1e9,
   };
+}
+
+/**
+ * Where a decode step's GPU time goes: `steps` single-token forwards after the prompt, each split
+ * into timed sections ({@link GpuRunner.profiler}); ns per token per section. The prompt's own
+ * forward is not counted. Leaves the runner with the prompt committed.
+ */
+export async function profileDecode(
+  ctx: GpuContext,
+  runner: GpuRunner,
+  prompt: number[],
+  steps: number,
+): Promise<SectionTime[]> {
+  if (!ctx.features.timestamps) return [];
+  const timer = new GpuTimer(ctx, profilePasses(runner.spec.layers));
+  const passes: { label: string; ns: number }[] = [];
+  runner.trim(0);
+  runner.profiler = timer;
+  try {
+    let next = (await runner.forward({ tokens: prompt }, GREEDY, 'last'))[0]!;
+    runner.commit(prompt.map((_, i) => i));
+    await timer.read(); // the prompt's sections: not a decode step
+    for (let i = 0; i < steps; i++) {
+      next = (await runner.forward({ tokens: [next] }, GREEDY, 'last'))[0]!;
+      runner.commit([0]);
+      passes.push(...(await timer.read()));
+    }
+  } finally {
+    runner.profiler = undefined;
+    timer.destroy();
+    runner.trim(prompt.length);
+  }
+  return profileSections(passes).map((t) => ({ ...t, ns: t.ns / steps }));
+}
+
+/** "qkv 1.23 ms (12%), attention ..." */
+export function formatProfile(profile: readonly SectionTime[]): string {
+  return profile
+    .map((t) => `${t.section} ${(t.ns / 1e6).toFixed(3)} ms (${(100 * t.share).toFixed(0)}%)`)
+    .join(', ');
 }

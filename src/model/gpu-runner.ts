@@ -3,6 +3,7 @@ import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import { createBuffer, mapForRead, STORAGE, writeBuffer } from '../gpu/buffers.js';
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
+import type { GpuTimer } from '../gpu/timing.js';
 import { BindGroupCache } from '../kernels/bind.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
@@ -100,6 +101,35 @@ interface PassInputs {
  * call site, all made once. A forward pass is one compute pass and one 4-byte-per-row readback of
  * the sampled ids: logits never leave the GPU, and nothing is created per token.
  */
+/** The sections a profiled forward is split into, in the order they run (see {@link GpuRunner.profiler}). */
+export const PROFILE_SECTIONS = ['embed', 'qkv', 'attention', 'o', 'mlp', 'down', 'head', 'sample'] as const;
+export type ProfileSection = (typeof PROFILE_SECTIONS)[number];
+
+/** Timed passes of one profiled forward of a model with `layers` layers. */
+export function profilePasses(layers: number): number {
+  return 3 + 5 * layers;
+}
+
+/** One section's GPU time, summed over its passes (every layer's for a layer section). */
+export interface SectionTime {
+  section: ProfileSection;
+  ns: number;
+  /** Its share of all sections' time. */
+  share: number;
+}
+
+/** The profiler's passes (as {@link GpuTimer.read} returns them) summed per section, in run order. */
+export function profileSections(passes: readonly { label: string; ns: number }[]): SectionTime[] {
+  const ns = new Map<string, number>();
+  for (const p of passes) ns.set(p.label, (ns.get(p.label) ?? 0) + p.ns);
+  const total = [...ns.values()].reduce((a, b) => a + b, 0);
+  return PROFILE_SECTIONS.filter((s) => ns.has(s)).map((section) => ({
+    section,
+    ns: ns.get(section)!,
+    share: total > 0 ? ns.get(section)! / total : 0,
+  }));
+}
+
 export class GpuRunner implements ModelRunner {
   private committed = 0;
   private lastTokens = 0;
@@ -119,6 +149,15 @@ export class GpuRunner implements ModelRunner {
    * table (its share of the packed bytes, rounded up).
    */
   readonly weightBytesPerPass: number;
+  /**
+   * When set, every forward is encoded as one compute pass per section ({@link PROFILE_SECTIONS}:
+   * the embedding; per layer q|k|v with its cache write, attention, o, the gated MLP and down;
+   * the head; the sampler), each timed by this timer, so a profile shows where a step's GPU time
+   * goes ({@link profileSections}). The dispatches are the same; only the pass boundaries (a few
+   * microseconds each on a GPU) are added. The caller reads the timer after each forward, before
+   * it holds `capacity` passes.
+   */
+  profiler: GpuTimer | undefined;
 
   constructor(
     readonly spec: ModelSpec,
@@ -332,7 +371,14 @@ export class GpuRunner implements ModelRunner {
     const { spec, a, k, w, cache } = this;
     const { qWidth, kvWidth } = this.sizes;
     const H = spec.hidden;
-    const pass = enc.beginComputePass({ label: 'forward' });
+    const profiler = this.profiler;
+    let pass = enc.beginComputePass(profiler ? profiler.passDescriptor('embed') : { label: 'forward' });
+    // Profiling: the work from here on goes into its own timed pass.
+    const section = (name: ProfileSection): void => {
+      if (!profiler) return;
+      pass.end();
+      pass = enc.beginComputePass(profiler.passDescriptor(name));
+    };
     // A linear's input as its weights expect it: R·x in the rotation's buffer, or x itself.
     const rotated = (r: Hadamard | undefined, x: GPUBuffer): GPUBuffer => {
       if (!r || !k.rot) return x;
@@ -352,6 +398,7 @@ export class GpuRunner implements ModelRunner {
     for (const [i, l] of w.layers.entries()) {
       const lk = k.layers[i]!; // this layer's linears (bound to l's matrices) and steering
       const lc = cache[i]!;
+      section('qkv');
       lk.steerIn?.encode(pass, a.x, T); // steering: the block's input (SteerPlan.inputs)
       // The input of a linear that does not apply its norm itself: norm(x), rotated if its weights
       // were packed for R·x (one rotated copy serves q, k and v, or gate and up).
@@ -391,8 +438,11 @@ export class GpuRunner implements ModelRunner {
         k.rope.encode(pass, qIn, kIn, a.positions, T);
         k.kvWrite.encode(pass, kIn, a.v, a.slots, lc, T);
       }
+      section('attention');
       k.attention.encode(pass, qIn, lc.k, lc.v, a.ends, a.slots, a.attn, T, base);
+      section('o');
       residual(lk.o, rotated(k.rot?.heads, a.attn));
+      section('mlp');
       // MLP: silu(gate) * up from one gated matmul (the post-attention norm folded in), or each step.
       if ('encode' in lk.gateUp) {
         lk.gateUp.encode(pass, lk.gateUp.fused.norm ? a.x : normed(l.postNorm), a.act, T);
@@ -402,9 +452,11 @@ export class GpuRunner implements ModelRunner {
         lk.gateUp[1].encode(pass, hm, a.up, T);
         k.silu.encode(pass, [a.gate, a.up], a.act, T);
       }
+      section('down');
       residual(lk.down, rotated(k.rot?.mlp, a.act));
       lk.steerOut?.encode(pass, a.x, T); // steering: the block's output
     }
+    section('head');
     k.norm.encode(pass, a.x, w.norm, a.h, T);
     let head = a.h;
     if (R < T) {
@@ -416,6 +468,7 @@ export class GpuRunner implements ModelRunner {
       writeBuffer(this.ctx, a.masks, masks);
       k.mask.encode(pass, a.masks, a.logits, R);
     }
+    section('sample');
     const s = sampler.temperature > 0 ? k.gumbel : k.greedy;
     s.encode(pass, a.logits, a.samplePositions, a.out, R, {
       seed: sampler.seed,

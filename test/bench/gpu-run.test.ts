@@ -67,13 +67,27 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
     dispatchesPerToken: number;
     writesPerToken: number;
     readbacksPerToken: number;
+    profile: { section: string; ns: number; share: number }[];
   }[] = sections.model.decode;
   expect(decode.map((d) => d.quant)).toEqual(['f16', 'int8', 'int4', 'int2']);
   for (const d of decode) {
     expect([d.tokS, d.dispatchesPerToken, d.writesPerToken].every(positive)).toBe(true);
     expect(d.readbacksPerToken).toBeLessThanOrEqual(1.5);
+    // Where a step's GPU time goes, per section (SwiftShader has timestamp queries).
+    expect(d.profile.map((t) => t.section)).toEqual([
+      'embed',
+      'qkv',
+      'attention',
+      'o',
+      'mlp',
+      'down',
+      'head',
+      'sample',
+    ]);
+    expect(d.profile.reduce((a, t) => a + t.ns, 0)).toBeGreaterThan(0);
   }
   expect(stdout).toContain('## 2. Greedy decode with the GPU-resident loop');
+  expect(stdout).toMatch(/^f16 +( +[\d.]+ \(\d+%\)){8}$/m);
 
   // 4. The verify-cost curve over every T, against T = 1.
   const verify: { T: number; ms: number; ratio: number }[] = sections.model.verifyCost;
