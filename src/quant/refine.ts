@@ -94,24 +94,25 @@ export function refineKQuant(
     let xx = 0;
     let xy = 0;
     let yy = 0;
-    const r0 = (i0 / n) | 0;
-    const oneRow = (((i0 + len - 1) / n) | 0) === r0;
-    for (let a = 0; a < len; a++) {
-      const ia = i0 + a;
-      const ra = oneRow ? r0 : (ia / n) | 0;
-      const hRow = (ia - ra * n) * n - ra * n; // H[k_a, k_b] = H[hRow + ib] for ib in row ra
-      let hx = 0;
-      let hy = 0;
-      for (let b = 0; b < len; b++) {
-        const ib = i0 + b;
-        if (!oneRow && ((ib / n) | 0) !== ra) continue;
-        const h = H[hRow + ib]!;
-        hx += h * x[b]!;
-        hy += h * y[b]!;
+    // Row by row: the part of [i0, i0 + len) in row r is [a0, a1) (offsets into x and y).
+    for (let a0 = 0; a0 < len; ) {
+      const r = ((i0 + a0) / n) | 0;
+      const a1 = Math.min(len, (r + 1) * n - i0);
+      const hBase = -r * n * (n + 1); // H[k_a, k_b] = H[hBase + i_a·n + i_b]
+      for (let a = a0; a < a1; a++) {
+        const hRow = hBase + (i0 + a) * n + i0;
+        let hx = 0;
+        let hy = 0;
+        for (let b = a0; b < a1; b++) {
+          const h = H[hRow + b]!;
+          hx += h * x[b]!;
+          hy += h * y[b]!;
+        }
+        xx += x[a]! * hx;
+        xy += x[a]! * hy;
+        yy += y[a]! * hy;
       }
-      xx += x[a]! * hx;
-      xy += x[a]! * hy;
-      yy += y[a]! * hy;
+      a0 = a1;
     }
     return [xx, xy, yy];
   };
