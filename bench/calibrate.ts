@@ -10,7 +10,7 @@ import { calibrationWindows, collectHessians } from '../src/model/calibrate.js';
 import { openModel } from '../src/model/load.js';
 import { mapWeights, readAllF32 } from '../src/model/weights.js';
 import { gptqCodes, type RoundingGrid } from '../src/quant/gptq.js';
-import { packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../src/quant/pack.js';
+import { isRotatedLinear, packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../src/quant/pack.js';
 
 /** Options of {@link measureCalibration}. */
 export interface CalibrationBenchOptions {
@@ -80,10 +80,12 @@ export async function measureCalibration(o: CalibrationBenchOptions): Promise<Ca
   let gptqSeconds = 0;
   for (const [name, h] of hessians) {
     const [rows, cols] = tensors[name]!.shape as [number, number];
-    const n = packedWidth(cols, o.rotate);
-    // The matrix packLinear quantizes: padded, rotated on the input side when rotating.
+    // The matrix packLinear quantizes: padded, rotated on the input side when rotating (the
+    // `*_proj` linears; the LM head, keyed too, is never rotated).
+    const rotate = isRotatedLinear(name) ? o.rotate : 'none';
+    const n = packedWidth(cols, rotate);
     let w = zeroPad(tensors[name]!.data, rows, cols, rows, n);
-    if (o.rotate === 'hadamard') w = hadamardRef(w, rows, n, ROTATION_SEED);
+    if (rotate === 'hadamard') w = hadamardRef(w, rows, n, ROTATION_SEED);
     const grid = int4Grid(w, rows, n);
     const t0 = performance.now();
     const codes = gptqCodes(w, rows, n, h, grid);

@@ -220,5 +220,28 @@ export function qualityTable(r: QualityReport): string {
     lines.push(
       `| ${row.quant} | ${row.bits.toFixed(3)} | ${row.rotate} | ${row.rounding} | ${row.ppl.toFixed(3)} | ${row.ppl_ratio.toFixed(4)} | ${row.kld.toFixed(5)} | ${(row.top1 * 100).toFixed(2)}% |`,
     );
+  const gains = calibrationGains(r.rows);
+  if (gains.length > 0) lines.push('', ...gains);
   return lines.join('\n');
+}
+
+/**
+ * One line per calibrated row: its KLD change against the round-to-nearest row of the same format
+ * and rotation (the same bytes, so the same bits per weight), and against the better of that
+ * format's round-to-nearest rows with or without rotation (the stricter baseline; the bits then
+ * differ where rotation pads a width).
+ */
+function calibrationGains(rows: readonly QualityRow[]): string[] {
+  const pct = (a: number, b: number) => `${(100 * (a / b - 1)).toFixed(1)}%`;
+  return rows
+    .filter((row) => row.rounding === 'gptq')
+    .flatMap((row) => {
+      const rtn = rows.filter((o) => o.rounding === 'rtn' && o.quant === row.quant);
+      const same = rtn.find((o) => o.rotate === row.rotate);
+      if (!same) return [];
+      const best = rtn.reduce((a, b) => (b.kld < a.kld ? b : a));
+      return [
+        `${row.quant} calibrated, rotation ${row.rotate}: KLD ${pct(row.kld, same.kld)} against round-to-nearest at the same bits (rotation ${row.rotate}), ${pct(row.kld, best.kld)} against the better round-to-nearest row (rotation ${best.rotate}).`,
+      ];
+    });
 }

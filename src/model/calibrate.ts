@@ -2,6 +2,7 @@
 // H = Σ x xᵀ of every linear's input (quant/hessian), keyed by the linear's checkpoint name.
 import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
+import { rmsNormRef } from '../kernels/norm/rmsnorm.js';
 import { HessianSum } from '../quant/hessian.js';
 import type { Rotation } from '../quant/pack.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
@@ -40,13 +41,24 @@ export interface CalibrationOptions {
 }
 
 /**
+ * The checkpoint name of the LM head's weights: `lm_head.weight`, or the embedding it is tied to
+ * (one matrix serves both, packed once; its codes are then chosen for the head's products).
+ */
+export function headWeightName(spec: Pick<ModelSpec, 'tiedEmbeddings'>): string {
+  return spec.tiedEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+}
+
+/**
  * Runs the f32 reference forward over each window (from an empty cache, positions 0, 1, ...) and
  * returns, for every `*_proj` linear, H = Σ x xᵀ [n, n] (f64) of its input rows over all window
  * positions, with n = `packedWidth(width, rotate)` and each row padded and rotated as
  * {@link HessianSum} describes: the `hessian` that `gptqCodes` takes for the padded matrix that
  * `packLinear` quantizes. Keys are checkpoint names (`model.layers.0.self_attn.q_proj.weight`);
- * linears that read one input (q/k/v; gate/up) share one matrix object. Memory: one [n, n] f64 per
- * distinct input, four per layer.
+ * linears that read one input (q/k/v; gate/up) share one matrix object. The LM head is keyed too
+ * (under {@link headWeightName}): H of the final normed hidden states [hidden, hidden], never
+ * rotated (the runner rotates only `*_proj` inputs). At int2 the head rounded to nearest costs most
+ * of the demo target's KLD, and a tied embedding is that same matrix. Memory: one [n, n] f64 per
+ * distinct input, four per layer and one for the head.
  */
 export function collectHessians(
   spec: ModelSpec,
@@ -70,6 +82,14 @@ export function collectHessians(
     sum.add(x);
     return x;
   };
+  // The head reads rmsnorm(x) of the last block's output, as the reference computes it.
+  const head = new HessianSum(spec.hidden, 'none');
+  const norm = source.get('model.norm.weight').data;
+  model.residualHook = {
+    output: (layer, x) => {
+      if (layer === spec.layers - 1) head.add(rmsNormRef(x, norm, { n: spec.hidden, eps: spec.rmsEps }));
+    },
+  };
   windows.forEach((ids, i) => {
     model.logitsFor(ids);
     options.onWindow?.(i + 1, windows.length);
@@ -81,5 +101,27 @@ export function collectHessians(
     matrices.set(sum, h);
     out.set(name, h);
   }
+  out.set(headWeightName(spec), headHessian(head.matrix(), head.n, spec.tiedEmbeddings));
   return out;
+}
+
+/**
+ * The objective of the LM head's weights, H [n, n] (in place): the head's own H = Σ x xᵀ and, when
+ * the embedding is tied to it, the embedding's use of the same rows, as mean(H_kk)·I (the mean over
+ * the live columns, H_kk > 0, so padding does not dilute it): every weight's own error, weighed
+ * like an input of average energy. The head's H alone lets GPTQ move
+ * single weights far to fix the head's products, which the embedding then reads as they are; on
+ * the demo target at int2 that alone made the tied matrix worse than rounding to nearest.
+ */
+export function headHessian(h: Float64Array, n: number, tied: boolean): Float64Array {
+  if (!tied) return h;
+  let sum = 0;
+  let live = 0;
+  for (let k = 0; k < n; k++) {
+    sum += h[k * n + k]!;
+    if (h[k * n + k]! > 0) live++;
+  }
+  const mean = live > 0 ? sum / live : 1;
+  for (let k = 0; k < n; k++) h[k * n + k] = h[k * n + k]! + mean;
+  return h;
 }

@@ -126,6 +126,21 @@ function nearestCode(w: number, scale: number, offset: number, lo: number, hi: n
  * O(n³) steps in f64: Cholesky H = LLᵀ, H⁻¹ = L⁻ᵀL⁻¹, Cholesky H⁻¹ = L₂L₂ᵀ, U = L₂ᵀ.
  */
 function inverseCholeskyUpper(hessian: Float64Array, n: number, damp: number): Float64Array {
+  const a = dampedHessian(hessian, n, damp);
+  choleskyLower(a, n, 'H');
+  const inv = inverseFromCholesky(a, n);
+  choleskyLower(inv, n, 'H⁻¹');
+  const u = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) for (let j = i; j < n; j++) u[i * n + j] = inv[j * n + i]!;
+  return u;
+}
+
+/**
+ * The matrix GPTQ works with, H + λI [n, n] (a copy): dead columns (H_kk = 0) get H_kk = 1, then
+ * λ = damp · the mean of the live diagonal is added to every diagonal entry. ‖(W − Ŵ)ᵀ‖² in this
+ * metric, Σ_r (w_r − ŵ_r)ᵀ(H + λI)(w_r − ŵ_r), is the objective GPTQ lowers (and `refineKQuant`).
+ */
+export function dampedHessian(hessian: Float64Array, n: number, damp: number): Float64Array {
   const a = Float64Array.from(hessian);
   let live = 0;
   let sum = 0;
@@ -139,12 +154,7 @@ function inverseCholeskyUpper(hessian: Float64Array, n: number, damp: number): F
   }
   const lambda = damp * (live > 0 ? sum / live : 1);
   for (let k = 0; k < n; k++) a[k * n + k] = a[k * n + k]! + lambda;
-  choleskyLower(a, n, 'H');
-  const inv = inverseFromCholesky(a, n);
-  choleskyLower(inv, n, 'H⁻¹');
-  const u = new Float64Array(n * n);
-  for (let i = 0; i < n; i++) for (let j = i; j < n; j++) u[i * n + j] = inv[j * n + i]!;
-  return u;
+  return a;
 }
 
 /**

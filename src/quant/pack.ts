@@ -19,6 +19,7 @@ import {
   type WeightFormat,
 } from '../kernels/matmul/quant.js';
 import { gptqCodes } from './gptq.js';
+import { refineKQuant } from './refine.js';
 
 /**
  * Weight precision on the device. `q4_0` is GGUF Q4_0 (an f16 scale per 32, 4.5 bits): the format a
@@ -106,7 +107,8 @@ export function zeroPad(
  * calibration text, see `collectHessians`), an integer format chooses its scales by the search
  * of round-to-nearest weighted by each input's energy (`gridOf` with diag H) and its codes by
  * GPTQ's error feedback ({@link gptqCodes}): both lower the error of the layer's output rather
- * than of each weight.
+ * than of each weight. int4 and int2 then refine codes, sub-block scales and mins and D/M together
+ * on GPTQ's objective ({@link refineKQuant}), which never raises it.
  */
 export function packLinear(
   w: Float32Array,
@@ -127,7 +129,11 @@ export function packLinear(
   // The scales weigh each input by its energy on the calibration text (diag H); GPTQ picks codes.
   const importance = Float32Array.from({ length: pad.cols }, (_, k) => hessian[k * pad.cols + k]!);
   const grid = gridOf(m, pad.rows, pad.cols, format, importance);
-  return encode(grid, gptqCodes(m, pad.rows, pad.cols, hessian, grid, { order: 'energy' }));
+  const codes = gptqCodes(m, pad.rows, pad.cols, hessian, grid, { order: 'energy' });
+  if (format !== 'int4' && format !== 'int2') return encode(grid, codes);
+  // K-quants: codes, sub-scales and D/M refined together on GPTQ's objective.
+  const refined = refineKQuant(m, pad.rows, pad.cols, hessian, grid, codes);
+  return encode(refined.grid, refined.codes);
 }
 
 /**

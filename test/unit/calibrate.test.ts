@@ -4,7 +4,14 @@ import { linearsByInput } from '../../src/formats/layout.js';
 import { pathModel } from '../../src/formats/node-file.js';
 import type { ModelSpec } from '../../src/formats/spec.js';
 import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
-import { CALIBRATION_WINDOW, calibrationWindows, collectHessians } from '../../src/model/calibrate.js';
+import { rmsNormRef } from '../../src/kernels/norm/rmsnorm.js';
+import {
+  CALIBRATION_WINDOW,
+  calibrationWindows,
+  collectHessians,
+  headHessian,
+  headWeightName,
+} from '../../src/model/calibrate.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { HessianSum } from '../../src/quant/hessian.js';
@@ -75,7 +82,7 @@ describe('collectHessians', () => {
   for (const rotate of ['none', 'hadamard'] as const)
     it(`(${rotate}) keys every *_proj by name, shares one H per input, H = X·Xᵀ of that input`, () => {
       const hessians = collectHessians(spec, source, windows, { rotate });
-      expect(hessians.size).toBe(7 * spec.layers);
+      expect(hessians.size).toBe(7 * spec.layers + 1); // and the LM head
       for (let l = 0; l < spec.layers; l++) {
         const { qkv, o, gateUp, down } = linearsByInput(l);
         const [q, k, v] = qkv.map((name) => hessians.get(name));
@@ -100,6 +107,38 @@ describe('collectHessians', () => {
       expect(rows.length).toBe(28 * spec.intermediate);
       expect(relDiff(hessians.get(target)!, direct)).toBeLessThan(1e-13);
     });
+
+  for (const family of ['llama', 'qwen3'] as const)
+    it(`keys the LM head's H (${family}: ${tinySpecs[family].tiedEmbeddings ? 'tied to the embedding' : 'its own lm_head'}): the final normed hidden states, unrotated`, () => {
+      const s = tinySpecs[family];
+      const weights = randomWeights(s, 8);
+      const calibration = randomWindows(s, [9, 14], 9);
+      const hessians = collectHessians(s, weights, calibration, { rotate: 'hadamard' });
+      const name = headWeightName(s);
+      expect(name).toBe(s.tiedEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+      // The last block's outputs, normed as the reference does before its head, summed directly.
+      const model = new ReferenceRunner(s, weights, { capacity: 14 });
+      const rows: number[] = [];
+      model.residualHook = { output: (l, x) => l === s.layers - 1 && rows.push(...x) };
+      for (const w of calibration) model.logitsFor(w);
+      const normed = rmsNormRef(new Float32Array(rows), weights.get('model.norm.weight').data, {
+        n: s.hidden,
+        eps: s.rmsEps,
+      });
+      const direct = headHessian(
+        directGram(normed, s.hidden, 'none'),
+        packedWidth(s.hidden, 'none'),
+        s.tiedEmbeddings,
+      );
+      expect(hessians.get(name)!.length).toBe(packedWidth(s.hidden, 'none') ** 2);
+      expect(relDiff(hessians.get(name)!, direct)).toBeLessThan(1e-13);
+    });
+
+  it('headHessian adds mean(H_kk)·I for a tied embedding and leaves an untied head alone', () => {
+    const h = Float64Array.of(2, 1, 1, 4);
+    expect(Array.from(headHessian(Float64Array.from(h), 2, false))).toEqual([2, 1, 1, 4]);
+    expect(Array.from(headHessian(Float64Array.from(h), 2, true))).toEqual([5, 1, 1, 7]);
+  });
 
   it('gives symmetric, positive semi-definite matrices (random probes)', () => {
     const next = rng(5);
@@ -127,7 +166,7 @@ describe('collectHessians', () => {
         expect(quad).toBeGreaterThanOrEqual(-1e-12 * trace * norm);
       }
     }
-    expect(seen.size).toBe(4 * qwen3.layers);
+    expect(seen.size).toBe(4 * qwen3.layers + 1);
   });
 });
 

@@ -9,6 +9,8 @@ import {
   f32ToF16Bits,
   gridOf,
   type IntFormat,
+  kQuantGrid,
+  kQuantParams,
   nearestCode,
   packedBytes,
   type QuantizedMatrix,
@@ -266,6 +268,43 @@ describe('grid and codes apart (for calibrated rounding)', () => {
         ),
       ).toThrow(/outside/);
       expect(() => encode(grid, codes.subarray(1))).toThrow(/codes for/);
+    },
+  );
+
+  it.each(['int4', 'int2'] as const)(
+    '%s: kQuantParams reads D, M, sc, mn as the layout stores them, and kQuantGrid packs them back',
+    (format) => {
+      const [rows, cols] = [3, 688]; // flat padding: 2064 elements in 9 super-blocks
+      const w = randomF32(rows * cols, 21);
+      const grid = gridOf(w, rows, cols, format);
+      const p = kQuantParams(grid);
+      const sub = format === 'int4' ? 32 : 16;
+      expect([p.sub, p.maxScale, p.D.length, p.sc.length]).toEqual([
+        sub,
+        format === 'int4' ? 63 : 15,
+        9,
+        (9 * 256) / sub,
+      ]);
+      // Each unit's (scale, offset) is f32(D)·sc and f32(M)·mn, as the kernel computes them.
+      for (let i = 0; i < rows * cols; i += 37) {
+        const u = Math.floor(i / sub);
+        const s = Math.floor(i / 256);
+        expect(grid.scaleAt(i)).toBe(Math.fround(f16BitsToF32(p.D[s]!) * p.sc[u]!));
+        expect(grid.offsetAt(i)).toBe(Math.fround(f16BitsToF32(p.M[s]!) * p.mn[u]!));
+      }
+      expect(kQuantGrid(p).scales).toEqual(grid.scales);
+      // Changed parameters land in their fields and nowhere else.
+      const sc = Uint8Array.from(p.sc, (v, u) => (u === 5 ? p.maxScale - v : v));
+      const changed = kQuantGrid({ ...p, sc, D: Uint16Array.from(p.D, (d, s) => (s === 0 ? 0x3c00 : d)) });
+      const back = kQuantParams(changed);
+      expect(Array.from(back.sc)).toEqual(Array.from(sc));
+      expect(Array.from(back.mn)).toEqual(Array.from(p.mn));
+      expect(back.D[0]).toBe(0x3c00);
+      expect(Array.from(back.M)).toEqual(Array.from(p.M));
+      expect(() => kQuantGrid({ ...p, mn: p.mn.map((v, u) => (u === 0 ? p.maxScale + 1 : v)) })).toThrow(
+        /sub-block 0/,
+      );
+      expect(() => kQuantParams(gridOf(w, rows, cols, 'int8'))).toThrow(/not a K-quant/);
     },
   );
 
