@@ -305,6 +305,7 @@ describe('weft convert --calibrate', () => {
       await srcFiles.close?.();
       await files.close?.();
     },
+    60_000, // Hessians, GPTQ and the K-quant refinement: seconds of CPU, more on a loaded machine
   );
 
   it('refuses a calibration file that does not exist, naming it', () => {
