@@ -3,7 +3,7 @@
 // stdout and the table on stderr.
 // Usage: node bench/quality-cli.mjs [--json] [--chunks N|all] [--model DIR] [--text FILE]
 //   [--calibration FILE] [--calibrated int4,int2|none]
-//   --chunks N  chunks of 256 held-out tokens to score (default 4, about 6 minutes on a busy 2-core machine; the text has 82). The run scores
+//   --chunks N  chunks of 256 held-out tokens to score (default 4, about 10 minutes on a busy 2-core machine, most of it calibrating: Hessians, GPTQ and the K-quant refinement; --chunks all took 33 minutes; the text has 82). The run scores
 //               each chunk with f16 once and with each of the 8 configurations once.
 import { parseArgs } from 'node:util';
 import { createServer } from 'vite';
