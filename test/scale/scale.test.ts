@@ -154,7 +154,7 @@ async function runPage(
 async function emptyPageRss(): Promise<{ renderer: number; gpu: number }> {
   const page = await browser.newPage();
   await page.goto(new URL('test/scale/pages/scale.html', pageUrl).href);
-  await expect.poll(() => page.getByTestId('status').textContent(), { timeout: 60_000 }).toBe('idle');
+  await page.getByTestId('status').getByText('idle', { exact: true }).waitFor({ timeout: 60_000 });
   let renderer = 0;
   let gpu = 0;
   for (let i = 0; i < 8; i++) {
