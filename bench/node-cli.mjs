@@ -9,7 +9,13 @@
 //   --quants f16 --drafters none,none-host
 // --cpu runs the plain-TS reference forward in Node (a check of this path on a machine without a
 // GPU; its figures are not GPU figures).
+// The load rows (report.load) time loading the target in Node at f16 and int4 (placement only, no
+// forward, so Dawn on SwiftShader runs it too) with the loader's peak transient bytes; --scale adds
+// the Qwen3-0.6B shape (1.2 GB of random BF16 weights written to a temp dir first, minutes).
 import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { benchArgs } from './args.mjs';
 import { grammarFigures, grammarLines } from './grammar.mjs';
 import { printSpeedTables, speedReport } from './report.mjs';
@@ -19,6 +25,7 @@ import { withSources } from './ssr.mjs';
 const { values, settings } = benchArgs(process.argv.slice(2), {
   host: { type: 'string', default: 'auto' },
   cpu: { type: 'boolean', default: false },
+  scale: { type: 'boolean', default: false },
 });
 if (!['auto', 'node', 'chromium'].includes(values.host)) {
   console.error(`--host: "${values.host}" is not one of auto, node, chromium`);
@@ -127,8 +134,55 @@ if (!report.grammar) {
   await files.close?.();
   report.grammar = await grammarFigures(weft, tokenizer, spec.vocabSize);
 }
+report.load = await loadFigures();
 if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 else {
   printSpeedTables(report, (l) => console.log(l));
   for (const l of grammarLines(report.grammar)) console.log(l);
+  for (const r of report.load)
+    console.log(
+      `load ${r.model} at ${r.quant}: ${(r.loadMs / 1000).toFixed(1)} s, peak transient ${(r.peakTransientBytes / 2 ** 20).toFixed(1)} MiB`,
+    );
+}
+
+/**
+ * Rows { model, quant, loadMs, peakTransientBytes } of loading the target (and with --scale the
+ * Qwen3-0.6B shape) in Node at f16 and int4: createEngine until ready, the peak from its progress
+ * events. None without a Node WebGPU adapter or with --cpu.
+ */
+async function loadFigures() {
+  if (values.cpu) return [];
+  const gpu = await weft.createGpuContext().catch(() => undefined);
+  if (!gpu) return [];
+  const rows = [];
+  const load = async (name, files, quant) => {
+    let peakTransientBytes = 0;
+    const t0 = performance.now();
+    const engine = await weft.createEngine({
+      gpu,
+      model: files,
+      quant,
+      contextLength: 64,
+      onProgress: (e) => {
+        if (e.phase === 'weights') peakTransientBytes = e.peakTransientBytes ?? peakTransientBytes;
+      },
+    });
+    rows.push({ model: name, quant, loadMs: performance.now() - t0, peakTransientBytes });
+    await engine.unload();
+  };
+  const target = settings.target ?? 'kjv-target';
+  for (const quant of ['f16', 'int4']) await load(target, await pathModel(`models/${target}`), quant);
+  if (values.scale) {
+    const dir = await mkdtemp(join(tmpdir(), 'weft-bench-scale-'));
+    try {
+      await withSources(async (l) =>
+        (await l('/test/fixtures/scale-dir.ts')).writeScaleDir(dir, 'qwen3-0.6b', 1),
+      );
+      for (const quant of ['f16', 'int4']) await load('qwen3-0.6b shape', await pathModel(dir), quant);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  gpu.destroy();
+  return rows;
 }

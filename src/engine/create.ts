@@ -33,6 +33,11 @@ export interface LoadStep {
   total: number;
   /** The tensor being placed. */
   tensor?: string;
+  /**
+   * On the GPU, the most CPU memory placing has held at once so far, bytes (one slice of a matrix:
+   * its f32 rows and packed words; see `placeWeights`).
+   */
+  peakTransientBytes?: number;
 }
 
 /**

@@ -28,7 +28,7 @@ import {
 import { checkTensors } from './layout.js';
 import type { ByteSource } from './source.js';
 import type { Llama3RopeScaling, ModelFamily, ModelSpec, RopeSpec } from './spec.js';
-import type { PackedWant, ReadStats, TensorReader } from './weft-checkpoint.js';
+import type { PackedWant, ReadStats, RowRange, TensorReader } from './weft-checkpoint.js';
 
 /** A metadata value: numbers (u64/i64 beyond 2^53 stay bigint), booleans, strings, arrays of them. */
 export type GgufValue = number | bigint | boolean | string | readonly GgufValue[];
@@ -336,12 +336,35 @@ export async function openGguf(source: ByteSource): Promise<GgufFile> {
 
 /** Reads one GGUF tensor as stored (GGML layout, `ne` order) and dequantises it to f32. */
 export async function readGgufTensorF32(info: GgufTensorInfo): Promise<Float32Array> {
+  const [cols = 1, ...outer] = info.ne;
+  return readGgufRowsF32(
+    info,
+    0,
+    outer.reduce((a, b) => a * b, 1),
+    cols,
+  );
+}
+
+/**
+ * Rows [row0, row0 + rows) of a GGUF tensor as stored (a row is `ne[0]` elements, whole blocks of
+ * any GGML type), read and dequantised to f32 alone.
+ */
+async function readGgufRowsF32(
+  info: GgufTensorInfo,
+  row0: number,
+  rows: number,
+  cols: number,
+): Promise<Float32Array> {
   if (!DEQUANTIZABLE.has(info.type)) {
     const name = GGML_BLOCKS.get(info.type)?.name ?? String(info.type);
     throw new ModelFormatError(info.source.name, info.name, name, 'weft cannot dequantise this GGML type');
   }
-  const count = info.ne.reduce((a, b) => a * b, 1);
-  return dequantizeGgml(info.type, await info.source.read(info.offset, info.byteLength), count);
+  const total = info.ne.slice(1).reduce((a, b) => a * b, 1);
+  if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > total)
+    throw new ModelFormatError(info.source.name, info.name, [row0, rows], `row range outside [0, ${total})`);
+  const rowBytes = info.byteLength / total;
+  const bytes = await info.source.read(info.offset + row0 * rowBytes, rows * rowBytes);
+  return dequantizeGgml(info.type, bytes, rows * cols);
 }
 
 // --- Hugging Face names and layouts -------------------------------------------------------------
@@ -436,12 +459,17 @@ const PIECE_BYTES = 4 << 20;
 /**
  * Reads one GGUF matrix [rows, cols] (HF shape: `ne` reversed) into its weft format
  * ({@link storedWeftFormat}) without decoding it to f32: a piece of whole rows (at most
- * `pieceBytes`, at least one row) at a time, each row moved to `to(row)` with its scales.
+ * `pieceBytes`, at least one row) at a time, each row moved to `to(row)` with its scales. Given
+ * `range`, only the rows that move into it are kept, as a matrix of those rows, and only the
+ * stored rows `from` ([first, count), all by default) are read: the caller names the rows that
+ * `to` moves into the range (for a permutation within heads, the heads it covers).
  */
 export async function readGgufTensorPacked(
   info: GgufTensorInfo,
   to: (row: number) => number = (r) => r,
   pieceBytes = PIECE_BYTES,
+  range?: RowRange,
+  from?: RowRange,
 ): Promise<QuantizedMatrix> {
   const format = storedWeftFormat(info.type);
   const [cols, rows, ...more] = info.ne;
@@ -454,13 +482,24 @@ export async function readGgufTensorPacked(
       'not a matrix of a type with a weft layout',
     );
   }
-  const out = emptyMatrix(format, rows, cols);
+  const want = range ?? { row0: 0, rows };
+  const read = from ?? { row0: 0, rows };
+  const out = emptyMatrix(format, want.rows, cols);
   const rowBytes = info.byteLength / rows;
   const perPiece = Math.max(1, Math.floor(pieceBytes / rowBytes));
-  for (let r0 = 0; r0 < rows; r0 += perPiece) {
-    const n = Math.min(perPiece, rows - r0);
+  const end = read.row0 + read.rows;
+  for (let r0 = read.row0; r0 < end; r0 += perPiece) {
+    const n = Math.min(perPiece, end - r0);
     const bytes = await info.source.read(info.offset + r0 * rowBytes, n * rowBytes);
-    repackRows(info.type, bytes, out, (r) => to(r0 + r));
+    if (range === undefined) {
+      repackRows(info.type, bytes, out, (r) => to(r0 + r));
+      continue;
+    }
+    for (let r = 0; r < n; r++) {
+      const dest = to(r0 + r) - want.row0;
+      if (dest >= 0 && dest < want.rows)
+        repackRows(info.type, bytes.subarray(r * rowBytes, (r + 1) * rowBytes), out, () => dest);
+    }
   }
   return out;
 }
@@ -644,14 +683,16 @@ export interface GgufTensor {
  * `readF32(name)` that dequantises and, for llama Q/K weights, un-permutes the rows back to HF
  * order (one RoPE path at run time), and `readPacked` that gives a matrix whose GGML type has a
  * weft layout ({@link storedWeftFormat}) as stored, rows un-permuted the same way, without an f32
- * copy. `stats` counts what `readF32` decoded. Tensors weft does not use are left out.
+ * copy; both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
+ * what `readF32` and `readRowsF32` decoded. Tensors weft does not use are left out.
  */
 export interface GgufCheckpoint extends TensorReader {
   readonly file: GgufFile;
   readonly spec: ModelSpec;
   readonly tensors: ReadonlyMap<string, GgufTensor>;
   readonly stats: ReadStats;
-  readPacked(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
+  readRowsF32(name: string, row0: number, rows: number): Promise<Float32Array>;
+  readPacked(name: string, want: PackedWant, range?: RowRange): Promise<QuantizedMatrix | undefined>;
   storedFormat(name: string): WeightFormat | undefined;
 }
 
@@ -682,6 +723,17 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
     return t;
   };
   const stats = { f32Bytes: 0, largestF32: 0 };
+  const counted = (values: Float32Array) => {
+    stats.f32Bytes += values.byteLength;
+    stats.largestF32 = Math.max(stats.largestF32, values.length);
+    return values;
+  };
+  // The stored rows that hold HF rows [row0, row0 + n) of a matrix whose rows are permuted within
+  // blocks of d (a head; 1 when not permuted): the whole blocks they fall in.
+  const covering = (row0: number, n: number, d: number): RowRange => {
+    const first = row0 - (row0 % d);
+    return { row0: first, rows: Math.ceil((row0 + n) / d) * d - first };
+  };
   return {
     file,
     spec,
@@ -689,18 +741,27 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
     stats,
     async readF32(name) {
       const t = tensor(name);
-      const values = await readGgufTensorF32(t.info);
-      stats.f32Bytes += values.byteLength;
-      stats.largestF32 = Math.max(stats.largestF32, values.length);
+      const values = counted(await readGgufTensorF32(t.info));
       const [rows = 1, cols = 1] = t.shape.length === 2 ? t.shape : [t.shape[0], 1];
       const heads = permutedHeads(name);
       return heads === undefined ? values : permuteRows(values, rows, cols, heads, true);
+    },
+    async readRowsF32(name, row0, n) {
+      const t = tensor(name);
+      const [rows = 1, cols = 1] = t.shape;
+      const heads = permutedHeads(name);
+      const read = covering(row0, n, heads === undefined ? 1 : rows / heads);
+      const values = counted(await readGgufRowsF32(t.info, read.row0, read.rows, cols));
+      if (heads === undefined) return values;
+      const hf = permuteRows(values, read.rows, cols, read.rows / (rows / heads), true);
+      const at = row0 - read.row0;
+      return at === 0 && n === read.rows ? hf : hf.slice(at * cols, (at + n) * cols);
     },
     storedFormat(name) {
       const t = tensors.get(name);
       return t?.shape.length === 2 ? storedWeftFormat(t.info.type) : undefined;
     },
-    async readPacked(name, want) {
+    async readPacked(name, want, range) {
       const t = tensor(name);
       const [rows, cols] = t.shape;
       const same =
@@ -713,7 +774,10 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
       // A row permutation moves whole rows: each GGUF row is whole blocks, so codes and scales
       // move together and nothing is rounded.
       const heads = permutedHeads(name);
-      return readGgufTensorPacked(t.info, heads === undefined ? (r) => r : (r) => hfRowOf(r, rows, heads));
+      const to = heads === undefined ? (r: number) => r : (r: number) => hfRowOf(r, rows, heads);
+      if (range === undefined) return readGgufTensorPacked(t.info, to);
+      const from = covering(range.row0, range.rows, heads === undefined ? 1 : rows / heads);
+      return readGgufTensorPacked(t.info, to, PIECE_BYTES, range, from);
     },
   };
 }

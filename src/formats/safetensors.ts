@@ -220,6 +220,21 @@ export function readTensorBytes(info: TensorInfo): Promise<Uint8Array> {
   return info.source.read(info.offset, info.byteLength);
 }
 
+/**
+ * Bytes [begin, end) of a tensor's data, read alone: a loader copies a packed matrix's words a
+ * slice of rows at a time this way (see `WeftCheckpoint.readPacked`).
+ */
+export function readTensorByteRange(info: TensorInfo, begin: number, end: number): Promise<Uint8Array> {
+  if (!Number.isInteger(begin) || !Number.isInteger(end) || begin < 0 || end < begin || end > info.byteLength)
+    throw new ModelFormatError(
+      info.source.name,
+      info.name,
+      [begin, end],
+      `byte range outside [0, ${info.byteLength})`,
+    );
+  return info.source.read(info.offset + begin, end - begin);
+}
+
 /** A copy of `bytes` starting on a fresh buffer when it is not aligned for `align`-byte views. */
 function aligned(bytes: Uint8Array, align: number): Uint8Array {
   return bytes.byteOffset % align === 0 ? bytes : bytes.slice();

@@ -27,6 +27,7 @@ import {
   dataWords,
   isIntFormat,
   type QuantizedMatrix,
+  rowRangeWords,
   scaleWords,
   type WeightFormat,
 } from '../kernels/matmul/quant.js';
@@ -42,6 +43,7 @@ import {
 import { ModelFormatError } from './errors.js';
 import {
   openSafetensors,
+  readTensorByteRange,
   readTensorBytes,
   readTensorF32,
   readTensorRowsF32,
@@ -60,10 +62,19 @@ export interface PackedWant {
 }
 
 /**
+ * Rows [row0, row0 + rows) of a matrix. For a packed one, row0·cols is a multiple of its format's
+ * `splitAlign`, and so is (row0 + rows)·cols unless the range runs to the last row.
+ */
+export interface RowRange {
+  readonly row0: number;
+  readonly rows: number;
+}
+
+/**
  * Any checkpoint weft can read tensors from as f32 in HF layout (safetensors, GGUF, weft-q).
  * `readPacked` exists where matrices are stored already packed (weft-q, and GGUF blocks with a
- * weft layout): it returns the stored matrix when it is packed as `want` asks, else undefined,
- * and the caller packs from `readF32` instead. `storedFormat` names the format a matrix is stored
+ * weft layout): it returns the stored matrix (or, given `range`, those rows of it, read alone) when
+ * it is packed as `want` asks, else undefined, and the caller packs from `readF32` instead. `storedFormat` names the format a matrix is stored
  * in (readPacked gives it at its own shape and no rotation, or for weft-q as converted), so a
  * model loaded at its own packing can place each matrix as stored even when formats mix.
  * `stats` counts the f32 a reader decoded (GGUF), so tests can check what was never expanded.
@@ -73,11 +84,11 @@ export interface TensorReader {
   readF32(name: string): Promise<Float32Array>;
   /**
    * Rows [row0, row0 + rows) of a matrix as f32, where the file allows reading a slice alone
-   * (safetensors): a loader then packs a large matrix a slice at a time, never holding it whole
-   * in f32 (see `placedMatrix`).
+   * (safetensors, GGUF): a loader then packs a large matrix a slice at a time, never holding it
+   * whole in f32 (see `placedSlices`).
    */
   readRowsF32?(name: string, row0: number, rows: number): Promise<Float32Array>;
-  readPacked?(name: string, want: PackedWant): Promise<QuantizedMatrix | undefined>;
+  readPacked?(name: string, want: PackedWant, range?: RowRange): Promise<QuantizedMatrix | undefined>;
   storedFormat?(name: string): WeightFormat | undefined;
   readonly stats?: ReadStats;
 }
@@ -430,7 +441,7 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
       // The values the packed matrix multiplies by: dequantized, un-rotated, cropped.
       return effectiveWeights(await readMatrix(name), s.shape[0], s.shape[1], s.rotation);
     },
-    async readPacked(name, want) {
+    async readPacked(name, want, range) {
       const s = schemes[name];
       const same =
         s !== undefined &&
@@ -438,7 +449,16 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
         s.rows === want.rows &&
         s.cols === want.cols &&
         s.rotation === want.rotation;
-      return same ? readMatrix(name) : undefined;
+      if (!same) return undefined;
+      if (range === undefined) return readMatrix(name);
+      // The range's words of the data and the scales, read alone.
+      const at = rowRangeWords(s.format, s.rows, s.cols, range.row0, range.rows);
+      const words = async (tensor: string, [begin, end]: readonly [number, number]) => {
+        const raw = (await readTensorByteRange(st.tensors.get(tensor)!, 4 * begin, 4 * end)).slice();
+        return new Uint32Array(raw.buffer, 0, end - begin);
+      };
+      const base = { format: s.format, rows: range.rows, cols: s.cols, data: await words(name, at.data) };
+      return isIntFormat(s.format) ? { ...base, scales: await words(`${name}.scales`, at.scales) } : base;
     },
     storedFormat: (name) => schemes[name]?.format,
   };

@@ -1,13 +1,26 @@
 import { InvalidInputError } from '../errors.js';
 import { deriveSizes } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
-import { uploadBuffer } from '../gpu/buffers.js';
+import { uploadBuffer, writeBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
-import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../kernels/matmul/matmul.js';
-import { concatRows, type QuantizedMatrix } from '../kernels/matmul/quant.js';
-import { isRotatedLinear, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { allocateMatrix, type GpuMatrix } from '../kernels/matmul/matmul.js';
+import {
+  dataWords,
+  type QuantizedMatrix,
+  scaleWords,
+  sliceRows,
+  splitAlign,
+  type WeightFormat,
+} from '../kernels/matmul/quant.js';
+import {
+  isRotatedLinear,
+  type Quant,
+  type Rotation,
+  type RotationChoice,
+  rotationFor,
+} from '../quant/pack.js';
 import type { OpenedModel } from './load.js';
-import { loadsAsStored, placedFormat, placedMatrix, placedPad } from './quantized.js';
+import { loadsAsStored, placedFormat, placedPad, placedSlices } from './quantized.js';
 
 /** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
 export const MAX_FORWARD_TOKENS = 64;
@@ -50,6 +63,20 @@ export interface GpuWeights {
   layers: LayerWeights[];
   norm: GPUBuffer; // [H]
   lmHead: GpuMatrix; // [V, H], `embed` itself when the embeddings are tied
+  /**
+   * The most CPU memory placing held at once for one tensor, bytes: a slice's f32 rows (and their
+   * padded or rotated copy) plus its packed words, or a vector and its repeated rows.
+   */
+  peakTransientBytes: number;
+}
+
+/** A weights progress event: the tensor just placed, and the peak transient bytes so far. */
+export interface PlaceProgress {
+  phase: 'weights';
+  done: number;
+  total: number;
+  tensor: string;
+  peakTransientBytes: number;
 }
 
 /** Options of {@link placeWeights}. */
@@ -58,16 +85,116 @@ export interface PlaceWeightsOptions {
   quant: Quant;
   /** The input rotations the `*_proj` weights are packed for (W·Rᵀ, see `packLinear`), by width. */
   rotate: RotationChoice;
-  onProgress?: (e: { phase: 'weights'; done: number; total: number; tensor: string }) => void;
+  onProgress?: (e: PlaceProgress) => void;
+  /** Elements of f32 packed at once (default `PACK_SLICE_ELEMENTS`; tests force many slices). */
+  sliceElements?: number;
 }
 
 /**
- * Places an opened model's weights on the GPU, tensor by tensor: each is read, packed in the
- * format of `o.quant` (or copied when its file stores it packed that way: a weft-q checkpoint,
- * GGUF blocks with a weft layout), uploaded and dropped before the next, in checkpoint order
- * (embedding, each layer, final norm, LM head). Loaded at the file's own packing, each matrix keeps
- * its own stored format where it has one ({@link placedFormat}), so matrices may differ in format.
- * `onProgress` reports every tensor placed.
+ * How one checkpoint matrix [rows, cols] is placed: padded to `pad` (placedPad), in `format`
+ * (placedFormat), its input rotated by `rotation`.
+ */
+export interface MatrixPlacement {
+  readonly name: string;
+  readonly rows: number;
+  readonly cols: number;
+  readonly pad: { readonly rows: number; readonly cols: number };
+  readonly format: WeightFormat;
+  readonly rotation: Rotation;
+}
+
+/**
+ * Allocates the GPU matrix that `pieces` are placed into, empty ({@link fillPiece} writes them):
+ * one piece as it is; several stacked by rows (q | k | v: output rows piece 0 | piece 1 | …, as
+ * `concatRows` stacks them); or, `gated`, a gate and an up piece as one gated pair (as
+ * `uploadGatedPair` interleaves them). Throws {@link InvalidInputError} where those would: pieces of
+ * other formats or widths, a stacked piece (but the last) or a gated pair whose elements are not
+ * whole blocks (`splitAlign`), or what `allocateMatrix` refuses.
+ */
+export function allocatePlaced(
+  ctx: GpuContext,
+  pieces: readonly MatrixPlacement[],
+  label: string,
+  gated = false,
+  maxBindingBytes?: number,
+): GpuMatrix {
+  const first = pieces[0];
+  if (!first) throw new InvalidInputError(`allocatePlaced ${label}: no matrices`);
+  const { format, pad } = first;
+  pieces.forEach((p, i) => {
+    const size = p.pad.rows * p.pad.cols;
+    if (p.format !== format || p.pad.cols !== pad.cols)
+      throw new InvalidInputError(
+        `allocatePlaced ${label}: ${p.name} is ${p.format} [${p.pad.rows}, ${p.pad.cols}], ${first.name} is ${format} with cols ${pad.cols}`,
+      );
+    if (!gated && i < pieces.length - 1 && size % splitAlign(format) !== 0)
+      throw new InvalidInputError(
+        `allocatePlaced ${label}: ${p.name} holds ${size} ${format} elements, not a multiple of ${splitAlign(format)}`,
+      );
+  });
+  if (gated && (pieces.length !== 2 || pieces[1]!.pad.rows !== pad.rows))
+    throw new InvalidInputError(`allocatePlaced ${label}: a gated pair is two matrices of one shape`);
+  const rows = gated ? pad.rows : pieces.reduce((n, p) => n + p.pad.rows, 0);
+  return allocateMatrix(ctx, format, rows, pad.cols, label, gated, maxBindingBytes);
+}
+
+/** Where {@link fillPiece} writes a piece: from row `row0` of the matrix, in `half` of a gated pair. */
+export interface PieceAt {
+  readonly row0: number;
+  /** 0: the rows themselves (the gate of a gated pair); 1: the up half of a gated pair. */
+  readonly half: 0 | 1;
+}
+
+/**
+ * Fills one piece of `m` (allocated by {@link allocatePlaced}) from the checkpoint a slice of rows
+ * at a time ({@link placedSlices}): each slice is read, packed and written with
+ * `queue.writeBuffer` at its words in the parts it spans, then dropped, so the matrix is never
+ * held whole on the CPU. `onSlice` gets each slice's transient bytes (its f32 and packed words).
+ */
+export async function fillPiece(
+  ctx: GpuContext,
+  m: GpuMatrix,
+  weights: TensorReader,
+  p: MatrixPlacement,
+  at: PieceAt,
+  o: { sliceElements?: number; onSlice?: (transientBytes: number) => void } = {},
+): Promise<void> {
+  const slices = placedSlices(weights, p.name, p.rows, p.cols, p.pad, p.format, p.rotation, o.sliceElements);
+  for await (const { row0, q, f32Bytes } of slices) {
+    o.onSlice?.(f32Bytes + q.data.byteLength + (q.scales?.byteLength ?? 0));
+    writeRows(ctx, m, q, at.row0 + row0, at.half);
+  }
+}
+
+/**
+ * Writes packed rows `q` (rows [row0, row0 + q.rows) of `m`, row0 on a block) into the parts they
+ * span: each part's share is a run of q's words (parts and q both start on blocks), written at the
+ * words of its first row in the part, after the part's gate rows for the up `half`.
+ */
+function writeRows(ctx: GpuContext, m: GpuMatrix, q: QuantizedMatrix, row0: number, half: 0 | 1): void {
+  const { format, cols: K } = m;
+  const end = row0 + q.rows;
+  for (const part of m.parts) {
+    const lo = Math.max(row0, part.row0);
+    const hi = Math.min(end, part.row0 + part.rows);
+    if (lo >= hi) continue;
+    const share = sliceRows(q, lo - row0, hi - lo);
+    const first = (half * part.rows + lo - part.row0) * K; // flat element in the part
+    writeBuffer(ctx, part.data, share.data, 4 * dataWords(format, first));
+    if (part.scales && share.scales)
+      writeBuffer(ctx, part.scales, share.scales, 4 * scaleWords(format, first));
+  }
+}
+
+/**
+ * Places an opened model's weights on the GPU, tensor by tensor, in checkpoint order (embedding,
+ * each layer, final norm, LM head). Each matrix's buffers are allocated from its shape and format
+ * first, then filled a slice of rows at a time ({@link fillPiece}): read, packed in the format of
+ * `o.quant` (or copied when its file stores it packed that way: a weft-q checkpoint, GGUF blocks
+ * with a weft layout), written and dropped, so the CPU never holds a matrix whole
+ * (`peakTransientBytes` of the result says what it held at most). Loaded at the file's own
+ * packing, each matrix keeps its own stored format where it has one ({@link placedFormat}), so
+ * matrices may differ in format. `onProgress` reports every tensor placed.
  */
 export async function placeWeights(
   ctx: GpuContext,
@@ -83,50 +210,68 @@ export async function placeWeights(
   const D = spec.headDim;
   const total = weights.tensors.size;
   let done = 0;
-  const step = (name: string) => o.onProgress?.({ phase: 'weights', done: ++done, total, tensor: name });
+  let peakTransientBytes = 0;
+  const held = (bytes: number) => {
+    peakTransientBytes = Math.max(peakTransientBytes, bytes);
+  };
+  const step = (tensor: string) =>
+    o.onProgress?.({ phase: 'weights', done: ++done, total, tensor, peakTransientBytes });
   // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
   // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down
   // (placedPad): silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
   // Each matrix is in the format placedFormat chooses; one stored exactly so is copied, anything
-  // else is packed here (placedMatrix).
-  const packed = async (name: string, rows: number, cols: number): Promise<QuantizedMatrix> => {
+  // else is packed here (placedSlices).
+  const plan = (name: string, rows: number, cols: number): MatrixPlacement => {
     checkTensor(weights, name, [rows, cols]);
-    const r = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
+    const rotation = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
     const pad = placedPad(spec, name, rows, cols, o.rotate);
-    const format = placedFormat(weights, name, o.quant, asStored);
-    const m = await placedMatrix(weights, name, rows, cols, pad, format, r);
-    step(name);
+    return { name, rows, cols, pad, format: placedFormat(weights, name, o.quant, asStored), rotation };
+  };
+  const fill = async (m: GpuMatrix, p: MatrixPlacement, at: PieceAt) => {
+    try {
+      await fillPiece(ctx, m, weights, p, at, { onSlice: held, ...sliceOption(o) });
+    } catch (e) {
+      m.destroy();
+      throw e;
+    }
+    step(p.name);
+  };
+  const single = async (p: MatrixPlacement): Promise<GpuMatrix> => {
+    const m = allocatePlaced(ctx, [p], p.name);
+    await fill(m, p, { row0: 0, half: 0 });
     return m;
   };
-  const matrix = async (name: string, rows: number, cols: number): Promise<GpuMatrix> =>
-    uploadMatrix(ctx, await packed(name, rows, cols), name);
-  // Stacked or paired where the formats and blocks allow (concatRows and uploadGatedPair check and
-  // throw InvalidInputError otherwise), else uploaded one by one.
-  const stacked = (p: string, q: QuantizedMatrix, k: QuantizedMatrix, v: QuantizedMatrix) => {
+  const matrix = (name: string, rows: number, cols: number) => single(plan(name, rows, cols));
+  // Stacked or paired where the formats and blocks allow (allocatePlaced checks and throws
+  // InvalidInputError otherwise), else placed one by one.
+  const stacked = async (p: string, pieces: readonly MatrixPlacement[]) => {
+    let m: GpuMatrix;
     try {
-      return uploadMatrix(ctx, concatRows([q, k, v]), `${p}.self_attn.qkv_proj.weight`);
+      m = allocatePlaced(ctx, pieces, `${p}.self_attn.qkv_proj.weight`);
     } catch (e) {
       if (!(e instanceof InvalidInputError)) throw e;
-      const names = ['q', 'k', 'v'].map((x) => `${p}.self_attn.${x}_proj.weight`);
-      return [
-        uploadMatrix(ctx, q, names[0]!),
-        uploadMatrix(ctx, k, names[1]!),
-        uploadMatrix(ctx, v, names[2]!),
-      ] as const;
+      return [await single(pieces[0]!), await single(pieces[1]!), await single(pieces[2]!)] as const;
     }
+    let row0 = 0;
+    for (const piece of pieces) {
+      await fill(m, piece, { row0, half: 0 });
+      row0 += piece.pad.rows;
+    }
+    return m;
   };
   // W8A8 multiplies int8 activations and has no gated variant: its gate and up stay two matrices.
-  const paired = (p: string, gate: QuantizedMatrix, up: QuantizedMatrix) => {
+  const paired = async (p: string, gate: MatrixPlacement, up: MatrixPlacement) => {
+    let m: GpuMatrix;
     try {
       if (o.quant === 'w8a8') throw new InvalidInputError('w8a8: no gated pair');
-      return uploadGatedPair(ctx, gate, up, `${p}.mlp.gate_up_proj.weight`);
+      m = allocatePlaced(ctx, [gate, up], `${p}.mlp.gate_up_proj.weight`, true);
     } catch (e) {
       if (!(e instanceof InvalidInputError)) throw e;
-      return [
-        uploadMatrix(ctx, gate, `${p}.mlp.gate_proj.weight`),
-        uploadMatrix(ctx, up, `${p}.mlp.up_proj.weight`),
-      ] as const;
+      return [await single(gate), await single(up)] as const;
     }
+    await fill(m, gate, { row0: 0, half: 0 });
+    await fill(m, up, { row0: 0, half: 1 });
+    return m;
   };
   const row = async (p: string, n: number): Promise<GPUBuffer> => {
     const parts = await Promise.all(
@@ -138,13 +283,16 @@ export async function placeWeights(
       out.set(b, at);
       at += b.length;
     }
+    held(2 * out.byteLength);
     return uploadBuffer(ctx, out, `${p}.self_attn.qkv_proj.bias`);
   };
   const vector = async (name: string, n: number, repeat = 1): Promise<GPUBuffer> => {
     checkTensor(weights, name, [n]);
     const v = await weights.readF32(name);
+    const rows = repeat > 1 ? repeatRows(v, repeat) : v;
+    held(v.byteLength + (rows === v ? 0 : rows.byteLength));
     step(name);
-    return uploadBuffer(ctx, repeat > 1 ? repeatRows(v, repeat) : v, name);
+    return uploadBuffer(ctx, rows, name);
   };
 
   const embed = await matrix('model.embed_tokens.weight', V, H);
@@ -155,18 +303,13 @@ export async function placeWeights(
     layers.push({
       inputNorm: await vector(`${p}.input_layernorm.weight`, H),
       postNorm: await vector(`${p}.post_attention_layernorm.weight`, H),
-      qkv: stacked(
-        p,
-        await packed(`${p}.self_attn.q_proj.weight`, qWidth, H),
-        await packed(`${p}.self_attn.k_proj.weight`, kvWidth, H),
-        await packed(`${p}.self_attn.v_proj.weight`, kvWidth, H),
-      ),
+      qkv: await stacked(p, [
+        plan(`${p}.self_attn.q_proj.weight`, qWidth, H),
+        plan(`${p}.self_attn.k_proj.weight`, kvWidth, H),
+        plan(`${p}.self_attn.v_proj.weight`, kvWidth, H),
+      ]),
       o: await matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
-      gateUp: paired(
-        p,
-        await packed(`${p}.mlp.gate_proj.weight`, I, H),
-        await packed(`${p}.mlp.up_proj.weight`, I, H),
-      ),
+      gateUp: await paired(p, plan(`${p}.mlp.gate_proj.weight`, I, H), plan(`${p}.mlp.up_proj.weight`, I, H)),
       down: await matrix(`${p}.mlp.down_proj.weight`, H, I),
       qkvBias: spec.qkvBias ? await row(p, qWidth + 2 * kvWidth) : undefined,
       qBias: spec.qkvBias ? await vector(`${p}.self_attn.q_proj.bias`, qWidth, maxT) : undefined,
@@ -178,7 +321,12 @@ export async function placeWeights(
   }
   const norm = await vector('model.norm.weight', H);
   const lmHead = spec.tiedEmbeddings ? embed : await matrix('lm_head.weight', V, H);
-  return { embed, layers, norm, lmHead };
+  return { embed, layers, norm, lmHead, peakTransientBytes };
+}
+
+/** The slice option of `o`, when set (exactOptionalPropertyTypes: no `undefined` member). */
+function sliceOption(o: PlaceWeightsOptions): { sliceElements?: number } {
+  return o.sliceElements === undefined ? {} : { sliceElements: o.sliceElements };
 }
 
 /** Destroys every buffer of `w` (a tied LM head once). */

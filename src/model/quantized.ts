@@ -1,13 +1,14 @@
+import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { hadamardRef } from '../kernels/hadamard/construct.js';
 import {
+  alignedRowStep,
   dataWords,
   isIntFormat,
   type QuantizedMatrix,
   quantize,
   scaleWords,
-  splitAlign,
   type WeightFormat,
 } from '../kernels/matmul/quant.js';
 import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
@@ -15,6 +16,7 @@ import {
   crop,
   effectiveWeights,
   formatOf,
+  isHadamardSize,
   isRotatedLinear,
   packedWidth,
   packLinear,
@@ -82,9 +84,8 @@ export function placedPad(
 
 /**
  * One matrix [rows, cols] as the runner places it, padded to `pad`, in `format`, its input
- * rotated by `rotation`: copied when the file stores it packed exactly so (`readPacked`), else
- * packed here from its f32 values (for a packed file its dequantized values, so another format
- * rounds them again). The GPU runner uploads it; the CPU reference dequantizes it.
+ * rotated by `rotation`: {@link placedSlices} gathered whole. The CPU reference dequantizes it
+ * (the GPU runner writes the slices into its buffers instead, never holding the matrix whole).
  */
 export async function placedMatrix(
   weights: TensorReader,
@@ -95,24 +96,135 @@ export async function placedMatrix(
   format: WeightFormat,
   rotation: Rotation,
 ): Promise<QuantizedMatrix> {
-  const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation });
-  if (stored) return stored;
-  const readRows = weights.readRowsF32;
-  if (readRows && rotation === 'none' && pad.rows === rows && pad.cols === cols)
-    return packInSlices((row0, count) => readRows(name, row0, count), rows, cols, format);
-  return packLinear(await weights.readF32(name), rows, cols, pad, format, rotation);
+  return gatherSlices(
+    placedSlices(weights, name, rows, cols, pad, format, rotation),
+    pad.rows,
+    pad.cols,
+    format,
+  );
 }
 
 /** Elements of f32 a sliced pack reads and rounds at once (16 MiB of f32). */
 export const PACK_SLICE_ELEMENTS = 1 << 22;
 
 /**
- * {@link quantize} of a [rows, cols] matrix read a slice of rows at a time (`readRows`), so only
- * the packed result and one slice are ever held. Exact: every format rounds blocks of at most
- * `splitAlign(format)` elements on their own, and each slice starts on such a block (the rows of
- * a slice are a multiple of the aligned step, as `uploadMatrix`'s parts are), so the slices' words
- * are the whole matrix's, the last slice's padding included. Slices hold at most `sliceElements`
- * (or one aligned step of rows, if more).
+ * Rows [row0, row0 + q.rows) of a placed matrix, packed alone (row0 on an aligned step, see
+ * {@link sliceRanges}, so its words are those rows' words of the whole). `f32Bytes`: the f32
+ * arrays held to pack it (the rows read, and their padded or rotated copy), 0 for a stored copy;
+ * with the packed words, the transient memory of placing it.
+ */
+export interface PlacedSlice {
+  readonly row0: number;
+  readonly q: QuantizedMatrix;
+  readonly f32Bytes: number;
+}
+
+/**
+ * The row ranges [row0, count] a [rows, cols] matrix in `format` is packed in: each a multiple of
+ * the aligned step of rows (`alignedRowStep`) but the last, each of at most `sliceElements` (or one
+ * step, if more).
+ */
+export function sliceRanges(
+  format: WeightFormat,
+  rows: number,
+  cols: number,
+  sliceElements = PACK_SLICE_ELEMENTS,
+): [number, number][] {
+  const step = alignedRowStep(format, cols);
+  const perSlice = Math.max(step, Math.floor(sliceElements / cols / step) * step);
+  const ranges: [number, number][] = [];
+  for (let row0 = 0; row0 < rows; row0 += perSlice) ranges.push([row0, Math.min(perSlice, rows - row0)]);
+  return ranges;
+}
+
+/**
+ * One matrix [rows, cols] as the runner places it ({@link placedMatrix}), a slice of rows at a
+ * time ({@link sliceRanges} of the padded matrix): copied when the file stores it packed exactly
+ * so (`readPacked` of each range), else packed from its f32 values (`readRowsF32` of each range
+ * where the reader has it, else one whole `readF32`; for a packed file its dequantized values, so
+ * another format rounds them again), zero-padded and rotated as `packLinear` does. Exact: rows
+ * rotate alone, and every format rounds blocks of at most `splitAlign(format)` elements on their
+ * own, each slice starting on one, so the slices' words are the whole matrix's.
+ */
+export async function* placedSlices(
+  weights: TensorReader,
+  name: string,
+  rows: number,
+  cols: number,
+  pad: { readonly rows: number; readonly cols: number },
+  format: WeightFormat,
+  rotation: Rotation,
+  sliceElements = PACK_SLICE_ELEMENTS,
+): AsyncGenerator<PlacedSlice> {
+  const ranges = sliceRanges(format, pad.rows, pad.cols, sliceElements);
+  const want = { format, rows: pad.rows, cols: pad.cols, rotation };
+  const readPacked = weights.readPacked?.bind(weights);
+  const first = await readPacked?.(name, want, { row0: 0, rows: ranges[0]![1] });
+  if (readPacked && first) {
+    yield { row0: 0, q: first, f32Bytes: 0 };
+    for (const [row0, count] of ranges.slice(1)) {
+      const q = await readPacked(name, want, { row0, rows: count });
+      if (!q) throw new InvalidInputError(`placedSlices: ${name} rows [${row0}, ${row0 + count}) not stored`);
+      yield { row0, q, f32Bytes: 0 };
+    }
+    return;
+  }
+  const readRows = weights.readRowsF32?.bind(weights);
+  const whole = readRows ? undefined : await weights.readF32(name);
+  const read = (row0: number, count: number) =>
+    whole ? whole.subarray(row0 * cols, (row0 + count) * cols) : readRows!(name, row0, count);
+  yield* packSlices(read, rows, cols, pad, format, rotation, ranges, whole?.byteLength ?? 0);
+}
+
+/**
+ * The slices of `packLinear(w, rows, cols, pad, format, rotation)` (no Hessian) over `ranges` of
+ * the padded rows, with w read a range at a time (`read`: the source rows of the range that exist,
+ * the others are padding). `wholeBytes`: f32 the caller holds throughout (a whole matrix read
+ * once), counted in every slice's `f32Bytes`.
+ */
+async function* packSlices(
+  read: (row0: number, count: number) => Float32Array | Promise<Float32Array>,
+  rows: number,
+  cols: number,
+  pad: { readonly rows: number; readonly cols: number },
+  format: WeightFormat,
+  rotation: Rotation,
+  ranges: readonly (readonly [number, number])[],
+  wholeBytes = 0,
+): AsyncGenerator<PlacedSlice> {
+  if (rotation === 'hadamard' && !isHadamardSize(pad.cols))
+    throw new InvalidInputError(`packLinear: padded width ${pad.cols} is not a Hadamard size`);
+  for (const [row0, count] of ranges) {
+    const have = Math.max(0, Math.min(count, rows - row0)); // source rows; the rest are zero
+    const w = have > 0 ? await read(row0, have) : new Float32Array(0);
+    let m = zeroPad(w, have, cols, count, pad.cols);
+    if (rotation === 'hadamard') m = hadamardRef(m, count, pad.cols, ROTATION_SEED);
+    const held = (wholeBytes > 0 ? wholeBytes : w.byteLength) + (m === w ? 0 : m.byteLength);
+    yield { row0, q: quantize(m, count, pad.cols, format), f32Bytes: held };
+  }
+}
+
+/** The slices of a [rows, cols] matrix in `format` gathered into the whole packed matrix. */
+async function gatherSlices(
+  slices: AsyncIterable<PlacedSlice>,
+  rows: number,
+  cols: number,
+  format: WeightFormat,
+): Promise<QuantizedMatrix> {
+  const n = rows * cols;
+  const data = new Uint32Array(dataWords(format, n));
+  const scales = isIntFormat(format) ? new Uint32Array(scaleWords(format, n)) : undefined;
+  for await (const { row0, q } of slices) {
+    data.set(q.data, dataWords(format, row0 * cols));
+    if (scales && q.scales) scales.set(q.scales, scaleWords(format, row0 * cols));
+  }
+  return scales ? { format, rows, cols, data, scales } : { format, rows, cols, data };
+}
+
+/**
+ * {@link quantize} of a [rows, cols] matrix read a slice of rows at a time (`readRows`, over
+ * {@link sliceRanges}), so only the packed result and one slice are ever held; exact, as
+ * {@link placedSlices} is.
  */
 export async function packInSlices(
   readRows: (row0: number, count: number) => Promise<Float32Array>,
@@ -121,23 +233,9 @@ export async function packInSlices(
   format: WeightFormat,
   sliceElements = PACK_SLICE_ELEMENTS,
 ): Promise<QuantizedMatrix> {
-  const n = rows * cols;
-  const data = new Uint32Array(dataWords(format, n));
-  const scales = isIntFormat(format) ? new Uint32Array(scaleWords(format, n)) : undefined;
-  const align = splitAlign(format);
-  const step = align / gcd(cols, align);
-  const perSlice = Math.max(step, Math.floor(sliceElements / cols / step) * step);
-  for (let row0 = 0; row0 < rows; row0 += perSlice) {
-    const count = Math.min(perSlice, rows - row0);
-    const q = quantize(await readRows(row0, count), count, cols, format);
-    data.set(q.data, dataWords(format, row0 * cols));
-    if (scales && q.scales) scales.set(q.scales, scaleWords(format, row0 * cols));
-  }
-  return scales ? { format, rows, cols, data, scales } : { format, rows, cols, data };
-}
-
-function gcd(a: number, b: number): number {
-  return b === 0 ? a : gcd(b, a % b);
+  const ranges = sliceRanges(format, rows, cols, sliceElements);
+  const slices = packSlices(readRows, rows, cols, { rows, cols }, format, 'none', ranges);
+  return gatherSlices(slices, rows, cols, format);
 }
 
 /**

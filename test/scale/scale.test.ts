@@ -1,7 +1,9 @@
 // Real-size check (`npm run test:scale`): a random-weight checkpoint of Qwen3-0.6B's shape with its
 // real config and tokenizer (1.2 GB of BF16 safetensors in a temp dir) loads in Chromium at f16
 // and int4, read in place over HTTP, and its first greedy ids equal the CPU reference's on the
-// same rounded weights. Prints load time, decode tok/s and the page's peak JS heap per format.
+// same rounded weights. Prints load time, decode tok/s, the page's peak JS heap and the peak RSS of
+// the tab and of the GPU process per format (beside an empty page's), and the loader's peak
+// transient bytes, which at int4 must stay under 256 MiB plus one slice.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,6 +75,7 @@ async function referenceIds(quant: 'f16' | 'int4'): Promise<number[]> {
 interface PageResult {
   ids: number[];
   loadMs: number;
+  peakTransientBytes: number;
   prefillTokS: number;
   decodeTokS: number;
 }
@@ -144,16 +147,44 @@ async function runPage(
   return { ...result, peakHeapBytes: peak, peakRendererBytes: peakRenderer, peakGpuProcessBytes: peakGpu };
 }
 
+/**
+ * Resident bytes of the tab and of the GPU process with only the scale page open, weft's code
+ * loaded and no model: the baseline the loads are measured against (the peak of a few samples).
+ */
+async function emptyPageRss(): Promise<{ renderer: number; gpu: number }> {
+  const page = await browser.newPage();
+  await page.goto(new URL('test/scale/pages/scale.html', pageUrl).href);
+  await page.getByTestId('status').getByText('idle', { exact: true }).waitFor({ timeout: 60_000 });
+  let renderer = 0;
+  let gpu = 0;
+  for (let i = 0; i < 8; i++) {
+    renderer = Math.max(renderer, await chromiumRss('renderer'));
+    gpu = Math.max(gpu, await chromiumRss('gpu-process'));
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  await page.close();
+  return { renderer, gpu };
+}
+
 describe('Qwen3-0.6B shape in Chromium', () => {
+  let empty: { renderer: number; gpu: number };
+  beforeAll(async () => {
+    empty = await emptyPageRss();
+  });
+
   for (const quant of ['f16', 'int4'] as const) {
     it(`loads at ${quant} and its greedy ids equal the CPU reference's`, async () => {
       const got = await runPage(quant);
       const want = await referenceIds(quant);
       const mb = (n: number) => (n / 2 ** 20).toFixed(0);
       console.log(
-        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, peak JS heap ${mb(got.peakHeapBytes)} MiB, peak RSS of the tab ${mb(got.peakRendererBytes)} MiB and of the GPU process ${mb(got.peakGpuProcessBytes)} MiB, prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
+        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mb(got.peakTransientBytes)} MiB, peak JS heap ${mb(got.peakHeapBytes)} MiB, peak RSS of the tab ${mb(got.peakRendererBytes)} MiB (empty page ${mb(empty.renderer)} MiB) and of the GPU process ${mb(got.peakGpuProcessBytes)} MiB (empty page ${mb(empty.gpu)} MiB), prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
       );
       expect(got.ids).toEqual(want);
+      // One slice of f32 rows (PACK_SLICE_ELEMENTS), its padded copy at most, and its packed words.
+      expect(got.peakTransientBytes).toBeGreaterThan(0);
+      if (quant === 'int4')
+        expect(got.peakTransientBytes).toBeLessThan(256 * 2 ** 20 + 4 * PACK_SLICE_ELEMENTS);
     });
   }
 });

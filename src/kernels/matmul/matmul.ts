@@ -1,7 +1,7 @@
 // Matmul with fused dequantisation: y [M, N] = x [M, K] · Wᵀ, W [N, K] in any WeightFormat.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
-import { uploadBuffer } from '../../gpu/buffers.js';
+import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
@@ -137,6 +137,41 @@ export function uploadGatedPair(
     ),
   );
   return { ...residentMatrix(format, I, K, parts, 2 * packedBytes(format, I, K)), gated: true };
+}
+
+/**
+ * Allocates the part buffers of a matrix [N, K] in `format` without filling them: the parts, sizes
+ * and labels {@link uploadMatrix} gives (`gated`: those of {@link uploadGatedPair}, each part gate
+ * rows then up rows), so a loader can write a matrix into them a slice of rows at a time
+ * (`queue.writeBuffer` at each slice's words) instead of holding it packed whole. Throws
+ * {@link InvalidInputError} where those would.
+ */
+export function allocateMatrix(
+  ctx: GpuContext,
+  format: WeightFormat,
+  N: number,
+  K: number,
+  label: string,
+  gated = false,
+  maxBindingBytes = maxBinding(ctx),
+): GpuMatrix {
+  checkShape(format, N, K);
+  if (K % 16 !== 0) throw new InvalidInputError(`uploadMatrix ${label}: K = ${K} must be a multiple of 16`);
+  if (gated && (N * K) % splitAlign(format) !== 0)
+    throw new InvalidInputError(
+      `uploadGatedPair ${label}: ${format} [${N}, ${K}] has ${N * K} elements, not a multiple of ${splitAlign(format)}: the up half would not start on a block`,
+    );
+  const copies = gated ? 2 : 1;
+  // Every part starts on a block, so its words are those of its own rows (padding in the last).
+  const parts = partition(format, N, K, copies, maxBindingBytes, label).map(([row0, rows]) => {
+    const tag = `${label}[${row0}:${row0 + rows}]`;
+    const data = createBuffer(ctx, 4 * copies * dataWords(format, rows * K), `${tag}.data`);
+    const words = copies * scaleWords(format, rows * K);
+    const scales = isIntFormat(format) ? createBuffer(ctx, 4 * words, `${tag}.scales`) : undefined;
+    return { row0, rows, data, ...(scales ? { scales } : {}) };
+  });
+  const m = residentMatrix(format, N, K, parts, copies * packedBytes(format, N, K));
+  return gated ? { ...m, gated } : m;
 }
 
 /** The smaller of the device's maxStorageBufferBindingSize and maxBufferSize. */

@@ -610,13 +610,28 @@ function roundAway(v: number): number {
 }
 
 /**
- * Rows [row0, row0 + rows) of a packed matrix as a matrix of its own (views of `q`'s arrays, no
- * copy). row0·cols must be a multiple of {@link splitAlign} (so the slice's data and scales start
- * on a word), and so must (row0 + rows)·cols unless the slice runs to the last row (it then keeps
- * the padding). Throws {@link InvalidInputError} otherwise.
+ * Rows per aligned step of a [rows, cols] matrix in `format`: the fewest rows whose elements are a
+ * multiple of {@link splitAlign}, so row ranges that start on multiples of it start on a word of
+ * both packed arrays (the parts of `uploadMatrix`, the slices a loader packs alone).
  */
-export function sliceRows(q: QuantizedMatrix, row0: number, rows: number): QuantizedMatrix {
-  const { format, rows: N, cols: K } = q;
+export function alignedRowStep(format: WeightFormat, cols: number): number {
+  const align = splitAlign(format);
+  return align / gcd(cols, align);
+}
+
+/**
+ * The word ranges [begin, end) of `data` and of `scales` that hold rows [row0, row0 + rows) of a
+ * packed [N, K] matrix. row0·K must be a multiple of {@link splitAlign}, and so must
+ * (row0 + rows)·K unless the range runs to the last row (it then keeps the padding): throws
+ * {@link InvalidInputError} otherwise. A reader can read those words alone (see {@link sliceRows}).
+ */
+export function rowRangeWords(
+  format: WeightFormat,
+  N: number,
+  K: number,
+  row0: number,
+  rows: number,
+): { data: readonly [number, number]; scales: readonly [number, number] } {
   const align = splitAlign(format);
   const end = row0 + rows;
   if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || end > N)
@@ -625,15 +640,25 @@ export function sliceRows(q: QuantizedMatrix, row0: number, rows: number): Quant
     throw new InvalidInputError(
       `sliceRows: ${format} rows [${row0}, ${end}) of K = ${K} do not start and end on a multiple of ${align} elements`,
     );
-  const words = (count: (n: number) => number, total: number) =>
-    [count(row0 * K), end === N ? total : count(end * K)] as const;
-  const [d0, d1] = words((n) => dataWords(format, n), q.data.length);
-  const slice: QuantizedMatrix = { format, rows, cols: K, data: q.data.subarray(d0, d1) };
-  if (q.scales) {
-    const [s0, s1] = words((n) => scaleWords(format, n), q.scales.length);
-    slice.scales = q.scales.subarray(s0, s1);
-  }
+  // At the last row, count(N·K) is the whole array, padding included.
+  const words = (count: (n: number) => number) => [count(row0 * K), count(end * K)] as const;
+  return { data: words((n) => dataWords(format, n)), scales: words((n) => scaleWords(format, n)) };
+}
+
+/**
+ * Rows [row0, row0 + rows) of a packed matrix as a matrix of its own (views of `q`'s arrays, no
+ * copy), at the word ranges of {@link rowRangeWords} (whose alignment rules it throws on).
+ */
+export function sliceRows(q: QuantizedMatrix, row0: number, rows: number): QuantizedMatrix {
+  const { format, rows: N, cols: K } = q;
+  const at = rowRangeWords(format, N, K, row0, rows);
+  const slice: QuantizedMatrix = { format, rows, cols: K, data: q.data.subarray(...at.data) };
+  if (q.scales) slice.scales = q.scales.subarray(...at.scales);
   return slice;
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
 }
 
 /**

@@ -1,6 +1,7 @@
 // Loads a real-size checkpoint (its folder URL and the quant in the query) the way an app would,
-// generates greedily from fixed ids, and puts the ids, the load time and decode speed on the page
-// as JSON for the scale test to read.
+// generates greedily from fixed ids, and puts the ids, the load time, the loader's peak transient
+// bytes and decode speed on the page as JSON for the scale test to read. Without a model in the
+// query it only loads weft's code and says `idle` (the empty page the test measures beside it).
 import { createEngine } from '../../../src/engine/create.js';
 import type { Quant } from '../../../src/quant/pack.js';
 
@@ -9,13 +10,25 @@ const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
 
 async function main(): Promise<void> {
   const q = new URLSearchParams(location.search);
-  const model = q.get('model')!;
+  const model = q.get('model');
+  if (model === null) {
+    status.textContent = 'idle';
+    return;
+  }
   const quant = QUANTS.find((x) => x === q.get('quant'));
   if (!quant) throw new Error(`bad quant ${q.get('quant')}`);
   const prompt = q.get('prompt')!.split(',').map(Number);
   const tokens = Number(q.get('tokens'));
   const t0 = performance.now();
-  const engine = await createEngine({ model, quant, contextLength: 64 });
+  let peakTransientBytes = 0;
+  const engine = await createEngine({
+    model,
+    quant,
+    contextLength: 64,
+    onProgress: (e) => {
+      if (e.phase === 'weights') peakTransientBytes = e.peakTransientBytes ?? peakTransientBytes;
+    },
+  });
   const loadMs = performance.now() - t0;
   const ids: number[] = [];
   for await (const c of engine.generate(prompt, { maxTokens: tokens })) ids.push(...c.ids);
@@ -24,6 +37,7 @@ async function main(): Promise<void> {
   status.dataset.result = JSON.stringify({
     ids,
     loadMs,
+    peakTransientBytes,
     prefillTokS: stats.prefill_tok_s,
     decodeTokS: stats.decode_tok_s,
   });
