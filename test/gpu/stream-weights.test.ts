@@ -9,7 +9,7 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
 import { bytesSource } from '../../src/formats/source.js';
 import { deriveSizes, type ModelFamily } from '../../src/formats/spec.js';
-import { convert, safetensorsReader, type TensorReader } from '../../src/formats/weft-checkpoint.js';
+import { safetensorsReader, type TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matmul.js';
@@ -20,6 +20,7 @@ import {
   type QuantizedMatrix,
   type WeightFormat,
 } from '../../src/kernels/matmul/quant.js';
+import { specFromConfig } from '../../src/model/config.js';
 import {
   allocatePlaced,
   destroyWeights,
@@ -45,9 +46,11 @@ import {
   fixtureFiles,
   type GgufVariant,
   ggufFixture,
+  randomTensors,
   rng,
   safetensorsBytes,
   tinyConfig,
+  weftCheckpointBytes,
 } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
@@ -358,8 +361,6 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
     ['w8a8', 'auto'],
   ] as const)('safetensors (MLP 344) at %s, rotation %s', async (quant, rotate) => {
     const ctx = await gpu();
-    const { specFromConfig } = await import('../../src/model/config.js');
-    const { randomTensors } = await import('../fixtures/write.js');
     const files = paddedMlpFiles('llama');
     const spec = specFromConfig(JSON.parse(new TextDecoder().decode(files.get('config.json'))));
     files.set('model.safetensors', safetensorsBytes(randomTensors(spec, 9), 'BF16'));
@@ -405,14 +406,7 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
       const ctx = await gpu();
       const { files } = fixtureFiles('qwen3', 'f32', 4);
       const source = await openModel(memoryModelFiles('m', files));
-      const chunks: Uint8Array[] = [];
-      await convert(source.weights, (c) => void chunks.push(c.slice()), { quant, rotate: 'hadamard' });
-      const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
-      let at = 0;
-      for (const c of chunks) {
-        bytes.set(c, at);
-        at += c.byteLength;
-      }
+      const bytes = await weftCheckpointBytes(source.weights, { quant, rotate: 'hadamard' });
       const weft = new Map(files);
       weft.delete('model.safetensors');
       weft.set(WEFT_WEIGHTS, bytes);

@@ -5,10 +5,10 @@ import { describe, expect, it } from 'vitest';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { openGgufCheckpoint } from '../../src/formats/gguf.js';
 import { bytesSource } from '../../src/formats/source.js';
-import { convert, openWeftCheckpoint, type TensorReader } from '../../src/formats/weft-checkpoint.js';
+import { openWeftCheckpoint, type TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { alignedRowStep, sliceRows } from '../../src/kernels/matmul/quant.js';
 import { openModel } from '../../src/model/load.js';
-import { fixtureFiles, ggufFixture } from '../fixtures/write.js';
+import { fixtureFiles, ggufFixture, weftCheckpointBytes } from '../fixtures/write.js';
 
 /** Row ranges of a `rows`-row matrix: starts on multiples of `step`, ends anywhere or at the end. */
 function ranges(rows: number, step: number): [number, number][] {
@@ -91,14 +91,7 @@ describe('weft-q row reads', () => {
     async (quant) => {
       const { files } = fixtureFiles('qwen3', 'f32', 2);
       const source = await openModel(memoryModelFiles('m', files));
-      const chunks: Uint8Array[] = [];
-      await convert(source.weights, (c) => void chunks.push(c.slice()), { quant, rotate: 'hadamard' });
-      const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
-      let at = 0;
-      for (const c of chunks) {
-        bytes.set(c, at);
-        at += c.byteLength;
-      }
+      const bytes = await weftCheckpointBytes(source.weights, { quant, rotate: 'hadamard' });
       // Count the bytes each read asks for: a range reads its words, not the matrix.
       const reads: number[] = [];
       const src = bytesSource(bytes, 'w');
