@@ -123,10 +123,7 @@ export function uploadGatedPair(
     throw new InvalidInputError(
       `uploadGatedPair ${label}: gate is ${format} [${I}, ${K}], up is ${up.format} [${up.rows}, ${up.cols}]`,
     );
-  if ((I * K) % splitAlign(format) !== 0)
-    throw new InvalidInputError(
-      `uploadGatedPair ${label}: ${format} [${I}, ${K}] has ${I * K} elements, not a multiple of ${splitAlign(format)}: the up half would not start on a block`,
-    );
+  checkGatedSplit(format, I, K, label);
   const parts = partition(format, I, K, 2, maxBindingBytes, label).map(([row0, rows]) =>
     uploadPart(
       ctx,
@@ -137,6 +134,14 @@ export function uploadGatedPair(
     ),
   );
   return { ...residentMatrix(format, I, K, parts, 2 * packedBytes(format, I, K)), gated: true };
+}
+
+/** A gated pair's up half must start on a whole group pair / super-block (see {@link uploadGatedPair}). */
+function checkGatedSplit(format: WeightFormat, I: number, K: number, label: string): void {
+  if ((I * K) % splitAlign(format) !== 0)
+    throw new InvalidInputError(
+      `uploadGatedPair ${label}: ${format} [${I}, ${K}] has ${I * K} elements, not a multiple of ${splitAlign(format)}: the up half would not start on a block`,
+    );
 }
 
 /**
@@ -157,10 +162,7 @@ export function allocateMatrix(
 ): GpuMatrix {
   checkShape(format, N, K);
   if (K % 16 !== 0) throw new InvalidInputError(`uploadMatrix ${label}: K = ${K} must be a multiple of 16`);
-  if (gated && (N * K) % splitAlign(format) !== 0)
-    throw new InvalidInputError(
-      `uploadGatedPair ${label}: ${format} [${N}, ${K}] has ${N * K} elements, not a multiple of ${splitAlign(format)}: the up half would not start on a block`,
-    );
+  if (gated) checkGatedSplit(format, N, K, label);
   const copies = gated ? 2 : 1;
   // Every part starts on a block, so its words are those of its own rows (padding in the last).
   const parts = partition(format, N, K, copies, maxBindingBytes, label).map(([row0, rows]) => {
