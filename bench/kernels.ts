@@ -9,7 +9,7 @@ import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
 import { renderWgsl, wgslVariant } from '../src/gpu/wgsl.js';
 import { Attention } from '../src/kernels/attention/attention.js';
-import { SplitAttention } from '../src/kernels/attention/attention_split.js';
+import { SplitAttention, visWords } from '../src/kernels/attention/attention_split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
 import { AddInPlace } from '../src/kernels/elementwise/elementwise.js';
@@ -513,6 +513,7 @@ export async function runAttentionBench(
       const q = uploadBuffer(ctx, syntheticF32(heads * headDim, 7), 'bench-q');
       const out = createBuffer(ctx, heads * headDim * 4, 'bench-attn-out');
       const ends = uploadBuffer(ctx, new Uint32Array([0]), 'bench-ends');
+      const vis = uploadBuffer(ctx, visWords([0]), 'bench-vis');
       const base = context - 1;
       const slots = uploadBuffer(ctx, new Uint32Array([base]), 'bench-slots');
       await Attention.prepare(ctx, format);
@@ -521,7 +522,7 @@ export async function runAttentionBench(
       const split = new SplitAttention(ctx, binds, { ...shape, maxRows: 1 });
       const [unsplitMs, splitMs] = await timeAlternating(ctx, timer, reps, [
         (pass) => unsplit.encode(pass, q, kc, vc, ends, out, 1, base),
-        (pass) => split.encode(pass, q, kc, vc, ends, slots, out, 1, base),
+        (pass) => split.encode(pass, q, kc, vc, vis, slots, out, 1, base),
       ]);
       const row: AttentionBenchRow = {
         context,
@@ -541,7 +542,7 @@ export async function runAttentionBench(
       rows.push(row);
       unsplit.destroy();
       split.destroy();
-      for (const b of [kc, vc, q, out, ends, slots]) b.destroy();
+      for (const b of [kc, vc, q, out, ends, vis, slots]) b.destroy();
     }
   timer.destroy();
   return rows;

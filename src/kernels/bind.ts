@@ -45,36 +45,60 @@ export class BindGroupCache {
   }
 }
 
+/** Distinct value sets a {@link UniformSlot} keeps written at once. */
+export const UNIFORM_POOL = 8;
+
 /**
- * A uniform buffer owned by one kernel instance, written before each use and only when its values
- * change: it keeps the bytes it last wrote, so a decode step that encodes the same shapes as the
- * one before writes nothing. Writes go through the queue, so they land before the next submitted
- * command buffer: encode an instance at most once per submission with given values (or use one
- * instance per call site).
+ * The uniform buffers of one kernel instance, each written only when its values change: a slot
+ * keeps up to {@link UNIFORM_POOL} buffers with the bytes each last took, and `write` selects the
+ * one that already holds the values (no write) or rewrites the least recently selected one. So a
+ * decode step that encodes the same shapes as the one before writes nothing, and one submission
+ * may encode the instance with up to {@link UNIFORM_POOL} distinct value sets (a speculative step
+ * runs a draft model over 1..64 rows, then over a tree, then the target): queue writes land before
+ * the command buffer runs, so one buffer rewritten twice before a submit would serve only its last
+ * values. `buffer` is the one the last `write` selected: bind it right after writing.
  */
 export class UniformSlot<K extends string> {
-  readonly buffer: GPUBuffer;
-  /** The bytes last written (empty before the first write). */
-  private last = new Uint8Array(0);
+  private readonly pool: { buffer: GPUBuffer; bytes: Uint8Array; used: number }[] = [];
+  private clock = 0;
+  private current: GPUBuffer | undefined;
 
   constructor(
     private readonly ctx: GpuContext,
     private readonly layout: UniformLayout<K>,
-    label: string,
-  ) {
-    this.buffer = createBuffer(ctx, layout.byteLength, label, UNIFORM);
+    private readonly label: string,
+  ) {}
+
+  /** The buffer the last {@link UniformSlot.write} selected. */
+  get buffer(): GPUBuffer {
+    if (!this.current) throw new Error(`uniform ${this.label}: read before its first write`);
+    return this.current;
   }
 
-  /** Packs `values` and writes them, unless the buffer already holds exactly these bytes. */
+  /** Packs `values` and selects a buffer holding them, writing one only if none does. */
   write(values: Record<K, number>): void {
     const bytes = new Uint8Array(this.layout.pack(values));
-    if (sameBytes(bytes, this.last)) return;
-    writeBuffer(this.ctx, this.buffer, bytes);
-    this.last = bytes;
+    let entry = this.pool.find((e) => sameBytes(e.bytes, bytes));
+    if (!entry) {
+      if (this.pool.length < UNIFORM_POOL) {
+        entry = {
+          buffer: createBuffer(this.ctx, this.layout.byteLength, this.label, UNIFORM),
+          bytes,
+          used: 0,
+        };
+        this.pool.push(entry);
+      } else {
+        entry = this.pool.reduce((a, b) => (b.used < a.used ? b : a));
+        entry.bytes = bytes;
+      }
+      writeBuffer(this.ctx, entry.buffer, bytes);
+    }
+    entry.used = ++this.clock;
+    this.current = entry.buffer;
   }
 
   destroy(): void {
-    this.buffer.destroy();
+    for (const e of this.pool) e.buffer.destroy();
   }
 }
 

@@ -4,6 +4,7 @@ import { createBuffer, mapForRead, STORAGE, writeBuffer } from '../gpu/buffers.j
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, type GpuContext } from '../gpu/device.js';
 import type { GpuTimer } from '../gpu/timing.js';
+import { visWords } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
@@ -53,7 +54,7 @@ interface Activations {
   ids: GPUBuffer; // [T] u32 token ids
   positions: GPUBuffer; // [T] u32 RoPE positions
   slots: GPUBuffer; // [T] u32 cache slots
-  ends: GPUBuffer; // [T] u32 last row of each node's subtree
+  vis: GPUBuffer; // [T, 2] u32 each row's visible slots among the 64 up to its own (visWords)
   x: GPUBuffer; // [T, H] residual stream
   h: GPUBuffer; // [T, H] normed
   qkv: GPUBuffer; // [T, qWidth + 2·kvWidth] a stacked q | k | v matmul's output
@@ -74,8 +75,8 @@ interface Activations {
   samplePositions: GPUBuffer; // [T] u32 position of each sampled token
   out: GPUBuffer; // [T] u32 sampled ids
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
-  // [6T] u32 a pass's small inputs, written at once and copied into the buffers above (see
-  // GpuRunner.stageInputs): positions [T], slots [T], ends [T], rows [R], sample positions [R],
+  // [7T] u32 a pass's small inputs, written at once and copied into the buffers above (see
+  // GpuRunner.stageInputs): positions [T], slots [T], vis [2T], rows [R], sample positions [R],
   // ids [T] (when the CPU supplies them)
   inputs: GPUBuffer;
   staging: GPUBuffer; // [T] u32, MAP_READ
@@ -84,11 +85,24 @@ interface Activations {
   stepStaging1: GPUBuffer; // [1] u32, MAP_READ
 }
 
+/** What else {@link GpuRunner.encodePass} is told. */
+interface PassOptions {
+  /** [R, ceil(V / 32)] allowed-token bits of the scored rows (a constraint). */
+  masks?: Uint32Array;
+  /** Largest cache slot a row may hold (rows placed by a kernel); default base + T - 1. */
+  lastSlot?: number;
+  /** false: stop after the logits (a draft pass whose children are ranked instead). */
+  sample?: boolean;
+}
+
+/** A decode step's visibility: one row that sees every slot up to its own (visWords of a chain). */
+const DECODE_VIS = [0xffffffff, 0xffffffff];
+
 /** The per-pass u32 arrays the kernels read, as {@link GpuRunner.stageInputs} writes them. */
 interface PassInputs {
   positions: ArrayLike<number>; // [T] RoPE positions
   slots: ArrayLike<number>; // [T] cache slots
-  ends: ArrayLike<number>; // [T] last row of each node's subtree
+  vis: ArrayLike<number>; // [2T] visible-slot masks (visWords)
   rows: ArrayLike<number>; // [R] rows to score
   samplePositions: ArrayLike<number>; // [R] position of each sampled token
   /** [T] token ids; absent: the one id is the last pass's sampled id, copied on the GPU. */
@@ -224,12 +238,12 @@ export class GpuRunner implements ModelRunner {
       ids: input.tokens,
       positions: tree.depth.map((d) => base + d),
       slots: tree.depth.map((_, i) => base + i),
-      ends: tree.end,
+      vis: visWords(tree.end),
       rows: picked,
       // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
       samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
     });
-    this.encodePass(enc, T, R, base, sampler, input.masks);
+    this.encodePass(enc, T, R, base, sampler, input.masks ? { masks: input.masks } : {});
     enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
     ctx.counter.submit([enc.finish()]);
     await mapForRead(ctx, a.staging, 0, R * 4);
@@ -279,7 +293,7 @@ export class GpuRunner implements ModelRunner {
         ...(n === 0 ? { ids: [first] } : {}),
         positions: [base],
         slots: [base],
-        ends: [0],
+        vis: DECODE_VIS,
         rows: [0],
         samplePositions: [base + 1],
       });
@@ -336,12 +350,12 @@ export class GpuRunner implements ModelRunner {
     const parts: [GPUBuffer, ArrayLike<number>][] = [
       [a.positions, p.positions],
       [a.slots, p.slots],
-      [a.ends, p.ends],
+      [a.vis, p.vis],
       [a.rows, p.rows],
       [a.samplePositions, p.samplePositions],
       ...(p.ids ? [[a.ids, p.ids] as [GPUBuffer, ArrayLike<number>]] : []),
     ];
-    const words = new Uint32Array(3 * T + 2 * R + (p.ids ? T : 0));
+    const words = new Uint32Array(4 * T + 2 * R + (p.ids ? T : 0));
     let at = 0;
     for (const [, values] of parts) {
       words.set(values, at);
@@ -366,8 +380,9 @@ export class GpuRunner implements ModelRunner {
     R: number,
     base: number,
     sampler: SamplerSpec,
-    masks?: Uint32Array, // [R, ceil(V / 32)] allowed-token bits of the scored rows (a constraint)
+    o: PassOptions = {},
   ): void {
+    const { masks } = o;
     const { spec, a, k, w, cache } = this;
     const { qWidth, kvWidth } = this.sizes;
     const H = spec.hidden;
@@ -439,7 +454,7 @@ export class GpuRunner implements ModelRunner {
         k.kvWrite.encode(pass, kIn, a.v, a.slots, lc, T);
       }
       section('attention');
-      k.attention.encode(pass, qIn, lc.k, lc.v, a.ends, a.slots, a.attn, T, base);
+      k.attention.encode(pass, qIn, lc.k, lc.v, a.vis, a.slots, a.attn, T, base, o.lastSlot);
       section('o');
       residual(lk.o, rotated(k.rot?.heads, a.attn));
       section('mlp');
@@ -467,6 +482,10 @@ export class GpuRunner implements ModelRunner {
     if (masks) {
       writeBuffer(this.ctx, a.masks, masks);
       k.mask.encode(pass, a.masks, a.logits, R);
+    }
+    if (o.sample === false) {
+      pass.end();
+      return;
     }
     section('sample');
     const s = sampler.temperature > 0 ? k.gumbel : k.greedy;
@@ -697,7 +716,7 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
     ids: f(1, 'ids'),
     positions: f(1, 'positions'),
     slots: f(1, 'slots'),
-    ends: f(1, 'ends'),
+    vis: f(2, 'visible-slots'),
     x: f(H, 'x'),
     h: f(H, 'h'),
     qkv: f(qWidth + 2 * kvWidth, 'qkv'),
@@ -718,7 +737,7 @@ function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Acti
     samplePositions: f(1, 'sample-positions'),
     out: f(1, 'sampled'),
     commitSlots: f(1, 'commit-slots'),
-    inputs: f(6, 'pass-inputs'),
+    inputs: f(7, 'pass-inputs'),
     staging: readback(maxT * 4, 'sampled-readback'),
     stepStaging0: readback(4, 'decode-readback-0'),
     stepStaging1: readback(4, 'decode-readback-1'),

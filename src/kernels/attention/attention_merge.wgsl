@@ -2,7 +2,7 @@
 // attention_split.wgsl wrote for rows whose keys span more than one chunk:
 //   M = max_c m_c;  out = (Σ_c acc_c · e^(m_c - M)) / (Σ_c l_c · e^(m_c - M)), c = 0, 1, ... in order.
 //
-// Bindings (group 0): 0 slots: array<u32> [T] (slots[r] = base + r); 1 part: array<f32>
+// Bindings (group 0): 0 slots: array<u32> [T] (each row's own slot, slots[T-1] the largest); 1 part: array<f32>
 //   [T, kvHeads, nChunks, G · (D + 2)] (acc[g, d], then m[g], then l[g]; nChunks = slots[T-1] / CH + 1);
 //   2 out: array<vec4<f32>> [T, heads, D] (written for rows with more than one chunk).
 // Grid: (kvHeads, T) workgroups (T and kvHeads from num_workgroups: no uniform). Rows whose keys fit

@@ -5,7 +5,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import { packHalves, unpackHalves } from '../kv/kv.js';
 import { type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './attention.js';
-import { ATTENTION_CHUNK, SplitAttention } from './attention_split.js';
+import { ATTENTION_CHUNK, SplitAttention, visWords } from './attention_split.js';
 
 function slotsOf(base: number, rows: number): Uint32Array {
   return Uint32Array.from({ length: rows }, (_, r) => base + r);
@@ -25,7 +25,7 @@ async function runSplit(
     const k = run.upload(a.format === 'f16' ? packHalves(a.k) : a.k);
     const v = run.upload(a.format === 'f16' ? packHalves(a.v) : a.v);
     const [ends, slots, out] = [
-      run.upload(a.ends),
+      run.upload(visWords(a.ends)),
       run.upload(slotsOf(a.base, T)),
       run.empty(a.q.byteLength),
     ];
@@ -214,7 +214,7 @@ describe('split attention (chunks of absolute slots, then a merge) vs the TS ref
     const bq = uploadBuffer(ctx, a.q, 'q');
     const bk = uploadBuffer(ctx, k, 'k');
     const bv = uploadBuffer(ctx, v, 'v');
-    const be = uploadBuffer(ctx, a.ends, 'ends');
+    const be = uploadBuffer(ctx, visWords(a.ends), 'vis');
     const bo = createBuffer(ctx, a.q.byteLength, 'out');
     const compiled = ctx.pipelines.compiled;
     const slotBufs = [CH - 2, CH - 1, CH, 2 * CH + 3].map(

@@ -18,6 +18,28 @@ const Params = defineUniforms('Params', { scale: 'f32' });
 // attention_merge has no uniform (T, kvHeads and base come from the grid and slots); wgslVariant still takes a layout.
 const NoParams = defineUniforms('Params', {});
 
+/**
+ * The visibility words of a depth-first tree (or chain) of `ends.length` rows at consecutive slots
+ * (see draftTree): per row a 64-bit mask, low word first, whose bit d marks the slot d before the
+ * row's own visible: set iff r - d < 0 (the prefix) or r - d is r or an ancestor of r
+ * (r - d ≤ r ≤ ends[r - d]). A chain sets every bit, so its words do not depend on its position.
+ * At most 64 rows.
+ */
+export function visWords(ends: ArrayLike<number>): Uint32Array {
+  const T = ends.length;
+  if (T > 64) throw new InvalidInputError(`visWords: ${T} rows, at most 64`);
+  const out = new Uint32Array(2 * T);
+  for (let r = 0; r < T; r++)
+    for (let d = 0; d < 64; d++) {
+      const j = r - d;
+      if (j < 0 || ends[j]! >= r) {
+        const w = 2 * r + (d >> 5);
+        out[w] = out[w]! | (1 << (d & 31));
+      }
+    }
+  return out;
+}
+
 /** Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds. */
 export interface SplitAttentionShape extends AttentionShape {
   /** Most query rows of one pass (sizes the buffer of chunk partials). */
@@ -139,27 +161,34 @@ export class SplitAttention {
   }
 
   /**
-   * Encodes attention for `rows` queries standing at slots base .. base + rows - 1.
-   * q: [rows, heads, headDim]; kCache, vCache: [capacity, kvHeads, headDim]; ends: [rows] u32;
-   * slots: [rows] u32 holding base + r (the GPU reads base there; `base` here sizes the grid);
-   * out: [rows, heads, headDim], written. The rows' own K/V must already be in the cache.
+   * Encodes attention for `rows` queries. q: [rows, heads, headDim]; kCache, vCache: [capacity,
+   * kvHeads, headDim]; vis: [rows] vec2<u32>, each row's mask of visible slots among the 64 up to
+   * its own (see {@link visWords}); slots: [rows] u32, each row's own slot, increasing (the GPU reads them);
+   * out: [rows, heads, headDim], written. `lastSlot` (default base + rows - 1) bounds the slots the
+   * GPU may hold and sizes the grid, so a pass whose rows a kernel placed (a tree grown on the
+   * GPU) passes the largest slot it may use. The rows' own K/V must already be in the cache.
    */
   encode(
     pass: GPUComputePassEncoder,
     q: GPUBuffer,
     kCache: GPUBuffer,
     vCache: GPUBuffer,
-    ends: GPUBuffer,
+    vis: GPUBuffer,
     slots: GPUBuffer,
     out: GPUBuffer,
     rows: number,
     base: number,
+    lastSlot = base + rows - 1,
   ): void {
     const { heads, kvHeads, headDim, capacity, maxRows } = this.shape;
     if (!Number.isInteger(rows) || rows < 1 || rows > maxRows)
       throw new InvalidInputError(`SplitAttention: rows must be in 1..${maxRows}, got ${rows}`);
     if (!Number.isInteger(base) || base < 0 || base + rows > capacity)
       throw new InvalidInputError(`SplitAttention: base ${base} + rows ${rows} exceeds capacity ${capacity}`);
+    if (!Number.isInteger(lastSlot) || lastSlot < base + rows - 1 || lastSlot >= capacity)
+      throw new InvalidInputError(
+        `SplitAttention: lastSlot ${lastSlot} must be in ${base + rows - 1}..${capacity - 1}`,
+      );
     const qBytes = rows * heads * headDim * 4;
     const cacheBytes = kvWordsPerSlot(this.shape) * capacity * 4;
     const need: [string, GPUBuffer, number][] = [
@@ -167,17 +196,17 @@ export class SplitAttention {
       ['out', out, qBytes],
       ['kCache', kCache, cacheBytes],
       ['vCache', vCache, cacheBytes],
-      ['ends', ends, rows * 4],
+      ['vis', vis, rows * 8],
       ['slots', slots, rows * 4],
     ];
     for (const [name, b, bytes] of need)
       if (b.size < bytes)
         throw new InvalidInputError(`SplitAttention: ${name} holds ${b.size} bytes, need ${bytes}`);
-    const chunks = attentionChunks(base, rows);
+    const chunks = attentionChunks(lastSlot, 1);
     pass.setPipeline(this.split);
     pass.setBindGroup(
       0,
-      this.binds.get(this.split, [this.uniform.buffer, q, kCache, vCache, ends, slots, out, this.part]),
+      this.binds.get(this.split, [this.uniform.buffer, q, kCache, vCache, vis, slots, out, this.part]),
     );
     this.ctx.counter.dispatch(pass, chunks, kvHeads, rows);
     if (chunks === 1) return;

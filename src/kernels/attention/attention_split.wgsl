@@ -7,25 +7,30 @@
 // Bindings (group 0): 0 uniform Params { scale }; 1 q: array<vec4<f32>> [T, heads, D];
 //   2 kc, 3 vc: [capacity, kvHeads, D] as array<vec4<f32>>, or with KV_F16 array<vec2<u32>> (IEEE
 //   halves packed two per u32, element 2j in the low 16 bits: 4 elements per vec2<u32>);
-//   4 ends: array<u32> [T]; 5 slots: array<u32> [T], slots[r] = base + r (the row's own cache slot,
-//   as the runner writes it for kvWrite: base is slots[0], never a uniform);
+//   4 vis: array<vec2<u32>> [T], per row a 64-bit mask (x low, y high) over the 64 slots ending at
+//   the row's own: bit d marks slot slots[r] - d visible; 5 slots: array<u32> [T], each row's own
+//   cache slot (where kvWrite put its K/V), slots[T-1] the largest;
 //   6 out: array<vec4<f32>> [T, heads, D] (written for rows whose keys fit chunk 0);
 //   7 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)] (written for the other rows): G · D
 //   unnormalised sums acc[g, d], then m[g], then l[g]. nChunks = slots[T-1] / CH + 1.
 // Grid: (nChunks, kvHeads, T) workgroups; T and kvHeads come from num_workgroups, so the only
 //   uniform (scale) is written once, and a decode step rewrites nothing here.
-// Visibility (as attention.wgsl): row r sees prefix slots s < base and tree slots base + j with
-//   j ≤ r ≤ ends[j]. Chunk c of row r is empty when c·CH > base + r; the workgroup returns.
+// Visibility: row r at slot me = slots[r] sees slot s ≤ me when me - s ≥ 64 (the tree region
+//   is never longer than 64 slots, so older slots are its committed prefix) or bit me - s of
+//   vis[r] is set. A chain (prefill, decode) sets every bit; a depth-first tree at slots base + r
+//   sets bit d iff r - d < 0 (prefix) or r - d is r or an ancestor (visWords); a tree grown on the
+//   GPU sets its ancestors' slots, wherever they lie. So the words of a chain or a decode step do
+//   not depend on its position. Chunk c of row r is empty when c·CH > me; the workgroup returns.
 // Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
 //   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
 //   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
 //   t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G heads; the S
 //   parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
 //   so a row's output is bit-identical whatever rows share the pass (batch invariance).
-// Dispatches: rows whose keys all fit chunk 0 (base + r < CH) are final after this pass, so a pass
-//   with base + T ≤ CH costs this one dispatch; otherwise attention_merge follows (two in all).
+// Dispatches: rows whose keys all fit chunk 0 (slots[r] < CH) are final after this pass, so a pass
+//   with slots[T-1] < CH costs this one dispatch; otherwise attention_merge follows (two in all).
 // Preconditions: D % 4 == 0, D ≤ 4 · WG; heads = G · kvHeads; CH a multiple of WG, WG a power of
-//   two; slots[r] = slots[0] + r; every slot ≤ slots[T-1] written in kc and vc.
+//   two; slots[T-1] the largest; every visible slot written in kc and vc.
 
 {{PARAMS}}
 
@@ -65,7 +70,7 @@ fn v4(i: u32) -> vec4<f32> {
   return vc[i];
 }
 //#endif
-@group(0) @binding(4) var<storage, read> ends: array<u32>;
+@group(0) @binding(4) var<storage, read> vis: array<vec2<u32>>;
 @group(0) @binding(5) var<storage, read> slots: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> part: array<f32>;
@@ -100,8 +105,8 @@ fn main(
   let r = wid.z;
   let kvHeads = nwg.y;
   let T = nwg.z;
-  let base = slots[0];
-  let me = slots[r]; // = base + r
+  let seen = vis[r]; // bit d: slot me - d visible
+  let me = slots[r];
   let last = me / CH; // the row's last chunk
   if (c > last) {
     return; // uniform across the workgroup
@@ -121,7 +126,9 @@ fn main(
   for (var i = 0u; i < KPT; i++) {
     let j = t + i * WG;
     let s = c0 + j;
-    let visible = s <= me && (s < base || ends[s - base] >= r);
+    let d = me - s; // meaningful when s ≤ me
+    let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
+    let visible = s <= me && (d >= 64u || bit == 1u);
     var dots: array<f32, G>;
     for (var g = 0u; g < G; g++) {
       dots[g] = 0.0; // a declaration in a loop body is not re-zeroed on every compiler
