@@ -1,4 +1,5 @@
-import type { SamplerSpec } from '../model/runner.js';
+import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import type { DeviceStepResult } from './device-step.js';
 
 /**
  * Draft tokens proposed after the current context: nodes in depth-first order, `parents[i]` an
@@ -40,6 +41,19 @@ export interface Drafter {
     sampler: SamplerSpec,
     shape?: DraftShape,
   ): Promise<DraftProposal>;
+  /**
+   * One whole speculative step on the device (see DeviceSpeculator): drafts a tree after
+   * `context`, verifies it with `target` and commits the accepted path in the target's cache, in
+   * one submission with one readback. Resolves to undefined when this drafter and `target` cannot
+   * (not on one GPU, no room): the caller then proposes and verifies from the host. Trees only
+   * (sample-and-match acceptance), no constraint.
+   */
+  speculate?(
+    target: ModelRunner,
+    context: readonly number[],
+    budget: number,
+    sampler: SamplerSpec,
+  ): Promise<DeviceStepResult | undefined>;
   /** Bytes of weights one forward pass of the drafter's model reads, as packed (on the GPU). */
   readonly weightBytesPerPass?: number;
   /** Frees what the drafter holds (a draft model's GPU memory). */

@@ -1,7 +1,9 @@
 import { InvalidInputError } from '../errors.js';
 import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
+import { GpuRunner } from '../model/gpu-runner.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import { DeviceSpeculator, type DeviceStepResult } from './device-step.js';
 import type { Drafter, DraftProposal, DraftShape } from './drafter.js';
 import { rankChildren, samplingProbs } from './probs.js';
 
@@ -37,6 +39,8 @@ interface GrowNode {
 export class ModelDrafter implements Drafter {
   /** The tokens in the draft cache, kept in step with the context. */
   private readonly cached: CachedPrefix;
+  /** The device speculator for the last target (see {@link ModelDrafter.speculate}). */
+  private device: { target: ModelRunner; speculator: DeviceSpeculator | undefined } | undefined;
 
   constructor(
     readonly name: string,
@@ -63,6 +67,28 @@ export class ModelDrafter implements Drafter {
         ? await this.chain(synced.next, n, sampler)
         : await this.tree(context.length, n, sampler);
     return { ...drafted, passes: synced.passes + (drafted.passes ?? 0) };
+  }
+
+  /**
+   * The whole step on the device when the draft runner and `target` are GPU runners on one device
+   * (see DeviceSpeculator): the same tree as {@link ModelDrafter.propose} grows, except that its
+   * depth is encoded ahead (adapted from the steps before).
+   */
+  async speculate(
+    target: ModelRunner,
+    context: readonly number[],
+    budget: number,
+    sampler: SamplerSpec,
+  ): Promise<DeviceStepResult | undefined> {
+    if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
+    if (this.device?.target !== target) {
+      this.device?.speculator?.dispose();
+      this.device = { target, speculator: await DeviceSpeculator.create(this.runner, target) };
+    }
+    const speculator = this.device.speculator;
+    const n = Math.min(budget, this.runner.capacity - context.length);
+    if (!speculator?.fits(context, n)) return undefined;
+    return speculator.step(this.cached, context, n, sampler);
   }
 
   get weightBytesPerPass(): number | undefined {
@@ -170,7 +196,8 @@ export class ModelDrafter implements Drafter {
         const parent = nodes[e]!;
         for (const c of ranked[r]!) {
           frontier.push(nodes.length);
-          nodes.push({ token: c.token, parent: e, depth, score: parent.score + c.logWeight });
+          // f32 sums, as the device's tree kernel adds them (so both grow the same tree)
+          nodes.push({ token: c.token, parent: e, depth, score: Math.fround(parent.score + c.logWeight) });
         }
       }
     }
@@ -187,6 +214,7 @@ export class ModelDrafter implements Drafter {
   }
 
   dispose(): void {
+    this.device?.speculator?.dispose();
     this.runner.dispose();
   }
 }

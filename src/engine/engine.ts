@@ -1,6 +1,6 @@
 import { constrainDraft } from '../decode/constrained.js';
-import { type Drafter, NgramDrafter } from '../decode/drafter.js';
-import { verify, verifyChain } from '../decode/speculate.js';
+import { type Drafter, type DraftProposal, NgramDrafter } from '../decode/drafter.js';
+import { type VerifyStep, verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
@@ -332,17 +332,31 @@ export class Engine implements WeftEngine {
           const t1 = now();
           const context = [...this.cached.tokens, last];
           const n = Math.min(budget, room);
-          const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
-          if (proposed.passes !== undefined) draftPasses = (draftPasses ?? 0) + proposed.passes;
-          // Under a grammar: only the drafts it allows along their paths, and every node's mask.
-          const constrained = constraint ? await constrainDraft(constraint, proposed) : undefined;
-          const draft = constrained?.draft ?? proposed;
-          const t2 = now();
-          const step = rejection
-            ? await verifyChain(runner, last, draft, sampler)
-            : await verify(runner, last, draft, sampler, constrained?.masks);
-          verifyMs += now() - t2;
-          draftMs += t2 - t1;
+          // The whole step on the device when the drafter can (a draft model on the target's GPU).
+          const device =
+            loop === 'device' && !rejection && !constraint && drafter.speculate
+              ? await drafter.speculate(runner, context, n, sampler)
+              : undefined;
+          let draft: DraftProposal;
+          let step: VerifyStep;
+          if (device) {
+            draftPasses = (draftPasses ?? 0) + device.draftPasses;
+            draft = device.draft;
+            step = device;
+            verifyMs += now() - t1;
+          } else {
+            const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
+            if (proposed.passes !== undefined) draftPasses = (draftPasses ?? 0) + proposed.passes;
+            // Under a grammar: only the drafts it allows along their paths, and every node's mask.
+            const constrained = constraint ? await constrainDraft(constraint, proposed) : undefined;
+            draft = constrained?.draft ?? proposed;
+            const t2 = now();
+            step = rejection
+              ? await verifyChain(runner, last, draft, sampler)
+              : await verify(runner, last, draft, sampler, constrained?.masks);
+            verifyMs += now() - t2;
+            draftMs += t2 - t1;
+          }
           this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);
           pending = step.emitted;
           tree = { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted };

@@ -66,10 +66,13 @@ export interface GenerateOptions {
   /** Most draft tokens verified per target pass (4..32, default 8). */
   treeBudget?: number;
   /**
-   * Where plain decoding's loop runs: 'device' (the default) keeps it on the GPU when the runner
-   * can (`ModelRunner.decode`: each step runs the id the step before sampled, queued before that id
-   * reaches the CPU); 'host' runs one forward and one readback per token, as on the CPU. The ids
-   * are the same; 'host' is there to measure the difference (`npm run bench`'s none-host row).
+   * Where the decoding loop runs: 'device' (the default) keeps it on the GPU when the runner can.
+   * Plain decoding (`ModelRunner.decode`): each step runs the id the step before sampled, queued
+   * before that id reaches the CPU. Speculation with a draft model on the same GPU
+   * (`Drafter.speculate`): the tree is grown, verified and its accepted path committed in one
+   * submission with one readback. 'host' runs one forward and one readback per token (plain) or
+   * per draft depth (speculation), as on the CPU. The ids are the same; 'host' is there to measure
+   * the difference (`npm run bench`'s none-host row, `npm run bench:spec`).
    */
   decodeLoop?: 'device' | 'host';
   /**

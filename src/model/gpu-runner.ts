@@ -85,6 +85,18 @@ interface Activations {
   stepStaging1: GPUBuffer; // [1] u32, MAP_READ
 }
 
+/** The buffers of {@link GpuRunner.io}. */
+export interface RunnerIo {
+  ids: GPUBuffer; // [T] u32
+  positions: GPUBuffer; // [T] u32
+  slots: GPUBuffer; // [T] u32
+  vis: GPUBuffer; // [T, 2] u32
+  samplePositions: GPUBuffer; // [T] u32
+  logits: GPUBuffer; // [T, V] f32
+  out: GPUBuffer; // [T] u32 sampled ids
+  commitSlots: GPUBuffer; // [T] u32
+}
+
 /** What else {@link GpuRunner.encodePass} is told. */
 interface PassOptions {
   /** [R, ceil(V / 32)] allowed-token bits of the scored rows (a constraint). */
@@ -206,6 +218,11 @@ export class GpuRunner implements ModelRunner {
 
   get kvLength(): number {
     return this.committed;
+  }
+
+  /** The device this runner runs on (a draft runner placed beside a target shares it). */
+  get gpu(): GpuContext {
+    return this.ctx;
   }
 
   async forward(input: ForwardInput, sampler: SamplerSpec, rows: 'last' | 'all'): Promise<Int32Array> {
@@ -496,6 +513,103 @@ export class GpuRunner implements ModelRunner {
       topP: sampler.topP,
     });
     pass.end();
+  }
+
+  /**
+   * The buffers a kernel outside the runner reads and fills to drive a pass on the device (a draft
+   * tree grown there, see decode/device-step.ts): the pass inputs, the logits, the sampled ids and
+   * the commit slots.
+   */
+  get io(): RunnerIo {
+    const { a } = this;
+    return {
+      ids: a.ids,
+      positions: a.positions,
+      slots: a.slots,
+      vis: a.vis,
+      samplePositions: a.samplePositions,
+      logits: a.logits,
+      out: a.out,
+      commitSlots: a.commitSlots,
+    };
+  }
+
+  /**
+   * Encodes a chain of `tokens` after the committed rows (one staged write) and commits them, so
+   * the runner counts them as soon as this returns and later passes encoded in the same submission
+   * stand after them. Scores only the last row (its logits are row 0 of `io.logits`) and samples
+   * nothing. For a device step, which reads no id back; the CPU knows the tokens.
+   */
+  encodeChain(enc: GPUCommandEncoder, tokens: readonly number[], sampler: SamplerSpec): void {
+    this.ctx.assertAlive();
+    this.assertNoSession('encodeChain');
+    const T = tokens.length;
+    const base = this.committed;
+    if (T < 1 || T > MAX_FORWARD_TOKENS || base + T > this.capacity)
+      throw new InvalidInputError(
+        `encodeChain: ${T} tokens after ${base} cached must be 1..${Math.min(MAX_FORWARD_TOKENS, this.capacity - base)}`,
+      );
+    for (const t of tokens)
+      if (!Number.isInteger(t) || t < 0 || t >= this.spec.vocabSize)
+        throw new InvalidInputError(
+          `encodeChain: token id ${t} is outside the vocabulary of ${this.spec.vocabSize}`,
+        );
+    this.stageInputs(enc, {
+      ids: tokens,
+      positions: tokens.map((_, i) => base + i),
+      slots: tokens.map((_, i) => base + i),
+      vis: visWords(tokens.map(() => T - 1)),
+      rows: [T - 1],
+      samplePositions: [base + T],
+    });
+    this.encodePass(enc, T, 1, base, sampler, { sample: false });
+    this.committed += T;
+    this.lastTokens = 0;
+    this.lastRows = 0;
+  }
+
+  /**
+   * Encodes a pass of T rows (all scored) whose inputs a kernel wrote into {@link GpuRunner.io}
+   * earlier in the same submission, after the committed rows: rows at slots up to `lastSlot`
+   * (default committed + T - 1), sampling every row unless `sample` is false. Commits nothing.
+   */
+  encodeResident(
+    enc: GPUCommandEncoder,
+    T: number,
+    sampler: SamplerSpec,
+    o: { lastSlot?: number; sample?: boolean } = {},
+  ): void {
+    this.ctx.assertAlive();
+    this.assertNoSession('encodeResident');
+    if (T < 1 || T > MAX_FORWARD_TOKENS || this.committed + T > this.capacity)
+      throw new InvalidInputError(
+        `encodeResident: ${T} rows after ${this.committed} cached exceed ${MAX_FORWARD_TOKENS} rows or the cache of ${this.capacity}`,
+      );
+    this.encodePass(enc, T, T, this.committed, sampler, o);
+    this.lastTokens = 0;
+    this.lastRows = T;
+    this.lastBase = this.committed;
+  }
+
+  /**
+   * Encodes the commit of a path a kernel wrote into `io.commitSlots` (source slots, increasing,
+   * 0xffffffff past the path's end) for at most `count` entries; the CPU learns the path's length
+   * from the submission's readback and tells the runner with {@link GpuRunner.adopt}.
+   */
+  encodeCommit(enc: GPUCommandEncoder, count: number): void {
+    const pass = enc.beginComputePass({ label: 'commit' });
+    this.k.compact.encode(pass, this.cache, this.a.commitSlots, count, this.committed);
+    pass.end();
+  }
+
+  /** Records that `n` rows after the committed ones were committed on the device (a path). */
+  adopt(n: number): void {
+    if (!Number.isInteger(n) || n < 0 || this.committed + n > this.capacity)
+      throw new InvalidInputError(
+        `adopt: ${n} rows after ${this.committed} exceed the cache of ${this.capacity}`,
+      );
+    this.committed += n;
+    this.lastTokens = 0;
   }
 
   private assertNoSession(what: string): void {

@@ -34,6 +34,20 @@ export class CachedPrefix {
   }
 
   /**
+   * Trims the cache to the longest prefix it shares with `context`, short of the context's last
+   * token, and returns the tokens still to run (at least that last one); the caller runs them,
+   * commits them and records them with {@link CachedPrefix.push}. What {@link CachedPrefix.sync}
+   * does first, for a caller that encodes the run itself (a speculative step on the device).
+   */
+  trimTo(context: readonly number[]): readonly number[] {
+    let keep = 0;
+    while (keep < this.ids.length && keep < context.length - 1 && this.ids[keep] === context[keep]) keep++;
+    this.runner.trim(keep);
+    this.ids.length = keep;
+    return context.slice(keep);
+  }
+
+  /**
    * Brings the cache to `context` (all of it committed) and returns the runner's sampled token
    * after it. At least the context's last token runs, even when it is cached, so the runner's last
    * scored row (its logits, for `lastLogits`) is that token's. `beforeChunk` runs before each
@@ -47,10 +61,7 @@ export class CachedPrefix {
     beforeChunk?: () => void,
     mask?: Uint32Array,
   ): Promise<PrefixSync> {
-    let keep = 0;
-    while (keep < this.ids.length && keep < context.length - 1 && this.ids[keep] === context[keep]) keep++;
-    this.runner.trim(keep);
-    this.ids.length = keep;
+    const keep = context.length - this.trimTo(context).length;
     let next = -1;
     let passes = 0;
     for (let at = keep; at < context.length; at += chunk) {

@@ -10,7 +10,10 @@
 //   a = 0, 1, ... Overlap is safe: with strictly increasing sources ≥ prefixLen, src[a] ≥
 //   prefixLen + a, so entry a writes slot prefixLen + a < src[b] for every later b: no source is
 //   overwritten before it is read, and invocations never share a column.
-// Preconditions: as above, and src[a] < capacity (checked on CPU by the wrapper's helper).
+// Entries with src[a] ≥ capacity are skipped: a path a kernel chose on the GPU pads its slots with
+//   0xffffffff up to the count the CPU encoded.
+// Preconditions: as above for the entries below capacity (checked on CPU by the wrapper's helper
+//   when the CPU chose the path).
 
 {{PARAMS}}
 

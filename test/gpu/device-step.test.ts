@@ -1,0 +1,113 @@
+// Speculation with the whole step on the device (DeviceSpeculator): the tree it grows is the one
+// the host loop grows (ModelDrafter.propose, the reference), its accepted path is the one
+// `verify` finds, the output equals plain decoding, and a step costs one round trip.
+import { describe, expect, it } from 'vitest';
+import { DeviceSpeculator } from '../../src/decode/device-step.js';
+import { ModelDrafter } from '../../src/decode/model-drafter.js';
+import { verify } from '../../src/decode/speculate.js';
+import { createEngine } from '../../src/engine/create.js';
+import type { Engine } from '../../src/engine/engine.js';
+import type { GenerateOptions } from '../../src/engine/types.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
+import { TREE_RESULT_WORDS } from '../../src/kernels/tree/tree.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { openModel } from '../../src/model/load.js';
+import { CachedPrefix } from '../../src/model/prefix.js';
+import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
+import { fixtureFiles } from '../fixtures/write.js';
+import { gpu } from '../helpers/gpu.js';
+
+async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promise<number[]> {
+  const out: number[] = [];
+  for await (const c of engine.generate(prompt, o)) out.push(...c.ids);
+  return out;
+}
+
+describe('device speculation step', () => {
+  it('grows the host loop’s tree and accepts its path, step after step (greedy and T = 1)', async () => {
+    const ctx = await gpu();
+    const { files } = fixtureFiles('qwen3', 'f32', 5);
+    const opened = await openModel(memoryModelFiles('qwen3', files));
+    const place = (quant: 'f32' | 'int4') => createGpuRunner(opened, { quant, capacity: 128, gpu: ctx });
+    // Two identical pairs: the host pair runs ModelDrafter.propose then verify; the device pair
+    // runs DeviceSpeculator.step with every depth encoded (the host loop's bound, n - 1).
+    const [hostTarget, hostDraft, devTarget, devDraft] = await Promise.all([
+      place('f32'),
+      place('int4'),
+      place('f32'),
+      place('int4'),
+    ]);
+    const drafter = new ModelDrafter('host', hostDraft);
+    const speculator = (await DeviceSpeculator.create(devDraft, devTarget))!;
+    const devCache = new CachedPrefix(devDraft);
+    const samplers: SamplerSpec[] = [GREEDY, { temperature: 1, topP: 0.9, topK: 0, seed: 7 }];
+    let branched = 0;
+    let accepted = 0;
+    for (const sampler of samplers) {
+      for (const t of [hostTarget, devTarget]) t.trim(0);
+      const prompt = [5, 17, 99, 3, 250, 17, 99, 3];
+      const next = await hostTarget.forward({ tokens: prompt.slice(0, -1) }, sampler, 'last');
+      hostTarget.commit(prompt.slice(0, -1).map((_, i) => i));
+      await devTarget.forward({ tokens: prompt.slice(0, -1) }, sampler, 'last');
+      devTarget.commit(prompt.slice(0, -1).map((_, i) => i));
+      expect(next.length).toBe(1);
+      let context = [...prompt];
+      for (let step = 0; step < 4; step++) {
+        const n = 10;
+        const proposal = await drafter.propose(context, n, sampler, 'tree');
+        const host = await verify(hostTarget, context.at(-1)!, proposal, sampler);
+        const dev = await speculator.step(devCache, context, n, sampler, { depths: n - 1 });
+        const where = `${sampler.temperature > 0 ? 'T=1' : 'greedy'} step ${step}`;
+        expect(dev.draft.tokens, where).toEqual(proposal.tokens);
+        expect(dev.draft.parents, where).toEqual(proposal.parents);
+        expect(dev.accepted, where).toEqual(host.accepted);
+        expect(dev.emitted, where).toEqual(host.emitted);
+        expect(devTarget.kvLength, where).toBe(hostTarget.kvLength);
+        if (proposal.parents.some((p, i) => p !== i - 1)) branched++;
+        accepted += host.accepted.length;
+        context = [...context, ...host.emitted];
+      }
+    }
+    expect(branched).toBeGreaterThan(0);
+    expect(accepted).toBeGreaterThan(0);
+    speculator.dispose();
+    drafter.dispose();
+    for (const r of [hostTarget, devTarget, devDraft]) r.dispose();
+  });
+
+  const greedy: GenerateOptions = { maxTokens: 16, treeBudget: 8 };
+  const sampled: GenerateOptions = { maxTokens: 12, treeBudget: 6, temperature: 1, seed: 3 };
+  const cases = [
+    ['int4', [greedy, sampled]],
+    ['int2', [sampled]],
+    ['model', [greedy]],
+  ] as const;
+  for (const [draft, runs] of cases)
+    it(`through the engine (draft ${draft}): ids equal plain decoding; one round trip of ${TREE_RESULT_WORDS * 4} B per step`, async () => {
+      const { files } = fixtureFiles('llama', 'f32', 5);
+      const engine = await createEngine({
+        model: memoryModelFiles('llama', files),
+        quant: 'f32',
+        contextLength: 128,
+        draft:
+          draft === 'model' ? { model: memoryModelFiles('llama', files), quant: 'int8' } : { self: draft },
+        gpu: await gpu(),
+      });
+      const prompt = [5, 17, 99, 3, 250, 17, 99, 3];
+      for (const o of runs) {
+        const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
+        expect(await ids(engine, prompt, { ...o, drafter: 'draft' })).toEqual(plain);
+        const s = engine.lastStats!;
+        const d = s.decode_counts!;
+        // Every step: one submission's readback of the result words, nothing else.
+        expect(d.passes).toBeGreaterThan(0);
+        expect(d.readbacks).toBe(d.passes);
+        expect(d.readback_bytes).toBe(d.passes * TREE_RESULT_WORDS * 4);
+        console.log(
+          `[device-step] llama draft ${draft} ${o.temperature ? 'T=1' : 'greedy'}: ${s.tokens_per_pass.toFixed(2)} tokens/pass, ` +
+            `${s.readbacks_per_pass} readbacks/step, ${s.readback_bytes_per_pass} B/step, ${s.draft_passes} draft passes`,
+        );
+      }
+      await engine.unload();
+    });
+});
