@@ -13,15 +13,7 @@ import type { GpuRunner } from '../model/gpu-runner.js';
 import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
 import type { CachedPrefix } from '../model/prefix.js';
 import type { SamplerSpec } from '../model/runner.js';
-import type { DraftProposal } from './drafter.js';
-import type { VerifyStep } from './speculate.js';
-
-/** What one device step did: the tree it drafted, and what verification kept. */
-export interface DeviceStepResult extends VerifyStep {
-  draft: DraftProposal;
-  /** Draft forward passes it ran: the catch-up on the context, then one per depth encoded. */
-  draftPasses: number;
-}
+import type { SpeculativeStep } from './drafter.js';
 
 /** Options of {@link DeviceSpeculator.step}. */
 export interface DeviceStepOptions {
@@ -108,7 +100,7 @@ export class DeviceSpeculator {
     n: number,
     sampler: SamplerSpec,
     o: DeviceStepOptions = {},
-  ): Promise<DeviceStepResult> {
+  ): Promise<SpeculativeStep> {
     const { draft, target, tree, ranker } = this;
     const ctx = draft.gpu;
     // The draft's catch-up: the context's tokens its cache lacks (at least the last one), in the

@@ -1,5 +1,4 @@
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
-import type { DeviceStepResult } from './device-step.js';
 
 /**
  * Draft tokens proposed after the current context: nodes in depth-first order, `parents[i]` an
@@ -19,6 +18,18 @@ export interface DraftProposal {
    * included (a model drafter; absent for drafters without a model).
    */
   readonly passes?: number;
+}
+
+/** What a whole speculative step did (see {@link Drafter.speculate}). */
+export interface SpeculativeStep {
+  /** The tree it drafted, depth-first. */
+  readonly draft: DraftProposal;
+  /** Accepted draft nodes (indices into the tree), root to leaf. */
+  readonly accepted: number[];
+  /** Tokens the target emits: the accepted drafts, then its own next choice. */
+  readonly emitted: number[];
+  /** Draft forward passes run: the catch-up on the context, then one per depth. */
+  readonly draftPasses: number;
 }
 
 /**
@@ -53,7 +64,7 @@ export interface Drafter {
     context: readonly number[],
     budget: number,
     sampler: SamplerSpec,
-  ): Promise<DeviceStepResult | undefined>;
+  ): Promise<SpeculativeStep | undefined>;
   /** Bytes of weights one forward pass of the drafter's model reads, as packed (on the GPU). */
   readonly weightBytesPerPass?: number;
   /** Frees what the drafter holds (a draft model's GPU memory). */

@@ -3,8 +3,8 @@ import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
 import { GpuRunner } from '../model/gpu-runner.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
-import { DeviceSpeculator, type DeviceStepResult } from './device-step.js';
-import type { Drafter, DraftProposal, DraftShape } from './drafter.js';
+import { DeviceSpeculator } from './device-step.js';
+import type { Drafter, DraftProposal, DraftShape, SpeculativeStep } from './drafter.js';
 import { rankChildren, samplingProbs } from './probs.js';
 
 /** Most children a tree node gets, and most frontier nodes expanded per depth (EAGLE-2's top-k). */
@@ -79,7 +79,7 @@ export class ModelDrafter implements Drafter {
     context: readonly number[],
     budget: number,
     sampler: SamplerSpec,
-  ): Promise<DeviceStepResult | undefined> {
+  ): Promise<SpeculativeStep | undefined> {
     if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
     if (this.device?.target !== target) {
       this.device?.speculator?.dispose();
