@@ -1,8 +1,10 @@
 // Speculative decoding benchmark on the bundled demo pair (greedy and T = 1), in headless Chromium.
 // Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2]
-//   [--budgets 4,8,16,32]
+//   [--budgets 4,8,16,32] [--host]
 // --quick: one prompt, 24 tokens, budgets 4 and 16, greedy and T = 1 (Gumbel) only.
 // --cpu runs the plain-TS reference forward: same tokens per pass, but no GPU timing.
+// --host adds each model drafter's rows with the step driven from the host (one draft pass and
+// readback per depth) beside the device rows (one submission per step), in the same run.
 import { runBenchPage } from './run-page.mjs';
 
 const argv = process.argv.slice(2);
@@ -21,6 +23,7 @@ const query = [
   args.has('--cpu') ? 'device=cpu' : '',
   args.has('--drafters') && drafters ? `drafters=${encodeURIComponent(drafters)}` : '',
   args.has('--budgets') ? `budgets=${budgets}` : '',
+  args.has('--host') ? 'host=1' : '',
 ]
   .filter(Boolean)
   .join('&');
@@ -36,11 +39,11 @@ if (args.has('--json')) {
   // bench/spec.ts's, reported by the page), beside the measured wall-clock ratio ('vs plain').
   console.log(`${out.modelledSpeedup}; '-' on the CPU reference`);
   console.log(
-    'mode           drafter      budget  tokens/pass  passes   ms       vs plain  lossless  trips/step  B read/step  dispatches/tok  draft passes/step  MB/step  modelled',
+    'mode           drafter      loop    budget  tokens/pass  passes   ms       vs plain  lossless  trips/step  B read/step  dispatches/tok  draft passes/step  MB/step  modelled',
   );
   for (const r of out.rows)
     console.log(
-      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${String(r.lossless ?? '-').padEnd(8)}  ${gpu(r.readbacksPerStep, 2, 10)}  ${gpu(r.readbackBytesPerStep, 0, 11)}  ${gpu(r.dispatchesPerToken, 1, 14)}  ${r.draftPassesPerStep.toFixed(2).padStart(17)}  ${gpu(r.weightBytesPerStep === undefined ? undefined : r.weightBytesPerStep / 1e6, 2, 7)}  ${gpu(r.modelledSpeedup, 2, 7)}${r.modelledSpeedup === undefined ? ' ' : 'x'}`,
+      `${r.mode.padEnd(14)} ${r.drafter.padEnd(11)}  ${r.loop.padEnd(6)} ${String(r.budget).padStart(6)}  ${r.tokensPerPass.toFixed(2).padStart(11)}  ${String(r.targetPasses).padStart(6)}  ${r.ms.toFixed(0).padStart(7)}  ${r.speedup.toFixed(2).padStart(7)}x  ${String(r.lossless ?? '-').padEnd(8)}  ${gpu(r.readbacksPerStep, 2, 10)}  ${gpu(r.readbackBytesPerStep, 0, 11)}  ${gpu(r.dispatchesPerToken, 1, 14)}  ${r.draftPassesPerStep.toFixed(2).padStart(17)}  ${gpu(r.weightBytesPerStep === undefined ? undefined : r.weightBytesPerStep / 1e6, 2, 7)}  ${gpu(r.modelledSpeedup, 2, 7)}${r.modelledSpeedup === undefined ? ' ' : 'x'}`,
     );
   console.log('verify cost (median time of one target pass over T tokens, / T=1):');
   if (out.verifyCost.length === 0) console.log('  (not measured: --cpu runs the reference forward)');

@@ -1,7 +1,7 @@
 // Page driver of the speculative decoding benchmark: held-out prompts from the demo model's card
 // split, results as JSON in #result for bench/spec-cli.mjs. `?quick=1` uses one prompt, 24 tokens,
 // budgets 4 and 16 and no rejection-rule rows; `?budgets=4,8` overrides the budgets; `?device=cpu`
-// runs the reference forward.
+// runs the reference forward; `?host=1` adds each model drafter's host-loop rows beside its device rows.
 
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { reportPage } from './page-result.js';
@@ -41,6 +41,7 @@ reportPage(async () => {
     ],
     verifyReps: quick ? 3 : 5,
     ...(params.get('drafters') ? { drafters: params.get('drafters')!.split(',') } : {}),
+    loops: params.get('host') === '1' ? ['device', 'host'] : ['device'],
     device,
     log: (l) => console.log(`[bench] ${l}`),
   });

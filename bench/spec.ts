@@ -25,6 +25,11 @@ export interface SpecMode {
 export interface SpecRow {
   mode: string;
   drafter: string;
+  /**
+   * Where a model drafter's step ran: 'device' (one submission per step, see DeviceSpeculator) or
+   * 'host' (one draft pass and readback per depth, then the verify pass); '-' without a model.
+   */
+  loop: 'device' | 'host' | '-';
   budget: number;
   tokensPerPass: number;
   targetPasses: number;
@@ -72,6 +77,8 @@ export interface SpecBenchOptions {
   modes: SpecMode[];
   /** Only these drafters (names as in the table: ngram, draft-model, self-int4, self-int2); all when absent. */
   drafters?: string[];
+  /** Loops a model drafter's rows run in (default ['device']): add 'host' to compare. */
+  loops?: ('device' | 'host')[];
   /** Forward passes timed per verify-cost point (after one warm-up pass). */
   verifyReps: number;
   /** 'cpu' runs the plain-TS reference: tokens per pass are the same, wall-clock ratios are not GPU figures. */
@@ -103,6 +110,7 @@ async function timed(
   mode: SpecMode,
   drafter: DrafterKind,
   budget: number,
+  decodeLoop: 'device' | 'host' = 'device',
 ) {
   const t0 = performance.now();
   const ids: number[][] = [];
@@ -127,6 +135,7 @@ async function timed(
       temperature: mode.temperature,
       acceptance: mode.acceptance,
       seed: i + 1,
+      decodeLoop,
     };
     for await (const c of engine.generate(p, o)) out.push(...c.ids);
     ids.push(out);
@@ -186,6 +195,7 @@ export async function runSpecBench(
     { name: 'self-int2', draft: { self: 'int2' }, drafter: 'draft' },
   ];
   const configs = all.filter((c) => !o.drafters || o.drafters.includes(c.name));
+  const loops = o.loops ?? ['device'];
   const plainEngine = await createEngine(base);
   const warm = o.prompts.slice(0, 1);
   // Plain decoding per mode (acceptance does not matter without drafts): the baseline rows.
@@ -198,6 +208,7 @@ export async function runSpecBench(
     rows.push({
       mode: mode.name,
       drafter: 'none',
+      loop: '-',
       budget: 0,
       tokensPerPass: r.tokensPerPass,
       targetPasses: r.passes,
@@ -216,12 +227,23 @@ export async function runSpecBench(
     for (const mode of o.modes) {
       const ref = plain.get(mode.name)!;
       await timed(engine, warm, 4, mode, c.drafter, 4); // warm-up
-      for (const budget of o.budgets) {
-        const r = await timed(engine, o.prompts, o.maxTokens, mode, c.drafter, budget);
+      for (const [budget, loop] of o.budgets.flatMap((b) =>
+        (c.draft ? loops : ['-' as const]).map((l) => [b, l] as const),
+      )) {
+        const r = await timed(
+          engine,
+          o.prompts,
+          o.maxTokens,
+          mode,
+          c.drafter,
+          budget,
+          loop === '-' ? 'device' : loop,
+        );
         const exact = mode.temperature === 0 || mode.acceptance === 'gumbel';
         const row: SpecRow = {
           mode: mode.name,
           drafter: c.name,
+          loop,
           budget,
           tokensPerPass: r.tokensPerPass,
           targetPasses: r.passes,
@@ -234,7 +256,7 @@ export async function runSpecBench(
           ...r.modelled,
         };
         log(
-          `${mode.name} ${c.name} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x` +
+          `${mode.name} ${c.name}${loop === '-' ? '' : ` (${loop})`} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x` +
             (r.gpu
               ? `, ${r.gpu.readbacksPerStep.toFixed(2)} round trips/step (${r.gpu.readbackBytesPerStep.toFixed(0)} B), ${r.gpu.dispatchesPerToken.toFixed(1)} dispatches/token`
               : '') +

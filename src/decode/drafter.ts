@@ -53,6 +53,13 @@ export interface Drafter {
     shape?: DraftShape,
   ): Promise<DraftProposal>;
   /**
+   * Takes in a prompt before the first speculative step (a draft model runs it through its own
+   * cache, in chunks), so that a step's catch-up is only the tokens after it. `beforeChunk` runs
+   * before each chunk (the engine checks for an abort there). Optional: drafters without a model
+   * have nothing to take in.
+   */
+  prefill?(prompt: readonly number[], sampler: SamplerSpec, beforeChunk?: () => void): Promise<void>;
+  /**
    * One whole speculative step on the device (see DeviceSpeculator): drafts a tree after
    * `context`, verifies it with `target` and commits the accepted path in the target's cache, in
    * one submission with one readback. Resolves to undefined when this drafter and `target` cannot

@@ -3,7 +3,7 @@ import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
 import { GpuRunner } from '../model/gpu-runner.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
-import { DeviceSpeculator } from './device-step.js';
+import { DeviceSpeculator, type DeviceStepOptions } from './device-step.js';
 import type { Drafter, DraftProposal, DraftShape, SpeculativeStep } from './drafter.js';
 import { rankChildren, samplingProbs } from './probs.js';
 
@@ -69,6 +69,12 @@ export class ModelDrafter implements Drafter {
     return { ...drafted, passes: synced.passes + (drafted.passes ?? 0) };
   }
 
+  async prefill(prompt: readonly number[], sampler: SamplerSpec, beforeChunk?: () => void): Promise<void> {
+    const room = this.runner.capacity - prompt.length;
+    if (prompt.length < 1 || room < 1) return;
+    await this.cached.sync(prompt, sampler, this.chunk, beforeChunk);
+  }
+
   /**
    * The whole step on the device when the draft runner and `target` are GPU runners on one device
    * (see DeviceSpeculator): the same tree as {@link ModelDrafter.propose} grows, except that its
@@ -79,6 +85,7 @@ export class ModelDrafter implements Drafter {
     context: readonly number[],
     budget: number,
     sampler: SamplerSpec,
+    o: DeviceStepOptions = {},
   ): Promise<SpeculativeStep | undefined> {
     if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
     if (this.device?.target !== target) {
@@ -88,7 +95,7 @@ export class ModelDrafter implements Drafter {
     const speculator = this.device.speculator;
     const n = Math.min(budget, this.runner.capacity - context.length);
     if (!speculator?.fits(context, n)) return undefined;
-    return speculator.step(this.cached, context, n, sampler);
+    return speculator.step(this.cached, context, n, sampler, o);
   }
 
   get weightBytesPerPass(): number | undefined {

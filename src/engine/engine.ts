@@ -273,6 +273,9 @@ export class Engine implements WeftEngine {
       throw new InvalidInputError(
         'acceptance "rejection" does not run under a constraint (json, jsonSchema, grammar, regex): use "gumbel"',
       );
+    // A model drafter takes in the prompt now, so that each speculative step runs only the tokens
+    // after it (one chain pass in the step's own submission). Its time counts as decoding's.
+    if (drafter?.prefill && limit > 1) await drafter.prefill(prompt, sampler, abortCheck);
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);

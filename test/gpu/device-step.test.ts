@@ -2,7 +2,6 @@
 // the host loop grows (ModelDrafter.propose, the reference), its accepted path is the one
 // `verify` finds, the output equals plain decoding, and a step costs one round trip.
 import { describe, expect, it } from 'vitest';
-import { DeviceSpeculator } from '../../src/decode/device-step.js';
 import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { verify } from '../../src/decode/speculate.js';
 import { createEngine } from '../../src/engine/create.js';
@@ -12,7 +11,6 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import { TREE_RESULT_WORDS } from '../../src/kernels/tree/tree.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
-import { CachedPrefix } from '../../src/model/prefix.js';
 import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
@@ -26,43 +24,39 @@ async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promis
 describe('device speculation step', () => {
   it('grows the host loop’s tree and accepts its path, step after step (greedy and T = 1)', async () => {
     const ctx = await gpu();
-    const { files } = fixtureFiles('qwen3', 'f32', 5);
-    const opened = await openModel(memoryModelFiles('qwen3', files));
-    const place = (quant: 'f32' | 'int4') => createGpuRunner(opened, { quant, capacity: 128, gpu: ctx });
-    // Two identical pairs: the host pair runs ModelDrafter.propose then verify; the device pair
-    // runs DeviceSpeculator.step with every depth encoded (the host loop's bound, n - 1).
-    const [hostTarget, hostDraft, devTarget, devDraft] = await Promise.all([
-      place('f32'),
-      place('int4'),
-      place('f32'),
-      place('int4'),
-    ]);
-    const drafter = new ModelDrafter('host', hostDraft);
-    const speculator = (await DeviceSpeculator.create(devDraft, devTarget))!;
-    const devCache = new CachedPrefix(devDraft);
+    const { files } = fixtureFiles('llama', 'f32', 5);
+    const opened = await openModel(memoryModelFiles('llama', files));
+    const target = await createGpuRunner(opened, { quant: 'f32', capacity: 128, gpu: ctx });
+    const drafter = new ModelDrafter(
+      'self-int4',
+      await createGpuRunner(opened, { quant: 'int4', capacity: 128, gpu: ctx }),
+    );
     const samplers: SamplerSpec[] = [GREEDY, { temperature: 1, topP: 0.9, topK: 0, seed: 7 }];
     let branched = 0;
     let accepted = 0;
     for (const sampler of samplers) {
-      for (const t of [hostTarget, devTarget]) t.trim(0);
+      target.trim(0);
       const prompt = [5, 17, 99, 3, 250, 17, 99, 3];
-      const next = await hostTarget.forward({ tokens: prompt.slice(0, -1) }, sampler, 'last');
-      hostTarget.commit(prompt.slice(0, -1).map((_, i) => i));
-      await devTarget.forward({ tokens: prompt.slice(0, -1) }, sampler, 'last');
-      devTarget.commit(prompt.slice(0, -1).map((_, i) => i));
-      expect(next.length).toBe(1);
+      await target.forward({ tokens: prompt.slice(0, -1) }, sampler, 'last');
+      target.commit(prompt.slice(0, -1).map((_, i) => i));
       let context = [...prompt];
-      for (let step = 0; step < 4; step++) {
-        const n = 10;
+      for (let step = 0; step < 3; step++) {
+        // The host loop (propose, then verify), undone; then the device step from the same state,
+        // with every depth encoded (the host loop's bound, n - 1).
+        const n = 8;
+        const before = target.kvLength;
         const proposal = await drafter.propose(context, n, sampler, 'tree');
-        const host = await verify(hostTarget, context.at(-1)!, proposal, sampler);
-        const dev = await speculator.step(devCache, context, n, sampler, { depths: n - 1 });
+        const host = await verify(target, context.at(-1)!, proposal, sampler);
+        const committed = target.kvLength;
+        target.trim(before);
+        const dev = (await drafter.speculate(target, context, n, sampler, { depths: n - 1 }))!;
         const where = `${sampler.temperature > 0 ? 'T=1' : 'greedy'} step ${step}`;
+        expect(dev, where).toBeDefined();
         expect(dev.draft.tokens, where).toEqual(proposal.tokens);
         expect(dev.draft.parents, where).toEqual(proposal.parents);
         expect(dev.accepted, where).toEqual(host.accepted);
         expect(dev.emitted, where).toEqual(host.emitted);
-        expect(devTarget.kvLength, where).toBe(hostTarget.kvLength);
+        expect(target.kvLength, where).toBe(committed);
         if (proposal.parents.some((p, i) => p !== i - 1)) branched++;
         accepted += host.accepted.length;
         context = [...context, ...host.emitted];
@@ -70,9 +64,8 @@ describe('device speculation step', () => {
     }
     expect(branched).toBeGreaterThan(0);
     expect(accepted).toBeGreaterThan(0);
-    speculator.dispose();
     drafter.dispose();
-    for (const r of [hostTarget, devTarget, devDraft]) r.dispose();
+    target.dispose();
   });
 
   const greedy: GenerateOptions = { maxTokens: 16, treeBudget: 8 };
@@ -93,7 +86,8 @@ describe('device speculation step', () => {
           draft === 'model' ? { model: memoryModelFiles('llama', files), quant: 'int8' } : { self: draft },
         gpu: await gpu(),
       });
-      const prompt = [5, 17, 99, 3, 250, 17, 99, 3];
+      // Longer than one draft pass: the drafter takes the prompt in at prefill, not in a step.
+      const prompt = Array.from({ length: 70 }, (_, i) => [5, 17, 99, 3, 250, 17, 99, 3][i % 8]! + (i % 5));
       for (const o of runs) {
         const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
         expect(await ids(engine, prompt, { ...o, drafter: 'draft' })).toEqual(plain);
