@@ -21,7 +21,16 @@ reportPage(async () => {
   const maxTokens = Number(q.get('tokens') ?? 32);
   const nPrompts = Number(q.get('prompts') ?? 3);
   const quants = QUANTS.filter((x) => list(q, 'quants', QUANTS).includes(x));
-  const drafters = list(q, 'drafters', ['none', 'none-host', 'ngram', 'draft-model', 'self-int4']);
+  const drafters = list(q, 'drafters', [
+    'none',
+    'none-host',
+    'ngram',
+    'draft-model',
+    'self-int4',
+    'ngram-adaptive',
+    'draft-model-adaptive',
+    'self-int4-adaptive',
+  ]);
   const specQuants = QUANTS.filter((x) => list(q, 'specQuants', QUANTS).includes(x));
   const peers = list(q, 'peers', ['wllama', 'transformers.js', 'transformers.js-wasm']);
   const budget = Number(q.get('budget') ?? 8);

@@ -60,6 +60,8 @@ export interface DrafterSetup {
   draft?: CreateEngineOptions['draft'];
   drafter: DrafterKind;
   decodeLoop?: 'device' | 'host';
+  /** `GenerateOptions.speculation`: 'adaptive' rows let the engine drop speculation where it loses. */
+  speculation?: 'always' | 'adaptive';
 }
 
 /** Options of {@link runWeftBench}. */
@@ -98,6 +100,16 @@ export function drafterSetups(draftModel: CreateEngineOptions['model']): Drafter
     { name: 'ngram', drafter: 'ngram' },
     { name: 'draft-model', draft: { model: draftModel, quant: 'f16' }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
+    // The same drafters under adaptive speculation: the engine measures a speculative step and a
+    // plain one per token and takes the cheaper (SpeculationGovernor).
+    { name: 'ngram-adaptive', drafter: 'ngram', speculation: 'adaptive' },
+    {
+      name: 'draft-model-adaptive',
+      draft: { model: draftModel, quant: 'f16' },
+      drafter: 'draft',
+      speculation: 'adaptive',
+    },
+    { name: 'self-int4-adaptive', draft: { self: 'int4' }, drafter: 'draft', speculation: 'adaptive' },
   ];
 }
 
@@ -194,6 +206,7 @@ async function generateIds(
     treeBudget,
     temperature: 0,
     decodeLoop: s.decodeLoop ?? 'device',
+    speculation: s.speculation ?? 'always',
   };
   for await (const c of engine.generate(prompt, o)) ids.push(...c.ids);
   const stats = engine.lastStats;
@@ -216,10 +229,10 @@ export async function runWeftBench(o: WeftBenchOptions): Promise<WeftRow[]> {
     const spec = o.specQuants?.includes(quant) ?? true;
     const setups = chosen.filter((d) => d.drafter === 'none' || spec);
     let plainIds: number[][] | undefined;
-    // Rows that need no draft model share one engine.
+    // Rows that need no draft model share one engine; so do a drafter's always and adaptive rows.
     const groups = new Map<string, DrafterSetup[]>();
     for (const s of setups) {
-      const key = s.draft ? s.name : 'plain';
+      const key = s.draft ? s.name.replace(/-adaptive$/, '') : 'plain';
       groups.set(key, [...(groups.get(key) ?? []), s]);
     }
     for (const group of groups.values()) {

@@ -61,7 +61,8 @@ export function generateOptions(): GenerateOptions {
     topP: Number(topP.value),
     maxTokens: Math.max(1, Math.floor(Number(maxTokens.value) || 1)),
     drafter: kind,
-    ...(kind === 'none' ? {} : { treeBudget: Number(treeBudget.value) }),
+    // Speculation where it pays on this device: the engine measures and drops it where it loses.
+    ...(kind === 'none' ? {} : { treeBudget: Number(treeBudget.value), speculation: 'adaptive' as const }),
     ...json,
   };
 }

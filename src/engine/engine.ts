@@ -1,5 +1,6 @@
 import { constrainDraft } from '../decode/constrained.js';
 import { type Drafter, type DraftProposal, NgramDrafter } from '../decode/drafter.js';
+import { SpeculationGovernor, type StepKind } from '../decode/governor.js';
 import { type VerifyStep, verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
@@ -70,6 +71,8 @@ export class Engine implements WeftEngine {
   private queue: Promise<void> = Promise.resolve();
   /** The tokens in the target's KV cache, reused for the longest shared prompt prefix. */
   private readonly cached: CachedPrefix;
+  /** Adaptive speculation's measurements, per drafter, budget and sampling mode (see governorFor). */
+  private readonly governors = new Map<string, SpeculationGovernor>();
   private closed = false;
   private readonly ngram = new NgramDrafter();
   /** Compiles constrained requests' grammars against the model's vocabulary (made on first use). */
@@ -151,6 +154,20 @@ export class Engine implements WeftEngine {
       throw new AbortError('request aborted before it started');
     }
     return release;
+  }
+
+  /**
+   * The governor of adaptive speculation for a drafter, budget and sampling mode (greedy or not),
+   * kept across requests so that what one request measured serves the next.
+   */
+  private governorFor(drafter: Drafter, budget: number, sampler: SamplerSpec): SpeculationGovernor {
+    const key = `${drafter.name}/${budget}/${sampler.temperature > 0 ? 'sampled' : 'greedy'}`;
+    let g = this.governors.get(key);
+    if (!g) {
+      g = new SpeculationGovernor();
+      this.governors.set(key, g);
+    }
+    return g;
   }
 
   /** The drafter a request asked for; by default the engine's draft model when it has one. */
@@ -279,6 +296,13 @@ export class Engine implements WeftEngine {
     const budget = o.treeBudget ?? 8;
     if (!Number.isInteger(budget) || budget < 1 || budget > 32)
       throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
+    const speculation = o.speculation ?? 'always';
+    if (speculation !== 'always' && speculation !== 'adaptive')
+      throw new InvalidInputError(
+        `speculation must be "always" or "adaptive", got ${JSON.stringify(speculation)}`,
+      );
+    const governor =
+      drafter && speculation === 'adaptive' ? this.governorFor(drafter, budget, sampler) : undefined;
     // Tokens the target chose and nobody has seen yet; all but the last are already in the cache.
     let pending = [prefill.next];
     let tree: DraftTreeView | undefined;
@@ -319,19 +343,31 @@ export class Engine implements WeftEngine {
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
         // A constrained step needs its mask from the CPU before it runs: no run-ahead loop then.
-        if (!drafter && !constraint && runner.decode && loop === 'device') {
+        // Speculate, or take a plain step where the governor found plain decoding faster.
+        const speculator =
+          drafter && room >= 1 && (governor?.next() ?? 'speculate') === 'speculate' ? drafter : undefined;
+        const kind: StepKind = speculator ? 'speculate' : 'plain';
+        const tStep = now();
+        if (kind === 'speculate' && session) {
+          // Leaving the plain loop: its run-ahead step is dropped (its row was never committed).
+          session.close();
+          session = undefined;
+        }
+        if (kind === 'plain') tree = undefined;
+        if (kind === 'plain' && !constraint && runner.decode && loop === 'device') {
           // The session runs `last` (the id it sampled a step ago) and commits its row; it may
           // have queued the step after, which close() drops if `last`'s successor ends the request.
           session ??= runner.decode(last, sampler, limit - generated.length);
           pending = [await session.next()];
           this.cached.push([last]);
-        } else if (!drafter || room < 1) {
+        } else if (kind === 'plain') {
           const masks = await constraint?.mask();
           const out = await runner.forward({ tokens: [last], ...(masks ? { masks } : {}) }, sampler, 'last');
           runner.commit([0]);
           this.cached.push([last]);
           pending = [out[0]!];
-        } else {
+        } else if (speculator) {
+          const drafter = speculator;
           const t1 = now();
           const context = [...this.cached.tokens, last];
           const n = Math.min(budget, room);
@@ -364,6 +400,7 @@ export class Engine implements WeftEngine {
           pending = step.emitted;
           tree = { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted };
         }
+        governor?.record(kind, now() - tStep, pending.length);
         passes++;
         decodePasses++;
         emittedByDecode += pending.length;

@@ -66,6 +66,13 @@ export interface GenerateOptions {
   /** Most draft tokens verified per target pass (4..32, default 8). */
   treeBudget?: number;
   /**
+   * 'always' (the default) speculates at every step a drafter can; 'adaptive' lets the engine
+   * measure, step by step, what a speculative step and a plain one cost per token on this device
+   * and take the cheaper (see SpeculationGovernor), so speculation never makes decoding slower
+   * than plain decoding by more than its measurements cost. The tokens are the same either way.
+   */
+  speculation?: 'always' | 'adaptive';
+  /**
    * Where the decoding loop runs: 'device' (the default) keeps it on the GPU when the runner can.
    * Plain decoding (`ModelRunner.decode`): each step runs the id the step before sampled, queued
    * before that id reaches the CPU. Speculation with a draft model on the same GPU
