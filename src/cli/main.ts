@@ -344,6 +344,8 @@ async function generate(args: GenerateArgs): Promise<void> {
       tokens_per_pass: s.tokens_per_pass,
       draft_ms: s.draft_ms,
       verify_ms: s.verify_ms,
+      device_step_ms: s.device_step_ms,
+      draft_passes: s.draft_passes,
       // GPU only (absent with --device cpu): the device's work per decoded token and per pass.
       dispatches_per_token: s.dispatches_per_token,
       writes_per_token: s.writes_per_token,

@@ -277,6 +277,8 @@ export class Engine implements WeftEngine {
     let emittedByDecode = 0;
     let draftMs = 0;
     let verifyMs = 0;
+    // Speculative steps run whole on the device: drafting and verification are one submission.
+    let deviceStepMs = 0;
     // Forward passes of the drafter's model (a model drafter only).
     let draftPasses: number | undefined;
     // The device's work in decode steps (undefined off the GPU).
@@ -382,7 +384,7 @@ export class Engine implements WeftEngine {
             draftPasses = (draftPasses ?? 0) + device.draftPasses;
             draft = device.draft;
             step = device;
-            verifyMs += now() - t1;
+            deviceStepMs += now() - t1;
           } else {
             const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
             if (proposed.passes !== undefined) draftPasses = (draftPasses ?? 0) + proposed.passes;
@@ -424,6 +426,7 @@ export class Engine implements WeftEngine {
         tokens_per_pass: decodePasses > 0 ? emittedByDecode / decodePasses : 0,
         draft_ms: draftMs,
         verify_ms: verifyMs,
+        device_step_ms: deviceStepMs,
         ...(decodeCounts
           ? deviceFigures(decodeCounts, decodePasses, emittedByDecode, runner.weightBytesPerPass)
           : {}),

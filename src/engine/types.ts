@@ -159,9 +159,14 @@ export interface GenerationStats {
   target_passes: number;
   /** Generated tokens per decode pass of the target (1 without speculation). */
   tokens_per_pass: number;
-  /** Time spent drafting and verifying (speculative decoding only). */
+  /** Time spent drafting and verifying in speculative steps driven from the host. */
   draft_ms: number;
   verify_ms: number;
+  /**
+   * Time of speculative steps run whole on the device (a draft model on the target's GPU), where
+   * drafting and verification are one submission and their shares are not measured apart.
+   */
+  device_step_ms: number;
   // What the GPU was asked to do in the decode steps (drafting, verifying and committing included;
   // prefill not), from the device's counters. Absent off the GPU (the CPU reference runner).
   /** Compute dispatches per token the decode steps produced. */
