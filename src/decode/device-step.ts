@@ -120,39 +120,45 @@ export class DeviceSpeculator {
       0,
       Math.min(o.depths ?? this.depths, n - 1, TREE_MAX_DEPTHS, Math.floor(maxSlots / width)),
     );
-    const enc = ctx.device.createCommandEncoder({ label: 'speculative-step' });
-    draft.encodeChain(enc, fresh, sampler);
-    draftCache.push(fresh);
-    tree.setStep({ L, n, width, maxSlots, tb: target.kvLength, last: context[L - 1]! });
-    const rank = {
-      seed: sampler.seed,
-      temperature: sampler.temperature,
-      topK: sampler.topK,
-      topP: sampler.topP,
-    };
-    let pass = enc.beginComputePass({ label: 'tree-root' });
-    tree.encodeInit(pass, this.picks);
-    ranker.encode(pass, draft.io.logits, this.picks, this.children, 1, width, rank);
-    tree.encodeGrow(pass, this.children, this.picks, draft.io);
-    pass.end();
-    for (let d = 1; d <= depths; d++) {
-      draft.encodeResident(enc, width, sampler, { lastSlot: L + maxSlots - 1, sample: false });
-      pass = enc.beginComputePass({ label: `tree-depth-${d}` });
-      ranker.encode(pass, draft.io.logits, this.picks, this.children, width, width, rank);
+    const bytes = TREE_RESULT_WORDS * 4;
+    // One submission runs the draft and the target kernels with several value sets each.
+    ctx.counter.beginBatch();
+    try {
+      const enc = ctx.device.createCommandEncoder({ label: 'speculative-step' });
+      draft.encodeChain(enc, fresh, sampler);
+      draftCache.push(fresh);
+      tree.setStep({ L, n, width, maxSlots, tb: target.kvLength, last: context[L - 1]! });
+      const rank = {
+        seed: sampler.seed,
+        temperature: sampler.temperature,
+        topK: sampler.topK,
+        topP: sampler.topP,
+      };
+      let pass = enc.beginComputePass({ label: 'tree-root' });
+      tree.encodeInit(pass, this.picks);
+      ranker.encode(pass, draft.io.logits, this.picks, this.children, 1, width, rank);
       tree.encodeGrow(pass, this.children, this.picks, draft.io);
       pass.end();
+      for (let d = 1; d <= depths; d++) {
+        draft.encodeResident(enc, width, sampler, { lastSlot: L + maxSlots - 1, sample: false });
+        pass = enc.beginComputePass({ label: `tree-depth-${d}` });
+        ranker.encode(pass, draft.io.logits, this.picks, this.children, width, width, rank);
+        tree.encodeGrow(pass, this.children, this.picks, draft.io);
+        pass.end();
+      }
+      pass = enc.beginComputePass({ label: 'tree-pick' });
+      tree.encodePick(pass, target.io);
+      pass.end();
+      target.encodeResident(enc, n + 1, sampler);
+      pass = enc.beginComputePass({ label: 'tree-accept' });
+      tree.encodeAccept(pass, target.io.out, target.io.commitSlots);
+      pass.end();
+      target.encodeCommit(enc, n + 1);
+      enc.copyBufferToBuffer(tree.result, 0, this.staging, 0, bytes);
+      ctx.counter.submit([enc.finish()]);
+    } finally {
+      ctx.counter.endBatch();
     }
-    pass = enc.beginComputePass({ label: 'tree-pick' });
-    tree.encodePick(pass, target.io);
-    pass.end();
-    target.encodeResident(enc, n + 1, sampler);
-    pass = enc.beginComputePass({ label: 'tree-accept' });
-    tree.encodeAccept(pass, target.io.out, target.io.commitSlots);
-    pass.end();
-    target.encodeCommit(enc, n + 1);
-    const bytes = TREE_RESULT_WORDS * 4;
-    enc.copyBufferToBuffer(tree.result, 0, this.staging, 0, bytes);
-    ctx.counter.submit([enc.finish()]);
     await mapForRead(ctx, this.staging, 0, bytes);
     const r = readTreeResult(new Uint32Array(this.staging.getMappedRange(0, bytes).slice(0)));
     this.staging.unmap();

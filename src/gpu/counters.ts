@@ -55,8 +55,25 @@ export class GpuCounter implements Readonly<GpuCounts> {
   readbacks = 0;
   readbackBytes = 0;
   submits = 0;
+  /**
+   * The open batch, while a caller encodes one submission in which a kernel instance may run with
+   * several value sets (a speculative step: the draft over 1..5 rows, then over its tree, then the
+   * target): uniform slots then never rewrite a buffer this batch already bound (see UniformSlot).
+   * Undefined otherwise.
+   */
+  batch: number | undefined;
+  private batches = 0;
 
   constructor(private readonly queue: GPUQueue) {}
+
+  /** Opens a batch (see {@link GpuCounter.batch}); close it with {@link GpuCounter.endBatch} after the submit. */
+  beginBatch(): void {
+    this.batch = ++this.batches;
+  }
+
+  endBatch(): void {
+    this.batch = undefined;
+  }
 
   /** A copy of the totals so far. */
   snapshot(): GpuCounts {

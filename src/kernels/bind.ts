@@ -45,23 +45,23 @@ export class BindGroupCache {
   }
 }
 
-/** Distinct value sets a {@link UniformSlot} keeps written at once. */
+/** Most buffers a {@link UniformSlot} keeps: distinct value sets one batch may bind. */
 export const UNIFORM_POOL = 8;
 
 /**
- * The uniform buffers of one kernel instance, each written only when its values change: a slot
- * keeps up to {@link UNIFORM_POOL} buffers with the bytes each last took, and `write` selects the
- * one that already holds the values (no write) or rewrites the least recently selected one. So a
- * decode step that encodes the same shapes as the one before writes nothing, and one submission
- * may encode the instance with up to {@link UNIFORM_POOL} distinct value sets (a speculative step
- * runs a draft model over 1..64 rows, then over a tree, then the target): queue writes land before
- * the command buffer runs, so one buffer rewritten twice before a submit would serve only its last
- * values. `buffer` is the one the last `write` selected: bind it right after writing.
+ * The uniform buffer of one kernel instance, written before each use and only when its values
+ * change: it keeps the bytes it last wrote, so a decode step that encodes the same shapes as the
+ * one before writes nothing. Queue writes land before the next submitted command buffer, so one
+ * buffer rewritten twice before a submit would serve only its last values. A submission normally
+ * encodes an instance with one value set, and the slot rewrites its one buffer in place. Inside a
+ * batch (`GpuCounter.batch`: one submission encoding the instance with several value sets, as a
+ * speculative step does), it never rewrites a buffer the batch already bound: it selects one of up
+ * to {@link UNIFORM_POOL} buffers that holds the values, or one the batch has not bound, written.
+ * `buffer` is the one the last `write` selected: bind it right after writing.
  */
 export class UniformSlot<K extends string> {
-  private readonly pool: { buffer: GPUBuffer; bytes: Uint8Array; used: number }[] = [];
-  private clock = 0;
-  private current: GPUBuffer | undefined;
+  private readonly pool: { buffer: GPUBuffer; bytes: Uint8Array; batch: number | undefined }[] = [];
+  private current: (typeof this.pool)[number] | undefined;
 
   constructor(
     private readonly ctx: GpuContext,
@@ -72,29 +72,29 @@ export class UniformSlot<K extends string> {
   /** The buffer the last {@link UniformSlot.write} selected. */
   get buffer(): GPUBuffer {
     if (!this.current) throw new Error(`uniform ${this.label}: read before its first write`);
-    return this.current;
+    return this.current.buffer;
   }
 
   /** Packs `values` and selects a buffer holding them, writing one only if none does. */
   write(values: Record<K, number>): void {
     const bytes = new Uint8Array(this.layout.pack(values));
-    let entry = this.pool.find((e) => sameBytes(e.bytes, bytes));
+    const batch = this.ctx.counter.batch;
+    let entry: (typeof this.pool)[number] | undefined;
+    if (this.current && sameBytes(this.current.bytes, bytes)) entry = this.current;
+    else if (batch === undefined) entry = this.current;
+    else entry = this.pool.find((e) => sameBytes(e.bytes, bytes)) ?? this.pool.find((e) => e.batch !== batch);
     if (!entry) {
-      if (this.pool.length < UNIFORM_POOL) {
-        entry = {
-          buffer: createBuffer(this.ctx, this.layout.byteLength, this.label, UNIFORM),
-          bytes,
-          used: 0,
-        };
-        this.pool.push(entry);
-      } else {
-        entry = this.pool.reduce((a, b) => (b.used < a.used ? b : a));
-        entry.bytes = bytes;
-      }
+      if (this.pool.length >= UNIFORM_POOL)
+        throw new Error(`uniform ${this.label}: more than ${UNIFORM_POOL} value sets in one batch`);
+      entry = { buffer: createBuffer(this.ctx, this.layout.byteLength, this.label, UNIFORM), bytes, batch };
+      this.pool.push(entry);
+      writeBuffer(this.ctx, entry.buffer, bytes);
+    } else if (!sameBytes(entry.bytes, bytes)) {
+      entry.bytes = bytes;
       writeBuffer(this.ctx, entry.buffer, bytes);
     }
-    entry.used = ++this.clock;
-    this.current = entry.buffer;
+    entry.batch = batch;
+    this.current = entry;
   }
 
   destroy(): void {

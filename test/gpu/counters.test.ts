@@ -207,7 +207,7 @@ describe('GPU work in GenerationStats', () => {
 });
 
 describe('UniformSlot', () => {
-  it('writes only values no pooled buffer holds, rewriting the least recent past the pool', async () => {
+  it('writes only when the packed bytes differ; inside a batch, never rewrites a buffer the batch bound', async () => {
     const ctx = await gpu();
     const layout = defineUniforms('P', { a: 'u32', b: 'f32' });
     const slot = new UniformSlot(ctx, layout, 'test-params');
@@ -216,24 +216,36 @@ describe('UniformSlot', () => {
     slot.write({ a: 1, b: 0.5 });
     slot.write({ a: 1, b: 0.5 }); // identical: skipped
     expect(writes() - w0).toBe(1);
+    const first = slot.buffer;
     slot.write({ a: 2, b: 0.5 });
-    expect(writes() - w0).toBe(2);
-    const second = slot.buffer;
-    slot.write({ a: 1, b: 0.5 }); // still held by the first buffer: selected, not written
+    slot.write({ a: 1, b: 0.5 }); // equal to an older write, not to the last: written
     slot.write({ a: 1, b: Math.fround(0.5) });
-    expect(writes() - w0).toBe(2);
-    expect(slot.buffer).not.toBe(second);
-    // What the selected buffer holds is the last values asked for.
+    expect(writes() - w0).toBe(3);
+    // Outside a batch, one buffer, rewritten in place (one bind group in steady state).
+    expect(slot.buffer).toBe(first);
     const held = await readBuffer(ctx, slot.buffer, 8);
     expect(Array.from(new Uint32Array(held, 0, 1))).toEqual([1]);
     expect(Array.from(new Float32Array(held, 4, 1))).toEqual([0.5]);
-    // Past UNIFORM_POOL distinct value sets, the least recently selected buffer is rewritten.
-    for (let a = 3; a < 3 + UNIFORM_POOL; a++) slot.write({ a, b: 0 });
-    expect(writes() - w0).toBe(2 + UNIFORM_POOL);
-    slot.write({ a: 2, b: 0.5 }); // evicted (least recent): written again
-    expect(writes() - w0).toBe(3 + UNIFORM_POOL);
-    const again = await readBuffer(ctx, slot.buffer, 8);
-    expect(Array.from(new Uint32Array(again, 0, 1))).toEqual([2]);
+    // Inside a batch: each value set keeps its own buffer, so every encode of the batch reads its
+    // own values after the one submit; a set already held is selected, not written.
+    ctx.counter.beginBatch();
+    const bound = new Map<number, GPUBuffer>();
+    for (const a of [1, 2, 3, 2, 1]) {
+      slot.write({ a, b: 0.5 });
+      if (bound.has(a)) expect(slot.buffer).toBe(bound.get(a));
+      bound.set(a, slot.buffer);
+    }
+    ctx.counter.endBatch();
+    expect(new Set(bound.values()).size).toBe(3);
+    expect(writes() - w0).toBe(5); // a = 2 and a = 3: a = 1 was held
+    for (const [a, buffer] of bound)
+      expect(Array.from(new Uint32Array(await readBuffer(ctx, buffer, 4)))).toEqual([a]);
+    // More value sets than UNIFORM_POOL in one batch cannot be served.
+    ctx.counter.beginBatch();
+    expect(() => {
+      for (let a = 10; a < 11 + UNIFORM_POOL; a++) slot.write({ a, b: 0 });
+    }).toThrow(/value sets in one batch/);
+    ctx.counter.endBatch();
     slot.destroy();
   });
 });
