@@ -24,7 +24,10 @@ afterAll(async () => {
 
 const PROMPT = [5, 17, 99, 3, 250, 11, 42];
 
-describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])('weft generate, %s', (family) => {
+// One family through the CLI: the CLI's path does not depend on it. Each family's GPU ids against
+// the reference are test/gpu/forward.test.ts's, and llama's and qwen3's step counters
+// test/gpu/counters.test.ts's; qwen2 (q/k/v bias inside the fused kernel) is the one run here.
+describe.each(['qwen2'] as ModelFamily[])('weft generate, %s', (family) => {
   it('greedy 32 tokens with f32 weights equal the TS reference', async () => {
     const modelDir = join(dir, family);
     await writeFixtureDir(modelDir, family, 'f32', 3);

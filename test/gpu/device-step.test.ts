@@ -71,9 +71,8 @@ describe('device speculation step', () => {
   const greedy: GenerateOptions = { maxTokens: 16, treeBudget: 8 };
   const sampled: GenerateOptions = { maxTokens: 12, treeBudget: 6, temperature: 1, seed: 3 };
   const cases = [
-    ['int4', [greedy, sampled]],
-    ['int2', [sampled]],
-    ['model', [greedy]],
+    ['int2', [greedy, sampled]],
+    ['model', [greedy, sampled]],
   ] as const;
   for (const [draft, runs] of cases)
     it(`through the engine (draft ${draft}): ids equal plain decoding; one round trip of ${TREE_RESULT_WORDS * 4} B per step`, async () => {

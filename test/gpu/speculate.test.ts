@@ -4,6 +4,7 @@ import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
+import { TREE_RESULT_WORDS } from '../../src/kernels/tree/tree.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
@@ -11,6 +12,14 @@ async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promis
   const out: number[] = [];
   for await (const c of engine.generate(prompt, o)) out.push(...c.ids);
   return out;
+}
+
+/** Every speculative step of the last request ran whole on the device: one readback of the result. */
+function oneTripPerStep(engine: Engine): void {
+  const d = engine.lastStats!.decode_counts!;
+  expect(d.passes).toBeGreaterThan(0);
+  expect(d.readbacks).toBe(d.passes);
+  expect(d.readback_bytes).toBe(d.passes * TREE_RESULT_WORDS * 4);
 }
 
 describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])(
@@ -31,6 +40,7 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])(
         expect(await ids(engine, prompt, { maxTokens: 16, drafter: 'draft', treeBudget: budget })).toEqual(
           greedy,
         );
+        oneTripPerStep(engine);
         expect(await ids(engine, prompt, { maxTokens: 16, drafter: 'ngram', treeBudget: budget })).toEqual(
           greedy,
         );
@@ -39,6 +49,7 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])(
         const o: GenerateOptions = { maxTokens: 12, temperature: 1, seed };
         const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
         expect(await ids(engine, prompt, { ...o, drafter: 'draft', treeBudget: 6 })).toEqual(plain);
+        oneTripPerStep(engine);
       }
       // Best-first trees from the draft model (logits read back from the GPU) stay exact.
       let branched = 0;
