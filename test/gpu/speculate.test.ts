@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { ModelDrafter } from '../../src/decode/model-drafter.js';
+import { verify } from '../../src/decode/speculate.js';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { TREE_RESULT_WORDS } from '../../src/kernels/tree/tree.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { openModel } from '../../src/model/load.js';
+import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
@@ -77,3 +82,91 @@ describe.each(['llama', 'qwen2', 'qwen3'] as ModelFamily[])(
     });
   },
 );
+
+// Speculation with the whole step on the device (DeviceSpeculator), in this file so that it shares
+// the llama pipelines compiled above: the tree it grows is the one the host loop grows
+// (ModelDrafter.propose, the reference), its accepted path is the one `verify` finds, the output
+// equals plain decoding, and a step costs one round trip.
+describe('device speculation step', () => {
+  it('grows the host loop’s tree and accepts its path, step after step (greedy and T = 1)', async () => {
+    const ctx = await gpu();
+    const { files } = fixtureFiles('llama', 'f32', 5);
+    const opened = await openModel(memoryModelFiles('llama', files));
+    const target = await createGpuRunner(opened, { quant: 'f32', capacity: 128, gpu: ctx });
+    const drafter = new ModelDrafter(
+      'self-int4',
+      await createGpuRunner(opened, { quant: 'int4', capacity: 128, gpu: ctx }),
+    );
+    const samplers: SamplerSpec[] = [GREEDY, { temperature: 1, topP: 0.9, topK: 0, seed: 7 }];
+    let branched = 0;
+    let accepted = 0;
+    for (const sampler of samplers) {
+      target.trim(0);
+      const prompt = [5, 17, 99, 3, 250, 17, 99, 3];
+      await target.forward({ tokens: prompt.slice(0, -1) }, sampler, 'last');
+      target.commit(prompt.slice(0, -1).map((_, i) => i));
+      let context = [...prompt];
+      for (let step = 0; step < 3; step++) {
+        // The host loop (propose, then verify), undone; then the device step from the same state,
+        // with every depth encoded (the host loop's bound, n - 1).
+        const n = 8;
+        const before = target.kvLength;
+        const proposal = await drafter.propose(context, n, sampler, 'tree');
+        const host = await verify(target, context.at(-1)!, proposal, sampler);
+        const committed = target.kvLength;
+        target.trim(before);
+        const dev = (await drafter.speculate(target, context, n, sampler, { depths: n - 1 }))!;
+        const where = `${sampler.temperature > 0 ? 'T=1' : 'greedy'} step ${step}`;
+        expect(dev, where).toBeDefined();
+        expect(dev.draft.tokens, where).toEqual(proposal.tokens);
+        expect(dev.draft.parents, where).toEqual(proposal.parents);
+        expect(dev.accepted, where).toEqual(host.accepted);
+        expect(dev.emitted, where).toEqual(host.emitted);
+        expect(target.kvLength, where).toBe(committed);
+        if (proposal.parents.some((p, i) => p !== i - 1)) branched++;
+        accepted += host.accepted.length;
+        context = [...context, ...host.emitted];
+      }
+    }
+    expect(branched).toBeGreaterThan(0);
+    expect(accepted).toBeGreaterThan(0);
+    drafter.dispose();
+    target.dispose();
+  });
+
+  const greedy: GenerateOptions = { maxTokens: 16, treeBudget: 8 };
+  const sampled: GenerateOptions = { maxTokens: 12, treeBudget: 6, temperature: 1, seed: 3 };
+  const cases = [
+    ['int2', [greedy, sampled]],
+    ['model', [greedy, sampled]],
+  ] as const;
+  for (const [draft, runs] of cases)
+    it(`through the engine (draft ${draft}): ids equal plain decoding; one round trip of ${TREE_RESULT_WORDS * 4} B per step`, async () => {
+      const { files } = fixtureFiles('llama', 'f32', 5);
+      const engine = await createEngine({
+        model: memoryModelFiles('llama', files),
+        quant: 'f32',
+        contextLength: 128,
+        draft:
+          draft === 'model' ? { model: memoryModelFiles('llama', files), quant: 'int8' } : { self: draft },
+        gpu: await gpu(),
+      });
+      // Longer than one draft pass: the drafter takes the prompt in at prefill, not in a step.
+      const prompt = Array.from({ length: 70 }, (_, i) => [5, 17, 99, 3, 250, 17, 99, 3][i % 8]! + (i % 5));
+      for (const o of runs) {
+        const plain = await ids(engine, prompt, { ...o, drafter: 'none' });
+        expect(await ids(engine, prompt, { ...o, drafter: 'draft' })).toEqual(plain);
+        const s = engine.lastStats!;
+        const d = s.decode_counts!;
+        // Every step: one submission's readback of the result words, nothing else.
+        expect(d.passes).toBeGreaterThan(0);
+        expect(d.readbacks).toBe(d.passes);
+        expect(d.readback_bytes).toBe(d.passes * TREE_RESULT_WORDS * 4);
+        console.log(
+          `[device-step] llama draft ${draft} ${o.temperature ? 'T=1' : 'greedy'}: ${s.tokens_per_pass.toFixed(2)} tokens/pass, ` +
+            `${s.readbacks_per_pass} readbacks/step, ${s.readback_bytes_per_pass} B/step, ${s.draft_passes} draft passes`,
+        );
+      }
+      await engine.unload();
+    });
+});
