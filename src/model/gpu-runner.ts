@@ -11,6 +11,7 @@ import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
+import type { PassBuffers } from '../kernels/tree/tree.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
 import {
@@ -85,13 +86,8 @@ interface Activations {
   stepStaging1: GPUBuffer; // [1] u32, MAP_READ
 }
 
-/** The buffers of {@link GpuRunner.io}. */
-export interface RunnerIo {
-  ids: GPUBuffer; // [T] u32
-  positions: GPUBuffer; // [T] u32
-  slots: GPUBuffer; // [T] u32
-  vis: GPUBuffer; // [T, 2] u32
-  samplePositions: GPUBuffer; // [T] u32
+/** The buffers of {@link GpuRunner.io}: the pass inputs a tree kernel writes, and what it reads. */
+export interface RunnerIo extends PassBuffers {
   logits: GPUBuffer; // [T, V] f32
   out: GPUBuffer; // [T] u32 sampled ids
   commitSlots: GPUBuffer; // [T] u32
