@@ -1,0 +1,38 @@
+// rows_compact: after tree verification, moves the accepted path's rows of a row store to
+// consecutive slots prefixLen, prefixLen + 1, ..., as kv_compact does for one layer's K and V.
+//
+// Store layout: store [capacity, row], moved as raw 32-bit words (f32 rows keep their exact bits).
+// Bindings (group 0): 0 uniform Params { count, row, prefixLen, capacity };
+//   1 slots: array<u32> [count] (source slot of path entry a, strictly increasing, ≥ prefixLen);
+//   2 store (read-write).
+// Threads: one invocation per column e < row; it moves that column of every path entry in order
+//   a = 0, 1, ... Overlap is safe: with strictly increasing sources ≥ prefixLen, src[a] ≥
+//   prefixLen + a, so entry a writes slot prefixLen + a < src[b] for every later b: no source is
+//   overwritten before it is read, and invocations never share a column.
+// Entries with src[a] ≥ capacity are skipped: a path a kernel chose on the GPU pads its slots with
+//   0xffffffff up to the count the CPU encoded.
+// Preconditions: as above for the entries below capacity (checked on CPU by checkRowCompaction
+//   when the CPU chose the path).
+
+{{PARAMS}}
+
+const WG: u32 = {{WG}}u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> slots: array<u32>;
+@group(0) @binding(2) var<storage, read_write> store: array<u32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let e = gid.y * nwg.x * WG + gid.x;
+  if (e >= p.row) {
+    return;
+  }
+  for (var a = 0u; a < p.count; a++) {
+    let src = slots[a];
+    let dst = p.prefixLen + a;
+    if (src != dst && src < p.capacity) {
+      store[dst * p.row + e] = store[src * p.row + e];
+    }
+  }
+}
