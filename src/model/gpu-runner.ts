@@ -8,6 +8,7 @@ import { visWords } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { RowCompact, RowScatter } from '../kernels/kv/rows.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
@@ -23,7 +24,13 @@ import {
   placeWeights,
 } from './gpu-weights.js';
 import type { OpenedModel } from './load.js';
-import type { DecodeSession, ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import {
+  checkFeatureRange,
+  type DecodeSession,
+  type ForwardInput,
+  type ModelRunner,
+  type SamplerSpec,
+} from './runner.js';
 import { draftTree } from './tree.js';
 
 /** Options of {@link createGpuRunner}. */
@@ -48,6 +55,12 @@ export interface GpuRunnerOptions {
    * the bytes attention reads. Default `'f32'`.
    */
   kvFormat?: KvFormat;
+  /**
+   * Keep the features (the residual stream after the last block) of every cache slot beside the
+   * KV cache, committed with it, for a draft head ({@link GpuRunner.features}). Costs one scatter
+   * per pass and one compaction per tree commit. Default false.
+   */
+  features?: boolean;
 }
 
 /** Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once. */
@@ -190,6 +203,8 @@ export class GpuRunner implements ModelRunner {
     private readonly k: Kernels,
     private readonly cache: KvLayerBuffers[], // per layer, K and V: [capacity, kvHeads, headDim]
     private readonly a: Activations,
+    /** The features of every cache slot, when kept (see {@link GpuRunnerOptions.features}). */
+    private readonly feats?: FeatureStore,
   ) {
     this.sizes = deriveSizes(spec);
     const linears = w.layers.flatMap(layerMatrices);
@@ -485,6 +500,8 @@ export class GpuRunner implements ModelRunner {
       lk.steerOut?.encode(pass, a.x, T); // steering: the block's output
     }
     section('head');
+    // A draft head's features: the stream after the last block, at the rows' cache slots.
+    this.feats?.scatter.encode(pass, a.x, a.slots, this.feats.store, T);
     k.norm.encode(pass, a.x, w.norm, a.h, T);
     let head = a.h;
     if (R < T) {
@@ -595,6 +612,7 @@ export class GpuRunner implements ModelRunner {
   encodeCommit(enc: GPUCommandEncoder, count: number): void {
     const pass = enc.beginComputePass({ label: 'commit' });
     this.k.compact.encode(pass, this.cache, this.a.commitSlots, count, this.committed);
+    this.feats?.compact.encode(pass, this.feats.store, this.a.commitSlots, count, this.committed);
     pass.end();
   }
 
@@ -709,11 +727,41 @@ export class GpuRunner implements ModelRunner {
       const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
       const pass = enc.beginComputePass({ label: 'commit' });
       this.k.compact.encode(pass, this.cache, this.a.commitSlots, path.length, this.committed);
+      this.feats?.compact.encode(pass, this.feats.store, this.a.commitSlots, path.length, this.committed);
       pass.end();
       this.ctx.counter.submit([enc.finish()]);
     }
     this.committed += path.length;
     this.lastTokens = 0;
+  }
+
+  /**
+   * Committed features [to - from, H] (see {@link ModelRunner.features}), copied back in one
+   * readback. Present only when the runner was created with `features: true`.
+   */
+  async features(from: number, to: number): Promise<Float32Array> {
+    const f = this.feats;
+    if (!f) throw new InvalidInputError('features: this runner was created without features: true');
+    this.assertNoSession('features');
+    checkFeatureRange(from, to, this.committed);
+    const rowBytes = this.spec.hidden * 4;
+    const bytes = (to - from) * rowBytes;
+    if (bytes === 0) return new Float32Array(0);
+    if (!f.staging || f.staging.size < bytes) {
+      f.staging?.destroy();
+      f.staging = this.ctx.device.createBuffer({
+        label: 'features-readback',
+        size: Math.max(bytes, 64 * rowBytes),
+        usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+      });
+    }
+    const enc = this.ctx.device.createCommandEncoder({ label: 'features-readback' });
+    enc.copyBufferToBuffer(f.store, from * rowBytes, f.staging, 0, bytes);
+    this.ctx.counter.submit([enc.finish()]);
+    await mapForRead(this.ctx, f.staging, 0, bytes);
+    const out = new Float32Array(f.staging.getMappedRange(0, bytes).slice(0));
+    f.staging.unmap();
+    return out;
   }
 
   trim(length: number): void {
@@ -729,6 +777,11 @@ export class GpuRunner implements ModelRunner {
     this.logitsStaging?.destroy();
     if (this.children) for (const d of Object.values(this.children)) d.destroy();
     for (const c of this.cache) for (const b of [c.k, c.v]) b.destroy();
+    if (this.feats) {
+      for (const b of [this.feats.store, this.feats.staging]) b?.destroy();
+      this.feats.scatter.destroy();
+      this.feats.compact.destroy();
+    }
     destroyKernels(this.k);
     destroyWeights(this.w);
     if (this.ownsContext) this.ctx.destroy();
@@ -780,7 +833,28 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
     spec,
     packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate)),
   );
-  return new GpuRunner(spec, o.capacity, ctx, o.ownsContext ?? !o.gpu, weights, kernels, cache, acts);
+  let feats: FeatureStore | undefined;
+  if (o.features) {
+    await Promise.all([RowScatter.prepare(ctx), RowCompact.prepare(ctx)]);
+    const shape = { capacity: o.capacity, row: spec.hidden };
+    const binds = new BindGroupCache(ctx.device);
+    feats = {
+      store: createBuffer(ctx, o.capacity * spec.hidden * 4, 'features', STORAGE),
+      scatter: new RowScatter(ctx, binds, shape),
+      compact: new RowCompact(ctx, binds, shape),
+      staging: undefined,
+    };
+  }
+  return new GpuRunner(spec, o.capacity, ctx, o.ownsContext ?? !o.gpu, weights, kernels, cache, acts, feats);
+}
+
+/** A draft head's features beside the KV cache: [capacity, H] f32, written and committed with it. */
+interface FeatureStore {
+  store: GPUBuffer;
+  scatter: RowScatter;
+  compact: RowCompact;
+  /** MAP_READ copy for {@link GpuRunner.features}, made on first use. */
+  staging: GPUBuffer | undefined;
 }
 
 /** {@link GpuRunner.lastChildren}'s kernel and buffers. */

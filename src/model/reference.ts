@@ -6,7 +6,7 @@ import type { KvFormat } from '../kernels/kv/kv.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, childrenRef, packChildren } from '../kernels/sample/topk.js';
-import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import { checkFeatureRange, type ForwardInput, type ModelRunner, type SamplerSpec } from './runner.js';
 import { draftTree, pathTo } from './tree.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
 
@@ -153,6 +153,12 @@ export class ReferenceRunner implements ModelRunner {
   private lastTokens = 0;
   /** Logits [R, vocab] of the rows the last forward scored. */
   private scored: Float32Array = new Float32Array(0);
+  /**
+   * [capacity, H] the residual stream after the last block (before the final norm) of the token at
+   * each cache slot, kept and committed as its K/V rows are: the features a draft head reads
+   * (see {@link ModelRunner.features}).
+   */
+  private readonly featureRows: Float32Array;
 
   constructor(
     readonly spec: ModelSpec,
@@ -165,6 +171,7 @@ export class ReferenceRunner implements ModelRunner {
     this.kvFormat = options.kvFormat ?? 'f32';
     this.capacity = options.capacity ?? spec.maxPositions;
     this.cache = new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, this.capacity);
+    this.featureRows = new Float32Array(this.capacity * spec.hidden);
   }
 
   get kvLength(): number {
@@ -258,6 +265,7 @@ export class ReferenceRunner implements ModelRunner {
       this.residualHook?.output?.(l, x); // steering / measurement: the block's output
     });
 
+    for (let t = 0; t < T; t++) this.featureRows.set(x.subarray(t * H, (t + 1) * H), cacheSlots[t]! * H);
     rmsNorm(x, H, weights.norm, spec.rmsEps, h);
     const logits = new Float32Array(T * spec.vocabSize); // [T, V]
     linear(h, H, weights.lmHead, spec.vocabSize, undefined, logits);
@@ -340,7 +348,19 @@ export class ReferenceRunner implements ModelRunner {
     }
     const start = this.cache.length;
     this.cache.commitPath(path.map((i) => start + i));
+    const H = this.spec.hidden;
+    const rows = path.map((i) => this.featureRows.slice((start + i) * H, (start + i + 1) * H));
+    rows.forEach((row, d) => {
+      this.featureRows.set(row, (start + d) * H);
+    });
     this.lastTokens = 0;
+  }
+
+  /** Committed features [to - from, H] (see {@link ModelRunner.features}). */
+  async features(from: number, to: number): Promise<Float32Array> {
+    checkFeatureRange(from, to, this.kvLength);
+    const H = this.spec.hidden;
+    return this.featureRows.slice(from * H, to * H);
   }
 
   trim(length: number): void {
@@ -430,7 +450,13 @@ function checkSpec(spec: ModelSpec): void {
  * RMSNorm over rows of `width`: `y = x / sqrt(mean(x^2) + eps) * w`, the mean in f64, the normed
  * value rounded to f32 before the weight multiply as Hugging Face does. `out` may alias `x`.
  */
-function rmsNorm(x: Float32Array, width: number, w: Float32Array, eps: number, out: Float32Array): void {
+export function rmsNorm(
+  x: Float32Array,
+  width: number,
+  w: Float32Array,
+  eps: number,
+  out: Float32Array,
+): void {
   for (let r = 0; r < x.length / width; r++) {
     const base = r * width;
     let sum = 0;
@@ -446,7 +472,7 @@ function rmsNorm(x: Float32Array, width: number, w: Float32Array, eps: number, o
  * tokens x 2 outputs so that each value loaded feeds 2 or 4 of the 8 sums, which run side by side;
  * every sum keeps its order, so the result is the same as one dot product at a time, about 3x faster.
  */
-function linear(
+export function linear(
   x: Float32Array,
   inDim: number,
   W: Float32Array,
@@ -509,7 +535,7 @@ function linear(
 }
 
 /** `x += y`, elementwise in f32. */
-function addInto(x: Float32Array, y: Float32Array): void {
+export function addInto(x: Float32Array, y: Float32Array): void {
   for (let i = 0; i < x.length; i++) x[i] = x[i]! + y[i]!;
 }
 
@@ -518,7 +544,7 @@ function addInto(x: Float32Array, y: Float32Array): void {
  * i + headDim/2 (Hugging Face's rotate_half); `'interleaved'` pairs 2i with 2i + 1. Pair i turns by
  * angle `position * invFreq[i]`, with the angle, cos and sin rounded to f32 as in PyTorch.
  */
-function rope(
+export function rope(
   x: Float32Array,
   heads: number,
   headDim: number,
@@ -551,7 +577,7 @@ function rope(
  * `floor(h / groupSize)` (GQA). Scores, softmax and the weighted sum are in f64; the result
  * [heads, headDim] is written to `out` at `outBase`.
  */
-function attend(
+export function attend(
   spec: ModelSpec,
   q: Float32Array,
   keys: Float32Array,

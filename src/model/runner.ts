@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { GpuCounts } from '../gpu/counters.js';
 import type { Children } from '../kernels/sample/topk.js';
@@ -111,6 +112,12 @@ export interface ModelRunner {
    * next committed rows, and drops the rest. A chain forward commits all rows with `path` = 0..T-1.
    */
   commit(path: readonly number[]): void;
+  /**
+   * The features of committed positions [from, to): the residual stream after the last block,
+   * before the final norm, [to - from, hidden] as f32. What a draft head reads (see
+   * model/head.ts). Optional: the GPU runner keeps them only when created with `features: true`.
+   */
+  features?(from: number, to: number): Promise<Float32Array>;
   /** Drops committed rows from `length` on (for reuse of a shared prompt prefix). */
   trim(length: number): void;
   /**
@@ -122,4 +129,12 @@ export interface ModelRunner {
   /** Bytes of weights one forward pass reads for one token, as packed. Absent off the GPU. */
   readonly weightBytesPerPass?: number;
   dispose(): void;
+}
+
+/** Throws unless [from, to) is a range of committed positions (for {@link ModelRunner.features}). */
+export function checkFeatureRange(from: number, to: number, committed: number): void {
+  if (!Number.isInteger(from) || !Number.isInteger(to) || from < 0 || to < from || to > committed)
+    throw new InvalidInputError(
+      `features: [${from}, ${to}) is not a range of the ${committed} committed positions`,
+    );
 }
