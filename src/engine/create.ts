@@ -7,6 +7,7 @@ import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
+import { type DraftHead, HeadRunner, isDraftHead, openDraftHead } from '../model/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
@@ -95,9 +96,11 @@ export interface CreateEngineOptions {
   hubBase?: string;
   /**
    * A drafter for speculative decoding: a separate small model that shares the tokenizer, or the
-   * target's own weights at low precision (`{ self: 'int4' }`). N-gram drafting needs no model.
+   * target's own weights at low precision (`{ self: 'int4' }`), or a draft head trained on the
+   * target's hidden states (`{ head: ref }`, a folder whose config.json has `model_type`
+   * "weft_draft_head"; a `{ model }` that is a head is recognised too). N-gram drafting needs no model.
    */
-  draft?: { model: ModelRef; quant?: Quant } | { self: 'int4' | 'int2' };
+  draft?: { model: ModelRef; quant?: Quant } | { self: 'int4' | 'int2' } | { head: ModelRef };
   /**
    * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
    * the same text as plain sampling with the seed) or 'rejection' (the classic min(1, p/q) rule on
@@ -186,6 +189,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     q: Quant,
     owner: boolean,
     steerPlan?: SteerPlan,
+    features = false,
   ): Promise<ModelRunner> => {
     const total = model.weights.tensors.size;
     const unrotated = q === 'w8a8' ? unrotatedLinears(model.spec, rotate) : undefined;
@@ -210,13 +214,16 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       rotate,
       kvFormat,
       ...(steerPlan ? { steer: steerPlan } : {}),
+      ...(features ? { features } : {}),
     });
   };
+  const draftQuant = (options.draft && 'model' in options.draft && options.draft.quant) || quant;
   // The draft model is opened (headers only) before anything is placed, so that a wrong pairing or
   // a pair that does not fit the device is refused before the upload.
   const draft = options.draft;
-  const draftModel =
-    draft && !('self' in draft) ? await openDraftModel(draft.model, opened, resolve) : undefined;
+  const other = draft && !('self' in draft) ? await openDraft(draft, opened, resolve) : undefined;
+  const draftModel = other && 'opened' in other ? other : undefined;
+  const head = other && 'head' in other ? other.head : undefined;
   try {
     if (gpu) {
       const limits = {
@@ -224,15 +231,16 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
         maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
         deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
       };
-      const companion = draft
-        ? 'self' in draft
-          ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
-          : {
-              what: `draft model ${draftModel!.files.name} at ${draft.quant ?? quant}`,
-              spec: draftModel!.opened.spec,
-              format: formatOf(draft.quant ?? quant),
-            }
-        : undefined;
+      const companion =
+        draft && !head
+          ? 'self' in draft
+            ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
+            : {
+                what: `draft model ${draftModel!.files.name} at ${draftQuant}`,
+                spec: draftModel!.opened.spec,
+                format: formatOf(draftQuant),
+              }
+          : undefined;
       const kv = { context, kvFormat };
       checkDeviceFit(
         spec,
@@ -250,16 +258,15 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     await draftModel?.files.close?.();
     throw err;
   }
-  const runner = await place(opened, quant, true, plan);
+  const runner = await place(opened, quant, true, plan, head !== undefined);
   let drafter: Drafter | undefined;
   if (draft && 'self' in draft) {
     drafter = new ModelDrafter(`self-${draft.self}`, await place(opened, draft.self, false));
-  } else if (draft && draftModel) {
-    drafter = new ModelDrafter(
-      draftModel.files.name,
-      await place(draftModel.opened, draft.quant ?? quant, false),
-    );
+  } else if (draftModel) {
+    drafter = new ModelDrafter(draftModel.files.name, await place(draftModel.opened, draftQuant, false));
     await draftModel.files.close?.();
+  } else if (head) {
+    drafter = new ModelDrafter(`head ${head.name}`, new HeadRunner(head, runner, context));
   }
   // Every tensor is on the device now: release file handles.
   await files.close?.();
@@ -274,16 +281,22 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
 }
 
 /**
- * Opens a draft model (its headers and tokenizer) and checks that it shares the target's
- * tokenizer: the same vocabulary size and the same token at every id.
+ * Opens what a `{ model }` or `{ head }` draft names: a draft head (read whole: it is small, with
+ * the target tensors it reads), or a draft model (its headers and tokenizer), checked to share the
+ * target's tokenizer: the same vocabulary size and the same token at every id.
  */
-async function openDraftModel(
-  source: ModelRef,
+async function openDraft(
+  draft: { model: ModelRef } | { head: ModelRef },
   target: OpenedModel,
   resolve: Parameters<typeof resolveModel>[1],
-): Promise<{ files: ModelFiles; opened: OpenedModel }> {
-  const files = await openModelSource(resolveModel(source, resolve));
+): Promise<{ files: ModelFiles; opened: OpenedModel } | { head: DraftHead }> {
+  const files = await openModelSource(resolveModel('head' in draft ? draft.head : draft.model, resolve));
   try {
+    if ('head' in draft || (await isDraftHead(files))) {
+      const head = await openDraftHead(files, target);
+      await files.close?.();
+      return { head };
+    }
     const opened = await openModel(files);
     const { vocabSize } = target.spec;
     if (opened.spec.vocabSize !== vocabSize)
