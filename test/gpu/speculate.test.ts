@@ -9,8 +9,10 @@ import type { ModelFamily } from '../../src/formats/spec.js';
 import { TREE_RESULT_WORDS } from '../../src/kernels/tree/tree.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import { mapWeights } from '../../src/model/weights.js';
+import { fixtureFiles, headFixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
 async function ids(engine: Engine, prompt: number[], o: GenerateOptions): Promise<number[]> {
@@ -169,4 +171,57 @@ describe('device speculation step', () => {
       }
       await engine.unload();
     });
+});
+
+// A draft head reads the target's features: the GPU runner keeps them per cache slot (a scatter in
+// each pass, compacted with the KV rows), and they match the reference forward's.
+describe('draft head over a GPU target', () => {
+  it('the GPU runner keeps the reference features through a prefill and a tree commit; the head is lossless', async () => {
+    const ctx = await gpu();
+    const { files, tensors } = fixtureFiles('llama', 'f32', 5);
+    const opened = await openModel(memoryModelFiles('llama', files));
+    const target = await createGpuRunner(opened, { quant: 'f32', capacity: 128, gpu: ctx, features: true });
+    const ref = new ReferenceRunner(
+      opened.spec,
+      mapWeights(Object.fromEntries(tensors.map((t) => [t.name, { shape: t.shape, data: t.data }]))),
+      { capacity: 128 },
+    );
+    const prompt = [5, 17, 99, 3, 250, 17, 99];
+    const tree = { tokens: [7, 8, 9, 10, 11], parents: [-1, 0, 1, -1, 3] };
+    for (const r of [target, ref]) {
+      await r.forward({ tokens: prompt }, GREEDY, 'last');
+      r.commit(prompt.map((_, i) => i));
+      await r.forward(tree, GREEDY, 'all');
+      r.commit([3, 4]); // the second branch: rows move in the cache
+    }
+    const got = await target.features(0, target.kvLength);
+    const want = await ref.features(0, ref.kvLength);
+    expect(got.length).toBe(9 * opened.spec.hidden);
+    let worst = 0;
+    want.forEach((w, i) => {
+      worst = Math.max(worst, Math.abs(got[i]! - w) / (1 + Math.abs(w)));
+    });
+    expect(worst).toBeLessThan(1e-4);
+    await expect(target.features(0, 10)).rejects.toThrow(
+      'features: [0, 10) is not a range of the 9 committed positions',
+    );
+    target.dispose();
+
+    const engine = await createEngine({
+      model: memoryModelFiles('llama', files),
+      quant: 'f32',
+      contextLength: 128,
+      draft: { head: memoryModelFiles('head', headFixtureFiles('llama', 3)) },
+      gpu: ctx,
+    });
+    const long = Array.from({ length: 40 }, (_, i) => [5, 17, 99, 3, 250, 17, 99, 3][i % 8]! + (i % 5));
+    for (const o of [
+      { maxTokens: 16, treeBudget: 8 },
+      { maxTokens: 12, treeBudget: 6, temperature: 1, seed: 3 },
+    ] as GenerateOptions[]) {
+      const plain = await ids(engine, long, { ...o, drafter: 'none' });
+      expect(await ids(engine, long, { ...o, drafter: 'draft' })).toEqual(plain);
+    }
+    await engine.unload();
+  });
 });
