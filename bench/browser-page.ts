@@ -30,6 +30,8 @@ reportPage(async () => {
     'ngram-adaptive',
     'draft-model-adaptive',
     'self-int4-adaptive',
+    'head',
+    'head-adaptive',
   ]);
   const specQuants = QUANTS.filter((x) => list(q, 'specQuants', QUANTS).includes(x));
   const peers = list(q, 'peers', ['wllama', 'transformers.js', 'transformers.js-wasm']);
@@ -53,6 +55,7 @@ reportPage(async () => {
     load: (o) => createEngine({ ...o, gpu: ctx }),
     target,
     draft: '/models/kjv-draft/',
+    head: '/models/kjv-head/',
     prompts,
     warmup,
     maxTokens,

@@ -40,7 +40,7 @@ export interface WeftRow extends SpeedFigures {
   /** The weights weft loaded: the model's safetensors, or one of the peer's GGUF files. */
   source: string;
   quant: Quant;
-  /** none, none-host (plain, the loop on the CPU), ngram, draft-model (models/kjv-draft) or self-int4. */
+  /** none, none-host (plain, the loop on the CPU), ngram, draft-model (models/kjv-draft), self-int4 or head (models/kjv-head), some -adaptive. */
   drafter: string;
   /** Generated ids per prompt, last run. */
   ids: number[][];
@@ -74,6 +74,8 @@ export interface WeftBenchOptions {
   source?: string;
   /** The draft model for the draft-model row. */
   draft: CreateEngineOptions['model'];
+  /** The draft head for the head rows (absent: no head rows). */
+  head?: CreateEngineOptions['model'];
   /** Prompts as token ids (already tokenized, BOS included), identical for every runtime. */
   prompts: number[][];
   /** A prompt used only for the warm-up request. */
@@ -91,7 +93,10 @@ export interface WeftBenchOptions {
 }
 
 /** The drafter rows weft can run, by name. */
-export function drafterSetups(draftModel: CreateEngineOptions['model']): DrafterSetup[] {
+export function drafterSetups(
+  draftModel: CreateEngineOptions['model'],
+  head?: CreateEngineOptions['model'],
+): DrafterSetup[] {
   return [
     { name: 'none', drafter: 'none' },
     // Plain decoding with one forward and one readback per token, driven by the CPU: the loop the
@@ -110,6 +115,18 @@ export function drafterSetups(draftModel: CreateEngineOptions['model']): Drafter
       speculation: 'adaptive',
     },
     { name: 'self-int4-adaptive', draft: { self: 'int4' }, drafter: 'draft', speculation: 'adaptive' },
+    // The target's trained draft head (models/kjv-head), alone and under adaptive speculation.
+    ...(head
+      ? [
+          { name: 'head', draft: { head }, drafter: 'draft' as const },
+          {
+            name: 'head-adaptive',
+            draft: { head },
+            drafter: 'draft' as const,
+            speculation: 'adaptive' as const,
+          },
+        ]
+      : []),
   ];
 }
 
@@ -223,7 +240,7 @@ function gpuLine(g: GpuWorkFigures | undefined): string {
 /** Runs every format × drafter row. Engines are loaded one at a time and unloaded after use. */
 export async function runWeftBench(o: WeftBenchOptions): Promise<WeftRow[]> {
   const log = o.log ?? (() => {});
-  const chosen = drafterSetups(o.draft).filter((d) => o.drafters.includes(d.name));
+  const chosen = drafterSetups(o.draft, o.head).filter((d) => o.drafters.includes(d.name));
   const rows: WeftRow[] = [];
   for (const quant of o.quants) {
     const spec = o.specQuants?.includes(quant) ?? true;

@@ -1,15 +1,16 @@
 // Speculative decoding benchmark on the bundled demo pair (greedy and T = 1), in headless Chromium.
-// Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2]
-//   [--budgets 4,8,16,32] [--host]
+// Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2,head]
+//   [--budgets 4,8,16,32] [--host] [--modes greedy,T=1,T=1 rejection]
 // --quick: one prompt, 24 tokens, budgets 4 and 16, greedy and T = 1 (Gumbel) only.
 // --cpu runs the plain-TS reference forward: same tokens per pass, but no GPU timing.
+// --modes a,b: only these sampling modes (names as in the table).
 // --host adds each model drafter's rows with the step driven from the host (one draft pass and
 // readback per depth) beside the device rows (one submission per step), in the same run.
 import { runBenchPage } from './run-page.mjs';
 
 const argv = process.argv.slice(2);
 const args = new Set(argv);
-// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2); plain rows always run
+// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2, head); plain rows always run
 // (--drafters none: the plain rows and the verify-cost curve only).
 const drafters = argv[argv.indexOf('--drafters') + 1];
 // --budgets a,b: tree budgets (4 to 32 nodes), e.g. all four with --quick's single prompt.
@@ -24,6 +25,7 @@ const query = [
   args.has('--drafters') && drafters ? `drafters=${encodeURIComponent(drafters)}` : '',
   args.has('--budgets') ? `budgets=${budgets}` : '',
   args.has('--host') ? 'host=1' : '',
+  args.has('--modes') ? `modes=${encodeURIComponent(argv[argv.indexOf('--modes') + 1] ?? '')}` : '',
 ]
   .filter(Boolean)
   .join('&');
@@ -38,6 +40,15 @@ if (args.has('--json')) {
   // The modelled speed-up: what a GPU bound by weight bandwidth would give (its formula is
   // bench/spec.ts's, reported by the page), beside the measured wall-clock ratio ('vs plain').
   console.log(`${out.modelledSpeedup}; '-' on the CPU reference`);
+  // A draft depth's cost in target passes, where the host times drafting (host-loop rows): ms per
+  // draft pass over the plain rows' ms per decode pass of the target, same mode, same run.
+  for (const r of out.rows.filter((x) => x.msPerDraftPass !== undefined)) {
+    const plain = out.rows.find((x) => x.mode === r.mode && x.drafter === 'none');
+    console.log(
+      `draft cost ${r.mode} ${r.drafter} budget ${r.budget}: ${r.msPerDraftPass.toFixed(1)} ms/draft pass, ` +
+        `${(plain?.msPerTargetPass ?? Number.NaN).toFixed(1)} ms/target pass, ratio ${(r.msPerDraftPass / (plain?.msPerTargetPass ?? Number.NaN)).toFixed(3)}`,
+    );
+  }
   console.log(
     'mode           drafter      loop    budget  tokens/pass  passes   ms       vs plain  lossless  trips/step  B read/step  dispatches/tok  draft passes/step  MB/step  modelled',
   );

@@ -24,6 +24,7 @@ reportPage(async () => {
   const out = await runSpecBench(ctx, {
     target: '/models/kjv-target/',
     draft: '/models/kjv-draft/',
+    head: '/models/kjv-head/',
     prompts,
     maxTokens: quick ? 24 : 64,
     budgets: params.get('budgets')
@@ -35,10 +36,10 @@ reportPage(async () => {
         ? [4, 16]
         : [4, 8, 16, 32],
     modes: [
-      { name: 'greedy', temperature: 0, acceptance: 'gumbel' },
-      { name: 'T=1', temperature: 1, acceptance: 'gumbel' },
+      { name: 'greedy', temperature: 0, acceptance: 'gumbel' as const },
+      { name: 'T=1', temperature: 1, acceptance: 'gumbel' as const },
       ...(quick ? [] : [{ name: 'T=1 rejection', temperature: 1, acceptance: 'rejection' as const }]),
-    ],
+    ].filter((m) => !params.get('modes') || params.get('modes')!.split(',').includes(m.name)),
     verifyReps: quick ? 3 : 5,
     ...(params.get('drafters') ? { drafters: params.get('drafters')!.split(',') } : {}),
     loops: params.get('host') === '1' ? ['device', 'host'] : ['device'],

@@ -48,6 +48,13 @@ export interface SpecRow {
   /** Draft-model forward passes per decode step (0 for n-gram drafting and plain decoding). */
   draftPassesPerStep: number;
   /**
+   * Milliseconds per draft pass where the host times drafting (a host-loop step: draft_ms over the
+   * draft passes, children ranking included); for plain rows, milliseconds per decode pass of the
+   * target. Their ratio is a draft depth's cost in target passes.
+   */
+  msPerDraftPass?: number;
+  msPerTargetPass?: number;
+  /**
    * Weight bytes a decode step reads: draft passes × the draft's `weightBytesPerPass` + the
    * target's (one verify pass); and {@link MODELLED_SPEEDUP} from them. Absent on the CPU reference.
    */
@@ -71,11 +78,13 @@ export interface VerifyCost {
 export interface SpecBenchOptions {
   target: string;
   draft: string;
+  /** A draft head for the target (the head row); absent: no head row. */
+  head?: string;
   prompts: string[];
   maxTokens: number;
   budgets: number[];
   modes: SpecMode[];
-  /** Only these drafters (names as in the table: ngram, draft-model, self-int4, self-int2); all when absent. */
+  /** Only these drafters (names as in the table: ngram, draft-model, self-int4, self-int2, head); all when absent. */
   drafters?: string[];
   /** Loops a model drafter's rows run in (default ['device']): add 'host' to compare. */
   loops?: ('device' | 'host')[];
@@ -126,6 +135,9 @@ async function timed(
   let draftBytes = 0;
   let steps = 0;
   let stepTokens = 0;
+  let draftMs = 0;
+  let decodeMs = 0;
+  let decodePasses = 0;
   for (const [i, p] of prompts.entries()) {
     const out: number[] = [];
     const o = {
@@ -144,6 +156,11 @@ async function timed(
     perPass += stats.tokens_per_pass;
     targetBytes = stats.weight_bytes_per_pass;
     draftPasses += stats.draft_passes ?? 0;
+    draftMs += stats.draft_ms;
+    if (stats.decode_tok_s > 0) {
+      decodeMs += (1000 * stats.completion_tokens) / stats.decode_tok_s;
+      decodePasses += stats.completion_tokens / stats.tokens_per_pass;
+    }
     draftBytes = stats.draft_weight_bytes_per_pass ?? draftBytes;
     const d = stats.decode_counts;
     if (d) {
@@ -177,6 +194,10 @@ async function timed(
     gpu,
     draftPassesPerStep,
     modelled,
+    timing: {
+      ...(draftMs > 0 && draftPasses > 0 ? { msPerDraftPass: draftMs / draftPasses } : {}),
+      ...(decodePasses > 0 ? { msPerTargetPass: decodeMs / decodePasses } : {}),
+    },
   };
 }
 
@@ -193,6 +214,7 @@ export async function runSpecBench(
     { name: 'draft-model', draft: { model: o.draft, quant: 'f16' }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
     { name: 'self-int2', draft: { self: 'int2' }, drafter: 'draft' },
+    ...(o.head ? [{ name: 'head', draft: { head: o.head }, drafter: 'draft' as const }] : []),
   ];
   const configs = all.filter((c) => !o.drafters || o.drafters.includes(c.name));
   const loops = o.loops ?? ['device'];
@@ -217,10 +239,13 @@ export async function runSpecBench(
       speedup: 1,
       lossless: true,
       draftPassesPerStep: r.draftPassesPerStep,
+      ...(r.timing.msPerTargetPass !== undefined ? { msPerTargetPass: r.timing.msPerTargetPass } : {}),
       ...r.gpu,
       ...r.modelled,
     });
-    log(`${mode.name} none: ${r.ms.toFixed(0)} ms`);
+    log(
+      `${mode.name} none: ${r.ms.toFixed(0)} ms, ${(r.timing.msPerTargetPass ?? 0).toFixed(1)} ms/target pass`,
+    );
   }
   for (const c of configs) {
     const engine = c.draft ? await createEngine({ ...base, draft: c.draft }) : plainEngine;
@@ -252,6 +277,7 @@ export async function runSpecBench(
           speedup: ref.ms / r.ms,
           lossless: exact ? JSON.stringify(r.ids) === JSON.stringify(ref.ids) : null,
           draftPassesPerStep: r.draftPassesPerStep,
+          ...(r.timing.msPerDraftPass !== undefined ? { msPerDraftPass: r.timing.msPerDraftPass } : {}),
           ...r.gpu,
           ...r.modelled,
         };
@@ -262,6 +288,9 @@ export async function runSpecBench(
               : '') +
             (r.modelled
               ? `, ${r.draftPassesPerStep.toFixed(2)} draft passes/step, modelled ${r.modelled.modelledSpeedup.toFixed(2)}x`
+              : '') +
+            (r.timing.msPerDraftPass !== undefined
+              ? `, ${r.timing.msPerDraftPass.toFixed(1)} ms/draft pass`
               : ''),
         );
         rows.push(row);
