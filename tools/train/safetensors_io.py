@@ -1,4 +1,5 @@
-"""Minimal safetensors writer/reader (F16/F32), so training needs no extra packages.
+"""Minimal safetensors writer/reader (F16/F32, and I32 for index tensors), so training needs no
+extra packages.
 
 Layout: 8-byte little-endian header length, JSON header {name: {dtype, shape, data_offsets}, ...,
 "__metadata__": {"format": "pt"}} padded with spaces to a multiple of 8, then the tensors' bytes
@@ -10,15 +11,17 @@ import struct
 import numpy as np
 import torch
 
-_DTYPES = {torch.float16: ('F16', np.float16), torch.float32: ('F32', np.float32)}
-_NP = {'F16': np.float16, 'F32': np.float32}
+_DTYPES = {torch.float16: ('F16', np.float16), torch.float32: ('F32', np.float32), torch.int32: ('I32', np.int32)}
+_NP = {'F16': np.float16, 'F32': np.float32, 'I32': np.int32}
 
 
 def save(tensors, path, dtype=torch.float16):
+    """Float tensors are written as `dtype`; int32 tensors as I32."""
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
-        code, npdt = _DTYPES[dtype]
-        data = t.detach().to('cpu', dtype).contiguous().numpy().astype(npdt, copy=False).tobytes()
+        as_dtype = dtype if t.is_floating_point() else t.dtype
+        code, npdt = _DTYPES[as_dtype]
+        data = t.detach().to('cpu', as_dtype).contiguous().numpy().astype(npdt, copy=False).tobytes()
         header[name] = {'dtype': code, 'shape': list(t.shape), 'data_offsets': [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
@@ -33,7 +36,7 @@ def save(tensors, path, dtype=torch.float16):
 
 
 def load(path):
-    """{name: float32 tensor}."""
+    """{name: tensor}: float tensors as float32, I32 ones as int32."""
     with open(path, 'rb') as f:
         raw = f.read()
     (n,) = struct.unpack('<Q', raw[:8])
@@ -45,5 +48,5 @@ def load(path):
             continue
         a, b = info['data_offsets']
         arr = np.frombuffer(raw[base + a:base + b], dtype=_NP[info['dtype']]).reshape(info['shape'])
-        out[name] = torch.from_numpy(arr.astype(np.float32))
+        out[name] = torch.from_numpy(arr.astype(np.int32 if info['dtype'] == 'I32' else np.float32))
     return out
