@@ -136,6 +136,7 @@ async function timed(
   let steps = 0;
   let stepTokens = 0;
   let draftMs = 0;
+  let deviceStepMs = 0;
   let decodeMs = 0;
   let decodePasses = 0;
   for (const [i, p] of prompts.entries()) {
@@ -157,6 +158,7 @@ async function timed(
     targetBytes = stats.weight_bytes_per_pass;
     draftPasses += stats.draft_passes ?? 0;
     draftMs += stats.draft_ms;
+    deviceStepMs += stats.device_step_ms;
     if (stats.decode_tok_s > 0) {
       decodeMs += (1000 * stats.completion_tokens) / stats.decode_tok_s;
       decodePasses += stats.completion_tokens / stats.tokens_per_pass;
@@ -194,6 +196,8 @@ async function timed(
     gpu,
     draftPassesPerStep,
     modelled,
+    /** Where the speculative steps ran: a drafter that cannot run a step on the device falls back to the host. */
+    ranOn: deviceStepMs > 0 ? ('device' as const) : draftMs > 0 ? ('host' as const) : undefined,
     timing: {
       ...(draftMs > 0 && draftPasses > 0 ? { msPerDraftPass: draftMs / draftPasses } : {}),
       ...(decodePasses > 0 ? { msPerTargetPass: decodeMs / decodePasses } : {}),
@@ -268,7 +272,7 @@ export async function runSpecBench(
         const row: SpecRow = {
           mode: mode.name,
           drafter: c.name,
-          loop,
+          loop: loop === '-' ? loop : (r.ranOn ?? loop),
           budget,
           tokensPerPass: r.tokensPerPass,
           targetPasses: r.passes,
@@ -282,7 +286,7 @@ export async function runSpecBench(
           ...r.modelled,
         };
         log(
-          `${mode.name} ${c.name}${loop === '-' ? '' : ` (${loop})`} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x` +
+          `${mode.name} ${c.name}${loop === '-' ? '' : ` (${r.ranOn ?? loop})`} budget ${budget}: ${row.tokensPerPass.toFixed(2)} tokens/pass, ${row.speedup.toFixed(2)}x` +
             (r.gpu
               ? `, ${r.gpu.readbacksPerStep.toFixed(2)} round trips/step (${r.gpu.readbackBytesPerStep.toFixed(0)} B), ${r.gpu.dispatchesPerToken.toFixed(1)} dispatches/token`
               : '') +
