@@ -5,16 +5,18 @@ import { openSafetensors, readTensorBytes, readTensorF32, type TensorInfo } from
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
-import { type Children, childrenRef, packChildren } from '../kernels/sample/topk.js';
+import type { Children } from '../kernels/sample/topk.js';
 import {
   addInto,
   attend,
   chainParents,
   linear,
   ReferenceKvCache,
+  rankScoredRows,
   rmsNorm,
   rope,
   ropeInverseFrequencies,
+  scoredRows,
 } from './reference.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
 import { draftTree, pathTo } from './tree.js';
@@ -169,8 +171,8 @@ export function headSpecFromConfig(config: unknown, file: string): HeadSpec {
   return spec;
 }
 
-/** Tensor names and shapes of a head checkpoint. */
-function headShapes(s: HeadSpec): Map<string, number[]> {
+/** Tensor names and shapes of a head checkpoint (d2t included). */
+export function headShapes(s: HeadSpec): Map<string, number[]> {
   const H = s.hidden;
   const qw = s.heads * s.headDim;
   const kvw = s.kvHeads * s.headDim;
@@ -499,16 +501,7 @@ export class HeadRunner implements ModelRunner {
   }
 
   async lastLogits(rows?: readonly number[]): Promise<Float32Array> {
-    if (!rows) return this.scored.slice();
-    const V = this.spec.vocabSize;
-    const scoredRows = this.scored.length / V;
-    const out = new Float32Array(rows.length * V);
-    rows.forEach((r, i) => {
-      if (!Number.isInteger(r) || r < 0 || r >= scoredRows)
-        throw new InvalidInputError(`lastLogits: row ${r} is not one of the ${scoredRows} scored rows`);
-      out.set(this.scored.subarray(r * V, (r + 1) * V), i * V);
-    });
-    return out;
+    return scoredRows(this.scored, this.spec.vocabSize, rows);
   }
 
   async lastChildren(
@@ -517,15 +510,7 @@ export class HeadRunner implements ModelRunner {
     sampler: SamplerSpec,
     k: number,
   ): Promise<Children> {
-    if (positions.length !== rows.length)
-      throw new InvalidInputError(`lastChildren: ${rows.length} rows but ${positions.length} positions`);
-    if (!Number.isInteger(k) || k < 1) throw new InvalidInputError(`lastChildren: k must be ≥ 1, got ${k}`);
-    const V = this.spec.vocabSize;
-    const logits = await this.lastLogits(rows);
-    return packChildren(
-      rows.map((_, i) => childrenRef(logits.subarray(i * V, (i + 1) * V), positions[i]!, sampler, k)),
-      k,
-    );
+    return rankScoredRows(this.scored, this.spec.vocabSize, rows, positions, sampler, k);
   }
 
   commit(path: readonly number[]): void {

@@ -305,16 +305,7 @@ export class ReferenceRunner implements ModelRunner {
 
   /** Logits [R, vocab] of the rows the last forward scored, or of `rows` (see {@link ModelRunner.lastLogits}). */
   async lastLogits(rows?: readonly number[]): Promise<Float32Array> {
-    if (!rows) return this.scored.slice();
-    const V = this.spec.vocabSize;
-    const scoredRows = this.scored.length / V;
-    const out = new Float32Array(rows.length * V);
-    rows.forEach((r, i) => {
-      if (!Number.isInteger(r) || r < 0 || r >= scoredRows)
-        throw new InvalidInputError(`lastLogits: row ${r} is not one of the ${scoredRows} scored rows`);
-      out.set(this.scored.subarray(r * V, (r + 1) * V), i * V);
-    });
-    return out;
+    return scoredRows(this.scored, this.spec.vocabSize, rows);
   }
 
   /** The k best children of scored rows by the reference ranking (see {@link ModelRunner.lastChildren}). */
@@ -324,15 +315,7 @@ export class ReferenceRunner implements ModelRunner {
     sampler: SamplerSpec,
     k: number,
   ): Promise<Children> {
-    if (positions.length !== rows.length)
-      throw new InvalidInputError(`lastChildren: ${rows.length} rows but ${positions.length} positions`);
-    if (!Number.isInteger(k) || k < 1) throw new InvalidInputError(`lastChildren: k must be ≥ 1, got ${k}`);
-    const V = this.spec.vocabSize;
-    const logits = await this.lastLogits(rows);
-    const lists = rows.map((_, i) =>
-      childrenRef(logits.subarray(i * V, (i + 1) * V), positions[i]!, sampler, k),
-    );
-    return packChildren(lists, k);
+    return rankScoredRows(this.scored, this.spec.vocabSize, rows, positions, sampler, k);
   }
 
   /**
@@ -384,6 +367,41 @@ export class ReferenceRunner implements ModelRunner {
     this.trim(0);
     return this.prefill(ids);
   }
+}
+
+/**
+ * The logits [R, V] a CPU runner scored in its last forward (`scored`), or only `rows` of them, in
+ * that order, copied: what {@link ModelRunner.lastLogits} returns.
+ */
+export function scoredRows(scored: Float32Array, V: number, rows?: readonly number[]): Float32Array {
+  if (!rows) return scored.slice();
+  const count = scored.length / V;
+  const out = new Float32Array(rows.length * V);
+  rows.forEach((r, i) => {
+    if (!Number.isInteger(r) || r < 0 || r >= count)
+      throw new InvalidInputError(`lastLogits: row ${r} is not one of the ${count} scored rows`);
+    out.set(scored.subarray(r * V, (r + 1) * V), i * V);
+  });
+  return out;
+}
+
+/** The k best children of scored `rows` by {@link childrenRef}: what {@link ModelRunner.lastChildren} returns. */
+export function rankScoredRows(
+  scored: Float32Array,
+  V: number,
+  rows: readonly number[],
+  positions: readonly number[],
+  sampler: SamplerSpec,
+  k: number,
+): Children {
+  if (positions.length !== rows.length)
+    throw new InvalidInputError(`lastChildren: ${rows.length} rows but ${positions.length} positions`);
+  if (!Number.isInteger(k) || k < 1) throw new InvalidInputError(`lastChildren: k must be ≥ 1, got ${k}`);
+  const logits = scoredRows(scored, V, rows);
+  const lists = rows.map((_, i) =>
+    childrenRef(logits.subarray(i * V, (i + 1) * V), positions[i]!, sampler, k),
+  );
+  return packChildren(lists, k);
 }
 
 /** Rounds every value to the nearest IEEE half (ties to even), in place. */
