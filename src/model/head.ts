@@ -366,14 +366,17 @@ export class HeadRunner implements ModelRunner {
     // Features: the target's while it has scored the position before, else the parent's output.
     const known = this.target.kvLength;
     const fromTarget = positions.map((p) => p >= 1 && p - 1 < known);
-    const lo = Math.min(...positions.filter((_, i) => fromTarget[i]).map((p) => p - 1));
-    const hi = Math.max(...positions.filter((_, i) => fromTarget[i]).map((p) => p - 1));
-    const targetRows = Number.isFinite(lo) ? await this.target.features!(lo, hi + 1) : new Float32Array(0);
+    const needed = positions.filter((_, i) => fromTarget[i]).map((p) => p - 1);
+    const lo = Math.min(...needed);
+    const targetRows =
+      needed.length > 0 ? await this.target.features!(lo, Math.max(...needed) + 1) : new Float32Array(0);
     const wave: number[] = [];
     parents.forEach((p, i) => {
       wave.push(fromTarget[i] || p < 0 ? 0 : wave[p]! + 1);
     });
     const g = new Float32Array(T * H);
+    // Every row sees the committed entries but the one at position 0, then its path in this forward.
+    const prefix = Array.from({ length: Math.max(0, start - 1) }, (_, s) => s + 1);
     for (let w = 0; w <= Math.max(...wave); w++) {
       const rowsOf = tokens.map((_, i) => i).filter((i) => wave[i] === w);
       const features = new Float32Array(rowsOf.length * H);
@@ -389,11 +392,9 @@ export class HeadRunner implements ModelRunner {
         features,
         rowsOf.map((i) => positions[i]!),
         rowsOf.map((i) => slots[i]!),
-        rowsOf.map((i) => {
-          const own = slots[i]!;
-          const prefix = Array.from({ length: Math.max(0, start - 1) }, (_, s) => s + 1);
-          return prefix.concat(pathTo(tree, i).map((j) => slots[j]!)).filter((s) => s !== 0 || s === own);
-        }),
+        rowsOf.map((i) =>
+          prefix.concat(pathTo(tree, i).map((j) => slots[j]!)).filter((s) => s !== 0 || s === slots[i]),
+        ),
       );
       rowsOf.forEach((i, r) => {
         g.set(out.subarray(r * H, (r + 1) * H), i * H);
