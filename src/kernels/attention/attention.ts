@@ -77,14 +77,17 @@ export interface AttentionInputs extends AttentionShape {
   ends: Uint32Array;
   /** Prefix length: row r stands at slot base + r. */
   base: number;
+  /** Slots below it are seen only by their own row (default 0), as in `SplitAttentionShape`. */
+  firstSlot?: number;
 }
 
 /**
- * Plain-TS attention with the same visibility rule as the kernel (prefix slots, then tree slots
- * base + j with j ≤ r ≤ ends[j]), max-subtracted softmax in f64, GQA, output [T, heads, headDim].
+ * Plain-TS attention with the same visibility rule as the kernels (prefix slots, then tree slots
+ * base + j with j ≤ r ≤ ends[j]; of the slots below `firstSlot` only the row's own), max-subtracted
+ * softmax in f64, GQA, output [T, heads, headDim].
  */
 export function attentionRef(a: AttentionInputs): Float32Array {
-  const { heads, kvHeads, headDim: D, base, ends } = a;
+  const { heads, kvHeads, headDim: D, base, ends, firstSlot = 0 } = a;
   const T = ends.length;
   const scale = a.scale ?? 1 / Math.sqrt(D);
   const group = heads / kvHeads;
@@ -94,7 +97,8 @@ export function attentionRef(a: AttentionInputs): Float32Array {
       const kvh = Math.floor(h / group);
       const qo = (r * heads + h) * D;
       const slots: number[] = [];
-      for (let s = 0; s <= base + r; s++) if (s < base || ends[s - base]! >= r) slots.push(s);
+      for (let s = 0; s <= base + r; s++)
+        if ((s < base || ends[s - base]! >= r) && (s >= firstSlot || s === base + r)) slots.push(s);
       const sc = slots.map((s) => {
         let dot = 0;
         for (let d = 0; d < D; d++) dot += a.q[qo + d]! * a.k[(s * kvHeads + kvh) * D + d]!;

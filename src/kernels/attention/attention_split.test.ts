@@ -145,6 +145,38 @@ describe('split attention (chunks of absolute slots, then a merge) vs the TS ref
   );
 
   it.each([
+    // firstSlot, heads, kvHeads, headDim, base, rows, format
+    [1, 4, 2, 64, 0, 17, 'f32'], // the row at slot 0 sees only itself
+    [3, 4, 2, 64, 0, 17, 'f16'],
+    [1, 8, 2, 96, 60, 20, 'f32'], // rows past slot 64 reach slot 0 through d ≥ 64, not a vis bit
+    [3, 4, 1, 128, CH - 9, 17, 'f16'], // across a chunk boundary: the partial pass and the merge
+    [1, 4, 2, 80, 2 * CH + 30, 40, 'f32'],
+    [3, 6, 6, 96, 700, 1, 'f16'], // decode in the third chunk
+  ] as const)(
+    'firstSlot %i: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
+    async (firstSlot, heads, kvHeads, headDim, base, M, format) => {
+      const ctx = await gpu();
+      const a = {
+        ...inputs(base * 17 + M + firstSlot, heads, kvHeads, headDim, base, chainEnds(M), format),
+        firstSlot,
+      };
+      const want = reference(a);
+      // The option changes the answer: a test of it cannot pass by ignoring it.
+      expect(want).not.toEqual(reference({ ...a, firstSlot: 0 }));
+      expectClose((await runSplit(ctx, a)).out, want, TOL);
+    },
+  );
+
+  it('firstSlot 1 on a tree at slot 0: the root sees only itself, its descendants skip it', async () => {
+    const ctx = await gpu();
+    const parents = randomTree(12, rng(77));
+    const a = { ...inputs(77, 4, 2, 64, 0, subtreeEnds(parents)), firstSlot: 1 };
+    const want = reference(a);
+    expect(want).not.toEqual(reference({ ...a, firstSlot: 0 }));
+    expectClose((await runSplit(ctx, a)).out, want, TOL);
+  });
+
+  it.each([
     [17, CH - 8, 4, 2, 64, 'f32'],
     [17, 500, 8, 2, 80, 'f16'],
     [12, 3, 4, 4, 128, 'f32'],
@@ -241,11 +273,14 @@ describe('split attention (chunks of absolute slots, then a merge) vs the TS ref
     att.destroy();
   });
 
-  it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory', async () => {
+  it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot', async () => {
     const ctx = await gpu();
     const binds = new BindGroupCache(ctx.device);
     const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
     expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 66 })).toThrow(/multiple of 4/);
+    expect(() => new SplitAttention(ctx, binds, { ...shape, firstSlot: -1 })).toThrow(
+      /firstSlot must be an integer ≥ 0, got -1/,
+    );
     expect(() => new SplitAttention(ctx, binds, { ...shape, heads: 64, kvHeads: 1, headDim: 256 })).toThrow(
       /workgroup memory/,
     );

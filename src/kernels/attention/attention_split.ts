@@ -14,7 +14,7 @@ const WG = 64;
  * [c · ATTENTION_CHUNK, (c + 1) · ATTENTION_CHUNK), whatever rows share the pass.
  */
 export const ATTENTION_CHUNK = 256;
-const Params = defineUniforms('Params', { scale: 'f32' });
+const Params = defineUniforms('Params', { scale: 'f32', first: 'u32' });
 // attention_merge has no uniform (T, kvHeads and base come from the grid and slots); wgslVariant still takes a layout.
 const NoParams = defineUniforms('Params', {});
 
@@ -40,10 +40,18 @@ export function visWords(ends: ArrayLike<number>): Uint32Array {
   return out;
 }
 
-/** Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds. */
+/**
+ * Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds
+ * and the first slot later rows may see.
+ */
 export interface SplitAttentionShape extends AttentionShape {
   /** Most query rows of one pass (sizes the buffer of chunk partials). */
   maxRows: number;
+  /**
+   * Slots below it are seen only by their own row (default 0: every slot is a key). A draft head
+   * whose entry at slot 0 has no input feature sets 1, so no later entry attends to it.
+   */
+  firstSlot?: number;
 }
 
 interface Variant {
@@ -84,10 +92,12 @@ export function attentionChunks(base: number, rows: number): number {
 }
 
 function checkSplitShape(shape: SplitAttentionShape, limits: GPUSupportedLimits): void {
-  const { heads, kvHeads, headDim, capacity, maxRows } = shape;
+  const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0 } = shape;
   for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity, maxRows }))
     if (!Number.isInteger(v) || v < 1)
       throw new InvalidInputError(`SplitAttention: ${name} must be ≥ 1, got ${v}`);
+  if (!Number.isInteger(firstSlot) || firstSlot < 0)
+    throw new InvalidInputError(`SplitAttention: firstSlot must be an integer ≥ 0, got ${firstSlot}`);
   if (heads % kvHeads !== 0)
     throw new InvalidInputError(
       `SplitAttention: heads (${heads}) must be a multiple of kvHeads (${kvHeads})`,
@@ -110,11 +120,12 @@ function checkSplitShape(shape: SplitAttentionShape, limits: GPUSupportedLimits)
  * (K and V read once per group, as vec4), and a merge pass folds the chunks of each row in a fixed
  * order. A pass whose keys all fit one chunk (base + rows ≤ {@link ATTENTION_CHUNK}) is one
  * dispatch; a longer one is two. Same visibility rule and results as {@link attentionRef} (the
- * oracle); a row's output is bit-identical whatever rows share the pass.
+ * oracle), including `firstSlot` (slots below it are keys of their own row only); a row's output
+ * is bit-identical whatever rows share the pass.
  *
  * Unlike `Attention` it takes the cache base from the `slots` buffer the runner already writes for
  * the KV write (slots[r] = base + r) and T and kvHeads from the grid, so its only uniform (the
- * scale) is written once at construction: encoding a decode step writes no buffer.
+ * scale and the first slot) is written once at construction: encoding a decode step writes no buffer.
  * Owns a buffer of chunk partials of maxRows · ⌈capacity / chunk⌉ · (heads · headDim + 2 · heads)
  * f32, shared by every layer (passes are ordered, so layers may reuse it).
  */
@@ -126,7 +137,7 @@ export class SplitAttention {
   private readonly part: GPUBuffer;
   readonly scale: number;
 
-  /** Checks the shape, gets both pipelines (see {@link SplitAttention.prepare}), writes the scale. */
+  /** Checks the shape, gets both pipelines (see {@link SplitAttention.prepare}), writes the uniform. */
   constructor(
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
@@ -138,7 +149,7 @@ export class SplitAttention {
     this.merge = ctx.pipelines.get('attention_merge', ...mergeSource(v));
     this.scale = shape.scale ?? 1 / Math.sqrt(shape.headDim);
     this.uniform = new UniformSlot(ctx, Params, 'attention-split-params');
-    this.uniform.write({ scale: this.scale });
+    this.uniform.write({ scale: this.scale, first: shape.firstSlot ?? 0 });
     const maxChunks = Math.ceil(shape.capacity / ATTENTION_CHUNK);
     const partBytes = shape.maxRows * maxChunks * (shape.heads * (shape.headDim + 2)) * 4;
     if (partBytes > ctx.limits.maxStorageBufferBindingSize)

@@ -4,7 +4,7 @@
 // the unnormalised weighted V) or, when the row's keys all lie in chunk 0, the row's final output.
 // attention_merge.wgsl folds the partials of the other rows.
 //
-// Bindings (group 0): 0 uniform Params { scale }; 1 q: array<vec4<f32>> [T, heads, D];
+// Bindings (group 0): 0 uniform Params { scale, first }; 1 q: array<vec4<f32>> [T, heads, D];
 //   2 kc, 3 vc: [capacity, kvHeads, D] as array<vec4<f32>>, or with KV_F16 array<vec2<u32>> (IEEE
 //   halves packed two per u32, element 2j in the low 16 bits: 4 elements per vec2<u32>);
 //   4 vis: array<vec2<u32>> [T], per row a 64-bit mask (x low, y high) over the 64 slots ending at
@@ -14,13 +14,15 @@
 //   7 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)] (written for the other rows): G · D
 //   unnormalised sums acc[g, d], then m[g], then l[g]. nChunks = slots[T-1] / CH + 1.
 // Grid: (nChunks, kvHeads, T) workgroups; T and kvHeads come from num_workgroups, so the only
-//   uniform (scale) is written once, and a decode step rewrites nothing here.
+//   uniform (scale, first) is written once, and a decode step rewrites nothing here.
 // Visibility: row r at slot me = slots[r] sees slot s ≤ me when me - s ≥ 64 (the tree region
 //   is never longer than 64 slots, so older slots are its committed prefix) or bit me - s of
 //   vis[r] is set. A chain (prefill, decode) sets every bit; a depth-first tree at slots base + r
 //   sets bit d iff r - d < 0 (prefix) or r - d is r or an ancestor (visWords); a tree grown on the
 //   GPU sets its ancestors' slots, wherever they lie. So the words of a chain or a decode step do
-//   not depend on its position. Chunk c of row r is empty when c·CH > me; the workgroup returns.
+//   not depend on its position. Besides, a slot s < first is seen by its own row only (s == me):
+//   a draft head's entry at slot 0 has no input feature, and later entries must not attend to it.
+//   Chunk c of row r is empty when c·CH > me; the workgroup returns.
 // Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
 //   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
 //   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
@@ -128,7 +130,7 @@ fn main(
     let s = c0 + j;
     let d = me - s; // meaningful when s ≤ me
     let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
-    let visible = s <= me && (d >= 64u || bit == 1u);
+    let visible = s <= me && (d >= 64u || bit == 1u) && (s >= p.first || s == me);
     var dots: array<f32, G>;
     for (var g = 0u; g < G; g++) {
       dots[g] = 0.0; // a declaration in a loop body is not re-zeroed on every compiler
