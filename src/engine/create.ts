@@ -266,7 +266,17 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     drafter = new ModelDrafter(draftModel.files.name, await place(draftModel.opened, draftQuant, false));
     await draftModel.files.close?.();
   } else if (head) {
-    drafter = new ModelDrafter(`head ${head.name}`, new HeadRunner(head, runner, context));
+    // On the GPU the head drafts beside its target, in the target's submissions (device steps);
+    // over the reference runner it runs on the CPU.
+    const { GpuRunner } = await import('../model/gpu-runner.js');
+    const headRunner =
+      runner instanceof GpuRunner
+        ? await (await import('../model/gpu-head.js')).createGpuHeadRunner(head, runner, {
+            capacity: context,
+            quant: quant === 'f32' ? 'f32' : 'f16',
+          })
+        : new HeadRunner(head, runner, context);
+    drafter = new ModelDrafter(`head ${head.name}`, headRunner);
   }
   // Every tensor is on the device now: release file handles.
   await files.close?.();

@@ -130,6 +130,8 @@ interface BuildKernelsOptions {
   kv: KvShape;
   /** Activation steering applied in every forward pass (see kernels/steer). */
   steer?: SteerPlan | undefined;
+  /** Attention never sees slots below this one but a row's own (a draft head's: 1). Default 0. */
+  firstSlot?: number;
 }
 
 /**
@@ -166,6 +168,7 @@ export async function buildKernels(
     capacity: o.kv.capacity,
     format: o.kv.format,
     maxRows: maxT,
+    ...(o.firstSlot ? { firstSlot: o.firstSlot } : {}),
   };
   const qkvRopeOptions: QkvRopeOptions = {
     heads: spec.heads,

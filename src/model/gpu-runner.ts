@@ -9,6 +9,7 @@ import { BindGroupCache } from '../kernels/bind.js';
 import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import { RowCompact, RowScatter } from '../kernels/kv/rows.js';
+import type { GpuMatrix } from '../kernels/matmul/matmul.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
@@ -31,7 +32,7 @@ import {
   type ModelRunner,
   type SamplerSpec,
 } from './runner.js';
-import { draftTree } from './tree.js';
+import { type DraftTree, draftTree } from './tree.js';
 
 /** Options of {@link createGpuRunner}. */
 export interface GpuRunnerOptions {
@@ -55,12 +56,39 @@ export interface GpuRunnerOptions {
    * the bytes attention reads. Default `'f32'`.
    */
   kvFormat?: KvFormat;
+  /** A draft head's placement (see model/gpu-head.ts, which makes it); needs `features`. */
+  head?: HeadPlacement;
   /**
    * Keep the features (the residual stream after the last block) of every cache slot beside the
    * KV cache, committed with it, for a draft head ({@link GpuRunner.features}). Costs one scatter
    * per pass and one compaction per tree commit. Default false.
    */
   features?: boolean;
+}
+
+/**
+ * How a draft head is placed as a one-layer runner: it borrows its target's embedding table, its
+ * LM head holds the draft vocabulary's rows, its stages do the rest, and its attention never sees
+ * the entry at slot 0 (no feature precedes position 0).
+ */
+export interface HeadPlacement {
+  embed: GpuMatrix;
+  lmRows: number;
+  stages: HeadStages;
+}
+
+/**
+ * The waves of a draft head's forward of `tree` after `base` rows: 0 for a row whose input is
+ * known before the forward (the target's feature p - 1 when p - 1 < known, or a committed row's
+ * output), else one more than its parent's. Rows of one wave run in one pass.
+ */
+export function headWaves(tree: DraftTree, base: number, known: number): number[] {
+  const waves: number[] = [];
+  tree.parents.forEach((parent, i) => {
+    const p = base + tree.depth[i]!;
+    waves.push((p >= 1 && p - 1 < known) || parent < 0 ? 0 : waves[parent]! + 1);
+  });
+  return waves;
 }
 
 /** Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once. */
@@ -106,6 +134,42 @@ export interface RunnerIo extends PassBuffers {
   commitSlots: GPUBuffer; // [T] u32
 }
 
+/**
+ * What a draft head (model/gpu-head.ts) puts around its decoder layer: its rows' input in place of
+ * the embedding gather, and its LM head's draft-vocabulary rows mapped onto the full vocabulary.
+ * A head's row reads another row's output (its parent's), so a tree forward whose rows read rows of
+ * the same forward runs in waves (see {@link GpuRunner.forward}).
+ */
+export interface HeadStages {
+  /** The rows' input x [T, H] from their ids, positions, slots and visibility. */
+  encodeInput(pass: GPUComputePassEncoder, a: HeadStageBuffers, T: number): void;
+  /** logits [R, V] of the scored rows from the LM head's output [R, Vd] in `small`. */
+  encodeLogits(pass: GPUComputePassEncoder, logits: GPUBuffer, R: number): void;
+  /** [MAX_FORWARD_TOKENS, Vd] the LM head's output. */
+  readonly small: GPUBuffer;
+  /** Bytes of the stages' own weights one pass reads for one row. */
+  readonly weightBytes: number;
+  /**
+   * Positions below which the rows' inputs come from elsewhere (the target's committed length):
+   * a row at position p reads row p - 1 there when p - 1 is below it, else its parent's output.
+   */
+  known(): number;
+  destroy(): void;
+}
+
+/** The runner's buffers a {@link HeadStages} input reads and writes. */
+export interface HeadStageBuffers {
+  ids: GPUBuffer; // [T] u32
+  positions: GPUBuffer; // [T] u32
+  slots: GPUBuffer; // [T] u32
+  vis: GPUBuffer; // [T, 2] u32
+  x: GPUBuffer; // [T, H] written
+  tmp: GPUBuffer; // [T, H] scratch
+  hr: GPUBuffer; // [T, H] scratch
+  /** [capacity, H] the runner's own features (its rows' outputs, see GpuRunnerOptions.features). */
+  own: GPUBuffer;
+}
+
 /** What else {@link GpuRunner.encodePass} is told. */
 interface PassOptions {
   /** [R, ceil(V / 32)] allowed-token bits of the scored rows (a constraint). */
@@ -114,6 +178,13 @@ interface PassOptions {
   lastSlot?: number;
   /** false: stop after the logits (a draft pass whose children are ranked instead). */
   sample?: boolean;
+  /** false: stop after the layers and the feature scatter (a wave of a head's tree forward). */
+  score?: boolean;
+  /**
+   * false: skip the input and the layers; the rows' final stream is already in `x` (a head's
+   * outputs copied from its feature store) and only the scoring runs.
+   */
+  layers?: boolean;
 }
 
 /** A decode step's visibility: one row that sees every slot up to its own (visWords of a chain). */
@@ -205,11 +276,26 @@ export class GpuRunner implements ModelRunner {
     private readonly a: Activations,
     /** The features of every cache slot, when kept (see {@link GpuRunnerOptions.features}). */
     private readonly feats?: FeatureStore,
+    /** A draft head's input and vocabulary stages (model/gpu-head.ts). */
+    private readonly stages?: HeadStages,
   ) {
     this.sizes = deriveSizes(spec);
     const linears = w.layers.flatMap(layerMatrices);
     this.weightBytesPerPass =
-      linears.reduce((sum, m) => sum + m.bytes, 0) + w.lmHead.bytes + Math.ceil(w.embed.bytes / w.embed.rows);
+      linears.reduce((sum, m) => sum + m.bytes, 0) +
+      w.lmHead.bytes +
+      Math.ceil(w.embed.bytes / w.embed.rows) +
+      (stages?.weightBytes ?? 0);
+  }
+
+  /** [capacity, H] the features of every cache slot, when kept (a draft head reads them). */
+  get featureStore(): GPUBuffer | undefined {
+    return this.feats?.store;
+  }
+
+  /** The resident embedding table (a draft head on the same device borrows it). */
+  get embedding(): GpuMatrix {
+    return this.w.embed;
   }
 
   /**
@@ -261,6 +347,15 @@ export class GpuRunner implements ModelRunner {
       );
     const { ctx } = this;
     const before = ctx.counter.snapshot();
+    const waves = this.stages ? headWaves(tree, base, this.stages.known()) : undefined;
+    if (waves && Math.max(...waves) > 0) {
+      const ids = await this.forwardWaves(input.tokens, tree, waves, picked, base, sampler, input.masks);
+      this.lastCounts = countsSince(ctx.counter.snapshot(), before);
+      this.lastTokens = T;
+      this.lastBase = base;
+      this.lastRows = R;
+      return ids;
+    }
     const enc = ctx.device.createCommandEncoder({ label: 'forward' });
     this.stageInputs(enc, {
       ids: input.tokens,
@@ -281,6 +376,60 @@ export class GpuRunner implements ModelRunner {
     this.lastTokens = T;
     this.lastBase = base;
     this.lastRows = R;
+    return ids;
+  }
+
+  /**
+   * A draft head's tree forward whose rows read rows of the same forward (see {@link headWaves}):
+   * one submission per wave runs the layer over that wave's rows (their outputs go to the feature
+   * store at their slots, where the next wave's rows read them), then one more scores the rows
+   * from their outputs. Returns the sampled ids of `picked`.
+   */
+  private async forwardWaves(
+    tokens: readonly number[],
+    tree: DraftTree,
+    waves: readonly number[],
+    picked: readonly number[],
+    base: number,
+    sampler: SamplerSpec,
+    masks: Uint32Array | undefined,
+  ): Promise<Int32Array> {
+    const { ctx, a, feats } = this;
+    if (!feats) throw new InvalidInputError('forward: a draft head keeps its outputs (features: true)');
+    const T = tokens.length;
+    const vis = visWords(tree.end);
+    const rowsOf = (w: number) => tokens.map((_, i) => i).filter((i) => waves[i] === w);
+    for (let w = 0; w <= Math.max(...waves); w++) {
+      const rows = rowsOf(w);
+      const enc = ctx.device.createCommandEncoder({ label: `forward-wave-${w}` });
+      this.stageInputs(enc, {
+        ids: rows.map((i) => tokens[i]!),
+        positions: rows.map((i) => base + tree.depth[i]!),
+        slots: rows.map((i) => base + i),
+        vis: rows.flatMap((i) => [vis[2 * i]!, vis[2 * i + 1]!]),
+        rows: [],
+        samplePositions: [],
+      });
+      this.encodePass(enc, rows.length, 0, base, sampler, { lastSlot: base + rows.at(-1)!, score: false });
+      ctx.counter.submit([enc.finish()]);
+    }
+    const R = picked.length;
+    const H = this.spec.hidden;
+    const enc = ctx.device.createCommandEncoder({ label: 'forward-scores' });
+    this.stageInputs(enc, {
+      positions: [],
+      slots: [],
+      vis: [],
+      rows: picked,
+      samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
+    });
+    enc.copyBufferToBuffer(feats.store, base * H * 4, a.x, 0, T * H * 4);
+    this.encodePass(enc, T, R, base, sampler, { layers: false, ...(masks ? { masks } : {}) });
+    enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
+    ctx.counter.submit([enc.finish()]);
+    await mapForRead(ctx, a.staging, 0, R * 4);
+    const ids = Int32Array.from(new Uint32Array(a.staging.getMappedRange(0, R * 4)));
+    a.staging.unmap();
     return ids;
   }
 
@@ -392,10 +541,10 @@ export class GpuRunner implements ModelRunner {
     writeBuffer(this.ctx, a.inputs, words);
     at = 0;
     for (const [dst, values] of parts) {
-      enc.copyBufferToBuffer(a.inputs, at * 4, dst, 0, values.length * 4);
+      if (values.length > 0) enc.copyBufferToBuffer(a.inputs, at * 4, dst, 0, values.length * 4);
       at += values.length;
     }
-    if (!p.ids) enc.copyBufferToBuffer(a.out, 0, a.ids, 0, 4);
+    if (!p.ids && T > 0) enc.copyBufferToBuffer(a.out, 0, a.ids, 0, 4);
   }
 
   /**
@@ -437,8 +586,16 @@ export class GpuRunner implements ModelRunner {
       linear.encode(pass, input, a.tmp, T);
       k.add.encode(pass, a.tmp, a.x, T * H);
     };
-    k.embed.encode(pass, a.ids, a.x, T);
-    for (const [i, l] of w.layers.entries()) {
+    const stages = this.stages;
+    if (o.layers === false) {
+      // The rows' final stream is in x already.
+    } else if (stages && this.feats) {
+      const { ids, positions, slots, vis, x, tmp, hr } = a;
+      stages.encodeInput(pass, { ids, positions, slots, vis, x, tmp, hr, own: this.feats.store }, T);
+    } else {
+      k.embed.encode(pass, a.ids, a.x, T);
+    }
+    for (const [i, l] of o.layers === false ? [] : w.layers.entries()) {
       const lk = k.layers[i]!; // this layer's linears (bound to l's matrices) and steering
       const lc = cache[i]!;
       section('qkv');
@@ -501,14 +658,23 @@ export class GpuRunner implements ModelRunner {
     }
     section('head');
     // A draft head's features: the stream after the last block, at the rows' cache slots.
-    this.feats?.scatter.encode(pass, a.x, a.slots, this.feats.store, T);
+    if (o.layers !== false) this.feats?.scatter.encode(pass, a.x, a.slots, this.feats.store, T);
+    if (o.score === false) {
+      pass.end();
+      return;
+    }
     k.norm.encode(pass, a.x, w.norm, a.h, T);
     let head = a.h;
     if (R < T) {
       k.gather.encode(pass, a.h, a.rows, a.hr, R);
       head = a.hr;
     }
-    k.lmHead.encode(pass, head, a.logits, R);
+    if (stages) {
+      k.lmHead.encode(pass, head, stages.small, R);
+      stages.encodeLogits(pass, a.logits, R);
+    } else {
+      k.lmHead.encode(pass, head, a.logits, R);
+    }
     if (masks) {
       writeBuffer(this.ctx, a.masks, masks);
       k.mask.encode(pass, a.masks, a.logits, R);
@@ -782,6 +948,7 @@ export class GpuRunner implements ModelRunner {
       this.feats.scatter.destroy();
       this.feats.compact.destroy();
     }
+    this.stages?.destroy();
     destroyKernels(this.k);
     destroyWeights(this.w);
     if (this.ownsContext) this.ctx.destroy();
@@ -793,7 +960,10 @@ export class GpuRunner implements ModelRunner {
  * options, places the weights tensor by tensor ({@link placeWeights}), builds the forward's kernels
  * ({@link buildKernels}), then allocates the KV cache and the activation buffers.
  */
-export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions): Promise<GpuRunner> {
+export async function createGpuRunner(
+  opened: Pick<OpenedModel, 'spec' | 'weights' | 'packed'>,
+  o: GpuRunnerOptions,
+): Promise<GpuRunner> {
   const { spec } = opened;
   const ctx = o.gpu ?? (await createGpuContext());
   const rotate = o.rotate ?? 'none';
@@ -825,14 +995,30 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
   };
   kvWordsPerSlot(kv);
 
-  const weights = await placeWeights(ctx, opened, { quant: o.quant, rotate, onProgress: o.onProgress });
-  const kernels = await buildKernels(ctx, spec, weights, { quant: o.quant, rotate, kv, steer: o.steer });
+  if (o.head && !o.features)
+    throw new InvalidInputError('createGpuRunner: a draft head keeps its outputs (features: true)');
+  const weights = await placeWeights(ctx, opened, {
+    quant: o.quant,
+    rotate,
+    onProgress: o.onProgress,
+    ...(o.head ? { embed: o.head.embed, lmRows: o.head.lmRows } : {}),
+  });
+  const kernels = await buildKernels(ctx, spec, weights, {
+    quant: o.quant,
+    rotate,
+    kv,
+    steer: o.steer,
+    ...(o.head ? { firstSlot: 1 } : {}),
+  });
   const cache = allocateKvCache(ctx, spec.layers, kv);
   const acts = allocateActivations(
     ctx,
     spec,
     packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate)),
   );
+  // A draft head's logits are -∞ outside its draft vocabulary: its stages write only those ids.
+  if (o.head)
+    writeBuffer(ctx, acts.logits, new Float32Array(acts.logits.size / 4).fill(Number.NEGATIVE_INFINITY));
   let feats: FeatureStore | undefined;
   if (o.features) {
     await Promise.all([RowScatter.prepare(ctx), RowCompact.prepare(ctx)]);
@@ -845,7 +1031,18 @@ export async function createGpuRunner(opened: OpenedModel, o: GpuRunnerOptions):
       staging: undefined,
     };
   }
-  return new GpuRunner(spec, o.capacity, ctx, o.ownsContext ?? !o.gpu, weights, kernels, cache, acts, feats);
+  return new GpuRunner(
+    spec,
+    o.capacity,
+    ctx,
+    o.ownsContext ?? !o.gpu,
+    weights,
+    kernels,
+    cache,
+    acts,
+    feats,
+    o.head?.stages,
+  );
 }
 
 /** A draft head's features beside the KV cache: [capacity, H] f32, written and committed with it. */

@@ -63,6 +63,8 @@ export interface GpuWeights {
   layers: LayerWeights[];
   norm: GPUBuffer; // [H]
   lmHead: GpuMatrix; // [V, H], `embed` itself when the embeddings are tied
+  /** Matrices another model owns (a draft head reads its target's embedding): never destroyed here. */
+  borrowed?: readonly GpuMatrix[];
   /**
    * The most CPU memory placing held at once for one tensor, bytes: a slice's f32 rows (and their
    * padded or rotated copy) plus its packed words, or a vector and its repeated rows.
@@ -88,6 +90,13 @@ export interface PlaceWeightsOptions {
   onProgress?: (e: PlaceProgress) => void;
   /** Elements of f32 packed at once (default `PACK_SLICE_ELEMENTS`; tests force many slices). */
   sliceElements?: number;
+  /**
+   * An embedding table already on the device (another model's, borrowed: a draft head embeds its
+   * target's tokens) instead of `model.embed_tokens.weight`.
+   */
+  embed?: GpuMatrix;
+  /** Rows of `lm_head.weight` (default the vocabulary: a draft head scores a draft vocabulary). */
+  lmRows?: number;
 }
 
 /**
@@ -198,7 +207,7 @@ function writeRows(ctx: GpuContext, m: GpuMatrix, q: QuantizedMatrix, row0: numb
  */
 export async function placeWeights(
   ctx: GpuContext,
-  opened: OpenedModel,
+  opened: Pick<OpenedModel, 'spec' | 'weights' | 'packed'>,
   o: PlaceWeightsOptions,
 ): Promise<GpuWeights> {
   const { spec, weights } = opened;
@@ -295,7 +304,7 @@ export async function placeWeights(
     return uploadBuffer(ctx, rows, name);
   };
 
-  const embed = await matrix('model.embed_tokens.weight', V, H);
+  const embed = o.embed ?? (await matrix('model.embed_tokens.weight', V, H));
   const layers: LayerWeights[] = [];
   for (let i = 0; i < spec.layers; i++) {
     const p = `model.layers.${i}`;
@@ -320,8 +329,8 @@ export async function placeWeights(
     });
   }
   const norm = await vector('model.norm.weight', H);
-  const lmHead = spec.tiedEmbeddings ? embed : await matrix('lm_head.weight', V, H);
-  return { embed, layers, norm, lmHead, peakTransientBytes };
+  const lmHead = spec.tiedEmbeddings ? embed : await matrix('lm_head.weight', o.lmRows ?? V, H);
+  return { embed, layers, norm, lmHead, peakTransientBytes, ...(o.embed ? { borrowed: [o.embed] } : {}) };
 }
 
 /** The slice option of `o`, when set (exactOptionalPropertyTypes: no `undefined` member). */
@@ -338,6 +347,7 @@ export function destroyWeights(w: GpuWeights): void {
     for (const b of [l.inputNorm, l.postNorm, l.qkvBias, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm])
       b?.destroy();
   }
+  for (const m of w.borrowed ?? []) matrices.delete(m);
   for (const m of matrices) m.destroy();
 }
 

@@ -194,6 +194,27 @@ export function headShapes(s: HeadSpec): Map<string, number[]> {
   ]);
 }
 
+/**
+ * The head as a one-layer model over the target's vocabulary (what its runners report as `spec`):
+ * the head's layer shape, RoPE without scaling, no biases, no QK-norm, its own LM head.
+ */
+export function headModelSpec(s: HeadSpec, target: ModelSpec): ModelSpec {
+  return {
+    ...target,
+    hidden: s.hidden,
+    intermediate: s.intermediate,
+    layers: 1,
+    heads: s.heads,
+    kvHeads: s.kvHeads,
+    headDim: s.headDim,
+    rmsEps: s.rmsEps,
+    rope: { theta: s.ropeTheta, layout: 'half' },
+    qkvBias: false,
+    qkNorm: false,
+    tiedEmbeddings: false,
+  };
+}
+
 /** Parameters one draft depth reads per row: the head's matrices and its LM rows. */
 export function headParamsPerPass(s: HeadSpec): number {
   const H = s.hidden;
@@ -315,19 +336,7 @@ export class HeadRunner implements ModelRunner {
     if (!target.features)
       throw new InvalidInputError(`draft head ${head.name}: the target runner does not keep its features`);
     const s = head.spec;
-    this.spec = {
-      ...target.spec,
-      hidden: s.hidden,
-      intermediate: s.intermediate,
-      layers: 1,
-      heads: s.heads,
-      kvHeads: s.kvHeads,
-      headDim: s.headDim,
-      rmsEps: s.rmsEps,
-      rope: { theta: s.ropeTheta, layout: 'half' },
-      qkvBias: false,
-      qkNorm: false,
-    };
+    this.spec = headModelSpec(s, target.spec);
     this.capacity = capacity;
     this.cache = new ReferenceKvCache(1, s.kvHeads * s.headDim, capacity);
     this.outputs = new Float32Array(capacity * s.hidden);

@@ -7,7 +7,9 @@ import type { GenerateOptions } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { TREE_RESULT_WORDS } from '../../src/kernels/tree/tree.js';
+import { createGpuHeadRunner } from '../../src/model/gpu-head.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { HeadRunner, openDraftHead } from '../../src/model/head.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
@@ -221,6 +223,75 @@ describe('draft head over a GPU target', () => {
     ] as GenerateOptions[]) {
       const plain = await ids(engine, long, { ...o, drafter: 'none' });
       expect(await ids(engine, long, { ...o, drafter: 'draft' })).toEqual(plain);
+    }
+    await engine.unload();
+  });
+});
+
+// The head on the GPU: its own runner beside the target (its input stage reads the target's feature
+// store where it lies), the same logits as the CPU head, and the whole speculative step on the device.
+describe('draft head on the GPU', () => {
+  it('gives the CPU head’s logits over a prefill and a tree run in waves; device steps are lossless with one round trip', async () => {
+    const ctx = await gpu();
+    const { files } = fixtureFiles('llama', 'f32', 5);
+    const opened = await openModel(memoryModelFiles('llama', files));
+    const target = await createGpuRunner(opened, { quant: 'f32', capacity: 128, gpu: ctx, features: true });
+    const head = await openDraftHead(memoryModelFiles('head', headFixtureFiles('llama', 3)), opened);
+    const onGpu = await createGpuHeadRunner(head, target, { capacity: 128, quant: 'f32' });
+    const onCpu = new HeadRunner(head, target, 128);
+    const V = opened.spec.vocabSize;
+    const prompt = [5, 17, 99, 3, 250, 17, 99];
+    await target.forward({ tokens: prompt }, GREEDY, 'last');
+    target.commit(prompt.map((_, i) => i));
+    // Rows 0 and 3 read the target's feature 6; rows 1, 2 and 4 their parents' outputs (waves 1, 2, 1).
+    const tree = { tokens: [7, 8, 9, 10, 11], parents: [-1, 0, 1, -1, 3] };
+    const compare = (got: Float32Array, want: Float32Array, rows: number) => {
+      expect(got.length).toBe(rows * V);
+      let worst = 0;
+      let finite = 0;
+      want.forEach((w, i) => {
+        if (!Number.isFinite(w)) {
+          expect(got[i]).toBe(w); // -∞ outside the draft vocabulary
+          return;
+        }
+        finite++;
+        worst = Math.max(worst, Math.abs(got[i]! - w) / (1 + Math.abs(w)));
+      });
+      expect(finite).toBe(rows * head.spec.draftVocab);
+      expect(worst).toBeLessThan(1e-4);
+    };
+    for (const step of [
+      { input: { tokens: prompt }, rows: prompt.length, commit: true },
+      { input: tree, rows: tree.tokens.length, commit: false },
+    ]) {
+      const ids = await onGpu.forward(step.input, GREEDY, 'all');
+      expect(Array.from(ids)).toEqual(Array.from(await onCpu.forward(step.input, GREEDY, 'all')));
+      compare(await onGpu.lastLogits(), await onCpu.lastLogits(), step.rows);
+      if (step.commit) for (const r of [onGpu, onCpu]) r.commit(step.input.tokens.map((_, i) => i));
+    }
+    onGpu.dispose();
+    target.dispose();
+
+    const engine = await createEngine({
+      model: memoryModelFiles('llama', files),
+      quant: 'f32',
+      contextLength: 128,
+      draft: { head: memoryModelFiles('head', headFixtureFiles('llama', 3)) },
+      gpu: ctx,
+    });
+    const long = Array.from({ length: 70 }, (_, i) => [5, 17, 99, 3, 250, 17, 99, 3][i % 8]! + (i % 5));
+    for (const o of [
+      { maxTokens: 16, treeBudget: 8 },
+      { maxTokens: 12, treeBudget: 6, temperature: 1, seed: 3 },
+    ] as GenerateOptions[]) {
+      const plain = await ids(engine, long, { ...o, drafter: 'none' });
+      expect(await ids(engine, long, { ...o, drafter: 'draft' })).toEqual(plain);
+      oneTripPerStep(engine);
+      const s = engine.lastStats!;
+      console.log(
+        `[device-step] llama head on the GPU ${o.temperature ? 'T=1' : 'greedy'}: ${s.tokens_per_pass.toFixed(2)} tokens/pass, ` +
+          `${s.readbacks_per_pass} readbacks/step, ${s.readback_bytes_per_pass} B/step, ${s.draft_passes} draft passes`,
+      );
     }
     await engine.unload();
   });
