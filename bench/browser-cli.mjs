@@ -2,7 +2,7 @@
 // drafter, and the peers (wllama on GGUF Q8_0/Q4_0, transformers.js on ONNX) on the same prompt ids,
 // in headless Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real).
 // Usage: npm run bench:browser -- [--json] [--quick] [--runs R] [--tokens N] [--prompts P]
-//   [--quants f16,int8,int4,int2,w8a8] [--spec-quants F,..] [--drafters none,ngram,draft-model,self-int4,ngram-adaptive,draft-model-adaptive,self-int4-adaptive,head,head-adaptive]
+//   [--quants f16,int8,int4,int2,w8a8] [--spec-quants F,..] [--drafters none,ngram,draft-model,self-int4,ngram-adaptive,draft-model-adaptive,self-int4-adaptive,head,head-cpu,head-adaptive]
 //   [--peers wllama,transformers.js,transformers.js-wasm|none] [--budget K] [--wllama-gpu]
 // --wllama-gpu asks wllama (llama.cpp) for its WebGPU backend (it needs shader-f16: real GPUs only).
 import { benchArgs } from './args.mjs';

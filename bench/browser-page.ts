@@ -31,6 +31,7 @@ reportPage(async () => {
     'draft-model-adaptive',
     'self-int4-adaptive',
     'head',
+    'head-cpu',
     'head-adaptive',
   ]);
   const specQuants = QUANTS.filter((x) => list(q, 'specQuants', QUANTS).includes(x));

@@ -40,7 +40,7 @@ export interface WeftRow extends SpeedFigures {
   /** The weights weft loaded: the model's safetensors, or one of the peer's GGUF files. */
   source: string;
   quant: Quant;
-  /** none, none-host (plain, the loop on the CPU), ngram, draft-model (models/kjv-draft), self-int4 or head (models/kjv-head), some -adaptive. */
+  /** none, none-host (plain, the loop on the CPU), ngram, draft-model (models/kjv-draft), self-int4, head or head-cpu (models/kjv-head on the GPU or the CPU), some -adaptive. */
   drafter: string;
   /** Generated ids per prompt, last run. */
   ids: number[][];
@@ -115,10 +115,12 @@ export function drafterSetups(
       speculation: 'adaptive',
     },
     { name: 'self-int4-adaptive', draft: { self: 'int4' }, drafter: 'draft', speculation: 'adaptive' },
-    // The target's trained draft head (models/kjv-head), alone and under adaptive speculation.
+    // The target's trained draft head (models/kjv-head): on the GPU (device steps), on the CPU
+    // (host-driven steps), and on the GPU under adaptive speculation.
     ...(head
       ? [
           { name: 'head', draft: { head }, drafter: 'draft' as const },
+          { name: 'head-cpu', draft: { head, on: 'cpu' as const }, drafter: 'draft' as const },
           {
             name: 'head-adaptive',
             draft: { head },

@@ -1,5 +1,5 @@
 // Speculative decoding benchmark on the bundled demo pair (greedy and T = 1), in headless Chromium.
-// Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2,head]
+// Usage: npm run bench:spec -- [--json] [--quick] [--cpu] [--drafters ngram,draft-model,self-int4,self-int2,head,head-cpu]
 //   [--budgets 4,8,16,32] [--host] [--modes greedy,T=1,T=1 rejection]
 // --quick: one prompt, 24 tokens, budgets 4 and 16, greedy and T = 1 (Gumbel) only.
 // --cpu runs the plain-TS reference forward: same tokens per pass, but no GPU timing.
@@ -10,7 +10,7 @@ import { runBenchPage } from './run-page.mjs';
 
 const argv = process.argv.slice(2);
 const args = new Set(argv);
-// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2, head); plain rows always run
+// --drafters a,b: only these rows (ngram, draft-model, self-int4, self-int2, head, head-cpu); plain rows always run
 // (--drafters none: the plain rows and the verify-cost curve only).
 const drafters = argv[argv.indexOf('--drafters') + 1];
 // --budgets a,b: tree budgets (4 to 32 nodes), e.g. all four with --quick's single prompt.

@@ -84,7 +84,7 @@ export interface SpecBenchOptions {
   maxTokens: number;
   budgets: number[];
   modes: SpecMode[];
-  /** Only these drafters (names as in the table: ngram, draft-model, self-int4, self-int2, head); all when absent. */
+  /** Only these drafters (names as in the table: ngram, draft-model, self-int4, self-int2, head, head-cpu); all when absent. */
   drafters?: string[];
   /** Loops a model drafter's rows run in (default ['device']): add 'host' to compare. */
   loops?: ('device' | 'host')[];
@@ -218,7 +218,13 @@ export async function runSpecBench(
     { name: 'draft-model', draft: { model: o.draft, quant: 'f16' }, drafter: 'draft' },
     { name: 'self-int4', draft: { self: 'int4' }, drafter: 'draft' },
     { name: 'self-int2', draft: { self: 'int2' }, drafter: 'draft' },
-    ...(o.head ? [{ name: 'head', draft: { head: o.head }, drafter: 'draft' as const }] : []),
+    // The head on the GPU (device steps), and on the CPU (host-driven steps).
+    ...(o.head
+      ? [
+          { name: 'head', draft: { head: o.head }, drafter: 'draft' as const },
+          { name: 'head-cpu', draft: { head: o.head, on: 'cpu' as const }, drafter: 'draft' as const },
+        ]
+      : []),
   ];
   const configs = all.filter((c) => !o.drafters || o.drafters.includes(c.name));
   const loops = o.loops ?? ['device'];

@@ -99,8 +99,15 @@ export interface CreateEngineOptions {
    * target's own weights at low precision (`{ self: 'int4' }`), or a draft head trained on the
    * target's hidden states (`{ head: ref }`, a folder whose config.json has `model_type`
    * "weft_draft_head"; a `{ model }` that is a head is recognised too). N-gram drafting needs no model.
+   * A head runs beside a GPU target on the GPU (each speculative step one submission: its drafts,
+   * the verify pass and the acceptance), or on the CPU with `on: 'cpu'` (a step per draft depth
+   * driven from the host; only where the GPU's fixed cost per pass dwarfs the head's arithmetic,
+   * e.g. a software adapter). Over the reference runner it always runs on the CPU.
    */
-  draft?: { model: ModelRef; quant?: Quant } | { self: 'int4' | 'int2' } | { head: ModelRef };
+  draft?:
+    | { model: ModelRef; quant?: Quant }
+    | { self: 'int4' | 'int2' }
+    | { head: ModelRef; on?: 'gpu' | 'cpu' };
   /**
    * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
    * the same text as plain sampling with the seed) or 'rejection' (the classic min(1, p/q) rule on
@@ -270,7 +277,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     // over the reference runner it runs on the CPU.
     const { GpuRunner } = await import('../model/gpu-runner.js');
     const headRunner =
-      runner instanceof GpuRunner
+      runner instanceof GpuRunner && !(draft && 'head' in draft && draft.on === 'cpu')
         ? await (await import('../model/gpu-head.js')).createGpuHeadRunner(head, runner, {
             capacity: context,
             quant: quant === 'f32' ? 'f32' : 'f16',
