@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { rankChildren, samplingProbs } from '../../src/decode/probs.js';
 import { allowedTokens, gumbelKey, gumbelScore, sampleRef } from '../../src/kernels/sample/gumbel.js';
+import { GREEDY_TREE_SHARPEN } from '../../src/kernels/sample/topk.js';
 import type { SamplerSpec } from '../../src/model/runner.js';
 import { rng } from '../fixtures/write.js';
 
@@ -73,5 +74,20 @@ describe('rankChildren (tree drafting under shared noise)', () => {
   it('greedy: the k largest logits, ties to the lower id', () => {
     const kids = rankChildren([1, 3, 2, 3, -1], 0, sampler({ temperature: 0 }), 3);
     expect(kids.map((c) => c.token)).toEqual([1, 3, 2]);
+  });
+
+  it('greedy: weights are the draft distribution sharpened, log-softmax(c · ℓ); the children do not depend on c', () => {
+    const logits = randomLogits(9, 32);
+    const kids = rankChildren(logits, 0, sampler({ temperature: 0 }), 32);
+    const c = GREEDY_TREE_SHARPEN;
+    expect(c).toBeGreaterThan(1);
+    const m = Math.max(...logits);
+    const z = logits.reduce((a, l) => a + Math.exp(c * (l - m)), 0);
+    expect(kids.map((k) => k.token)).toEqual(
+      Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b),
+    );
+    for (const k of kids)
+      expect(k.logWeight).toBeCloseTo(Math.min(0, c * (logits[k.token]! - m) - Math.log(z)), 9);
+    expect(kids.reduce((a, k) => a + Math.exp(k.logWeight), 0)).toBeCloseTo(1, 9);
   });
 });

@@ -2,7 +2,9 @@
 // CPU reads back k (token, log weight) pairs per row instead of the row. Exactly what the plain-TS
 // reference `childrenRef` (topk.ts) computes: scores s_v = ℓ_v (GREEDY) or ℓ_v · invT + G(seed,
 // position, v) over the tokens top-k / top-p / min-p allow; the k best by score, ties to the lower
-// id; log weight min(0, s - M - log Σ exp(s - M)) over the allowed tokens (M the best score).
+// id; log weight min(0, c·(s - M) - log Σ exp(c·(s - M))) over the allowed tokens (M the best
+// score, c = sharpen: 1 at T > 0; greedy trees rank on the draft's distribution sharpened, see
+// GREEDY_TREE_SHARPEN in topk.ts). c only weighs: the children and their order do not depend on it.
 //
 // Three stages (renderWgsl flags) sharing one uniform block, dispatched in this order (greedy
 // skips the first; GREEDY picks the chunk pass's score; ROWS is set for the first two):
@@ -22,7 +24,7 @@
 // sampler's (each keeps exactly the tokens passing the same test) and its scores are the
 // sampler's, so the id is the sampler's.
 //
-// Bindings (group 0), 0 uniform Params { R, V, k, chunks, seed, invT, topK, topP, minP } in all:
+// Bindings (group 0), 0 uniform Params { R, V, k, chunks, seed, invT, topK, topP, minP, sharpen } in all:
 //   THRESHOLD  1 logits: array<f32> [*, V]; 2 picks: array<u32> [R, 2] (logits row, absolute
 //              position of the children; SAMPLE: positions [R]); 3 thr: array<f32> [R] (written).
 //   CHUNK_PASS 1 logits; 2 picks; 3 thr (absent when GREEDY, parts moving to 3); 4 parts:
@@ -197,10 +199,10 @@ fn pick(t: u32, head: ptr<function, u32>) -> vec2<u32> {
 
 var<workgroup> red_z: array<f32, WG>;
 
-// (max, Σ exp(s - max)) of two parts as one.
+// (max, Σ exp(c·(s - max))) of two parts as one (c = p.sharpen; c = 1 multiplies exactly).
 fn combine(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
   let m = max(a.x, b.x);
-  return vec2<f32>(m, a.y * exp(a.x - m) + b.y * exp(b.x - m));
+  return vec2<f32>(m, a.y * exp((a.x - m) * p.sharpen) + b.y * exp((b.x - m) * p.sharpen));
 }
 
 // Tree merge of every thread's (max, sum) pair; the result to every thread.
@@ -333,7 +335,7 @@ fn main(
   for (var j = 0u; j < p.k; j++) {
     let won = pick(t, &head);
     if (t == 0u) {
-      let w = min(0.0, bitcast<f32>(won.x) - mz.x - log_z);
+      let w = min(0.0, (bitcast<f32>(won.x) - mz.x) * p.sharpen - log_z);
       out[2u * (row * p.k + j)] = won.y;
       out[2u * (row * p.k + j) + 1u] = bitcast<u32>(select(0.0, w, won.y != NONE));
     }
