@@ -22,6 +22,8 @@ export interface DeviceStepOptions {
    * depth they grew to, one more while they were cut short).
    */
   depths?: number;
+  /** How greedy trees weigh children (RankSpec.sharpen; default 1). */
+  sharpen?: number;
 }
 
 /**
@@ -133,6 +135,7 @@ export class DeviceSpeculator {
         temperature: sampler.temperature,
         topK: sampler.topK,
         topP: sampler.topP,
+        sharpen: o.sharpen ?? 1,
       };
       let pass = enc.beginComputePass({ label: 'tree-root' });
       tree.encodeInit(pass, this.picks);

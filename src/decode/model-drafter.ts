@@ -12,6 +12,17 @@ const TREE_WIDTH = 4;
 /** Most rows of one draft forward (the GPU runner's limit). */
 const MAX_DRAFT_ROWS = 64;
 
+/** Options of {@link ModelDrafter}. */
+export interface ModelDrafterOptions {
+  /** Tokens per draft prefill pass (default 64). */
+  chunk?: number;
+  /**
+   * Greedy trees weigh children by the draft's distribution sharpened by this factor (default 1;
+   * a draft head takes GREEDY_TREE_SHARPEN, see kernels/sample/topk.ts). Lossless whatever it is.
+   */
+  sharpen?: number;
+}
+
 /** A node of a tree being grown: parent is a node index or -1 (child of the context's last token). */
 interface GrowNode {
   token: number;
@@ -42,13 +53,19 @@ export class ModelDrafter implements Drafter {
   /** The device speculator for the last target (see {@link ModelDrafter.speculate}). */
   private device: { target: ModelRunner; speculator: DeviceSpeculator | undefined } | undefined;
 
+  /** Tokens per draft prefill pass. */
+  private readonly chunk: number;
+  /** How greedy trees weigh children (RankSpec.sharpen): 1, or a head's sharpening. */
+  private readonly sharpen: number;
+
   constructor(
     readonly name: string,
     private readonly runner: ModelRunner,
-    /** Tokens per draft prefill pass. */
-    private readonly chunk = 64,
+    o: ModelDrafterOptions = {},
   ) {
     this.cached = new CachedPrefix(runner);
+    this.chunk = o.chunk ?? 64;
+    this.sharpen = o.sharpen ?? 1;
   }
 
   async propose(
@@ -95,7 +112,7 @@ export class ModelDrafter implements Drafter {
     const speculator = this.device.speculator;
     const n = Math.min(budget, this.runner.capacity - context.length);
     if (!speculator?.fits(context, n)) return undefined;
-    return speculator.step(this.cached, context, n, sampler, o);
+    return speculator.step(this.cached, context, n, sampler, { sharpen: this.sharpen, ...o });
   }
 
   get weightBytesPerPass(): number | undefined {
@@ -120,13 +137,14 @@ export class ModelDrafter implements Drafter {
     sampler: SamplerSpec,
     k: number,
   ): Promise<RankedChild[][]> {
+    const rank = { ...sampler, sharpen: this.sharpen };
     if (this.runner.lastChildren) {
-      const c = await this.runner.lastChildren(rows, positions, sampler, k);
+      const c = await this.runner.lastChildren(rows, positions, rank, k);
       return rows.map((_, i) => childrenOfRow(c, i, k));
     }
     const V = this.runner.spec.vocabSize;
     const logits = await this.logits(rows);
-    return rows.map((_, i) => rankChildren(logits.subarray(i * V, (i + 1) * V), positions[i]!, sampler, k));
+    return rows.map((_, i) => rankChildren(logits.subarray(i * V, (i + 1) * V), positions[i]!, rank, k));
   }
 
   /** A sampled chain of `n` tokens, with the draft distribution each was drawn from. */

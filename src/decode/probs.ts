@@ -1,6 +1,6 @@
 import { allowedTokens, argmax } from '../kernels/sample/gumbel.js';
 import { childrenRef, type RankedChild } from '../kernels/sample/topk.js';
-import type { SamplerSpec } from '../model/runner.js';
+import type { RankSpec, SamplerSpec } from '../model/runner.js';
 
 /**
  * The distribution a sampler draws from at one row: softmax(ℓ / T) over the tokens that survive
@@ -47,7 +47,7 @@ export function samplingProbs(logits: ArrayLike<number>, sampler: SamplerSpec): 
 export function rankChildren(
   logits: ArrayLike<number>,
   position: number,
-  sampler: SamplerSpec,
+  sampler: RankSpec,
   k: number,
 ): RankedChild[] {
   return childrenRef(logits, position, sampler, k);

@@ -6,6 +6,7 @@ import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import type { GpuContext } from '../gpu/device.js';
 import { createGpuContext } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
+import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type DraftHead, HeadRunner, isDraftHead, openDraftHead } from '../model/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
@@ -283,7 +284,8 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
             quant: quant === 'f32' ? 'f32' : 'f16',
           })
         : new HeadRunner(head, runner, context);
-    drafter = new ModelDrafter(`head ${head.name}`, headRunner);
+    // A head's passes are cheap: its greedy trees go deep on confident paths (GREEDY_TREE_SHARPEN).
+    drafter = new ModelDrafter(`head ${head.name}`, headRunner, { sharpen: GREEDY_TREE_SHARPEN });
   }
   // Every tensor is on the device now: release file handles.
   await files.close?.();

@@ -30,6 +30,7 @@ import {
   type DecodeSession,
   type ForwardInput,
   type ModelRunner,
+  type RankSpec,
   type SamplerSpec,
 } from './runner.js';
 import { type DraftTree, draftTree } from './tree.js';
@@ -838,7 +839,7 @@ export class GpuRunner implements ModelRunner {
   async lastChildren(
     rows: readonly number[],
     positions: readonly number[],
-    sampler: SamplerSpec,
+    sampler: RankSpec,
     k: number,
   ): Promise<Children> {
     this.ctx.assertAlive();
@@ -866,6 +867,7 @@ export class GpuRunner implements ModelRunner {
       temperature: sampler.temperature,
       topK: sampler.topK,
       topP: sampler.topP,
+      ...(sampler.sharpen !== undefined ? { sharpen: sampler.sharpen } : {}),
     });
     pass.end();
     const bytes = R * k * 8;

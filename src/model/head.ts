@@ -18,7 +18,7 @@ import {
   ropeInverseFrequencies,
   scoredRows,
 } from './reference.js';
-import type { ForwardInput, ModelRunner, SamplerSpec } from './runner.js';
+import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from './runner.js';
 import { draftTree, pathTo } from './tree.js';
 
 // A draft head (EAGLE-style; issue 24): one decoder layer that reads the target's own hidden state
@@ -517,7 +517,7 @@ export class HeadRunner implements ModelRunner {
   async lastChildren(
     rows: readonly number[],
     positions: readonly number[],
-    sampler: SamplerSpec,
+    sampler: RankSpec,
     k: number,
   ): Promise<Children> {
     return rankScoredRows(this.scored, this.spec.vocabSize, rows, positions, sampler, k);

@@ -6,7 +6,13 @@ import type { KvFormat } from '../kernels/kv/kv.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, childrenRef, packChildren } from '../kernels/sample/topk.js';
-import { checkFeatureRange, type ForwardInput, type ModelRunner, type SamplerSpec } from './runner.js';
+import {
+  checkFeatureRange,
+  type ForwardInput,
+  type ModelRunner,
+  type RankSpec,
+  type SamplerSpec,
+} from './runner.js';
 import { draftTree, pathTo } from './tree.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
 
@@ -312,7 +318,7 @@ export class ReferenceRunner implements ModelRunner {
   async lastChildren(
     rows: readonly number[],
     positions: readonly number[],
-    sampler: SamplerSpec,
+    sampler: RankSpec,
     k: number,
   ): Promise<Children> {
     return rankScoredRows(this.scored, this.spec.vocabSize, rows, positions, sampler, k);
@@ -391,7 +397,7 @@ export function rankScoredRows(
   V: number,
   rows: readonly number[],
   positions: readonly number[],
-  sampler: SamplerSpec,
+  sampler: RankSpec,
   k: number,
 ): Children {
   if (positions.length !== rows.length)

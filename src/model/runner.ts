@@ -17,6 +17,14 @@ export interface SamplerSpec {
   readonly seed: number;
 }
 
+/**
+ * A sampler as tree ranking takes it: greedy trees may weigh children by the draft's distribution
+ * sharpened (`sharpen`, see RankCall in kernels/sample/topk.ts; default 1).
+ */
+export interface RankSpec extends SamplerSpec {
+  readonly sharpen?: number;
+}
+
 /** The greedy sampler. */
 export const GREEDY: SamplerSpec = { temperature: 0, topP: 1, topK: 0, seed: 0 };
 
@@ -104,7 +112,7 @@ export interface ModelRunner {
   lastChildren?(
     rows: readonly number[],
     positions: readonly number[],
-    sampler: SamplerSpec,
+    sampler: RankSpec,
     k: number,
   ): Promise<Children>;
   /**

@@ -76,18 +76,28 @@ describe('rankChildren (tree drafting under shared noise)', () => {
     expect(kids.map((c) => c.token)).toEqual([1, 3, 2]);
   });
 
-  it('greedy: weights are the draft distribution sharpened, log-softmax(c · ℓ); the children do not depend on c', () => {
+  it('greedy: weights are log-softmax(c · ℓ), c = sharpen (default 1); the children do not depend on c', () => {
     const logits = randomLogits(9, 32);
-    const kids = rankChildren(logits, 0, sampler({ temperature: 0 }), 32);
-    const c = GREEDY_TREE_SHARPEN;
-    expect(c).toBeGreaterThan(1);
     const m = Math.max(...logits);
-    const z = logits.reduce((a, l) => a + Math.exp(c * (l - m)), 0);
-    expect(kids.map((k) => k.token)).toEqual(
-      Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b),
+    const order = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b);
+    expect(GREEDY_TREE_SHARPEN).toBeGreaterThan(1);
+    // Default (every drafter but a head): the draft's own distribution, c = 1.
+    for (const [c, rank] of [
+      [1, sampler({ temperature: 0 })],
+      [GREEDY_TREE_SHARPEN, { ...sampler({ temperature: 0 }), sharpen: GREEDY_TREE_SHARPEN }],
+    ] as const) {
+      const kids = rankChildren(logits, 0, rank, 32);
+      const z = logits.reduce((a, l) => a + Math.exp(c * (l - m)), 0);
+      expect(kids.map((k) => k.token)).toEqual(order);
+      for (const k of kids)
+        expect(k.logWeight).toBeCloseTo(Math.min(0, c * (logits[k.token]! - m) - Math.log(z)), 9);
+      expect(kids.reduce((a, k) => a + Math.exp(k.logWeight), 0)).toBeCloseTo(1, 9);
+    }
+    // Sampling weighs at c = 1 whatever is asked.
+    const t1 = sampler({ temperature: 1 });
+    expect(rankChildren(logits, 3, { ...t1, sharpen: 4 }, 8)).toEqual(rankChildren(logits, 3, t1, 8));
+    expect(() => rankChildren(logits, 0, { ...sampler({ temperature: 0 }), sharpen: 0 }, 4)).toThrow(
+      'tree ranking: sharpen must be a finite number > 0, got 0',
     );
-    for (const k of kids)
-      expect(k.logWeight).toBeCloseTo(Math.min(0, c * (logits[k.token]! - m) - Math.log(z)), 9);
-    expect(kids.reduce((a, k) => a + Math.exp(k.logWeight), 0)).toBeCloseTo(1, 9);
   });
 });

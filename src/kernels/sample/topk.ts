@@ -9,7 +9,15 @@ import { grid } from '../dispatch.js';
 import { allowedTokens, gumbelKey, gumbelScore, type SampleOptions } from './gumbel.js';
 
 /** Sampling settings of one ranking: the sampler's options and its user seed (u32). */
-export type RankCall = SampleOptions & { readonly seed: number };
+export type RankCall = SampleOptions & {
+  readonly seed: number;
+  /**
+   * Greedy ranking only: weigh the children by log-softmax(sharpen · ℓ) (default 1, the draft's
+   * own distribution; see {@link GREEDY_TREE_SHARPEN}). The children and their order do not
+   * depend on it.
+   */
+  readonly sharpen?: number;
+};
 
 /**
  * Threads per workgroup: the threshold pass sums exactly as the sampler does (sample.wgsl's 256
@@ -39,15 +47,18 @@ const Params = defineUniforms('Params', {
 });
 
 /**
- * How much greedy tree drafting sharpens the draft's distribution to weigh its children: log
- * weights are log-softmax(c · ℓ), c = 4 (temperature 0.25). Greedy verification accepts a child
+ * How much a draft head's greedy trees sharpen its distribution to weigh their children
+ * ({@link RankCall.sharpen}): log weights are log-softmax(c · ℓ), c = 4 (temperature 0.25). Greedy verification accepts a child
  * only where the target's argmax is the draft's, which a peaked draft distribution predicts better
  * than its own softmax: best-first trees then go deep on confident paths instead of wide on
  * unlikely siblings. Measured on the demo pair (`npm run bench:spec -- --cpu --budgets 16
  * --modes greedy`, six held-out prompts × 64 tokens), tokens per target pass for the draft model
  * and the draft head: c = 1 3.12 and 3.76; c = 3 3.83 and 6.33; c = 4 3.58 and 6.52; c = 5 3.61
  * and 6.52; c = 10 3.15 and 5.86. It changes which nodes a tree keeps, never a child's token or
- * order, so every drafter stays lossless; sampling (T > 0) weighs at c = 1.
+ * order, so every drafter stays lossless; sampling (T > 0) weighs at c = 1. Deeper trees cost more
+ * draft passes: the draft model's device steps went from 4.35 to 9.10 draft passes per step at
+ * budget 16, so its modelled speed-up on a bandwidth-bound GPU fell (1.77x to 1.48x) while the
+ * head's rose; drafters other than heads weigh at c = 1.
  */
 export const GREEDY_TREE_SHARPEN = 4;
 
@@ -72,8 +83,7 @@ export interface Children {
  * Scores are s_v = ℓ_v when greedy (temperature ≤ 0), else ℓ_v · (1/T) + G(seed, position, v) in
  * f32 (the score sampleRef maximises) over the tokens {@link allowedTokens} keeps, -inf elsewhere;
  * the k best finite scores, ties to the lower id; weight min(0, c·(s - M) - log Σ exp(c·(s_v - M)))
- * over the finite scores (M the largest; c = {@link GREEDY_TREE_SHARPEN} when greedy, else 1), in
- * f64.
+ * over the finite scores (M the largest; c = `call.sharpen` when greedy, else 1), in f64.
  */
 export function childrenRef(
   logits: ArrayLike<number>,
@@ -91,7 +101,7 @@ export function childrenRef(
     const key = gumbelKey(call.seed, position);
     for (let v = 0; v < V; v++) if (ok[v]) score[v] = gumbelScore(logits[v]!, invT, key, v);
   }
-  const c = call.temperature <= 0 ? GREEDY_TREE_SHARPEN : 1;
+  const c = call.temperature <= 0 ? sharpenOf(call) : 1;
   let m = Number.NEGATIVE_INFINITY;
   for (let v = 0; v < V; v++) m = Math.max(m, score[v]!);
   let z = 0;
@@ -108,6 +118,14 @@ export function childrenRef(
     }
   }
   return best.map((token) => ({ token, logWeight: Math.min(0, c * (score[token]! - m) - Math.log(z)) }));
+}
+
+/** A call's greedy sharpening, checked: a finite number > 0 (default 1). */
+function sharpenOf(call: RankCall): number {
+  const c = call.sharpen ?? 1;
+  if (!(c > 0 && Number.isFinite(c)))
+    throw new InvalidInputError(`tree ranking: sharpen must be a finite number > 0, got ${c}`);
+  return c;
 }
 
 /** Per-row child lists as {@link Children} of `k` per row (token -1, weight 0 where a list is short). */
@@ -269,7 +287,7 @@ export class TopKChildren {
       topK,
       topP,
       minP,
-      sharpen: greedy ? GREEDY_TREE_SHARPEN : 1,
+      sharpen: greedy ? sharpenOf(call) : 1,
     });
     const u = this.uniform.buffer;
     const maxDim = this.ctx.limits.maxComputeWorkgroupsPerDimension;

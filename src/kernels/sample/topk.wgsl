@@ -3,7 +3,7 @@
 // reference `childrenRef` (topk.ts) computes: scores s_v = ℓ_v (GREEDY) or ℓ_v · invT + G(seed,
 // position, v) over the tokens top-k / top-p / min-p allow; the k best by score, ties to the lower
 // id; log weight min(0, c·(s - M) - log Σ exp(c·(s - M))) over the allowed tokens (M the best
-// score, c = sharpen: 1 at T > 0; greedy trees rank on the draft's distribution sharpened, see
+// score, c = sharpen: 1 at T > 0; a draft head's greedy trees weigh its distribution sharpened, see
 // GREEDY_TREE_SHARPEN in topk.ts). c only weighs: the children and their order do not depend on it.
 //
 // Three stages (renderWgsl flags) sharing one uniform block, dispatched in this order (greedy
