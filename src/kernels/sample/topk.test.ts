@@ -103,7 +103,7 @@ describe('GPU top-k children (tree drafting)', () => {
       { temperature: 0.7, topK: 50, topP: 0.9, minP: 0.02, seed: 16 },
     ],
     ['greedy', 50000, 17, 4, GREEDY],
-    ['greedy sharpened ×4 (a draft head)', 4096, 5, 8, { ...GREEDY, sharpen: 4 }],
+    ['greedy sharpened ×4 (a draft head)', 4096, 5, 4, { ...GREEDY, sharpen: 4 }],
     ['T=1 sharpen ignored', 4096, 3, 4, { temperature: 1, seed: 18, sharpen: 4 }],
     ['T=1', 50000, 17, 1, { temperature: 1, seed: 17 }],
   ];
