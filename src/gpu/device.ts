@@ -18,6 +18,11 @@ export interface GpuContextOptions {
   powerPreference?: GPUPowerPreference;
   /** Features to leave off even when present, to test fallback paths (e.g. `['subgroups']`). */
   disable?: ReadonlyArray<keyof GpuFeatures>;
+  /**
+   * The matmul layout (see {@link GpuContext.wholeK}); default: whole-K on a software adapter,
+   * split-K on a GPU. Tests set it to run the other layout's kernels.
+   */
+  wholeK?: boolean;
 }
 
 /** A short description of the adapter, for logs, stats and the demo page. */
@@ -39,6 +44,15 @@ export interface GpuContext {
   readonly adapter: AdapterSummary;
   readonly features: GpuFeatures;
   readonly limits: GPUSupportedLimits;
+  /**
+   * How the matmuls lay out their work. Split-K (false, GPUs): 16 lanes of a workgroup share each
+   * output's K and add their sums in workgroup memory. Whole-K (true, software adapters): each
+   * thread walks all of K for its outputs, with no workgroup memory and no barrier, which a CPU
+   * implementation charges for heavily (SwiftShader: ~100 us per workgroup that uses workgroup
+   * memory, against ~1 us for one that does not). The two sum in different orders; every matmul on
+   * one context uses the same layout, so rows stay bit-identical whatever the batch size.
+   */
+  readonly wholeK: boolean;
   readonly pipelines: PipelineCache;
   /**
    * Every dispatch, queue write, submission and readback weft makes on this device goes through
@@ -110,6 +124,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     adapter: summary,
     features,
     limits: device.limits,
+    wholeK: options.wholeK ?? summary.software,
     pipelines: new PipelineCache(device),
     counter: new GpuCounter(device.queue),
     lost,

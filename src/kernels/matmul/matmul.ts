@@ -317,12 +317,13 @@ export function matmulTiles(maxM: number): number[] {
 }
 
 /**
- * Output columns per row group (the WGSL constant R) of matmul.wgsl's variant with `tm` rows per
- * tile: 2, or 1 for the SiLU gate's 8-row tile (its 2·R·TM accumulators per thread and their lane
- * sums in workgroup memory would pass the 16 KiB a workgroup may hold). A row's result does not
- * depend on it.
+ * Output columns per row group (the WGSL constant R) of matmul.wgsl's split-K variant with `tm`
+ * rows per tile: 2, or 1 for the SiLU gate's 8-row tile (its 2·R·TM accumulators per thread and
+ * their lane sums in workgroup memory would pass the 16 KiB a workgroup may hold). In the whole-K
+ * layout, the columns per thread ({@link WHOLE_K_COLUMNS}). A row's result depends on neither.
  */
-function columnsPerGroup(tm: number, epilogue: MatmulEpilogue): number {
+function columnsPerGroup(tm: number, epilogue: MatmulEpilogue, wholeK = false): number {
+  if (wholeK) return WHOLE_K_COLUMNS;
   if (tm === 1) return GEMV_COLUMNS;
   return epilogue === 'silu' && tm === 8 ? 1 : 2;
 }
@@ -330,15 +331,25 @@ function columnsPerGroup(tm: number, epilogue: MatmulEpilogue): number {
 /** Output columns per row group of the GEMV (8 per workgroup; see bench/kernels.ts for 4 vs 8). */
 const GEMV_COLUMNS = 2;
 
-/** Row groups of a matmul.wgsl workgroup (its 64 threads are 4 groups of 16 K-lanes). */
+/** Row groups of a split-K matmul.wgsl workgroup (its 64 threads are 4 groups of 16 K-lanes). */
 const ROW_GROUPS = 4;
+
+/** Threads per workgroup of the whole-K layout (see {@link GpuContext.wholeK}). */
+export const WHOLE_K_THREADS = 16;
+
+/** Output columns per thread of the whole-K layout. */
+export const WHOLE_K_COLUMNS = 4;
 
 /**
  * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
- * (1: the GEMV) and this epilogue.
+ * (1: the GEMV), this epilogue and layout.
  */
-export function matmulRowsPerWorkgroup(tm: number, epilogue: MatmulEpilogue = 'store'): number {
-  return ROW_GROUPS * columnsPerGroup(tm, epilogue);
+export function matmulRowsPerWorkgroup(
+  tm: number,
+  epilogue: MatmulEpilogue = 'store',
+  wholeK = false,
+): number {
+  return wholeK ? WHOLE_K_THREADS * WHOLE_K_COLUMNS : ROW_GROUPS * columnsPerGroup(tm, epilogue);
 }
 
 /**
@@ -375,6 +386,8 @@ export interface MatmulVariant {
   /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
   readonly norm: false | 'weight' | 'one-plus';
   readonly epilogue: MatmulEpilogue;
+  /** The whole-K layout (see {@link GpuContext.wholeK}); else K is split over 16 lanes. */
+  readonly wholeK: boolean;
 }
 
 /**
@@ -388,7 +401,7 @@ export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat)
 
 /** The variant a {@link Matmul} with these options runs on `ctx`. */
 export function matmulVariant(
-  ctx: Pick<GpuContext, 'features'>,
+  ctx: Pick<GpuContext, 'features'> & Partial<Pick<GpuContext, 'wholeK'>>,
   format: WeightFormat,
   opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): MatmulVariant {
@@ -396,6 +409,7 @@ export function matmulVariant(
     half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
+    wholeK: ctx.wholeK ?? false,
   };
 }
 
@@ -411,7 +425,10 @@ export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant)
 export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   return {
     TM: tm,
-    R: columnsPerGroup(tm, v.epilogue),
+    R: columnsPerGroup(tm, v.epilogue, v.wholeK),
+    TPR: v.wholeK ? WHOLE_K_THREADS : 64,
+    WHOLE_K: v.wholeK,
+    ...(v.wholeK ? wholeKCode(tm, v) : {}),
     HALF: v.half,
     WTYPE: codeWordType(format),
     F32: format === 'f32',
@@ -428,6 +445,70 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     ADD: v.epilogue === 'add',
     SILU: v.epilogue === 'silu',
   };
+}
+
+/**
+ * The unrolled parts of matmul.wgsl's whole-K main for `tm` rows per tile (WK_ROWS, WK_TILE,
+ * WK_BLOCK, WK_STORE): a named scalar per accumulator (`a{r}_{m}`: weight row r, tile row m), per
+ * weight row start (`e{r}`) and per tile row (`xr{m}`, and `inv{m}` with a fused norm), so that a
+ * CPU implementation keeps them in registers. Tile rows m ≥ 1 are summed and written only when
+ * the tile has them (`tr > m`).
+ */
+function wholeKCode(tm: number, v: MatmulVariant): WgslVars {
+  const R = WHOLE_K_COLUMNS;
+  const wr = v.epilogue === 'silu' ? 2 * R : R;
+  const rows = Array.from({ length: tm }, (_, m) => m);
+  const weights = Array.from({ length: wr }, (_, r) => r);
+  const norm = v.norm !== false;
+  const guard = (m: number, body: string[], pad: string) =>
+    m === 0
+      ? body.map((l) => pad + l)
+      : [`${pad}if (tr > ${m}u) {`, ...body.map((l) => `${pad}  ${l}`), `${pad}}`];
+  const WK_ROWS = weights
+    .map((r) => `  let e${r} = (min(c0 + ${r % R}u, last) + ${Math.floor(r / R)}u * p.n_rows) * p.K;`)
+    .join('\n');
+  const WK_TILE = [
+    ...rows.map((m) => `    let xr${m} = (p.x_off + min(m0 + ${m}u, p.M - 1u)) * kv;`),
+    ...(norm ? rows.map((m) => `    let inv${m} = vec4<f32>(row_inv_rms(min(m0 + ${m}u, p.M - 1u)));`) : []),
+    ...weights.flatMap((r) => rows.map((m) => `    var a${r}_${m} = 0.0;`)),
+  ].join('\n');
+  const xq = (m: number, q: number) =>
+    norm ? `x[xr${m} + j + ${q}u] * inv${m} * g${q}` : `x[xr${m} + j + ${q}u]`;
+  const WK_BLOCK = [
+    ...(norm ? [0, 1, 2, 3].map((q) => `      let g${q} = norm_weight(j + ${q}u);`) : []),
+    ...weights.map((r) => `      let w${r} = load_block(e${r} + blk * 16u);`),
+    ...rows.flatMap((m) =>
+      guard(
+        m,
+        [
+          `let x${m} = Block(${[0, 1, 2, 3].map((q) => xq(m, q)).join(', ')});`,
+          ...weights.map((r) => `a${r}_${m} = a${r}_${m} + dot16(w${r}, x${m});`),
+        ],
+        '      ',
+      ),
+    ),
+  ].join('\n');
+  const store = (c: number, m: number) => {
+    const s = `a${c}_${m}`;
+    const op =
+      v.epilogue === 'silu'
+        ? `y[at] = ${s} / (1.0 + exp(-${s})) * a${R + c}_${m};`
+        : v.epilogue === 'add'
+          ? `y[at] = y[at] + ${s};`
+          : `y[at] = ${s};`;
+    return [`let at = (m0 + ${m}u) * p.N + p.n_off + c0 + ${c}u;`, op];
+  };
+  const WK_STORE = Array.from({ length: R }, (_, c) => c)
+    .flatMap((c) => {
+      const body = rows.flatMap((m) =>
+        m === 0 ? [`{`, ...store(c, m).map((l) => `  ${l}`), `}`] : guard(m, store(c, m), ''),
+      );
+      return c === 0
+        ? body.map((l) => `    ${l}`)
+        : [`    if (c0 + ${c}u < p.n_rows) {`, ...body.map((l) => `      ${l}`), `    }`];
+    })
+    .join('\n');
+  return { WK_ROWS, WK_TILE, WK_BLOCK, WK_STORE };
 }
 
 /**
@@ -575,7 +656,7 @@ export class Matmul extends PartedMatmul {
       'Matmul',
       'matmul',
       (tm) => matmulSource(w.format, tm, v),
-      (tm) => matmulRowsPerWorkgroup(tm, v.epilogue),
+      (tm) => matmulRowsPerWorkgroup(tm, v.epilogue, v.wholeK),
       matmulTiles,
     );
     this.norm = norm;

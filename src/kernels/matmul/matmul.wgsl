@@ -64,7 +64,7 @@ enable f16;
 @group(0) @binding({{GAMMA_AT}}) var<storage, read> gamma: array<vec4<f32>>;
 //#endif
 
-const TPR: u32 = 64u;
+const TPR: u32 = {{TPR}}u;
 // Lanes that split K for one output, and the row groups of a workgroup.
 const KL: u32 = 16u;
 const RG: u32 = TPR / KL;
@@ -149,6 +149,97 @@ fn load_block(e: u32) -> Block {
 }
 
 //#if NORM
+fn norm_weight(j: u32) -> vec4<f32> {
+//#if ONE_PLUS
+  return 1.0 + gamma[j];
+//#else
+  return gamma[j];
+//#endif
+}
+//#endif
+
+fn dot4(a: vec4<f32>, b: vec4<f32>, c: f32) -> f32 {
+  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, c))));
+}
+
+// One block's contribution to one output: the fixed order every variant uses.
+fn dot16(wb: Block, xb: Block) -> f32 {
+  return dot4(wb.d, xb.d, dot4(wb.c, xb.c, dot4(wb.b, xb.b, dot4(wb.a, xb.a, 0.0))));
+}
+
+//#if WHOLE_K
+//#if NORM
+// x[i] * x[i] (the vec4 at i), or 0 past `end`: adding it leaves a sum of squares unchanged.
+fn sq(i: u32, end: u32) -> vec4<f32> {
+  if (i < end) {
+    let v = x[i];
+    return v * v;
+  }
+  return vec4<f32>(0.0);
+}
+
+// rmsnorm.wgsl's scale 1 / sqrt(mean(x^2) + eps) of row `row` of x, by one thread in the same sum
+// order and ops: its 64 threads' partial sums s_t = x_t^2 + x_{t+64}^2 + ... (here the 16 vec4s
+// s0 .. s15, component c of s_j being s_{4j+c}), then reduce.wgsl's tree over them (halving: 32,
+// 16, ..., 1).
+fn row_inv_rms(row: u32) -> f32 {
+  let kv = p.K / 4u;
+  let b = (p.x_off + row) * kv;
+  let end = b + kv;
+  var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
+  var s4 = vec4<f32>(0.0); var s5 = vec4<f32>(0.0); var s6 = vec4<f32>(0.0); var s7 = vec4<f32>(0.0);
+  var s8 = vec4<f32>(0.0); var s9 = vec4<f32>(0.0); var s10 = vec4<f32>(0.0); var s11 = vec4<f32>(0.0);
+  var s12 = vec4<f32>(0.0); var s13 = vec4<f32>(0.0); var s14 = vec4<f32>(0.0); var s15 = vec4<f32>(0.0);
+  for (var i = b; i < end; i += 16u) {
+    s0 += sq(i, end); s1 += sq(i + 1u, end); s2 += sq(i + 2u, end); s3 += sq(i + 3u, end);
+    s4 += sq(i + 4u, end); s5 += sq(i + 5u, end); s6 += sq(i + 6u, end); s7 += sq(i + 7u, end);
+    s8 += sq(i + 8u, end); s9 += sq(i + 9u, end); s10 += sq(i + 10u, end); s11 += sq(i + 11u, end);
+    s12 += sq(i + 12u, end); s13 += sq(i + 13u, end); s14 += sq(i + 14u, end); s15 += sq(i + 15u, end);
+  }
+  s0 += s8; s1 += s9; s2 += s10; s3 += s11; s4 += s12; s5 += s13; s6 += s14; s7 += s15;
+  s0 += s4; s1 += s5; s2 += s6; s3 += s7;
+  s0 += s2; s1 += s3;
+  s0 += s1;
+  let h = s0.xy + s0.zw;
+  return 1.0 / sqrt((h.x + h.y) / f32(p.K) + p.eps);
+}
+//#endif
+
+// Whole-K layout (software adapters; see GpuContext.wholeK): thread t of a workgroup computes the
+// R output columns c0 .. c0 + R - 1 (c0 = (flat workgroup index * TPR + t) * R) for TM rows of x
+// at a time, walking every block of K itself in increasing order: acc = acc + dot16(block) per
+// output. No workgroup memory and no barrier (a CPU implementation pays microseconds per barrier
+// and ~100 us per workgroup for zeroing workgroup memory); x is read straight from its buffer.
+// The loops over columns and tile rows are unrolled by the TS side into named scalars (WK_*: a
+// CPU implementation keeps an indexed local array in memory). The order depends on neither M nor
+// the tile, so rows are bit-identical whatever M is, as in the split-K layout below (whose sums
+// differ from these). Tile rows past M read row M - 1 and are neither summed nor written.
+@compute @workgroup_size(TPR)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) t: u32,
+) {
+  let c0 = ((wid.y * nwg.x + wid.x) * TPR + t) * R;
+  if (c0 >= p.n_rows) {
+    return;
+  }
+  let nblk = p.K / 16u;
+  let kv = p.K / 4u;
+  let last = p.n_rows - 1u;
+{{WK_ROWS}}
+  for (var m0 = 0u; m0 < p.M; m0 += TM) {
+    let tr = min(TM, p.M - m0);
+{{WK_TILE}}
+    for (var blk = 0u; blk < nblk; blk++) {
+      let j = blk * 4u;
+{{WK_BLOCK}}
+    }
+{{WK_STORE}}
+  }
+}
+//#else
+//#if NORM
 const WG: u32 = TPR;
 
 // Each tile row's inv_rms (NORM).
@@ -184,14 +275,6 @@ fn tile_inv_rms(m0: u32, t: u32) {
   }
   workgroupBarrier();
 }
-
-fn norm_weight(j: u32) -> vec4<f32> {
-//#if ONE_PLUS
-  return 1.0 + gamma[j];
-//#else
-  return gamma[j];
-//#endif
-}
 //#endif
 
 // The tile's inputs of the current chunk: row m's KC * 16 values from vec4 ch * KC * 4.
@@ -221,15 +304,6 @@ fn stage_x(m0: u32, ch: u32, t: u32) {
 fn staged_x(m: u32, b: u32) -> Block {
   let i = m * KC * 4u + b * 4u;
   return Block(xs[i], xs[i + 1u], xs[i + 2u], xs[i + 3u]);
-}
-
-fn dot4(a: vec4<f32>, b: vec4<f32>, c: f32) -> f32 {
-  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, c))));
-}
-
-// One block's contribution to one output: the fixed order every variant uses.
-fn dot16(wb: Block, xb: Block) -> f32 {
-  return dot4(wb.d, xb.d, dot4(wb.c, xb.c, dot4(wb.b, xb.b, dot4(wb.a, xb.a, 0.0))));
 }
 
 // Lane sums of accumulator a = r * TM + m of row group g: red[((g * WR + r) * TM + m) * KL + lane].
@@ -312,3 +386,4 @@ fn main(
     }
   }
 }
+//#endif
