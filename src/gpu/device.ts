@@ -19,10 +19,10 @@ export interface GpuContextOptions {
   /** Features to leave off even when present, to test fallback paths (e.g. `['subgroups']`). */
   disable?: ReadonlyArray<keyof GpuFeatures>;
   /**
-   * The matmul layout (see {@link GpuContext.wholeK}); default: whole-K on a software adapter,
-   * split-K on a GPU. Tests set it to run the other layout's kernels.
+   * Whether kernels take their serial forms (see {@link GpuContext.serial}); default: on a
+   * software adapter. Tests set it to run the other forms.
    */
-  wholeK?: boolean;
+  serial?: boolean;
 }
 
 /** A short description of the adapter, for logs, stats and the demo page. */
@@ -45,14 +45,15 @@ export interface GpuContext {
   readonly features: GpuFeatures;
   readonly limits: GPUSupportedLimits;
   /**
-   * How the matmuls lay out their work. Split-K (false, GPUs): 16 lanes of a workgroup share each
-   * output's K and add their sums in workgroup memory. Whole-K (true, software adapters): each
-   * thread walks all of K for its outputs, with no workgroup memory and no barrier, which a CPU
-   * implementation charges for heavily (SwiftShader: ~100 us per workgroup that uses workgroup
-   * memory, against ~1 us for one that does not). The two sum in different orders; every matmul on
-   * one context uses the same layout, so rows stay bit-identical whatever the batch size.
+   * Whether the heavy kernels take their serial forms, where each thread computes its outputs
+   * alone, with no workgroup memory and no barrier: the matmuls walk all of K per thread (whole-K)
+   * instead of splitting it over 16 lanes, attention scores a chunk per query head in one thread.
+   * Chosen on software adapters, which charge heavily for what a GPU gets cheaply (SwiftShader:
+   * ~100 us per workgroup that uses workgroup memory, ~4 us per barrier, against ~1 us for a
+   * workgroup with neither). The forms sum in different orders; every kernel on one context uses
+   * the same form, so rows stay bit-identical whatever the batch size.
    */
-  readonly wholeK: boolean;
+  readonly serial: boolean;
   readonly pipelines: PipelineCache;
   /**
    * Every dispatch, queue write, submission and readback weft makes on this device goes through
@@ -124,7 +125,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     adapter: summary,
     features,
     limits: device.limits,
-    wholeK: options.wholeK ?? summary.software,
+    serial: options.serial ?? summary.software,
     pipelines: new PipelineCache(device),
     counter: new GpuCounter(device.queue),
     lost,

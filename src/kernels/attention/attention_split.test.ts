@@ -110,179 +110,190 @@ function reference(a: AttentionInputs): Float32Array {
 const TOL = 5e-5;
 const CH = ATTENTION_CHUNK;
 
-describe('split attention (chunks of absolute slots, then a merge) vs the TS reference', () => {
-  it.each([
-    // heads, kvHeads, headDim, base, format
-    [4, 4, 64, 37, 'f32'],
-    [4, 2, 128, CH - 1, 'f32'],
-    [8, 2, 80, CH, 'f32'],
-    [8, 2, 64, 3 * CH + 17, 'f16'],
-    [6, 6, 96, 700, 'f16'],
-    [4, 1, 128, 2 * CH + 200, 'f32'],
-  ] as const)(
-    'decode: heads=%i kvHeads=%i headDim=%i at slot %i, %s cache',
-    async (heads, kvHeads, headDim, base, format) => {
-      const ctx = await gpu();
-      const a = inputs(heads * 1000 + base, heads, kvHeads, headDim, base, chainEnds(1), format);
-      const { out, dispatches } = await runSplit(ctx, a);
-      expectClose(out, reference(a), TOL);
-      // One dispatch while the keys fit one chunk, the partial pass and the merge past it.
-      expect(dispatches).toBe(base + 1 <= CH ? 1 : 2);
-    },
-  );
+// Both forms of the partial kernel (GpuContext.serial: workgroups sharing a chunk's keys on a GPU,
+// one thread per query head on a software adapter), each against the reference.
+const FORMS = [
+  ['workgroup form', false],
+  ['serial form', true],
+] as const;
 
-  it.each([
-    [4, 2, 64, 0, 17, 'f32'],
-    [8, 2, 96, CH - 9, 17, 'f32'],
-    [4, 1, 128, 2 * CH - 30, 40, 'f16'],
-  ] as const)(
-    'causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
-    async (heads, kvHeads, headDim, base, M, format) => {
-      const ctx = await gpu();
-      const a = inputs(base * 31 + M, heads, kvHeads, headDim, base, chainEnds(M), format);
-      expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
-    },
-  );
+describe.each(FORMS)(
+  'split attention (chunks of absolute slots, then a merge) vs the TS reference, %s',
+  (_form, serial) => {
+    it.each([
+      // heads, kvHeads, headDim, base, format
+      [4, 4, 64, 37, 'f32'],
+      [4, 2, 128, CH - 1, 'f32'],
+      [8, 2, 80, CH, 'f32'],
+      [8, 2, 64, 3 * CH + 17, 'f16'],
+      [6, 6, 96, 700, 'f16'],
+      [4, 1, 128, 2 * CH + 200, 'f32'],
+    ] as const)(
+      'decode: heads=%i kvHeads=%i headDim=%i at slot %i, %s cache',
+      async (heads, kvHeads, headDim, base, format) => {
+        const ctx = await gpu({ serial });
+        const a = inputs(heads * 1000 + base, heads, kvHeads, headDim, base, chainEnds(1), format);
+        const { out, dispatches } = await runSplit(ctx, a);
+        expectClose(out, reference(a), TOL);
+        // One dispatch while the keys fit one chunk, the partial pass and the merge past it.
+        expect(dispatches).toBe(base + 1 <= CH ? 1 : 2);
+      },
+    );
 
-  it.each([
-    // firstSlot, heads, kvHeads, headDim, base, rows, format
-    [1, 4, 2, 64, 0, 17, 'f32'], // the row at slot 0 sees only itself
-    [3, 4, 2, 64, 0, 17, 'f16'],
-    [1, 8, 2, 96, 60, 20, 'f32'], // rows past slot 64 reach slot 0 through d ≥ 64, not a vis bit
-    [3, 4, 1, 128, CH - 9, 17, 'f16'], // across a chunk boundary: the partial pass and the merge
-    [1, 4, 2, 80, 2 * CH + 30, 40, 'f32'],
-    [3, 6, 6, 96, 700, 1, 'f16'], // decode in the third chunk
-  ] as const)(
-    'firstSlot %i: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
-    async (firstSlot, heads, kvHeads, headDim, base, M, format) => {
-      const ctx = await gpu();
-      const a = {
-        ...inputs(base * 17 + M + firstSlot, heads, kvHeads, headDim, base, chainEnds(M), format),
-        firstSlot,
-      };
+    it.each([
+      [4, 2, 64, 0, 17, 'f32'],
+      [8, 2, 96, CH - 9, 17, 'f32'],
+      [4, 1, 128, 2 * CH - 30, 40, 'f16'],
+    ] as const)(
+      'causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
+      async (heads, kvHeads, headDim, base, M, format) => {
+        const ctx = await gpu({ serial });
+        const a = inputs(base * 31 + M, heads, kvHeads, headDim, base, chainEnds(M), format);
+        expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
+      },
+    );
+
+    it.each([
+      // firstSlot, heads, kvHeads, headDim, base, rows, format
+      [1, 4, 2, 64, 0, 17, 'f32'], // the row at slot 0 sees only itself
+      [3, 4, 2, 64, 0, 17, 'f16'],
+      [1, 8, 2, 96, 60, 20, 'f32'], // rows past slot 64 reach slot 0 through d ≥ 64, not a vis bit
+      [3, 4, 1, 128, CH - 9, 17, 'f16'], // across a chunk boundary: the partial pass and the merge
+      [1, 4, 2, 80, 2 * CH + 30, 40, 'f32'],
+      [3, 6, 6, 96, 700, 1, 'f16'], // decode in the third chunk
+    ] as const)(
+      'firstSlot %i: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
+      async (firstSlot, heads, kvHeads, headDim, base, M, format) => {
+        const ctx = await gpu({ serial });
+        const a = {
+          ...inputs(base * 17 + M + firstSlot, heads, kvHeads, headDim, base, chainEnds(M), format),
+          firstSlot,
+        };
+        const want = reference(a);
+        // The option changes the answer: a test of it cannot pass by ignoring it.
+        expect(want).not.toEqual(reference({ ...a, firstSlot: 0 }));
+        expectClose((await runSplit(ctx, a)).out, want, TOL);
+      },
+    );
+
+    it('firstSlot 1 on a tree at slot 0: the root sees only itself, its descendants skip it', async () => {
+      const ctx = await gpu({ serial });
+      const parents = randomTree(12, rng(77));
+      const a = { ...inputs(77, 4, 2, 64, 0, subtreeEnds(parents)), firstSlot: 1 };
       const want = reference(a);
-      // The option changes the answer: a test of it cannot pass by ignoring it.
       expect(want).not.toEqual(reference({ ...a, firstSlot: 0 }));
       expectClose((await runSplit(ctx, a)).out, want, TOL);
-    },
-  );
+    });
 
-  it('firstSlot 1 on a tree at slot 0: the root sees only itself, its descendants skip it', async () => {
-    const ctx = await gpu();
-    const parents = randomTree(12, rng(77));
-    const a = { ...inputs(77, 4, 2, 64, 0, subtreeEnds(parents)), firstSlot: 1 };
-    const want = reference(a);
-    expect(want).not.toEqual(reference({ ...a, firstSlot: 0 }));
-    expectClose((await runSplit(ctx, a)).out, want, TOL);
-  });
+    it.each([
+      [17, CH - 8, 4, 2, 64, 'f32'],
+      [17, 500, 8, 2, 80, 'f16'],
+      [12, 3, 4, 4, 128, 'f32'],
+    ] as const)(
+      'tree of %i nodes after %i cached (heads=%i, kvHeads=%i, headDim=%i, %s cache)',
+      async (n, base, heads, kvHeads, headDim, format) => {
+        const ctx = await gpu({ serial });
+        const parents = randomTree(n, rng(n * 7 + base));
+        const a = inputs(n + base, heads, kvHeads, headDim, base, subtreeEnds(parents), format);
+        expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
+      },
+    );
 
-  it.each([
-    [17, CH - 8, 4, 2, 64, 'f32'],
-    [17, 500, 8, 2, 80, 'f16'],
-    [12, 3, 4, 4, 128, 'f32'],
-  ] as const)(
-    'tree of %i nodes after %i cached (heads=%i, kvHeads=%i, headDim=%i, %s cache)',
-    async (n, base, heads, kvHeads, headDim, format) => {
-      const ctx = await gpu();
-      const parents = randomTree(n, rng(n * 7 + base));
-      const a = inputs(n + base, heads, kvHeads, headDim, base, subtreeEnds(parents), format);
-      expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
-    },
-  );
+    it.each([
+      ['f32', 8, 2, 64],
+      ['f16', 4, 1, 80],
+    ] as const)(
+      'batch invariance (%s cache): each row of a 17-row chain across a chunk boundary equals decode at its slot, bit for bit',
+      async (format, heads, kvHeads, headDim) => {
+        const ctx = await gpu({ serial });
+        const M = 17;
+        const a = inputs(91, heads, kvHeads, headDim, CH - 7, chainEnds(M), format); // rows at slots 249 .. 265
+        const prefill = (await runSplit(ctx, a)).out;
+        const hd = heads * headDim;
+        for (let r = 0; r < M; r++) {
+          const one = await runSplit(ctx, {
+            ...a,
+            q: a.q.slice(r * hd, (r + 1) * hd),
+            ends: chainEnds(1),
+            base: a.base + r,
+          });
+          expect(Array.from(one.out), `row ${r}`).toEqual(Array.from(prefill.subarray(r * hd, (r + 1) * hd)));
+        }
+      },
+    );
 
-  it.each([
-    ['f32', 8, 2, 64],
-    ['f16', 4, 1, 80],
-  ] as const)(
-    'batch invariance (%s cache): each row of a 17-row chain across a chunk boundary equals decode at its slot, bit for bit',
-    async (format, heads, kvHeads, headDim) => {
-      const ctx = await gpu();
-      const M = 17;
-      const a = inputs(91, heads, kvHeads, headDim, CH - 7, chainEnds(M), format); // rows at slots 249 .. 265
-      const prefill = (await runSplit(ctx, a)).out;
-      const hd = heads * headDim;
-      for (let r = 0; r < M; r++) {
-        const one = await runSplit(ctx, {
+    it('batch invariance: each row of a 17-node tree across a chunk boundary equals the same row verified with fewer nodes', async () => {
+      const ctx = await gpu({ serial });
+      const n = 17;
+      const parents = randomTree(n, rng(5));
+      const ends = subtreeEnds(parents);
+      const a = inputs(123, 4, 2, 64, CH - 5, ends);
+      const full = (await runSplit(ctx, a)).out;
+      const hd = a.heads * a.headDim;
+      // The first r + 1 nodes of a depth-first tree are a depth-first tree (ends clipped to r).
+      for (const r of [0, 3, 4, 5, 9, 16]) {
+        const part = await runSplit(ctx, {
           ...a,
-          q: a.q.slice(r * hd, (r + 1) * hd),
-          ends: chainEnds(1),
-          base: a.base + r,
+          q: a.q.slice(0, (r + 1) * hd),
+          ends: ends.slice(0, r + 1).map((e) => Math.min(e, r)),
         });
-        expect(Array.from(one.out), `row ${r}`).toEqual(Array.from(prefill.subarray(r * hd, (r + 1) * hd)));
+        expect(Array.from(part.out.subarray(r * hd)), `row ${r}`).toEqual(
+          Array.from(full.subarray(r * hd, (r + 1) * hd)),
+        );
       }
-    },
-  );
+    });
 
-  it('batch invariance: each row of a 17-node tree across a chunk boundary equals the same row verified with fewer nodes', async () => {
-    const ctx = await gpu();
-    const n = 17;
-    const parents = randomTree(n, rng(5));
-    const ends = subtreeEnds(parents);
-    const a = inputs(123, 4, 2, 64, CH - 5, ends);
-    const full = (await runSplit(ctx, a)).out;
-    const hd = a.heads * a.headDim;
-    // The first r + 1 nodes of a depth-first tree are a depth-first tree (ends clipped to r).
-    for (const r of [0, 3, 4, 5, 9, 16]) {
-      const part = await runSplit(ctx, {
-        ...a,
-        q: a.q.slice(0, (r + 1) * hd),
-        ends: ends.slice(0, r + 1).map((e) => Math.min(e, r)),
-      });
-      expect(Array.from(part.out.subarray(r * hd)), `row ${r}`).toEqual(
-        Array.from(full.subarray(r * hd, (r + 1) * hd)),
+    it('steady decode: growing positions write no buffer, create no bind group and compile nothing', async () => {
+      const ctx = await gpu({ serial });
+      const binds = new BindGroupCache(ctx.device);
+      const a = inputs(9, 4, 2, 64, 0, chainEnds(1));
+      const capacity = 2 * CH + 8;
+      const k = rand(capacity * a.kvHeads * a.headDim, rng(3), 2);
+      const v = rand(capacity * a.kvHeads * a.headDim, rng(4));
+      await SplitAttention.prepare(ctx, a);
+      const att = new SplitAttention(ctx, binds, { ...a, capacity, maxRows: 1 });
+      const bq = uploadBuffer(ctx, a.q, 'q');
+      const bk = uploadBuffer(ctx, k, 'k');
+      const bv = uploadBuffer(ctx, v, 'v');
+      const be = uploadBuffer(ctx, visWords(a.ends), 'vis');
+      const bo = createBuffer(ctx, a.q.byteLength, 'out');
+      const compiled = ctx.pipelines.compiled;
+      const slotBufs = [CH - 2, CH - 1, CH, 2 * CH + 3].map(
+        (pos) => [pos, uploadBuffer(ctx, slotsOf(pos, 1), 's')] as const,
       );
-    }
-  });
+      for (const [pos, slots] of slotBufs) {
+        const writes = ctx.counter.writes;
+        const enc = ctx.device.createCommandEncoder();
+        const pass = enc.beginComputePass();
+        att.encode(pass, bq, bk, bv, be, slots, bo, 1, pos);
+        pass.end();
+        ctx.device.queue.submit([enc.finish()]);
+        expect(ctx.counter.writes, `writes at slot ${pos}`).toBe(writes);
+        const got = await readF32(ctx, bo, a.q.length);
+        expectClose(got, attentionRef({ ...a, capacity, k, v, base: pos }), TOL);
+      }
+      // One bind group for the partial pass per slots buffer, and one merge group per buffer past a chunk.
+      expect(binds.created).toBe(4 + 2);
+      expect(ctx.pipelines.compiled).toBe(compiled);
+      expect(() =>
+        att.encode(ctx.device.createCommandEncoder().beginComputePass(), bq, bk, bv, be, be, bo, 1, capacity),
+      ).toThrow(/exceeds capacity/);
+      for (const b of [bq, bk, bv, be, bo, ...slotBufs.map(([, s]) => s)]) b.destroy();
+      att.destroy();
+    });
 
-  it('steady decode: growing positions write no buffer, create no bind group and compile nothing', async () => {
-    const ctx = await gpu();
-    const binds = new BindGroupCache(ctx.device);
-    const a = inputs(9, 4, 2, 64, 0, chainEnds(1));
-    const capacity = 2 * CH + 8;
-    const k = rand(capacity * a.kvHeads * a.headDim, rng(3), 2);
-    const v = rand(capacity * a.kvHeads * a.headDim, rng(4));
-    await SplitAttention.prepare(ctx, a);
-    const att = new SplitAttention(ctx, binds, { ...a, capacity, maxRows: 1 });
-    const bq = uploadBuffer(ctx, a.q, 'q');
-    const bk = uploadBuffer(ctx, k, 'k');
-    const bv = uploadBuffer(ctx, v, 'v');
-    const be = uploadBuffer(ctx, visWords(a.ends), 'vis');
-    const bo = createBuffer(ctx, a.q.byteLength, 'out');
-    const compiled = ctx.pipelines.compiled;
-    const slotBufs = [CH - 2, CH - 1, CH, 2 * CH + 3].map(
-      (pos) => [pos, uploadBuffer(ctx, slotsOf(pos, 1), 's')] as const,
-    );
-    for (const [pos, slots] of slotBufs) {
-      const writes = ctx.counter.writes;
-      const enc = ctx.device.createCommandEncoder();
-      const pass = enc.beginComputePass();
-      att.encode(pass, bq, bk, bv, be, slots, bo, 1, pos);
-      pass.end();
-      ctx.device.queue.submit([enc.finish()]);
-      expect(ctx.counter.writes, `writes at slot ${pos}`).toBe(writes);
-      const got = await readF32(ctx, bo, a.q.length);
-      expectClose(got, attentionRef({ ...a, capacity, k, v, base: pos }), TOL);
-    }
-    // One bind group for the partial pass per slots buffer, and one merge group per buffer past a chunk.
-    expect(binds.created).toBe(4 + 2);
-    expect(ctx.pipelines.compiled).toBe(compiled);
-    expect(() =>
-      att.encode(ctx.device.createCommandEncoder().beginComputePass(), bq, bk, bv, be, be, bo, 1, capacity),
-    ).toThrow(/exceeds capacity/);
-    for (const b of [bq, bk, bv, be, bo, ...slotBufs.map(([, s]) => s)]) b.destroy();
-    att.destroy();
-  });
-
-  it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot', async () => {
-    const ctx = await gpu();
-    const binds = new BindGroupCache(ctx.device);
-    const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
-    expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 66 })).toThrow(/multiple of 4/);
-    expect(() => new SplitAttention(ctx, binds, { ...shape, firstSlot: -1 })).toThrow(
-      /firstSlot must be an integer ≥ 0, got -1/,
-    );
-    expect(() => new SplitAttention(ctx, binds, { ...shape, heads: 64, kvHeads: 1, headDim: 256 })).toThrow(
-      /workgroup memory/,
-    );
-  });
-});
+    it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot', async () => {
+      const ctx = await gpu({ serial });
+      const binds = new BindGroupCache(ctx.device);
+      const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
+      expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 66 })).toThrow(/multiple of 4/);
+      expect(() => new SplitAttention(ctx, binds, { ...shape, firstSlot: -1 })).toThrow(
+        /firstSlot must be an integer ≥ 0, got -1/,
+      );
+      const big = { ...shape, heads: 64, kvHeads: 1, headDim: 256 };
+      if (serial)
+        new SplitAttention(ctx, binds, big).destroy(); // the serial form holds no workgroup memory
+      else expect(() => new SplitAttention(ctx, binds, big)).toThrow(/workgroup memory/);
+    });
+  },
+);

@@ -58,10 +58,17 @@ interface Variant {
   G: number;
   D: number;
   f16: boolean;
+  /** The serial form of the partial kernel (see {@link GpuContext.serial}). */
+  serial: boolean;
 }
 
-function variantOf(shape: AttentionShape): Variant {
-  return { G: shape.heads / shape.kvHeads, D: shape.headDim, f16: shape.format === 'f16' };
+function variantOf(shape: AttentionShape, ctx: Pick<GpuContext, 'serial'>): Variant {
+  return {
+    G: shape.heads / shape.kvHeads,
+    D: shape.headDim,
+    f16: shape.format === 'f16',
+    serial: ctx.serial,
+  };
 }
 
 function splitSource(v: Variant): WgslVariant {
@@ -71,6 +78,7 @@ function splitSource(v: Variant): WgslVariant {
     G: v.G,
     D: v.D,
     KV_F16: v.f16,
+    SERIAL: v.serial,
   });
 }
 
@@ -78,9 +86,12 @@ function mergeSource(v: Variant): WgslVariant {
   return wgslVariant(shaders.attention_merge, NoParams, { WG, CH: ATTENTION_CHUNK, G: v.G, D: v.D });
 }
 
-/** Workgroup memory of the partial kernel in bytes: staged q, chunk scores, per-head reductions. */
+/**
+ * Workgroup memory of the partial kernel in bytes: staged q, chunk scores, per-head reductions
+ * (none in the serial form).
+ */
 function workgroupBytes(v: Variant): number {
-  return 4 * v.G * (v.D + ATTENTION_CHUNK + WG);
+  return v.serial ? 0 : 4 * v.G * (v.D + ATTENTION_CHUNK + WG);
 }
 
 /**
@@ -91,7 +102,7 @@ export function attentionChunks(base: number, rows: number): number {
   return Math.floor((base + rows - 1) / ATTENTION_CHUNK) + 1;
 }
 
-function checkSplitShape(shape: SplitAttentionShape, limits: GPUSupportedLimits): void {
+function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limits' | 'serial'>): void {
   const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0 } = shape;
   for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity, maxRows }))
     if (!Number.isInteger(v) || v < 1)
@@ -106,10 +117,10 @@ function checkSplitShape(shape: SplitAttentionShape, limits: GPUSupportedLimits)
     throw new InvalidInputError(
       `SplitAttention: headDim must be a multiple of 4 up to ${4 * WG}, got ${headDim}`,
     );
-  const wg = workgroupBytes(variantOf(shape));
-  if (wg > limits.maxComputeWorkgroupStorageSize)
+  const wg = workgroupBytes(variantOf(shape, ctx));
+  if (wg > ctx.limits.maxComputeWorkgroupStorageSize)
     throw new InvalidInputError(
-      `SplitAttention: ${heads / kvHeads} query heads per KV head at headDim ${headDim} need ${wg} bytes of workgroup memory, the device has ${limits.maxComputeWorkgroupStorageSize}`,
+      `SplitAttention: ${heads / kvHeads} query heads per KV head at headDim ${headDim} need ${wg} bytes of workgroup memory, the device has ${ctx.limits.maxComputeWorkgroupStorageSize}`,
     );
 }
 
@@ -143,8 +154,8 @@ export class SplitAttention {
     private readonly binds: BindGroupCache,
     readonly shape: SplitAttentionShape,
   ) {
-    checkSplitShape(shape, ctx.limits);
-    const v = variantOf(shape);
+    checkSplitShape(shape, ctx);
+    const v = variantOf(shape, ctx);
     this.split = ctx.pipelines.get('attention_split', ...splitSource(v));
     this.merge = ctx.pipelines.get('attention_merge', ...mergeSource(v));
     this.scale = shape.scale ?? 1 / Math.sqrt(shape.headDim);
@@ -161,7 +172,7 @@ export class SplitAttention {
 
   /** Compiles both pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, shape: AttentionShape): Promise<void> {
-    const v = variantOf(shape);
+    const v = variantOf(shape, ctx);
     await ctx.pipelines.prepare('attention_split', ...splitSource(v));
     await ctx.pipelines.prepare('attention_merge', ...mergeSource(v));
   }

@@ -77,6 +77,82 @@ fn v4(i: u32) -> vec4<f32> {
 @group(0) @binding(6) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> part: array<f32>;
 
+//#if SERIAL
+// Serial form (software adapters; see GpuContext.serial): a workgroup of G threads per (chunk, kv
+// head, row), thread g alone scoring the chunk for query head kvh·G + g: scores in a local array
+// (keys j = 0, 1, ... of the chunk), its max, then the weights and their sum l in key order, then
+// the weighted V one vec4 column at a time, keys in order. No workgroup memory and no barrier.
+// Same grid, partials and visibility as the form below (whose sums are ordered differently), so
+// attention_merge folds either; the order depends on absolute slots only (batch invariance).
+@compute @workgroup_size(G)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) g: u32,
+) {
+  let c = wid.x;
+  let kvh = wid.y;
+  let r = wid.z;
+  let kvHeads = nwg.y;
+  let T = nwg.z;
+  let seen = vis[r]; // bit d: slot me - d visible
+  let me = slots[r];
+  let last = me / CH; // the row's last chunk
+  if (c > last) {
+    return;
+  }
+  let qBase = ((r * kvHeads + kvh) * G + g) * D4; // head kvh·G + g of row r
+  let c0 = c * CH;
+  let slotStride = kvHeads * D4; // vec4s per cache slot
+  let n = min(CH, me + 1u - c0); // keys past the row's own slot are never visible
+  var sc: array<f32, CH>;
+  var m = MASKED;
+  for (var j = 0u; j < n; j++) {
+    let s = c0 + j;
+    let d = me - s;
+    let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
+    var score = MASKED;
+    if ((d >= 64u || bit == 1u) && (s >= p.first || s == me)) {
+      let kb = s * slotStride + kvh * D4;
+      var acc = 0.0;
+      for (var i = 0u; i < D4; i++) {
+        acc += dot(q[qBase + i], k4(kb + i));
+      }
+      score = acc * p.scale;
+    }
+    sc[j] = score;
+    m = max(m, score);
+  }
+  var l = 0.0;
+  for (var j = 0u; j < n; j++) {
+    let w = select(0.0, exp(sc[j] - m), sc[j] > MASKED);
+    sc[j] = w;
+    l += w;
+  }
+  let nChunks = slots[T - 1u] / CH + 1u;
+  let pBase = ((r * kvHeads + kvh) * nChunks + c) * G * (D + 2u);
+  for (var i = 0u; i < D4; i++) {
+    var a = vec4<f32>(0.0);
+    let vb = kvh * D4 + i;
+    for (var j = 0u; j < n; j++) {
+      a += sc[j] * v4((c0 + j) * slotStride + vb);
+    }
+    if (last == 0u) {
+      out[qBase + i] = a / l;
+    } else {
+      let o = pBase + 4u * (g * D4 + i);
+      part[o] = a.x;
+      part[o + 1u] = a.y;
+      part[o + 2u] = a.z;
+      part[o + 3u] = a.w;
+    }
+  }
+  if (last != 0u) {
+    part[pBase + G * D + g] = m;
+    part[pBase + G * D + G + g] = l;
+  }
+}
+//#else
 var<workgroup> qs: array<vec4<f32>, G * D4>; // the G query heads of this (row, kv head)
 var<workgroup> sc: array<f32, G * CH>; // scores, then weights p, then the S parts of acc
 var<workgroup> red: array<f32, G * WG>; // per-head tree reductions
@@ -224,3 +300,4 @@ fn main(
     part[pBase + G * D + G + t] = l[t];
   }
 }
+//#endif

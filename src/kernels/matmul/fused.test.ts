@@ -156,15 +156,15 @@ const FUSIONS: [string, Fusion][] = [
 // The matmul kernel uses no subgroup operation (its lanes' sums are added in a fixed order in
 // workgroup memory, or each thread walks the whole K; the fusions are template branches of the same
 // kernel), so the tests run on the default device (matmul.test.ts checks that a device without
-// subgroups gives the same bits), once per layout (GpuContext.wholeK): the unfused kernels run on
+// subgroups gives the same bits), once per layout (GpuContext.serial): the unfused kernels run on
 // the same device, so both sides take its layout.
 const LAYOUTS = [
   ['split-K', false],
   ['whole-K', true],
 ] as const;
 
-describe.each(LAYOUTS)('fused matmul, %s', (_layout, wholeK) => {
-  const context = () => gpu({ wholeK });
+describe.each(LAYOUTS)('fused matmul, %s', (_layout, serial) => {
+  const context = () => gpu({ serial });
   describe.each(FUSIONS)('%s', (_name, f) => {
     it.each(FORMATS)('%s: the bits of the unfused kernels, close to the TS reference', async (format) => {
       const ctx = await context();
@@ -197,9 +197,9 @@ describe.each(LAYOUTS)('fused matmul, %s', (_layout, wholeK) => {
   });
 });
 
-describe.each(LAYOUTS)('stacked matrices, %s', (_layout, wholeK) => {
+describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
   it.each(FORMATS)('%s: q;k;v as one matrix gives each piece its own matmul bits', async (format) => {
-    const ctx = await gpu({ wholeK });
+    const ctx = await gpu({ serial });
     const [M, K] = [3, 256];
     const pieces = [24, 8, 8].map((n, i) => quantize(randomF32(n * K, 40 + i), n, K, format));
     const x = randomF32(M * K, 50);
@@ -248,7 +248,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, wholeK) => {
   });
 
   it.each(FORMATS)('%s: a gated pair split into parts gives the bits of a whole one', async (format) => {
-    const ctx = await gpu({ wholeK });
+    const ctx = await gpu({ serial });
     const c = makeCase(format, [2, 40, 256], 60);
     const f: Fusion = { epilogue: 'silu' };
     const whole = await fused(ctx, c, f);

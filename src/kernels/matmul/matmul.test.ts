@@ -37,7 +37,7 @@ const SHAPES: [number, number, number][] = [
   [5, 3, 688],
 ];
 // The matmul kernel uses no subgroup operation, so the tests run on the default device, once per
-// layout (GpuContext.wholeK: split-K on a GPU, whole-K on a software adapter); the last describe
+// layout (GpuContext.serial: split-K on a GPU, whole-K on a software adapter); the last describe
 // checks that a device without subgroups gives the same bits.
 const LAYOUTS = [
   ['split-K', false],
@@ -54,8 +54,8 @@ function expectClose(got: Float32Array, want: Float32Array, magnitude: Float32Ar
   expect(worst).toBeLessThanOrEqual(1);
 }
 
-describe.each(LAYOUTS)('matmul, %s', (_layout, wholeK) => {
-  const context = () => gpu({ wholeK });
+describe.each(LAYOUTS)('matmul, %s', (_layout, serial) => {
+  const context = () => gpu({ serial });
   it.each(FORMATS)('%s equals dequantize + f32 matmul on random shapes', async (format) => {
     const ctx = await context();
     let seed = 11;
@@ -86,9 +86,9 @@ describe.each(LAYOUTS)('matmul, %s', (_layout, wholeK) => {
   });
 });
 
-describe.each(LAYOUTS)('matmul on a device without subgroups, %s', (_layout, wholeK) => {
+describe.each(LAYOUTS)('matmul on a device without subgroups, %s', (_layout, serial) => {
   it.each(FORMATS)('%s: the same bits, GEMV and a 17-row batch', async (format) => {
-    const [withSg, without] = [await gpu({ wholeK }), await gpu({ wholeK, disable: ['subgroups'] })];
+    const [withSg, without] = [await gpu({ serial }), await gpu({ serial, disable: ['subgroups'] })];
     const [N, K] = [13, 688];
     const q = quantize(randomF32(N * K, 5), N, K, format);
     const x = randomF32(17 * K, 6);

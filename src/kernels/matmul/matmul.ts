@@ -334,7 +334,7 @@ const GEMV_COLUMNS = 2;
 /** Row groups of a split-K matmul.wgsl workgroup (its 64 threads are 4 groups of 16 K-lanes). */
 const ROW_GROUPS = 4;
 
-/** Threads per workgroup of the whole-K layout (see {@link GpuContext.wholeK}). */
+/** Threads per workgroup of the whole-K layout (see {@link GpuContext.serial}). */
 export const WHOLE_K_THREADS = 16;
 
 /** Output columns per thread of the whole-K layout. */
@@ -386,7 +386,7 @@ export interface MatmulVariant {
   /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
   readonly norm: false | 'weight' | 'one-plus';
   readonly epilogue: MatmulEpilogue;
-  /** The whole-K layout (see {@link GpuContext.wholeK}); else K is split over 16 lanes. */
+  /** The whole-K layout (see {@link GpuContext.serial}); else K is split over 16 lanes. */
   readonly wholeK: boolean;
 }
 
@@ -401,7 +401,7 @@ export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat)
 
 /** The variant a {@link Matmul} with these options runs on `ctx`. */
 export function matmulVariant(
-  ctx: Pick<GpuContext, 'features'> & Partial<Pick<GpuContext, 'wholeK'>>,
+  ctx: Pick<GpuContext, 'features'> & Partial<Pick<GpuContext, 'serial'>>,
   format: WeightFormat,
   opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): MatmulVariant {
@@ -409,7 +409,7 @@ export function matmulVariant(
     half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
-    wholeK: ctx.wholeK ?? false,
+    wholeK: ctx.serial ?? false,
   };
 }
 

@@ -32,6 +32,8 @@
 //   ADD (epilogue): y[m, n] = y[m, n] + result, the add kernel's op (x += W·a).
 //   SILU (epilogue): the part holds n_rows gate rows then n_rows up rows (a gated pair); output
 //     y[m, n_off + n] = silu(g) * u as elementwise.wgsl computes it, g = gate_n · x, u = up_n · x.
+// Layouts: WHOLE_K (software adapters: one thread per output column group, all of K; see its main
+//   below) or split-K (GPUs), described here.
 // Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
 //   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
 //   t % KL of row group t / KL (KL = 16 lanes, RG = 4 groups); group g owns columns n0 + g * R ..
@@ -205,7 +207,7 @@ fn row_inv_rms(row: u32) -> f32 {
 }
 //#endif
 
-// Whole-K layout (software adapters; see GpuContext.wholeK): thread t of a workgroup computes the
+// Whole-K layout (software adapters; see GpuContext.serial): thread t of a workgroup computes the
 // R output columns c0 .. c0 + R - 1 (c0 = (flat workgroup index * TPR + t) * R) for TM rows of x
 // at a time, walking every block of K itself in increasing order: acc = acc + dot16(block) per
 // output. No workgroup memory and no barrier (a CPU implementation pays microseconds per barrier
