@@ -335,10 +335,15 @@ const GEMV_COLUMNS = 2;
 const ROW_GROUPS = 4;
 
 /** Threads per workgroup of the whole-K layout (see {@link GpuContext.serial}). */
-export const WHOLE_K_THREADS = 16;
+export const WHOLE_K_THREADS = 4;
 
-/** Output columns per thread of the whole-K layout. */
-export const WHOLE_K_COLUMNS = 4;
+/**
+ * Output columns per thread of the whole-K layout. On SwiftShader (demo target, f16), 8 against 4
+ * took a 17-row pass from ~285 to ~210 ms and a one-row pass from ~36 to ~31 ms (2 gave ~310 ms
+ * at 17 rows; 16 gained 10% at 17 rows and lost 10% at one). Threads per workgroup (4, 16) made
+ * no difference there; 4 keeps the most workgroups for a CPU with many cores.
+ */
+export const WHOLE_K_COLUMNS = 8;
 
 /**
  * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
