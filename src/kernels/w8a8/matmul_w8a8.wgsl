@@ -34,8 +34,6 @@ const TPR: u32 = 64u;
 const MT: u32 = {{MT}}u;
 const RC: u32 = {{RC}}u;
 
-//#include matmul_store
-
 // The activation row's int8 scale.
 fn row_scale(m: u32) -> f32 {
   return sx[p.x_off + m];
@@ -71,6 +69,50 @@ const Z: i32 = 8;
 //#else
 const Z: i32 = 0;
 //#endif
+
+//#if SERIAL
+// Serial form (software adapters; see GpuContext.serial): thread t of a workgroup owns weight row
+// n = flat workgroup index * ST + t and walks all of its blocks in order, acc[m] = fma(...) per
+// block exactly as below, then writes acc[m] * sx[m]. No workgroup memory and no barrier. The
+// order depends on neither M nor MT (batch invariance); it differs from the split form's.
+const ST: u32 = {{ST}}u;
+
+@compute @workgroup_size(ST)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) t: u32,
+) {
+  let n = (wid.y * nwg.x + wid.x) * ST + t;
+  if (n >= p.n_rows) {
+    return;
+  }
+  let nblk = p.K / 16u;
+  var acc: array<f32, MT>;
+  for (var blk = 0u; blk < nblk; blk++) {
+    let e = n * p.K + blk * 16u;
+    let wb = load_block(e);
+    let ab = grid_at(e);
+    for (var m = 0u; m < MT; m++) {
+      if (m < p.M) {
+        let xb = xq[(p.x_off + m) * nblk + blk];
+        let d = dot4I8Packed(xb.x, wb.x) + dot4I8Packed(xb.y, wb.y) + dot4I8Packed(xb.z, wb.z) + dot4I8Packed(xb.w, wb.w);
+//#if OFFSET
+        let one = 0x01010101u;
+        let sxq = dot4I8Packed(xb.x, one) + dot4I8Packed(xb.y, one) + dot4I8Packed(xb.z, one) + dot4I8Packed(xb.w, one);
+        acc[m] = fma(f32(d), ab.x, fma(f32(sxq), -ab.y, acc[m]));
+//#else
+        acc[m] = fma(f32(d), ab.x, acc[m]);
+//#endif
+      }
+    }
+  }
+  for (var m = 0u; m < p.M; m++) {
+    y[m * p.N + p.n_off + n] = acc[m] * row_scale(m);
+  }
+}
+//#else
+//#include matmul_store
 
 @compute @workgroup_size(TPR)
 fn main(
@@ -113,3 +155,4 @@ fn main(
   store_rows(&acc, n, t, 0u);
 //#endif
 }
+//#endif

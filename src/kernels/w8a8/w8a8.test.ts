@@ -58,9 +58,12 @@ const SHAPES: [number, number, number][] = [
   [19, 6, 384],
   [3, 11, 688],
 ];
+// The split form's two reductions (subgroups, workgroup tree), and the serial form of a software
+// adapter (GpuContext.serial).
 const PATHS = [
-  ['subgroups', () => gpu()],
-  ['workgroup tree', () => gpu({ disable: ['subgroups'] })],
+  ['subgroups', () => gpu({ serial: false })],
+  ['workgroup tree', () => gpu({ serial: false, disable: ['subgroups'] })],
+  ['serial', () => gpu({ serial: true })],
 ] as const;
 
 /** x with a few outlier channels, as real activations have. */

@@ -92,11 +92,16 @@ function actSource(): WgslVariant {
   return wgslVariant(shaders.quantize_act, ActParams);
 }
 
-function w8a8Source(format: IntFormat, mt: number, subgroups: boolean): WgslVariant {
+/** Weight rows per workgroup of the serial form (one per thread; see {@link GpuContext.serial}). */
+const SERIAL_ROWS = 4;
+
+function w8a8Source(format: IntFormat, mt: number, subgroups: boolean, serial: boolean): WgslVariant {
   return wgslVariant(shaders.matmul_w8a8, MmParams, {
+    SERIAL: serial,
+    ST: SERIAL_ROWS,
     MT: mt,
     RC: Math.min(mt, 16),
-    SUBGROUPS: subgroups,
+    SUBGROUPS: subgroups && !serial,
     WTYPE: codeWordType(format),
     INT8: format === 'int8',
     Q4_0: format === 'q4_0',
@@ -115,9 +120,12 @@ export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): P
   checkIntFormat(format, 'prepareW8A8');
   const sg = ctx.features.subgroups;
   await ctx.pipelines.prepare('quantize_act', ...actSource());
-  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, sg));
+  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, sg, ctx.serial));
   if (maxM > 1)
-    await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, gemmVariants(maxM).at(-1)!, sg));
+    await ctx.pipelines.prepare(
+      'matmul_w8a8',
+      ...w8a8Source(format, gemmVariants(maxM).at(-1)!, sg, ctx.serial),
+    );
 }
 
 /**
@@ -182,7 +190,17 @@ export class MatmulW8A8 extends PartedMatmul {
     const format = w.format;
     checkIntFormat(format, 'MatmulW8A8');
     const sg = ctx.features.subgroups;
-    super(ctx, binds, w, opts.maxM ?? 16, 'MatmulW8A8', 'matmul_w8a8', (mt) => w8a8Source(format, mt, sg));
+    const serial = ctx.serial;
+    super(
+      ctx,
+      binds,
+      w,
+      opts.maxM ?? 16,
+      'MatmulW8A8',
+      'matmul_w8a8',
+      (mt) => w8a8Source(format, mt, sg, serial),
+      () => (serial ? SERIAL_ROWS : 1),
+    );
   }
 
   /** Records y[0..M) from rows [xOffsetRows, xOffsetRows + M) of xq/sx. */
