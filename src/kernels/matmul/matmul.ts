@@ -433,7 +433,7 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     R: columnsPerGroup(tm, v.epilogue, v.wholeK),
     TPR: v.wholeK ? WHOLE_K_THREADS : 64,
     WHOLE_K: v.wholeK,
-    ...(v.wholeK ? wholeKCode(tm, v) : {}),
+    ...(v.wholeK ? wholeKCode(format, tm, v) : {}),
     HALF: v.half,
     WTYPE: codeWordType(format),
     F32: format === 'f32',
@@ -459,12 +459,15 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
  * CPU implementation keeps them in registers. Tile rows m ≥ 1 are summed and written only when
  * the tile has them (`tr > m`).
  */
-function wholeKCode(tm: number, v: MatmulVariant): WgslVars {
+function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   const R = WHOLE_K_COLUMNS;
   const wr = v.epilogue === 'silu' ? 2 * R : R;
   const rows = Array.from({ length: tm }, (_, m) => m);
   const weights = Array.from({ length: wr }, (_, r) => r);
   const norm = v.norm !== false;
+  // Formats whose grid is one per 32 elements (a group, or an int4 sub-block): a thread computes
+  // a row's grid once per group, at its first block (a row may start mid-group), not per block.
+  const group32 = format === 'int8' || format === 'q4_0' || format === 'int4';
   const guard = (m: number, body: string[], pad: string) =>
     m === 0
       ? body.map((l) => pad + l)
@@ -476,12 +479,23 @@ function wholeKCode(tm: number, v: MatmulVariant): WgslVars {
     ...rows.map((m) => `    let xr${m} = (p.x_off + min(m0 + ${m}u, p.M - 1u)) * kv;`),
     ...(norm ? rows.map((m) => `    let inv${m} = vec4<f32>(row_inv_rms(min(m0 + ${m}u, p.M - 1u)));`) : []),
     ...weights.flatMap((r) => rows.map((m) => `    var a${r}_${m} = 0.0;`)),
+    ...(group32 ? weights.map((r) => `    var ab${r} = vec2<f32>(0.0);`) : []),
   ].join('\n');
   const xq = (m: number, q: number) =>
     norm ? `x[xr${m} + j + ${q}u] * inv${m} * g${q}` : `x[xr${m} + j + ${q}u]`;
   const WK_BLOCK = [
     ...(norm ? [0, 1, 2, 3].map((q) => `      let g${q} = norm_weight(j + ${q}u);`) : []),
-    ...weights.map((r) => `      let w${r} = load_block(e${r} + blk * 16u);`),
+    ...weights.flatMap((r) =>
+      group32
+        ? [
+            `      let f${r} = e${r} + blk * 16u;`,
+            `      if (blk == 0u || (f${r} & 31u) == 0u) {`,
+            `        ab${r} = grid_at(f${r});`,
+            `      }`,
+            `      let w${r} = load_codes(f${r}, ab${r});`,
+          ]
+        : [`      let w${r} = load_block(e${r} + blk * 16u);`],
+    ),
     ...rows.flatMap((m) =>
       guard(
         m,

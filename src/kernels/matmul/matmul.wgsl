@@ -133,22 +133,29 @@ fn load_block(e: u32) -> Block {
   let h1 = w[e / 8u + 1u];
   return Block(h4(h0.x, h0.y), h4(h0.z, h0.w), h4(h1.x, h1.y), h4(h1.z, h1.w));
 //#endif
+//#if SCALES
+  return load_codes(e, grid_at(e));
+//#endif
+}
+
+//#if SCALES
+// The 16 weights of the block at flat element e of the part, on its grid ab = grid_at(e) (the
+// whole-K form reuses a grid over the blocks of one group).
+fn load_codes(e: u32, ab: vec2<f32>) -> Block {
 //#if INT8
   let v = w[e / 16u];
-  let ab = grid_at(e);
   return Block(deq(i8x4(v.x), ab), deq(i8x4(v.y), ab), deq(i8x4(v.z), ab), deq(i8x4(v.w), ab));
 //#endif
 //#if NIBBLES
   let v = w[e / 16u];
-  let ab = grid_at(e);
   return Block(deq(u4x4(v.x, 0u), ab), deq(u4x4(v.x, 16u), ab), deq(u4x4(v.y, 0u), ab), deq(u4x4(v.y, 16u), ab));
 //#endif
 //#if INT2
-  let ab = grid_at(e);
   let v = w[e / 16u];
   return Block(deq(u2x4(v, 0u), ab), deq(u2x4(v, 8u), ab), deq(u2x4(v, 16u), ab), deq(u2x4(v, 24u), ab));
 //#endif
 }
+//#endif
 
 //#if NORM
 fn norm_weight(j: u32) -> vec4<f32> {
