@@ -19,6 +19,7 @@ import {
   Matmul,
   MatmulParams,
   matmulParams,
+  matmulRowsPerWorkgroup,
   matmulVariant,
   matmulVars,
   prepareMatmul,
@@ -44,8 +45,9 @@ import copyBw from './copy_bw.wgsl?raw';
 /** One measured kernel × shape. */
 export interface BenchRow {
   /**
-   * `matmul` (f32 activations), `matmul-r4` (the same GEMV with 4 output rows per workgroup
-   * instead of 8: kept here for the comparison only, M = 1), or `w8a8` (int8 activations;
+   * `matmul` (f32 activations), `matmul-r4` (the same GEMV with one output column per row group
+   * of the split-K layout, or per thread of the whole-K layout: 4 columns per workgroup instead of
+   * 8 or 32; kept here for the comparison only, M = 1), or `w8a8` (int8 activations;
    * quantiser included in the time).
    */
   kernel: 'matmul' | 'matmul-r4' | 'w8a8';
@@ -120,7 +122,7 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
           );
           rows.push(row);
         }
-        logGemvSpeedup(rows, format, M, N, K, log);
+        logGemvSpeedup(rows, format, M, N, K, matmulRowsPerWorkgroup(1, 'store', ctx.serial), log);
       }
   timer.destroy();
   return rows;
@@ -298,8 +300,9 @@ async function benchMatmul(
 }
 
 /**
- * Times matmul.wgsl's GEMV rendered with 4 output rows per workgroup (R = 1 per row group; the
- * Matmul GEMV computes 8) on the same inputs: the other side of the 4-vs-8 rows.
+ * Times matmul.wgsl's GEMV rendered with one output column per row group (split-K) or per thread
+ * (whole-K), 4 per workgroup either way, in the context's layout, on the same inputs: the other
+ * side of the columns-per-workgroup comparison.
  */
 async function timeFourRowGemv(
   ctx: GpuContext,
@@ -330,13 +333,14 @@ async function timeFourRowGemv(
   return ms;
 }
 
-/** Logs the GEMV speed-up of `matmul` (8 rows per workgroup) over `matmul-r4`, from this run. */
+/** Logs the GEMV speed-up of `matmul` (`columns` per workgroup) over `matmul-r4`, from this run. */
 function logGemvSpeedup(
   rows: BenchRow[],
   format: WeightFormat,
   M: number,
   N: number,
   K: number,
+  columns: number,
   log: (line: string) => void,
 ): void {
   const find = (kernel: BenchRow['kernel']) =>
@@ -346,7 +350,7 @@ function logGemvSpeedup(
   const [now, old] = [find('matmul'), find('matmul-r4')];
   if (now && old)
     log(
-      `gemv ${format} ${N}x${K}: 8 rows per workgroup run ${(old.medianMs / now.medianMs).toFixed(2)}x as fast as 4`,
+      `gemv ${format} ${N}x${K}: ${columns} columns per workgroup run ${(old.medianMs / now.medianMs).toFixed(2)}x as fast as 4`,
     );
 }
 
