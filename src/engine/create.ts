@@ -102,8 +102,8 @@ export interface CreateEngineOptions {
    * "weft_draft_head"; a `{ model }` that is a head is recognised too). N-gram drafting needs no model.
    * A head runs beside a GPU target on the GPU (each speculative step one submission: its drafts,
    * the verify pass and the acceptance), or on the CPU with `on: 'cpu'` (a step per draft depth
-   * driven from the host; only where the GPU's fixed cost per pass dwarfs the head's arithmetic,
-   * e.g. a software adapter). Over the reference runner it always runs on the CPU.
+   * driven from the host; only where the GPU's fixed cost per pass dwarfs the head's arithmetic).
+   * Over the reference runner it always runs on the CPU.
    */
   draft?:
     | { model: ModelRef; quant?: Quant }
