@@ -77,6 +77,13 @@ fn v4(i: u32) -> vec4<f32> {
 @group(0) @binding(6) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> part: array<f32>;
 
+// Whether row slot `me` (with visibility words `seen`) sees slot s ≤ me: the header's rule.
+fn sees(s: u32, me: u32, seen: vec2<u32>) -> bool {
+  let d = me - s;
+  let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
+  return (d >= 64u || bit == 1u) && (s >= p.first || s == me);
+}
+
 //#if SERIAL
 // Serial form (software adapters; see GpuContext.serial): a workgroup of G threads per (chunk, kv
 // head, row), thread g alone scoring the chunk for query head kvh·G + g: scores in a local array
@@ -109,10 +116,8 @@ fn main(
   var m = MASKED;
   for (var j = 0u; j < n; j++) {
     let s = c0 + j;
-    let d = me - s;
-    let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
     var score = MASKED;
-    if ((d >= 64u || bit == 1u) && (s >= p.first || s == me)) {
+    if (sees(s, me, seen)) {
       let kb = s * slotStride + kvh * D4;
       var acc = 0.0;
       for (var i = 0u; i < D4; i++) {
@@ -204,9 +209,7 @@ fn main(
   for (var i = 0u; i < KPT; i++) {
     let j = t + i * WG;
     let s = c0 + j;
-    let d = me - s; // meaningful when s ≤ me
-    let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
-    let visible = s <= me && (d >= 64u || bit == 1u) && (s >= p.first || s == me);
+    let visible = s <= me && sees(s, me, seen);
     var dots: array<f32, G>;
     for (var g = 0u; g < G; g++) {
       dots[g] = 0.0; // a declaration in a loop body is not re-zeroed on every compiler

@@ -507,16 +507,10 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
       ),
     ),
   ].join('\n');
-  const store = (c: number, m: number) => {
-    const s = `a${c}_${m}`;
-    const op =
-      v.epilogue === 'silu'
-        ? `y[at] = ${s} / (1.0 + exp(-${s})) * a${R + c}_${m};`
-        : v.epilogue === 'add'
-          ? `y[at] = y[at] + ${s};`
-          : `y[at] = ${s};`;
-    return [`let at = (m0 + ${m}u) * p.N + p.n_off + c0 + ${c}u;`, op];
-  };
+  const store = (c: number, m: number) => [
+    `let at = (m0 + ${m}u) * p.N + p.n_off + c0 + ${c}u;`,
+    `store_out(at, a${c}_${m}, ${v.epilogue === 'silu' ? `a${R + c}_${m}` : '0.0'});`,
+  ];
   const WK_STORE = Array.from({ length: R }, (_, c) => c)
     .flatMap((c) => {
       const body = rows.flatMap((m) =>

@@ -167,6 +167,19 @@ fn norm_weight(j: u32) -> vec4<f32> {
 }
 //#endif
 
+// The epilogue: writes output `at` from its sum s (SILU: the gate's, u the up row's).
+fn store_out(at: u32, s: f32, u: f32) {
+//#if SILU
+  y[at] = s / (1.0 + exp(-s)) * u;
+//#else
+//#if ADD
+  y[at] = y[at] + s;
+//#else
+  y[at] = s;
+//#endif
+//#endif
+}
+
 fn dot4(a: vec4<f32>, b: vec4<f32>, c: f32) -> f32 {
   return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, c))));
 }
@@ -378,19 +391,13 @@ fn main(
       }
       if (n0 + c < p.n_rows && m0 + m < p.M) {
         let at = (m0 + m) * p.N + p.n_off + n0 + c;
-//#if SILU
         var u = 0.0;
+//#if SILU
         for (var l = 0u; l < KL; l++) {
           u += red[at0 + R * TM * KL + l];
         }
-        y[at] = sum / (1.0 + exp(-sum)) * u;
-//#else
-//#if ADD
-        y[at] = y[at] + sum;
-//#else
-        y[at] = sum;
 //#endif
-//#endif
+        store_out(at, sum, u);
       }
     }
   }

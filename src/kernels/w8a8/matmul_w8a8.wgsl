@@ -70,6 +70,20 @@ const Z: i32 = 8;
 const Z: i32 = 0;
 //#endif
 
+// acc plus one block's contribution: the i32 dot of its activation codes xb with its weight
+// codes wb, scaled by the grid ab (OFFSET: minus b times the sum of the activation codes).
+fn block_step(xb: vec4<u32>, wb: vec4<u32>, ab: vec2<f32>, acc: f32) -> f32 {
+  let d = dot4I8Packed(xb.x, wb.x) + dot4I8Packed(xb.y, wb.y) + dot4I8Packed(xb.z, wb.z) + dot4I8Packed(xb.w, wb.w);
+//#if OFFSET
+  // sum of the block's activation codes: a dot with four 1 lanes per word.
+  let one = 0x01010101u;
+  let sxq = dot4I8Packed(xb.x, one) + dot4I8Packed(xb.y, one) + dot4I8Packed(xb.z, one) + dot4I8Packed(xb.w, one);
+  return fma(f32(d), ab.x, fma(f32(sxq), -ab.y, acc));
+//#else
+  return fma(f32(d), ab.x, acc);
+//#endif
+}
+
 //#if SERIAL
 // Serial form (software adapters; see GpuContext.serial): thread t of a workgroup owns weight row
 // n = flat workgroup index * ST + t and walks all of its blocks in order, acc[m] = fma(...) per
@@ -95,15 +109,7 @@ fn main(
     let ab = grid_at(e);
     for (var m = 0u; m < MT; m++) {
       if (m < p.M) {
-        let xb = xq[(p.x_off + m) * nblk + blk];
-        let d = dot4I8Packed(xb.x, wb.x) + dot4I8Packed(xb.y, wb.y) + dot4I8Packed(xb.z, wb.z) + dot4I8Packed(xb.w, wb.w);
-//#if OFFSET
-        let one = 0x01010101u;
-        let sxq = dot4I8Packed(xb.x, one) + dot4I8Packed(xb.y, one) + dot4I8Packed(xb.z, one) + dot4I8Packed(xb.w, one);
-        acc[m] = fma(f32(d), ab.x, fma(f32(sxq), -ab.y, acc[m]));
-//#else
-        acc[m] = fma(f32(d), ab.x, acc[m]);
-//#endif
+        acc[m] = block_step(xq[(p.x_off + m) * nblk + blk], wb, ab, acc[m]);
       }
     }
   }
@@ -136,16 +142,7 @@ fn main(
     let ab = grid_at(e);
     for (var m = 0u; m < MT; m++) {
       if (m < p.M) {
-        let xb = xq[(p.x_off + m) * nblk + blk];
-        let d = dot4I8Packed(xb.x, wb.x) + dot4I8Packed(xb.y, wb.y) + dot4I8Packed(xb.z, wb.z) + dot4I8Packed(xb.w, wb.w);
-//#if OFFSET
-        // sum of the block's activation codes: a dot with four 1 lanes per word.
-        let one = 0x01010101u;
-        let sxq = dot4I8Packed(xb.x, one) + dot4I8Packed(xb.y, one) + dot4I8Packed(xb.z, one) + dot4I8Packed(xb.w, one);
-        acc[m] = fma(f32(d), ab.x, fma(f32(sxq), -ab.y, acc[m]));
-//#else
-        acc[m] = fma(f32(d), ab.x, acc[m]);
-//#endif
+        acc[m] = block_step(xq[(p.x_off + m) * nblk + blk], wb, ab, acc[m]);
       }
     }
   }
