@@ -23,6 +23,7 @@
  */
 
 import {
+  alignedRowStep,
   checkShape,
   dataWords,
   isIntFormat,
@@ -32,6 +33,7 @@ import {
   type WeightFormat,
 } from '../kernels/matmul/quant.js';
 import {
+  crop,
   effectiveWeights,
   isRotatedLinear,
   packedWidth,
@@ -84,7 +86,7 @@ export interface TensorReader {
   readF32(name: string): Promise<Float32Array>;
   /**
    * Rows [row0, row0 + rows) of a matrix as f32, where the file allows reading a slice alone
-   * (safetensors, GGUF): a loader then packs a large matrix a slice at a time, never holding it
+   * (safetensors, GGUF, weft-q): a loader then packs a large matrix a slice at a time, never holding it
    * whole in f32 (see `placedSlices`).
    */
   readRowsF32?(name: string, row0: number, rows: number): Promise<Float32Array>;
@@ -418,7 +420,6 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
     const s = schemes[name];
     tensors.set(name, { shape: s ? s.shape : t.shape });
   }
-  const f32 = async (name: string) => readTensorF32(st.tensors.get(name)!);
   const u32 = async (name: string) => {
     const raw = (await readTensorBytes(st.tensors.get(name)!)).slice();
     return new Uint32Array(raw.buffer, 0, raw.byteLength / 4);
@@ -429,17 +430,50 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
     const base = { format: s.format, rows: s.rows, cols: s.cols, data: await u32(name) };
     return isIntFormat(s.format) ? { ...base, scales: await u32(`${name}.scales`) } : base;
   };
+  // Packed rows [row0, row0 + rows) of a stored matrix (row0 and the end on an aligned step, see
+  // rowRangeWords): the range's words of the data and the scales, read alone.
+  const readRange = async (name: string, s: WeftScheme, row0: number, rows: number) => {
+    const at = rowRangeWords(s.format, s.rows, s.cols, row0, rows);
+    const words = async (tensor: string, [begin, end]: readonly [number, number]) => {
+      const raw = (await readTensorByteRange(st.tensors.get(tensor)!, 4 * begin, 4 * end)).slice();
+      return new Uint32Array(raw.buffer, 0, end - begin);
+    };
+    const base = { format: s.format, rows, cols: s.cols, data: await words(name, at.data) };
+    return isIntFormat(s.format) ? { ...base, scales: await words(`${name}.scales`, at.scales) } : base;
+  };
+  const tensorOf = (name: string) => {
+    const t = st.tensors.get(name);
+    if (t === undefined || !tensors.has(name))
+      throw new ModelFormatError(file, name, undefined, 'missing tensor');
+    return t;
+  };
   return {
     metadata: meta,
     schemes,
     tensors,
     readMatrix,
     async readF32(name) {
-      if (!tensors.has(name)) throw new ModelFormatError(file, name, undefined, 'missing tensor');
       const s = schemes[name];
-      if (s === undefined) return f32(name);
+      if (s === undefined) return readTensorF32(tensorOf(name));
       // The values the packed matrix multiplies by: dequantized, un-rotated, cropped.
       return effectiveWeights(await readMatrix(name), s.shape[0], s.shape[1], s.rotation);
+    },
+    // readF32's rows [row0, row0 + rows), from the stored words of the aligned rows around them
+    // alone: rows rotate alone, and blocks never cross an aligned step, so they are its rows.
+    async readRowsF32(name, row0, rows) {
+      const s = schemes[name];
+      if (s === undefined) return readTensorRowsF32(tensorOf(name), row0, rows);
+      const [r, c] = s.shape;
+      if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > r)
+        throw new ModelFormatError(file, name, [row0, rows], `rows out of [0, ${r})`);
+      const step = alignedRowStep(s.format, s.cols);
+      const a0 = Math.floor(row0 / step) * step;
+      const a1 = Math.min(s.rows, Math.ceil((row0 + rows) / step) * step);
+      const q = await readRange(name, s, a0, a1 - a0);
+      const d = effectiveWeights(q, a1 - a0, s.cols, s.rotation);
+      const own =
+        a0 === row0 && a1 === row0 + rows ? d : d.slice((row0 - a0) * s.cols, (row0 - a0 + rows) * s.cols);
+      return crop(own, s.cols, rows, c);
     },
     async readPacked(name, want, range) {
       const s = schemes[name];
@@ -450,15 +484,7 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
         s.cols === want.cols &&
         s.rotation === want.rotation;
       if (!same) return undefined;
-      if (range === undefined) return readMatrix(name);
-      // The range's words of the data and the scales, read alone.
-      const at = rowRangeWords(s.format, s.rows, s.cols, range.row0, range.rows);
-      const words = async (tensor: string, [begin, end]: readonly [number, number]) => {
-        const raw = (await readTensorByteRange(st.tensors.get(tensor)!, 4 * begin, 4 * end)).slice();
-        return new Uint32Array(raw.buffer, 0, end - begin);
-      };
-      const base = { format: s.format, rows: range.rows, cols: s.cols, data: await words(name, at.data) };
-      return isIntFormat(s.format) ? { ...base, scales: await words(`${name}.scales`, at.scales) } : base;
+      return range === undefined ? readMatrix(name) : readRange(name, s, range.row0, range.rows);
     },
     storedFormat: (name) => schemes[name]?.format,
   };

@@ -434,6 +434,44 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
   );
 
   it.each([
+    ['int4', 'hadamard', 'int8', 'none'],
+    ['int2', 'none', 'f16', 'hadamard'],
+    ['f16', 'hadamard', 'int4', 'hadamard'],
+  ] as const)(
+    'weft-q stored at %s (%s), placed at %s (%s): decoded a slice of rows at a time',
+    async (stored, storedRotate, quant, rotate) => {
+      const ctx = await gpu();
+      const { files } = fixtureFiles('qwen3', 'f32', 4);
+      const source = await openModel(memoryModelFiles('m', files));
+      const bytes = await weftCheckpointBytes(source.weights, { quant: stored, rotate: storedRotate });
+      const weft = new Map(files);
+      weft.delete('model.safetensors');
+      weft.set(WEFT_WEIGHTS, bytes);
+      const opened = await openModel(memoryModelFiles('w', weft));
+      // No matrix is read whole: each is dequantized from its stored words a slice of rows at a time.
+      const read: string[] = [];
+      const weights: TensorReader = {
+        ...opened.weights,
+        readF32: (name) => {
+          read.push(name);
+          return opened.weights.readF32(name);
+        },
+      };
+      const w = await placeWeights(ctx, { ...opened, weights }, { quant, rotate, sliceElements: 1000 });
+      expect(read.filter((name) => opened.weights.tensors.get(name)!.shape.length === 2)).toEqual([]);
+      const { vocabSize: V, hidden: H } = opened.spec;
+      expect(w.peakTransientBytes).toBeLessThan(4 * V * H);
+      await expectSameWeights(
+        ctx,
+        w,
+        await placeWhole(ctx, opened, quant, rotate),
+        `weft-q ${stored} as ${quant}`,
+      );
+      destroyWeights(w);
+    },
+  );
+
+  it.each([
     ['llama', 'Q4_0', 'q4_0'],
     ['llama', 'Q8_0', 'int8'],
     ['llama', 'Q4_K', 'int4'],

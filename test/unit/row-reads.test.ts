@@ -1,12 +1,13 @@
-// Row-range reads, what the streaming placement reads a slice at a time: a GGUF matrix's f32 rows
-// (readRowsF32, llama Q/K rows un-permuted within the heads they cover) and the stored words of a
-// range of rows (readPacked with a range, GGUF and weft-q) equal the same rows of the whole read.
+// Row-range reads, what the streaming placement reads a slice at a time: a GGUF or weft-q matrix's
+// f32 rows (readRowsF32; GGUF llama Q/K rows un-permuted within the heads they cover, weft-q rows
+// dequantized and un-rotated from the stored words around them) and the stored words of a range of
+// rows (readPacked with a range, GGUF and weft-q) equal the same rows of the whole read.
 import { describe, expect, it } from 'vitest';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { openGgufCheckpoint } from '../../src/formats/gguf.js';
 import { bytesSource } from '../../src/formats/source.js';
 import { openWeftCheckpoint, type TensorReader } from '../../src/formats/weft-checkpoint.js';
-import { alignedRowStep, sliceRows } from '../../src/kernels/matmul/quant.js';
+import { alignedRowStep, type QuantizedMatrix, sliceRows } from '../../src/kernels/matmul/quant.js';
 import { openModel } from '../../src/model/load.js';
 import { fixtureFiles, ggufFixture, weftCheckpointBytes } from '../fixtures/write.js';
 
@@ -122,6 +123,59 @@ describe('weft-q row reads', () => {
           await ck.readPacked!(name, { ...want, format: other }, { row0: 0, rows: n0(want) }),
         ).toBeUndefined();
       }
+    },
+  );
+});
+
+describe('weft-q f32 row reads', () => {
+  it.each([
+    ['f16', 'none'],
+    ['int8', 'hadamard'],
+    ['int4', 'none'],
+    ['int4', 'hadamard'],
+    ['int2', 'hadamard'],
+  ] as const)(
+    '%s, rotation %s: readRowsF32 equals the rows of readF32, reading words near them alone',
+    async (quant, rotate) => {
+      const { files } = fixtureFiles('qwen3', 'f32', 2);
+      const source = await openModel(memoryModelFiles('m', files));
+      const bytes = await weftCheckpointBytes(source.weights, { quant, rotate });
+      const reads: number[] = [];
+      const src = bytesSource(bytes, 'w');
+      const ck = await openWeftCheckpoint({
+        ...src,
+        read: (offset, n) => {
+          reads.push(n);
+          return src.read(offset, n);
+        },
+      });
+      // Every tensor: packed matrices (their rows within aligned steps) and plain vectors.
+      for (const [name, { shape }] of ck.tensors) {
+        if (shape.length === 2) await expectRowsEqual(ck, name, shape);
+        const s = ck.schemes[name];
+        if (s === undefined) continue;
+        // One row reads at most the aligned step of packed rows around it.
+        const step = alignedRowStep(s.format, s.cols);
+        const stepBytes = (whole: QuantizedMatrix) => {
+          const one = sliceRows(whole, 0, Math.min(step, s.rows));
+          return one.data.byteLength + (one.scales?.byteLength ?? 0);
+        };
+        const whole = (await ck.readPacked!(name, {
+          format: s.format,
+          rows: s.rows,
+          cols: s.cols,
+          rotation: s.rotation,
+        }))!;
+        reads.length = 0;
+        await ck.readRowsF32!(name, 0, 1);
+        expect(
+          reads.reduce((a, b) => a + b, 0),
+          `${name} row 0`,
+        ).toBe(stepBytes(whole));
+      }
+      await expect(ck.readRowsF32!('model.layers.0.mlp.down_proj.weight', 0, 10_000)).rejects.toThrow(
+        /rows out of/,
+      );
     },
   );
 });
