@@ -1,9 +1,10 @@
 // Real-size check (`npm run test:scale`): a random-weight checkpoint of Qwen3-0.6B's shape with its
 // real config and tokenizer (1.2 GB of BF16 safetensors in a temp dir) loads in Chromium at f16
-// and int4, read in place over HTTP, and its first greedy ids equal the CPU reference's on the
-// same rounded weights. Prints load time, decode tok/s, the page's peak JS heap and the peak RSS of
-// the tab and of the GPU process per format (beside an empty page's), and the loader's peak
-// transient bytes, which at int4 must stay under 256 MiB plus one slice.
+// and int4 (or the formats WEFT_SCALE_QUANTS names), read in place over HTTP, and its first greedy
+// ids equal the CPU reference's on the same rounded weights. Prints load time, decode tok/s, the
+// page's peak JS heap and the peak resident memory (anonymous and shared) of the tab and of the
+// GPU process per format (beside an empty page's), and the loader's peak transient bytes, which
+// must stay under 256 MiB plus one slice.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,7 +55,7 @@ afterAll(async () => {
  * `placedMatrix`, as the GPU loader's do, so the reader's counters show what that path decodes at
  * once: one slice of rows, never a whole matrix.
  */
-async function referenceIds(quant: 'f16' | 'int4'): Promise<number[]> {
+async function referenceIds(quant: ScaleQuant): Promise<number[]> {
   const model = await pathModel(dir);
   const opened = await openModel(model);
   const tensors = await referenceTensors(opened, quant, 'none');
@@ -80,53 +81,95 @@ interface PageResult {
   decodeTokS: number;
 }
 
+/** Resident bytes of a set of processes: in all, and of it anonymous memory and shared memory. */
+interface Rss {
+  total: number;
+  anon: number;
+  shmem: number;
+}
+
+const NO_RSS: Rss = { total: 0, anon: 0, shmem: 0 };
+
+/** The larger of a and b, field by field. */
+function maxRss(a: Rss, b: Rss): Rss {
+  return {
+    total: Math.max(a.total, b.total),
+    anon: Math.max(a.anon, b.anon),
+    shmem: Math.max(a.shmem, b.shmem),
+  };
+}
+
 /**
  * Resident bytes of this test's Chromium processes of `type` (`renderer`: the tab, its JS heap and
- * array buffers; `gpu-process`: where SwiftShader keeps the device's buffers), summed, from /proc.
+ * array buffers; `gpu-process`: where SwiftShader keeps the device's buffers), summed, from /proc:
+ * VmRSS, and its anonymous (RssAnon: heaps, array buffers) and shared (RssShmem: the transfer
+ * buffers a tab shares with the GPU process) parts.
  */
-async function chromiumRss(type: string): Promise<number> {
+async function chromiumRss(type: string): Promise<Rss> {
   const parent = new Map<number, number>();
-  const typed = new Map<number, number>();
+  const typed = new Map<number, Rss>();
+  const kb = (status: string, field: string) =>
+    1024 * Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
   for (const pid of (await readdir('/proc')).filter((d) => /^\d+$/.test(d)).map(Number)) {
     const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
     const cmd = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
     const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
     parent.set(pid, ppid);
     if (cmd.includes(`--type=${type}`))
-      typed.set(pid, 1024 * Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0));
+      typed.set(pid, {
+        total: kb(status, 'VmRSS'),
+        anon: kb(status, 'RssAnon'),
+        shmem: kb(status, 'RssShmem'),
+      });
   }
   const mine = (pid: number): boolean => {
     for (let p = pid, hops = 0; p > 1 && hops < 10; p = parent.get(p) ?? 0, hops++)
       if (p === process.pid) return true;
     return false;
   };
-  let sum = 0;
-  for (const [pid, rss] of typed) if (mine(pid)) sum += rss;
+  const sum = { ...NO_RSS };
+  for (const [pid, rss] of typed) {
+    if (!mine(pid)) continue;
+    sum.total += rss.total;
+    sum.anon += rss.anon;
+    sum.shmem += rss.shmem;
+  }
   return sum;
 }
 
 /**
  * Loads the model in a page at `quant`; meanwhile polls the page's JS heap (CDP) and the resident
- * memory of the tab's renderer and of the GPU process for their peaks.
+ * memory of the tab's renderer and of the GPU process for their peaks, logging the tab's every
+ * 30 s.
  */
 async function runPage(
-  quant: 'f16' | 'int4',
-): Promise<PageResult & { peakHeapBytes: number; peakRendererBytes: number; peakGpuProcessBytes: number }> {
+  quant: ScaleQuant,
+): Promise<PageResult & { peakHeapBytes: number; peakRenderer: Rss; peakGpuProcess: Rss }> {
   const page = await browser.newPage();
   logPageErrors(page);
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Performance.enable');
   let peak = 0;
-  let peakRenderer = 0;
-  let peakGpu = 0;
+  let peakRenderer = NO_RSS;
+  let peakGpu = NO_RSS;
   let polling = true;
+  const t0 = performance.now();
+  let logged = 0;
   const poll = (async () => {
     while (polling) {
       const { metrics } = await cdp.send('Performance.getMetrics');
       const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
       peak = Math.max(peak, used);
-      peakRenderer = Math.max(peakRenderer, await chromiumRss('renderer'));
-      peakGpu = Math.max(peakGpu, await chromiumRss('gpu-process'));
+      const renderer = await chromiumRss('renderer');
+      peakRenderer = maxRss(peakRenderer, renderer);
+      peakGpu = maxRss(peakGpu, await chromiumRss('gpu-process'));
+      const s = (performance.now() - t0) / 1000;
+      if (s >= logged + 30) {
+        logged = s;
+        console.log(
+          `[scale] ${quant} at ${s.toFixed(0)} s: tab ${rssText(renderer)}, JS heap ${mib(used)} MiB`,
+        );
+      }
       await new Promise((r) => setTimeout(r, 250));
     }
   })();
@@ -144,47 +187,61 @@ async function runPage(
   expect(await status.textContent()).toBe('done');
   const result: PageResult = JSON.parse((await status.getAttribute('data-result'))!);
   await page.close();
-  return { ...result, peakHeapBytes: peak, peakRendererBytes: peakRenderer, peakGpuProcessBytes: peakGpu };
+  return { ...result, peakHeapBytes: peak, peakRenderer, peakGpuProcess: peakGpu };
 }
 
 /**
  * Resident bytes of the tab and of the GPU process with only the scale page open, weft's code
  * loaded and no model: the baseline the loads are measured against (the peak of a few samples).
  */
-async function emptyPageRss(): Promise<{ renderer: number; gpu: number }> {
+async function emptyPageRss(): Promise<{ renderer: Rss; gpu: Rss }> {
   const page = await browser.newPage();
   await page.goto(new URL('test/scale/pages/scale.html', pageUrl).href);
   await page.getByTestId('status').getByText('idle', { exact: true }).waitFor({ timeout: 60_000 });
-  let renderer = 0;
-  let gpu = 0;
+  let renderer = NO_RSS;
+  let gpu = NO_RSS;
   for (let i = 0; i < 8; i++) {
-    renderer = Math.max(renderer, await chromiumRss('renderer'));
-    gpu = Math.max(gpu, await chromiumRss('gpu-process'));
+    renderer = maxRss(renderer, await chromiumRss('renderer'));
+    gpu = maxRss(gpu, await chromiumRss('gpu-process'));
     await new Promise((r) => setTimeout(r, 250));
   }
   await page.close();
   return { renderer, gpu };
 }
 
+const mib = (n: number) => (n / 2 ** 20).toFixed(0);
+const rssText = (r: Rss) => `${mib(r.total)} MiB (anonymous ${mib(r.anon)}, shared ${mib(r.shmem)})`;
+
+/** The formats the scale test can load. */
+const ALL_SCALE_QUANTS = ['f16', 'int8', 'int4', 'int2'] as const;
+type ScaleQuant = (typeof ALL_SCALE_QUANTS)[number];
+
+/** The formats to load: `WEFT_SCALE_QUANTS` (comma-separated), default f16 and int4. */
+const SCALE_QUANTS: readonly ScaleQuant[] = (process.env.WEFT_SCALE_QUANTS ?? 'f16,int4')
+  .split(',')
+  .map((q) => {
+    const found = ALL_SCALE_QUANTS.find((x) => x === q);
+    if (!found) throw new Error(`WEFT_SCALE_QUANTS: ${q} is not one of ${ALL_SCALE_QUANTS.join(', ')}`);
+    return found;
+  });
+
 describe('Qwen3-0.6B shape in Chromium', () => {
-  let empty: { renderer: number; gpu: number };
+  let empty: { renderer: Rss; gpu: Rss };
   beforeAll(async () => {
     empty = await emptyPageRss();
   });
 
-  for (const quant of ['f16', 'int4'] as const) {
+  for (const quant of SCALE_QUANTS) {
     it(`loads at ${quant} and its greedy ids equal the CPU reference's`, async () => {
       const got = await runPage(quant);
       const want = await referenceIds(quant);
-      const mb = (n: number) => (n / 2 ** 20).toFixed(0);
       console.log(
-        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mb(got.peakTransientBytes)} MiB, peak JS heap ${mb(got.peakHeapBytes)} MiB, peak RSS of the tab ${mb(got.peakRendererBytes)} MiB (empty page ${mb(empty.renderer)} MiB) and of the GPU process ${mb(got.peakGpuProcessBytes)} MiB (empty page ${mb(empty.gpu)} MiB), prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
+        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mib(got.peakTransientBytes)} MiB, peak JS heap ${mib(got.peakHeapBytes)} MiB, peak RSS of the tab ${rssText(got.peakRenderer)} (empty page ${rssText(empty.renderer)}) and of the GPU process ${rssText(got.peakGpuProcess)} (empty page ${rssText(empty.gpu)}), prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
       );
       expect(got.ids).toEqual(want);
       // One slice of f32 rows (PACK_SLICE_ELEMENTS), its padded copy at most, and its packed words.
       expect(got.peakTransientBytes).toBeGreaterThan(0);
-      if (quant === 'int4')
-        expect(got.peakTransientBytes).toBeLessThan(256 * 2 ** 20 + 4 * PACK_SLICE_ELEMENTS);
+      expect(got.peakTransientBytes).toBeLessThan(256 * 2 ** 20 + 4 * PACK_SLICE_ELEMENTS);
     });
   }
 });
