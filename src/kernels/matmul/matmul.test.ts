@@ -224,9 +224,9 @@ describe("gemmVariants (the W8A8 kernel's)", () => {
   });
 });
 
-describe('matrices split into parts', () => {
+describe.each(LAYOUTS)('matrices split into parts, %s', (_layout, serial) => {
   it.each(FORMATS)('%s: a split matrix gives the same bits as a whole one', async (format) => {
-    const ctx = await gpu();
+    const ctx = await gpu({ serial });
     const [N, K, T] = [37, 128, 3];
     const q = quantize(randomF32(N * K, 21), N, K, format);
     const x = randomF32(T * K, 22);
@@ -243,7 +243,7 @@ describe('matrices split into parts', () => {
   });
 
   it.each(FORMATS)('%s, K = 688: parts start on a whole group pair / super-block', async (format) => {
-    const ctx = await gpu();
+    const ctx = await gpu({ serial });
     const [N, K, T] = [37, 688, 2];
     const q = quantize(randomF32(N * K, 23), N, K, format);
     const x = randomF32(T * K, 24);
