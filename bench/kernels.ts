@@ -270,7 +270,7 @@ async function benchMatmul(
   const y = createBuffer(ctx, M * N * 4, 'bench-y');
   let ms: number;
   if (kernel === 'matmul') {
-    await prepareMatmul(ctx, format, M);
+    await prepareMatmul(ctx, format, M, { cols: K });
     const mm = new Matmul(ctx, binds, w, { maxM: M });
     ms = await timePass(ctx, timer, reps, (pass) => mm.encode(pass, x, y, M));
     mm.destroy();
@@ -313,7 +313,7 @@ async function timeFourRowGemv(
   x: GPUBuffer,
   y: GPUBuffer,
 ): Promise<number> {
-  const vars = matmulVars(w.format, 1, matmulVariant(ctx, w.format));
+  const vars = matmulVars(w.format, 1, matmulVariant(ctx, w.format, w.cols));
   const [key, source] = wgslVariant(shaders.matmul, MatmulParams, { ...vars, R: 1 });
   const pipeline = await ctx.pipelines.prepare('matmul', key, source);
   const slots = w.parts.map((part, i) => {
@@ -400,7 +400,7 @@ export async function runBatchCurve(
       const w = gated
         ? uploadGatedPair(ctx, syntheticMatrix(format, N, K), syntheticMatrix(format, N, K), 'bench-gu')
         : uploadMatrix(ctx, syntheticMatrix(format, N, K), 'bench-w');
-      await prepareMatmul(ctx, format, maxM, { epilogue });
+      await prepareMatmul(ctx, format, maxM, { epilogue, cols: K });
       const mm = new Matmul(ctx, binds, w, { maxM, epilogue });
       const x = uploadBuffer(ctx, syntheticF32(maxM * K, 7), 'bench-x');
       const y = createBuffer(ctx, maxM * N * 4, 'bench-y');
@@ -829,7 +829,7 @@ async function gemvBandwidth(
   const bytes = weights[0]!.bytes;
   const rounds = Math.max(1, Math.ceil(o.passBytes / (bytes * weights.length)));
   const calls = rounds * weights.length;
-  await prepareMatmul(ctx, format, 1);
+  await prepareMatmul(ctx, format, 1, { cols: K });
   const x = uploadBuffer(ctx, syntheticF32(K, 7), 'gemv-x'); // [1, K]
   const y = createBuffer(ctx, N * 4, 'gemv-y'); // [1, N]
   const mms = weights.map((w) => new Matmul(ctx, binds, w, { maxM: 1 }));

@@ -25,13 +25,16 @@ import { concatRows, type QuantizedMatrix, quantize, sliceRows, type WeightForma
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 // [M, N, K]: N not a multiple of the 8 columns of a GEMV workgroup; K = 688 (2.6875 super-blocks,
-// 43 blocks: no multiple of a chunk of K); M = 17 runs the 8-row tile three times, the last short.
-// N·K is a multiple of 256 in each, so the shapes also make gated pairs (their up half aligned).
+// 43 blocks: no multiple of a chunk of K; the narrow loads of q4_0, int4 and int2, see wideLoads);
+// M = 17 runs the 8-row tile three times, the last short. K = 128, 256 and 1088 take the wide
+// loads, 1088 (68 blocks) more than one per lane, in a short 8-row tile. N·K is a multiple of 256
+// in each, so the shapes also make gated pairs (their up half aligned).
 const SHAPES: [number, number, number][] = [
   [1, 18, 128],
   [2, 34, 256],
   [6, 16, 688],
   [17, 16, 688],
+  [5, 16, 1088],
 ];
 const EPS = 1e-5;
 
@@ -66,7 +69,7 @@ type Fusion = Pick<MatmulOptions, 'epilogue'> & { norm?: boolean };
 /** Rows [row0, row0 + M) of a case through one fused Matmul (M = 1 with row0: a GEMV at an x offset). */
 async function fused(ctx: GpuContext, c: Case, f: Fusion, M = c.M, row0 = 0): Promise<Uint32Array> {
   const opts = { epilogue: f.epilogue, ...(f.norm ? { norm: { onePlus: false } } : {}) };
-  await prepareMatmul(ctx, c.w.format, M, opts);
+  await prepareMatmul(ctx, c.w.format, M, { ...opts, cols: c.K });
   return runOnce(ctx, 'fused', (run) => {
     const w: GpuMatrix = run.own(
       f.epilogue === 'silu' ? uploadGatedPair(ctx, c.w, c.up!, 'gu') : uploadMatrix(ctx, c.w, 'w'),
@@ -84,7 +87,7 @@ async function fused(ctx: GpuContext, c: Case, f: Fusion, M = c.M, row0 = 0): Pr
 /** The same through the kernels the fusion replaces: RmsNorm, Matmul(s), SiluMul, AddInPlace. */
 async function unfused(ctx: GpuContext, c: Case, f: Fusion): Promise<Uint32Array> {
   const { M, N, K } = c;
-  await prepareMatmul(ctx, c.w.format, M);
+  await prepareMatmul(ctx, c.w.format, M, { cols: K });
   await RmsNorm.prepare(ctx);
   await SiluMul.prepare(ctx, false);
   await AddInPlace.prepare(ctx);
@@ -256,7 +259,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
     const bytes = (2 * 16 * 256 * { f32: 32, f16: 16, int8: 8, q4_0: 4, int4: 4, int2: 2 }[format]) / 8;
     const parts = uploadGatedPair(ctx, c.w, c.up!, 'gu', bytes);
     expect(parts.parts.map((p) => p.rows)).toEqual([16, 16, 8]);
-    await prepareMatmul(ctx, format, 2, { epilogue: 'silu' });
+    await prepareMatmul(ctx, format, 2, { epilogue: 'silu', cols: 256 });
     const split = await runOnce(ctx, 'split', (run) => {
       const mm = run.own(new Matmul(ctx, run.binds, run.own(parts), { maxM: 2, epilogue: 'silu' }));
       const [xb, yb] = [run.upload(c.x), run.empty(2 * 40 * 4)];
@@ -268,7 +271,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
 
 /** y = x · Wᵀ through a plain Matmul. */
 async function plain(ctx: GpuContext, q: QuantizedMatrix, x: Float32Array, M: number): Promise<Uint32Array> {
-  await prepareMatmul(ctx, q.format, M);
+  await prepareMatmul(ctx, q.format, M, { cols: q.cols });
   return runOnce(ctx, 'plain', (run) => {
     const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
     const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];
@@ -286,16 +289,16 @@ describe('the f16 variant', () => {
   });
 
   it('enables f16 in its WGSL and its pipeline key, and only there', () => {
-    const [key, source] = matmulSource('f16', 1, matmulVariant(device(true), 'f16'));
+    const [key, source] = matmulSource('f16', 1, matmulVariant(device(true), 'f16', 128));
     expect(key).toMatch(/\bHALF\b/);
     expect(source().code).toMatch(/^enable f16;/m);
-    const [key32, source32] = matmulSource('f16', 1, matmulVariant(device(false), 'f16'));
+    const [key32, source32] = matmulSource('f16', 1, matmulVariant(device(false), 'f16', 128));
     expect(key32).not.toMatch(/\bHALF\b/);
     expect(source32().code).not.toMatch(/enable f16/);
   });
 
   it('is not what runs here when the device lacks shader-f16', async () => {
     const ctx = await gpu();
-    expect(matmulVariant(ctx, 'f16').half).toBe(ctx.features.f16);
+    expect(matmulVariant(ctx, 'f16', 128).half).toBe(ctx.features.f16);
   });
 });

@@ -5,7 +5,17 @@ import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
-import { gemmVariants, Matmul, matmulRef, matmulTiles, prepareMatmul, uploadMatrix } from './matmul.js';
+import {
+  gemmVariants,
+  Matmul,
+  matmulRef,
+  matmulSource,
+  matmulTiles,
+  matmulVariant,
+  prepareMatmul,
+  uploadMatrix,
+  wideLoads,
+} from './matmul.js';
 import { CODE_BITS, type QuantizedMatrix, quantize, splitAlign, type WeightFormat } from './quant.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
@@ -15,7 +25,7 @@ async function runMatmul(
   x: Float32Array,
   M: number,
 ): Promise<Float32Array> {
-  await prepareMatmul(ctx, q.format, M);
+  await prepareMatmul(ctx, q.format, M, { cols: q.cols });
   return runOnce(ctx, 'matmul', (run) => {
     const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
     const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];
@@ -27,7 +37,10 @@ async function runMatmul(
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 // [M, N, K]: N and M not multiples of anything; K = 688 (the demo target's MLP width, 2.6875
 // super-blocks) and N·K not a multiple of 256 in most, so groups and super-blocks span rows and the
-// flat arrays end in padding.
+// flat arrays end in padding. In the split-K layout, q4_0 and int4 take their wide loads (see
+// wideLoads) at K = 96, 128, 256, 384 and 1088 and the narrow ones at 80 and 688; int2 its wide
+// loads at 128, 256, 384 and 1088 and the narrow ones at 80, 96 and 688. K = 1088 has more wide
+// loads per row than a workgroup has lanes.
 const SHAPES: [number, number, number][] = [
   [1, 37, 128],
   [3, 70, 256],
@@ -35,6 +48,10 @@ const SHAPES: [number, number, number][] = [
   [33, 9, 128],
   [2, 11, 688],
   [5, 3, 688],
+  [1, 21, 80],
+  [7, 6, 96],
+  [3, 9, 1088],
+  [1, 10, 1088],
 ];
 // The matmul kernel uses no subgroup operation, so the tests run on the default device, once per
 // layout (GpuContext.serial: split-K on a GPU, whole-K on a software adapter); the last describe
@@ -70,19 +87,24 @@ describe.each(LAYOUTS)('matmul, %s', (_layout, serial) => {
   it.each(FORMATS)('%s: row r is bit-identical at M = 1 and in a batch', async (format) => {
     const ctx = await context();
     // N = 13 is not a multiple of a workgroup's 4 or 8 columns, K = 688 (43 blocks) not a multiple
-    // of any chunk of K.
-    const [N, K, T] = [13, 688, 64];
-    const q = quantize(randomF32(N * K, 3), N, K, format);
-    const x = randomF32(T * K, 4);
-    const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
-    // Batches of 2 to 64 rows run the 2-, 4- and 8-row tiles (17, 33 and 64: the 8-row tile once
-    // per 8 rows, the last tile short) of an instance for 64 rows (matmulTiles), and the tiles of
-    // instances for exactly that many rows.
-    for (const rows of [2, 3, 6, 17, 33, 64])
-      for (const maxM of [rows, 64]) {
-        const batch = await batchBits(ctx, q, x.subarray(0, rows * K), rows, maxM);
-        expect(Array.from(batch)).toEqual(Array.from(rowsAlone.subarray(0, rows * N)));
-      }
+    // of any chunk of K, and it takes the narrow loads of q4_0, int4 and int2; K = 1088 (68 blocks)
+    // their wide loads, more than one per lane.
+    for (const [N, K, T] of [
+      [13, 688, 64],
+      [13, 1088, 64],
+    ] as const) {
+      const q = quantize(randomF32(N * K, 3), N, K, format);
+      const x = randomF32(T * K, 4);
+      const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
+      // Batches of 2 to 64 rows run the 2-, 4- and 8-row tiles (17, 33 and 64: the 8-row tile once
+      // per 8 rows, the last tile short) of an instance for 64 rows (matmulTiles), and the tiles of
+      // instances for exactly that many rows.
+      for (const rows of [2, 3, 6, 17, 33, 64])
+        for (const maxM of [rows, 64]) {
+          const batch = await batchBits(ctx, q, x.subarray(0, rows * K), rows, maxM);
+          expect(Array.from(batch)).toEqual(Array.from(rowsAlone.subarray(0, rows * N)));
+        }
+    }
   });
 });
 
@@ -107,7 +129,7 @@ async function rowsOneByOne(
   x: Float32Array,
   T: number,
 ): Promise<Uint32Array> {
-  await prepareMatmul(ctx, format, 1);
+  await prepareMatmul(ctx, format, 1, { cols: w.cols });
   const binds = new BindGroupCache(ctx.device);
   const mm = new Matmul(ctx, binds, w, { maxM: 1 });
   const xb = uploadBuffer(ctx, x, 'x');
@@ -141,7 +163,7 @@ async function batchBits(
   maxM: number,
   maxBindingBytes?: number,
 ): Promise<Uint32Array> {
-  await prepareMatmul(ctx, q.format, maxM);
+  await prepareMatmul(ctx, q.format, maxM, { cols: q.cols });
   return runOnce(ctx, 'matmul', (run) => {
     const w = run.own(uploadMatrix(ctx, q, 'w', maxBindingBytes));
     const mm = run.own(new Matmul(ctx, run.binds, w, { maxM }));
@@ -149,6 +171,37 @@ async function batchBits(
     return { encode: (pass) => mm.encode(pass, xb, yb, T), read: () => readU32(ctx, yb, T * q.rows) };
   });
 }
+
+describe('wideLoads', () => {
+  it('reads q4_0 and int4 codes 16 bytes at a time when K % 32 == 0, int2 when K % 64 == 0', () => {
+    for (const format of ['q4_0', 'int4'] as const) {
+      expect([32, 96, 704].map((K) => wideLoads(format, K))).toEqual([true, true, true]);
+      expect([16, 80, 688].map((K) => wideLoads(format, K))).toEqual([false, false, false]);
+    }
+    expect([64, 128, 1088].map((K) => wideLoads('int2', K))).toEqual([true, true, true]);
+    expect([32, 96, 688].map((K) => wideLoads('int2', K))).toEqual([false, false, false]);
+    for (const format of ['f32', 'f16', 'int8'] as const) expect(wideLoads(format, 128)).toBe(false);
+  });
+
+  it('picks the WIDE variant (vec4<u32> codes) in the split-K layout only', () => {
+    const device = (serial: boolean) => ({
+      features: { subgroups: true, f16: false, timestamps: false },
+      serial,
+    });
+    const [key, source] = matmulSource('int2', 1, matmulVariant(device(false), 'int2', 128));
+    expect(key).toMatch(/\bWIDE\b/);
+    expect(source().code).toMatch(/var<storage, read> w: array<vec4<u32>>/);
+    const [narrowKey, narrow] = matmulSource('int2', 1, matmulVariant(device(false), 'int2', 96));
+    expect(narrowKey).not.toMatch(/\bWIDE\b/);
+    expect(narrow().code).toMatch(/var<storage, read> w: array<u32>/);
+    expect(matmulVariant(device(true), 'int2', 128).wide).toBe(false);
+  });
+
+  it('the test shapes take both load widths of q4_0, int4 and int2', () => {
+    for (const format of ['q4_0', 'int4', 'int2'] as const)
+      expect(new Set(SHAPES.map(([, , K]) => wideLoads(format, K)))).toEqual(new Set([true, false]));
+  });
+});
 
 describe('matmulTiles', () => {
   it('compiles the 2-, 4- and 8-row tiles as far as the largest batch needs them', () => {
@@ -171,9 +224,9 @@ describe("gemmVariants (the W8A8 kernel's)", () => {
   });
 });
 
-describe('matrices split into parts', () => {
+describe.each(LAYOUTS)('matrices split into parts, %s', (_layout, serial) => {
   it.each(FORMATS)('%s: a split matrix gives the same bits as a whole one', async (format) => {
-    const ctx = await gpu();
+    const ctx = await gpu({ serial });
     const [N, K, T] = [37, 128, 3];
     const q = quantize(randomF32(N * K, 21), N, K, format);
     const x = randomF32(T * K, 22);
@@ -190,7 +243,7 @@ describe('matrices split into parts', () => {
   });
 
   it.each(FORMATS)('%s, K = 688: parts start on a whole group pair / super-block', async (format) => {
-    const ctx = await gpu();
+    const ctx = await gpu({ serial });
     const [N, K, T] = [37, 688, 2];
     const q = quantize(randomF32(N * K, 23), N, K, format);
     const x = randomF32(T * K, 24);

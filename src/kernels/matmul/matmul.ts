@@ -393,6 +393,8 @@ export interface MatmulVariant {
   readonly epilogue: MatmulEpilogue;
   /** The whole-K layout (see {@link GpuContext.serial}); else K is split over 16 lanes. */
   readonly wholeK: boolean;
+  /** Split-K only: q4_0, int4 and int2 codes read 16 bytes per load (see {@link wideLoads}). */
+  readonly wide: boolean;
 }
 
 /**
@@ -404,17 +406,31 @@ export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat)
   return format === 'f16' && ctx.features.f16;
 }
 
-/** The variant a {@link Matmul} with these options runs on `ctx`. */
+/**
+ * Whether the split-K matmul.wgsl reads the codes of a `format` matrix with K columns 16 bytes at a
+ * time (its WIDE variant: one vec4<u32> holds 32 nibble or 64 2-bit codes): for q4_0 and int4 when
+ * K % 32 == 0, for int2 when K % 64 == 0, so that every row starts on a load. Other K read 8 (q4_0,
+ * int4) or 4 (int2) bytes per 16-element block; f32, f16 and int8 read 16 bytes per block anyway.
+ */
+export function wideLoads(format: WeightFormat, K: number): boolean {
+  const bits = CODE_BITS[format];
+  return bits < 8 && K % (128 / bits) === 0;
+}
+
+/** The variant a {@link Matmul} over a `format` matrix of K columns with these options runs on `ctx`. */
 export function matmulVariant(
   ctx: Pick<GpuContext, 'features'> & Partial<Pick<GpuContext, 'serial'>>,
   format: WeightFormat,
+  K: number,
   opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): MatmulVariant {
+  const wholeK = ctx.serial ?? false;
   return {
     half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
-    wholeK: ctx.serial ?? false,
+    wholeK,
+    wide: !wholeK && wideLoads(format, K),
   };
 }
 
@@ -435,7 +451,7 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     WHOLE_K: v.wholeK,
     ...(v.wholeK ? wholeKCode(format, tm, v) : {}),
     HALF: v.half,
-    WTYPE: codeWordType(format),
+    WTYPE: v.wide ? 'vec4<u32>' : codeWordType(format),
     F32: format === 'f32',
     F16: format === 'f16',
     INT8: format === 'int8',
@@ -443,6 +459,7 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     INT4: format === 'int4',
     INT2: format === 'int2',
     NIBBLES: format === 'q4_0' || format === 'int4',
+    WIDE: v.wide,
     SCALES: isIntFormat(format),
     NORM: v.norm !== false,
     ONE_PLUS: v.norm === 'one-plus',
@@ -527,18 +544,24 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
 /**
  * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format and
  * these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics instead of a
- * later validation error. The smaller tiles share their source and compile on first use.
+ * later validation error. The smaller tiles share their source and compile on first use. `cols`
+ * is the K of the matrices it will serve; without it, both load widths are prepared where the
+ * format has two (see {@link wideLoads}).
  */
 export async function prepareMatmul(
   ctx: GpuContext,
   format: WeightFormat,
   maxM = 16,
-  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
+  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'>; cols?: number } = {},
 ): Promise<void> {
-  const v = matmulVariant(ctx, format, opts);
+  // K = 16 takes the narrow loads, K = 64 the wide ones of every format that has them.
+  const ks = opts.cols === undefined ? [16, 64] : [opts.cols];
+  const variants = ks.map((K) => matmulVariant(ctx, format, K, opts));
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM).at(-1)!] : [1];
-  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulSource(format, tm, v))));
+  // By pipeline key: both K give one variant where the format has one load width.
+  const sources = new Map(variants.flatMap((v) => tms.map((tm) => matmulSource(format, tm, v))));
+  await Promise.all([...sources].map(([key, source]) => ctx.pipelines.prepare('matmul', key, source)));
 }
 
 /**
@@ -651,7 +674,7 @@ export class Matmul extends PartedMatmul {
   readonly epilogue: MatmulEpilogue;
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
-    const v = matmulVariant(ctx, w.format, opts);
+    const v = matmulVariant(ctx, w.format, w.cols, opts);
     if ((v.epilogue === 'silu') !== (w.gated === true))
       throw new InvalidInputError(
         `Matmul: epilogue ${v.epilogue} ${w.gated ? 'cannot take' : 'needs'} a gated pair (uploadGatedPair)`,

@@ -3,13 +3,15 @@
 // fused in. One template serves GEMV (TM = 1) and GEMM (TM = 2, 4 or 8 rows of x per tile).
 //
 // Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of the matrix: its flat
-//   elements e = n * K + k from word 0, read as vec4<u32> for F32, F16 and INT8, vec2<u32> for
-//   Q4_0 and INT4, u32 for INT2); 2 x: array<vec4<f32>> [rows, K]; 3 y: array<f32> [M, N]
-//   (columns n_off .. n_off + n_rows written; read too with ADD); 4 scales: array<u32> (the part's
-//   block metadata from word 0, integer formats); GAMMA_AT gamma: array<vec4<f32>> [K] (NORM).
+//   elements e = n * K + k from word 0, read as vec4<u32> for F32, F16 and INT8, and for Q4_0,
+//   INT4 and INT2 in the WIDE variant (split-K; 2 or 4 blocks of codes per load); otherwise as
+//   vec2<u32> for Q4_0 and INT4, u32 for INT2); 2 x: array<vec4<f32>> [rows, K]; 3 y: array<f32>
+//   [M, N] (columns n_off .. n_off + n_rows written; read too with ADD); 4 scales: array<u32> (the
+//   part's block metadata from word 0, integer formats); GAMMA_AT gamma: array<vec4<f32>> [K]
+//   (NORM).
 //   Large matrices are dispatched per part; a part starts on a group pair / super-block (checked in
 //   TS), so e indexes both arrays.
-// Layouts (flat over e; see QuantizedMatrix in quant.ts), read per "block" of 16 elements
+// Layouts (flat over e; see QuantizedMatrix in quant.ts), per "block" of 16 elements
 //   e .. e + 15 (e % 16 == 0, within one row, one group and one sub-block):
 //   F32 16 words at e; F16 8 words at e / 2 (element 2j in the low half);
 //   INT8 (Q8_0) 4 words at e / 4, byte e % 4, two's complement q; f16 d of group g = e >> 5 in
@@ -37,18 +39,22 @@
 // Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
 //   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
 //   t % KL of row group t / KL (KL = 16 lanes, RG = 4 groups); group g owns columns n0 + g * R ..
-//   + R - 1, i.e. WR = R weight rows (2R with SILU: gate rows then up rows). Lane l walks the
-//   16-element blocks l, l + KL, l + 2 KL, ... of K in increasing order, accumulating acc =
-//   acc + dot16(block) per output, then the KL lane sums of an output are added in lane order by
-//   one thread (workgroup memory). That order depends on neither M nor the tile, so a row's result
-//   is bit-identical in a GEMV and in any GEMM batch (explicit fma keeps compilers from contracting
-//   differently).
+//   + R - 1, i.e. WR = R weight rows (2R with SILU: gate rows then up rows). K is cut into units
+//   of U consecutive 16-element blocks, the blocks one load reads (U = 1; WIDE: 2 for Q4_0 and
+//   INT4, 4 for INT2). Lane l walks the units l, l + KL, l + 2 KL, ... of K in increasing order,
+//   and a unit's blocks in increasing order, accumulating acc = acc + dot16(block) per output;
+//   then the KL lane sums of an output are added in lane order by one thread (workgroup memory).
+//   That order depends on neither M nor the tile, so a row's result is bit-identical in a GEMV and
+//   in any GEMM batch (explicit fma keeps compilers from contracting differently).
 // Tiles: the M rows of x are taken TM at a time (the last tile may be short). Per tile, K is walked
-//   in chunks of KC = KL * CB blocks: the 64 threads copy the tile's TM x KC * 16 inputs into
-//   workgroup memory (NORM: already scaled), then every thread reads its weight blocks once and
-//   multiplies each by the TM staged rows: WR * TM accumulators per thread (register blocking).
+//   in chunks of CB blocks per lane (KC = KL * CB blocks: whole units when CB >= U, else the same
+//   CB blocks of one unit per lane, its codes held in registers from the chunk that read them):
+//   the 64 threads copy the tile's TM x KC * 16 inputs into workgroup memory (NORM: already
+//   scaled), then every thread reads its weights once and multiplies each block by the TM staged
+//   rows: WR * TM accumulators per thread (register blocking).
 // Preconditions (checked in TS): K % 16 == 0, each part starts at a flat index that is a multiple
-//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with SILU, so does its up half).
+//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with SILU, so does its up half); WIDE: K % 32 == 0
+//   (Q4_0, INT4) or K % 64 == 0 (INT2), so every unit's codes are one aligned vec4<u32>.
 //#if HALF
 enable f16;
 //#endif
@@ -122,6 +128,7 @@ fn deq(q: vec4<f32>, ab: vec2<f32>) -> vec4<f32> {
   return fma(q, vec4<f32>(ab.x), vec4<f32>(-ab.y));
 }
 
+//#if !WIDE
 // The 16 weights of the block at flat element e of the part.
 fn load_block(e: u32) -> Block {
 //#if F32
@@ -137,8 +144,23 @@ fn load_block(e: u32) -> Block {
   return load_codes(e, grid_at(e));
 //#endif
 }
+//#endif
+
+//#if NIBBLES
+// The 16 weights of a block of nibble codes (words lo, hi) on grid ab.
+fn nibble_block(lo: u32, hi: u32, ab: vec2<f32>) -> Block {
+  return Block(deq(u4x4(lo, 0u), ab), deq(u4x4(lo, 16u), ab), deq(u4x4(hi, 0u), ab), deq(u4x4(hi, 16u), ab));
+}
+//#endif
+//#if INT2
+// The 16 weights of a block of 2-bit codes (word c) on grid ab.
+fn int2_block(c: u32, ab: vec2<f32>) -> Block {
+  return Block(deq(u2x4(c, 0u), ab), deq(u2x4(c, 8u), ab), deq(u2x4(c, 16u), ab), deq(u2x4(c, 24u), ab));
+}
+//#endif
 
 //#if SCALES
+//#if !WIDE
 // The 16 weights of the block at flat element e of the part, on its grid ab = grid_at(e) (the
 // whole-K form reuses a grid over the blocks of one group).
 fn load_codes(e: u32, ab: vec2<f32>) -> Block {
@@ -148,13 +170,25 @@ fn load_codes(e: u32, ab: vec2<f32>) -> Block {
 //#endif
 //#if NIBBLES
   let v = w[e / 16u];
-  return Block(deq(u4x4(v.x, 0u), ab), deq(u4x4(v.x, 16u), ab), deq(u4x4(v.y, 0u), ab), deq(u4x4(v.y, 16u), ab));
+  return nibble_block(v.x, v.y, ab);
 //#endif
 //#if INT2
-  let v = w[e / 16u];
-  return Block(deq(u2x4(v, 0u), ab), deq(u2x4(v, 8u), ab), deq(u2x4(v, 16u), ab), deq(u2x4(v, 24u), ab));
+  return int2_block(w[e / 16u], ab);
 //#endif
 }
+//#else
+// The 16 weights of block s of a unit (see U below) whose codes are v, the block at flat element
+// e of the part, on its grid grid_at(e) (a nibble unit lies within one group or sub-block; the four
+// blocks of an INT2 unit each have their own).
+fn unit_block(v: vec4<u32>, s: u32, e: u32) -> Block {
+//#if NIBBLES
+  return nibble_block(v[2u * s], v[2u * s + 1u], grid_at(e));
+//#endif
+//#if INT2
+  return int2_block(v[s], grid_at(e));
+//#endif
+}
+//#endif
 //#endif
 
 //#if NORM
@@ -299,32 +333,64 @@ fn tile_inv_rms(m0: u32, t: u32) {
 }
 //#endif
 
-// The tile's inputs of the current chunk: row m's KC * 16 values from vec4 ch * KC * 4.
+// Blocks per weight load, a unit (WIDE: one vec4<u32> holds the codes of 2 nibble blocks or 4
+// INT2 ones); and the consecutive blocks of one lane in a chunk (a chunk holds CB / U of each
+// lane's units, or CB blocks of one).
+//#if WIDE
+//#if INT2
+const U: u32 = 4u;
+//#else
+const U: u32 = 2u;
+//#endif
+//#else
+const U: u32 = 1u;
+//#endif
+const RUN: u32 = min(CB, U);
+
+// Lane `lane`'s i-th block of K: block i % U of its unit i / U (units lane, lane + KL, ...).
+fn lane_block(lane: u32, i: u32) -> u32 {
+  return ((i / U) * KL + lane) * U + i % U;
+}
+
+// The slot of a chunk that holds lane `lane`'s j-th block of the chunk (j < CB): slots hold the
+// chunk's blocks in increasing order (one run of KC blocks when CB >= U, else KL runs of CB).
+fn lane_slot(lane: u32, j: u32) -> u32 {
+  return ((j / RUN) * KL + lane) * RUN + j % RUN;
+}
+
+// The block of K that slot s of chunk ch holds (lane_slot's inverse).
+fn slot_block(ch: u32, s: u32) -> u32 {
+  return lane_block((s / RUN) % KL, ch * CB + (s / (KL * RUN)) * RUN + s % RUN);
+}
+
+// The tile's inputs of the current chunk: row m's KC blocks, slot s at vec4 (m * KC + s) * 4.
 var<workgroup> xs: array<vec4<f32>, TM * KC * 4u>;
 
 // Copies chunk ch of tile rows m0 .. m0 + TM - 1 into xs (NORM: x * inv_rms * g, rmsnorm's op
-// order): the chunk's vec4s that lie within K (a short last chunk stages only those), 0 past M.
+// order): the slots of blocks within K (a short last chunk stages only those), 0 past M.
 fn stage_x(m0: u32, ch: u32, t: u32) {
   let kv = p.K / 4u;
-  let j0 = ch * KC * 4u;
-  let cw = min(KC * 4u, kv - j0);
-  for (var i = t; i < TM * cw; i += TPR) {
-    let m = i / cw;
-    let j = j0 + i % cw;
-    var v = vec4<f32>(0.0);
-    if (m0 + m < p.M) {
-      v = x[(p.x_off + m0 + m) * kv + j];
+  let nblk = p.K / 16u;
+  for (var i = t; i < TM * KC * 4u; i += TPR) {
+    let m = i / (KC * 4u);
+    let blk = slot_block(ch, (i / 4u) % KC);
+    if (blk < nblk) {
+      let j = blk * 4u + i % 4u;
+      var v = vec4<f32>(0.0);
+      if (m0 + m < p.M) {
+        v = x[(p.x_off + m0 + m) * kv + j];
 //#if NORM
-      v = v * vec4<f32>(inv_rms[m]) * norm_weight(j);
+        v = v * vec4<f32>(inv_rms[m]) * norm_weight(j);
 //#endif
+      }
+      xs[i] = v;
     }
-    xs[m * KC * 4u + j - j0] = v;
   }
 }
 
-// The staged 16 inputs of block b (of the chunk) of tile row m.
-fn staged_x(m: u32, b: u32) -> Block {
-  let i = m * KC * 4u + b * 4u;
+// The staged 16 inputs in slot s of tile row m.
+fn staged_x(m: u32, s: u32) -> Block {
+  let i = (m * KC + s) * 4u;
   return Block(xs[i], xs[i + 1u], xs[i + 2u], xs[i + 3u]);
 }
 
@@ -351,6 +417,10 @@ fn main(
     let n = min(n0 + g * R + r % R, p.n_rows - 1u) + (r / R) * p.n_rows;
     row_e[r] = n * p.K;
   }
+//#if WIDE
+  // The codes of each weight row's current unit.
+  var codes: array<vec4<u32>, WR>;
+//#endif
   for (var m0 = 0u; m0 < p.M; m0 += TM) {
 //#if NORM
     tile_inv_rms(m0, t);
@@ -358,18 +428,31 @@ fn main(
     var acc = array<f32, WR * TM>();
     // Rows of this tile within M (the last tile may be short; its other rows are not computed).
     let tr = min(TM, p.M - m0);
-    for (var ch = 0u; ch * KC < nblk; ch++) {
+    // Chunk ch holds every lane's i-th blocks for i = ch * CB .. ch * CB + CB - 1 (lane_block);
+    // the lowest is lane 0's first.
+    for (var ch = 0u; lane_block(0u, ch * CB) < nblk; ch++) {
       workgroupBarrier(); // every thread is done with the previous chunk
       stage_x(m0, ch, t);
       workgroupBarrier();
       for (var j = 0u; j < CB; j++) {
-        let b = lane + j * KL;
-        let blk = ch * KC + b;
+        let i = ch * CB + j;
+        let blk = lane_block(lane, i);
         if (blk < nblk) {
+          let s = lane_slot(lane, j);
           for (var r = 0u; r < WR; r++) {
-            let wb = load_block(row_e[r] + blk * 16u);
+            let e = row_e[r] + blk * 16u;
+//#if WIDE
+            // A unit's codes are read at its first block and kept for its other blocks (which
+            // later chunks reach when CB < U).
+            if (i % U == 0u) {
+              codes[r] = w[e / (16u * U)];
+            }
+            let wb = unit_block(codes[r], i % U, e);
+//#else
+            let wb = load_block(e);
+//#endif
             for (var m = 0u; m < tr; m++) {
-              acc[r * TM + m] = acc[r * TM + m] + dot16(wb, staged_x(m, b));
+              acc[r * TM + m] = acc[r * TM + m] + dot16(wb, staged_x(m, s));
             }
           }
         }

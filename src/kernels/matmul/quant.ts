@@ -104,7 +104,9 @@ const GEOMETRY: Readonly<Record<WeightFormat, Geometry>> = {
 /**
  * WGSL type the matmul kernels read one format's codes as (matmul.wgsl, matmul_w8a8.wgsl): one
  * 16-element block per load where a block is 16 bytes or less (int8, q4_0, int4, int2), vec4<u32>
- * for the wider floats. Every part's data array is a whole number of these.
+ * for the wider floats. matmul.wgsl's split-K layout reads q4_0, int4 and int2 as vec4<u32> where
+ * K allows (2 or 4 blocks per load, see `wideLoads` in matmul.ts). Every part's data array is a
+ * whole number of these, and of vec4<u32>.
  */
 export function codeWordType(format: WeightFormat): string {
   const bits = CODE_BITS[format];
