@@ -3,12 +3,13 @@
 // and int4 (or the formats WEFT_SCALE_QUANTS names), read in place over HTTP, and its first greedy
 // ids equal the CPU reference's on the same rounded weights. Prints load time, decode tok/s, the
 // page's peak JS heap and the peak resident memory (anonymous and shared) of the tab and of the
-// GPU process per format (beside an empty page's), and the loader's peak transient bytes, which
-// must stay under 256 MiB plus one slice.
+// GPU process per format (beside an empty page's) with the tab's parts that memory-infra names,
+// and the loader's peak transient bytes; those and the JS heap must stay under 256 MiB plus one
+// slice. Chromium is driven over a raw DevTools pipe (raw-chromium.ts), not Playwright, whose
+// Network domain would keep copies of the responses in the tab.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/node-file.js';
@@ -18,15 +19,22 @@ import { PACK_SLICE_ELEMENTS, referenceTensors } from '../../src/model/quantized
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { writeScaleDir } from '../fixtures/scale-dir.js';
-import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { startServer } from '../helpers/browser.js';
 import { greedy } from '../helpers/reference.js';
+import {
+  launchRawChromium,
+  type Message,
+  memoryDump,
+  type ProcessMemory,
+  type RawChromium,
+} from './raw-chromium.js';
 import { serveDir } from './serve-dir.js';
 
 const PROMPT = [9707, 11, 1879, 0, 576, 374]; // a few ids of Qwen3's vocabulary
 const TOKENS = 4;
 
 let dir: string;
-let browser: Browser;
+let browser: RawChromium;
 let vite: ViteDevServer;
 let pageUrl: string;
 let files: { url: string; close(): Promise<void> };
@@ -40,7 +48,7 @@ beforeAll(async () => {
   );
   files = await serveDir(dir);
   ({ url: pageUrl, server: vite } = await startServer());
-  browser = await launchChromium();
+  browser = await launchRawChromium();
 });
 
 afterAll(async () => {
@@ -137,67 +145,148 @@ async function chromiumRss(type: string): Promise<Rss> {
   return sum;
 }
 
+/** The parts of the tab's memory that memory-infra names (all renderer processes, summed), bytes. */
+interface TabMemory {
+  v8: number;
+  arrayBuffers: number;
+  /** Blink's buffer partition (vectors, strings; DevTools' copies of responses when it records them). */
+  blinkBuffers: number;
+  malloc: number;
+  sharedMemory: number;
+}
+
+const TAB_ALLOCATORS: Record<keyof TabMemory, string> = {
+  v8: 'v8',
+  arrayBuffers: 'partition_alloc/partitions/array_buffer',
+  blinkBuffers: 'partition_alloc/partitions/buffer',
+  malloc: 'malloc',
+  sharedMemory: 'shared_memory',
+};
+
+/** The tab's named parts in one dump. */
+function tabMemory(dump: readonly ProcessMemory[]): TabMemory {
+  const out: TabMemory = { v8: 0, arrayBuffers: 0, blinkBuffers: 0, malloc: 0, sharedMemory: 0 };
+  for (const p of dump)
+    if (p.name === 'Renderer')
+      for (const [k, path] of Object.entries(TAB_ALLOCATORS))
+        out[k as keyof TabMemory] += p.allocators.get(path) ?? 0;
+  return out;
+}
+
+/** The larger of a and b, part by part. */
+function maxTab(a: TabMemory, b: TabMemory): TabMemory {
+  const out = { ...a };
+  for (const k of Object.keys(out) as (keyof TabMemory)[]) out[k] = Math.max(a[k], b[k]);
+  return out;
+}
+
+const tabText = (t: TabMemory) =>
+  `V8 ${mib(t.v8)}, array buffers ${mib(t.arrayBuffers)}, Blink buffers ${mib(t.blinkBuffers)}, malloc ${mib(t.malloc)}, shared memory ${mib(t.sharedMemory)} MiB`;
+
+/** Evaluates `expression` in the page and returns its value. */
+async function evaluate(sessionId: string, expression: string): Promise<unknown> {
+  const r = await browser.send<{ result?: { value?: unknown } }>(
+    'Runtime.evaluate',
+    { expression, returnByValue: true },
+    sessionId,
+  );
+  return r.result?.value;
+}
+
+const STATUS = `(() => { const s = document.querySelector('[data-testid="status"]'); return s ? [s.textContent, s.dataset.result ?? null] : ['loading', null]; })()`;
+
+/** Opens `url` in a tab that logs its console errors and uncaught exceptions; `close` closes both. */
+async function openTab(url: string): Promise<{ sessionId: string; close(): Promise<void> }> {
+  const { sessionId, targetId } = await browser.openPage(url);
+  const off = browser.on((m: Message) => {
+    if (m.sessionId !== sessionId) return;
+    const p = m.params as {
+      exceptionDetails?: { text?: string; exception?: { description?: string } };
+      type?: string;
+      args?: { value?: unknown; description?: string }[];
+    };
+    if (m.method === 'Runtime.exceptionThrown')
+      console.log(
+        `[page] uncaught: ${p.exceptionDetails?.exception?.description ?? p.exceptionDetails?.text}`,
+      );
+    if (m.method === 'Runtime.consoleAPICalled' && p.type === 'error')
+      console.log(`[page] ${(p.args ?? []).map((a) => a.value ?? a.description).join(' ')}`);
+  });
+  return {
+    sessionId,
+    close: async () => {
+      off();
+      await browser.send('Target.closeTarget', { targetId });
+    },
+  };
+}
+
 /**
- * Loads the model in a page at `quant`; meanwhile polls the page's JS heap (CDP) and the resident
- * memory of the tab's renderer and of the GPU process for their peaks, logging the tab's every
- * 30 s.
+ * Loads the model in a tab at `quant`; meanwhile polls the page's JS heap and the resident memory
+ * of the tab's renderer and of the GPU process for their peaks, and every 45 s logs the tab's and
+ * takes a memory-infra dump of its named parts (their peaks over those dumps are returned).
  */
 async function runPage(
   quant: ScaleQuant,
-): Promise<PageResult & { peakHeapBytes: number; peakRenderer: Rss; peakGpuProcess: Rss }> {
-  const page = await browser.newPage();
-  logPageErrors(page);
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send('Performance.enable');
-  let peak = 0;
-  let peakRenderer = NO_RSS;
-  let peakGpu = NO_RSS;
-  let polling = true;
-  const t0 = performance.now();
-  let logged = 0;
-  const poll = (async () => {
-    while (polling) {
-      const { metrics } = await cdp.send('Performance.getMetrics');
-      const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
-      peak = Math.max(peak, used);
-      const renderer = await chromiumRss('renderer');
-      peakRenderer = maxRss(peakRenderer, renderer);
-      peakGpu = maxRss(peakGpu, await chromiumRss('gpu-process'));
-      const s = (performance.now() - t0) / 1000;
-      if (s >= logged + 30) {
-        logged = s;
-        console.log(
-          `[scale] ${quant} at ${s.toFixed(0)} s: tab ${rssText(renderer)}, JS heap ${mib(used)} MiB`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  })();
+): Promise<
+  PageResult & { peakHeapBytes: number; peakRenderer: Rss; peakGpuProcess: Rss; peakTab: TabMemory }
+> {
   const q = new URLSearchParams({
     model: files.url,
     quant,
     prompt: PROMPT.join(','),
     tokens: String(TOKENS),
   });
-  await page.goto(new URL(`test/scale/pages/scale.html?${q}`, pageUrl).href);
-  const status = page.getByTestId('status');
-  await expect.poll(() => status.textContent(), { timeout: 3_000_000, interval: 1000 }).not.toBe('running');
-  polling = false;
-  await poll;
-  expect(await status.textContent()).toBe('done');
-  const result: PageResult = JSON.parse((await status.getAttribute('data-result'))!);
-  await page.close();
-  return { ...result, peakHeapBytes: peak, peakRenderer, peakGpuProcess: peakGpu };
+  const tab = await openTab(new URL(`test/scale/pages/scale.html?${q}`, pageUrl).href);
+  let peak = 0;
+  let peakRenderer = NO_RSS;
+  let peakGpu = NO_RSS;
+  let peakTab = tabMemory([]);
+  const t0 = performance.now();
+  let logged = 0;
+  let status: [string, string | null] = ['loading', null];
+  while (status[0] === 'running' || status[0] === 'loading') {
+    const { metrics } = await browser.send<{ metrics: { name: string; value: number }[] }>(
+      'Performance.getMetrics',
+      {},
+      tab.sessionId,
+    );
+    const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+    peak = Math.max(peak, used);
+    const renderer = await chromiumRss('renderer');
+    peakRenderer = maxRss(peakRenderer, renderer);
+    peakGpu = maxRss(peakGpu, await chromiumRss('gpu-process'));
+    const s = (performance.now() - t0) / 1000;
+    if (s >= logged + 45) {
+      logged = s;
+      const now = tabMemory(await memoryDump(browser));
+      peakTab = maxTab(peakTab, now);
+      console.log(
+        `[scale] ${quant} at ${s.toFixed(0)} s: tab ${rssText(renderer)}, JS heap ${mib(used)} MiB; ${tabText(now)}`,
+      );
+    }
+    if (s > 3000) throw new Error(`${quant}: still ${status[0]} after ${s.toFixed(0)} s`);
+    await new Promise((r) => setTimeout(r, 250));
+    status = (await evaluate(tab.sessionId, STATUS)) as [string, string | null];
+  }
+  expect(status[0]).toBe('done');
+  const result: PageResult = JSON.parse(status[1]!);
+  await tab.close();
+  return { ...result, peakHeapBytes: peak, peakRenderer, peakGpuProcess: peakGpu, peakTab };
 }
 
 /**
  * Resident bytes of the tab and of the GPU process with only the scale page open, weft's code
- * loaded and no model: the baseline the loads are measured against (the peak of a few samples).
+ * loaded and no model: the baseline the loads are measured against (the peak of a few samples),
+ * and the tab's named parts.
  */
-async function emptyPageRss(): Promise<{ renderer: Rss; gpu: Rss }> {
-  const page = await browser.newPage();
-  await page.goto(new URL('test/scale/pages/scale.html', pageUrl).href);
-  await page.getByTestId('status').getByText('idle', { exact: true }).waitFor({ timeout: 60_000 });
+async function emptyPageRss(): Promise<{ renderer: Rss; gpu: Rss; tab: TabMemory }> {
+  const tab = await openTab(new URL('test/scale/pages/scale.html', pageUrl).href);
+  const t0 = performance.now();
+  while (((await evaluate(tab.sessionId, STATUS)) as [string])[0] !== 'idle') {
+    if (performance.now() - t0 > 60_000) throw new Error('the empty scale page did not say idle in 60 s');
+    await new Promise((r) => setTimeout(r, 250));
+  }
   let renderer = NO_RSS;
   let gpu = NO_RSS;
   for (let i = 0; i < 8; i++) {
@@ -205,8 +294,9 @@ async function emptyPageRss(): Promise<{ renderer: Rss; gpu: Rss }> {
     gpu = maxRss(gpu, await chromiumRss('gpu-process'));
     await new Promise((r) => setTimeout(r, 250));
   }
-  await page.close();
-  return { renderer, gpu };
+  const tabNow = tabMemory(await memoryDump(browser));
+  await tab.close();
+  return { renderer, gpu, tab: tabNow };
 }
 
 const mib = (n: number) => (n / 2 ** 20).toFixed(0);
@@ -226,7 +316,7 @@ const SCALE_QUANTS: readonly ScaleQuant[] = (process.env.WEFT_SCALE_QUANTS ?? 'f
   });
 
 describe('Qwen3-0.6B shape in Chromium', () => {
-  let empty: { renderer: Rss; gpu: Rss };
+  let empty: { renderer: Rss; gpu: Rss; tab: TabMemory };
   beforeAll(async () => {
     empty = await emptyPageRss();
   });
@@ -236,12 +326,13 @@ describe('Qwen3-0.6B shape in Chromium', () => {
       const got = await runPage(quant);
       const want = await referenceIds(quant);
       console.log(
-        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mib(got.peakTransientBytes)} MiB, peak JS heap ${mib(got.peakHeapBytes)} MiB, peak RSS of the tab ${rssText(got.peakRenderer)} (empty page ${rssText(empty.renderer)}) and of the GPU process ${rssText(got.peakGpuProcess)} (empty page ${rssText(empty.gpu)}), prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
+        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mib(got.peakTransientBytes)} MiB, peak JS heap ${mib(got.peakHeapBytes)} MiB, peak RSS of the tab ${rssText(got.peakRenderer)} (empty page ${rssText(empty.renderer)}) and of the GPU process ${rssText(got.peakGpuProcess)} (empty page ${rssText(empty.gpu)}); the tab's parts at their peaks over the dumps: ${tabText(got.peakTab)} (empty page ${tabText(empty.tab)}), prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
       );
       expect(got.ids).toEqual(want);
       // One slice of f32 rows (PACK_SLICE_ELEMENTS), its padded copy at most, and its packed words.
       expect(got.peakTransientBytes).toBeGreaterThan(0);
       expect(got.peakTransientBytes).toBeLessThan(256 * 2 ** 20 + 4 * PACK_SLICE_ELEMENTS);
+      expect(got.peakHeapBytes).toBeLessThan(256 * 2 ** 20 + 4 * PACK_SLICE_ELEMENTS);
     });
   }
 });
