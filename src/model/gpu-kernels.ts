@@ -148,8 +148,12 @@ export async function buildKernels(
   const binds = new BindGroupCache(ctx.device);
   // Matrices may differ in format (a model placed as stored, see placeWeights): one pipeline each.
   const linears = w.layers.flatMap(layerMatrices);
-  const formats = [...new Set([w.lmHead, ...linears].map((m) => m.format))];
   const linearFormats = [...new Set(linears.map((m) => m.format))];
+  // Each (format, K) the matmuls meet once: K picks the split-K load width (wideLoads), so only
+  // the variants the model's matrices run are compiled up front.
+  const shapes = (ms: readonly GpuMatrix[]) => [
+    ...new Map(ms.map((m) => [`${m.format}:${m.cols}`, { format: m.format, cols: m.cols }])).values(),
+  ];
   const { qWidth } = deriveSizes(spec);
   const H = spec.hidden;
   const V = spec.vocabSize;
@@ -189,14 +193,19 @@ export async function buildKernels(
     AddInPlace.prepare(ctx),
     SiluMul.prepare(ctx, false),
     GatherRows.prepare(ctx),
-    ...formats.map((f) => prepareMatmul(ctx, f, maxT)),
+    ...shapes([w.lmHead, ...linears]).map(({ format, cols }) => prepareMatmul(ctx, format, maxT, { cols })),
     // The fused variants the layers use (see `linear` below): weight-only arithmetic only.
     ...(o.quant === 'w8a8'
       ? []
-      : linearFormats.flatMap((f) => [
-          ...(normFused ? [prepareMatmul(ctx, f, maxT, { norm: {} })] : []),
-          prepareMatmul(ctx, f, maxT, { epilogue: 'add' }),
-          prepareMatmul(ctx, f, maxT, normFused ? { norm: {}, epilogue: 'silu' } : { epilogue: 'silu' }),
+      : shapes(linears).flatMap(({ format, cols }) => [
+          ...(normFused ? [prepareMatmul(ctx, format, maxT, { norm: {}, cols })] : []),
+          prepareMatmul(ctx, format, maxT, { epilogue: 'add', cols }),
+          prepareMatmul(
+            ctx,
+            format,
+            maxT,
+            normFused ? { norm: {}, epilogue: 'silu', cols } : { epilogue: 'silu', cols },
+          ),
         ])),
     ...(o.quant === 'w8a8' ? linearFormats.map((f) => prepareW8A8(ctx, f, maxT)) : []),
     KvWrite.prepare(ctx, o.kv.format),
