@@ -10,7 +10,8 @@
 // --cpu runs the plain-TS reference forward in Node (a check of this path on a machine without a
 // GPU; its figures are not GPU figures).
 // The load rows (report.load) time loading the target in Node at f16 and int4 (placement only, no
-// forward, so Dawn on SwiftShader runs it too) with the loader's peak transient bytes; --scale adds
+// forward, so Dawn on SwiftShader runs it too) with the loader's peak transient bytes and the
+// process's resident memory before and at its peak, and its array buffers' peak; --scale adds
 // the Qwen3-0.6B shape (1.2 GB of random BF16 weights written to a temp dir first, minutes).
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -141,14 +142,17 @@ else {
   for (const l of grammarLines(report.grammar)) console.log(l);
   for (const r of report.load)
     console.log(
-      `load ${r.model} at ${r.quant}: ${(r.loadMs / 1000).toFixed(1)} s, peak transient ${(r.peakTransientBytes / 2 ** 20).toFixed(1)} MiB`,
+      `load ${r.model} at ${r.quant}: ${(r.loadMs / 1000).toFixed(1)} s, peak transient ${(r.peakTransientBytes / 2 ** 20).toFixed(1)} MiB, process RSS ${(r.rssBeforeBytes / 2 ** 20).toFixed(0)} -> peak ${(r.peakRssBytes / 2 ** 20).toFixed(0)} MiB, array buffers peak ${(r.peakArrayBuffersBytes / 2 ** 20).toFixed(1)} MiB`,
     );
 }
 
 /**
- * Rows { model, quant, loadMs, peakTransientBytes } of loading the target (and with --scale the
- * Qwen3-0.6B shape) in Node at f16 and int4: createEngine until ready, the peak from its progress
- * events. None without a Node WebGPU adapter or with --cpu.
+ * Rows { model, quant, loadMs, peakTransientBytes, rssBeforeBytes, peakRssBytes,
+ * peakArrayBuffersBytes } of loading the target (and with --scale the Qwen3-0.6B shape) in Node at
+ * f16 and int4: createEngine until ready, the loader's peak from its progress events, and the
+ * process's resident memory (before, and its peak) and array buffers sampled every 100 ms. The
+ * Node host's GPU (Dawn) lives in the same process, so its RSS includes the weights on a software
+ * adapter. None without a Node WebGPU adapter or with --cpu.
  */
 async function loadFigures() {
   if (values.cpu) return [];
@@ -157,6 +161,16 @@ async function loadFigures() {
   const rows = [];
   const load = async (name, files, quant) => {
     let peakTransientBytes = 0;
+    // The process's resident memory and array buffers, sampled while it loads.
+    const rssBeforeBytes = process.memoryUsage().rss;
+    let peakRssBytes = rssBeforeBytes;
+    let peakArrayBuffersBytes = 0;
+    const sample = () => {
+      const m = process.memoryUsage();
+      peakRssBytes = Math.max(peakRssBytes, m.rss);
+      peakArrayBuffersBytes = Math.max(peakArrayBuffersBytes, m.arrayBuffers);
+    };
+    const timer = setInterval(sample, 100);
     const t0 = performance.now();
     const engine = await weft.createEngine({
       gpu,
@@ -167,7 +181,18 @@ async function loadFigures() {
         if (e.phase === 'weights') peakTransientBytes = e.peakTransientBytes ?? peakTransientBytes;
       },
     });
-    rows.push({ model: name, quant, loadMs: performance.now() - t0, peakTransientBytes });
+    const loadMs = performance.now() - t0;
+    clearInterval(timer);
+    sample();
+    rows.push({
+      model: name,
+      quant,
+      loadMs,
+      peakTransientBytes,
+      rssBeforeBytes,
+      peakRssBytes,
+      peakArrayBuffersBytes,
+    });
     await engine.unload();
   };
   const target = settings.target ?? 'kjv-target';
