@@ -193,7 +193,7 @@ async function evaluate(sessionId: string, expression: string): Promise<unknown>
   return r.result?.value;
 }
 
-const STATUS = `(() => { const s = document.querySelector('[data-testid="status"]'); return s ? [s.textContent, s.dataset.result ?? null] : ['loading', null]; })()`;
+const STATUS = `(() => { const s = document.querySelector('[data-testid="status"]'); return s ? [s.textContent, s.dataset.result ?? null, s.dataset.phase ?? ''] : ['loading', null, '']; })()`;
 
 /** Opens `url` in a tab that logs its console errors and uncaught exceptions; `close` closes both. */
 async function openTab(url: string): Promise<{ sessionId: string; close(): Promise<void> }> {
@@ -223,13 +223,18 @@ async function openTab(url: string): Promise<{ sessionId: string; close(): Promi
 
 /**
  * Loads the model in a tab at `quant`; meanwhile polls the page's JS heap and the resident memory
- * of the tab's renderer and of the GPU process for their peaks, and every 45 s logs the tab's and
- * takes a memory-infra dump of its named parts (their peaks over those dumps are returned).
+ * of the tab's renderer (also per phase of the load, the page's `data-phase`) and of the GPU
+ * process for their peaks, and every 45 s logs the tab's and takes a memory-infra dump of its
+ * named parts (their peaks over those dumps are returned).
  */
-async function runPage(
-  quant: ScaleQuant,
-): Promise<
-  PageResult & { peakHeapBytes: number; peakRenderer: Rss; peakGpuProcess: Rss; peakTab: TabMemory }
+async function runPage(quant: ScaleQuant): Promise<
+  PageResult & {
+    peakHeapBytes: number;
+    peakRenderer: Rss;
+    peakGpuProcess: Rss;
+    peakTab: TabMemory;
+    peakByPhase: ReadonlyMap<string, number>;
+  }
 > {
   const q = new URLSearchParams({
     model: files.url,
@@ -244,7 +249,8 @@ async function runPage(
   let peakTab = tabMemory([]);
   const t0 = performance.now();
   let logged = 0;
-  let status: [string, string | null] = ['loading', null];
+  let status: [string, string | null, string] = ['loading', null, ''];
+  const peakByPhase = new Map<string, number>();
   while (status[0] === 'running' || status[0] === 'loading') {
     const { metrics } = await browser.send<{ metrics: { name: string; value: number }[] }>(
       'Performance.getMetrics',
@@ -254,6 +260,10 @@ async function runPage(
     const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
     peak = Math.max(peak, used);
     const renderer = await chromiumRss('renderer');
+    // The tab's anonymous memory at its peak in each phase (open: the files, config and
+    // tokenizer; weights: placing them; ready, generating).
+    const phase = (status[2] || status[0]).split(' ')[0]!;
+    peakByPhase.set(phase, Math.max(peakByPhase.get(phase) ?? 0, renderer.anon));
     peakRenderer = maxRss(peakRenderer, renderer);
     peakGpu = maxRss(peakGpu, await chromiumRss('gpu-process'));
     const s = (performance.now() - t0) / 1000;
@@ -267,12 +277,12 @@ async function runPage(
     }
     if (s > 3000) throw new Error(`${quant}: still ${status[0]} after ${s.toFixed(0)} s`);
     await new Promise((r) => setTimeout(r, 250));
-    status = (await evaluate(tab.sessionId, STATUS)) as [string, string | null];
+    status = (await evaluate(tab.sessionId, STATUS)) as [string, string | null, string];
   }
   expect(status[0]).toBe('done');
   const result: PageResult = JSON.parse(status[1]!);
   await tab.close();
-  return { ...result, peakHeapBytes: peak, peakRenderer, peakGpuProcess: peakGpu, peakTab };
+  return { ...result, peakHeapBytes: peak, peakRenderer, peakGpuProcess: peakGpu, peakTab, peakByPhase };
 }
 
 /**
@@ -326,7 +336,7 @@ describe('Qwen3-0.6B shape in Chromium', () => {
       const got = await runPage(quant);
       const want = await referenceIds(quant);
       console.log(
-        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mib(got.peakTransientBytes)} MiB, peak JS heap ${mib(got.peakHeapBytes)} MiB, peak RSS of the tab ${rssText(got.peakRenderer)} (empty page ${rssText(empty.renderer)}) and of the GPU process ${rssText(got.peakGpuProcess)} (empty page ${rssText(empty.gpu)}); the tab's parts at their peaks over the dumps: ${tabText(got.peakTab)} (empty page ${tabText(empty.tab)}), prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
+        `[scale] qwen3-0.6b ${quant}: load ${(got.loadMs / 1000).toFixed(1)} s, loader's peak transient ${mib(got.peakTransientBytes)} MiB, peak JS heap ${mib(got.peakHeapBytes)} MiB, peak RSS of the tab ${rssText(got.peakRenderer)} (empty page ${rssText(empty.renderer)}) and of the GPU process ${rssText(got.peakGpuProcess)} (empty page ${rssText(empty.gpu)}); the tab's parts at their peaks over the dumps: ${tabText(got.peakTab)} (empty page ${tabText(empty.tab)}), the tab's anonymous memory at its peak by phase ${[...got.peakByPhase].map(([k, v]) => `${k} ${mib(v)}`).join(', ')} MiB, prefill ${got.prefillTokS.toFixed(2)} tok/s, decode ${got.decodeTokS.toFixed(2)} tok/s; ids ${got.ids.join(',')} (reference ${want.join(',')})`,
       );
       expect(got.ids).toEqual(want);
       // One slice of f32 rows (PACK_SLICE_ELEMENTS), its padded copy at most, and its packed words.

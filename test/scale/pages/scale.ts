@@ -1,6 +1,7 @@
 // Loads a real-size checkpoint (its folder URL and the quant in the query) the way an app would,
 // generates greedily from fixed ids, and puts the ids, the load time, the loader's peak transient
-// bytes and decode speed on the page as JSON for the scale test to read. Without a model in the
+// bytes and decode speed on the page as JSON for the scale test to read (and, while it runs, the
+// phase it is in as `data-phase`). Without a model in the
 // query it only loads weft's code and says `idle` (the empty page the test measures beside it).
 import { createEngine } from '../../../src/engine/create.js';
 import type { Quant } from '../../../src/quant/pack.js';
@@ -27,9 +28,11 @@ async function main(): Promise<void> {
     contextLength: 64,
     onProgress: (e) => {
       if (e.phase === 'weights') peakTransientBytes = e.peakTransientBytes ?? peakTransientBytes;
+      status.dataset.phase = e.phase === 'warning' ? status.dataset.phase : `${e.phase} ${e.done}/${e.total}`;
     },
   });
   const loadMs = performance.now() - t0;
+  status.dataset.phase = 'generating';
   const ids: number[] = [];
   for await (const c of engine.generate(prompt, { maxTokens: tokens })) ids.push(...c.ids);
   const stats = engine.lastStats!;
