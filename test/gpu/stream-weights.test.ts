@@ -37,6 +37,7 @@ import {
   packedWidth,
   packLinear,
   type Quant,
+  type QuantFormat,
   type Rotation,
   type RotationChoice,
   rotationFor,
@@ -353,6 +354,30 @@ function paddedMlpFiles(family: ModelFamily): Map<string, Uint8Array> {
   return next;
 }
 
+/** A tiny qwen3 converted to a weft-q checkpoint at `quant` and `rotate`, opened as a model folder. */
+async function weftModel(quant: QuantFormat, rotate: 'none' | 'hadamard'): Promise<OpenedModel> {
+  const { files } = fixtureFiles('qwen3', 'f32', 4);
+  const source = await openModel(memoryModelFiles('m', files));
+  const bytes = await weftCheckpointBytes(source.weights, { quant, rotate });
+  const weft = new Map(files);
+  weft.delete('model.safetensors');
+  weft.set(WEFT_WEIGHTS, bytes);
+  return openModel(memoryModelFiles('w', weft));
+}
+
+/** `reader` with every whole `readF32` recorded (by tensor name) in `read`. */
+function recordingWholeReads(reader: TensorReader): { weights: TensorReader; read: string[] } {
+  const read: string[] = [];
+  const weights: TensorReader = {
+    ...reader,
+    readF32: (name) => {
+      read.push(name);
+      return reader.readF32(name);
+    },
+  };
+  return { weights, read };
+}
+
 describe('placeWeights streams every matrix into the buffers a whole upload gives', () => {
   it.each([
     ['int4', 'none'],
@@ -404,23 +429,10 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
     'weft-q at %s (hadamard): copied a slice of stored words at a time',
     async (quant) => {
       const ctx = await gpu();
-      const { files } = fixtureFiles('qwen3', 'f32', 4);
-      const source = await openModel(memoryModelFiles('m', files));
-      const bytes = await weftCheckpointBytes(source.weights, { quant, rotate: 'hadamard' });
-      const weft = new Map(files);
-      weft.delete('model.safetensors');
-      weft.set(WEFT_WEIGHTS, bytes);
-      const opened = await openModel(memoryModelFiles('w', weft));
+      const opened = await weftModel(quant, 'hadamard');
       expect(opened.packed).toEqual({ format: quant, rotation: 'hadamard' });
       // Only vectors are read as f32: every matrix is copied as stored.
-      const read: string[] = [];
-      const weights: TensorReader = {
-        ...opened.weights,
-        readF32: (name) => {
-          read.push(name);
-          return opened.weights.readF32(name);
-        },
-      };
+      const { weights, read } = recordingWholeReads(opened.weights);
       const w = await placeWeights(
         ctx,
         { ...opened, weights },
@@ -441,22 +453,9 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
     'weft-q stored at %s (%s), placed at %s (%s): decoded a slice of rows at a time',
     async (stored, storedRotate, quant, rotate) => {
       const ctx = await gpu();
-      const { files } = fixtureFiles('qwen3', 'f32', 4);
-      const source = await openModel(memoryModelFiles('m', files));
-      const bytes = await weftCheckpointBytes(source.weights, { quant: stored, rotate: storedRotate });
-      const weft = new Map(files);
-      weft.delete('model.safetensors');
-      weft.set(WEFT_WEIGHTS, bytes);
-      const opened = await openModel(memoryModelFiles('w', weft));
+      const opened = await weftModel(stored, storedRotate);
       // No matrix is read whole: each is dequantized from its stored words a slice of rows at a time.
-      const read: string[] = [];
-      const weights: TensorReader = {
-        ...opened.weights,
-        readF32: (name) => {
-          read.push(name);
-          return opened.weights.readF32(name);
-        },
-      };
+      const { weights, read } = recordingWholeReads(opened.weights);
       const w = await placeWeights(ctx, { ...opened, weights }, { quant, rotate, sliceElements: 1000 });
       expect(read.filter((name) => opened.weights.tensors.get(name)!.shape.length === 2)).toEqual([]);
       const { vocabSize: V, hidden: H } = opened.spec;

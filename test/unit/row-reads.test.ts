@@ -86,23 +86,32 @@ describe('GGUF row reads', () => {
   );
 });
 
+/**
+ * A tiny qwen3's weft-q checkpoint at `quant` and `rotate`, opened over a source that records the
+ * bytes of every read in `reads`.
+ */
+async function countedWeftCheckpoint(quant: 'f16' | 'int8' | 'int4' | 'int2', rotate: 'none' | 'hadamard') {
+  const { files } = fixtureFiles('qwen3', 'f32', 2);
+  const source = await openModel(memoryModelFiles('m', files));
+  const bytes = await weftCheckpointBytes(source.weights, { quant, rotate });
+  const reads: number[] = [];
+  const src = bytesSource(bytes, 'w');
+  const ck = await openWeftCheckpoint({
+    ...src,
+    read: (offset, n) => {
+      reads.push(n);
+      return src.read(offset, n);
+    },
+  });
+  return { ck, reads };
+}
+
 describe('weft-q row reads', () => {
   it.each(['f16', 'int8', 'int4', 'int2'] as const)(
     '%s: readPacked of a range reads the words of those rows alone',
     async (quant) => {
-      const { files } = fixtureFiles('qwen3', 'f32', 2);
-      const source = await openModel(memoryModelFiles('m', files));
-      const bytes = await weftCheckpointBytes(source.weights, { quant, rotate: 'hadamard' });
       // Count the bytes each read asks for: a range reads its words, not the matrix.
-      const reads: number[] = [];
-      const src = bytesSource(bytes, 'w');
-      const ck = await openWeftCheckpoint({
-        ...src,
-        read: (offset, n) => {
-          reads.push(n);
-          return src.read(offset, n);
-        },
-      });
+      const { ck, reads } = await countedWeftCheckpoint(quant, 'hadamard');
       for (const [name, s] of Object.entries(ck.schemes)) {
         const want = { format: s.format, rows: s.rows, cols: s.cols, rotation: s.rotation };
         const whole = (await ck.readPacked!(name, want))!;
@@ -137,18 +146,7 @@ describe('weft-q f32 row reads', () => {
   ] as const)(
     '%s, rotation %s: readRowsF32 equals the rows of readF32, reading words near them alone',
     async (quant, rotate) => {
-      const { files } = fixtureFiles('qwen3', 'f32', 2);
-      const source = await openModel(memoryModelFiles('m', files));
-      const bytes = await weftCheckpointBytes(source.weights, { quant, rotate });
-      const reads: number[] = [];
-      const src = bytesSource(bytes, 'w');
-      const ck = await openWeftCheckpoint({
-        ...src,
-        read: (offset, n) => {
-          reads.push(n);
-          return src.read(offset, n);
-        },
-      });
+      const { ck, reads } = await countedWeftCheckpoint(quant, rotate);
       // Every tensor: packed matrices (their rows within aligned steps) and plain vectors.
       for (const [name, { shape }] of ck.tensors) {
         if (shape.length === 2) await expectRowsEqual(ck, name, shape);
