@@ -494,7 +494,17 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
     .join('\n');
   const WK_TILE = [
     ...rows.map((m) => `    let xr${m} = (p.x_off + min(m0 + ${m}u, p.M - 1u)) * kv;`),
-    ...(norm ? rows.map((m) => `    let inv${m} = vec4<f32>(row_inv_rms(min(m0 + ${m}u, p.M - 1u)));`) : []),
+    // One call site in a loop, not one per tile row: each inlined copy of row_inv_rms's unrolled
+    // sum costs SwiftShader's compiler about as much as the rest of the kernel (TM = 8: 2.6 s).
+    ...(norm
+      ? [
+          `    var invs: array<f32, ${tm}>;`,
+          `    for (var m = 0u; m < ${tm}u; m++) {`,
+          `      invs[m] = row_inv_rms(min(m0 + m, p.M - 1u));`,
+          `    }`,
+          ...rows.map((m) => `    let inv${m} = vec4<f32>(invs[${m}]);`),
+        ]
+      : []),
     ...weights.flatMap((r) => rows.map((m) => `    var a${r}_${m} = 0.0;`)),
     ...(group32 ? weights.map((r) => `    var ab${r} = vec2<f32>(0.0);`) : []),
   ].join('\n');
