@@ -7,6 +7,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import {
   gemmVariants,
+  groupPairs,
   Matmul,
   matmulRef,
   matmulSource,
@@ -200,6 +201,27 @@ describe('wideLoads', () => {
   it('the test shapes take both load widths of q4_0, int4 and int2', () => {
     for (const format of ['q4_0', 'int4', 'int2'] as const)
       expect(new Set(SHAPES.map(([, , K]) => wideLoads(format, K)))).toEqual(new Set([true, false]));
+  });
+});
+
+describe('groupPairs', () => {
+  it('walks int8, q4_0 and int4 a group per trip in the whole-K layout when K % 32 == 0', () => {
+    const device = (serial: boolean) => ({
+      features: { subgroups: true, f16: false, timestamps: false },
+      serial,
+    });
+    for (const format of ['int8', 'q4_0', 'int4'] as const) {
+      expect([32, 96, 1088].map((K) => groupPairs(format, K))).toEqual([true, true, true]);
+      expect([16, 80, 688].map((K) => groupPairs(format, K))).toEqual([false, false, false]);
+      expect(matmulVariant(device(true), format, 96).pairs).toBe(true);
+      expect(matmulVariant(device(false), format, 96).pairs).toBe(false);
+      // The test shapes take both walks.
+      expect(new Set(SHAPES.map(([, , K]) => groupPairs(format, K)))).toEqual(new Set([true, false]));
+    }
+    for (const format of ['f32', 'f16', 'int2'] as const) expect(groupPairs(format, 128)).toBe(false);
+    const [key, source] = matmulSource('int4', 1, matmulVariant(device(true), 'int4', 96));
+    expect(key).toMatch(/WK_STEP=2u/);
+    expect(source().code).toMatch(/blk \+= 2u/);
   });
 });
 

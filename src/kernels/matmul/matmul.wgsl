@@ -287,7 +287,7 @@ fn main(
   for (var m0 = 0u; m0 < p.M; m0 += TM) {
     let tr = min(TM, p.M - m0);
 {{WK_TILE}}
-    for (var blk = 0u; blk < nblk; blk++) {
+    for (var blk = 0u; blk < nblk; blk += {{WK_STEP}}) {
       let j = blk * 4u;
 {{WK_BLOCK}}
     }
