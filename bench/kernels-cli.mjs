@@ -2,13 +2,18 @@
 // Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real) and prints the result.
 // Usage: node bench/kernels-cli.mjs [--json] [--quick] [--attention (attention and q|k|v rows only, no matmul rows)]
 //   [--batch (only the batch curve: Matmul at M = 1..64 on the demo target's shapes, / M = 1)]
+//   [--matmul (only the matmul rows)] [--formats f16,int4 (the matmul rows' weight formats)]
 import { runBenchPage } from './run-page.mjs';
 
-const args = new Set(process.argv.slice(2));
+const argv = process.argv.slice(2);
+const args = new Set(argv);
+const formats = argv.includes('--formats') ? argv[argv.indexOf('--formats') + 1] : undefined;
 const query = [
   args.has('--quick') && 'quick=1',
   args.has('--attention') && 'only=attention',
   args.has('--batch') && 'only=batch',
+  args.has('--matmul') && 'only=matmul',
+  formats && `formats=${encodeURIComponent(formats)}`,
 ].filter(Boolean);
 const out = await runBenchPage(`bench/kernels.html${query.length ? `?${query.join('&')}` : ''}`);
 if (args.has('--json')) {
