@@ -205,7 +205,7 @@ describe('wideLoads', () => {
 });
 
 describe('groupPairs', () => {
-  it('walks int8, q4_0 and int4 a group per trip in the whole-K layout when K % 32 == 0', () => {
+  it('walks int8, q4_0 and int4 a group per trip in the whole-K GEMV when K % 32 == 0', () => {
     const device = (serial: boolean) => ({
       features: { subgroups: true, f16: false, timestamps: false },
       serial,
@@ -222,6 +222,8 @@ describe('groupPairs', () => {
     const [key, source] = matmulSource('int4', 1, matmulVariant(device(true), 'int4', 96));
     expect(key).toMatch(/WK_STEP=2u/);
     expect(source().code).toMatch(/blk \+= 2u/);
+    // The tiles walk a block per trip (the same sums; see wholeKCode).
+    expect(matmulSource('int4', 8, matmulVariant(device(true), 'int4', 96))[0]).toMatch(/WK_STEP=1u/);
   });
 });
 

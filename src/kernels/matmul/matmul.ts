@@ -395,7 +395,7 @@ export interface MatmulVariant {
   readonly wholeK: boolean;
   /** Split-K only: q4_0, int4 and int2 codes read 16 bytes per load (see {@link wideLoads}). */
   readonly wide: boolean;
-  /** Whole-K only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
+  /** Whole-K GEMV only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
   readonly pairs: boolean;
 }
 
@@ -420,8 +420,8 @@ export function wideLoads(format: WeightFormat, K: number): boolean {
 }
 
 /**
- * Whether the whole-K matmul.wgsl walks a `format` matrix of K columns a group (32 elements, two
- * blocks) per loop trip, computing each row's grid once per trip: for int8, q4_0 and int4 when
+ * Whether the whole-K matmul.wgsl's GEMV walks a `format` matrix of K columns a group (32 elements,
+ * two blocks) per loop trip, computing each row's grid once per trip: for int8, q4_0 and int4 when
  * K % 32 == 0, so that every row starts on a group. The sums are the same, block after block. On
  * SwiftShader this took the int4 GEMV at 4096x11008 from 1.08x to 0.87x the f16 one's time (q4_0
  * from 0.88x to 0.71x), the branch that picked each group's first block gone.
@@ -499,6 +499,9 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
   // Formats whose grid is one per 32 elements (a group, or an int4 sub-block): a thread computes
   // a row's grid once per group, at its first block (a row may start mid-group), not per block.
   const group32 = format === 'int8' || format === 'q4_0' || format === 'int4';
+  // Pairs in the GEMV only. The sums are the same either way, so a GEMV row equals the tiles' row;
+  // in the 2- to 8-row tiles the doubled block code took SwiftShader about twice as long to compile.
+  const pairs = v.pairs && tm === 1;
   const guard = (m: number, body: string[], pad: string) =>
     m === 0
       ? body.map((l) => pad + l)
@@ -520,19 +523,19 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
         ]
       : []),
     ...weights.flatMap((r) => rows.map((m) => `    var a${r}_${m} = 0.0;`)),
-    ...(group32 && !v.pairs ? weights.map((r) => `    var ab${r} = vec2<f32>(0.0);`) : []),
+    ...(group32 && !pairs ? weights.map((r) => `    var ab${r} = vec2<f32>(0.0);`) : []),
   ].join('\n');
   // Tile row m's x at vec4 j + q (q = 4..7: the pair's second block), normed with its gamma.
   const xq = (m: number, q: number) =>
     norm ? `x[xr${m} + j + ${q}u] * inv${m} * ${q < 4 ? 'g' : 'h'}${q % 4}` : `x[xr${m} + j + ${q}u]`;
   // A group per trip (pairs): each row's grid once, then the group's two blocks (x at j and j + 4
   // vec4s), summed in block order. Else a block per trip, the grid kept from the group's first.
-  const halves = v.pairs ? [0, 1] : [0];
+  const halves = pairs ? [0, 1] : [0];
   const WK_BLOCK = [
     ...(norm ? [0, 1, 2, 3].map((q) => `      let g${q} = norm_weight(j + ${q}u);`) : []),
-    ...(norm && v.pairs ? [0, 1, 2, 3].map((q) => `      let h${q} = norm_weight(j + ${q + 4}u);`) : []),
+    ...(norm && pairs ? [0, 1, 2, 3].map((q) => `      let h${q} = norm_weight(j + ${q + 4}u);`) : []),
     ...weights.flatMap((r) =>
-      v.pairs
+      pairs
         ? [
             `      let f${r} = e${r} + blk * 16u;`,
             `      let ab${r} = grid_at(f${r});`,
@@ -576,7 +579,7 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
         : [`    if (c0 + ${c}u < p.n_rows) {`, ...body.map((l) => `      ${l}`), `    }`];
     })
     .join('\n');
-  return { WK_ROWS, WK_TILE, WK_BLOCK, WK_STORE, WK_STEP: v.pairs ? '2u' : '1u' };
+  return { WK_ROWS, WK_TILE, WK_BLOCK, WK_STORE, WK_STEP: pairs ? '2u' : '1u' };
 }
 
 /**
