@@ -9,17 +9,16 @@ import { runAttentionBench, runBatchCurve, runKernelBench, runQkvBench } from '.
 import { reportPage } from './page-result.js';
 
 reportPage(async () => {
-  const quick = new URLSearchParams(location.search).get('quick') === '1';
+  const query = new URLSearchParams(location.search);
+  const quick = query.get('quick') === '1';
   const ctx = await createGpuContext();
   const adapter = describeAdapter(ctx.adapter);
   console.log(`[bench] adapter: ${adapter}`);
   const log = (line: string) => console.log(`[bench] ${line}`);
   // `?only=attention`: attention and q|k|v rows only; `?only=batch`: the batch curve only;
   // `?only=matmul`: the matmul rows only.
-  const only = new URLSearchParams(location.search).get('only');
-  const formats = new URLSearchParams(location.search).get('formats')?.split(',') as
-    | WeightFormat[]
-    | undefined;
+  const only = query.get('only');
+  const formats = query.get('formats')?.split(',') as WeightFormat[] | undefined;
   const batch = only === 'batch' ? await runBatchCurve(ctx, { quick, log }) : [];
   const rows =
     only === null || only === 'matmul'

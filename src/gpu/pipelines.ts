@@ -14,6 +14,8 @@ export interface PipelineSource {
  */
 export class PipelineCache {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
+  /** The last compile {@link prepare} queued (settled, never rejected). */
+  private queue: Promise<unknown> = Promise.resolve();
   /** Number of pipelines compiled so far (tests assert steady-state decode compiles none). */
   compiled = 0;
 
@@ -52,9 +54,6 @@ export class PipelineCache {
     this.queue = run.catch(() => undefined);
     return run;
   }
-
-  /** The last compile {@link prepare} queued (settled, never rejected). */
-  private queue: Promise<unknown> = Promise.resolve();
 
   private async compile(key: string, source: () => PipelineSource): Promise<GPUComputePipeline> {
     const hit = this.pipelines.get(key);

@@ -427,7 +427,12 @@ export function wideLoads(format: WeightFormat, K: number): boolean {
  * from 0.88x to 0.71x), the branch that picked each group's first block gone.
  */
 export function groupPairs(format: WeightFormat, K: number): boolean {
-  return (format === 'int8' || format === 'q4_0' || format === 'int4') && K % 32 === 0;
+  return gridPerGroup(format) && K % 32 === 0;
+}
+
+/** Formats whose grid is one per 32 elements (a group, or an int4 sub-block). */
+function gridPerGroup(format: WeightFormat): boolean {
+  return format === 'int8' || format === 'q4_0' || format === 'int4';
 }
 
 /** The variant a {@link Matmul} over a `format` matrix of K columns with these options runs on `ctx`. */
@@ -496,9 +501,9 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
   const rows = Array.from({ length: tm }, (_, m) => m);
   const weights = Array.from({ length: wr }, (_, r) => r);
   const norm = v.norm !== false;
-  // Formats whose grid is one per 32 elements (a group, or an int4 sub-block): a thread computes
-  // a row's grid once per group, at its first block (a row may start mid-group), not per block.
-  const group32 = format === 'int8' || format === 'q4_0' || format === 'int4';
+  // A grid per group: a thread computes a row's grid once per group, at its first block (a row may
+  // start mid-group), not per block.
+  const group32 = gridPerGroup(format);
   // Pairs in the GEMV only. The sums are the same either way, so a GEMV row equals the tiles' row;
   // in the 2- to 8-row tiles the doubled block code took SwiftShader about twice as long to compile.
   const pairs = v.pairs && tm === 1;
