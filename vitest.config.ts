@@ -6,15 +6,31 @@ import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 // - unit: pure TypeScript (references, parsers, packing), in Node.
 // - gpu: kernel tests (src/kernels/<family>/*.test.ts, beside each kernel) and the GPU tests of
 //   test/gpu/ run inside headless Chromium (WebGPU on SwiftShader here, or a real GPU), through
-//   Vitest's browser mode, against their TS references.
-// - node-gpu: the Node host (Dawn from the npm package `webgpu`): adapter, device, pipelines,
-//   errors, device loss and small dispatches; and the kernel tests in NODE_KERNEL_TESTS.
+//   Vitest's browser mode, against their TS references. On SwiftShader the contexts take the
+//   serial kernel forms (the kernel tests run both forms themselves).
+// - lavapipe: the same model-level GPU tests (test/gpu/) and the GPU kernel tests in
+//   LAVAPIPE_KERNEL_TESTS on Dawn in Node over Mesa's lavapipe, in the forms a real GPU takes
+//   (kernels: 'gpu'): shader-f16 (the `enable f16` matmul), subgroups of 8, 128 MiB bindings.
+//   Every context must be lavapipe with shader-f16, or the tests fail (test/helpers/gpu.ts).
+// - node-gpu: the Node host (Dawn from the npm package `webgpu`, on SwiftShader): adapter, device,
+//   pipelines, errors, device loss and small dispatches; and the kernel tests in NODE_KERNEL_TESTS.
 // - browser: end-to-end pages (index.html, Web Workers) driven by playwright-core.
 // GPU projects run one file at a time: SwiftShader already uses every core for each dispatch.
 // Kernel tests whose cost is compiling many pipeline variants (one thread): the node-gpu project
 // runs them on Dawn in Node, in parallel with the gpu project's files in Chromium, whose kernels
 // are the same WGSL through the same Dawn. The kernel families' other tests stay in Chromium.
 const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
+// Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
+const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];
+// Kernel tests that run on lavapipe too: the families whose GPU forms, f16 variant or reductions
+// differ from what SwiftShader runs (the rest are one form, the same WGSL on both drivers).
+const LAVAPIPE_KERNEL_TESTS = [
+  ...LAVAPIPE_ONLY_TESTS,
+  'src/kernels/matmul/matmul.test.ts',
+  'src/kernels/w8a8/w8a8.test.ts',
+  'src/kernels/attention/attention_split.test.ts',
+  'src/kernels/sample/sample.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -27,11 +43,13 @@ export default defineConfig({
         test: {
           name: 'gpu',
           include: ['test/gpu/**/*.test.ts', 'src/kernels/**/*.test.ts'],
-          // Run by node-gpu instead (below), beside this project's files rather than after them.
-          exclude: NODE_KERNEL_TESTS,
+          // Run by node-gpu instead (below), beside this project's files rather than after them;
+          // and the real-shape tests, by lavapipe alone.
+          exclude: [...NODE_KERNEL_TESTS, ...LAVAPIPE_ONLY_TESTS],
           fileParallelism: false,
           testTimeout: 300_000,
           hookTimeout: 300_000,
+          provide: { gpuHost: {} },
           browser: {
             enabled: true,
             headless: true,
@@ -43,11 +61,30 @@ export default defineConfig({
       },
       {
         test: {
+          name: 'lavapipe',
+          include: ['test/gpu/**/*.test.ts', ...LAVAPIPE_KERNEL_TESTS],
+          environment: 'node',
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+          provide: {
+            gpuHost: {
+              vulkan: 'lavapipe',
+              kernels: 'gpu',
+              adapter: 'llvmpipe',
+              features: ['f16', 'subgroups'],
+            },
+          },
+        },
+      },
+      {
+        test: {
           name: 'node-gpu',
           include: ['test/node/**/*.test.ts', ...NODE_KERNEL_TESTS],
           environment: 'node',
           fileParallelism: false,
           testTimeout: 120_000,
+          provide: { gpuHost: { vulkan: 'swiftshader', adapter: 'swiftshader' } },
         },
       },
       {

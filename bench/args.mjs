@@ -19,6 +19,8 @@ export function benchArgs(argv, extra = {}) {
       budget: { type: 'string' },
       target: { type: 'string' },
       'wllama-gpu': { type: 'boolean', default: false },
+      // The kernel forms of weft's rows: gpu or serial (default: the adapter's).
+      kernels: { type: 'string' },
       ...extra,
     },
   });
@@ -38,6 +40,7 @@ export function benchArgs(argv, extra = {}) {
     // The model weft's rows run (a folder of models/): kjv-target (default) or the tiny kjv-draft.
     ...(values.target ? { target: values.target } : {}),
     ...(values['wllama-gpu'] ? { wllamaGpu: '1' } : {}),
+    ...(values.kernels ? { kernels: values.kernels } : {}),
   };
   return { values, settings };
 }

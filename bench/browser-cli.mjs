@@ -3,8 +3,9 @@
 // in headless Chromium (WebGPU on SwiftShader, or the real GPU with WEFT_GPU=real).
 // Usage: npm run bench:browser -- [--json] [--quick] [--runs R] [--tokens N] [--prompts P]
 //   [--quants f16,int8,int4,int2,w8a8] [--spec-quants F,..] [--drafters none,ngram,draft-model,self-int4,ngram-adaptive,draft-model-adaptive,self-int4-adaptive,head,head-cpu,head-adaptive]
-//   [--peers wllama,transformers.js,transformers.js-wasm|none] [--budget K] [--wllama-gpu]
+//   [--peers wllama,transformers.js,transformers.js-wasm|none] [--budget K] [--wllama-gpu] [--kernels gpu|serial]
 // --wllama-gpu asks wllama (llama.cpp) for its WebGPU backend (it needs shader-f16: real GPUs only).
+// --kernels: the forms of weft's kernels (default: serial on a software adapter, gpu elsewhere).
 import { benchArgs } from './args.mjs';
 import { ensurePeerFiles } from './peer-files.mjs';
 import { printSpeedTables, speedReport } from './report.mjs';

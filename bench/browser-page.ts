@@ -49,7 +49,10 @@ reportPage(async () => {
   const prompts = texts.map((t) => tokenizer.encode(t, { addSpecialTokens: true }));
   const warmup = tokenizer.encode(warmupText, { addSpecialTokens: true });
 
-  const ctx = await createGpuContext();
+  const kernels = q.get('kernels');
+  if (kernels !== null && kernels !== 'gpu' && kernels !== 'serial')
+    throw new Error(`kernels: "${kernels}" is not one of gpu, serial`);
+  const ctx = await createGpuContext(kernels ? { kernels } : {});
   const adapter = describeAdapter(ctx.adapter);
   log(`adapter: ${adapter}`);
   const weft = await runWeftBench({

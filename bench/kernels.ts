@@ -2,12 +2,11 @@
 // the bandwidth of a plain copy measured in the same run. Engine code only (no DOM, no node:), so a
 // page (bench/kernels-page.ts) or a test can call it.
 
-import { shaders } from '../src/gen/shaders.js';
 import { createBuffer, uploadBuffer } from '../src/gpu/buffers.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
-import { renderWgsl, wgslVariant } from '../src/gpu/wgsl.js';
+import { renderWgsl } from '../src/gpu/wgsl.js';
 import { Attention } from '../src/kernels/attention/attention.js';
 import { SplitAttention, visWords } from '../src/kernels/attention/attention_split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
@@ -17,11 +16,6 @@ import { type KvFormat, KvWrite, kvWordsPerSlot, packHalves } from '../src/kerne
 import {
   type GpuMatrix,
   Matmul,
-  MatmulParams,
-  matmulParams,
-  matmulRowsPerWorkgroup,
-  matmulVariant,
-  matmulVars,
   prepareMatmul,
   uploadGatedPair,
   uploadMatrix,
@@ -44,13 +38,8 @@ import copyBw from './copy_bw.wgsl?raw';
 
 /** One measured kernel × shape. */
 export interface BenchRow {
-  /**
-   * `matmul` (f32 activations), `matmul-r4` (the same GEMV with one output column per row group
-   * of the split-K layout, or per thread of the whole-K layout: 4 columns per workgroup instead of
-   * 8 or 32; kept here for the comparison only, M = 1), or `w8a8` (int8 activations;
-   * quantiser included in the time).
-   */
-  kernel: 'matmul' | 'matmul-r4' | 'w8a8';
+  /** `matmul` (f32 activations) or `w8a8` (int8 activations; quantiser included in the time). */
+  kernel: 'matmul' | 'w8a8';
   format: WeightFormat;
   M: number;
   N: number;
@@ -110,11 +99,7 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
   for (const [N, K] of shapes)
     for (const M of batches)
       for (const format of formats) {
-        const kernels: BenchRow['kernel'][] = [
-          'matmul',
-          ...(M === 1 ? (['matmul-r4'] as const) : []),
-          ...(isIntFormat(format) ? (['w8a8'] as const) : []),
-        ];
+        const kernels: BenchRow['kernel'][] = ['matmul', ...(isIntFormat(format) ? (['w8a8'] as const) : [])];
         for (const kernel of kernels) {
           const row = await benchMatmul(ctx, binds, timer, { kernel, format, M, N, K, reps, copyGbps });
           log(
@@ -122,7 +107,6 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
           );
           rows.push(row);
         }
-        logGemvSpeedup(rows, format, M, N, K, matmulRowsPerWorkgroup(1, 'store', ctx.serial), log);
       }
   timer.destroy();
   return rows;
@@ -270,12 +254,10 @@ async function benchMatmul(
   const y = createBuffer(ctx, M * N * 4, 'bench-y');
   let ms: number;
   if (kernel === 'matmul') {
-    await prepareMatmul(ctx, format, M, { cols: K });
+    await prepareMatmul(ctx, format, { rows: N, cols: K }, M);
     const mm = new Matmul(ctx, binds, w, { maxM: M });
     ms = await timePass(ctx, timer, reps, (pass) => mm.encode(pass, x, y, M));
     mm.destroy();
-  } else if (kernel === 'matmul-r4') {
-    ms = await timeFourRowGemv(ctx, binds, timer, reps, w, x, y);
   } else {
     await prepareW8A8(ctx, format, M);
     const quant = new QuantizeAct(ctx, binds, K);
@@ -297,61 +279,6 @@ async function benchMatmul(
   y.destroy();
   const gbps = bytes / (ms * 1e6);
   return { ...base, bytes, medianMs: ms, gbps, ratio: gbps / copyGbps };
-}
-
-/**
- * Times matmul.wgsl's GEMV rendered with one output column per row group (split-K) or per thread
- * (whole-K), 4 per workgroup either way, in the context's layout, on the same inputs: the other
- * side of the columns-per-workgroup comparison.
- */
-async function timeFourRowGemv(
-  ctx: GpuContext,
-  binds: BindGroupCache,
-  timer: GpuTimer,
-  reps: number,
-  w: GpuMatrix,
-  x: GPUBuffer,
-  y: GPUBuffer,
-): Promise<number> {
-  const vars = matmulVars(w.format, 1, matmulVariant(ctx, w.format, w.cols));
-  const [key, source] = wgslVariant(shaders.matmul, MatmulParams, { ...vars, R: 1 });
-  const pipeline = await ctx.pipelines.prepare('matmul', key, source);
-  const slots = w.parts.map((part, i) => {
-    const slot = new UniformSlot(ctx, MatmulParams, `bench-r4-params-${i}`);
-    slot.write(matmulParams(w, part, 1, 0));
-    return slot;
-  });
-  const ms = await timePass(ctx, timer, reps, (pass) => {
-    pass.setPipeline(pipeline);
-    w.parts.forEach((part, i) => {
-      const buffers = [slots[i]!.buffer, part.data, x, y, ...(part.scales ? [part.scales] : [])];
-      pass.setBindGroup(0, binds.get(pipeline, buffers));
-      pass.dispatchWorkgroups(...grid(Math.ceil(part.rows / 4), ctx.limits.maxComputeWorkgroupsPerDimension));
-    });
-  });
-  for (const slot of slots) slot.destroy();
-  return ms;
-}
-
-/** Logs the GEMV speed-up of `matmul` (`columns` per workgroup) over `matmul-r4`, from this run. */
-function logGemvSpeedup(
-  rows: BenchRow[],
-  format: WeightFormat,
-  M: number,
-  N: number,
-  K: number,
-  columns: number,
-  log: (line: string) => void,
-): void {
-  const find = (kernel: BenchRow['kernel']) =>
-    rows.find(
-      (r) => r.kernel === kernel && r.format === format && r.M === M && r.N === N && r.K === K && !r.skipped,
-    );
-  const [now, old] = [find('matmul'), find('matmul-r4')];
-  if (now && old)
-    log(
-      `gemv ${format} ${N}x${K}: ${columns} columns per workgroup run ${(old.medianMs / now.medianMs).toFixed(2)}x as fast as 4`,
-    );
 }
 
 /** One point of {@link runBatchCurve}: a Matmul over M rows against the same matrix at M = 1. */
@@ -400,7 +327,7 @@ export async function runBatchCurve(
       const w = gated
         ? uploadGatedPair(ctx, syntheticMatrix(format, N, K), syntheticMatrix(format, N, K), 'bench-gu')
         : uploadMatrix(ctx, syntheticMatrix(format, N, K), 'bench-w');
-      await prepareMatmul(ctx, format, maxM, { epilogue, cols: K });
+      await prepareMatmul(ctx, format, { rows: N, cols: K }, maxM, { epilogue });
       const mm = new Matmul(ctx, binds, w, { maxM, epilogue });
       const x = uploadBuffer(ctx, syntheticF32(maxM * K, 7), 'bench-x');
       const y = createBuffer(ctx, maxM * N * 4, 'bench-y');
@@ -829,7 +756,7 @@ async function gemvBandwidth(
   const bytes = weights[0]!.bytes;
   const rounds = Math.max(1, Math.ceil(o.passBytes / (bytes * weights.length)));
   const calls = rounds * weights.length;
-  await prepareMatmul(ctx, format, 1, { cols: K });
+  await prepareMatmul(ctx, format, { rows: N, cols: K }, 1);
   const x = uploadBuffer(ctx, syntheticF32(K, 7), 'gemv-x'); // [1, K]
   const y = createBuffer(ctx, N * 4, 'gemv-y'); // [1, N]
   const mms = weights.map((w) => new Matmul(ctx, binds, w, { maxM: 1 }));

@@ -3,7 +3,10 @@
 // adapter is SwiftShader, its Node binding crashes on multi-threaded dispatches (see README), so
 // like `weft generate --host auto` the benchmark then runs the same engine in headless Chromium,
 // and says so.
-// Usage: npm run bench -- [--json] [--quick] [--host auto|node|chromium] [--cpu] [bench:browser's options]
+// Usage: npm run bench -- [--json] [--quick] [--host auto|node|chromium] [--vulkan auto|swiftshader|lavapipe|system]
+//   [--kernels gpu|serial] [--cpu] [bench:browser's options]
+// --vulkan picks the Vulkan driver of the node host (useVulkanDriver; any but auto implies --host
+// node), --kernels the kernel forms (default: the adapter's).
 // The none and none-host rows compare plain decoding's loop on the device and on the host; on a tiny
 // model, where per-step overhead shows: npm run bench -- --target kjv-draft --peers none
 //   --quants f16 --drafters none,none-host
@@ -25,6 +28,7 @@ import { withSources } from './ssr.mjs';
 
 const { values, settings } = benchArgs(process.argv.slice(2), {
   host: { type: 'string', default: 'auto' },
+  vulkan: { type: 'string', default: 'auto' },
   cpu: { type: 'boolean', default: false },
   scale: { type: 'boolean', default: false },
 });
@@ -36,8 +40,26 @@ if (!existsSync('dist/src/index.js')) {
   console.error('weft is not built: run `npm run build` first');
   process.exit(2);
 }
+if (!['auto', 'swiftshader', 'lavapipe', 'system'].includes(values.vulkan)) {
+  console.error(`--vulkan: "${values.vulkan}" is not one of auto, swiftshader, lavapipe, system`);
+  process.exit(2);
+}
+if (values.kernels !== undefined && !['gpu', 'serial'].includes(values.kernels)) {
+  console.error(`--kernels: "${values.kernels}" is not one of gpu, serial`);
+  process.exit(2);
+}
+if (values.vulkan !== 'auto') {
+  if (values.host === 'chromium') {
+    console.error(`--vulkan ${values.vulkan} is the node host's driver; Chromium chooses its own`);
+    process.exit(2);
+  }
+  values.host = 'node';
+}
 const weft = await import('weft');
-const { pathModel } = await import('weft/node');
+const { pathModel, useVulkanDriver } = await import('weft/node');
+if (!values.cpu) useVulkanDriver(values.vulkan);
+/** The kernel forms asked for, as createGpuContext's options. */
+const forms = values.kernels ? { kernels: values.kernels } : {};
 
 /** Dawn can run kernels unless its only adapter is SwiftShader (the CLI's rule). */
 async function pickHost() {
@@ -63,7 +85,7 @@ if (host === 'chromium') {
   report = speedReport(out, { host: 'chromium (from Node)', hostNote: note, quick: values.quick });
 } else {
   const target = `models/${settings.target ?? 'kjv-target'}`;
-  const gpu = values.cpu ? undefined : await weft.createGpuContext();
+  const gpu = values.cpu ? undefined : await weft.createGpuContext(forms);
   const { tokenizer, spec: targetSpec } = await weft.openModel(await pathModel(target));
   const p = new URLSearchParams(settings);
   const { benchPrompts, runWeftBench } = await withSources((load) => load('/bench/browser.ts'));
@@ -156,7 +178,7 @@ else {
  */
 async function loadFigures() {
   if (values.cpu) return [];
-  const gpu = await weft.createGpuContext().catch(() => undefined);
+  const gpu = await weft.createGpuContext(forms).catch(() => undefined);
   if (!gpu) return [];
   const rows = [];
   const load = async (name, files, quant) => {

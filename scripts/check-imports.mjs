@@ -12,6 +12,8 @@
 //   6  src/model/                     config, weights, forward (GPU and reference), KV, trees
 //   7  src/decode/, src/steer/        samplers, drafters, verification; activation steering
 //   8  src/engine/                    the public API
+//   8  src/host/                      beside it: the Node host's Vulkan driver choice, which only
+//                                     entry points make (the CLI, weft/node, tests, benchmarks)
 //   9  src/index.ts, src/node.ts, src/cli/, workers/   entry points and transport
 //  10  demo/                          may import only src/index.ts and workers/*.worker.ts
 // A test beside its code (src/**/*.test.ts) obeys its folder's floor and may also use test/helpers/.
@@ -32,6 +34,7 @@ const FLOORS = {
   'src/decode': 7,
   'src/steer': 7,
   'src/engine': 8,
+  'src/host': 8,
   'src/index.ts': 9,
   'src/node.ts': 9,
   'src/cli': 9,

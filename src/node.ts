@@ -1,8 +1,17 @@
 /**
- * Node-only helpers of weft (`weft/node`): local model folders and files. Kept out of the main
- * entry so browser bundles never import `node:fs`.
+ * Node-only helpers of weft (`weft/node`): local model folders and files, and the choice of the
+ * Vulkan driver Dawn uses (call `useVulkanDriver` before the first engine or GPU context). Kept out
+ * of the main entry so browser bundles never import `node:fs`.
  *
  * @packageDocumentation
  */
 export { fileSource, pathModel } from './formats/node-file.js';
+export {
+  autoVulkanDriver,
+  useVulkanDriver,
+  VULKAN_DRIVERS,
+  VULKAN_ICDS,
+  type VulkanChoice,
+  type VulkanDriver,
+} from './host/vulkan.js';
 export { resolveNodeModel } from './store/node-source.js';

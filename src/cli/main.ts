@@ -9,8 +9,10 @@ import { createEngine } from '../engine/create.js';
 import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } from '../engine/types.js';
 import type { EngineWorkerLoadEvent } from '../engine/worker-protocol.js';
 import { InvalidInputError, WeftError } from '../errors.js';
+import type { KernelForms } from '../gpu/device.js';
 import { createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
+import { useVulkanDriver, VULKAN_DRIVERS, type VulkanDriver } from '../host/vulkan.js';
 import { GGUF_IN_FOLDER, openModel } from '../model/load.js';
 import type { Quant, Rotation } from '../quant/pack.js';
 import { chromiumPath, runInChromium } from './chromium-host.js';
@@ -41,9 +43,14 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own;
                        for w8a8 every input whose width is a Hadamard size, the others reported; else none)
   --context N          KV cache length (default min(model, 2048))
-  --kv-cache F         f32 (default) or f16: how the KV cache stores keys and values (f16 halves its memory)
+  --kv-cache F         f16 or f32: how the KV cache stores keys and values (default f16 on a GPU, f32 on a
+                       software adapter; f16 halves its memory)
   --device D           gpu (default) or cpu (the plain-TS reference forward)
   --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
+  --vulkan V           Vulkan driver of the node host: auto (default: the GPU's, else SwiftShader, which
+                       runs in chromium), swiftshader, lavapipe (Mesa 25's CPU driver: shader-f16) or
+                       system (the loader's own choice); any but auto implies --host node
+  --kernels K          gpu or serial: the kernel forms (default: serial on a software adapter, else gpu)
   --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
                        for int2), or a draft model folder sharing the tokenizer
   --tree-budget K      most draft tokens verified per target pass (1..32, default 8)
@@ -71,10 +78,14 @@ export interface GenerateArgs {
   /** Online Hadamard rotation of the `*_proj` inputs (see createEngine's `rotate`); undefined: the checkpoint's. */
   rotate: Rotation | undefined;
   context: number | undefined;
-  /** KV cache element type (see createEngine's `kvCache`). */
-  kvCache: 'f32' | 'f16';
+  /** KV cache element type (see createEngine's `kvCache`); undefined: the engine's default. */
+  kvCache: 'f32' | 'f16' | undefined;
   device: 'gpu' | 'cpu';
   host: 'auto' | 'node' | 'chromium';
+  /** The node host's Vulkan driver (see useVulkanDriver). */
+  vulkan: VulkanDriver | 'auto';
+  /** Kernel forms (see createEngine's `kernels`); undefined: the adapter's default. */
+  kernels: KernelForms | undefined;
   /** 'none', 'ngram', 'self-int4', 'self-int2', or a draft model folder. */
   draft: string;
   json: boolean;
@@ -142,6 +153,8 @@ function parseOptions(argv: string[]) {
       'kv-cache': { type: 'string' },
       device: { type: 'string' },
       host: { type: 'string' },
+      vulkan: { type: 'string' },
+      kernels: { type: 'string' },
       json: { type: 'boolean', default: false },
       'json-schema': { type: 'string' },
       grammar: { type: 'string' },
@@ -200,13 +213,33 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
       values.context === undefined
         ? undefined
         : num('context', values.context, 0, (n) => Number.isInteger(n) && n >= 2),
-    kvCache: oneOf('kv-cache', values['kv-cache'], ['f32', 'f16'] as const, 'f32'),
+    kvCache:
+      values['kv-cache'] === undefined
+        ? undefined
+        : oneOf('kv-cache', values['kv-cache'], ['f32', 'f16'] as const, 'f16'),
     device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),
-    host: oneOf('host', values.host, ['auto', 'node', 'chromium'] as const, 'auto'),
+    host: hostOf(values),
+    vulkan: oneOf('vulkan', values.vulkan, VULKAN_DRIVERS, 'auto'),
+    kernels:
+      values.kernels === undefined
+        ? undefined
+        : oneOf('kernels', values.kernels, ['gpu', 'serial'] as const, 'gpu'),
     draft: values.draft === 'self' ? 'self-int4' : (values.draft ?? 'none'),
     json: values.json ?? false,
     steer: steerArgs(values),
   };
+}
+
+/** `--host`: a named Vulkan driver is the node host's, so it implies (and needs) `--host node`. */
+function hostOf(values: ReturnType<typeof parseOptions>['values']): GenerateArgs['host'] {
+  const host = oneOf('host', values.host, ['auto', 'node', 'chromium'] as const, 'auto');
+  const vulkan = values.vulkan;
+  if (vulkan === undefined || vulkan === 'auto') return host;
+  if (host === 'chromium')
+    throw new InvalidInputError(
+      `--vulkan ${vulkan} is the node host's driver; Chromium chooses its own (use --host node)`,
+    );
+  return 'node';
 }
 
 /** The constraint of `--json-schema FILE`, `--grammar FILE` or `--regex PATTERN` (at most one). */
@@ -240,7 +273,8 @@ function draftSetup(args: GenerateArgs) {
     ...(args.rotate === undefined ? {} : { rotate: args.rotate }),
     device: args.device,
     ...(args.context ? { contextLength: args.context } : {}),
-    kvCache: args.kvCache,
+    ...(args.kvCache ? { kvCache: args.kvCache } : {}),
+    ...(args.kernels && args.device === 'gpu' ? { kernels: args.kernels } : {}),
     ...(args.draft === 'self-int4' || args.draft === 'self-int2'
       ? { draft: { self: args.draft === 'self-int4' ? ('int4' as const) : ('int2' as const) } }
       : {}),
@@ -254,8 +288,13 @@ function draftSetup(args: GenerateArgs) {
   return { load, drafter, draftDir: isDir ? args.draft : undefined };
 }
 
-/** Node's Dawn can run kernels unless its only adapter is SwiftShader (see chromium-host.ts). */
+/**
+ * Node's Dawn can run kernels unless its only adapter is SwiftShader (see chromium-host.ts). Points
+ * Dawn at the chosen Vulkan driver first when the node host may run.
+ */
 async function pickHost(args: GenerateArgs): Promise<'node' | 'chromium'> {
+  if (args.host === 'chromium') return 'chromium';
+  if (args.device === 'gpu') useVulkanDriver(args.vulkan);
   if (args.host !== 'auto') return args.host;
   if (args.device === 'cpu') return 'node';
   const adapter = await requestAdapter().catch(() => null);
@@ -310,7 +349,10 @@ async function generate(args: GenerateArgs): Promise<void> {
       await served.release();
     }
   } else {
-    const gpu = args.device === 'gpu' ? await createGpuContext() : undefined;
+    const gpu =
+      args.device === 'gpu'
+        ? await createGpuContext(args.kernels ? { kernels: args.kernels } : {})
+        : undefined;
     if (gpu && !args.json) process.stderr.write(`weft: ${describeAdapter(gpu.adapter)}\n`);
     const draft = draftDir
       ? {
@@ -320,9 +362,10 @@ async function generate(args: GenerateArgs): Promise<void> {
           },
         }
       : {};
+    const { kernels: _forms, ...onGpu } = load;
     const engine = await createEngine({
       model: files,
-      ...load,
+      ...onGpu,
       ...draft,
       ...steer,
       onProgress: warn,
@@ -352,6 +395,9 @@ async function generate(args: GenerateArgs): Promise<void> {
       readbacks_per_pass: s.readbacks_per_pass,
       readback_bytes_per_pass: s.readback_bytes_per_pass,
       weight_bytes_per_pass: s.weight_bytes_per_pass,
+      // GPU only: the adapter and the kernel forms it ran.
+      adapter: s.adapter,
+      kernels: s.kernels,
     };
     process.stdout.write(`${JSON.stringify({ ids: out, text, stats: pick })}\n`);
   } else process.stdout.write('\n');

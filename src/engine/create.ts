@@ -3,8 +3,7 @@ import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
 import type { ModelFiles } from '../formats/files.js';
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
-import type { GpuContext } from '../gpu/device.js';
-import { createGpuContext } from '../gpu/device.js';
+import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
@@ -88,11 +87,20 @@ export interface CreateEngineOptions {
    */
   contextLength?: number;
   /**
-   * How the KV cache stores keys and values: `'f32'` (default; exact) or `'f16'` (IEEE halves,
-   * rounded to nearest even: half the cache memory and half the bytes attention reads, so longer
-   * contexts fit). Applies to the target and a draft model.
+   * How the KV cache stores keys and values: `'f16'` (IEEE halves, rounded to nearest even: half
+   * the cache memory and half the bytes attention reads, so longer contexts fit; the default on a
+   * GPU) or `'f32'` (exact; the default on a software adapter such as SwiftShader, where attention's
+   * bytes cost little, and with `device: 'cpu'`). The reference runner stores the same format.
+   * Applies to the target and a draft model.
    */
   kvCache?: KvFormat;
+  /**
+   * The forms of the heavy kernels (matmul, attention, W8A8; see `GpuContext.kernels`): `'gpu'`,
+   * launched wide for a GPU, or `'serial'`, one thread per output for a CPU implementation of
+   * WebGPU. Default: `'serial'` on a software adapter, `'gpu'` elsewhere. Not with `gpu` (its
+   * context has its forms).
+   */
+  kernels?: KernelForms;
   /** Base URL of the model hub for `org/name` ids (default https://huggingface.co). */
   hubBase?: string;
   /**
@@ -160,6 +168,16 @@ export function codecOf(tok: WeftTokenizer, vocabSize: number): TextCodec {
 }
 
 /**
+ * The KV cache format `createEngine` takes when `kvCache` is not given: halves on a GPU, where
+ * attention's bytes count (at 4k context an f32 cache is read as much as ~40% of a 1B int4 model's
+ * weights per token); f32 (exact) on a software adapter, where arithmetic, not bytes, sets the
+ * pace, and off the GPU (`gpu` undefined).
+ */
+export function defaultKvCache(gpu: Pick<GpuContext, 'adapter'> | undefined): KvFormat {
+  return gpu && !gpu.adapter.software ? 'f16' : 'f32';
+}
+
+/**
  * Loads a model and returns an engine over it. The same call works in a page, a Web Worker and
  * Node; in Node pass `await pathModel(path)` (`weft/node`) for a local folder or `.gguf` file.
  */
@@ -182,16 +200,24 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const cpu = (options.device ?? 'gpu') === 'cpu';
   const rotate: RotationChoice =
     options.rotate ?? opened.packed?.rotation ?? (quant === 'w8a8' ? 'auto' : 'none');
-  const kvFormat = options.kvCache ?? 'f32';
-  if (kvFormat !== 'f32' && kvFormat !== 'f16')
-    throw new InvalidInputError(`kvCache must be 'f32' or 'f16', got ${JSON.stringify(kvFormat)}`);
+  if (options.kvCache !== undefined && options.kvCache !== 'f32' && options.kvCache !== 'f16')
+    throw new InvalidInputError(`kvCache must be 'f32' or 'f16', got ${JSON.stringify(options.kvCache)}`);
+  if (options.kernels !== undefined && options.kernels !== 'gpu' && options.kernels !== 'serial')
+    throw new InvalidInputError(`kernels must be 'gpu' or 'serial', got ${JSON.stringify(options.kernels)}`);
+  if (options.kernels !== undefined && options.gpu)
+    throw new InvalidInputError(
+      `kernels: '${options.kernels}' cannot apply to a given gpu context (its kernels are '${options.gpu.kernels}'); pass it to createGpuContext instead`,
+    );
   // Steering applies to the target only (a drafter only proposes; the target decides).
   const steer = options.steer;
   const plan = steer
     ? await resolveSteer(steer, spec, steer.file ? await opened.checksum() : undefined)
     : undefined;
   // One GPU context for the target and its draft model; the target's runner owns it.
-  const gpu = cpu ? undefined : (options.gpu ?? (await createGpuContext()));
+  const gpu = cpu
+    ? undefined
+    : (options.gpu ?? (await createGpuContext(options.kernels ? { kernels: options.kernels } : {})));
+  const kvFormat: KvFormat = options.kvCache ?? defaultKvCache(gpu);
   const place = async (
     model: OpenedModel,
     q: Quant,

@@ -434,6 +434,7 @@ export class Engine implements WeftEngine {
         ...(draftPasses === undefined || drafter?.weightBytesPerPass === undefined
           ? {}
           : { draft_weight_bytes_per_pass: drafter.weightBytesPerPass }),
+        ...(runner.device ? { adapter: runner.device.adapter, kernels: runner.device.kernels } : {}),
       };
     }
   }

@@ -189,6 +189,10 @@ export interface GenerationStats {
   draft_weight_bytes_per_pass?: number;
   /** The totals the figures above divide. */
   decode_counts?: DecodeCounts;
+  /** The WebGPU adapter the target ran on (see `describeAdapter`); absent off the GPU. */
+  adapter?: string;
+  /** The forms its heavy kernels took (`GpuContext.kernels`); absent off the GPU. */
+  kernels?: 'gpu' | 'serial';
 }
 
 /** Totals of a request's decode steps (see {@link GenerationStats}). */

@@ -19,11 +19,19 @@ export interface GpuContextOptions {
   /** Features to leave off even when present, to test fallback paths (e.g. `['subgroups']`). */
   disable?: ReadonlyArray<keyof GpuFeatures>;
   /**
-   * Whether kernels take their serial forms (see {@link GpuContext.serial}); default: on a
-   * software adapter. Tests set it to run the other forms.
+   * Which forms the heavy kernels take (see {@link GpuContext.kernels}); default: `serial` on a
+   * software adapter, `gpu` elsewhere. Tests and the `--kernels` flags set it to run either form.
    */
-  serial?: boolean;
+  kernels?: KernelForms;
 }
+
+/**
+ * The two forms of weft's heavy kernels (matmul, split attention, W8A8): `gpu`, the forms a GPU
+ * wants (K split over many lanes and workgroups, launched wide to keep enough bytes in flight),
+ * and `serial`, where each thread computes its outputs alone with no workgroup memory and no
+ * barrier (software adapters; see {@link GpuContext.kernels}).
+ */
+export type KernelForms = 'gpu' | 'serial';
 
 /** A short description of the adapter, for logs, stats and the demo page. */
 export interface AdapterSummary {
@@ -45,15 +53,15 @@ export interface GpuContext {
   readonly features: GpuFeatures;
   readonly limits: GPUSupportedLimits;
   /**
-   * Whether the heavy kernels take their serial forms, where each thread computes its outputs
-   * alone, with no workgroup memory and no barrier: the matmuls walk all of K per thread (whole-K)
-   * instead of splitting it over 16 lanes, attention scores a chunk per query head in one thread.
-   * Chosen on software adapters, which charge heavily for what a GPU gets cheaply (SwiftShader:
-   * ~100 us per workgroup that uses workgroup memory, ~4 us per barrier, against ~1 us for a
-   * workgroup with neither). The forms sum in different orders; every kernel on one context uses
+   * The forms the heavy kernels take. `serial`: each thread computes its outputs alone, with no
+   * workgroup memory and no barrier (the matmuls walk all of K per thread, attention scores a chunk
+   * per query head in one thread); chosen on software adapters, which charge heavily for what a
+   * GPU gets cheaply (SwiftShader: ~100 us per workgroup that uses workgroup memory, ~4 us per
+   * barrier, against ~1 us for a workgroup with neither). `gpu`: K split over lanes and launched
+   * wide (see kernels/matmul). The forms sum in different orders; every kernel on one context uses
    * the same form, so rows stay bit-identical whatever the batch size.
    */
-  readonly serial: boolean;
+  readonly kernels: KernelForms;
   readonly pipelines: PipelineCache;
   /**
    * Every dispatch, queue write, submission and readback weft makes on this device goes through
@@ -79,7 +87,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
   const adapter = await requestAdapter({ powerPreference: options.powerPreference ?? 'high-performance' });
   if (!adapter) {
     throw new GpuUnavailableError(
-      'navigator.gpu.requestAdapter() returned null: no WebGPU adapter (update the GPU driver, or enable WebGPU in the browser)',
+      'requestAdapter() returned null: no WebGPU adapter (in a browser: update the GPU driver, or enable WebGPU; in Node: call useVulkanDriver from weft/node, or pass --vulkan, to pick a Vulkan driver)',
     );
   }
   const off = new Set(options.disable ?? []);
@@ -120,12 +128,13 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     lostError = new DeviceLostError(l.reason, l.message || 'no message');
     return lostError;
   });
+  const kernels = options.kernels ?? (summary.software ? 'serial' : 'gpu');
   return {
     device,
     adapter: summary,
     features,
     limits: device.limits,
-    serial: options.serial ?? summary.software,
+    kernels,
     pipelines: new PipelineCache(device),
     counter: new GpuCounter(device.queue),
     lost,

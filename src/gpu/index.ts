@@ -12,7 +12,7 @@ export {
 } from './buffers.js';
 export type { GpuCounts } from './counters.js';
 export { addCounts, countsSince, GpuCounter, zeroCounts } from './counters.js';
-export type { AdapterSummary, GpuContext, GpuContextOptions, GpuFeatures } from './device.js';
+export type { AdapterSummary, GpuContext, GpuContextOptions, GpuFeatures, KernelForms } from './device.js';
 export { createGpuContext, describeAdapter } from './device.js';
 export { requestAdapter } from './host.js';
 export type { PipelineSource } from './pipelines.js';

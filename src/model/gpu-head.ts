@@ -132,8 +132,8 @@ class HeadInput implements HeadStages {
       Embedding.prepare(ctx, target.embedding.format),
       HeadFeatures.prepare(ctx),
       VocabScatter.prepare(ctx),
-      prepareMatmul(ctx, quant, MAX_FORWARD_TOKENS, { norm: {}, cols: H }),
-      prepareMatmul(ctx, quant, MAX_FORWARD_TOKENS, { norm: {}, epilogue: 'add', cols: H }),
+      prepareMatmul(ctx, quant, { rows: H, cols: H }, MAX_FORWARD_TOKENS, { norm: {} }),
+      prepareMatmul(ctx, quant, { rows: H, cols: H }, MAX_FORWARD_TOKENS, { norm: {}, epilogue: 'add' }),
     ]);
     const binds = new BindGroupCache(ctx.device);
     const fcE = uploadMatrix(ctx, quantize(half(0), H, H, quant), 'head.fc.weight[:, :H]');

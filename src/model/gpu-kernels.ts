@@ -12,7 +12,7 @@ import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../kernels/rope/qkv_rope.js';
 import { Rope } from '../kernels/rope/rope.js';
 import { TokenMask } from '../kernels/sample/mask.js';
-import { Sampler } from '../kernels/sample/sample.js';
+import { Sampler, SplitSampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import { packedWidth, type Quant, ROTATION_SEED, type RotationChoice, rotationFor } from '../quant/pack.js';
@@ -112,11 +112,15 @@ export interface Kernels {
   addKv: AddInPlace; // T * kvWidth
   silu: SiluMul;
   gather: GatherRows;
-  lmHead: Linear; // [R, H] → [R, V]
-  greedy: Sampler;
+  lmHead: Linear; // [R, H] un-normed rows → [R, V] (the final norm folded in)
+  /**
+   * One token per scored row, greedy or Gumbel: on the GPU forms split over workgroups of 256
+   * tokens (SplitSampler, the same ids; one workgroup per row would stream a 150k vocabulary
+   * through one core), on the serial forms one workgroup per row (the sampler for each mode).
+   */
+  sample: { greedy: Sampler | SplitSampler; gumbel: Sampler | SplitSampler };
   /** A grammar's token bitmask onto the logits before the sampler (constrained decoding). */
   mask: TokenMask;
-  gumbel: Sampler;
   layers: LayerKernels[];
   rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
   scratch: GPUBuffer[]; // buffers the kernels share (W8A8 activations, steering vectors)
@@ -149,10 +153,12 @@ export async function buildKernels(
   // Matrices may differ in format (a model placed as stored, see placeWeights): one pipeline each.
   const linears = w.layers.flatMap(layerMatrices);
   const linearFormats = [...new Set(linears.map((m) => m.format))];
-  // Each (format, K) the matmuls meet once: K picks the split-K load width (wideLoads), so only
-  // the variants the model's matrices run are compiled up front.
+  // Each (format, shape) the matmuls meet once: the shape picks the split-K load width and lanes
+  // (wideLoads, splitLanes), so only the variants the model's matrices run are compiled up front.
   const shapes = (ms: readonly GpuMatrix[]) => [
-    ...new Map(ms.map((m) => [`${m.format}:${m.cols}`, { format: m.format, cols: m.cols }])).values(),
+    ...new Map(
+      ms.map((m) => [`${m.format}:${m.rows}:${m.cols}`, { format: m.format, rows: m.rows, cols: m.cols }]),
+    ).values(),
   ];
   const { qWidth } = deriveSizes(spec);
   const H = spec.hidden;
@@ -162,6 +168,7 @@ export async function buildKernels(
   const Ip = packedWidth(spec.intermediate, mlpRotation); // as the weights were packed
   const maxT = MAX_FORWARD_TOKENS;
   const eps = spec.rmsEps;
+  const serial = ctx.kernels === 'serial';
   // The input norm and the post-attention norm fold into the matmuls after them, unless a rotation
   // of their output sits in between (R·norm(x) is the linears' input then).
   const normFused = rotationFor(o.rotate, H) === 'none';
@@ -193,18 +200,19 @@ export async function buildKernels(
     AddInPlace.prepare(ctx),
     SiluMul.prepare(ctx, false),
     GatherRows.prepare(ctx),
-    ...shapes([w.lmHead, ...linears]).map(({ format, cols }) => prepareMatmul(ctx, format, maxT, { cols })),
+    ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
     // The fused variants the layers use (see `linear` below): weight-only arithmetic only.
     ...(o.quant === 'w8a8'
       ? []
-      : shapes(linears).flatMap(({ format, cols }) => [
-          ...(normFused ? [prepareMatmul(ctx, format, maxT, { norm: {}, cols })] : []),
-          prepareMatmul(ctx, format, maxT, { epilogue: 'add', cols }),
+      : shapes(linears).flatMap(({ format, ...shape }) => [
+          ...(normFused ? [prepareMatmul(ctx, format, shape, maxT, { norm: {} })] : []),
+          prepareMatmul(ctx, format, shape, maxT, { epilogue: 'add' }),
           prepareMatmul(
             ctx,
             format,
+            shape,
             maxT,
-            normFused ? { norm: {}, epilogue: 'silu', cols } : { epilogue: 'silu', cols },
+            normFused ? { norm: {}, epilogue: 'silu' } : { epilogue: 'silu' },
           ),
         ])),
     ...(o.quant === 'w8a8' ? linearFormats.map((f) => prepareW8A8(ctx, f, maxT)) : []),
@@ -212,8 +220,8 @@ export async function buildKernels(
     KvCompact.prepare(ctx),
     SplitAttention.prepare(ctx, attentionShape),
     QkvRope.prepare(ctx, qkvRopeOptions),
-    Sampler.prepare(ctx, true),
-    Sampler.prepare(ctx, false),
+    prepareMatmul(ctx, w.lmHead.format, w.lmHead, maxT, { norm: {} }),
+    ...(serial ? [Sampler.prepare(ctx, true), Sampler.prepare(ctx, false)] : [SplitSampler.prepare(ctx)]),
     TokenMask.prepare(ctx),
     ...(o.steer ? [Steer.prepare(ctx)] : []),
   ]);
@@ -291,10 +299,19 @@ export async function buildKernels(
     addKv: new AddInPlace(ctx, binds),
     silu: new SiluMul(ctx, binds, Ip, false),
     gather: new GatherRows(ctx, binds, H),
-    // A weight-only matmul whatever the quant: W8A8 covers the `*_proj` linears only.
-    lmHead: matmulLinear(ctx, binds, w.lmHead, { maxM: maxT }),
-    greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
-    gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
+    // A weight-only matmul whatever the quant (W8A8 covers the `*_proj` linears only), with the
+    // final norm folded in.
+    lmHead: matmulLinear(ctx, binds, w.lmHead, { maxM: maxT, norm: { weight: w.norm, eps } }),
+    // One instance per mode, each with its own uniform block: switching modes rewrites nothing.
+    sample: serial
+      ? {
+          greedy: new Sampler(ctx, binds, { vocab: V, greedy: true }),
+          gumbel: new Sampler(ctx, binds, { vocab: V, greedy: false }),
+        }
+      : {
+          greedy: new SplitSampler(ctx, binds, { vocab: V, maxRows: maxT }),
+          gumbel: new SplitSampler(ctx, binds, { vocab: V, maxRows: maxT }),
+        },
     mask: new TokenMask(ctx, binds, V),
     layers: w.layers.map(layer),
     rot: [H, qWidth, spec.intermediate].some((n) => rotationFor(o.rotate, n) === 'hadamard')
@@ -314,6 +331,8 @@ export function destroyKernels(k: Kernels): void {
   for (const l of k.layers) for (const m of [...list(l.qkv), l.o, ...list(l.gateUp), l.down]) m.destroy();
   k.attention.destroy();
   k.lmHead.destroy();
+  k.sample.greedy.destroy();
+  k.sample.gumbel.destroy();
   for (const b of k.scratch) b.destroy();
   if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r?.destroy();
   k.rot?.out.destroy();

@@ -2,7 +2,7 @@ import { InvalidInputError } from '../errors.js';
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import { createBuffer, mapForRead, STORAGE, writeBuffer } from '../gpu/buffers.js';
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
-import { createGpuContext, type GpuContext } from '../gpu/device.js';
+import { createGpuContext, describeAdapter, type GpuContext } from '../gpu/device.js';
 import type { GpuTimer } from '../gpu/timing.js';
 import { visWords } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
@@ -59,6 +59,8 @@ export interface GpuRunnerOptions {
   kvFormat?: KvFormat;
   /** A draft head's placement (see model/gpu-head.ts, which makes it); needs `features`. */
   head?: HeadPlacement;
+  /** Allocate the weights' buffers without reading them (see PlaceWeightsOptions.allocateOnly). */
+  allocateOnly?: boolean;
   /**
    * Keep the features (the residual stream after the last block) of every cache slot beside the
    * KV cache, committed with it, for a draft head ({@link GpuRunner.features}). Costs one scatter
@@ -316,6 +318,10 @@ export class GpuRunner implements ModelRunner {
 
   get kvLength(): number {
     return this.committed;
+  }
+
+  get device(): { adapter: string; kernels: 'gpu' | 'serial' } {
+    return { adapter: describeAdapter(this.ctx.adapter), kernels: this.ctx.kernels };
   }
 
   /** The device this runner runs on (a draft runner placed beside a target shares it). */
@@ -664,10 +670,11 @@ export class GpuRunner implements ModelRunner {
       pass.end();
       return;
     }
-    k.norm.encode(pass, a.x, w.norm, a.h, T);
-    let head = a.h;
+    // The scored rows of the stream (the LM head applies the final norm itself: a row's norm does
+    // not depend on the others, so gathering first gives the same bits).
+    let head = a.x;
     if (R < T) {
-      k.gather.encode(pass, a.h, a.rows, a.hr, R);
+      k.gather.encode(pass, a.x, a.rows, a.hr, R);
       head = a.hr;
     }
     if (stages) {
@@ -685,7 +692,7 @@ export class GpuRunner implements ModelRunner {
       return;
     }
     section('sample');
-    const s = sampler.temperature > 0 ? k.gumbel : k.greedy;
+    const s = sampler.temperature > 0 ? k.sample.gumbel : k.sample.greedy;
     s.encode(pass, a.logits, a.samplePositions, a.out, R, {
       seed: sampler.seed,
       temperature: sampler.temperature,
@@ -1004,6 +1011,7 @@ export async function createGpuRunner(
     rotate,
     onProgress: o.onProgress,
     ...(o.head ? { embed: o.head.embed, lmRows: o.head.lmRows } : {}),
+    ...(o.allocateOnly ? { allocateOnly: true } : {}),
   });
   const kernels = await buildKernels(ctx, spec, weights, {
     quant: o.quant,

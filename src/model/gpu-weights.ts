@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import { deriveSizes } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
-import { uploadBuffer, writeBuffer } from '../gpu/buffers.js';
+import { createBuffer, uploadBuffer, writeBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { allocateMatrix, type GpuMatrix } from '../kernels/matmul/matmul.js';
 import {
@@ -97,6 +97,12 @@ export interface PlaceWeightsOptions {
   embed?: GpuMatrix;
   /** Rows of `lm_head.weight` (default the vocabulary: a draft head scores a draft vocabulary). */
   lmRows?: number;
+  /**
+   * Allocate every buffer and read no tensor (only the names and shapes of `weights.tensors`): the
+   * model's launch plan without its weights, as bench/occupancy.ts records a real-size model's
+   * dispatches. The buffers stay zero.
+   */
+  allocateOnly?: boolean;
 }
 
 /**
@@ -238,7 +244,7 @@ export async function placeWeights(
   };
   const fill = async (m: GpuMatrix, p: MatrixPlacement, at: PieceAt) => {
     try {
-      await fillPiece(ctx, m, weights, p, at, { onSlice: held, ...sliceOption(o) });
+      if (!o.allocateOnly) await fillPiece(ctx, m, weights, p, at, { onSlice: held, ...sliceOption(o) });
     } catch (e) {
       m.destroy();
       throw e;
@@ -283,6 +289,7 @@ export async function placeWeights(
     return m;
   };
   const row = async (p: string, n: number): Promise<GPUBuffer> => {
+    if (o.allocateOnly) return createBuffer(ctx, n * 4, `${p}.self_attn.qkv_proj.bias`);
     const parts = await Promise.all(
       ['q', 'k', 'v'].map((x) => weights.readF32(`${p}.self_attn.${x}_proj.bias`)),
     );
@@ -297,6 +304,10 @@ export async function placeWeights(
   };
   const vector = async (name: string, n: number, repeat = 1): Promise<GPUBuffer> => {
     checkTensor(weights, name, [n]);
+    if (o.allocateOnly) {
+      step(name);
+      return createBuffer(ctx, n * repeat * 4, name);
+    }
     const v = await weights.readF32(name);
     const rows = repeat > 1 ? repeatRows(v, repeat) : v;
     held(v.byteLength + (rows === v ? 0 : rows.byteLength));

@@ -78,6 +78,8 @@ export interface ModelRunner {
   readonly capacity: number;
   /** Tokens whose K/V rows are committed in the cache (positions 0..kvLength-1). */
   readonly kvLength: number;
+  /** On a GPU: its adapter (`describeAdapter`) and the forms its kernels take (`GpuContext.kernels`). */
+  readonly device?: { readonly adapter: string; readonly kernels: 'gpu' | 'serial' };
   /**
    * Runs the new tokens at positions kvLength + depth, writes their K/V rows after the committed
    * ones (uncommitted until {@link commit}), and returns the sampled next token for `rows`

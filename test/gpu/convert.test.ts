@@ -2,7 +2,7 @@
 // weft-q checkpoint gives bit-identical logits to quantizing while loading, with every matrix
 // copied from the file, and a GGUF loads through openModel with logits equal to the reference.
 import { describe, expect, it } from 'vitest';
-import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
+import { type ModelFiles, memoryModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
@@ -18,6 +18,7 @@ import type { Quant, Rotation } from '../../src/quant/pack.js';
 import { fixtureFiles, ggufFixture, sameF32 } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
+import { bundledModel } from '../helpers/models.js';
 
 const PROMPT = [5, 17, 99, 3, 250, 11];
 
@@ -116,14 +117,11 @@ describe('weft-q checkpoints on the GPU', () => {
   );
 
   it('kjv-draft (MLP 344, padded to 352 on the GPU) int4: padded matrices are stored padded and copied', async () => {
-    const source = await openModel(urlModelFiles('/models/kjv-draft/'));
+    const source = await openModel(await bundledModel('kjv-draft'));
     expect(source.spec.intermediate % 16).not.toBe(0);
     const want = await logits(source, 'int4', 'none');
     const opened = await openModel(
-      memoryModelFiles(
-        'kjv-draft-int4',
-        await converted(urlModelFiles('/models/kjv-draft/'), 'int4', 'none'),
-      ),
+      memoryModelFiles('kjv-draft-int4', await converted(await bundledModel('kjv-draft'), 'int4', 'none')),
     );
     const { model, copied } = counting(opened);
     const got = await logits(model, 'int4', 'none');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
-import { memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
@@ -13,6 +13,7 @@ import { formatOf } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
+import { bundledModel } from '../helpers/models.js';
 
 const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
 // Ids only: the fixture tokenizer is irrelevant to these checks.
@@ -78,20 +79,32 @@ describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
   });
 });
 
-describe.each(['int8', 'int4', 'int2'] as const)('GPU forward pass, %s weights', (quant) => {
-  it.each(FAMILIES)('%s logits equal the reference on the same rounded weights', async (family) => {
-    const { files } = fixtureFiles(family, 'f32', 7);
-    const opened = await openModel(memoryModelFiles(family, files));
-    const tensors = roundedThrough(await readAllF32(opened.weights), formatOf(quant));
-    const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
-    const dev = await createGpuRunner(opened, { quant, capacity: 64, gpu: await gpu() });
-    const prompt = [5, 17, 99, 3, 250, 11];
-    const want = await ref.forward({ tokens: prompt }, GREEDY, 'all');
-    const got = await dev.forward({ tokens: prompt }, GREEDY, 'all');
-    expect(relErr(await dev.lastLogits(), ref.logits({ tokens: prompt }))).toBeLessThan(1e-4);
-    expect(Array.from(got)).toEqual(Array.from(want));
-    dev.dispose();
-  });
+// Every weight format: f16 takes the `enable f16` matmul where the device has shader-f16 (the
+// lavapipe project), q4_0 its own codes. Logits of a prefill against the reference on the same
+// rounded weights, then 24 greedy tokens through the engine (prefill chunks of 4, the GPU-resident
+// decode loop) equal to the reference's.
+describe.each(['f16', 'int8', 'q4_0', 'int4', 'int2'] as const)('GPU forward pass, %s weights', (quant) => {
+  it.each(FAMILIES)(
+    '%s logits and greedy ids equal the reference on the same rounded weights',
+    async (family) => {
+      const { files } = fixtureFiles(family, 'f32', 7);
+      const opened = await openModel(memoryModelFiles(family, files));
+      const tensors = roundedThrough(await readAllF32(opened.weights), formatOf(quant));
+      const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
+      const dev = await createGpuRunner(opened, { quant, capacity: 64, gpu: await gpu() });
+      const prompt = [5, 17, 99, 3, 250, 11];
+      const want = await ref.forward({ tokens: prompt }, GREEDY, 'all');
+      const got = await dev.forward({ tokens: prompt }, GREEDY, 'all');
+      expect(relErr(await dev.lastLogits(), ref.logits({ tokens: prompt }))).toBeLessThan(1e-4);
+      expect(Array.from(got)).toEqual(Array.from(want));
+      for (const r of [ref, dev]) r.trim(0);
+      const wantIds = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 24);
+      expect(await greedyIds(new Engine({ id: 'gpu', runner: dev, codec: ids }), prompt, 24, 4)).toEqual(
+        wantIds,
+      );
+      dev.dispose();
+    },
+  );
 });
 
 describe('GPU forward pass, w8a8', () => {
@@ -119,6 +132,12 @@ describe('GPU forward pass, w8a8', () => {
       );
       expect(err).toBeLessThan(1e-4);
       expect(plain).toBeGreaterThan(1e-3);
+      // And 24 greedy tokens through the engine, as the reference chooses them.
+      for (const r of [ref, dev]) r.trim(0);
+      const wantIds = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 24);
+      expect(await greedyIds(new Engine({ id: 'gpu', runner: dev, codec: ids }), prompt, 24, 4)).toEqual(
+        wantIds,
+      );
       dev.dispose();
     },
   );
@@ -126,7 +145,7 @@ describe('GPU forward pass, w8a8', () => {
 
 describe('GPU forward pass, MLP width not a multiple of 16', () => {
   it('kjv-draft (intermediate 344, padded on the GPU) gives the reference greedy ids', async () => {
-    const opened = await openModel(urlModelFiles('/models/kjv-draft/'));
+    const opened = await openModel(await bundledModel('kjv-draft'));
     expect(opened.spec.intermediate % 16).not.toBe(0);
     const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
       capacity: 64,

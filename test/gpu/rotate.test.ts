@@ -3,7 +3,7 @@
 // actually multiplies by (roundedThrough(..., 'hadamard'): dequantized, un-rotated).
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel } from '../../src/model/load.js';
@@ -15,6 +15,7 @@ import { formatOf, type Quant, type Rotation, type RotationChoice } from '../../
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
+import { bundledModel } from '../helpers/models.js';
 
 const FAMILIES: ModelFamily[] = ['llama', 'qwen2', 'qwen3'];
 const PROMPT = [5, 17, 99, 3, 250, 11];
@@ -112,7 +113,7 @@ describe('rotated GPU forward, f32 weights (orthogonality end to end)', () => {
   });
 
   it('kjv-draft: MLP width 344 padded to the Hadamard size 384, f32 and int4', async () => {
-    const opened = await openModel(urlModelFiles('/models/kjv-draft/'));
+    const opened = await openModel(await bundledModel('kjv-draft'));
     expect(opened.spec.intermediate).toBe(344);
     const tensors = await readAllF32(opened.weights);
     const prompt = opened.tokenizer.encode('And the LORD said unto Moses', { addSpecialTokens: true });
@@ -132,7 +133,7 @@ describe('rotated GPU forward, f32 weights (orthogonality end to end)', () => {
 
 describe("rotated GPU forward, W8A8's default ('auto')", () => {
   it('kjv-draft: hidden and attention inputs rotated, the MLP width 344 (no Hadamard size) not', async () => {
-    const opened = await openModel(urlModelFiles('/models/kjv-draft/'));
+    const opened = await openModel(await bundledModel('kjv-draft'));
     const tensors = roundedThrough(await readAllF32(opened.weights), 'int8', 'auto');
     const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: 64 });
     ref.linearInput = w8a8Inputs('auto');

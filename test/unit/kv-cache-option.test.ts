@@ -2,7 +2,7 @@
 // `kvCache` and the CLI's --kv-cache flag. The GPU side: test/gpu/kv-f16.test.ts.
 import { describe, expect, it } from 'vitest';
 import { parseGenerateArgs } from '../../src/cli/main.js';
-import { createEngine } from '../../src/engine/create.js';
+import { createEngine, defaultKvCache } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
@@ -73,9 +73,17 @@ describe('f16 KV cache option', () => {
     expect(String(err)).toMatch(/kvCache.*"f8"/);
   });
 
-  it('--kv-cache defaults to f32, takes f16, and rejects anything else', () => {
+  it('defaults to f16 on a GPU, f32 on a software adapter and off the GPU', () => {
+    const adapter = { vendor: 'v', architecture: 'a', device: 'd', description: '' };
+    expect(defaultKvCache({ adapter: { ...adapter, software: false } })).toBe('f16');
+    expect(defaultKvCache({ adapter: { ...adapter, software: true } })).toBe('f32');
+    expect(defaultKvCache(undefined)).toBe('f32');
+  });
+
+  it('--kv-cache leaves the default to the engine, takes f16 or f32, and rejects anything else', () => {
     const base = ['--model', 'm', '--prompt', 'x'];
-    expect(parseGenerateArgs(base).kvCache).toBe('f32');
+    expect(parseGenerateArgs(base).kvCache).toBeUndefined();
+    expect(parseGenerateArgs([...base, '--kv-cache', 'f32']).kvCache).toBe('f32');
     expect(parseGenerateArgs([...base, '--kv-cache', 'f16']).kvCache).toBe('f16');
     expect(() => parseGenerateArgs([...base, '--kv-cache', 'int8'])).toThrow(/--kv-cache: "int8"/);
   });

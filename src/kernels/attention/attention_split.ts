@@ -9,6 +9,8 @@ import { kvWordsPerSlot } from '../kv/kv.js';
 import type { AttentionShape } from './attention.js';
 
 const WG = 64;
+/** V loads one thread of the GPU form issues before it uses the first (attention_split.wgsl's VB). */
+const V_BATCH = 8;
 /**
  * Keys per chunk of {@link SplitAttention}: chunk c holds the absolute cache slots
  * [c · ATTENTION_CHUNK, (c + 1) · ATTENTION_CHUNK), whatever rows share the pass.
@@ -58,16 +60,16 @@ interface Variant {
   G: number;
   D: number;
   f16: boolean;
-  /** The serial form of the partial kernel (see {@link GpuContext.serial}). */
+  /** The serial form of the partial kernel (see {@link GpuContext.kernels}). */
   serial: boolean;
 }
 
-function variantOf(shape: AttentionShape, ctx: Pick<GpuContext, 'serial'>): Variant {
+function variantOf(shape: AttentionShape, ctx: Pick<GpuContext, 'kernels'>): Variant {
   return {
     G: shape.heads / shape.kvHeads,
     D: shape.headDim,
     f16: shape.format === 'f16',
-    serial: ctx.serial,
+    serial: ctx.kernels === 'serial',
   };
 }
 
@@ -79,6 +81,7 @@ function splitSource(v: Variant): WgslVariant {
     D: v.D,
     KV_F16: v.f16,
     SERIAL: v.serial,
+    VB: V_BATCH,
   });
 }
 
@@ -102,7 +105,7 @@ export function attentionChunks(base: number, rows: number): number {
   return Math.floor((base + rows - 1) / ATTENTION_CHUNK) + 1;
 }
 
-function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limits' | 'serial'>): void {
+function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limits' | 'kernels'>): void {
   const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0 } = shape;
   for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity, maxRows }))
     if (!Number.isInteger(v) || v < 1)

@@ -26,8 +26,8 @@
 // Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
 //   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
 //   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
-//   t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G heads; the S
-//   parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
+//   t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G heads (VB
+//   keys' loads issued at once, then added in key order); the S parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
 //   so a row's output is bit-identical whatever rows share the pass (batch invariance).
 // Dispatches: rows whose keys all fit chunk 0 (slots[r] < CH) are final after this pass, so a pass
 //   with slots[T-1] < CH costs this one dispatch; otherwise attention_merge follows (two in all).
@@ -43,6 +43,7 @@ const D: u32 = {{D}}u; // head dim
 const D4: u32 = D / 4u;
 const KPT: u32 = CH / WG; // keys scored per thread
 const S: u32 = WG / D4; // key parts of the weighted-V sum
+const VB: u32 = {{VB}}u; // V loads a thread issues at once
 const MASKED: f32 = -3.0e38;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -263,10 +264,19 @@ fn main(
   let n = min(CH, me + 1u - c0); // keys past the row's own slot are never visible
   var acc: array<vec4<f32>, G>;
   if (sp < S) {
-    for (var j = sp; j < n; j += S) {
-      let vv = v4((c0 + j) * slotStride + kvh * D4 + col);
-      for (var g = 0u; g < G; g++) {
-        acc[g] += sc[g * CH + j] * vv;
+    // VB keys' V loads at a time, all issued before the first is used; summed in key order.
+    for (var j0 = sp; j0 < n; j0 += VB * S) {
+      var vv: array<vec4<f32>, VB>;
+      for (var i = 0u; i < VB; i++) {
+        vv[i] = v4((c0 + min(j0 + i * S, n - 1u)) * slotStride + kvh * D4 + col);
+      }
+      for (var i = 0u; i < VB; i++) {
+        let j = j0 + i * S;
+        if (j < n) {
+          for (var g = 0u; g < G; g++) {
+            acc[g] += sc[g * CH + j] * vv[i];
+          }
+        }
       }
     }
   }

@@ -30,7 +30,7 @@ async function runMatmul(
   x: Float32Array,
   M: number,
 ): Promise<Float32Array> {
-  await prepareMatmul(ctx, q.format, M, { cols: q.cols });
+  await prepareMatmul(ctx, q.format, q, M);
   return runOnce(ctx, 'matmul', (run) => {
     const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
     const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];

@@ -69,7 +69,7 @@ type Fusion = Pick<MatmulOptions, 'epilogue'> & { norm?: boolean };
 /** Rows [row0, row0 + M) of a case through one fused Matmul (M = 1 with row0: a GEMV at an x offset). */
 async function fused(ctx: GpuContext, c: Case, f: Fusion, M = c.M, row0 = 0): Promise<Uint32Array> {
   const opts = { epilogue: f.epilogue, ...(f.norm ? { norm: { onePlus: false } } : {}) };
-  await prepareMatmul(ctx, c.w.format, M, { ...opts, cols: c.K });
+  await prepareMatmul(ctx, c.w.format, c.w, M, opts);
   return runOnce(ctx, 'fused', (run) => {
     const w: GpuMatrix = run.own(
       f.epilogue === 'silu' ? uploadGatedPair(ctx, c.w, c.up!, 'gu') : uploadMatrix(ctx, c.w, 'w'),
@@ -87,7 +87,7 @@ async function fused(ctx: GpuContext, c: Case, f: Fusion, M = c.M, row0 = 0): Pr
 /** The same through the kernels the fusion replaces: RmsNorm, Matmul(s), SiluMul, AddInPlace. */
 async function unfused(ctx: GpuContext, c: Case, f: Fusion): Promise<Uint32Array> {
   const { M, N, K } = c;
-  await prepareMatmul(ctx, c.w.format, M, { cols: K });
+  await prepareMatmul(ctx, c.w.format, c.w, M);
   await RmsNorm.prepare(ctx);
   await SiluMul.prepare(ctx, false);
   await AddInPlace.prepare(ctx);
@@ -159,15 +159,15 @@ const FUSIONS: [string, Fusion][] = [
 // The matmul kernel uses no subgroup operation (its lanes' sums are added in a fixed order in
 // workgroup memory, or each thread walks the whole K; the fusions are template branches of the same
 // kernel), so the tests run on the default device (matmul.test.ts checks that a device without
-// subgroups gives the same bits), once per layout (GpuContext.serial): the unfused kernels run on
+// subgroups gives the same bits), once per layout (GpuContext.kernels): the unfused kernels run on
 // the same device, so both sides take its layout.
 const LAYOUTS = [
-  ['split-K', false],
-  ['whole-K', true],
+  ['split-K', 'gpu'],
+  ['whole-K', 'serial'],
 ] as const;
 
-describe.each(LAYOUTS)('fused matmul, %s', (_layout, serial) => {
-  const context = () => gpu({ serial });
+describe.each(LAYOUTS)('fused matmul, %s', (_layout, kernels) => {
+  const context = () => gpu({ kernels });
   describe.each(FUSIONS)('%s', (_name, f) => {
     it.each(FORMATS)('%s: the bits of the unfused kernels, close to the TS reference', async (format) => {
       const ctx = await context();
@@ -200,9 +200,9 @@ describe.each(LAYOUTS)('fused matmul, %s', (_layout, serial) => {
   });
 });
 
-describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
+describe.each(LAYOUTS)('stacked matrices, %s', (_layout, kernels) => {
   it.each(FORMATS)('%s: q;k;v as one matrix gives each piece its own matmul bits', async (format) => {
-    const ctx = await gpu({ serial });
+    const ctx = await gpu({ kernels });
     const [M, K] = [3, 256];
     const pieces = [24, 8, 8].map((n, i) => quantize(randomF32(n * K, 40 + i), n, K, format));
     const x = randomF32(M * K, 50);
@@ -251,7 +251,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
   });
 
   it.each(FORMATS)('%s: a gated pair split into parts gives the bits of a whole one', async (format) => {
-    const ctx = await gpu({ serial });
+    const ctx = await gpu({ kernels });
     const c = makeCase(format, [2, 40, 256], 60);
     const f: Fusion = { epilogue: 'silu' };
     const whole = await fused(ctx, c, f);
@@ -259,7 +259,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
     const bytes = (2 * 16 * 256 * { f32: 32, f16: 16, int8: 8, q4_0: 4, int4: 4, int2: 2 }[format]) / 8;
     const parts = uploadGatedPair(ctx, c.w, c.up!, 'gu', bytes);
     expect(parts.parts.map((p) => p.rows)).toEqual([16, 16, 8]);
-    await prepareMatmul(ctx, format, 2, { epilogue: 'silu', cols: 256 });
+    await prepareMatmul(ctx, format, { rows: 3, cols: 256 }, 2, { epilogue: 'silu' });
     const split = await runOnce(ctx, 'split', (run) => {
       const mm = run.own(new Matmul(ctx, run.binds, run.own(parts), { maxM: 2, epilogue: 'silu' }));
       const [xb, yb] = [run.upload(c.x), run.empty(2 * 40 * 4)];
@@ -271,7 +271,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, serial) => {
 
 /** y = x · Wᵀ through a plain Matmul. */
 async function plain(ctx: GpuContext, q: QuantizedMatrix, x: Float32Array, M: number): Promise<Uint32Array> {
-  await prepareMatmul(ctx, q.format, M, { cols: q.cols });
+  await prepareMatmul(ctx, q.format, q, M);
   return runOnce(ctx, 'plain', (run) => {
     const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
     const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];
@@ -289,16 +289,20 @@ describe('the f16 variant', () => {
   });
 
   it('enables f16 in its WGSL and its pipeline key, and only there', () => {
-    const [key, source] = matmulSource('f16', 1, matmulVariant(device(true), 'f16', 128));
+    const [key, source] = matmulSource('f16', 1, matmulVariant(device(true), 'f16', { rows: 8, cols: 128 }));
     expect(key).toMatch(/\bHALF\b/);
     expect(source().code).toMatch(/^enable f16;/m);
-    const [key32, source32] = matmulSource('f16', 1, matmulVariant(device(false), 'f16', 128));
+    const [key32, source32] = matmulSource(
+      'f16',
+      1,
+      matmulVariant(device(false), 'f16', { rows: 8, cols: 128 }),
+    );
     expect(key32).not.toMatch(/\bHALF\b/);
     expect(source32().code).not.toMatch(/enable f16/);
   });
 
   it('is not what runs here when the device lacks shader-f16', async () => {
     const ctx = await gpu();
-    expect(matmulVariant(ctx, 'f16', 128).half).toBe(ctx.features.f16);
+    expect(matmulVariant(ctx, 'f16', { rows: 8, cols: 128 }).half).toBe(ctx.features.f16);
   });
 });

@@ -14,6 +14,7 @@ import {
   matmulTiles,
   matmulVariant,
   prepareMatmul,
+  splitLanes,
   uploadMatrix,
   wideLoads,
 } from './matmul.js';
@@ -26,7 +27,7 @@ async function runMatmul(
   x: Float32Array,
   M: number,
 ): Promise<Float32Array> {
-  await prepareMatmul(ctx, q.format, M, { cols: q.cols });
+  await prepareMatmul(ctx, q.format, q, M);
   return runOnce(ctx, 'matmul', (run) => {
     const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
     const [xb, yb] = [run.upload(x), run.empty(M * q.rows * 4)];
@@ -55,11 +56,12 @@ const SHAPES: [number, number, number][] = [
   [1, 10, 1088],
 ];
 // The matmul kernel uses no subgroup operation, so the tests run on the default device, once per
-// layout (GpuContext.serial: split-K on a GPU, whole-K on a software adapter); the last describe
-// checks that a device without subgroups gives the same bits.
+// layout (GpuContext.kernels: split-K on a GPU, whole-K on a software adapter); the last describe
+// checks that a device without subgroups gives the same bits. The split-K shapes take lanes per
+// output (splitLanes) from 4 to 64.
 const LAYOUTS = [
-  ['split-K', false],
-  ['whole-K', true],
+  ['split-K', 'gpu'],
+  ['whole-K', 'serial'],
 ] as const;
 
 function expectClose(got: Float32Array, want: Float32Array, magnitude: Float32Array): void {
@@ -72,8 +74,8 @@ function expectClose(got: Float32Array, want: Float32Array, magnitude: Float32Ar
   expect(worst).toBeLessThanOrEqual(1);
 }
 
-describe.each(LAYOUTS)('matmul, %s', (_layout, serial) => {
-  const context = () => gpu({ serial });
+describe.each(LAYOUTS)('matmul, %s', (_layout, kernels) => {
+  const context = () => gpu({ kernels });
   it.each(FORMATS)('%s equals dequantize + f32 matmul on random shapes', async (format) => {
     const ctx = await context();
     let seed = 11;
@@ -109,9 +111,9 @@ describe.each(LAYOUTS)('matmul, %s', (_layout, serial) => {
   });
 });
 
-describe.each(LAYOUTS)('matmul on a device without subgroups, %s', (_layout, serial) => {
+describe.each(LAYOUTS)('matmul on a device without subgroups, %s', (_layout, kernels) => {
   it.each(FORMATS)('%s: the same bits, GEMV and a 17-row batch', async (format) => {
-    const [withSg, without] = [await gpu({ serial }), await gpu({ serial, disable: ['subgroups'] })];
+    const [withSg, without] = [await gpu({ kernels }), await gpu({ kernels, disable: ['subgroups'] })];
     const [N, K] = [13, 688];
     const q = quantize(randomF32(N * K, 5), N, K, format);
     const x = randomF32(17 * K, 6);
@@ -130,7 +132,7 @@ async function rowsOneByOne(
   x: Float32Array,
   T: number,
 ): Promise<Uint32Array> {
-  await prepareMatmul(ctx, format, 1, { cols: w.cols });
+  await prepareMatmul(ctx, format, w, 1);
   const binds = new BindGroupCache(ctx.device);
   const mm = new Matmul(ctx, binds, w, { maxM: 1 });
   const xb = uploadBuffer(ctx, x, 'x');
@@ -164,7 +166,7 @@ async function batchBits(
   maxM: number,
   maxBindingBytes?: number,
 ): Promise<Uint32Array> {
-  await prepareMatmul(ctx, q.format, maxM, { cols: q.cols });
+  await prepareMatmul(ctx, q.format, q, maxM);
   return runOnce(ctx, 'matmul', (run) => {
     const w = run.own(uploadMatrix(ctx, q, 'w', maxBindingBytes));
     const mm = run.own(new Matmul(ctx, run.binds, w, { maxM }));
@@ -172,6 +174,48 @@ async function batchBits(
     return { encode: (pass) => mm.encode(pass, xb, yb, T), read: () => readU32(ctx, yb, T * q.rows) };
   });
 }
+
+/** A device as matmulVariant sees it: its features and kernel forms. */
+const device = (kernels: 'gpu' | 'serial') => ({
+  features: { subgroups: true, f16: false, timestamps: false },
+  kernels,
+});
+/** A matrix of K columns (the rows only pick the split-K lanes). */
+const shape = (cols: number) => ({ rows: 64, cols });
+
+describe('splitLanes', () => {
+  it('launches 64k threads or more for a decode matmul, every lane within one trip where 256k threads allow', () => {
+    // Llama-3.2-1B at int4: q|k|v [3072, 2048], o [2048, 2048], gate|up [8192, 2048], down [2048, 8192].
+    expect(splitLanes('int4', 3072, 2048)).toBe(32); // 64 units of 32 per row: 2 per lane
+    expect(splitLanes('int4', 2048, 2048)).toBe(32);
+    expect(splitLanes('int4', 8192, 2048)).toBe(16); // 4 units per lane: one trip
+    expect(splitLanes('int4', 2048, 8192)).toBe(64);
+    expect(splitLanes('f16', 2048, 8192)).toBe(64); // 8 per lane (4 trips of 2): 64 lanes at most
+    expect(splitLanes('int2', 1024, 1024)).toBe(16); // 16 units of 64: one per lane, none idle
+    expect(splitLanes('int4', 1024, 3072)).toBe(64); // Qwen3-0.6B's down: 96 units, 2 per lane
+    expect(splitLanes('f32', 151936, 1024)).toBe(4); // an LM head: wide enough at the least
+    for (const [format, N, K] of [
+      ['int8', 2048, 2048],
+      ['q4_0', 896, 4864],
+      ['f16', 3, 16],
+    ] as const) {
+      const kl = splitLanes(format, N, K);
+      expect(kl & (kl - 1)).toBe(0);
+      expect(kl).toBeGreaterThanOrEqual(4);
+      expect(kl).toBeLessThanOrEqual(64);
+    }
+  });
+
+  it('the test shapes take lanes from 4 to 64 in the split-K layout', () => {
+    const lanes = new Set(
+      FORMATS.flatMap((f) =>
+        SHAPES.map(([, N, K]) => matmulVariant(device('gpu'), f, { rows: N, cols: K }).lanes),
+      ),
+    );
+    expect([...lanes].sort((a, b) => a - b)).toEqual([4, 8, 16, 32, 64]);
+    expect(matmulVariant(device('serial'), 'f16', shape(128)).lanes).toBe(0);
+  });
+});
 
 describe('wideLoads', () => {
   it('reads q4_0 and int4 codes 16 bytes at a time when K % 32 == 0, int2 when K % 64 == 0', () => {
@@ -185,17 +229,13 @@ describe('wideLoads', () => {
   });
 
   it('picks the WIDE variant (vec4<u32> codes) in the split-K layout only', () => {
-    const device = (serial: boolean) => ({
-      features: { subgroups: true, f16: false, timestamps: false },
-      serial,
-    });
-    const [key, source] = matmulSource('int2', 1, matmulVariant(device(false), 'int2', 128));
+    const [key, source] = matmulSource('int2', 1, matmulVariant(device('gpu'), 'int2', shape(128)));
     expect(key).toMatch(/\bWIDE\b/);
     expect(source().code).toMatch(/var<storage, read> w: array<vec4<u32>>/);
-    const [narrowKey, narrow] = matmulSource('int2', 1, matmulVariant(device(false), 'int2', 96));
+    const [narrowKey, narrow] = matmulSource('int2', 1, matmulVariant(device('gpu'), 'int2', shape(96)));
     expect(narrowKey).not.toMatch(/\bWIDE\b/);
     expect(narrow().code).toMatch(/var<storage, read> w: array<u32>/);
-    expect(matmulVariant(device(true), 'int2', 128).wide).toBe(false);
+    expect(matmulVariant(device('serial'), 'int2', shape(128)).wide).toBe(false);
   });
 
   it('the test shapes take both load widths of q4_0, int4 and int2', () => {
@@ -206,24 +246,22 @@ describe('wideLoads', () => {
 
 describe('groupPairs', () => {
   it('walks int8, q4_0 and int4 a group per trip in the whole-K GEMV when K % 32 == 0', () => {
-    const device = (serial: boolean) => ({
-      features: { subgroups: true, f16: false, timestamps: false },
-      serial,
-    });
     for (const format of ['int8', 'q4_0', 'int4'] as const) {
       expect([32, 96, 1088].map((K) => groupPairs(format, K))).toEqual([true, true, true]);
       expect([16, 80, 688].map((K) => groupPairs(format, K))).toEqual([false, false, false]);
-      expect(matmulVariant(device(true), format, 96).pairs).toBe(true);
-      expect(matmulVariant(device(false), format, 96).pairs).toBe(false);
+      expect(matmulVariant(device('serial'), format, shape(96)).pairs).toBe(true);
+      expect(matmulVariant(device('gpu'), format, shape(96)).pairs).toBe(false);
       // The test shapes take both walks.
       expect(new Set(SHAPES.map(([, , K]) => groupPairs(format, K)))).toEqual(new Set([true, false]));
     }
     for (const format of ['f32', 'f16', 'int2'] as const) expect(groupPairs(format, 128)).toBe(false);
-    const [key, source] = matmulSource('int4', 1, matmulVariant(device(true), 'int4', 96));
+    const [key, source] = matmulSource('int4', 1, matmulVariant(device('serial'), 'int4', shape(96)));
     expect(key).toMatch(/WK_STEP=2u/);
     expect(source().code).toMatch(/blk \+= 2u/);
     // The tiles walk a block per trip (the same sums; see wholeKCode).
-    expect(matmulSource('int4', 8, matmulVariant(device(true), 'int4', 96))[0]).toMatch(/WK_STEP=1u/);
+    expect(matmulSource('int4', 8, matmulVariant(device('serial'), 'int4', shape(96)))[0]).toMatch(
+      /WK_STEP=1u/,
+    );
   });
 });
 
@@ -248,9 +286,9 @@ describe("gemmVariants (the W8A8 kernel's)", () => {
   });
 });
 
-describe.each(LAYOUTS)('matrices split into parts, %s', (_layout, serial) => {
+describe.each(LAYOUTS)('matrices split into parts, %s', (_layout, kernels) => {
   it.each(FORMATS)('%s: a split matrix gives the same bits as a whole one', async (format) => {
-    const ctx = await gpu({ serial });
+    const ctx = await gpu({ kernels });
     const [N, K, T] = [37, 128, 3];
     const q = quantize(randomF32(N * K, 21), N, K, format);
     const x = randomF32(T * K, 22);
@@ -267,7 +305,7 @@ describe.each(LAYOUTS)('matrices split into parts, %s', (_layout, serial) => {
   });
 
   it.each(FORMATS)('%s, K = 688: parts start on a whole group pair / super-block', async (format) => {
-    const ctx = await gpu({ serial });
+    const ctx = await gpu({ kernels });
     const [N, K, T] = [37, 688, 2];
     const q = quantize(randomF32(N * K, 23), N, K, format);
     const x = randomF32(T * K, 24);

@@ -25,8 +25,9 @@ import {
 
 /**
  * Uniforms of matmul.wgsl and matmul_w8a8.wgsl: batch M, total N (the stride of y), K, first x row,
- * the part being dispatched (its first output column and row count), and the RMSNorm epsilon of a
- * fused norm (matmul.wgsl's NORM variant; 0 and unused otherwise).
+ * the part being dispatched (its first output column and row count), the RMSNorm epsilon of a
+ * fused norm (matmul.wgsl's NORM variant; 0 and unused otherwise) and the lanes per output of
+ * matmul.wgsl's split-K form ({@link splitLanes}; unused elsewhere).
  */
 export const MatmulParams = defineUniforms('Params', {
   M: 'u32',
@@ -36,6 +37,7 @@ export const MatmulParams = defineUniforms('Params', {
   n_off: 'u32',
   n_rows: 'u32',
   eps: 'f32',
+  lanes: 'u32',
 });
 const Params = MatmulParams;
 
@@ -272,6 +274,7 @@ export function matmulParams(
   M: number,
   xOffsetRows: number,
   eps = 0,
+  lanes = 0,
 ): Record<LayoutKeys<typeof MatmulParams>, number> {
   return {
     M,
@@ -281,6 +284,7 @@ export function matmulParams(
     n_off: part.row0,
     n_rows: part.rows,
     eps,
+    lanes,
   };
 }
 
@@ -316,25 +320,22 @@ export function matmulTiles(maxM: number): number[] {
   return [2, 4, 8].filter((tm) => tm === 2 || tm / 2 < maxM);
 }
 
-/**
- * Output columns per row group (the WGSL constant R) of matmul.wgsl's split-K variant with `tm`
- * rows per tile: 2, or 1 for the SiLU gate's 8-row tile (its 2·R·TM accumulators per thread and
- * their lane sums in workgroup memory would pass the 16 KiB a workgroup may hold). In the whole-K
- * layout, the columns per thread ({@link WHOLE_K_COLUMNS}). A row's result depends on neither.
- */
-function columnsPerGroup(tm: number, epilogue: MatmulEpilogue, wholeK = false): number {
-  if (wholeK) return WHOLE_K_COLUMNS;
-  if (tm === 1) return GEMV_COLUMNS;
-  return epilogue === 'silu' && tm === 8 ? 1 : 2;
+/** Output columns per row group (the WGSL constant R) of the split-K form: 1 in the GEMV, 2 in the tiles. */
+function columnsPerGroup(tm: number): number {
+  return tm === 1 ? 1 : 2;
 }
 
-/** Output columns per row group of the GEMV (8 per workgroup; see bench/kernels.ts for 4 vs 8). */
-const GEMV_COLUMNS = 2;
+/** Threads per workgroup of the split-K form (its norm prologue sums as rmsnorm.wgsl's 64 threads do). */
+const SPLIT_K_THREADS = 64;
 
-/** Row groups of a split-K matmul.wgsl workgroup (its 64 threads are 4 groups of 16 K-lanes). */
-const ROW_GROUPS = 4;
+/**
+ * Threads a split-K decode matmul (the GEMV) aims to launch: enough that every thread having one
+ * trip's loads in flight (64 bytes of codes) keeps ~4 MB in flight, past what an H100 needs to
+ * stream at full bandwidth (bandwidth × latency ≈ 2.3 MB; bench/occupancy.ts has the model).
+ */
+export const GEMV_TARGET_THREADS = 65536;
 
-/** Threads per workgroup of the whole-K layout (see {@link GpuContext.serial}). */
+/** Threads per workgroup of the whole-K layout (see {@link GpuContext.kernels}). */
 export const WHOLE_K_THREADS = 4;
 
 /**
@@ -346,15 +347,63 @@ export const WHOLE_K_THREADS = 4;
 export const WHOLE_K_COLUMNS = 8;
 
 /**
- * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
- * (1: the GEMV), this epilogue and layout.
+ * Blocks of 16 elements one 16-byte code load of the split-K form covers for a `format` matrix of
+ * K columns (its unit, the WGSL constant U): 2 for q4_0 and int4 and 4 for int2 where
+ * {@link wideLoads} holds, else 1 (a block of f32 takes four loads, of f16 two).
  */
-export function matmulRowsPerWorkgroup(
-  tm: number,
-  epilogue: MatmulEpilogue = 'store',
-  wholeK = false,
-): number {
-  return wholeK ? WHOLE_K_THREADS * WHOLE_K_COLUMNS : ROW_GROUPS * columnsPerGroup(tm, epilogue);
+export function blocksPerUnit(format: WeightFormat, K: number): number {
+  if (!wideLoads(format, K)) return 1;
+  return format === 'int2' ? 4 : 2;
+}
+
+/** 16-byte loads per unit (the WGSL constant UV): the f32 and f16 blocks are 64 and 32 bytes. */
+function loadsPerUnit(format: WeightFormat): number {
+  return format === 'f32' ? 4 : format === 'f16' ? 2 : 1;
+}
+
+/**
+ * Units each lane loads before it uses any, per trip (the WGSL constant UT): 64 bytes of codes per
+ * weight row in the GEMV (one unit of f32, two of f16, four of the others: 16 bytes each, or 8 and
+ * 4 in the narrow reads), half that in the tiles, which hold twice the rows and TM accumulators per
+ * row. The sums do not depend on it.
+ */
+export function unitsPerTrip(format: WeightFormat, tm: number): number {
+  const gemv = format === 'f32' ? 1 : format === 'f16' ? 2 : 4;
+  return tm === 1 ? gemv : Math.max(1, gemv / 2);
+}
+
+/**
+ * Most threads {@link splitLanes} launches to give every lane a single trip: about what the largest
+ * GPUs hold resident (an H100: 132 SMs × 2048).
+ */
+export const GEMV_MAX_THREADS = 262144;
+
+/**
+ * Lanes that split the K of one output in the split-K form (the WGSL constant KL, a uniform) for a
+ * `format` matrix [N, K]: a power of two from 4 to 64, no more than the row has units (no lane
+ * idle). First the fewest that launch N · KL ≥ {@link GEMV_TARGET_THREADS} threads; then more,
+ * while the launch stays within {@link GEMV_MAX_THREADS}, until every lane's units fit one GEMV trip
+ * (the whole matrix requested at once: what a matrix smaller than a GPU's bandwidth × latency
+ * needs). It is the matrix's own, so its GEMV and its tiles sum every output in one order (batch
+ * invariance).
+ */
+export function splitLanes(format: WeightFormat, N: number, K: number): number {
+  const units = K / 16 / blocksPerUnit(format, K);
+  const trip = unitsPerTrip(format, 1);
+  let kl = 4;
+  while (kl < 64 && 2 * kl <= units && N * kl < GEMV_TARGET_THREADS) kl *= 2;
+  while (kl < 64 && 2 * kl <= units && Math.ceil(units / kl) > trip && 2 * kl * N <= GEMV_MAX_THREADS)
+    kl *= 2;
+  return kl;
+}
+
+/**
+ * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
+ * (1: the GEMV) and this layout: whole-K {@link WHOLE_K_THREADS} · {@link WHOLE_K_COLUMNS}; split-K
+ * (64 / lanes) row groups of {@link columnsPerGroup} columns.
+ */
+export function matmulRowsPerWorkgroup(tm: number, v: Pick<MatmulVariant, 'wholeK' | 'lanes'>): number {
+  return v.wholeK ? WHOLE_K_THREADS * WHOLE_K_COLUMNS : (SPLIT_K_THREADS / v.lanes) * columnsPerGroup(tm);
 }
 
 /**
@@ -391,8 +440,10 @@ export interface MatmulVariant {
   /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
   readonly norm: false | 'weight' | 'one-plus';
   readonly epilogue: MatmulEpilogue;
-  /** The whole-K layout (see {@link GpuContext.serial}); else K is split over 16 lanes. */
+  /** The whole-K layout (see {@link GpuContext.kernels}); else K is split over `lanes` lanes. */
   readonly wholeK: boolean;
+  /** Split-K only: lanes per output ({@link splitLanes} of the matrix); 0 in the whole-K layout. */
+  readonly lanes: number;
   /** Split-K only: q4_0, int4 and int2 codes read 16 bytes per load (see {@link wideLoads}). */
   readonly wide: boolean;
   /** Whole-K GEMV only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
@@ -435,19 +486,27 @@ function gridPerGroup(format: WeightFormat): boolean {
   return format === 'int8' || format === 'q4_0' || format === 'int4';
 }
 
-/** The variant a {@link Matmul} over a `format` matrix of K columns with these options runs on `ctx`. */
+/** A matrix's shape: N output rows (a gated pair's outputs), K columns. */
+export interface MatrixShape {
+  readonly rows: number;
+  readonly cols: number;
+}
+
+/** The variant a {@link Matmul} over a `format` matrix of this shape with these options runs on `ctx`. */
 export function matmulVariant(
-  ctx: Pick<GpuContext, 'features'> & Partial<Pick<GpuContext, 'serial'>>,
+  ctx: Pick<GpuContext, 'features'> & Partial<Pick<GpuContext, 'kernels'>>,
   format: WeightFormat,
-  K: number,
+  shape: MatrixShape,
   opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): MatmulVariant {
-  const wholeK = ctx.serial ?? false;
+  const wholeK = ctx.kernels === 'serial';
+  const K = shape.cols;
   return {
     half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
     wholeK,
+    lanes: wholeK ? 0 : splitLanes(format, shape.rows, K),
     wide: !wholeK && wideLoads(format, K),
     pairs: wholeK && groupPairs(format, K),
   };
@@ -465,10 +524,16 @@ export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant)
 export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   return {
     TM: tm,
-    R: columnsPerGroup(tm, v.epilogue, v.wholeK),
-    TPR: v.wholeK ? WHOLE_K_THREADS : 64,
+    R: v.wholeK ? WHOLE_K_COLUMNS : columnsPerGroup(tm),
+    TPR: v.wholeK ? WHOLE_K_THREADS : SPLIT_K_THREADS,
     WHOLE_K: v.wholeK,
-    ...(v.wholeK ? wholeKCode(format, tm, v) : {}),
+    ...(v.wholeK
+      ? wholeKCode(format, tm, v)
+      : {
+          U: v.wide ? (format === 'int2' ? 4 : 2) : 1,
+          UV: loadsPerUnit(format),
+          UT: unitsPerTrip(format, tm),
+        }),
     HALF: v.half,
     WTYPE: v.wide ? 'vec4<u32>' : codeWordType(format),
     F32: format === 'f32',
@@ -588,26 +653,22 @@ function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVar
 }
 
 /**
- * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format and
- * these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics instead of a
- * later validation error. The smaller tiles share their source and compile on first use. `cols`
- * is the K of the matrices it will serve; without it, both load widths are prepared where the
- * format has two (see {@link wideLoads}).
+ * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format,
+ * shape and these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics
+ * instead of a later validation error. The smaller tiles share their source and compile on first
+ * use. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
  */
 export async function prepareMatmul(
   ctx: GpuContext,
   format: WeightFormat,
+  shape: MatrixShape,
   maxM = 16,
-  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'>; cols?: number } = {},
+  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): Promise<void> {
-  // K = 16 takes the narrow loads, K = 64 the wide ones of every format that has them.
-  const ks = opts.cols === undefined ? [16, 64] : [opts.cols];
-  const variants = ks.map((K) => matmulVariant(ctx, format, K, opts));
+  const v = matmulVariant(ctx, format, shape, opts);
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM).at(-1)!] : [1];
-  // By pipeline key: both K give one variant where the format has one load width.
-  const sources = new Map(variants.flatMap((v) => tms.map((tm) => matmulSource(format, tm, v))));
-  await Promise.all([...sources].map(([key, source]) => ctx.pipelines.prepare('matmul', key, source)));
+  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulSource(format, tm, v))));
 }
 
 /**
@@ -629,6 +690,8 @@ export abstract class PartedMatmul {
   private readonly compile: (mt: number) => GPUComputePipeline;
   /** One uniform slot per part of w. */
   private readonly params: UniformSlot<LayoutKeys<typeof Params>>[];
+  /** The split-K lanes per output the kernel reads from its uniforms (0: a kernel without them). */
+  protected lanes = 0;
 
   /**
    * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a
@@ -691,7 +754,7 @@ export abstract class PartedMatmul {
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {
       const slot = this.params[i]!;
-      slot.write(matmulParams(this.w, part, M, xOffsetRows, eps));
+      slot.write(matmulParams(this.w, part, M, xOffsetRows, eps, this.lanes));
       const buffers = [slot.buffer, part.data, ...inputs, y];
       if (part.scales) buffers.push(part.scales);
       buffers.push(...after);
@@ -720,7 +783,7 @@ export class Matmul extends PartedMatmul {
   readonly epilogue: MatmulEpilogue;
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
-    const v = matmulVariant(ctx, w.format, w.cols, opts);
+    const v = matmulVariant(ctx, w.format, w, opts);
     if ((v.epilogue === 'silu') !== (w.gated === true))
       throw new InvalidInputError(
         `Matmul: epilogue ${v.epilogue} ${w.gated ? 'cannot take' : 'needs'} a gated pair (uploadGatedPair)`,
@@ -738,11 +801,12 @@ export class Matmul extends PartedMatmul {
       'Matmul',
       'matmul',
       (tm) => matmulSource(w.format, tm, v),
-      (tm) => matmulRowsPerWorkgroup(tm, v.epilogue, v.wholeK),
+      (tm) => matmulRowsPerWorkgroup(tm, v),
       matmulTiles,
     );
     this.norm = norm;
     this.epilogue = v.epilogue;
+    this.lanes = v.lanes;
   }
 
   /**

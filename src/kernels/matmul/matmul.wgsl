@@ -38,20 +38,23 @@
 //   below) or split-K (GPUs), described here.
 // Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
 //   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
-//   t % KL of row group t / KL (KL = 16 lanes, RG = 4 groups); group g owns columns n0 + g * R ..
-//   + R - 1, i.e. WR = R weight rows (2R with SILU: gate rows then up rows). K is cut into units
-//   of U consecutive 16-element blocks, the blocks one load reads (U = 1; WIDE: 2 for Q4_0 and
-//   INT4, 4 for INT2). Lane l walks the units l, l + KL, l + 2 KL, ... of K in increasing order,
-//   and a unit's blocks in increasing order, accumulating acc = acc + dot16(block) per output;
-//   then the KL lane sums of an output are added in lane order by one thread (workgroup memory).
-//   That order depends on neither M nor the tile, so a row's result is bit-identical in a GEMV and
-//   in any GEMM batch (explicit fma keeps compilers from contracting differently).
-// Tiles: the M rows of x are taken TM at a time (the last tile may be short). Per tile, K is walked
-//   in chunks of CB blocks per lane (KC = KL * CB blocks: whole units when CB >= U, else the same
-//   CB blocks of one unit per lane, its codes held in registers from the chunk that read them):
-//   the 64 threads copy the tile's TM x KC * 16 inputs into workgroup memory (NORM: already
-//   scaled), then every thread reads its weights once and multiplies each block by the TM staged
-//   rows: WR * TM accumulators per thread (register blocking).
+//   t % KL of row group t / KL (KL = p.lanes lanes per output, a power of two from 4 to 64 chosen
+//   per matrix by the TS side, RG = 64 / KL groups); group g owns columns n0 + g * R .. + R - 1,
+//   i.e. WR = R weight rows (2R with SILU: gate rows then up rows). R = 1 in the GEMV, 2 in the
+//   tiles.
+// K walk: K is cut into units of U consecutive 16-element blocks, the blocks one 16-byte load reads
+//   (U = 1, one block of UV loads: 4 for F32, 2 for F16, 1 for INT8 and the narrow q4_0 / INT4 /
+//   INT2 reads of 8 or 4 bytes; WIDE: U = 2 for Q4_0 and INT4, 4 for INT2). Lane l owns the units
+//   l, l + KL, l + 2 KL, ... of K and takes them UT at a time (a trip): it first loads every code
+//   word and grid word of the trip's units for its WR rows (UT * WR * UV loads of 16 bytes, issued
+//   before any is used: the bytes a thread has in flight), then for each unit in increasing order
+//   and each of its blocks in order adds acc = acc + dot16(block, x block) per output, reading x
+//   (f32, L1/L2-resident) straight from its buffer. Then the KL lane sums of an output are added in
+//   lane order by one thread (workgroup memory). That order depends on neither M, nor the tile, nor
+//   UT, nor COLS, nor the subgroup size, so a row's result is bit-identical in a GEMV and in any
+//   GEMM batch (explicit fma keeps compilers from contracting differently).
+// Tiles: the M rows of x are taken TM at a time (the last tile may be short); each weight block is
+//   loaded once per tile and multiplied by the TM rows: WR * TM accumulators per thread.
 // Preconditions (checked in TS): K % 16 == 0, each part starts at a flat index that is a multiple
 //   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with SILU, so does its up half); WIDE: K % 32 == 0
 //   (Q4_0, INT4) or K % 64 == 0 (INT2), so every unit's codes are one aligned vec4<u32>.
@@ -73,24 +76,15 @@ enable f16;
 //#endif
 
 const TPR: u32 = {{TPR}}u;
-// Lanes that split K for one output, and the row groups of a workgroup.
-const KL: u32 = 16u;
-const RG: u32 = TPR / KL;
 // Rows of x per tile: the accumulators a thread holds per weight row.
 const TM: u32 = {{TM}}u;
-// Output columns per row group, per workgroup, and the weight rows a thread reads.
+// Output columns per thread (whole-K) or per row group (split-K), and the weight rows behind them.
 const R: u32 = {{R}}u;
-const COLS: u32 = RG * R;
 //#if SILU
 const WR: u32 = 2u * R;
 //#else
 const WR: u32 = R;
 //#endif
-// Blocks per lane per chunk (2 for the GEMV, else 1: the staged tile is TM KiB, 2 for the GEMV;
-// workgroup memory is zeroed at every workgroup's start, so a larger tile costs every workgroup),
-// and blocks per chunk.
-const CB: u32 = max(1u, 2u / TM);
-const KC: u32 = KL * CB;
 
 // 16 weights (or 16 inputs) of one block.
 struct Block {
@@ -128,23 +122,15 @@ fn deq(q: vec4<f32>, ab: vec2<f32>) -> vec4<f32> {
   return fma(q, vec4<f32>(ab.x), vec4<f32>(-ab.y));
 }
 
-//#if !WIDE
-// The 16 weights of the block at flat element e of the part.
-fn load_block(e: u32) -> Block {
-//#if F32
-  let i = e / 4u;
-  return Block(bitcast<vec4<f32>>(w[i]), bitcast<vec4<f32>>(w[i + 1u]), bitcast<vec4<f32>>(w[i + 2u]), bitcast<vec4<f32>>(w[i + 3u]));
-//#endif
-//#if F16
-  let h0 = w[e / 8u];
-  let h1 = w[e / 8u + 1u];
+// The 16 weights of an F16 block in words h0, h1.
+fn f16_block(h0: vec4<u32>, h1: vec4<u32>) -> Block {
   return Block(h4(h0.x, h0.y), h4(h0.z, h0.w), h4(h1.x, h1.y), h4(h1.z, h1.w));
-//#endif
-//#if SCALES
-  return load_codes(e, grid_at(e));
-//#endif
 }
-//#endif
+
+// The 16 weights of an INT8 block of codes v on grid ab.
+fn int8_block(v: vec4<u32>, ab: vec2<f32>) -> Block {
+  return Block(deq(i8x4(v.x), ab), deq(i8x4(v.y), ab), deq(i8x4(v.z), ab), deq(i8x4(v.w), ab));
+}
 
 //#if NIBBLES
 // The 16 weights of a block of nibble codes (words lo, hi) on grid ab.
@@ -157,38 +143,6 @@ fn nibble_block(lo: u32, hi: u32, ab: vec2<f32>) -> Block {
 fn int2_block(c: u32, ab: vec2<f32>) -> Block {
   return Block(deq(u2x4(c, 0u), ab), deq(u2x4(c, 8u), ab), deq(u2x4(c, 16u), ab), deq(u2x4(c, 24u), ab));
 }
-//#endif
-
-//#if SCALES
-//#if !WIDE
-// The 16 weights of the block at flat element e of the part, on its grid ab = grid_at(e) (the
-// whole-K form reuses a grid over the blocks of one group).
-fn load_codes(e: u32, ab: vec2<f32>) -> Block {
-//#if INT8
-  let v = w[e / 16u];
-  return Block(deq(i8x4(v.x), ab), deq(i8x4(v.y), ab), deq(i8x4(v.z), ab), deq(i8x4(v.w), ab));
-//#endif
-//#if NIBBLES
-  let v = w[e / 16u];
-  return nibble_block(v.x, v.y, ab);
-//#endif
-//#if INT2
-  return int2_block(w[e / 16u], ab);
-//#endif
-}
-//#else
-// The 16 weights of block s of a unit (see U below) whose codes are v, the block at flat element
-// e of the part, on its grid grid_at(e) (a nibble unit lies within one group or sub-block; the four
-// blocks of an INT2 unit each have their own).
-fn unit_block(v: vec4<u32>, s: u32, e: u32) -> Block {
-//#if NIBBLES
-  return nibble_block(v[2u * s], v[2u * s + 1u], grid_at(e));
-//#endif
-//#if INT2
-  return int2_block(v[s], grid_at(e));
-//#endif
-}
-//#endif
 //#endif
 
 //#if NORM
@@ -224,6 +178,37 @@ fn dot16(wb: Block, xb: Block) -> f32 {
 }
 
 //#if WHOLE_K
+//#if SCALES
+// The 16 weights of the block at flat element e of the part, on its grid ab = grid_at(e) (the
+// whole-K form reuses a grid over the blocks of one group).
+fn load_codes(e: u32, ab: vec2<f32>) -> Block {
+//#if INT8
+  return int8_block(w[e / 16u], ab);
+//#endif
+//#if NIBBLES
+  let v = w[e / 16u];
+  return nibble_block(v.x, v.y, ab);
+//#endif
+//#if INT2
+  return int2_block(w[e / 16u], ab);
+//#endif
+}
+//#endif
+
+// The 16 weights of the block at flat element e of the part.
+fn load_block(e: u32) -> Block {
+//#if F32
+  let i = e / 4u;
+  return Block(bitcast<vec4<f32>>(w[i]), bitcast<vec4<f32>>(w[i + 1u]), bitcast<vec4<f32>>(w[i + 2u]), bitcast<vec4<f32>>(w[i + 3u]));
+//#endif
+//#if F16
+  return f16_block(w[e / 8u], w[e / 8u + 1u]);
+//#endif
+//#if SCALES
+  return load_codes(e, grid_at(e));
+//#endif
+}
+
 //#if NORM
 // x[i] * x[i] (the vec4 at i), or 0 past `end`: adding it leaves a sum of squares unchanged.
 fn sq(i: u32, end: u32) -> vec4<f32> {
@@ -295,9 +280,61 @@ fn main(
   }
 }
 //#else
-//#if NORM
-const WG: u32 = TPR;
+// Blocks per unit, 16-byte code loads per unit, units per trip; code and grid words of a trip.
+const U: u32 = {{U}}u;
+const UV: u32 = {{UV}}u;
+const UT: u32 = {{UT}}u;
+const NC: u32 = WR * UT * UV;
+const NS: u32 = WR * UT;
 
+// Load v (< UV) of the codes of the unit whose first block is at flat element e.
+fn unit_word(e: u32, v: u32) -> vec4<u32> {
+//#if F32
+  return w[e / 4u + v];
+//#endif
+//#if F16
+  return w[e / 8u + v];
+//#endif
+//#if INT8
+  return w[e / 16u];
+//#endif
+//#if NIBBLES
+//#if WIDE
+  return w[e / 32u];
+//#else
+  return vec4<u32>(w[e / 16u], 0u, 0u);
+//#endif
+//#endif
+//#if INT2
+//#if WIDE
+  return w[e / 64u];
+//#else
+  return vec4<u32>(w[e / 16u], 0u, 0u, 0u);
+//#endif
+//#endif
+}
+
+// Block b (< U) of the unit whose code loads start at c[at], on grid ab (integer formats).
+fn unit_block(c: ptr<function, array<vec4<u32>, NC>>, at: u32, b: u32, ab: vec2<f32>) -> Block {
+//#if F32
+  return Block(bitcast<vec4<f32>>((*c)[at]), bitcast<vec4<f32>>((*c)[at + 1u]), bitcast<vec4<f32>>((*c)[at + 2u]), bitcast<vec4<f32>>((*c)[at + 3u]));
+//#endif
+//#if F16
+  return f16_block((*c)[at], (*c)[at + 1u]);
+//#endif
+//#if INT8
+  return int8_block((*c)[at], ab);
+//#endif
+//#if NIBBLES
+  let v = (*c)[at];
+  return nibble_block(v[2u * b], v[2u * b + 1u], ab);
+//#endif
+//#if INT2
+  return int2_block((*c)[at][b], ab);
+//#endif
+}
+
+//#if NORM
 // Each tile row's inv_rms (NORM).
 var<workgroup> inv_rms: array<f32, TM>;
 var<workgroup> ss_scratch: array<f32, TM * TPR>;
@@ -333,69 +370,21 @@ fn tile_inv_rms(m0: u32, t: u32) {
 }
 //#endif
 
-// Blocks per weight load, a unit (WIDE: one vec4<u32> holds the codes of 2 nibble blocks or 4
-// INT2 ones); and the consecutive blocks of one lane in a chunk (a chunk holds CB / U of each
-// lane's units, or CB blocks of one).
-//#if WIDE
-//#if INT2
-const U: u32 = 4u;
-//#else
-const U: u32 = 2u;
-//#endif
-//#else
-const U: u32 = 1u;
-//#endif
-const RUN: u32 = min(CB, U);
-
-// Lane `lane`'s i-th block of K: block i % U of its unit i / U (units lane, lane + KL, ...).
-fn lane_block(lane: u32, i: u32) -> u32 {
-  return ((i / U) * KL + lane) * U + i % U;
-}
-
-// The slot of a chunk that holds lane `lane`'s j-th block of the chunk (j < CB): slots hold the
-// chunk's blocks in increasing order (one run of KC blocks when CB >= U, else KL runs of CB).
-fn lane_slot(lane: u32, j: u32) -> u32 {
-  return ((j / RUN) * KL + lane) * RUN + j % RUN;
-}
-
-// The block of K that slot s of chunk ch holds (lane_slot's inverse).
-fn slot_block(ch: u32, s: u32) -> u32 {
-  return lane_block((s / RUN) % KL, ch * CB + (s / (KL * RUN)) * RUN + s % RUN);
-}
-
-// The tile's inputs of the current chunk: row m's KC blocks, slot s at vec4 (m * KC + s) * 4.
-var<workgroup> xs: array<vec4<f32>, TM * KC * 4u>;
-
-// Copies chunk ch of tile rows m0 .. m0 + TM - 1 into xs (NORM: x * inv_rms * g, rmsnorm's op
-// order): the slots of blocks within K (a short last chunk stages only those), 0 past M.
-fn stage_x(m0: u32, ch: u32, t: u32) {
-  let kv = p.K / 4u;
-  let nblk = p.K / 16u;
-  for (var i = t; i < TM * KC * 4u; i += TPR) {
-    let m = i / (KC * 4u);
-    let blk = slot_block(ch, (i / 4u) % KC);
-    if (blk < nblk) {
-      let j = blk * 4u + i % 4u;
-      var v = vec4<f32>(0.0);
-      if (m0 + m < p.M) {
-        v = x[(p.x_off + m0 + m) * kv + j];
+// The 16 inputs of block blk of tile row m (NORM: x * inv_rms * g, rmsnorm's op order).
+fn x_block(row: u32, m: u32, blk: u32) -> Block {
+  let i = row * (p.K / 4u) + blk * 4u;
 //#if NORM
-        v = v * vec4<f32>(inv_rms[m]) * norm_weight(j);
+  let s = vec4<f32>(inv_rms[m]);
+  let j = blk * 4u;
+  return Block(x[i] * s * norm_weight(j), x[i + 1u] * s * norm_weight(j + 1u), x[i + 2u] * s * norm_weight(j + 2u), x[i + 3u] * s * norm_weight(j + 3u));
+//#else
+  return Block(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
 //#endif
-      }
-      xs[i] = v;
-    }
-  }
 }
 
-// The staged 16 inputs in slot s of tile row m.
-fn staged_x(m: u32, s: u32) -> Block {
-  let i = (m * KC + s) * 4u;
-  return Block(xs[i], xs[i + 1u], xs[i + 2u], xs[i + 3u]);
-}
-
-// Lane sums of accumulator a = r * TM + m of row group g: red[((g * WR + r) * TM + m) * KL + lane].
-var<workgroup> red: array<f32, RG * WR * TM * KL>;
+// Lane sums of accumulator a = r * TM + m of row group g: red[((g * WR + r) * TM + m) * KL + lane]
+// (RG * KL = TPR whatever KL is).
+var<workgroup> red: array<f32, TPR * WR * TM>;
 
 @compute @workgroup_size(TPR)
 fn main(
@@ -403,24 +392,23 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) t: u32,
 ) {
-  // Output columns n0 .. n0 + COLS - 1 of the part; past-the-end workgroups exit together.
+  // Lanes per output (a uniform: one pipeline serves every matrix of a format), row groups, and
+  // the output columns n0 .. n0 + COLS - 1 of the part; past-the-end workgroups exit together.
+  let KL = p.lanes;
+  let COLS = (TPR / KL) * R;
   let n0 = (wid.y * nwg.x + wid.x) * COLS;
   if (n0 >= p.n_rows) {
     return;
   }
   let lane = t % KL;
   let g = t / KL;
-  let nblk = p.K / 16u;
+  let units = p.K / (16u * U);
   // First flat element of weight row r (rows past the part repeat its last row; not written).
   var row_e: array<u32, WR>;
   for (var r = 0u; r < WR; r++) {
     let n = min(n0 + g * R + r % R, p.n_rows - 1u) + (r / R) * p.n_rows;
     row_e[r] = n * p.K;
   }
-//#if WIDE
-  // The codes of each weight row's current unit.
-  var codes: array<vec4<u32>, WR>;
-//#endif
   for (var m0 = 0u; m0 < p.M; m0 += TM) {
 //#if NORM
     tile_inv_rms(m0, t);
@@ -428,31 +416,40 @@ fn main(
     var acc = array<f32, WR * TM>();
     // Rows of this tile within M (the last tile may be short; its other rows are not computed).
     let tr = min(TM, p.M - m0);
-    // Chunk ch holds every lane's i-th blocks for i = ch * CB .. ch * CB + CB - 1 (lane_block);
-    // the lowest is lane 0's first.
-    for (var ch = 0u; lane_block(0u, ch * CB) < nblk; ch++) {
-      workgroupBarrier(); // every thread is done with the previous chunk
-      stage_x(m0, ch, t);
-      workgroupBarrier();
-      for (var j = 0u; j < CB; j++) {
-        let i = ch * CB + j;
-        let blk = lane_block(lane, i);
-        if (blk < nblk) {
-          let s = lane_slot(lane, j);
-          for (var r = 0u; r < WR; r++) {
-            let e = row_e[r] + blk * 16u;
-//#if WIDE
-            // A unit's codes are read at its first block and kept for its other blocks (which
-            // later chunks reach when CB < U).
-            if (i % U == 0u) {
-              codes[r] = w[e / (16u * U)];
-            }
-            let wb = unit_block(codes[r], i % U, e);
-//#else
-            let wb = load_block(e);
+    for (var i0 = 0u; i0 * KL + lane < units; i0 += UT) {
+      // The trip's loads first: every code word and grid word of its units, for every weight row
+      // (a unit past the end reloads the last one, which is not summed).
+      var c: array<vec4<u32>, NC>;
+//#if SCALES
+      var sw: array<vec4<u32>, NS>;
 //#endif
-            for (var m = 0u; m < tr; m++) {
-              acc[r * TM + m] = acc[r * TM + m] + dot16(wb, staged_x(m, s));
+      for (var s = 0u; s < UT; s++) {
+        let u = min((i0 + s) * KL + lane, units - 1u);
+        for (var r = 0u; r < WR; r++) {
+          let e = row_e[r] + u * U * 16u;
+          for (var v = 0u; v < UV; v++) {
+            c[(r * UT + s) * UV + v] = unit_word(e, v);
+          }
+//#if SCALES
+          sw[r * UT + s] = scale_words(e);
+//#endif
+        }
+      }
+      // Then the units in increasing order, a unit's blocks in order.
+      for (var s = 0u; s < UT; s++) {
+        let u = (i0 + s) * KL + lane;
+        if (u < units) {
+          for (var b = 0u; b < U; b++) {
+            let blk = u * U + b;
+            for (var r = 0u; r < WR; r++) {
+              var ab = vec2<f32>(0.0);
+//#if SCALES
+              ab = grid_of(sw[r * UT + s], row_e[r] + blk * 16u);
+//#endif
+              let wb = unit_block(&c, (r * UT + s) * UV, b, ab);
+              for (var m = 0u; m < tr; m++) {
+                acc[r * TM + m] = acc[r * TM + m] + dot16(wb, x_block(p.x_off + m0 + m, m, blk));
+              }
             }
           }
         }
@@ -462,10 +459,10 @@ fn main(
       red[(g * WR * TM + a) * KL + lane] = acc[a];
     }
     workgroupBarrier();
-    // Thread o writes output (column c, tile row m), o = c * TM + m.
-    if (t < COLS * TM) {
-      let c = t / TM;
-      let m = t % TM;
+    // Output o = c * TM + m (column c, tile row m): its KL lane sums added in lane order.
+    for (var o = t; o < COLS * TM; o += TPR) {
+      let c = o / TM;
+      let m = o % TM;
       let gc = c / R;
       let at0 = ((gc * WR + c % R) * TM + m) * KL;
       var sum = 0.0;
@@ -483,6 +480,7 @@ fn main(
         store_out(at, sum, u);
       }
     }
+    workgroupBarrier(); // every sum is read before the next tile writes red
   }
 }
 //#endif

@@ -3,35 +3,20 @@
 // its lane sums in workgroup memory itself.)
 //
 // store_rows combines each thread's MT accumulators of weight row n over the workgroup's TPR
-// threads and writes y[m, n_off + n] = sum * row_scale(m) for every m < p.M: by a fixed
-// workgroup-memory tree, or (SUBGROUPS) subgroupAdd then the subgroup leaders' sums added in thread
-// order (leaders hold their subgroup's sum, every other slot 0: a fixed order for a given subgroup
-// partition). Per output, the order never depends on M or MT, so a row's result is bit-identical in
-// a GEMV and in any GEMM batch. Needs TPR, MT, RC, p (with M, N, n_off), y and the including
-// kernel's row_scale(m); call from uniform control flow with every thread of the workgroup (lane is
-// the subgroup invocation id with SUBGROUPS, else unused).
+// threads and writes y[m, n_off + n] = sum * row_scale(m) for every m < p.M, by a fixed
+// workgroup-memory tree over the thread index. Per output, the order depends on neither M, nor MT,
+// nor the subgroup size (no subgroup operation: a device may give two pipelines different subgroup
+// sizes), so a row's result is bit-identical in a GEMV and in any GEMM batch. Needs TPR, MT, RC, p
+// (with M, N, n_off), y and the including kernel's row_scale(m); call from uniform control flow
+// with every thread of the workgroup.
 
 var<workgroup> red: array<f32, RC * TPR>;
 
-fn store_rows(acc: ptr<function, array<f32, MT>>, n: u32, t: u32, lane: u32) {
+fn store_rows(acc: ptr<function, array<f32, MT>>, n: u32, t: u32) {
   for (var m0 = 0u; m0 < MT; m0 += RC) {
     if (m0 >= p.M) {
       break;
     }
-//#if SUBGROUPS
-    for (var i = 0u; i < RC; i++) {
-      let v = subgroupAdd((*acc)[m0 + i]);
-      red[i * TPR + t] = select(0.0, v, lane == 0u);
-    }
-    workgroupBarrier();
-    if (t < RC && m0 + t < p.M) {
-      var sum = 0.0;
-      for (var j = 0u; j < TPR; j++) {
-        sum += red[t * TPR + j];
-      }
-      y[(m0 + t) * p.N + p.n_off + n] = sum * row_scale(m0 + t);
-    }
-//#else
     for (var i = 0u; i < RC; i++) {
       red[i * TPR + t] = (*acc)[m0 + i];
     }
@@ -47,7 +32,6 @@ fn store_rows(acc: ptr<function, array<f32, MT>>, n: u32, t: u32, lane: u32) {
     if (t < RC && m0 + t < p.M) {
       y[(m0 + t) * p.N + p.n_off + n] = red[t * TPR] * row_scale(m0 + t);
     }
-//#endif
     workgroupBarrier();
   }
 }

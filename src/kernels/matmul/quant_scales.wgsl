@@ -1,55 +1,96 @@
 // quant_scales: the grid of an integer weight format at a flat element, pulled in with
 // `//#include quant_scales` by matmul.wgsl, matmul_w8a8.wgsl and embed.wgsl; not a kernel of its
 // own. Needs `scales: array<u32>` (the block metadata of quant.ts's QuantizedMatrix, indexed from
-// the part's first element) and one of INT8, Q4_0, INT4, INT2 set (none: grid_at is not emitted).
+// the part's first element) and one of INT8, Q4_0, INT4, INT2 set (none: nothing is emitted).
 //
-// grid_at(e) = (a, b): element e dequantizes to a * q - b for its integer code q.
+// grid_at(e) = (a, b): element e dequantizes to a * q - b for its integer code q. It is
+// grid_of(scale_words(e), e): scale_words loads the metadata words e's grid needs (one load of up
+// to four words), grid_of decodes them, so a kernel may load the words of a whole unit of blocks
+// early and decode each block's grid later (the same words serve every element of a group of 32
+// (INT8, Q4_0, INT4), and every element of 64 aligned ones (INT2)).
 //   INT8, Q4_0: f16 d of group g = e >> 5 in half g & 1 of scales[g >> 1]; (d, 0) and (d, 8d).
+//     Words: (scales[g >> 1], 0, 0, 0).
 //   INT4: super-block s = e >> 8, sub-block j = (e >> 5) & 7: 6-bit sc_j at bit 6j and mn_j at bit
 //     48 + 6j of the little-endian words scales[4s .. 4s + 2] (a field may straddle two words),
-//     (D, M) = unpack2x16float(scales[4s + 3]); (D * sc_j, M * mn_j).
+//     (D, M) = unpack2x16float(scales[4s + 3]); (D * sc_j, M * mn_j). Words: scales[4s .. 4s + 3].
 //   INT2: s = e >> 8, j = (e >> 4) & 15: byte j & 3 of scales[5s + (j >> 2)] = sc_j | mn_j << 4,
-//     (D, M) = unpack2x16float(scales[5s + 4]); (D * sc_j, M * mn_j).
+//     (D, M) = unpack2x16float(scales[5s + 4]); (D * sc_j, M * mn_j). Words: (scales[5s + (j >> 2)],
+//     scales[5s + 4], 0, 0).
 // Every product is exact in f32 (an f16 times an integer below 64), as in quant.ts.
 
 //#if INT8
+fn scale_words(e: u32) -> vec4<u32> {
+  return vec4<u32>(scales[e >> 6u], 0u, 0u, 0u);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
+  return vec2<f32>(unpack2x16float(w.x)[(e >> 5u) & 1u], 0.0);
+}
+
 fn grid_at(e: u32) -> vec2<f32> {
-  let g = e >> 5u;
-  return vec2<f32>(unpack2x16float(scales[g >> 1u])[g & 1u], 0.0);
+  return grid_of(scale_words(e), e);
 }
 //#endif
 //#if Q4_0
-fn grid_at(e: u32) -> vec2<f32> {
-  let g = e >> 5u;
-  let d = unpack2x16float(scales[g >> 1u])[g & 1u];
+fn scale_words(e: u32) -> vec4<u32> {
+  return vec4<u32>(scales[e >> 6u], 0u, 0u, 0u);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
+  let d = unpack2x16float(w.x)[(e >> 5u) & 1u];
   return vec2<f32>(d, 8.0 * d);
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
 }
 //#endif
 //#if INT4
-// `width` (< 32) bits at bit `pos` of the 96-bit field array starting at scales[base].
-fn field(base: u32, pos: u32, width: u32) -> u32 {
-  let i = base + (pos >> 5u);
+fn scale_words(e: u32) -> vec4<u32> {
+  let s = 4u * (e >> 8u);
+  return vec4<u32>(scales[s], scales[s + 1u], scales[s + 2u], scales[s + 3u]);
+}
+
+// Word i (< 3) of the 96-bit field array.
+fn field_word(w: vec4<u32>, i: u32) -> u32 {
+  return select(select(w.x, w.y, i == 1u), w.z, i == 2u);
+}
+
+// `width` (< 32) bits at bit `pos` of the 96-bit field array w.xyz.
+fn field(w: vec4<u32>, pos: u32, width: u32) -> u32 {
+  let i = pos >> 5u;
   let off = pos & 31u;
-  var v = scales[i] >> off;
+  var v = field_word(w, i) >> off;
   if (off + width > 32u) {
-    v |= scales[i + 1u] << (32u - off);
+    v |= field_word(w, i + 1u) << (32u - off);
   }
   return v & ((1u << width) - 1u);
 }
 
-fn grid_at(e: u32) -> vec2<f32> {
-  let s = e >> 8u;
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
   let j = (e >> 5u) & 7u;
-  let dm = unpack2x16float(scales[4u * s + 3u]);
-  return dm * vec2<f32>(f32(field(4u * s, 6u * j, 6u)), f32(field(4u * s, 48u + 6u * j, 6u)));
+  let dm = unpack2x16float(w.w);
+  return dm * vec2<f32>(f32(field(w, 6u * j, 6u)), f32(field(w, 48u + 6u * j, 6u)));
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
 }
 //#endif
 //#if INT2
-fn grid_at(e: u32) -> vec2<f32> {
-  let s = e >> 8u;
+fn scale_words(e: u32) -> vec4<u32> {
+  let s = 5u * (e >> 8u);
+  return vec4<u32>(scales[s + ((e >> 6u) & 3u)], scales[s + 4u], 0u, 0u);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
   let j = (e >> 4u) & 15u;
-  let byte = (scales[5u * s + (j >> 2u)] >> (8u * (j & 3u))) & 255u;
-  let dm = unpack2x16float(scales[5u * s + 4u]);
+  let byte = (w.x >> (8u * (j & 3u))) & 255u;
+  let dm = unpack2x16float(w.y);
   return dm * vec2<f32>(f32(byte & 15u), f32(byte >> 4u));
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
 }
 //#endif

@@ -129,7 +129,7 @@ export interface SplitSamplerOptions {
  * The {@link Sampler}'s choice spread over many workgroups per row, for large vocabularies: the
  * best child of each row by the top-k kernels (topk.wgsl in sampler mode). When filtering, one
  * workgroup per row finds the allowed set's logit threshold with the sampler's own filter test;
- * then workgroups of 2048 tokens each take their chunk's best score (the logit when greedy, else
+ * then workgroups of 256 tokens each take their chunk's best score (the logit when greedy, else
  * ℓ·invT + G), and one per row merges them. The same scores, ties to the lower id, and the same
  * allowed set as the restricted Gumbel-argmax (both keep exactly the tokens that pass the filter
  * test): the ids equal {@link Sampler}'s. One difference: a row whose every logit is -inf gets

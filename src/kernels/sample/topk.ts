@@ -26,8 +26,15 @@ export type RankCall = SampleOptions & {
 const WG = { threshold: 256, ranks: 64 } as const;
 /** Most children per row {@link TopKChildren} returns. */
 export const TOPK_MAX = 8;
-/** Tokens per chunk workgroup of {@link TopKChildren}. */
-const CHUNK = 2048;
+/**
+ * Tokens per chunk workgroup of {@link TopKChildren}: 2048 when ranking children (their log weights
+ * sum exp over the chunks, so the chunking is part of their bits), 256 in sampler mode, whose ids
+ * do not depend on it (the best score, ties to the lower id): a 150k vocabulary is then ~600
+ * workgroups of 4 loads per thread, not 75 of 32 (each a round trip to memory on a GPU).
+ */
+function chunkOf(ids: boolean): number {
+  return ids ? 256 : 2048;
+}
 /** Words of one chunk's record in the scratch: KMAX (score, id) pairs, then (max, sum). */
 const PART_WORDS = 2 * TOPK_MAX + 2;
 /** The token of an absent child (a row with fewer than k allowed tokens). */
@@ -171,7 +178,7 @@ function topkSource(stage: Stage, ids: boolean): WgslVariant {
   return wgslVariant(shaders.topk, Params, {
     WG: stage === 'threshold' ? WG.threshold : WG.ranks,
     KMAX: TOPK_MAX,
-    CHUNK,
+    CHUNK: chunkOf(ids),
     THRESHOLD: stage === 'threshold',
     CHUNK_PASS: stage === 'chunk' || stage === 'chunk-greedy',
     ROWS: stage !== 'merge',
@@ -228,7 +235,7 @@ export class TopKChildren {
       merge: ctx.pipelines.get('topk', ...topkSource('merge', ids)),
     };
     this.uniform = new UniformSlot(ctx, Params, 'topk-params');
-    this.chunks = Math.ceil(vocab / CHUNK);
+    this.chunks = Math.ceil(vocab / chunkOf(options.ids ?? false));
     this.thr = createBuffer(ctx, maxRows * 4, 'topk-thresholds');
     this.parts = createBuffer(ctx, maxRows * this.chunks * PART_WORDS * 4, 'topk-parts');
   }
@@ -292,7 +299,8 @@ export class TopKChildren {
     const u = this.uniform.buffer;
     const maxDim = this.ctx.limits.maxComputeWorkgroupsPerDimension;
     const { pipelines: p, binds, thr, parts } = this;
-    if (!greedy) {
+    // The threshold pass only where a filter is on: the chunk pass reads no threshold otherwise.
+    if (!greedy && (topK > 0 || topP < 1 || minP > 0)) {
       pass.setPipeline(p.threshold);
       pass.setBindGroup(0, binds.get(p.threshold, [u, logits, picks, thr]));
       this.ctx.counter.dispatch(pass, ...grid(rows, maxDim));

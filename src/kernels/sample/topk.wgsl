@@ -13,7 +13,8 @@
 //              of strictly larger logits, p / p_max, same f32 sums in the same order) passes. The
 //              test is monotone in the logit, so thr is found by bisection over the order-preserving
 //              u32 keys of f32 (32 passes over the row, no noise). Unfiltered rows get -FLT_MAX
-//              (every finite logit allowed).
+//              (every finite logit allowed); a call with no filter on skips this pass, and the
+//              chunk pass then reads no threshold.
 //   CHUNK_PASS one workgroup per (row, chunk of CHUNK tokens): each thread keeps a private sorted
 //              top-k of its tokens' scores and an online (max, Σ exp(s - max)); then k rounds of a
 //              workgroup argmax pick the chunk's top-k, and a tree merges the (max, sum) pairs.
@@ -75,6 +76,12 @@ fn row_position(row: u32) -> u32 {
 //#endif
 //#endif
 
+// Whether the sampler filters (top-k, top-p or min-p) when sampling: only then is the threshold
+// pass dispatched and read.
+fn filtered() -> bool {
+  return p.invT > 0.0 && (p.topK > 0u || p.topP < 1.0 || p.minP > 0.0);
+}
+
 //#if THRESHOLD
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(3) var<storage, read_write> thr: array<f32>;
@@ -102,8 +109,7 @@ fn main(
   }
   let base = row_base(row);
   _ = row_position(row); // binding 2 stays in the auto layout when SAMPLE
-  let filtered = p.invT > 0.0 && (p.topK > 0u || p.topP < 1.0 || p.minP > 0.0);
-  if (!filtered) {
+  if (!filtered()) {
     if (t == 0u) {
       thr[row] = LOWEST;
     }
@@ -257,7 +263,8 @@ fn main(
   _ = row_position(row); // binding 2 stays in the auto layout when SAMPLE
 //#else
   let key = gumbel_key(p.seed, row_position(row));
-  let floor = thr[row];
+  // Unfiltered rows allow every token: their threshold pass is not dispatched (topk.ts).
+  let floor = select(LOWEST, thr[row], filtered());
 //#endif
   clear_top();
   var mz = vec2<f32>(LOWEST, 0.0);

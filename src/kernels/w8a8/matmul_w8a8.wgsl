@@ -15,12 +15,8 @@
 // Threads: as matmul.wgsl: one workgroup of TPR = 64 per weight row of the part, thread t walks
 //   16-element blocks t, t + 64, ..., each weight block unpacked once for all M rows; the 64
 //   partials are combined and scaled by sx by store_rows (matmul_store.wgsl), in an order that
-//   never depends on M or MT (batch invariance).
+//   never depends on M, MT or the subgroup size (batch invariance).
 // Preconditions (checked in TS): K % 16 == 0, parts start on a group pair / super-block, M <= MT.
-//#if SUBGROUPS
-enable subgroups;
-//#endif
-
 {{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -125,9 +121,6 @@ fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) t: u32,
-//#if SUBGROUPS
-  @builtin(subgroup_invocation_id) lane: u32,
-//#endif
 ) {
   // n: row of this part's weights; output column p.n_off + n.
   let n = wid.y * nwg.x + wid.x;
@@ -146,10 +139,6 @@ fn main(
       }
     }
   }
-//#if SUBGROUPS
-  store_rows(&acc, n, t, lane);
-//#else
-  store_rows(&acc, n, t, 0u);
-//#endif
+  store_rows(&acc, n, t);
 }
 //#endif

@@ -92,16 +92,15 @@ function actSource(): WgslVariant {
   return wgslVariant(shaders.quantize_act, ActParams);
 }
 
-/** Weight rows per workgroup of the serial form (one per thread; see {@link GpuContext.serial}). */
+/** Weight rows per workgroup of the serial form (one per thread; see {@link GpuContext.kernels}). */
 const SERIAL_ROWS = 4;
 
-function w8a8Source(format: IntFormat, mt: number, subgroups: boolean, serial: boolean): WgslVariant {
+function w8a8Source(format: IntFormat, mt: number, serial: boolean): WgslVariant {
   return wgslVariant(shaders.matmul_w8a8, MmParams, {
     SERIAL: serial,
     ST: SERIAL_ROWS,
     MT: mt,
     RC: Math.min(mt, 16),
-    SUBGROUPS: subgroups && !serial,
     WTYPE: codeWordType(format),
     INT8: format === 'int8',
     Q4_0: format === 'q4_0',
@@ -118,14 +117,11 @@ function w8a8Source(format: IntFormat, mt: number, subgroups: boolean, serial: b
  */
 export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): Promise<void> {
   checkIntFormat(format, 'prepareW8A8');
-  const sg = ctx.features.subgroups;
+  const serial = ctx.kernels === 'serial';
   await ctx.pipelines.prepare('quantize_act', ...actSource());
-  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, sg, ctx.serial));
+  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, serial));
   if (maxM > 1)
-    await ctx.pipelines.prepare(
-      'matmul_w8a8',
-      ...w8a8Source(format, gemmVariants(maxM).at(-1)!, sg, ctx.serial),
-    );
+    await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, gemmVariants(maxM).at(-1)!, serial));
 }
 
 /**
@@ -189,8 +185,7 @@ export class MatmulW8A8 extends PartedMatmul {
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: { maxM?: number } = {}) {
     const format = w.format;
     checkIntFormat(format, 'MatmulW8A8');
-    const sg = ctx.features.subgroups;
-    const serial = ctx.serial;
+    const serial = ctx.kernels === 'serial';
     super(
       ctx,
       binds,
@@ -198,7 +193,7 @@ export class MatmulW8A8 extends PartedMatmul {
       opts.maxM ?? 16,
       'MatmulW8A8',
       'matmul_w8a8',
-      (mt) => w8a8Source(format, mt, sg, serial),
+      (mt) => w8a8Source(format, mt, serial),
       () => (serial ? SERIAL_ROWS : 1),
     );
   }

@@ -1,0 +1,11 @@
+// The bundled models (models/ at the repository root) as ModelFiles in either test host: over the
+// Vite server in Chromium, read in place from the folder in Node.
+import type { ModelFiles } from '../../src/formats/files.js';
+import { urlModelFiles } from '../../src/formats/files.js';
+
+/** The bundled model `name` (e.g. `kjv-draft`), from whichever host runs the test. */
+export async function bundledModel(name: string): Promise<ModelFiles> {
+  if (typeof window !== 'undefined') return urlModelFiles(`/models/${name}/`);
+  const { pathModel } = await import('../../src/formats/node-file.js');
+  return pathModel(`models/${name}`);
+}
