@@ -1,0 +1,39 @@
+// Launch occupancy of a decode step on real model shapes (bench/occupancy.ts), in Node through
+// Vite's SSR loader (no build, no GPU): prints markdown tables; with --json, one JSON object on
+// stdout and the tables on stderr.
+// Usage: node bench/occupancy-cli.mjs [--json] [--models llama-3.2-1b,qwen3-0.6b]
+//   [--quants f16,int8,int4,int2] [--context 4096]
+import { parseArgs } from 'node:util';
+import { createServer } from 'vite';
+
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean', default: false },
+    models: { type: 'string', default: 'llama-3.2-1b,qwen3-0.6b' },
+    quants: { type: 'string', default: 'f16,int8,int4,int2' },
+    context: { type: 'string', default: '4096' },
+  },
+});
+const context = Number(values.context);
+if (!Number.isInteger(context) || context < 1) {
+  process.stderr.write(`occupancy: --context "${values.context}" must be a positive integer\n`);
+  process.exit(1);
+}
+const server = await createServer({
+  configFile: false,
+  root: process.cwd(),
+  logLevel: 'error',
+  appType: 'custom',
+  server: { middlewareMode: true, hmr: false },
+  optimizeDeps: { noDiscovery: true, include: [] },
+});
+try {
+  const { occupancySummary, occupancyTable } = await server.ssrLoadModule('/bench/occupancy.ts');
+  const summary = await occupancySummary(values.models.split(','), values.quants.split(','), context);
+  if (values.json) {
+    process.stderr.write(`${occupancyTable(summary)}\n`);
+    process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  } else process.stdout.write(`${occupancyTable(summary)}\n`);
+} finally {
+  await server.close();
+}
