@@ -37,18 +37,19 @@ const gbps = (x) => (x >= 100 ? x.toFixed(0) : x.toPrecision(3));
 const query = (part, extra = {}) =>
   new URLSearchParams({ part, ...(smoke ? { smoke: '1' } : {}), ...extra }).toString();
 
-const kernels = await runBenchPage(`bench/gpu.html?${query('kernels')}`);
-printKernels(kernels);
-
-// TS fixtures through Vite's SSR loader, as run-page.mjs loads its Chromium flags.
+// TS through Vite's SSR loader (the fixtures, the occupancy model), as run-page.mjs loads its
+// Chromium flags.
 const vite = await createServer({
   configFile: 'vite.config.ts',
   logLevel: 'warn',
   appType: 'custom',
   server: { middlewareMode: true, hmr: false },
 });
+let kernels;
 let model;
 try {
+  kernels = await runBenchPage(`bench/gpu.html?${query('kernels')}`);
+  printKernels(kernels, await vite.ssrLoadModule('/bench/occupancy.ts'));
   const dir = await writeModel(vite);
   const { serveDir } = await vite.ssrLoadModule('/test/scale/serve-dir.ts');
   const files = await serveDir(dir);
@@ -85,18 +86,36 @@ async function writeModel(server) {
   return dir;
 }
 
-function printKernels(out) {
+/** The occupancy model's device this adapter is, by name (H100, RTX 4090, M3 Max), or undefined. */
+function modelDevice(adapter) {
+  if (/h100/i.test(adapter)) return 'H100';
+  if (/4090/.test(adapter)) return 'RTX 4090';
+  if (/m3 max|apple/i.test(adapter)) return 'M3 Max';
+  return undefined;
+}
+
+function printKernels(out, occupancy) {
   console.log(`adapter: ${out.adapter}; ${out.timing} timing${smoke ? '; smoke run (shrunk shapes)' : ''}`);
   console.log('\n## 1. GEMV effective bandwidth (M = 1) per weight format, against a copy in the same run');
   const copy = out.gemv.find((r) => !r.skipped)?.copyGbps;
   console.log(`copy bandwidth: ${copy === undefined ? '-' : gbps(copy)} GB/s (bytes read + written)`);
-  console.log('format  bits/w  N×K            copies  calls/pass   us/call      GB/s  % of copy');
+  // Beside each measured row, the fraction of bandwidth bench:occupancy predicts for its launch on
+  // each device it models (* marks this adapter's): the first lent GPU checks the model.
+  const mine = modelDevice(out.adapter);
+  const names = occupancy.DEVICES.map((d) => `${d.name}${d.name === mine ? '*' : ''}`);
+  console.log(
+    `format  bits/w  N×K            copies  calls/pass   us/call      GB/s  % of copy  predicted: ${names.join(' / ')}`,
+  );
   for (const r of out.gemv) {
     const head = `${r.format.padEnd(6)}  ${r.bits.toFixed(3).padStart(6)}  ${`${r.N}x${r.K}`.padEnd(13)}`;
+    const predicted = occupancy
+      .gemvPrediction(r.format, r.N, r.K)
+      .map((d) => `${Math.round(100 * d.predicted)}%`)
+      .join(' / ');
     if (r.skipped) console.log(`${head}  skipped: ${r.skipped}`);
     else
       console.log(
-        `${head}  ${String(r.copies).padStart(6)}  ${String(r.calls).padStart(10)}  ${r.usPerCall.toFixed(2).padStart(8)}  ${gbps(r.gbps).padStart(8)}  ${(100 * r.ratio).toPrecision(3).padStart(8)}%`,
+        `${head}  ${String(r.copies).padStart(6)}  ${String(r.calls).padStart(10)}  ${r.usPerCall.toFixed(2).padStart(8)}  ${gbps(r.gbps).padStart(8)}  ${(100 * r.ratio).toPrecision(3).padStart(8)}%  ${predicted}`,
       );
   }
   console.log('\n## 3. Decode attention (T = 1), split against unsplit');

@@ -26,7 +26,13 @@
 // Registers can lower residency below these; the split-K GEMV keeps ≤ 64 B of codes and 64 B of grid
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
-import { MatmulParams } from '../src/kernels/matmul/matmul.js';
+import {
+  blocksPerUnit,
+  MatmulParams,
+  splitLanes,
+  unitsPerTrip,
+} from '../src/kernels/matmul/matmul.js';
+import { packedBytes, type WeightFormat } from '../src/kernels/matmul/quant.js';
 import { specFromConfig } from '../src/model/config.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
 import { GREEDY } from '../src/model/runner.js';
@@ -142,6 +148,28 @@ function predict(threads: number, perTrip: number, bytes: number): LaunchRow['de
 
 const product = (w: readonly number[]) => w.reduce((a, b) => a * b, 1);
 
+/**
+ * The split-K matmul's launch for one part of `rows` output rows whose K holds `units` units
+ * (matmul.wgsl): `lanes` per output, `ut` units per trip; `bytes` of weights (codes and grid words).
+ */
+function splitKLaunch(bytes: number, rows: number, units: number, lanes: number, ut: number) {
+  const perLane = Math.ceil(units / lanes);
+  const trips = Math.ceil(perLane / ut);
+  const threads = rows * lanes;
+  return { threads, trips, perLane, devices: predict(threads, bytes / threads / trips, bytes) };
+}
+
+/**
+ * The prediction for a GEMV over a `format` matrix [N, K] on the split-K form, as the runner would
+ * launch it (its lanes, load width and trip): what bench/gpu-run.sh prints beside its measured
+ * GEMV bandwidth.
+ */
+export function gemvPrediction(format: WeightFormat, N: number, K: number): LaunchRow['devices'] {
+  const units = K / 16 / blocksPerUnit(format, K);
+  return splitKLaunch(packedBytes(format, N, K), N, units, splitLanes(format, N, K), unitsPerTrip(format, 1))
+    .devices;
+}
+
 /** The model's row for one recorded dispatch. */
 function launchRows(d: RecordedDispatch, vocab: number): LaunchRow[] {
   const [kernel] = d.pipeline.split(':');
@@ -155,24 +183,21 @@ function launchRows(d: RecordedDispatch, vocab: number): LaunchRow[] {
     const [K, rows, lanes] = [at('K'), at('n_rows'), at('lanes')];
     const wr = (v.SILU ? 2 : 1) * Number(v.R);
     const unitBlocks = Number(v.U);
-    const units = K / 16 / unitBlocks;
-    const perLane = Math.ceil(units / lanes);
     const ut = Number(v.UT);
-    const trips = Math.ceil(perLane / ut);
-    const codeBytes = (unitBlocks * 16 * codeBits(v)) / 8;
-    const requestBytes = wr * Math.min(ut, perLane) * (codeBytes + gridWordBytes(v));
     const bytes = d.buffers.filter((b) => /\.(data|scales)$/.test(b.label)).reduce((s, b) => s + b.size, 0);
-    const active = rows * lanes;
+    const launch = splitKLaunch(bytes, rows, K / 16 / unitBlocks, lanes, ut);
+    const codeBytes = (unitBlocks * 16 * codeBits(v)) / 8;
+    const requestBytes = wr * Math.min(ut, launch.perLane) * (codeBytes + gridWordBytes(v));
     return [
       {
         ...base,
         name: matrixName(d.buffers),
         kind: 'matmul',
-        threads: active,
+        threads: launch.threads,
         bytes,
         requestBytes,
-        trips,
-        devices: predict(active, bytes / active / trips, bytes),
+        trips: launch.trips,
+        devices: launch.devices,
       },
     ];
   }

@@ -52,7 +52,9 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
     expect([r.gbps, r.ratio, r.copyGbps].every(positive)).toBe(true);
   }
   expect(stdout).toContain('## 1. GEMV effective bandwidth');
-  expect(stdout).toMatch(/^int2 +2\.625 +96x256 +\d+ +\d+ +[\d.]+ +[\d.]+ +[\d.]+%$/m);
+  // With the predicted fraction of bandwidth of bench:occupancy's three devices beside it.
+  expect(stdout).toMatch(/^int2 +2\.625 +96x256 +\d+ +\d+ +[\d.]+ +[\d.]+ +[\d.]+% +\d+% \/ \d+% \/ \d+%$/m);
+  expect(stdout).toMatch(/predicted: M3 Max \/ RTX 4090 \/ H100/);
 
   // 3. Attention at both contexts, both kernels timed.
   const attention: { context: number; unsplitMs: number; splitMs: number }[] = sections.kernels.attention;

@@ -54,26 +54,30 @@ describe.each(['qwen2'] as ModelFamily[])('weft generate, %s', (family) => {
     ]);
     expect(out.stderr).toBe('');
     expect(out.code).toBe(0);
-    const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
+    const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number | string> };
     // The fixture's EOS ids (2, 302) may end generation early; compare what was generated.
     expect(json.ids).toEqual(want.slice(0, json.ids.length));
     expect(json.ids.length === 32 || [2, 302].includes(want[json.ids.length]!)).toBe(true);
     expect(json.stats.prompt_tokens).toBe(PROMPT.length);
     expect(json.stats.target_passes).toBeGreaterThan(0);
+    // Chromium's adapter here is SwiftShader: the serial kernel forms, named in the stats.
+    expect(json.stats.adapter).toMatch(/swiftshader/i);
+    expect(json.stats.kernels).toBe('serial');
     // What a plain decode step asks of the GPU (test/gpu/counters.test.ts has the formula):
     // per layer 4 fused matmuls, the fused q|k|v → cache kernel and attention (every family: bias
-    // and QK-norm are inside the fused kernel); 4 once.
+    // and QK-norm are inside the fused kernel); once the embedding, the LM head (the final norm
+    // folded in) and the serial forms' sampler.
     const perLayer = 6;
     // The engine decodes in the GPU-resident loop (GpuRunner.decode). Its first step rewrites the
     // uniform blocks that hold T (the prefill ran 7 tokens): its inputs, the 4 matmuls of each
-    // layer, the embedding and the final norm. Every later step writes its inputs only. A stop on
-    // EOS comes with one step queued past it, counted too.
-    const first = 1 + 4 * 2 + 2;
+    // layer and the embedding. Every later step writes its inputs only. A stop on EOS comes with
+    // one step queued past it, counted too.
+    const first = 1 + 4 * 2 + 1;
     const stoppedByEos = json.ids.length < 32;
     const tokens = json.ids.length - 1 + (stoppedByEos ? 1 : 0);
     const steps = tokens + (stoppedByEos ? 1 : 0);
     expect(json.stats.writes_per_token).toBeCloseTo((first + (steps - 1)) / tokens, 9);
-    expect(json.stats.dispatches_per_token).toBeCloseTo(((perLayer * 2 + 4) * steps) / tokens, 9);
+    expect(json.stats.dispatches_per_token).toBeCloseTo(((perLayer * 2 + 3) * steps) / tokens, 9);
     expect(json.stats.readbacks_per_pass).toBe(1);
     expect(json.stats.readback_bytes_per_pass).toBe(4);
     expect(json.stats.weight_bytes_per_pass).toBeGreaterThan(0);
@@ -131,6 +135,33 @@ describe('weft generate --draft', () => {
       expect(spec.stats.target_passes).toBeGreaterThan(0);
       expect(spec.stats.target_passes).toBeLessThanOrEqual(12);
       if (draft === 'ngram') expect(spec.stats.draft_ms! + spec.stats.verify_ms!).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe('weft generate --vulkan lavapipe', () => {
+  it('runs in Node on lavapipe in either kernel form, names them in the stats, and gives the reference ids', async () => {
+    const modelDir = join(dir, 'lavapipe-qwen3');
+    await writeFixtureDir(modelDir, 'qwen3', 'f32', 5);
+    const files = await pathModel(modelDir);
+    const opened = await openModel(files);
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: 64,
+    });
+    const want = greedy(ref, PROMPT, 16);
+    await files.close?.();
+    for (const kernels of ['gpu', 'serial'] as const) {
+      const out = await weft([
+        'generate',
+        ...['--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '16'],
+        ...['--quant', 'f32', '--json', '--vulkan', 'lavapipe', '--kernels', kernels],
+      ]);
+      expect(out.code, out.stderr).toBe(0);
+      const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number | string> };
+      expect(json.stats.adapter).toMatch(/llvmpipe/);
+      expect(json.stats.kernels).toBe(kernels);
+      expect(json.ids).toEqual(want.slice(0, json.ids.length));
+      expect(json.ids.length).toBeGreaterThan(0);
     }
   });
 });
@@ -194,6 +225,12 @@ describe('weft CLI errors', () => {
     [['frobnicate'], /unknown command/],
     [['generate', '--model', 'x', '--prompt', 'a', '--draft', 'sideways'], /--draft: "sideways"/],
     [['generate', '--model', 'x', '--prompt', 'a', '--kv-cache', 'f8'], /--kv-cache: "f8" is not one of/],
+    [['generate', '--model', 'x', '--prompt', 'a', '--vulkan', 'mesa'], /--vulkan: "mesa" is not one of/],
+    [['generate', '--model', 'x', '--prompt', 'a', '--kernels', 'fast'], /--kernels: "fast" is not one of/],
+    [
+      ['generate', '--model', 'x', '--prompt', 'a', '--host', 'chromium', '--vulkan', 'lavapipe'],
+      /--vulkan lavapipe is the node host's driver/,
+    ],
   ])('%j exits non-zero with one line', async (args, message) => {
     const out = await weft(args);
     expect(out.code).not.toBe(0);

@@ -256,7 +256,7 @@ describe('GPU sampling', () => {
       for (let trial = 0; trial < 2; trial++) {
         const seed = 77 + trial * 7919;
         const logits = randn(R * V, seed + V, 4);
-        // Ties at the top in every row, in different chunks of 2048 tokens.
+        // Ties at the top in every row, in different chunks of the split sampler (256 tokens).
         for (let r = 0; r < R; r++) for (const v of [V - 1, 3, V >> 1]) logits[r * V + v] = 6;
         const positions = Uint32Array.from({ length: R }, (_, r) => trial * 101 + r * 13);
         const { one, split } = await runBoth(ctx, logits, V, positions, { ...opts, seed });

@@ -205,9 +205,10 @@ export interface TopKOptions {
 /**
  * The k (≤ {@link TOPK_MAX}) best children of chosen logits rows on the GPU, exactly as
  * {@link childrenRef} ranks them (topk.wgsl): a threshold pass per row finds the filters' allowed
- * set when sampling with top-k / top-p / min-p, chunk workgroups of 2048 tokens each emit their
- * top-k and (max, Σ exp) of the scores, and one merge workgroup per row combines them into k
- * (token u32, log weight f32) pairs: 8 bytes per child, so the CPU never reads a logits row.
+ * set when sampling with top-k / top-p / min-p, chunk workgroups of 2048 tokens (256 in sampler
+ * mode) each emit their top-k and (max, Σ exp) of the scores, and one merge workgroup per row
+ * combines them into k (token u32, log weight f32) pairs: 8 bytes per child, so the CPU never
+ * reads a logits row.
  */
 export class TopKChildren {
   private readonly pipelines: Record<Stage, GPUComputePipeline>;
