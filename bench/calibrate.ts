@@ -5,11 +5,11 @@
 // the calibration inputs and on held-out inputs (H collected the same way from the held-out text).
 import { readFile } from 'node:fs/promises';
 import { pathModel } from '../src/formats/node-file.js';
-import { hadamardRef } from '../src/kernels/hadamard/construct.js';
 import { calibrationWindows, collectHessians } from '../src/model/calibrate.js';
 import { openModel } from '../src/model/load.js';
 import { mapWeights, readAllF32 } from '../src/model/weights.js';
 import { gptqCodes, type RoundingGrid } from '../src/quant/gptq.js';
+import { hadamardRef } from '../src/quant/hadamard.js';
 import { isRotatedLinear, packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../src/quant/pack.js';
 
 /** Options of {@link measureCalibration}. */

@@ -4,7 +4,7 @@
 // the matmul rows' weight formats.
 
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import type { WeightFormat } from '../src/kernels/matmul/quant.js';
+import type { WeightFormat } from '../src/quant/formats.js';
 import { runAttentionBench, runBatchCurve, runKernelBench, runQkvBench } from './kernels.js';
 import { reportPage } from './page-result.js';
 

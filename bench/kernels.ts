@@ -20,6 +20,10 @@ import {
   uploadGatedPair,
   uploadMatrix,
 } from '../src/kernels/matmul/matmul.js';
+import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
+import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
+import { Rope } from '../src/kernels/rope/rope.js';
+import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
 import {
   bitsPerWeight,
   dataWords,
@@ -28,11 +32,7 @@ import {
   type QuantizedMatrix,
   scaleWords,
   type WeightFormat,
-} from '../src/kernels/matmul/quant.js';
-import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
-import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
-import { Rope } from '../src/kernels/rope/rope.js';
-import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
+} from '../src/quant/formats.js';
 // The copy kernel measures bandwidth only here, so it lives in bench/ and does not ship.
 import copyBw from './copy_bw.wgsl?raw';
 

@@ -26,16 +26,11 @@
 // Registers can lower residency below these; the split-K GEMV keeps ≤ 64 B of codes and 64 B of grid
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
-import {
-  blocksPerUnit,
-  MatmulParams,
-  splitLanes,
-  unitsPerTrip,
-} from '../src/kernels/matmul/matmul.js';
-import { packedBytes, type WeightFormat } from '../src/kernels/matmul/quant.js';
+import { blocksPerUnit, MatmulParams, splitLanes, unitsPerTrip } from '../src/kernels/matmul/matmul.js';
 import { specFromConfig } from '../src/model/config.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
 import { GREEDY } from '../src/model/runner.js';
+import { packedBytes, type WeightFormat } from '../src/quant/formats.js';
 import type { Quant } from '../src/quant/pack.js';
 import { SCALE_MODELS, type ScaleShape } from '../test/fixtures/scale.js';
 import { type RecordedBuffer, type RecordedDispatch, recordingGpu } from './record-gpu.js';

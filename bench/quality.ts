@@ -8,12 +8,12 @@
 // through `w8a8Inputs`.
 import { readFile } from 'node:fs/promises';
 import { pathModel } from '../src/formats/node-file.js';
-import { packedBytes, type WeightFormat } from '../src/kernels/matmul/quant.js';
 import { calibrationWindows, collectHessians } from '../src/model/calibrate.js';
 import { openModel } from '../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
 import { ReferenceRunner } from '../src/model/reference.js';
 import { mapWeights, readAllF32, type Tensor } from '../src/model/weights.js';
+import { packedBytes, type WeightFormat } from '../src/quant/formats.js';
 import { formatOf, isRotatedLinear, packedWidth, type Quant, type Rotation } from '../src/quant/pack.js';
 
 /** Chunk length of the model card's evaluation protocol (models/README.md). */

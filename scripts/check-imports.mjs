@@ -4,8 +4,9 @@
 //
 //   0  src/errors.ts, src/gen/        errors every floor throws; generated shader text
 //   1  src/gpu/                       device, buffers, pipelines, half floats
-//   2  src/kernels/                   one folder per kernel family
-//   3  src/quant/                     weight precision, rotation, packing
+//   2  src/quant/                     the weight formats' codec, the Hadamard construction, weight
+//                                     precision, rotation, packing, calibrated rounding (CPU only)
+//   3  src/kernels/                   one folder per GPU kernel family
 //   4  src/formats/                   safetensors, GGUF, weft checkpoints, the model spec
 //   5  src/tokenizer/, src/store/,    beside each other (none imports another)
 //      src/grammar/                   (grammar: constraints compiled against a vocabulary)
@@ -24,8 +25,8 @@ const FLOORS = {
   'src/errors.ts': 0,
   'src/gen': 0,
   'src/gpu': 1,
-  'src/kernels': 2,
-  'src/quant': 3,
+  'src/quant': 2,
+  'src/kernels': 3,
   'src/formats': 4,
   'src/tokenizer': 5,
   'src/grammar': 5,

@@ -6,8 +6,8 @@
 import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import { type KvFormat, kvWordsPerSlot } from '../kernels/kv/kv.js';
-import { packedBytes, type WeightFormat } from '../kernels/matmul/quant.js';
 import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
+import { packedBytes, type WeightFormat } from '../quant/formats.js';
 
 /** The weight formats a model's size is reported in, most precise first. */
 export const SIZE_FORMATS = ['f32', 'f16', 'int8', 'int4', 'int2'] as const;

@@ -24,7 +24,7 @@ import {
   type QuantizedMatrix,
   scaleWords,
   type WeightFormat,
-} from '../kernels/matmul/quant.js';
+} from '../quant/formats.js';
 
 /** GGML type ids (the `ggml_type` enum) that weft knows the block size of. */
 export const GgmlType = {

@@ -15,7 +15,7 @@
  * Strings are u64 length + UTF-8 bytes. All little-endian.
  */
 
-import type { QuantizedMatrix, WeightFormat } from '../kernels/matmul/quant.js';
+import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
 import { ModelFormatError } from './errors.js';
 import {
   DEQUANTIZABLE,

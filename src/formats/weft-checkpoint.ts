@@ -2,7 +2,7 @@
  * weft's own quantised checkpoint: a safetensors file whose weight matrices are stored already
  * packed in a weft matmul format, so loading is a copy, not a re-quantisation.
  *
- * For a matrix `W` packed as a `QuantizedMatrix` (src/kernels/matmul/quant.ts):
+ * For a matrix `W` packed as a `QuantizedMatrix` (src/quant/formats.ts):
  *   `W`          I32 `[dataWords]` — its `data`, the u32 words as stored (bit patterns; read as u32)
  *   `W.scales`   I32 `[scaleWords]` — its `scales` (integer formats)
  * The byte layouts are the flat ones of `QuantizedMatrix`: element (r, k) is flat index r·cols + k;
@@ -31,7 +31,7 @@ import {
   rowRangeWords,
   scaleWords,
   type WeightFormat,
-} from '../kernels/matmul/quant.js';
+} from '../quant/formats.js';
 import {
   crop,
   effectiveWeights,

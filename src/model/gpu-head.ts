@@ -5,7 +5,7 @@ import { BindGroupCache } from '../kernels/bind.js';
 import { Embedding } from '../kernels/embed/embed.js';
 import { HeadFeatures, VocabScatter } from '../kernels/head/head.js';
 import { type GpuMatrix, Matmul, prepareMatmul, uploadMatrix } from '../kernels/matmul/matmul.js';
-import { quantize } from '../kernels/matmul/quant.js';
+import { quantize } from '../quant/formats.js';
 import { createGpuRunner, type GpuRunner, type HeadStageBuffers, type HeadStages } from './gpu-runner.js';
 import { MAX_FORWARD_TOKENS } from './gpu-weights.js';
 import { type DraftHead, headModelSpec } from './head.js';

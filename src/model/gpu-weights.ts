@@ -11,7 +11,7 @@ import {
   sliceRows,
   splitAlign,
   type WeightFormat,
-} from '../kernels/matmul/quant.js';
+} from '../quant/formats.js';
 import {
   isRotatedLinear,
   type Quant,

@@ -6,7 +6,7 @@ import { checkTensors } from '../formats/layout.js';
 import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
-import { isIntFormat, type WeightFormat } from '../kernels/matmul/quant.js';
+import { isIntFormat, type WeightFormat } from '../quant/formats.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
 import type { Packing } from './quantized.js';

@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
-import { hadamardRef } from '../kernels/hadamard/construct.js';
+import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
   alignedRowStep,
   dataWords,
@@ -10,8 +10,8 @@ import {
   quantize,
   scaleWords,
   type WeightFormat,
-} from '../kernels/matmul/quant.js';
-import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
+} from '../quant/formats.js';
+import { hadamardRef } from '../quant/hadamard.js';
 import {
   crop,
   effectiveWeights,

@@ -2,7 +2,7 @@
 // packed weights multiply (zero-padded to the packed width, Hadamard-rotated when the packing is).
 // `gptqCodes` (quant/gptq) reads it; `collectHessians` (model/calibrate) fills it from a forward pass.
 import { InvalidInputError } from '../errors.js';
-import { hadamardRef } from '../kernels/hadamard/construct.js';
+import { hadamardRef } from './hadamard.js';
 import { packedWidth, ROTATION_SEED, type Rotation, zeroPad } from './pack.js';
 
 /**

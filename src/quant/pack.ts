@@ -3,13 +3,6 @@
 // runner and the converter share. Below formats/ and model/, above kernels/.
 import { InvalidInputError } from '../errors.js';
 import {
-  blockButterflies,
-  hadamardFactor,
-  hadamardPlan,
-  hadamardRef,
-  hadamardSigns,
-} from '../kernels/hadamard/construct.js';
-import {
   dequantize,
   encode,
   gridOf,
@@ -17,8 +10,9 @@ import {
   type QuantizedMatrix,
   quantize,
   type WeightFormat,
-} from '../kernels/matmul/quant.js';
+} from './formats.js';
 import { gptqCodes } from './gptq.js';
+import { blockButterflies, hadamardFactor, hadamardPlan, hadamardRef, hadamardSigns } from './hadamard.js';
 import { refineKQuant } from './refine.js';
 
 /**

@@ -3,13 +3,7 @@
 // and the super-block D and M together. Every accepted step lowers the objective, so the result is
 // never worse than its input; the bytes and the dequantization are the format's, unchanged.
 import { InvalidInputError } from '../errors.js';
-import {
-  f16BitsToF32,
-  f32ToF16Bits,
-  kQuantGrid,
-  kQuantParams,
-  type MatrixGrid,
-} from '../kernels/matmul/quant.js';
+import { f16BitsToF32, f32ToF16Bits, kQuantGrid, kQuantParams, type MatrixGrid } from './formats.js';
 import { dampedHessian } from './gptq.js';
 
 /** Options of {@link refineKQuant}. */

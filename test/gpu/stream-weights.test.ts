@@ -13,13 +13,6 @@ import { safetensorsReader, type TensorReader } from '../../src/formats/weft-che
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matmul.js';
-import {
-  alignedRowStep,
-  concatRows,
-  packedBytes,
-  type QuantizedMatrix,
-  type WeightFormat,
-} from '../../src/kernels/matmul/quant.js';
 import { specFromConfig } from '../../src/model/config.js';
 import {
   allocatePlaced,
@@ -32,6 +25,13 @@ import {
 } from '../../src/model/gpu-weights.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { loadsAsStored, placedFormat, placedPad } from '../../src/model/quantized.js';
+import {
+  alignedRowStep,
+  concatRows,
+  packedBytes,
+  type QuantizedMatrix,
+  type WeightFormat,
+} from '../../src/quant/formats.js';
 import {
   isRotatedLinear,
   packedWidth,

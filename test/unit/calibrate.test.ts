@@ -3,7 +3,6 @@ import { describe, expect, it } from 'vitest';
 import { linearsByInput } from '../../src/formats/layout.js';
 import { pathModel } from '../../src/formats/node-file.js';
 import type { ModelSpec } from '../../src/formats/spec.js';
-import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
 import { rmsNormRef } from '../../src/kernels/norm/rmsnorm.js';
 import {
   CALIBRATION_WINDOW,
@@ -14,6 +13,7 @@ import {
 } from '../../src/model/calibrate.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
+import { hadamardRef } from '../../src/quant/hadamard.js';
 import { HessianSum } from '../../src/quant/hessian.js';
 import { packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../../src/quant/pack.js';
 import { randomWeights, tinySpecs } from '../fixtures/reference.js';

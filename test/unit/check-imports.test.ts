@@ -57,7 +57,7 @@ describe('import floors', () => {
     const r = check(root);
     expect(r.status).toBe(1);
     expect(r.out).toContain(
-      'src/kernels/matmul/matmul.ts imports src/engine/create.ts: src/engine (floor 8) is not below src/kernels (floor 2)',
+      'src/kernels/matmul/matmul.ts imports src/engine/create.ts: src/engine (floor 8) is not below src/kernels (floor 3)',
     );
   });
 

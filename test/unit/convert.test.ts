@@ -17,13 +17,13 @@ import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats/weft-checkpoint.js';
-import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
-import { dequantize, quantize } from '../../src/kernels/matmul/quant.js';
 import { calibrationWindows, collectHessians } from '../../src/model/calibrate.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { configFromSpec } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import { dequantize, quantize } from '../../src/quant/formats.js';
+import { hadamardRef } from '../../src/quant/hadamard.js';
 import {
   isRotatedLinear,
   packLinear,

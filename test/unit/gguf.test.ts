@@ -25,7 +25,7 @@ import { type GgufEntry, writeGguf } from '../../src/formats/gguf-write.js';
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
-import { dequantize } from '../../src/kernels/matmul/quant.js';
+import { dequantize } from '../../src/quant/formats.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { type GgufVariant, ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { dequantize, encode, gridOf, kQuantParams } from '../../src/kernels/matmul/quant.js';
+import { dequantize, encode, gridOf, kQuantParams } from '../../src/quant/formats.js';
 import { dampedHessian, gptqCodes, type RoundingGrid } from '../../src/quant/gptq.js';
 import { refineKQuant } from '../../src/quant/refine.js';
 import { randomF32, rng } from '../helpers/random.js';

@@ -6,7 +6,7 @@ import {
   hadamardRef,
   rotateWeightsIn,
   rotateWeightsOut,
-} from '../../src/kernels/hadamard/construct.js';
+} from '../../src/quant/hadamard.js';
 import { randomF32 } from '../helpers/random.js';
 
 describe('Hadamard matrices', () => {

@@ -2,9 +2,9 @@
 // whatever the slice size; and a safetensors matrix is placed that way, never decoded whole.
 import { describe, expect, it } from 'vitest';
 import { memoryModelFiles } from '../../src/formats/files.js';
-import { quantize, type WeightFormat } from '../../src/kernels/matmul/quant.js';
 import { openModel } from '../../src/model/load.js';
 import { PACK_SLICE_ELEMENTS, packInSlices, placedMatrix } from '../../src/model/quantized.js';
+import { quantize, type WeightFormat } from '../../src/quant/formats.js';
 import { fixtureFiles, rng, safetensorsBytes } from '../fixtures/write.js';
 
 const FORMATS: readonly WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];

@@ -17,7 +17,7 @@ import {
   quantize,
   scaleWords,
   type WeightFormat,
-} from '../../src/kernels/matmul/quant.js';
+} from '../../src/quant/formats.js';
 import { randomF32 } from '../helpers/random.js';
 
 const INT_FORMATS: IntFormat[] = ['int8', 'q4_0', 'int4', 'int2'];

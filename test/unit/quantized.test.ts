@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { hadamardRef } from '../../src/kernels/hadamard/construct.js';
 import { quantizeActRef } from '../../src/kernels/w8a8/w8a8.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
+import { hadamardRef } from '../../src/quant/hadamard.js';
 import {
   effectiveWeights,
   packedWidth,

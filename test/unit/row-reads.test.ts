@@ -7,8 +7,8 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import { openGgufCheckpoint } from '../../src/formats/gguf.js';
 import { bytesSource } from '../../src/formats/source.js';
 import { openWeftCheckpoint, type TensorReader } from '../../src/formats/weft-checkpoint.js';
-import { alignedRowStep, type QuantizedMatrix, sliceRows } from '../../src/kernels/matmul/quant.js';
 import { openModel } from '../../src/model/load.js';
+import { alignedRowStep, type QuantizedMatrix, sliceRows } from '../../src/quant/formats.js';
 import { fixtureFiles, ggufFixture, weftCheckpointBytes } from '../fixtures/write.js';
 
 /** Row ranges of a `rows`-row matrix: starts on multiples of `step`, ends anywhere or at the end. */

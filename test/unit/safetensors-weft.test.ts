@@ -9,8 +9,8 @@ import {
   sourceChecksum,
   type TensorReader,
 } from '../../src/formats/weft-checkpoint.js';
-import { dequantize, quantize } from '../../src/kernels/matmul/quant.js';
 import { specFromConfig } from '../../src/model/config.js';
+import { dequantize, quantize } from '../../src/quant/formats.js';
 import { randomTensors, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 
 async function convertToBytes(source: TensorReader, options: Parameters<typeof convert>[2]) {

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import { type QuantizedMatrix, quantize, type WeightFormat } from '../../quant/formats.js';
 import { uploadMatrix } from '../matmul/matmul.js';
-import { type QuantizedMatrix, quantize, type WeightFormat } from '../matmul/quant.js';
 import { Embedding, embedRef } from './embed.js';
 
 /**

@@ -3,16 +3,16 @@ import { shaders } from '../../gen/shaders.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { type BindGroupCache, UniformSlot } from '../bind.js';
-import { grid } from '../dispatch.js';
-import type { GpuMatrix } from '../matmul/matmul.js';
 import {
   checkShape,
   dequantize,
   isIntFormat,
   type QuantizedMatrix,
   type WeightFormat,
-} from '../matmul/quant.js';
+} from '../../quant/formats.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
+import type { GpuMatrix } from '../matmul/matmul.js';
 
 const WG = 64;
 const Params = defineUniforms('Params', {

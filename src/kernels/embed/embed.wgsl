@@ -1,15 +1,15 @@
 // embed: out[m, :] = row ids[m] of an embedding table [V, n] in any weight format of
-// src/kernels/matmul/quant.ts, dequantized exactly as its `dequantize` does (bit-identical). The
+// src/quant/formats.ts, dequantized exactly as its `dequantize` does (bit-identical). The
 // table is resident as a GpuMatrix (src/kernels/matmul/matmul.ts), split by rows into parts; one
 // dispatch per part writes the outputs whose id falls in rows [row0, row0 + rows) of that part.
 //
 // Part layout (flat: local row v = id - row0, column j, element e = v * n + j; each part's data
-//   and scales start at its element 0, see quant.ts's QuantizedMatrix):
+//   and scales start at its element 0, see src/quant/formats.ts's QuantizedMatrix):
 //   F32: data[e] holds the f32 bits. F16: element e in the low (e even) or high half of data[e / 2].
 //   INT8 (Q8_0): byte e % 4 of data[e / 4], two's complement q. Q4_0, INT4 (Q4_K): nibble e % 8 of
 //   data[e / 8], q in [0, 15]. INT2 (Q2_K): bits 2 * (e % 16) of data[e / 16], q in [0, 3].
 //   Scales (f16 d per 32; K-quant super-blocks of 256): grid_at(e) = (a, b) of quant_scales.wgsl,
-//   and w = fma(a, q, -b) (a * q is exact, so this is quant.ts's fround(a * q - b)).
+//   and w = fma(a, q, -b) (a * q is exact, so this is formats.ts's fround(a * q - b)).
 // Bindings (group 0): 0 uniform Params { M, n, row0, rows }; 1 ids: array<u32> [M];
 //   2 out: array<f32> [M, n] (written where the id is in this part); 3 data: array<u32>;
 //   4 scales: array<u32> (integer formats).

@@ -3,9 +3,9 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { randomF32 } from '../../../test/helpers/random.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import { type QuantizedMatrix, quantize } from '../../quant/formats.js';
+import { hadamardRef, rotateWeightsIn } from '../../quant/hadamard.js';
 import { Matmul, matmulRef, prepareMatmul, uploadMatrix } from '../matmul/matmul.js';
-import { type QuantizedMatrix, quantize } from '../matmul/quant.js';
-import { hadamardRef, rotateWeightsIn } from './construct.js';
 import { Hadamard, hadamardMaxBlock } from './hadamard.js';
 
 /** Rotates the rows of x [M, n] once with {@link Hadamard} and reads y back. */

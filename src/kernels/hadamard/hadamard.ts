@@ -5,9 +5,9 @@ import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { wgslVariant } from '../../gpu/wgsl.js';
+import { hadamardPlan, hadamardSigns } from '../../quant/hadamard.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { hadamardPlan, hadamardSigns } from './construct.js';
 
 const Params = defineUniforms('Params', { M: 'u32', n: 'u32', Kb: 'u32', scale: 'f32' });
 /** Threads per workgroup of the mix kernel (one output element each). */

@@ -3,9 +3,9 @@ import { shaders } from '../../gen/shaders.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { f16BitsToF32, f32ToF16Bits } from '../matmul/quant.js';
 
 const WG = 64;
 const WriteParams = defineUniforms('Params', { M: 'u32', row: 'u32', capacity: 'u32' });

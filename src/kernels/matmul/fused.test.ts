@@ -6,6 +6,13 @@ import { randomF32 } from '../../../test/helpers/random.js';
 import { InvalidInputError } from '../../errors.js';
 import { readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import {
+  concatRows,
+  type QuantizedMatrix,
+  quantize,
+  sliceRows,
+  type WeightFormat,
+} from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
 import { AddInPlace, SiluMul, siluMulRef } from '../elementwise/elementwise.js';
 import { RmsNorm, rmsNormRef } from '../norm/rmsnorm.js';
@@ -21,7 +28,6 @@ import {
   uploadMatrix,
   useHalf,
 } from './matmul.js';
-import { concatRows, type QuantizedMatrix, quantize, sliceRows, type WeightFormat } from './quant.js';
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 // [M, N, K]: N not a multiple of the 8 columns of a GEMV workgroup; K = 688 (2.6875 super-blocks,

@@ -4,6 +4,13 @@ import { randomF32 } from '../../../test/helpers/random.js';
 import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import {
+  CODE_BITS,
+  type QuantizedMatrix,
+  quantize,
+  splitAlign,
+  type WeightFormat,
+} from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
 import {
   gemmVariants,
@@ -18,7 +25,6 @@ import {
   uploadMatrix,
   wideLoads,
 } from './matmul.js';
-import { CODE_BITS, type QuantizedMatrix, quantize, splitAlign, type WeightFormat } from './quant.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
 async function runMatmul(

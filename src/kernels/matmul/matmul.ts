@@ -5,8 +5,6 @@ import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
-import { type BindGroupCache, UniformSlot } from '../bind.js';
-import { grid } from '../dispatch.js';
 import {
   CODE_BITS,
   checkShape,
@@ -21,7 +19,9 @@ import {
   sliceRows,
   splitAlign,
   type WeightFormat,
-} from './quant.js';
+} from '../../quant/formats.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
+import { grid } from '../dispatch.js';
 
 /**
  * Uniforms of matmul.wgsl and matmul_w8a8.wgsl: batch M, total N (the stride of y), K, first x row,

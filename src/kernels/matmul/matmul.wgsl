@@ -11,7 +11,7 @@
 //   (NORM).
 //   Large matrices are dispatched per part; a part starts on a group pair / super-block (checked in
 //   TS), so e indexes both arrays.
-// Layouts (flat over e; see QuantizedMatrix in quant.ts), per "block" of 16 elements
+// Layouts (flat over e; see QuantizedMatrix in src/quant/formats.ts), per "block" of 16 elements
 //   e .. e + 15 (e % 16 == 0, within one row, one group and one sub-block):
 //   F32 16 words at e; F16 8 words at e / 2 (element 2j in the low half);
 //   INT8 (Q8_0) 4 words at e / 4, byte e % 4, two's complement q; f16 d of group g = e >> 5 in
@@ -23,7 +23,7 @@
 //   INT2 (Q2_K) 1 word at e / 16, bits 2 * (e % 16), q in [0, 3]; scales[5s .. 5s + 4]: byte j & 3
 //     of word j >> 2 = sc_j | mn_j << 4 (j = (e >> 4) & 15), word 4 = f16 D | f16 M << 16;
 //     w = a * q - b as INT4.
-//   Weights are dequantized in registers (w = fma(a, q, -b), exact as quant.ts's dequantize) and
+//   Weights are dequantized in registers (w = fma(a, q, -b), exact as src/quant/formats.ts's dequantize) and
 //   multiplied in f32. HALF (device with shader-f16, F16 weights): the halves are read as f16 and
 //   widened, the same values as unpack2x16float.
 // Fusions (one of each side per variant):

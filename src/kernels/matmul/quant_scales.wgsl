@@ -1,6 +1,6 @@
 // quant_scales: the grid of an integer weight format at a flat element, pulled in with
 // `//#include quant_scales` by matmul.wgsl, matmul_w8a8.wgsl and embed.wgsl; not a kernel of its
-// own. Needs `scales: array<u32>` (the block metadata of quant.ts's QuantizedMatrix, indexed from
+// own. Needs `scales: array<u32>` (the block metadata of src/quant/formats.ts's QuantizedMatrix, indexed from
 // the part's first element) and one of INT8, Q4_0, INT4, INT2 set (none: nothing is emitted).
 //
 // grid_at(e) = (a, b): element e dequantizes to a * q - b for its integer code q. It is
@@ -16,7 +16,7 @@
 //   INT2: s = e >> 8, j = (e >> 4) & 15: byte j & 3 of scales[5s + (j >> 2)] = sc_j | mn_j << 4,
 //     (D, M) = unpack2x16float(scales[5s + 4]); (D * sc_j, M * mn_j). Words: (scales[5s + (j >> 2)],
 //     scales[5s + 4], 0, 0).
-// Every product is exact in f32 (an f16 times an integer below 64), as in quant.ts.
+// Every product is exact in f32 (an f16 times an integer below 64), as in src/quant/formats.ts.
 
 //#if INT8
 fn scale_words(e: u32) -> vec4<u32> {

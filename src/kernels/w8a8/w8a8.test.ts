@@ -3,9 +3,15 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { randomF32 } from '../../../test/helpers/random.js';
 import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import {
+  CODE_BITS,
+  dequantize,
+  type IntFormat,
+  type QuantizedMatrix,
+  quantize,
+} from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
 import { matmulRef, uploadMatrix } from '../matmul/matmul.js';
-import { CODE_BITS, dequantize, type IntFormat, type QuantizedMatrix, quantize } from '../matmul/quant.js';
 import {
   MatmulW8A8,
   prepareW8A8,

@@ -4,10 +4,10 @@ import { shaders } from '../../gen/shaders.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { codeWordType, decode, type IntFormat, type QuantizedMatrix } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type GpuMatrix, gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
-import { codeWordType, decode, type IntFormat, type QuantizedMatrix } from '../matmul/quant.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
 const MmParams = MatmulParams;

@@ -1,8 +1,8 @@
 // Weight formats of weft's matmul kernels: the byte layouts, the round-to-nearest scale choice
 // (gridOf), packing (encode, quantize), the reference unpacking (decode, dequantize) and sizes.
 // Pure TypeScript, no GPU: loaders and tests import it.
-import { InvalidInputError } from '../../errors.js';
-import { f16BitsToF32, f32ToF16Bits } from '../../gpu/half.js';
+import { InvalidInputError } from '../errors.js';
+import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 
 /**
  * Storage format of a weight matrix. Float: `f32`, `f16`. Integer, with f16 scales inside flat
@@ -381,7 +381,7 @@ export function dequantize(q: QuantizedMatrix): Float32Array {
 }
 
 // IEEE binary16 conversions live with the other float formats.
-export { f16BitsToF32, f32ToF16Bits } from '../../gpu/half.js';
+export { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 
 function checkWords(where: string, q: QuantizedMatrix): void {
   const n = q.rows * q.cols;

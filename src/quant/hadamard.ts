@@ -1,6 +1,6 @@
 // Hadamard matrices of order K (Sylvester, Paley I/II over GF(q), Kronecker doubling) and the
 // randomized orthogonal rotation R = H_n · D / √n with n = K · 2^m (QuaRot-style incoherence).
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError } from '../errors.js';
 
 /** Orders K (besides powers of two) that {@link hadamardFactor} tries, smallest first. */
 export const HADAMARD_ORDERS = [12, 20, 28, 36, 40, 52, 60, 76, 108, 140, 148, 156, 172] as const;
