@@ -42,7 +42,8 @@ export default defineConfig({
       {
         test: {
           name: 'gpu',
-          include: ['test/gpu/**/*.test.ts', 'src/kernels/**/*.test.ts'],
+          // bench/attention.test.ts: the unsplit attention kernel bench:kernels times as a baseline.
+          include: ['test/gpu/**/*.test.ts', 'src/kernels/**/*.test.ts', 'bench/**/*.test.ts'],
           // Run by node-gpu instead (below), beside this project's files rather than after them;
           // and the real-shape tests, by lavapipe alone.
           exclude: [...NODE_KERNEL_TESTS, ...LAVAPIPE_ONLY_TESTS],

@@ -4,8 +4,8 @@
 // linear's output error Σ_r (w_r − ŵ_r)ᵀ H (w_r − ŵ_r) against round-to-nearest on the same grid, on
 // the calibration inputs and on held-out inputs (H collected the same way from the held-out text).
 import { readFile } from 'node:fs/promises';
+import { calibrationWindows, collectHessians } from '../src/convert/calibrate.js';
 import { pathModel } from '../src/formats/node-file.js';
-import { calibrationWindows, collectHessians } from '../src/model/calibrate.js';
 import { openModel } from '../src/model/load.js';
 import { mapWeights, readAllF32 } from '../src/model/weights.js';
 import { gptqCodes, type RoundingGrid } from '../src/quant/gptq.js';

@@ -32,7 +32,7 @@ reportPage(async () => {
   const ctx = await createGpuContext();
   const adapter = describeAdapter(ctx.adapter);
   console.log(`[gpu-run] adapter: ${adapter}`);
-  if (!smoke && (ctx.adapter.software || /swiftshader/i.test(adapter)))
+  if (!smoke && ctx.adapter.software)
     throw new Error(`adapter is ${adapter}: a software adapter, not a GPU (use --smoke to run on it)`);
   const log = (line: string) => console.log(`[gpu-run] ${line}`);
   const part = params.get('part');

@@ -7,7 +7,6 @@ import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
 import { renderWgsl } from '../src/gpu/wgsl.js';
-import { Attention } from '../src/kernels/attention/attention.js';
 import { SplitAttention, visWords } from '../src/kernels/attention/attention_split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
@@ -33,6 +32,7 @@ import {
   scaleWords,
   type WeightFormat,
 } from '../src/quant/formats.js';
+import { Attention } from './attention.js';
 // The copy kernel measures bandwidth only here, so it lives in bench/ and does not ship.
 import copyBw from './copy_bw.wgsl?raw';
 

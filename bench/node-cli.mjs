@@ -66,8 +66,7 @@ async function pickHost() {
   if (values.host !== 'auto') return { host: values.host };
   if (values.cpu) return { host: 'node' };
   const adapter = await weft.requestAdapter().catch(() => null);
-  const info = adapter ? `${adapter.info.architecture} ${adapter.info.description}` : '';
-  if (adapter && !/swiftshader/i.test(info)) return { host: 'node' };
+  if (adapter && weft.adapterKind(adapter.info) !== 'swiftshader') return { host: 'node' };
   const chromium = process.env.CHROMIUM ?? '/usr/bin/chromium';
   if (!existsSync(chromium)) return { host: 'node' };
   return {

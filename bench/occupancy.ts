@@ -172,7 +172,7 @@ function launchRows(d: RecordedDispatch, vocab: number): LaunchRow[] {
   const workgroups = product(d.workgroups);
   const wgSize = Number(v.TPR ?? v.WG ?? 64);
   const base = { pipeline: d.pipeline, workgroups, threads: workgroups * wgSize };
-  if (kernel === 'matmul' && !v.WHOLE_K) {
+  if (kernel === 'matmul' && !v.SERIAL) {
     const u = uniformU32(d.buffers[0]);
     const at = (name: string) => u[PARAM_FIELDS.indexOf(name)] ?? 0;
     const [K, rows, lanes] = [at('K'), at('n_rows'), at('lanes')];

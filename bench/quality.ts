@@ -7,8 +7,8 @@
 // (test/gpu/rotate.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
 // through `w8a8Inputs`.
 import { readFile } from 'node:fs/promises';
+import { calibrationWindows, collectHessians } from '../src/convert/calibrate.js';
 import { pathModel } from '../src/formats/node-file.js';
-import { calibrationWindows, collectHessians } from '../src/model/calibrate.js';
 import { openModel } from '../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
 import { ReferenceRunner } from '../src/model/reference.js';

@@ -11,7 +11,8 @@
 //   5  src/tokenizer/, src/store/,    beside each other (none imports another)
 //      src/grammar/                   (grammar: constraints compiled against a vocabulary)
 //   6  src/model/                     config, weights, forward (GPU and reference), KV, trees
-//   7  src/decode/, src/steer/        samplers, drafters, verification; activation steering
+//   7  src/decode/, src/steer/,       samplers, drafters, verification; activation steering;
+//      src/convert/                   offline tooling: weft convert, export-gguf, GPTQ calibration
 //   8  src/engine/                    the public API
 //   8  src/host/                      beside it: the Node host's Vulkan driver choice, which only
 //                                     entry points make (the CLI, weft/node, tests, benchmarks)
@@ -34,6 +35,7 @@ const FLOORS = {
   'src/model': 6,
   'src/decode': 7,
   'src/steer': 7,
+  'src/convert': 7,
   'src/engine': 8,
   'src/host': 8,
   'src/index.ts': 9,

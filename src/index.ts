@@ -7,6 +7,14 @@
  * @packageDocumentation
  */
 
+export {
+  type ConvertModelOptions,
+  type ConvertQuant,
+  type ConvertSink,
+  convertModel,
+  EXPORT_TYPES,
+  exportModelGguf,
+} from './convert/convert.js';
 // Speculative decoding.
 export type { Drafter, DraftProposal, DraftShape } from './decode/drafter.js';
 export { firstChain, NgramDrafter } from './decode/drafter.js';
@@ -71,14 +79,6 @@ export type { KvFormat } from './kernels/kv/kv.js';
 // Activation steering.
 export type { SteerMode, SteerPlan } from './kernels/steer/steer.js';
 export { specFromConfig, withGenerationConfig } from './model/config.js';
-export {
-  type ConvertModelOptions,
-  type ConvertQuant,
-  type ConvertSink,
-  convertModel,
-  EXPORT_TYPES,
-  exportModelGguf,
-} from './model/convert.js';
 export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
 export { type DraftTree, draftTree } from './model/tree.js';

@@ -5,10 +5,10 @@ import { existsSync, statSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../convert/convert.js';
 import { InvalidInputError } from '../errors.js';
 import type { GgufExportType } from '../formats/gguf-write.js';
 import { pathModel } from '../formats/node-file.js';
-import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../model/convert.js';
 import { WEFT_WEIGHTS } from '../model/load.js';
 import type { Rotation } from '../quant/pack.js';
 

@@ -10,7 +10,7 @@ import type { DrafterKind, GenerateOptions, GenerationChunk, GenerationStats } f
 import type { EngineWorkerLoadEvent } from '../engine/worker-protocol.js';
 import { InvalidInputError, WeftError } from '../errors.js';
 import type { KernelForms } from '../gpu/device.js';
-import { createGpuContext, describeAdapter } from '../gpu/device.js';
+import { adapterKind, createGpuContext, describeAdapter } from '../gpu/device.js';
 import { requestAdapter } from '../gpu/host.js';
 import { useVulkanDriver, VULKAN_DRIVERS, type VulkanDriver } from '../host/vulkan.js';
 import { GGUF_IN_FOLDER, openModel } from '../model/load.js';
@@ -298,9 +298,8 @@ async function pickHost(args: GenerateArgs): Promise<'node' | 'chromium'> {
   if (args.host !== 'auto') return args.host;
   if (args.device === 'cpu') return 'node';
   const adapter = await requestAdapter().catch(() => null);
-  const software =
-    !adapter || /swiftshader/i.test(`${adapter.info.architecture} ${adapter.info.description}`);
-  return software && chromiumPath() ? 'chromium' : 'node';
+  const crashes = !adapter || adapterKind(adapter.info) === 'swiftshader';
+  return crashes && chromiumPath() ? 'chromium' : 'node';
 }
 
 async function generate(args: GenerateArgs): Promise<void> {

@@ -77,7 +77,20 @@ export interface GpuContext {
   destroy(): void;
 }
 
-const SOFTWARE = /swiftshader|llvmpipe|lavapipe|warp|software/i;
+/**
+ * What an adapter is, from its info: `gpu`, `swiftshader` (Chromium's CPU Vulkan driver), or
+ * another CPU implementation of WebGPU (`software`: Mesa's lavapipe / llvmpipe, WARP). The one
+ * place weft tells them apart: {@link AdapterSummary.software} (and with it the default kernel
+ * forms), the CLI's choice of host (Dawn's Node binding crashes on SwiftShader, not on lavapipe)
+ * and the GPU benchmark's refusal of a CPU adapter all read it.
+ */
+export function adapterKind(
+  info: Pick<GPUAdapterInfo, 'vendor' | 'architecture' | 'device' | 'description'>,
+): 'gpu' | 'swiftshader' | 'software' {
+  const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`;
+  if (/swiftshader/i.test(text)) return 'swiftshader';
+  return /llvmpipe|lavapipe|warp|software/i.test(text) ? 'software' : 'gpu';
+}
 
 /**
  * Requests an adapter and a device with the largest storage-binding and buffer limits the adapter
@@ -121,7 +134,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     architecture: info.architecture,
     device: info.device,
     description: info.description,
-    software: SOFTWARE.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`),
+    software: adapterKind(info) !== 'gpu',
   };
   let lostError: DeviceLostError | undefined;
   const lost = device.lost.then((l) => {

@@ -13,7 +13,7 @@ export {
 export type { GpuCounts } from './counters.js';
 export { addCounts, countsSince, GpuCounter, zeroCounts } from './counters.js';
 export type { AdapterSummary, GpuContext, GpuContextOptions, GpuFeatures, KernelForms } from './device.js';
-export { createGpuContext, describeAdapter } from './device.js';
+export { adapterKind, createGpuContext, describeAdapter } from './device.js';
 export { requestAdapter } from './host.js';
 export type { PipelineSource } from './pipelines.js';
 export { PipelineCache } from './pipelines.js';

@@ -3,8 +3,8 @@ import { shaders } from '../gen/shaders.js';
 import type { PipelineSource } from './pipelines.js';
 import type { UniformLayout } from './uniforms.js';
 
-// Kernel variants are made one way: text substitution by renderWgsl, not WGSL `override`
-// constants. Overrides could set a workgroup size (WGSL, and Chromium, accept override-sized
+// Kernel variants are made one way: text substitution by renderWgsl (values, branches, unrolled
+// loops and shared snippets), not WGSL `override` constants. Overrides could set a workgroup size (WGSL, and Chromium, accept override-sized
 // workgroup arrays) but not what most variants are: a choice of code (a weight format's unpacking,
 // the subgroup or workgroup-memory reduction), bindings that exist or not, the uniform struct, a
 // shared snippet (//#include reduce). So a workgroup size is substituted too, as a `const`
@@ -20,8 +20,12 @@ export type WgslVars = Record<string, string | number | boolean>;
  * - `{{NAME}}` is replaced by `vars.NAME` (numbers and strings as written).
  * - Lines between `//#if NAME` and `//#endif` (with an optional `//#else`) are kept when `vars.NAME`
  *   is truthy (the `//#else` branch otherwise). `//#if !NAME` negates. Blocks may nest.
+ * - Lines between `//#for I < BOUND` and `//#endfor` are rendered once per I = 0 .. BOUND - 1
+ *   (BOUND a number or the name of a numeric variable), with `{{I}}` the index: code a CPU
+ *   implementation of WebGPU wants unrolled into named scalars (`var a{{r}} = 0.0;`), which an
+ *   indexed local array would keep in memory. Loops may nest, and hold any other directive.
  * - `//#include NAME` is replaced by the snippet `NAME` of `includes` (default: the WGSL files of
- *   src/kernels/ by file name, e.g. `reduce`), rendered with the same `vars`.
+ *   shaders/ by file name, e.g. `reduce`), rendered with the same `vars`.
  *
  * A name used but missing from `vars` throws, so a typo never silently picks a branch.
  */
@@ -30,6 +34,14 @@ export function renderWgsl(
   vars: WgslVars = {},
   includes: Readonly<Record<string, string>> = shaders,
 ): string {
+  return renderLines(template.split('\n'), vars, includes).join('\n');
+}
+
+function renderLines(
+  lines: readonly string[],
+  vars: WgslVars,
+  includes: Readonly<Record<string, string>>,
+): string[] {
   const need = (name: string) => {
     if (!(name in vars)) throw new InvalidInputError(`WGSL template variable "${name}" is not set`);
     return vars[name]!;
@@ -38,8 +50,23 @@ export function renderWgsl(
   // Each stack entry: is this branch emitting, and did its parent emit.
   const stack: { on: boolean; parent: boolean }[] = [];
   const emitting = () => stack.every((s) => s.on);
-  for (const line of template.split('\n')) {
+  for (let at = 0; at < lines.length; at++) {
+    const line = lines[at]!;
     const t = line.trim();
+    const loop = /^\/\/#for\s+(\w+)\s*<\s*(\w+)\s*$/.exec(t);
+    if (loop) {
+      const end = loopEnd(lines, at);
+      if (emitting()) {
+        const bound = /^\d+$/.test(loop[2]!) ? Number(loop[2]) : Number(need(loop[2]!));
+        if (!Number.isInteger(bound) || bound < 0)
+          throw new InvalidInputError(`WGSL template: //#for bound ${loop[2]} = ${bound} is not a count`);
+        const body = lines.slice(at + 1, end);
+        for (let i = 0; i < bound; i++) out.push(...renderLines(body, { ...vars, [loop[1]!]: i }, includes));
+      }
+      at = end;
+      continue;
+    }
+    if (t === '//#endfor') throw new InvalidInputError('WGSL template: //#endfor without //#for');
     const m = /^\/\/#if\s+(!?)(\w+)\s*$/.exec(t);
     if (m) {
       const v = Boolean(need(m[2]!));
@@ -68,7 +95,18 @@ export function renderWgsl(
     if (emitting()) out.push(line.replace(/\{\{(\w+)\}\}/g, (_, n: string) => String(need(n))));
   }
   if (stack.length) throw new InvalidInputError('WGSL template: unterminated //#if');
-  return out.join('\n');
+  return out;
+}
+
+/** The index of the `//#endfor` that closes the `//#for` at `start` (loops nest). */
+function loopEnd(lines: readonly string[], start: number): number {
+  let depth = 0;
+  for (let i = start; i < lines.length; i++) {
+    const t = lines[i]!.trim();
+    if (t.startsWith('//#for ')) depth++;
+    else if (t === '//#endfor' && --depth === 0) return i;
+  }
+  throw new InvalidInputError('WGSL template: unterminated //#for');
 }
 
 /** A kernel variant as the pipeline cache takes it: its key, and its WGSL rendered on first use. */

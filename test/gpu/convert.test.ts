@@ -2,11 +2,11 @@
 // weft-q checkpoint gives bit-identical logits to quantizing while loading, with every matrix
 // copied from the file, and a GGUF loads through openModel with logits equal to the reference.
 import { describe, expect, it } from 'vitest';
+import { convertModel } from '../../src/convert/convert.js';
 import { type ModelFiles, memoryModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
-import { convertModel } from '../../src/model/convert.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { referenceTensors } from '../../src/model/quantized.js';

@@ -1,16 +1,16 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { linearsByInput } from '../../src/formats/layout.js';
-import { pathModel } from '../../src/formats/node-file.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
-import { rmsNormRef } from '../../src/kernels/norm/rmsnorm.js';
 import {
   CALIBRATION_WINDOW,
   calibrationWindows,
   collectHessians,
   headHessian,
   headWeightName,
-} from '../../src/model/calibrate.js';
+} from '../../src/convert/calibrate.js';
+import { linearsByInput } from '../../src/formats/layout.js';
+import { pathModel } from '../../src/formats/node-file.js';
+import type { ModelSpec } from '../../src/formats/spec.js';
+import { rmsNormRef } from '../../src/kernels/norm/rmsnorm.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { hadamardRef } from '../../src/quant/hadamard.js';

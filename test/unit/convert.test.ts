@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConvertArgs, parseExportGgufArgs, runConvert, runExportGguf } from '../../src/cli/convert.js';
+import { calibrationWindows, collectHessians } from '../../src/convert/calibrate.js';
+import { configFromSpec } from '../../src/convert/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
@@ -17,9 +19,7 @@ import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats/weft-checkpoint.js';
-import { calibrationWindows, collectHessians } from '../../src/model/calibrate.js';
 import { specFromConfig } from '../../src/model/config.js';
-import { configFromSpec } from '../../src/model/convert.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { dequantize, quantize } from '../../src/quant/formats.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { alignUp, defineUniforms, renderWgsl, wgslVariant } from '../../src/gpu/index.js';
+import { adapterKind, alignUp, defineUniforms, renderWgsl, wgslVariant } from '../../src/gpu/index.js';
 import { grid } from '../../src/kernels/dispatch.js';
 import { saxpyRef } from '../../src/kernels/selftest/selftest.js';
 
@@ -28,6 +28,25 @@ describe('renderWgsl', () => {
     expect(() => renderWgsl('//#include nope', {}, snippets)).toThrow(/no snippet "nope"/);
     // The shared reductions: every kernel that includes them gets wg_sum and wg_max.
     expect(renderWgsl('//#include reduce')).toMatch(/fn wg_sum[\s\S]*fn wg_max/);
+  });
+  it('unrolls //#for loops, nested, with any directive inside', () => {
+    const t = [
+      '//#for r < R',
+      'let e{{r}} = {{r}}u;',
+      '//#for m < 2',
+      '//#if F',
+      'a{{r}}_{{m}}',
+      '//#endif',
+      '//#endfor',
+      '//#endfor',
+      'z',
+    ].join('\n');
+    expect(renderWgsl(t, { R: 2, F: true })).toBe('let e0 = 0u;\na0_0\na0_1\nlet e1 = 1u;\na1_0\na1_1\nz');
+    expect(renderWgsl(t, { R: 1, F: false })).toBe('let e0 = 0u;\nz');
+    expect(renderWgsl('//#if F\n//#for i < N\nx\n//#endfor\n//#endif', { F: false })).toBe('');
+    expect(() => renderWgsl('//#for i < 2\nx')).toThrow(/unterminated \/\/#for/);
+    expect(() => renderWgsl('//#endfor')).toThrow(/without/);
+    expect(() => renderWgsl('//#for i < N\n//#endfor')).toThrow(/"N" is not set/);
   });
   it('throws on a missing variable or unbalanced blocks', () => {
     expect(() => renderWgsl('{{Q}}')).toThrow(InvalidInputError);
@@ -69,5 +88,21 @@ describe('dispatch helpers', () => {
   });
   it('the selftest reference is f32 saxpy', () => {
     expect(Array.from(saxpyRef(2, new Float32Array([1, 2]), new Float32Array([0.5, -1])))).toEqual([2.5, 3]);
+  });
+});
+
+describe('adapterKind', () => {
+  it('tells a GPU from SwiftShader and the other CPU implementations, from the adapter info', () => {
+    const info = (vendor: string, architecture: string, description = '') => ({
+      vendor,
+      architecture,
+      device: '',
+      description,
+    });
+    expect(adapterKind(info('google', 'swiftshader', 'SwiftShader Device (Subzero)'))).toBe('swiftshader');
+    expect(adapterKind(info('mesa', 'software', 'llvmpipe: Mesa 25.0.7'))).toBe('software');
+    expect(adapterKind(info('microsoft', 'warp'))).toBe('software');
+    expect(adapterKind(info('nvidia', 'hopper', 'NVIDIA H100 80GB HBM3'))).toBe('gpu');
+    expect(adapterKind(info('apple', 'metal-3'))).toBe('gpu');
   });
 });

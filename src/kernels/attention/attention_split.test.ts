@@ -4,8 +4,8 @@ import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import { packHalves, unpackHalves } from '../kv/kv.js';
-import { type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './attention.js';
 import { ATTENTION_CHUNK, SplitAttention, visWords } from './attention_split.js';
+import { type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './reference.js';
 
 function slotsOf(base: number, rows: number): Uint32Array {
   return Uint32Array.from({ length: rows }, (_, r) => base + r);

@@ -6,7 +6,7 @@ import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { kvWordsPerSlot } from '../kv/kv.js';
-import type { AttentionShape } from './attention.js';
+import type { AttentionShape } from './reference.js';
 
 const WG = 64;
 /** V loads one thread of the GPU form issues before it uses the first (attention_split.wgsl's VB). */

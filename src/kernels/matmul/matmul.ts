@@ -335,16 +335,16 @@ const SPLIT_K_THREADS = 64;
  */
 export const GEMV_TARGET_THREADS = 65536;
 
-/** Threads per workgroup of the whole-K layout (see {@link GpuContext.kernels}). */
-export const WHOLE_K_THREADS = 4;
+/** Threads per workgroup of the serial form (see {@link GpuContext.kernels}). */
+export const SERIAL_THREADS = 4;
 
 /**
- * Output columns per thread of the whole-K layout. On SwiftShader (demo target, f16), 8 against 4
+ * Output columns per thread of the serial form. On SwiftShader (demo target, f16), 8 against 4
  * took a 17-row pass from ~285 to ~210 ms and a one-row pass from ~36 to ~31 ms (2 gave ~310 ms
  * at 17 rows; 16 gained 10% at 17 rows and lost 10% at one). Threads per workgroup (4, 16) made
  * no difference there; 4 keeps the most workgroups for a CPU with many cores.
  */
-export const WHOLE_K_COLUMNS = 8;
+export const SERIAL_COLUMNS = 8;
 
 /**
  * Blocks of 16 elements one 16-byte code load of the split-K form covers for a `format` matrix of
@@ -399,11 +399,11 @@ export function splitLanes(format: WeightFormat, N: number, K: number): number {
 
 /**
  * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
- * (1: the GEMV) and this layout: whole-K {@link WHOLE_K_THREADS} · {@link WHOLE_K_COLUMNS}; split-K
+ * (1: the GEMV) and this layout: serial {@link SERIAL_THREADS} · {@link SERIAL_COLUMNS}; split-K
  * (64 / lanes) row groups of {@link columnsPerGroup} columns.
  */
-export function matmulRowsPerWorkgroup(tm: number, v: Pick<MatmulVariant, 'wholeK' | 'lanes'>): number {
-  return v.wholeK ? WHOLE_K_THREADS * WHOLE_K_COLUMNS : (SPLIT_K_THREADS / v.lanes) * columnsPerGroup(tm);
+export function matmulRowsPerWorkgroup(tm: number, v: Pick<MatmulVariant, 'serial' | 'lanes'>): number {
+  return v.serial ? SERIAL_THREADS * SERIAL_COLUMNS : (SPLIT_K_THREADS / v.lanes) * columnsPerGroup(tm);
 }
 
 /**
@@ -440,13 +440,13 @@ export interface MatmulVariant {
   /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
   readonly norm: false | 'weight' | 'one-plus';
   readonly epilogue: MatmulEpilogue;
-  /** The whole-K layout (see {@link GpuContext.kernels}); else K is split over `lanes` lanes. */
-  readonly wholeK: boolean;
-  /** Split-K only: lanes per output ({@link splitLanes} of the matrix); 0 in the whole-K layout. */
+  /** The serial form (see {@link GpuContext.kernels}); else K is split over `lanes` lanes. */
+  readonly serial: boolean;
+  /** Split-K only: lanes per output ({@link splitLanes} of the matrix); 0 in the serial form. */
   readonly lanes: number;
   /** Split-K only: q4_0, int4 and int2 codes read 16 bytes per load (see {@link wideLoads}). */
   readonly wide: boolean;
-  /** Whole-K GEMV only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
+  /** Serial GEMV only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
   readonly pairs: boolean;
 }
 
@@ -471,7 +471,7 @@ export function wideLoads(format: WeightFormat, K: number): boolean {
 }
 
 /**
- * Whether the whole-K matmul.wgsl's GEMV walks a `format` matrix of K columns a group (32 elements,
+ * Whether the serial matmul.wgsl's GEMV walks a `format` matrix of K columns a group (32 elements,
  * two blocks) per loop trip, computing each row's grid once per trip: for int8, q4_0 and int4 when
  * K % 32 == 0, so that every row starts on a group. The sums are the same, block after block. On
  * SwiftShader this took the int4 GEMV at 4096x11008 from 1.08x to 0.87x the f16 one's time (q4_0
@@ -499,16 +499,16 @@ export function matmulVariant(
   shape: MatrixShape,
   opts: Omit<MatmulOptions, 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
 ): MatmulVariant {
-  const wholeK = ctx.kernels === 'serial';
+  const serial = ctx.kernels === 'serial';
   const K = shape.cols;
   return {
     half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
-    wholeK,
-    lanes: wholeK ? 0 : splitLanes(format, shape.rows, K),
-    wide: !wholeK && wideLoads(format, K),
-    pairs: wholeK && groupPairs(format, K),
+    serial,
+    lanes: serial ? 0 : splitLanes(format, shape.rows, K),
+    wide: !serial && wideLoads(format, K),
+    pairs: serial && groupPairs(format, K),
   };
 }
 
@@ -524,11 +524,15 @@ export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant)
 export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   return {
     TM: tm,
-    R: v.wholeK ? WHOLE_K_COLUMNS : columnsPerGroup(tm),
-    TPR: v.wholeK ? WHOLE_K_THREADS : SPLIT_K_THREADS,
-    WHOLE_K: v.wholeK,
-    ...(v.wholeK
-      ? wholeKCode(format, tm, v)
+    R: v.serial ? SERIAL_COLUMNS : columnsPerGroup(tm),
+    TPR: v.serial ? SERIAL_THREADS : SPLIT_K_THREADS,
+    SERIAL: v.serial,
+    // Serial: a grid per group kept over its blocks (GROUPED), or a group per trip in the GEMV
+    // (PAIRS; in the tiles the doubled block code took SwiftShader about twice as long to compile).
+    PAIRS: v.pairs && tm === 1,
+    GROUPED: v.serial && gridPerGroup(format) && !(v.pairs && tm === 1),
+    ...(v.serial
+      ? {}
       : {
           U: v.wide ? (format === 'int2' ? 4 : 2) : 1,
           UV: loadsPerUnit(format),
@@ -551,105 +555,6 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     ADD: v.epilogue === 'add',
     SILU: v.epilogue === 'silu',
   };
-}
-
-/**
- * The unrolled parts of matmul.wgsl's whole-K main for `tm` rows per tile (WK_ROWS, WK_TILE,
- * WK_BLOCK, WK_STORE): a named scalar per accumulator (`a{r}_{m}`: weight row r, tile row m), per
- * weight row start (`e{r}`) and per tile row (`xr{m}`, and `inv{m}` with a fused norm), so that a
- * CPU implementation keeps them in registers. Tile rows m ≥ 1 are summed and written only when
- * the tile has them (`tr > m`).
- */
-function wholeKCode(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
-  const R = WHOLE_K_COLUMNS;
-  const wr = v.epilogue === 'silu' ? 2 * R : R;
-  const rows = Array.from({ length: tm }, (_, m) => m);
-  const weights = Array.from({ length: wr }, (_, r) => r);
-  const norm = v.norm !== false;
-  // A grid per group: a thread computes a row's grid once per group, at its first block (a row may
-  // start mid-group), not per block.
-  const group32 = gridPerGroup(format);
-  // Pairs in the GEMV only. The sums are the same either way, so a GEMV row equals the tiles' row;
-  // in the 2- to 8-row tiles the doubled block code took SwiftShader about twice as long to compile.
-  const pairs = v.pairs && tm === 1;
-  const guard = (m: number, body: string[], pad: string) =>
-    m === 0
-      ? body.map((l) => pad + l)
-      : [`${pad}if (tr > ${m}u) {`, ...body.map((l) => `${pad}  ${l}`), `${pad}}`];
-  const WK_ROWS = weights
-    .map((r) => `  let e${r} = (min(c0 + ${r % R}u, last) + ${Math.floor(r / R)}u * p.n_rows) * p.K;`)
-    .join('\n');
-  const WK_TILE = [
-    ...rows.map((m) => `    let xr${m} = (p.x_off + min(m0 + ${m}u, p.M - 1u)) * kv;`),
-    // One call site in a loop, not one per tile row: each inlined copy of row_inv_rms's unrolled
-    // sum costs SwiftShader's compiler about as much as the rest of the kernel (TM = 8: 2.6 s).
-    ...(norm
-      ? [
-          `    var invs: array<f32, ${tm}>;`,
-          `    for (var m = 0u; m < ${tm}u; m++) {`,
-          `      invs[m] = row_inv_rms(min(m0 + m, p.M - 1u));`,
-          `    }`,
-          ...rows.map((m) => `    let inv${m} = vec4<f32>(invs[${m}]);`),
-        ]
-      : []),
-    ...weights.flatMap((r) => rows.map((m) => `    var a${r}_${m} = 0.0;`)),
-    ...(group32 && !pairs ? weights.map((r) => `    var ab${r} = vec2<f32>(0.0);`) : []),
-  ].join('\n');
-  // Tile row m's x at vec4 j + q (q = 4..7: the pair's second block), normed with its gamma.
-  const xq = (m: number, q: number) =>
-    norm ? `x[xr${m} + j + ${q}u] * inv${m} * ${q < 4 ? 'g' : 'h'}${q % 4}` : `x[xr${m} + j + ${q}u]`;
-  // A group per trip (pairs): each row's grid once, then the group's two blocks (x at j and j + 4
-  // vec4s), summed in block order. Else a block per trip, the grid kept from the group's first.
-  const halves = pairs ? [0, 1] : [0];
-  const WK_BLOCK = [
-    ...(norm ? [0, 1, 2, 3].map((q) => `      let g${q} = norm_weight(j + ${q}u);`) : []),
-    ...(norm && pairs ? [0, 1, 2, 3].map((q) => `      let h${q} = norm_weight(j + ${q + 4}u);`) : []),
-    ...weights.flatMap((r) =>
-      pairs
-        ? [
-            `      let f${r} = e${r} + blk * 16u;`,
-            `      let ab${r} = grid_at(f${r});`,
-            `      let w${r} = load_codes(f${r}, ab${r});`,
-            `      let v${r} = load_codes(f${r} + 16u, ab${r});`,
-          ]
-        : group32
-          ? [
-              `      let f${r} = e${r} + blk * 16u;`,
-              `      if (blk == 0u || (f${r} & 31u) == 0u) {`,
-              `        ab${r} = grid_at(f${r});`,
-              `      }`,
-              `      let w${r} = load_codes(f${r}, ab${r});`,
-            ]
-          : [`      let w${r} = load_block(e${r} + blk * 16u);`],
-    ),
-    ...rows.flatMap((m) =>
-      guard(
-        m,
-        halves.flatMap((h) => [
-          `let ${h ? 'y' : 'x'}${m} = Block(${[0, 1, 2, 3].map((q) => xq(m, q + 4 * h)).join(', ')});`,
-          ...weights.map(
-            (r) => `a${r}_${m} = a${r}_${m} + dot16(${h ? 'v' : 'w'}${r}, ${h ? 'y' : 'x'}${m});`,
-          ),
-        ]),
-        '      ',
-      ),
-    ),
-  ].join('\n');
-  const store = (c: number, m: number) => [
-    `let at = (m0 + ${m}u) * p.N + p.n_off + c0 + ${c}u;`,
-    `store_out(at, a${c}_${m}, ${v.epilogue === 'silu' ? `a${R + c}_${m}` : '0.0'});`,
-  ];
-  const WK_STORE = Array.from({ length: R }, (_, c) => c)
-    .flatMap((c) => {
-      const body = rows.flatMap((m) =>
-        m === 0 ? [`{`, ...store(c, m).map((l) => `  ${l}`), `}`] : guard(m, store(c, m), ''),
-      );
-      return c === 0
-        ? body.map((l) => `    ${l}`)
-        : [`    if (c0 + ${c}u < p.n_rows) {`, ...body.map((l) => `      ${l}`), `    }`];
-    })
-    .join('\n');
-  return { WK_ROWS, WK_TILE, WK_BLOCK, WK_STORE, WK_STEP: pairs ? '2u' : '1u' };
 }
 
 /**

@@ -1,10 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { gpu, runOnce } from '../../../test/helpers/gpu.js';
-import { createBuffer, readF32, uploadBuffer, writeBuffer } from '../../gpu/buffers.js';
-import type { GpuContext } from '../../gpu/device.js';
-import { BindGroupCache } from '../bind.js';
-import { packHalves, unpackHalves } from '../kv/kv.js';
-import { Attention, type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './attention.js';
+import { createBuffer, readF32, uploadBuffer, writeBuffer } from '../src/gpu/buffers.js';
+import type { GpuContext } from '../src/gpu/device.js';
+import {
+  type AttentionInputs,
+  attentionRef,
+  chainEnds,
+  subtreeEnds,
+} from '../src/kernels/attention/reference.js';
+import { BindGroupCache } from '../src/kernels/bind.js';
+import { packHalves, unpackHalves } from '../src/kernels/kv/kv.js';
+import { gpu, runOnce } from '../test/helpers/gpu.js';
+import { Attention } from './attention.js';
 
 /**
  * Uploads {@link AttentionInputs} (k, v as f32 values, packed to halves for an f16 cache), runs

@@ -10,10 +10,10 @@ import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.
 import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { convert } from '../formats/weft-checkpoint.js';
+import { ggufFileOf, type OpenedModel, openModel, WEFT_WEIGHTS } from '../model/load.js';
+import { mapWeights, readAllF32 } from '../model/weights.js';
 import type { Rotation } from '../quant/pack.js';
 import { calibrationWindows, collectHessians } from './calibrate.js';
-import { ggufFileOf, type OpenedModel, openModel, WEFT_WEIGHTS } from './load.js';
-import { mapWeights, readAllF32 } from './weights.js';
 
 /** Formats `weft convert` writes (the float formats need no converted checkpoint). */
 export type ConvertQuant = 'int8' | 'int4' | 'int2';

@@ -3,11 +3,11 @@
 import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { rmsNormRef } from '../kernels/norm/rmsnorm.js';
+import { ReferenceRunner } from '../model/reference.js';
+import type { WeightSource } from '../model/weights.js';
 import { HessianSum } from '../quant/hessian.js';
 import type { Rotation } from '../quant/pack.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
-import { ReferenceRunner } from './reference.js';
-import type { WeightSource } from './weights.js';
 
 /** Positions per calibration window, BOS included: the models' training and evaluation context. */
 export const CALIBRATION_WINDOW = 256;

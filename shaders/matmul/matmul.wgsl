@@ -34,7 +34,7 @@
 //   ADD (epilogue): y[m, n] = y[m, n] + result, the add kernel's op (x += W·a).
 //   SILU (epilogue): the part holds n_rows gate rows then n_rows up rows (a gated pair); output
 //     y[m, n_off + n] = silu(g) * u as elementwise.wgsl computes it, g = gate_n · x, u = up_n · x.
-// Layouts: WHOLE_K (software adapters: one thread per output column group, all of K; see its main
+// Layouts: SERIAL (software adapters: one thread per output column group, all of K; see its main
 //   below) or split-K (GPUs), described here.
 // Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
 //   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
@@ -78,7 +78,7 @@ enable f16;
 const TPR: u32 = {{TPR}}u;
 // Rows of x per tile: the accumulators a thread holds per weight row.
 const TM: u32 = {{TM}}u;
-// Output columns per thread (whole-K) or per row group (split-K), and the weight rows behind them.
+// Output columns per thread (serial) or per row group (split-K), and the weight rows behind them.
 const R: u32 = {{R}}u;
 //#if SILU
 const WR: u32 = 2u * R;
@@ -177,10 +177,10 @@ fn dot16(wb: Block, xb: Block) -> f32 {
   return dot4(wb.d, xb.d, dot4(wb.c, xb.c, dot4(wb.b, xb.b, dot4(wb.a, xb.a, 0.0))));
 }
 
-//#if WHOLE_K
+//#if SERIAL
 //#if SCALES
 // The 16 weights of the block at flat element e of the part, on its grid ab = grid_at(e) (the
-// whole-K form reuses a grid over the blocks of one group).
+// serial form reuses a grid over the blocks of one group).
 fn load_codes(e: u32, ab: vec2<f32>) -> Block {
 //#if INT8
   return int8_block(w[e / 16u], ab);
@@ -246,15 +246,19 @@ fn row_inv_rms(row: u32) -> f32 {
 }
 //#endif
 
-// Whole-K layout (software adapters; see GpuContext.serial): thread t of a workgroup computes the
+// Serial form (software adapters; see GpuContext.kernels): thread t of a workgroup computes the
 // R output columns c0 .. c0 + R - 1 (c0 = (flat workgroup index * TPR + t) * R) for TM rows of x
 // at a time, walking every block of K itself in increasing order: acc = acc + dot16(block) per
 // output. No workgroup memory and no barrier (a CPU implementation pays microseconds per barrier
 // and ~100 us per workgroup for zeroing workgroup memory); x is read straight from its buffer.
-// The loops over columns and tile rows are unrolled by the TS side into named scalars (WK_*: a
-// CPU implementation keeps an indexed local array in memory). The order depends on neither M nor
-// the tile, so rows are bit-identical whatever M is, as in the split-K layout below (whose sums
-// differ from these). Tile rows past M read row M - 1 and are neither summed nor written.
+// The loops over columns and tile rows are unrolled (//#for) into named scalars, as a CPU
+// implementation keeps an indexed local array in memory: accumulators a{c}_{m} (column c, tile
+// row m; u{c}_{m} for a gated pair's up rows), weight-row starts e{c} (eu{c}), tile rows xr{m}.
+// With a grid per group of 32 (GROUPED: int8, q4_0, int4) a row's grid is computed at the group's
+// first block and kept; the GEMV of such a K % 32 == 0 matrix (PAIRS) walks a group per trip, its
+// grid once, then its two blocks. The order depends on neither M nor the tile, so rows are
+// bit-identical whatever M is, as in the split-K layout below (whose sums differ from these). Tile
+// rows past M read row M - 1 and are neither summed nor written.
 @compute @workgroup_size(TPR)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
@@ -268,15 +272,136 @@ fn main(
   let nblk = p.K / 16u;
   let kv = p.K / 4u;
   let last = p.n_rows - 1u;
-{{WK_ROWS}}
+  // First flat element of each column's weight row (columns past the part repeat its last row).
+//#for c < R
+  let e{{c}} = min(c0 + {{c}}u, last) * p.K;
+//#if SILU
+  let eu{{c}} = (min(c0 + {{c}}u, last) + p.n_rows) * p.K;
+//#endif
+//#endfor
   for (var m0 = 0u; m0 < p.M; m0 += TM) {
     let tr = min(TM, p.M - m0);
-{{WK_TILE}}
-    for (var blk = 0u; blk < nblk; blk += {{WK_STEP}}) {
-      let j = blk * 4u;
-{{WK_BLOCK}}
+//#for m < TM
+    let xr{{m}} = (p.x_off + min(m0 + {{m}}u, p.M - 1u)) * kv;
+//#endfor
+//#if NORM
+    // One call site in a loop, not one per tile row: each inlined copy of row_inv_rms's unrolled
+    // sum costs SwiftShader's compiler about as much as the rest of the kernel (TM = 8: 2.6 s).
+    var invs: array<f32, TM>;
+    for (var m = 0u; m < TM; m++) {
+      invs[m] = row_inv_rms(min(m0 + m, p.M - 1u));
     }
-{{WK_STORE}}
+//#for m < TM
+    let inv{{m}} = vec4<f32>(invs[{{m}}]);
+//#endfor
+//#endif
+//#for c < R
+//#for m < TM
+    var a{{c}}_{{m}} = 0.0;
+//#if SILU
+    var u{{c}}_{{m}} = 0.0;
+//#endif
+//#endfor
+//#if GROUPED
+    var ab{{c}} = vec2<f32>(0.0);
+//#if SILU
+    var abu{{c}} = vec2<f32>(0.0);
+//#endif
+//#endif
+//#endfor
+//#if PAIRS
+    for (var blk = 0u; blk < nblk; blk += 2u) {
+//#else
+    for (var blk = 0u; blk < nblk; blk += 1u) {
+//#endif
+      let j = blk * 4u;
+//#if NORM
+//#for q < 4
+      let g{{q}} = norm_weight(j + {{q}}u);
+//#endfor
+//#if PAIRS
+//#for q < 4
+      let h{{q}} = norm_weight(j + {{q}}u + 4u);
+//#endfor
+//#endif
+//#endif
+//#for c < R
+//#if PAIRS
+      let f{{c}} = e{{c}} + blk * 16u;
+      let ab{{c}} = grid_at(f{{c}});
+      let w{{c}} = load_codes(f{{c}}, ab{{c}});
+      let v{{c}} = load_codes(f{{c}} + 16u, ab{{c}});
+//#if SILU
+      let fu{{c}} = eu{{c}} + blk * 16u;
+      let abu{{c}} = grid_at(fu{{c}});
+      let wu{{c}} = load_codes(fu{{c}}, abu{{c}});
+      let vu{{c}} = load_codes(fu{{c}} + 16u, abu{{c}});
+//#endif
+//#else
+//#if GROUPED
+      let f{{c}} = e{{c}} + blk * 16u;
+      if (blk == 0u || (f{{c}} & 31u) == 0u) {
+        ab{{c}} = grid_at(f{{c}});
+      }
+      let w{{c}} = load_codes(f{{c}}, ab{{c}});
+//#if SILU
+      let fu{{c}} = eu{{c}} + blk * 16u;
+      if (blk == 0u || (fu{{c}} & 31u) == 0u) {
+        abu{{c}} = grid_at(fu{{c}});
+      }
+      let wu{{c}} = load_codes(fu{{c}}, abu{{c}});
+//#endif
+//#else
+      let w{{c}} = load_block(e{{c}} + blk * 16u);
+//#if SILU
+      let wu{{c}} = load_block(eu{{c}} + blk * 16u);
+//#endif
+//#endif
+//#endif
+//#endfor
+//#for m < TM
+      if ({{m}}u == 0u || tr > {{m}}u) {
+//#if NORM
+        let x{{m}} = Block(x[xr{{m}} + j] * inv{{m}} * g0, x[xr{{m}} + j + 1u] * inv{{m}} * g1, x[xr{{m}} + j + 2u] * inv{{m}} * g2, x[xr{{m}} + j + 3u] * inv{{m}} * g3);
+//#else
+        let x{{m}} = Block(x[xr{{m}} + j], x[xr{{m}} + j + 1u], x[xr{{m}} + j + 2u], x[xr{{m}} + j + 3u]);
+//#endif
+//#for c < R
+        a{{c}}_{{m}} = a{{c}}_{{m}} + dot16(w{{c}}, x{{m}});
+//#if SILU
+        u{{c}}_{{m}} = u{{c}}_{{m}} + dot16(wu{{c}}, x{{m}});
+//#endif
+//#endfor
+//#if PAIRS
+//#if NORM
+        let y{{m}} = Block(x[xr{{m}} + j + 4u] * inv{{m}} * h0, x[xr{{m}} + j + 5u] * inv{{m}} * h1, x[xr{{m}} + j + 6u] * inv{{m}} * h2, x[xr{{m}} + j + 7u] * inv{{m}} * h3);
+//#else
+        let y{{m}} = Block(x[xr{{m}} + j + 4u], x[xr{{m}} + j + 5u], x[xr{{m}} + j + 6u], x[xr{{m}} + j + 7u]);
+//#endif
+//#for c < R
+        a{{c}}_{{m}} = a{{c}}_{{m}} + dot16(v{{c}}, y{{m}});
+//#if SILU
+        u{{c}}_{{m}} = u{{c}}_{{m}} + dot16(vu{{c}}, y{{m}});
+//#endif
+//#endfor
+//#endif
+      }
+//#endfor
+    }
+//#for c < R
+    if ({{c}}u == 0u || c0 + {{c}}u < p.n_rows) {
+//#for m < TM
+      if ({{m}}u == 0u || tr > {{m}}u) {
+        let at = (m0 + {{m}}u) * p.N + p.n_off + c0 + {{c}}u;
+//#if SILU
+        store_out(at, a{{c}}_{{m}}, u{{c}}_{{m}});
+//#else
+        store_out(at, a{{c}}_{{m}}, 0.0);
+//#endif
+      }
+//#endfor
+    }
+//#endfor
   }
 }
 //#else
