@@ -6,20 +6,10 @@ import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
 import type { Children } from '../kernels/sample/topk.js';
-import {
-  addInto,
-  attend,
-  chainParents,
-  linear,
-  ReferenceKvCache,
-  rankScoredRows,
-  rmsNorm,
-  rope,
-  ropeInverseFrequencies,
-  scoredRows,
-} from './reference.js';
+import { addInto, attend, linear, rmsNorm, rope, ropeInverseFrequencies } from './ops.js';
+import { ReferenceKvCache, rankScoredRows, scoredRows } from './reference.js';
 import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from './runner.js';
-import { draftTree, pathTo } from './tree.js';
+import { chainParents, draftTree, pathTo } from './tree.js';
 
 // A draft head (EAGLE-style; issue 24): one decoder layer that reads the target's own hidden state
 // and drafts the next tokens through the target's own LM head, so it drafts at the cost of a small

@@ -1,11 +1,13 @@
 import { InvalidInputError } from '../errors.js';
-import { linearsByInput } from '../formats/layout.js';
-import { deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
-import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
+import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, childrenRef, packChildren } from '../kernels/sample/topk.js';
+import { type Block, layerEdges, modelBlocks } from './blocks/blocks.js';
+import { blockRef } from './blocks/kinds.js';
+import type { RefPass } from './blocks/pass.js';
+import { linear, rmsNorm, ropeInverseFrequencies } from './ops.js';
 import {
   checkFeatureRange,
   type ForwardInput,
@@ -13,14 +15,15 @@ import {
   type RankSpec,
   type SamplerSpec,
 } from './runner.js';
-import { draftTree, pathTo } from './tree.js';
+import { chainParents, draftTree, pathTo } from './tree.js';
 import { type ModelWeights, readWeights, type WeightSource } from './weights.js';
 
-// The plain-TS reference forward pass: the oracle the GPU forward is tested against. It follows
-// Hugging Face's Llama / Qwen2 / Qwen3 modelling code in f32:
+// The plain-TS reference forward pass: the oracle the GPU forward is tested against. It runs the
+// model's blocks (model/blocks/: the same list the GPU runner encodes), following Hugging Face's
+// Llama / Qwen2 / Qwen3 modelling code in f32:
 //   x = embed[token]
-//   per layer: x += o_proj(attention(rope(qk_norm(q)), rope(qk_norm(k)), v)) of rmsnorm(x)
-//              x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
+//   per block: the attention block x += o_proj(attention(rope(qk_norm(q)), rope(qk_norm(k)), v)) of
+//              rmsnorm(x); the MLP block x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
 //   logits = lm_head(rmsnorm(x))
 // Numerics: every tensor is stored as f32 (Float32Array), so each op's result is rounded to f32 as
 // in an f32 PyTorch run; inside an op, dot products, RMSNorm means, attention scores, the softmax and
@@ -155,6 +158,8 @@ export class ReferenceRunner implements ModelRunner {
   linearInput: LinearInputHook | undefined;
   /** How cached keys and values are stored (see {@link ReferenceOptions.kvFormat}). */
   readonly kvFormat: KvFormat;
+  /** The model's blocks, in forward order (`modelBlocks`). */
+  readonly blocks: readonly Block[];
   /** Tokens of the last forward, whose rows `commit` may keep. */
   private lastTokens = 0;
   /** Logits [R, vocab] of the rows the last forward scored. */
@@ -172,6 +177,7 @@ export class ReferenceRunner implements ModelRunner {
     options: ReferenceOptions = {},
   ) {
     checkSpec(spec);
+    this.blocks = modelBlocks(spec);
     this.weights = readWeights(spec, source);
     this.invFreq = ropeInverseFrequencies(spec.rope, spec.headDim);
     this.kvFormat = options.kvFormat ?? 'f32';
@@ -213,64 +219,28 @@ export class ReferenceRunner implements ModelRunner {
     const attended = tokens.map((_, i) => prefix.concat(pathTo(tree, i).map((j) => cacheSlots[j]!)));
 
     const H = spec.hidden;
-    const I = spec.intermediate;
-    const { qWidth, kvWidth } = deriveSizes(spec);
     const x = new Float32Array(T * H); // [T, H] residual stream
     for (let t = 0; t < T; t++) x.set(weights.embed.subarray(tokens[t]! * H, (tokens[t]! + 1) * H), t * H);
-
-    const h = new Float32Array(T * H); // [T, H] normed input of a block
-    const q = new Float32Array(T * qWidth); // [T, heads, headDim]
-    const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
-    const v = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
-    const attn = new Float32Array(T * qWidth); // [T, heads, headDim]
-    const proj = new Float32Array(T * H); // [T, H] block output before the residual add
-    const gate = new Float32Array(T * I); // [T, I]
-    const up = new Float32Array(T * I); // [T, I]
-
-    const input = (a: Float32Array, width: number, linears: readonly string[]) =>
-      this.linearInput?.(a, width, linears) ?? a;
-    weights.layers.forEach((lw, l) => {
-      const names = linearsByInput(l);
-      this.residualHook?.input?.(l, x); // steering / measurement: the block's input
-      rmsNorm(x, H, lw.inputNorm, spec.rmsEps, h);
-      const hq = input(h, H, names.qkv); // q, k and v share one input, as on the GPU
-      linear(hq, H, lw.q, qWidth, lw.qBias, q);
-      linear(hq, H, lw.k, kvWidth, lw.kBias, k);
-      linear(hq, H, lw.v, kvWidth, lw.vBias, v);
-      // Qwen3: RMSNorm over each head's headDim values, before RoPE.
-      if (lw.qNorm) rmsNorm(q, spec.headDim, lw.qNorm, spec.rmsEps, q);
-      if (lw.kNorm) rmsNorm(k, spec.headDim, lw.kNorm, spec.rmsEps, k);
-      rope(q, spec.heads, spec.headDim, positions, this.invFreq, spec.rope.layout);
-      rope(k, spec.kvHeads, spec.headDim, positions, this.invFreq, spec.rope.layout);
-      const keys = cache.keys[l]!;
-      const values = cache.values[l]!;
-      if (this.kvFormat === 'f16') {
-        roundToHalves(k);
-        roundToHalves(v);
-      }
-      for (let t = 0; t < T; t++) {
-        keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), cacheSlots[t]! * kvWidth);
-        values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), cacheSlots[t]! * kvWidth);
-      }
-      for (let t = 0; t < T; t++)
-        attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, attended[t]!, attn, t * qWidth);
-      linear(input(attn, qWidth, names.o), qWidth, lw.o, H, undefined, proj);
-      addInto(x, proj);
-
-      rmsNorm(x, H, lw.postNorm, spec.rmsEps, h);
-      const hm = input(h, H, names.gateUp);
-      linear(hm, H, lw.gate, I, undefined, gate);
-      linear(hm, H, lw.up, I, undefined, up);
-      for (let i = 0; i < gate.length; i++) {
-        const g = gate[i]!;
-        // SiLU in f32 as PyTorch rounds it, then the product rounded again.
-        gate[i] = Math.fround(g / (1 + Math.exp(-g))) * up[i]!;
-      }
-      linear(input(gate, I, names.down), I, lw.down, H, undefined, proj);
-      addInto(x, proj);
-      this.residualHook?.output?.(l, x); // steering / measurement: the block's output
+    const pass: RefPass = {
+      spec,
+      T,
+      x,
+      positions,
+      cacheSlots,
+      attended,
+      invFreq: this.invFreq,
+      kvFormat: this.kvFormat,
+      cache,
+      input: (a, width, linears) => this.linearInput?.(a, width, linears) ?? a,
+    };
+    this.blocks.forEach((block, i) => {
+      const edges = layerEdges(this.blocks, i);
+      if (edges.first) this.residualHook?.input?.(block.layer, x); // steering / measurement: the layer's input
+      blockRef(pass, block, weights.blocks[i]!);
+      if (edges.last) this.residualHook?.output?.(block.layer, x); // and its output
     });
 
+    const h = new Float32Array(T * H); // [T, H] the final norm's output
     for (let t = 0; t < T; t++) this.featureRows.set(x.subarray(t * H, (t + 1) * H), cacheSlots[t]! * H);
     rmsNorm(x, H, weights.norm, spec.rmsEps, h);
     const logits = new Float32Array(T * spec.vocabSize); // [T, V]
@@ -410,44 +380,6 @@ export function rankScoredRows(
   return packChildren(lists, k);
 }
 
-/** Rounds every value to the nearest IEEE half (ties to even), in place. */
-function roundToHalves(x: Float32Array): void {
-  for (let i = 0; i < x.length; i++) x[i] = f16BitsToF32(f32ToF16Bits(x[i]!));
-}
-
-/** The parent array of a causal chain of `n` tokens: `[-1, 0, 1, ..., n - 2]`. */
-export function chainParents(n: number): number[] {
-  return Array.from({ length: n }, (_, i) => i - 1);
-}
-
-/**
- * RoPE inverse frequencies `[headDim / 2]` as Hugging Face computes them, rounded to f32:
- * `1 / theta^(2i / headDim)`, then Llama 3 scaling (`_compute_llama3_parameters`) when set:
- * wavelengths below `originalMaxPositions / highFreqFactor` are kept, those above
- * `originalMaxPositions / lowFreqFactor` are divided by `factor`, and the band between is
- * interpolated smoothly.
- */
-export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32Array {
-  const inv = new Float32Array(headDim / 2);
-  for (let i = 0; i < inv.length; i++) {
-    const f = 1 / rope.theta ** ((2 * i) / headDim);
-    const s = rope.scaling;
-    if (s === undefined) {
-      inv[i] = f;
-      continue;
-    }
-    const wavelen = (2 * Math.PI) / f;
-    if (wavelen < s.originalMaxPositions / s.highFreqFactor) inv[i] = f;
-    else if (wavelen > s.originalMaxPositions / s.lowFreqFactor) inv[i] = f / s.factor;
-    else {
-      const smooth =
-        (s.originalMaxPositions / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
-      inv[i] = ((1 - smooth) * f) / s.factor + smooth * f;
-    }
-  }
-  return inv;
-}
-
 /** Rejects specs the forward cannot run, naming the field and its value. */
 function checkSpec(spec: ModelSpec): void {
   const positive: [string, number][] = [
@@ -468,174 +400,4 @@ function checkSpec(spec: ModelSpec): void {
     );
   if (spec.headDim % 2 !== 0)
     throw new InvalidInputError(`ReferenceRunner: headDim ${spec.headDim} must be even for RoPE`);
-}
-
-/**
- * RMSNorm over rows of `width`: `y = x / sqrt(mean(x^2) + eps) * w`, the mean in f64, the normed
- * value rounded to f32 before the weight multiply as Hugging Face does. `out` may alias `x`.
- */
-export function rmsNorm(
-  x: Float32Array,
-  width: number,
-  w: Float32Array,
-  eps: number,
-  out: Float32Array,
-): void {
-  for (let r = 0; r < x.length / width; r++) {
-    const base = r * width;
-    let sum = 0;
-    for (let i = 0; i < width; i++) sum += x[base + i]! * x[base + i]!;
-    const inv = 1 / Math.sqrt(Math.fround(sum / width) + eps);
-    for (let i = 0; i < width; i++) out[base + i] = w[i]! * Math.fround(x[base + i]! * inv);
-  }
-}
-
-/**
- * `out[t, o] = sum_i x[t, i] * W[o, i] (+ bias[o])`: x [T, inDim], W [outDim, inDim], out [T, outDim].
- * Each output is one f64 sum taken in the order i = 0, 1, ..., inDim - 1. The loops walk tiles of 4
- * tokens x 2 outputs so that each value loaded feeds 2 or 4 of the 8 sums, which run side by side;
- * every sum keeps its order, so the result is the same as one dot product at a time, about 3x faster.
- */
-export function linear(
-  x: Float32Array,
-  inDim: number,
-  W: Float32Array,
-  outDim: number,
-  bias: Float32Array | undefined,
-  out: Float32Array,
-): void {
-  const T = x.length / inDim;
-  // The bias is added to the f32 product, as PyTorch's addmm rounds before it.
-  const put = (t: number, o: number, acc: number) => {
-    out[t * outDim + o] = bias ? Math.fround(acc) + bias[o]! : acc;
-  };
-  for (let o0 = 0; o0 < outDim; o0 += 2) {
-    // Past the last output row or token a tile repeats it: the same sum, computed and stored twice.
-    const o1 = Math.min(o0 + 1, outDim - 1);
-    const w0 = o0 * inDim;
-    const w1 = o1 * inDim;
-    for (let t0 = 0; t0 < T; t0 += 4) {
-      const t1 = Math.min(t0 + 1, T - 1);
-      const t2 = Math.min(t0 + 2, T - 1);
-      const t3 = Math.min(t0 + 3, T - 1);
-      const x0 = t0 * inDim;
-      const x1 = t1 * inDim;
-      const x2 = t2 * inDim;
-      const x3 = t3 * inDim;
-      let s00 = 0; // token t0, output o0
-      let s01 = 0;
-      let s10 = 0;
-      let s11 = 0;
-      let s20 = 0;
-      let s21 = 0;
-      let s30 = 0;
-      let s31 = 0;
-      for (let i = 0; i < inDim; i++) {
-        const u = W[w0 + i]!;
-        const v = W[w1 + i]!;
-        const a = x[x0 + i]!;
-        const b = x[x1 + i]!;
-        const c = x[x2 + i]!;
-        const d = x[x3 + i]!;
-        s00 += a * u;
-        s01 += a * v;
-        s10 += b * u;
-        s11 += b * v;
-        s20 += c * u;
-        s21 += c * v;
-        s30 += d * u;
-        s31 += d * v;
-      }
-      put(t0, o0, s00);
-      put(t0, o1, s01);
-      put(t1, o0, s10);
-      put(t1, o1, s11);
-      put(t2, o0, s20);
-      put(t2, o1, s21);
-      put(t3, o0, s30);
-      put(t3, o1, s31);
-    }
-  }
-}
-
-/** `x += y`, elementwise in f32. */
-export function addInto(x: Float32Array, y: Float32Array): void {
-  for (let i = 0; i < x.length; i++) x[i] = x[i]! + y[i]!;
-}
-
-/**
- * Rotates x [T, heads, headDim] in place at each token's position. `'half'` pairs dimension i with
- * i + headDim/2 (Hugging Face's rotate_half); `'interleaved'` pairs 2i with 2i + 1. Pair i turns by
- * angle `position * invFreq[i]`, with the angle, cos and sin rounded to f32 as in PyTorch.
- */
-export function rope(
-  x: Float32Array,
-  heads: number,
-  headDim: number,
-  positions: readonly number[],
-  invFreq: Float32Array,
-  layout: RopeSpec['layout'],
-): void {
-  const half = headDim / 2;
-  positions.forEach((pos, t) => {
-    for (let i = 0; i < half; i++) {
-      const angle = Math.fround(pos * invFreq[i]!);
-      const c = Math.fround(Math.cos(angle));
-      const s = Math.fround(Math.sin(angle));
-      for (let hd = 0; hd < heads; hd++) {
-        const base = (t * heads + hd) * headDim;
-        const a = layout === 'half' ? base + i : base + 2 * i;
-        const b = layout === 'half' ? base + i + half : base + 2 * i + 1;
-        const xa = x[a]!;
-        const xb = x[b]!;
-        x[a] = xa * c - xb * s;
-        x[b] = xb * c + xa * s;
-      }
-    }
-  });
-}
-
-/**
- * Scaled dot-product attention of one token's queries q [heads, headDim] over the cache rows at
- * `slots` (keys/values [capacity, kvHeads, headDim]); query head h reads KV head
- * `floor(h / groupSize)` (GQA). Scores, softmax and the weighted sum are in f64; the result
- * [heads, headDim] is written to `out` at `outBase`.
- */
-export function attend(
-  spec: ModelSpec,
-  q: Float32Array,
-  keys: Float32Array,
-  values: Float32Array,
-  slots: readonly number[],
-  out: Float32Array,
-  outBase: number,
-): void {
-  const { kvWidth, groupSize } = deriveSizes(spec);
-  const D = spec.headDim;
-  const scale = 1 / Math.sqrt(D);
-  const scores = new Float64Array(slots.length);
-  const acc = new Float64Array(D);
-  for (let h = 0; h < spec.heads; h++) {
-    const kvOff = Math.floor(h / groupSize) * D;
-    let max = Number.NEGATIVE_INFINITY;
-    slots.forEach((slot, j) => {
-      const kBase = slot * kvWidth + kvOff;
-      let dot = 0;
-      for (let d = 0; d < D; d++) dot += q[h * D + d]! * keys[kBase + d]!;
-      scores[j] = dot * scale;
-      if (scores[j]! > max) max = scores[j]!;
-    });
-    let denom = 0;
-    for (let j = 0; j < slots.length; j++) {
-      scores[j] = Math.exp(scores[j]! - max);
-      denom += scores[j]!;
-    }
-    acc.fill(0);
-    slots.forEach((slot, j) => {
-      const vBase = slot * kvWidth + kvOff;
-      const p = scores[j]! / denom;
-      for (let d = 0; d < D; d++) acc[d] = acc[d]! + p * values[vBase + d]!;
-    });
-    for (let d = 0; d < D; d++) out[outBase + h * D + d] = acc[d]!;
-  }
 }

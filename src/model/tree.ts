@@ -67,3 +67,8 @@ export function pathTo(tree: DraftTree, node: number): number[] {
   for (let i = node; i >= 0; i = tree.parents[i]!) path.push(i);
   return path.reverse();
 }
+
+/** The parent array of a causal chain of `n` tokens: `[-1, 0, 1, ..., n - 2]`. */
+export function chainParents(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i - 1);
+}

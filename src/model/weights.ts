@@ -1,7 +1,8 @@
 import { InvalidInputError } from '../errors.js';
-import { weightShapes } from '../formats/layout.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
+import { modelBlocks } from './blocks/blocks.js';
+import { type BlockWeights, readBlock } from './blocks/kinds.js';
 
 /** A dense f32 tensor, row-major: the last dimension is contiguous. */
 export interface Tensor {
@@ -44,40 +45,12 @@ export async function readAllF32(weights: TensorReader): Promise<Record<string, 
   return out;
 }
 
-/** One decoder layer's weights; projections are `[out, in]` as in PyTorch's `nn.Linear`. */
-export interface LayerWeights {
-  /** [H] */
-  readonly inputNorm: Float32Array;
-  /** [qWidth, H] */
-  readonly q: Float32Array;
-  /** [kvWidth, H] */
-  readonly k: Float32Array;
-  /** [kvWidth, H] */
-  readonly v: Float32Array;
-  /** [H, qWidth] */
-  readonly o: Float32Array;
-  /** [qWidth], [kvWidth], [kvWidth] when `spec.qkvBias`. */
-  readonly qBias: Float32Array | undefined;
-  readonly kBias: Float32Array | undefined;
-  readonly vBias: Float32Array | undefined;
-  /** [headDim] each, when `spec.qkNorm`. */
-  readonly qNorm: Float32Array | undefined;
-  readonly kNorm: Float32Array | undefined;
-  /** [H] */
-  readonly postNorm: Float32Array;
-  /** [I, H] */
-  readonly gate: Float32Array;
-  /** [I, H] */
-  readonly up: Float32Array;
-  /** [H, I] */
-  readonly down: Float32Array;
-}
-
 /** All of a model's weights, checked against its spec. */
 export interface ModelWeights {
   /** [V, H] */
   readonly embed: Float32Array;
-  readonly layers: readonly LayerWeights[];
+  /** Each block's weights, in forward order (`modelBlocks`). */
+  readonly blocks: readonly BlockWeights[];
   /** [H] */
   readonly norm: Float32Array;
   /** [V, H]; the same array as `embed` when `spec.tiedEmbeddings`. */
@@ -85,44 +58,20 @@ export interface ModelWeights {
 }
 
 /**
- * Reads and checks every tensor a spec needs from a source. Throws {@link InvalidInputError} naming
- * the tensor when it is missing, when its shape differs from the spec, or when its data length does
- * not match its shape. With `spec.tiedEmbeddings` the LM head is the embedding table.
+ * Reads and checks every tensor a spec needs from a source, block by block. Throws
+ * {@link InvalidInputError} naming the tensor when it is missing, when its shape differs from the
+ * spec, or when its data length does not match its shape. With `spec.tiedEmbeddings` the LM head is
+ * the embedding table.
  */
 export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights {
-  const shapes = weightShapes(spec);
-  const take = (name: string): Float32Array => {
-    const want = shapes.get(name);
-    if (want === undefined) throw new InvalidInputError(`weights: ${name} is not used by this spec`);
-    return checkedTensor(source, name, want);
-  };
-  const takeIf = (on: boolean, name: string): Float32Array | undefined => (on ? take(name) : undefined);
-  const layers: LayerWeights[] = [];
-  for (let i = 0; i < spec.layers; i++) {
-    const p = `model.layers.${i}`;
-    layers.push({
-      inputNorm: take(`${p}.input_layernorm.weight`),
-      q: take(`${p}.self_attn.q_proj.weight`),
-      k: take(`${p}.self_attn.k_proj.weight`),
-      v: take(`${p}.self_attn.v_proj.weight`),
-      o: take(`${p}.self_attn.o_proj.weight`),
-      qBias: takeIf(spec.qkvBias, `${p}.self_attn.q_proj.bias`),
-      kBias: takeIf(spec.qkvBias, `${p}.self_attn.k_proj.bias`),
-      vBias: takeIf(spec.qkvBias, `${p}.self_attn.v_proj.bias`),
-      qNorm: takeIf(spec.qkNorm, `${p}.self_attn.q_norm.weight`),
-      kNorm: takeIf(spec.qkNorm, `${p}.self_attn.k_norm.weight`),
-      postNorm: take(`${p}.post_attention_layernorm.weight`),
-      gate: take(`${p}.mlp.gate_proj.weight`),
-      up: take(`${p}.mlp.up_proj.weight`),
-      down: take(`${p}.mlp.down_proj.weight`),
-    });
-  }
-  const embed = take('model.embed_tokens.weight');
+  const take = (name: string, shape: readonly number[]) => checkedTensor(source, name, shape);
+  const H = spec.hidden;
+  const embed = take('model.embed_tokens.weight', [spec.vocabSize, H]);
   return {
     embed,
-    layers,
-    norm: take('model.norm.weight'),
-    lmHead: spec.tiedEmbeddings ? embed : take('lm_head.weight'),
+    blocks: modelBlocks(spec).map((b) => readBlock(take, spec, b)),
+    norm: take('model.norm.weight', [H]),
+    lmHead: spec.tiedEmbeddings ? embed : take('lm_head.weight', [spec.vocabSize, H]),
   };
 }
 

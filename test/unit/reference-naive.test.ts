@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../../src/formats/spec.js';
-import { ReferenceRunner, ropeInverseFrequencies } from '../../src/model/reference.js';
+import { ropeInverseFrequencies } from '../../src/model/ops.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 

@@ -1,0 +1,120 @@
+// The attention block (blocks.ts): a decoder layer's input norm, q | k | v (Qwen2's bias, Qwen3's
+// QK-norm), RoPE, the KV cache write, attention over the cache and o, added into the residual
+// stream. Its tensors and reference forward here; its GPU side in attention-gpu.ts.
+import { linearsByInput } from '../../formats/layout.js';
+import { deriveSizes, type ModelSpec } from '../../formats/spec.js';
+import { addInto, attend, linear, rmsNorm, rope, roundToHalves } from '../ops.js';
+import type { AttentionBlock } from './blocks.js';
+import { layerPrefix } from './blocks.js';
+import type { RefPass, TakeTensor } from './pass.js';
+
+/** The attention block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
+export interface AttentionWeights {
+  readonly kind: 'attention';
+  /** [H] */
+  readonly inputNorm: Float32Array;
+  /** [qWidth, H], [kvWidth, H], [kvWidth, H] */
+  readonly q: Float32Array;
+  readonly k: Float32Array;
+  readonly v: Float32Array;
+  /** [H, qWidth] */
+  readonly o: Float32Array;
+  /** [qWidth], [kvWidth], [kvWidth] when `spec.qkvBias`. */
+  readonly qBias: Float32Array | undefined;
+  readonly kBias: Float32Array | undefined;
+  readonly vBias: Float32Array | undefined;
+  /** [headDim] each, when `spec.qkNorm`. */
+  readonly qNorm: Float32Array | undefined;
+  readonly kNorm: Float32Array | undefined;
+}
+
+/** The block's tensors under the checkpoint's names, with their shapes. */
+export function attentionTensors(spec: ModelSpec, block: AttentionBlock): [string, number[]][] {
+  const p = layerPrefix(block.layer);
+  const H = spec.hidden;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const [q, k, v] = linearsByInput(block.layer).qkv;
+  return [
+    [`${p}.input_layernorm.weight`, [H]],
+    [q, [qWidth, H]],
+    [k, [kvWidth, H]],
+    [v, [kvWidth, H]],
+    ...(spec.qkvBias
+      ? ([
+          [`${p}.self_attn.q_proj.bias`, [qWidth]],
+          [`${p}.self_attn.k_proj.bias`, [kvWidth]],
+          [`${p}.self_attn.v_proj.bias`, [kvWidth]],
+        ] as [string, number[]][])
+      : []),
+    ...(spec.qkNorm
+      ? ([
+          [`${p}.self_attn.q_norm.weight`, [spec.headDim]],
+          [`${p}.self_attn.k_norm.weight`, [spec.headDim]],
+        ] as [string, number[]][])
+      : []),
+    [`${p}.self_attn.o_proj.weight`, [H, qWidth]],
+  ];
+}
+
+/** Reads the block's weights. */
+export function readAttention(take: TakeTensor, spec: ModelSpec, block: AttentionBlock): AttentionWeights {
+  const shapes = new Map(attentionTensors(spec, block));
+  const get = (name: string) => take(name, shapes.get(name)!);
+  const getIf = (on: boolean, name: string) => (on ? get(name) : undefined);
+  const p = `${layerPrefix(block.layer)}.self_attn`;
+  return {
+    kind: 'attention',
+    inputNorm: get(`${layerPrefix(block.layer)}.input_layernorm.weight`),
+    q: get(`${p}.q_proj.weight`),
+    k: get(`${p}.k_proj.weight`),
+    v: get(`${p}.v_proj.weight`),
+    o: get(`${p}.o_proj.weight`),
+    qBias: getIf(spec.qkvBias, `${p}.q_proj.bias`),
+    kBias: getIf(spec.qkvBias, `${p}.k_proj.bias`),
+    vBias: getIf(spec.qkvBias, `${p}.v_proj.bias`),
+    qNorm: getIf(spec.qkNorm, `${p}.q_norm.weight`),
+    kNorm: getIf(spec.qkNorm, `${p}.k_norm.weight`),
+  };
+}
+
+/**
+ * The block's reference forward over the pass's rows: x += o(attention(rope(qk_norm(q)),
+ * rope(qk_norm(k)), v)) of rmsnorm(x), writing each row's K/V at its cache slot (rounded to halves
+ * for an f16 cache) before any row attends.
+ */
+export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionWeights): void {
+  const { spec, T, x } = pass;
+  const H = spec.hidden;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const names = linearsByInput(block.layer);
+  const h = new Float32Array(T * H); // [T, H] the normed input
+  const q = new Float32Array(T * qWidth); // [T, heads, headDim]
+  const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+  const v = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+  const attn = new Float32Array(T * qWidth); // [T, heads, headDim]
+  const proj = new Float32Array(T * H); // [T, H] the block's output before the residual add
+  rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
+  const hq = pass.input(h, H, names.qkv); // q, k and v share one input, as on the GPU
+  linear(hq, H, w.q, qWidth, w.qBias, q);
+  linear(hq, H, w.k, kvWidth, w.kBias, k);
+  linear(hq, H, w.v, kvWidth, w.vBias, v);
+  // Qwen3: RMSNorm over each head's headDim values, before RoPE.
+  if (w.qNorm) rmsNorm(q, spec.headDim, w.qNorm, spec.rmsEps, q);
+  if (w.kNorm) rmsNorm(k, spec.headDim, w.kNorm, spec.rmsEps, k);
+  rope(q, spec.heads, spec.headDim, pass.positions, pass.invFreq, spec.rope.layout);
+  rope(k, spec.kvHeads, spec.headDim, pass.positions, pass.invFreq, spec.rope.layout);
+  const keys = pass.cache.keys[block.layer]!;
+  const values = pass.cache.values[block.layer]!;
+  if (pass.kvFormat === 'f16') {
+    roundToHalves(k);
+    roundToHalves(v);
+  }
+  for (let t = 0; t < T; t++) {
+    keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
+    values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
+  }
+  for (let t = 0; t < T; t++)
+    attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, pass.attended[t]!, attn, t * qWidth);
+  linear(pass.input(attn, qWidth, names.o), qWidth, w.o, H, undefined, proj);
+  addInto(x, proj);
+}

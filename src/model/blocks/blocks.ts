@@ -1,0 +1,65 @@
+// A model's forward as a list of blocks, built from its config by its family's description (mlx-lm's
+// per-family module over shared layers, llama.cpp's graph builders over shared helpers). The GPU
+// runner encodes the list and the reference runner runs it, so the two cannot drift apart in
+// structure. Each block kind lives in its own file (attention.ts, mlp.ts) with everything it owns:
+// its tensors, its reference forward, its placement on the GPU, its kernels, its encode and its state
+// (the attention block's KV cache). A new architecture adds a kind there and a family here.
+import type { ModelFamily, ModelSpec } from '../../formats/spec.js';
+
+/**
+ * Self-attention of one decoder layer: its input norm, q | k | v (with the family's bias or QK-norm),
+ * RoPE and the KV cache write, attention over the cache (causal, or a draft tree's ancestors), o,
+ * and the residual add. Its state is the layer's KV cache.
+ */
+export interface AttentionBlock {
+  readonly kind: 'attention';
+  readonly layer: number;
+}
+
+/** The gated MLP of one decoder layer: its norm, gate | up, the activation, down and the residual add. */
+export interface MlpBlock {
+  readonly kind: 'mlp';
+  readonly layer: number;
+  /** silu(gate) · up (Llama, Qwen). */
+  readonly activation: 'silu';
+}
+
+/** One block of a model's forward. */
+export type Block = AttentionBlock | MlpBlock;
+
+/** A family's description: its blocks in forward order, built from the spec. */
+export type FamilyBlocks = (spec: ModelSpec) => Block[];
+
+/**
+ * Llama, Mistral, Qwen2 and Qwen3: per layer, attention then a SiLU-gated MLP. What sets them apart
+ * (q/k/v bias, QK-norm, tied head, RoPE scaling) are switches of the spec the blocks read.
+ */
+const decoderLayers: FamilyBlocks = (spec) =>
+  Array.from({ length: spec.layers }, (_, layer): Block[] => [
+    { kind: 'attention', layer },
+    { kind: 'mlp', layer, activation: 'silu' },
+  ]).flat();
+
+/** Every family's description. */
+export const FAMILIES: Readonly<Record<ModelFamily, FamilyBlocks>> = {
+  llama: decoderLayers,
+  mistral: decoderLayers,
+  qwen2: decoderLayers,
+  qwen3: decoderLayers,
+};
+
+/** The blocks of a model's forward, in order. */
+export function modelBlocks(spec: ModelSpec): Block[] {
+  return FAMILIES[spec.family](spec);
+}
+
+/** The checkpoint name prefix of a layer's tensors. */
+export function layerPrefix(layer: number): string {
+  return `model.layers.${layer}`;
+}
+
+/** Whether `blocks[i]` is the first (or the last) block of its layer: where steering reads and writes. */
+export function layerEdges(blocks: readonly Block[], i: number): { first: boolean; last: boolean } {
+  const layer = blocks[i]!.layer;
+  return { first: blocks[i - 1]?.layer !== layer, last: blocks[i + 1]?.layer !== layer };
+}

@@ -1,0 +1,32 @@
+// What a block's reference forward is handed (model/reference.ts builds it once per forward), and how
+// a block reads its tensors from a checkpoint.
+import type { ModelSpec } from '../../formats/spec.js';
+import type { KvFormat } from '../../kernels/kv/kv.js';
+
+/** Reads a checked tensor by checkpoint name and expected shape (see `readWeights`). */
+export type TakeTensor = (name: string, shape: readonly number[]) => Float32Array;
+
+/**
+ * One reference forward of T rows, as the blocks see it: the residual stream each block reads and
+ * adds its output into, where the rows stand, what each attends to, and the reference's KV cache.
+ */
+export interface RefPass {
+  readonly spec: ModelSpec;
+  readonly T: number;
+  /** [T, H] the residual stream, updated in place. */
+  readonly x: Float32Array;
+  /** RoPE position of each row. */
+  readonly positions: readonly number[];
+  /** Cache slot each row's K/V rows are written at. */
+  readonly cacheSlots: readonly number[];
+  /** The cache slots each row attends to, in slot order (prefix, ancestors, itself). */
+  readonly attended: readonly (readonly number[])[];
+  /** RoPE inverse frequencies [headDim / 2]. */
+  readonly invFreq: Float32Array;
+  /** How the cache stores keys and values (f16: rounded to halves on the way in). */
+  readonly kvFormat: KvFormat;
+  /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim]. */
+  readonly cache: { readonly keys: readonly Float32Array[]; readonly values: readonly Float32Array[] };
+  /** A `*_proj` linear's input as it multiplies (W8A8's rounding, calibration's statistics). */
+  input(a: Float32Array, width: number, linears: readonly string[]): Float32Array;
+}
