@@ -3,19 +3,17 @@ import { type Drafter, type DraftProposal, NgramDrafter } from '../decode/drafte
 import { SpeculationGovernor, type StepKind } from '../decode/governor.js';
 import { type VerifyStep, verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
-import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
+import { DecodeTally } from './decode-stats.js';
 import { type ChatApi, chatApi } from './openai.js';
-import { TextStream } from './text-stream.js';
+import { TokenOutput } from './text-stream.js';
 import type {
   Acceptance,
   ChatMessage,
   ChatTool,
-  DecodeCounts,
   DraftTreeView,
-  FinishReason,
   GenerateOptions,
   GenerationChunk,
   GenerationStats,
@@ -242,6 +240,12 @@ export class Engine implements WeftEngine {
     }
   }
 
+  /**
+   * One request after its constraint is compiled: prefill the prompt (reusing the cached prefix),
+   * then stream tokens step by step, each step plain (the device-resident session, or one host
+   * pass under a constraint) or speculative ({@link Engine.speculate}), until EOS, a stop string,
+   * the token limit or the context ends it. Statistics go to a {@link DecodeTally}.
+   */
   private async *decode(
     prompt: number[],
     o: GenerateOptions,
@@ -262,27 +266,12 @@ export class Engine implements WeftEngine {
     const abortCheck = () => {
       if (o.signal?.aborted) throw new AbortError('request aborted');
     };
-    const stops = o.stop === undefined ? [] : typeof o.stop === 'string' ? [o.stop] : [...o.stop];
-    const eos = new Set(codec.eosIds);
-    const stream = new TextStream((ids) => codec.decode(ids, { skipSpecialTokens: true }), stops);
+    const output = new TokenOutput(codec, o.stop, limit, constraint);
 
     // Reuse the cached rows of the longest shared prefix and prefill the rest.
-    const t0 = now();
+    const tally = new DecodeTally(runner);
     const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck, await constraint?.mask());
-    let passes = prefill.passes;
-    const tFirst = now();
-    const generated: number[] = [];
-    let finish: FinishReason = 'length';
-    let decodePasses = 0;
-    let emittedByDecode = 0;
-    let draftMs = 0;
-    let verifyMs = 0;
-    // Speculative steps run whole on the device: drafting and verification are one submission.
-    let deviceStepMs = 0;
-    // Forward passes of the drafter's model (a model drafter only).
-    let draftPasses: number | undefined;
-    // The device's work in decode steps (undefined off the GPU).
-    let decodeCounts = runner.deviceCounts ? zeroCounts() : undefined;
+    tally.prefilled(prefill.passes);
     const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
     const loop = o.decodeLoop ?? 'device';
@@ -312,131 +301,103 @@ export class Engine implements WeftEngine {
     let session: DecodeSession | undefined;
     try {
       for (;;) {
-        const ids: number[] = [];
-        let text = '';
-        let done = false;
-        for (const t of pending) {
-          if (eos.has(t)) {
-            finish = 'stop';
-            done = true;
-            break;
-          }
-          constraint?.accept(t);
-          generated.push(t);
-          ids.push(t);
-          text += stream.push([t]);
-          if (stream.stopped) {
-            finish = 'stop';
-            done = true;
-            break;
-          }
-          if (generated.length >= limit) {
-            done = true;
-            break;
-          }
-        }
-        if (done) {
-          yield { ids, text: text + stream.flush(), finishReason: finish, ...(tree ? { tree } : {}) };
-          break;
-        }
-        yield { ids, text, ...(tree ? { tree } : {}) };
+        const out = output.take(pending, tree);
+        yield out.chunk;
+        if (out.done) break;
         abortCheck();
         const before = runner.deviceCounts?.();
         const last = pending.at(-1)!;
         const room = runner.capacity - this.cached.tokens.length - 1;
-        // A constrained step needs its mask from the CPU before it runs: no run-ahead loop then.
         // Speculate, or take a plain step where the governor found plain decoding faster.
         const speculator =
           drafter && room >= 1 && (governor?.next() ?? 'speculate') === 'speculate' ? drafter : undefined;
         const kind: StepKind = speculator ? 'speculate' : 'plain';
         const tStep = now();
-        if (kind === 'speculate' && session) {
+        if (speculator) {
           // Leaving the plain loop: its run-ahead step is dropped (its row was never committed).
-          session.close();
+          session?.close();
           session = undefined;
-        }
-        if (kind === 'plain') tree = undefined;
-        if (kind === 'plain' && !constraint && runner.decode && loop === 'device') {
+          const step = await this.speculate(speculator, last, Math.min(budget, room), sampler, tally, {
+            device: loop === 'device' && !rejection && !constraint,
+            rejection,
+            constraint,
+          });
+          pending = step.emitted;
+          tree = step.tree;
+        } else if (!constraint && runner.decode && loop === 'device') {
           // The session runs `last` (the id it sampled a step ago) and commits its row; it may
           // have queued the step after, which close() drops if `last`'s successor ends the request.
-          session ??= runner.decode(last, sampler, limit - generated.length);
+          // (A constrained step needs its mask from the CPU before it runs: no run-ahead loop.)
+          session ??= runner.decode(last, sampler, limit - output.count);
           pending = [await session.next()];
           this.cached.push([last]);
-        } else if (kind === 'plain') {
+          tree = undefined;
+        } else {
           const masks = await constraint?.mask();
-          const out = await runner.forward({ tokens: [last], ...(masks ? { masks } : {}) }, sampler, 'last');
+          const next = await runner.forward({ tokens: [last], ...(masks ? { masks } : {}) }, sampler, 'last');
           runner.commit([0]);
           this.cached.push([last]);
-          pending = [out[0]!];
-        } else if (speculator) {
-          const drafter = speculator;
-          const t1 = now();
-          const context = [...this.cached.tokens, last];
-          const n = Math.min(budget, room);
-          // The whole step on the device when the drafter can (a draft model on the target's GPU).
-          const device =
-            loop === 'device' && !rejection && !constraint && drafter.speculate
-              ? await drafter.speculate(runner, context, n, sampler)
-              : undefined;
-          let draft: DraftProposal;
-          let step: VerifyStep;
-          if (device) {
-            draftPasses = (draftPasses ?? 0) + device.draftPasses;
-            draft = device.draft;
-            step = device;
-            deviceStepMs += now() - t1;
-          } else {
-            const proposed = await drafter.propose(context, n, sampler, rejection ? 'chain' : 'tree');
-            if (proposed.passes !== undefined) draftPasses = (draftPasses ?? 0) + proposed.passes;
-            // Under a grammar: only the drafts it allows along their paths, and every node's mask.
-            const constrained = constraint ? await constrainDraft(constraint, proposed) : undefined;
-            draft = constrained?.draft ?? proposed;
-            const t2 = now();
-            step = rejection
-              ? await verifyChain(runner, last, draft, sampler)
-              : await verify(runner, last, draft, sampler, constrained?.masks);
-            verifyMs += now() - t2;
-            draftMs += t2 - t1;
-          }
-          this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);
-          pending = step.emitted;
-          tree = { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted };
+          pending = [next[0]!];
+          tree = undefined;
         }
         governor?.record(kind, now() - tStep, pending.length);
-        passes++;
-        decodePasses++;
-        emittedByDecode += pending.length;
-        const after = runner.deviceCounts?.();
-        if (decodeCounts && before && after)
-          decodeCounts = addCounts(decodeCounts, countsSince(after, before));
+        tally.step(pending.length, before);
       }
     } finally {
       session?.close();
-      const tEnd = now();
-      const prefilled = prompt.length - prefill.reused;
-      this.lastStats = {
-        prompt_tokens: prompt.length,
-        cached_prompt_tokens: prefill.reused,
-        completion_tokens: generated.length,
-        prefill_tok_s: prefilled / Math.max(1e-9, (tFirst - t0) / 1000),
-        decode_tok_s: Math.max(0, generated.length - 1) / Math.max(1e-9, (tEnd - tFirst) / 1000),
-        time_to_first_token_ms: tFirst - t0,
-        target_passes: passes,
-        // Each plain decode pass emits one token; speculative passes emit accepted + 1.
-        tokens_per_pass: decodePasses > 0 ? emittedByDecode / decodePasses : 0,
-        draft_ms: draftMs,
-        verify_ms: verifyMs,
-        device_step_ms: deviceStepMs,
-        ...(decodeCounts
-          ? deviceFigures(decodeCounts, decodePasses, emittedByDecode, runner.weightBytesPerPass)
-          : {}),
-        ...(draftPasses === undefined ? {} : { draft_passes: draftPasses }),
-        ...(draftPasses === undefined || drafter?.weightBytesPerPass === undefined
-          ? {}
-          : { draft_weight_bytes_per_pass: drafter.weightBytesPerPass }),
-        ...(runner.device ? { adapter: runner.device.adapter, kernels: runner.device.kernels } : {}),
-      };
+      this.lastStats = tally.stats(
+        { tokens: prompt.length, reused: prefill.reused },
+        output.count,
+        drafter?.weightBytesPerPass,
+      );
     }
+  }
+
+  /**
+   * One speculative step after `last`: a draft of up to `n` tokens, run whole on the device where
+   * the drafter can (a draft model on the target's GPU: drafting, verification and the commit in
+   * one submission), else proposed by the drafter (cut to what a grammar allows) and verified from
+   * the host by Gumbel sample-and-match or, on chains, the rejection rule. Commits the accepted
+   * path to the cached prefix.
+   */
+  private async speculate(
+    drafter: Drafter,
+    last: number,
+    n: number,
+    sampler: SamplerSpec,
+    tally: DecodeTally,
+    o: { device: boolean; rejection: boolean; constraint: Constraint | undefined },
+  ): Promise<{ emitted: number[]; tree: DraftTreeView }> {
+    const { runner } = this.model;
+    const t1 = now();
+    const context = [...this.cached.tokens, last];
+    const device =
+      o.device && drafter.speculate ? await drafter.speculate(runner, context, n, sampler) : undefined;
+    let draft: DraftProposal;
+    let step: VerifyStep;
+    if (device) {
+      tally.drafted(device.draftPasses);
+      draft = device.draft;
+      step = device;
+      tally.deviceStepMs += now() - t1;
+    } else {
+      const proposed = await drafter.propose(context, n, sampler, o.rejection ? 'chain' : 'tree');
+      if (proposed.passes !== undefined) tally.drafted(proposed.passes);
+      // Under a grammar: only the drafts it allows along their paths, and every node's mask.
+      const constrained = o.constraint ? await constrainDraft(o.constraint, proposed) : undefined;
+      draft = constrained?.draft ?? proposed;
+      const t2 = now();
+      step = o.rejection
+        ? await verifyChain(runner, last, draft, sampler)
+        : await verify(runner, last, draft, sampler, constrained?.masks);
+      tally.verifyMs += now() - t2;
+      tally.draftMs += t2 - t1;
+    }
+    this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);
+    return {
+      emitted: step.emitted,
+      tree: { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted },
+    };
   }
 
   /** Token ids of a conversation rendered with the model's chat template, ready to generate from. */
@@ -472,35 +433,4 @@ export class Engine implements WeftEngine {
     // Base model: continue the plain text of the conversation.
     return this.tokenize(messages.map((m) => m.content).join('\n'));
   }
-}
-
-/**
- * The per-token and per-pass figures of a request's decode steps from the device's totals over
- * them (see {@link GenerationStats}); 0 where no decode step ran, as `tokens_per_pass`.
- */
-function deviceFigures(
-  c: GpuCounts,
-  passes: number,
-  tokens: number,
-  weightBytesPerPass: number | undefined,
-): Partial<GenerationStats> {
-  const per = (n: number, d: number) => (d > 0 ? n / d : 0);
-  const totals: DecodeCounts = {
-    passes,
-    tokens,
-    dispatches: c.dispatches,
-    writes: c.writes,
-    write_bytes: c.writeBytes,
-    readbacks: c.readbacks,
-    readback_bytes: c.readbackBytes,
-    submits: c.submits,
-  };
-  return {
-    dispatches_per_token: per(c.dispatches, tokens),
-    writes_per_token: per(c.writes, tokens),
-    readbacks_per_pass: per(c.readbacks, passes),
-    readback_bytes_per_pass: per(c.readbackBytes, passes),
-    ...(weightBytesPerPass === undefined ? {} : { weight_bytes_per_pass: weightBytesPerPass }),
-    decode_counts: totals,
-  };
 }

@@ -1,3 +1,6 @@
+import type { Constraint } from '../grammar/constraint.js';
+import type { DraftTreeView, FinishReason, GenerationChunk, TextCodec } from './types.js';
+
 /**
  * Turns a growing list of token ids into text deltas. Tokens can split a UTF-8 character, so text
  * that ends in U+FFFD (an incomplete character) is held back until the next token completes it; and
@@ -84,5 +87,64 @@ export class TextStream {
       }
     }
     return held;
+  }
+}
+
+/**
+ * A request's output: the tokens the target chose, turned into the chunks a request yields. A
+ * token ends the request when it is an end-of-sequence id (not emitted), when its text reaches a
+ * stop string, or when it is the request's last (`limit`); every emitted token advances the
+ * request's constraint.
+ */
+export class TokenOutput {
+  /** Tokens emitted so far. */
+  count = 0;
+  private readonly stream: TextStream;
+  private readonly eos: Set<number>;
+  private finish: FinishReason = 'length';
+
+  constructor(
+    codec: Pick<TextCodec, 'decode' | 'eosIds'>,
+    stop: string | readonly string[] | undefined,
+    private readonly limit: number,
+    private readonly constraint: Pick<Constraint, 'accept'> | undefined,
+  ) {
+    const stops = stop === undefined ? [] : typeof stop === 'string' ? [stop] : [...stop];
+    this.eos = new Set(codec.eosIds);
+    this.stream = new TextStream((ids) => codec.decode(ids, { skipSpecialTokens: true }), stops);
+  }
+
+  /** The chunk of `pending` tokens (with the step's draft tree), and whether it ends the request. */
+  take(
+    pending: readonly number[],
+    tree: DraftTreeView | undefined,
+  ): { chunk: GenerationChunk; done: boolean } {
+    const ids: number[] = [];
+    let text = '';
+    let done = false;
+    for (const t of pending) {
+      if (this.eos.has(t)) {
+        this.finish = 'stop';
+        done = true;
+        break;
+      }
+      this.constraint?.accept(t);
+      this.count++;
+      ids.push(t);
+      text += this.stream.push([t]);
+      if (this.stream.stopped) {
+        this.finish = 'stop';
+        done = true;
+        break;
+      }
+      if (this.count >= this.limit) {
+        done = true;
+        break;
+      }
+    }
+    const view = tree ? { tree } : {};
+    return done
+      ? { chunk: { ids, text: text + this.stream.flush(), finishReason: this.finish, ...view }, done }
+      : { chunk: { ids, text, ...view }, done };
   }
 }

@@ -16,19 +16,14 @@ import { Sampler, SplitSampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import { packedWidth, type Quant, ROTATION_SEED, type RotationChoice, rotationFor } from '../quant/pack.js';
-import { type GpuWeights, type LayerWeights, layerMatrices, MAX_FORWARD_TOKENS } from './gpu-weights.js';
-
-/**
- * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. `fused` says
- * what the linear does besides: `norm`, it takes the un-normed residual and applies the RMSNorm
- * itself; `add`, it adds its result into y (the residual) instead of storing it; `gated`, its
- * matrix is a gate/up pair and it writes silu(gate·x) * (up·x).
- */
-interface Linear {
-  readonly fused: { readonly norm: boolean; readonly add: boolean; readonly gated: boolean };
-  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
-  destroy(): void;
-}
+import type { KernelBuilder, Linear, Rotations, SharedKernels } from './blocks/gpu.js';
+import {
+  blockKernels,
+  blockMatrices,
+  destroyBlockKernels,
+  type GpuBlockKernels,
+} from './blocks/kinds-gpu.js';
+import { type GpuWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** A {@link Matmul} as a {@link Linear}. */
 function matmulLinear(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, o: MatmulOptions): Linear {
@@ -70,47 +65,15 @@ class W8A8Linear implements Linear {
   }
 }
 
-/** One decoder layer's linears (each bound to its weights) and its activation steering. */
-interface LayerKernels {
-  // Stacked: [T, H] → [T, qWidth + 2·kvWidth] (q | k | v); else q, k and v: → [T, qWidth], [T, kvWidth] ×2
-  qkv: Linear | readonly [Linear, Linear, Linear];
-  o: Linear; // [T, qWidth] → [T, H] (added into x when fused.add)
-  // Gated pair: [T, H] → [T, Ip] silu(gate) * up; else gate and up: → [T, Ip] each
-  gateUp: Linear | readonly [Linear, Linear];
-  down: Linear; // [T, Ip] → [T, H] (added into x when fused.add)
-  // Activation steering on the block's input and output (undefined: not steered).
-  steerIn: Steer | undefined;
-  steerOut: Steer | undefined;
-}
-
-/**
- * Online input rotations, one kernel per rotated width (undefined: that width is not rotated),
- * shared by every layer: the `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each
- * rotation writes `out`, which its linears read before the next rotation overwrites it (dispatches
- * in a pass run in order).
- */
-interface Rotations {
-  hidden: Hadamard | undefined; // n = H: the normed input of q/k/v and of gate/up
-  heads: Hadamard | undefined; // n = qWidth: the attention output, input of o_proj
-  mlp: Hadamard | undefined; // n = Ip: silu(gate) * up, input of down_proj
-  out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
+/** Activation steering on one layer's input and output (undefined: not steered). */
+export interface LayerSteering {
+  in: Steer | undefined;
+  out: Steer | undefined;
 }
 
 /** One kernel instance per call site whose uniforms differ; shared where they never do. */
-export interface Kernels {
+export interface Kernels extends SharedKernels {
   embed: Embedding;
-  norm: RmsNorm; // n = H, every T-row norm
-  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
-  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
-  rope: Rope;
-  kvWrite: KvWrite;
-  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
-  attention: SplitAttention;
-  compact: KvCompact;
-  add: AddInPlace; // T * H
-  addQ: AddInPlace; // T * qWidth
-  addKv: AddInPlace; // T * kvWidth
-  silu: SiluMul;
   gather: GatherRows;
   lmHead: Linear; // [R, H] un-normed rows → [R, V] (the final norm folded in)
   /**
@@ -121,8 +84,10 @@ export interface Kernels {
   sample: { greedy: Sampler | SplitSampler; gumbel: Sampler | SplitSampler };
   /** A grammar's token bitmask onto the logits before the sampler (constrained decoding). */
   mask: TokenMask;
-  layers: LayerKernels[];
-  rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
+  /** Each block's linears, bound to its matrices, in forward order. */
+  blocks: GpuBlockKernels[];
+  /** Per layer, its activation steering. */
+  steer: LayerSteering[];
   scratch: GPUBuffer[]; // buffers the kernels share (W8A8 activations, steering vectors)
 }
 
@@ -151,7 +116,7 @@ export async function buildKernels(
 ): Promise<Kernels> {
   const binds = new BindGroupCache(ctx.device);
   // Matrices may differ in format (a model placed as stored, see placeWeights): one pipeline each.
-  const linears = w.layers.flatMap(layerMatrices);
+  const linears = w.blocks.flatMap(blockMatrices);
   const linearFormats = [...new Set(linears.map((m) => m.format))];
   // Each (format, shape) the matmuls meet once: the shape picks the split-K load width and lanes
   // (wideLoads, splitLanes), so only the variants the model's matrices run are compiled up front.
@@ -230,10 +195,12 @@ export async function buildKernels(
   const maxK = Math.max(H, Ip, qWidth);
   const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
   const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
-  // A linear with what it can fuse: W8A8 fuses nothing (its activations are quantized first).
-  const linear = (m: GpuMatrix, fuse: Omit<MatmulOptions, 'maxM'> = {}): Linear =>
-    xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse });
-  const norm = (weight: GPUBuffer) => (normFused ? { norm: { weight, eps } } : {});
+  const builder: KernelBuilder = {
+    // A linear with what it can fuse: W8A8 fuses nothing (its activations are quantized first).
+    linear: (m, fuse = {}) =>
+      xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse }),
+    norm: (weight) => (normFused ? { norm: { weight, eps } } : {}),
+  };
 
   // Steering vectors: one [layers, H] buffer, layer l's vector at l * H (zeros where unused).
   const plan = o.steer;
@@ -246,22 +213,6 @@ export async function buildKernels(
     plan && steerBuf && plan.vectors[l] && on
       ? new Steer(ctx, binds, steerBuf, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
       : undefined;
-  const layer = (l: LayerWeights, i: number): LayerKernels => ({
-    // Stacked q | k | v takes the input norm (the fused kernel after it does the rest); three
-    // separate matrices keep the unfused path.
-    qkv:
-      'parts' in l.qkv
-        ? linear(l.qkv, norm(l.inputNorm))
-        : [linear(l.qkv[0]), linear(l.qkv[1]), linear(l.qkv[2])],
-    o: linear(l.o, { epilogue: 'add' }),
-    gateUp:
-      'parts' in l.gateUp
-        ? linear(l.gateUp, { ...norm(l.postNorm), epilogue: 'silu' })
-        : [linear(l.gateUp[0]), linear(l.gateUp[1])],
-    down: linear(l.down, { epilogue: 'add' }),
-    steerIn: steerAt(i, plan?.inputs ?? false),
-    steerOut: steerAt(i, true),
-  });
 
   // One Hadamard kernel per width (a single instance where widths agree: same uniforms).
   const rotations = (): Rotations => {
@@ -313,7 +264,11 @@ export async function buildKernels(
           gumbel: new SplitSampler(ctx, binds, { vocab: V, maxRows: maxT }),
         },
     mask: new TokenMask(ctx, binds, V),
-    layers: w.layers.map(layer),
+    blocks: w.blocks.map((b) => blockKernels(builder, b)),
+    steer: Array.from({ length: spec.layers }, (_, l) => ({
+      in: steerAt(l, plan?.inputs ?? false),
+      out: steerAt(l, true),
+    })),
     rot: [H, qWidth, spec.intermediate].some((n) => rotationFor(o.rotate, n) === 'hadamard')
       ? rotations()
       : undefined,
@@ -327,8 +282,7 @@ export async function buildKernels(
  * with the device.
  */
 export function destroyKernels(k: Kernels): void {
-  const list = (m: Linear | readonly Linear[]) => ('encode' in m ? [m] : [...m]);
-  for (const l of k.layers) for (const m of [...list(l.qkv), l.o, ...list(l.gateUp), l.down]) m.destroy();
+  for (const b of k.blocks) destroyBlockKernels(b);
   k.attention.destroy();
   k.lmHead.destroy();
   k.sample.greedy.destroy();

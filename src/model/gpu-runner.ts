@@ -6,7 +6,6 @@ import { createGpuContext, describeAdapter, type GpuContext } from '../gpu/devic
 import type { GpuTimer } from '../gpu/timing.js';
 import { visWords } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
-import type { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { type KvFormat, type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import { RowCompact, RowScatter } from '../kernels/kv/rows.js';
 import type { GpuMatrix } from '../kernels/matmul/matmul.js';
@@ -15,11 +14,13 @@ import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernel
 import type { SteerPlan } from '../kernels/steer/steer.js';
 import type { PassBuffers } from '../kernels/tree/tree.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { type Block, layerEdges, modelBlocks } from './blocks/blocks.js';
+import { type BlockState, type GpuPass, PROFILE_SECTIONS, type ProfileSection } from './blocks/gpu.js';
+import { blockMatrices, encodeBlock, hasKvCache } from './blocks/kinds-gpu.js';
 import { buildKernels, destroyKernels, type Kernels } from './gpu-kernels.js';
 import {
   destroyWeights,
   type GpuWeights,
-  layerMatrices,
   MAX_FORWARD_TOKENS,
   type PlaceWeightsOptions,
   placeWeights,
@@ -34,6 +35,9 @@ import {
   type SamplerSpec,
 } from './runner.js';
 import { type DraftTree, draftTree } from './tree.js';
+
+// The profiler's sections are the blocks' (blocks/gpu.ts): a profile is read with the runner.
+export { PROFILE_SECTIONS, type ProfileSection };
 
 /** Options of {@link createGpuRunner}. */
 export interface GpuRunnerOptions {
@@ -210,10 +214,6 @@ interface PassInputs {
  * call site, all made once. A forward pass is one compute pass and one 4-byte-per-row readback of
  * the sampled ids: logits never leave the GPU, and nothing is created per token.
  */
-/** The sections a profiled forward is split into, in the order they run (see {@link GpuRunner.profiler}). */
-export const PROFILE_SECTIONS = ['embed', 'qkv', 'attention', 'o', 'mlp', 'down', 'head', 'sample'] as const;
-export type ProfileSection = (typeof PROFILE_SECTIONS)[number];
-
 /** Timed passes of one profiled forward of a model with `layers` layers. */
 export function profilePasses(layers: number): number {
   return 3 + 5 * layers;
@@ -248,7 +248,6 @@ export class GpuRunner implements ModelRunner {
   private logitsStaging: GPUBuffer | undefined;
   /** The kernel and buffers of {@link GpuRunner.lastChildren}, made on first use. */
   private children: ChildrenRanker | undefined;
-  private readonly sizes;
   private lastCounts: GpuCounts = zeroCounts();
   /** The open decode session: forward, commit and trim throw until it closes. */
   private session: object | undefined;
@@ -275,15 +274,17 @@ export class GpuRunner implements ModelRunner {
     private readonly ownsContext: boolean,
     private readonly w: GpuWeights,
     private readonly k: Kernels,
-    private readonly cache: KvLayerBuffers[], // per layer, K and V: [capacity, kvHeads, headDim]
+    /** The model's blocks, in forward order. */
+    private readonly blocks: readonly Block[],
+    /** Each block's state: an attention block's K and V caches [capacity, kvHeads, headDim]. */
+    private readonly states: readonly BlockState[],
     private readonly a: Activations,
     /** The features of every cache slot, when kept (see {@link GpuRunnerOptions.features}). */
     private readonly feats?: FeatureStore,
     /** A draft head's input and vocabulary stages (model/gpu-head.ts). */
     private readonly stages?: HeadStages,
   ) {
-    this.sizes = deriveSizes(spec);
-    const linears = w.layers.flatMap(layerMatrices);
+    const linears = w.blocks.flatMap(blockMatrices);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) +
       w.lmHead.bytes +
@@ -567,9 +568,7 @@ export class GpuRunner implements ModelRunner {
     o: PassOptions = {},
   ): void {
     const { masks } = o;
-    const { spec, a, k, w, cache } = this;
-    const { qWidth, kvWidth } = this.sizes;
-    const H = spec.hidden;
+    const { spec, a, k, w } = this;
     const profiler = this.profiler;
     let pass = enc.beginComputePass(profiler ? profiler.passDescriptor('embed') : { label: 'forward' });
     // Profiling: the work from here on goes into its own timed pass.
@@ -577,21 +576,6 @@ export class GpuRunner implements ModelRunner {
       if (!profiler) return;
       pass.end();
       pass = enc.beginComputePass(profiler.passDescriptor(name));
-    };
-    // A linear's input as its weights expect it: R·x in the rotation's buffer, or x itself.
-    const rotated = (r: Hadamard | undefined, x: GPUBuffer): GPUBuffer => {
-      if (!r || !k.rot) return x;
-      r.encode(pass, x, k.rot.out, T);
-      return k.rot.out;
-    };
-    // x += W·input: in the matmul's epilogue, or through tmp and the add kernel (W8A8).
-    const residual = (linear: Kernels['lmHead'], input: GPUBuffer): void => {
-      if (linear.fused.add) {
-        linear.encode(pass, input, a.x, T);
-        return;
-      }
-      linear.encode(pass, input, a.tmp, T);
-      k.add.encode(pass, a.tmp, a.x, T * H);
     };
     const stages = this.stages;
     if (o.layers === false) {
@@ -602,66 +586,27 @@ export class GpuRunner implements ModelRunner {
     } else {
       k.embed.encode(pass, a.ids, a.x, T);
     }
-    for (const [i, l] of o.layers === false ? [] : w.layers.entries()) {
-      const lk = k.layers[i]!; // this layer's linears (bound to l's matrices) and steering
-      const lc = cache[i]!;
-      section('qkv');
-      lk.steerIn?.encode(pass, a.x, T); // steering: the block's input (SteerPlan.inputs)
-      // The input of a linear that does not apply its norm itself: norm(x), rotated if its weights
-      // were packed for R·x (one rotated copy serves q, k and v, or gate and up).
-      const normed = (gamma: GPUBuffer): GPUBuffer => {
-        k.norm.encode(pass, a.x, gamma, a.h, T);
-        return rotated(k.rot?.hidden, a.h);
-      };
-      // Attention: q | k | v from one stacked matmul (the input norm folded in) and one kernel for
-      // bias, QK-norm, RoPE and the KV write; or, for matrices that could not be stacked, each step.
-      let qIn = a.q;
-      if ('encode' in lk.qkv) {
-        lk.qkv.encode(pass, lk.qkv.fused.norm ? a.x : normed(l.inputNorm), a.qkv, T);
-        const weights = l.qkvBias
-          ? { bias: l.qkvBias }
-          : l.qNorm && l.kNorm
-            ? { qNorm: l.qNorm, kNorm: l.kNorm }
-            : {};
-        k.qkvRope.encode(pass, a.qkv, a.positions, a.slots, a.q, lc, T, weights);
-      } else {
-        const hq = normed(l.inputNorm);
-        const [lq, lkk, lv] = lk.qkv;
-        lq.encode(pass, hq, a.q, T);
-        lkk.encode(pass, hq, a.k, T);
-        lv.encode(pass, hq, a.v, T);
-        if (l.qBias && l.kBias && l.vBias) {
-          k.addQ.encode(pass, l.qBias, a.q, T * qWidth);
-          k.addKv.encode(pass, l.kBias, a.k, T * kvWidth);
-          k.addKv.encode(pass, l.vBias, a.v, T * kvWidth);
-        }
-        let kIn = a.k;
-        if (k.qNorm && k.kNorm && l.qNorm && l.kNorm) {
-          k.qNorm.encode(pass, a.q, l.qNorm, a.qn, T * spec.heads);
-          k.kNorm.encode(pass, a.k, l.kNorm, a.kn, T * spec.kvHeads);
-          qIn = a.qn;
-          kIn = a.kn;
-        }
-        k.rope.encode(pass, qIn, kIn, a.positions, T);
-        k.kvWrite.encode(pass, kIn, a.v, a.slots, lc, T);
+    const blockPass: GpuPass = {
+      get pass() {
+        return pass;
+      },
+      spec,
+      T,
+      base,
+      lastSlot: o.lastSlot,
+      a,
+      k,
+      section,
+    };
+    for (const [i, block] of (o.layers === false ? [] : this.blocks).entries()) {
+      const edges = layerEdges(this.blocks, i);
+      const steer = k.steer[block.layer];
+      if (edges.first) {
+        section('qkv');
+        steer?.in?.encode(pass, a.x, T); // steering: the layer's input (SteerPlan.inputs)
       }
-      section('attention');
-      k.attention.encode(pass, qIn, lc.k, lc.v, a.vis, a.slots, a.attn, T, base, o.lastSlot);
-      section('o');
-      residual(lk.o, rotated(k.rot?.heads, a.attn));
-      section('mlp');
-      // MLP: silu(gate) * up from one gated matmul (the post-attention norm folded in), or each step.
-      if ('encode' in lk.gateUp) {
-        lk.gateUp.encode(pass, lk.gateUp.fused.norm ? a.x : normed(l.postNorm), a.act, T);
-      } else {
-        const hm = normed(l.postNorm);
-        lk.gateUp[0].encode(pass, hm, a.gate, T);
-        lk.gateUp[1].encode(pass, hm, a.up, T);
-        k.silu.encode(pass, [a.gate, a.up], a.act, T);
-      }
-      section('down');
-      residual(lk.down, rotated(k.rot?.mlp, a.act));
-      lk.steerOut?.encode(pass, a.x, T); // steering: the block's output
+      encodeBlock(blockPass, w.blocks[i]!, k.blocks[i]!, this.states[i]);
+      if (edges.last) steer?.out?.encode(pass, a.x, T); // steering: the layer's output
     }
     section('head');
     // A draft head's features: the stream after the last block, at the rows' cache slots.
@@ -785,9 +730,18 @@ export class GpuRunner implements ModelRunner {
    */
   encodeCommit(enc: GPUCommandEncoder, count: number): void {
     const pass = enc.beginComputePass({ label: 'commit' });
-    this.k.compact.encode(pass, this.cache, this.a.commitSlots, count, this.committed);
-    this.feats?.compact.encode(pass, this.feats.store, this.a.commitSlots, count, this.committed);
+    this.encodeCompaction(pass, count);
     pass.end();
+  }
+
+  /**
+   * Encodes the move of `count` rows at `io.commitSlots` to the committed prefix, in every block's
+   * state (an attention block's KV cache) and the feature store.
+   */
+  private encodeCompaction(pass: GPUComputePassEncoder, count: number): void {
+    for (const state of this.states)
+      if (state) this.k.compact.encode(pass, [state], this.a.commitSlots, count, this.committed);
+    this.feats?.compact.encode(pass, this.feats.store, this.a.commitSlots, count, this.committed);
   }
 
   /** Records that `n` rows after the committed ones were committed on the device (a path). */
@@ -901,8 +855,7 @@ export class GpuRunner implements ModelRunner {
       writeBuffer(this.ctx, this.a.commitSlots, slots);
       const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
       const pass = enc.beginComputePass({ label: 'commit' });
-      this.k.compact.encode(pass, this.cache, this.a.commitSlots, path.length, this.committed);
-      this.feats?.compact.encode(pass, this.feats.store, this.a.commitSlots, path.length, this.committed);
+      this.encodeCompaction(pass, path.length);
       pass.end();
       this.ctx.counter.submit([enc.finish()]);
     }
@@ -951,7 +904,7 @@ export class GpuRunner implements ModelRunner {
     for (const b of Object.values(this.a)) b.destroy();
     this.logitsStaging?.destroy();
     if (this.children) for (const d of Object.values(this.children)) d.destroy();
-    for (const c of this.cache) for (const b of [c.k, c.v]) b.destroy();
+    for (const c of this.states) for (const b of c ? [c.k, c.v] : []) b.destroy();
     if (this.feats) {
       for (const b of [this.feats.store, this.feats.staging]) b?.destroy();
       this.feats.scatter.destroy();
@@ -1020,7 +973,8 @@ export async function createGpuRunner(
     steer: o.steer,
     ...(o.head ? { firstSlot: 1 } : {}),
   });
-  const cache = allocateKvCache(ctx, spec.layers, kv);
+  const blocks = modelBlocks(spec);
+  const states = blocks.map((b) => (hasKvCache(b) ? kvCacheOf(ctx, b.layer, kv) : undefined));
   const acts = allocateActivations(
     ctx,
     spec,
@@ -1048,7 +1002,8 @@ export async function createGpuRunner(
     o.ownsContext ?? !o.gpu,
     weights,
     kernels,
-    cache,
+    blocks,
+    states,
     acts,
     feats,
     o.head?.stages,
@@ -1086,13 +1041,13 @@ function makeChildrenRanker(ctx: GpuContext, vocab: number): ChildrenRanker {
   };
 }
 
-/** One K and one V buffer per layer, each [capacity, kvHeads, headDim] in the cache's format. */
-function allocateKvCache(ctx: GpuContext, layers: number, kv: KvShape): KvLayerBuffers[] {
+/** A layer's K and V buffers, each [capacity, kvHeads, headDim] in the cache's format. */
+function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerBuffers {
   const bytes = kv.capacity * kvWordsPerSlot(kv) * 4;
-  return Array.from({ length: layers }, (_, i) => ({
-    k: createBuffer(ctx, bytes, `model.layers.${i}.k_cache`),
-    v: createBuffer(ctx, bytes, `model.layers.${i}.v_cache`),
-  }));
+  return {
+    k: createBuffer(ctx, bytes, `model.layers.${layer}.k_cache`),
+    v: createBuffer(ctx, bytes, `model.layers.${layer}.v_cache`),
+  };
 }
 
 /** The activation buffers, each for {@link MAX_FORWARD_TOKENS} rows; `Ip` is the packed MLP width. */

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import { deriveSizes } from '../formats/spec.js';
+import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
@@ -19,48 +19,20 @@ import {
   type RotationChoice,
   rotationFor,
 } from '../quant/pack.js';
+import { modelBlocks } from './blocks/blocks.js';
+import type { Placer } from './blocks/gpu.js';
+import { blockMatrices, blockVectors, type GpuBlockWeights, placeBlock } from './blocks/kinds-gpu.js';
 import type { OpenedModel } from './load.js';
 import { loadsAsStored, placedFormat, placedPad, placedSlices } from './quantized.js';
 
 /** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
 export const MAX_FORWARD_TOKENS = 64;
 
-/**
- * One decoder layer's weights on the GPU, under the checkpoint's names and shapes. Ip is the MLP
- * width as packed (see {@link placeWeights}): I, or I padded with zero rows of gate/up and zero
- * columns of down.
- */
-export interface LayerWeights {
-  inputNorm: GPUBuffer; // [H]
-  postNorm: GPUBuffer; // [H]
-  // q_proj, k_proj and v_proj stacked by rows as one matrix whose output row is q | k | v, where
-  // their formats agree and each piece ends on a block (concatRows); else the three matrices.
-  qkv: GpuMatrix | readonly [GpuMatrix, GpuMatrix, GpuMatrix]; // [qWidth + 2·kvWidth, H] | [qWidth, H], [kvWidth, H], [kvWidth, H]
-  o: GpuMatrix; // [H, qWidth]
-  // gate_proj and up_proj as one gated pair (uploadGatedPair: silu(gate·x) * (up·x) in one matmul)
-  // where their formats and blocks allow; else the two matrices.
-  gateUp: GpuMatrix | readonly [GpuMatrix, GpuMatrix]; // gated [Ip, H] | [Ip, H], [Ip, H]
-  down: GpuMatrix; // [H, Ip]
-  // The q | k | v bias as one row (the fused kernel adds it), and each bias repeated for
-  // MAX_FORWARD_TOKENS rows for the unfused path's in-place adds.
-  qkvBias: GPUBuffer | undefined; // [qWidth + 2·kvWidth]
-  qBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, qWidth]
-  kBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
-  vBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
-  qNorm: GPUBuffer | undefined; // [headDim]
-  kNorm: GPUBuffer | undefined; // [headDim]
-}
-
-/** The matrices of a layer, each once (stacked or not). */
-export function layerMatrices(l: LayerWeights): GpuMatrix[] {
-  const list = (m: GpuMatrix | readonly GpuMatrix[]) => ('parts' in m ? [m] : [...m]);
-  return [...list(l.qkv), l.o, ...list(l.gateUp), l.down];
-}
-
 /** A model's weights, resident on the GPU. */
 export interface GpuWeights {
   embed: GpuMatrix; // [V, H]
-  layers: LayerWeights[];
+  /** Each block's weights, in forward order (`modelBlocks`). */
+  blocks: GpuBlockWeights[];
   norm: GPUBuffer; // [H]
   lmHead: GpuMatrix; // [V, H], `embed` itself when the embeddings are tied
   /** Matrices another model owns (a draft head reads its target's embedding): never destroyed here. */
@@ -133,24 +105,32 @@ export function allocatePlaced(
   gated = false,
   maxBindingBytes?: number,
 ): GpuMatrix {
-  const first = pieces[0];
-  if (!first) throw new InvalidInputError(`allocatePlaced ${label}: no matrices`);
-  const { format, pad } = first;
-  pieces.forEach((p, i) => {
-    const size = p.pad.rows * p.pad.cols;
-    if (p.format !== format || p.pad.cols !== pad.cols)
-      throw new InvalidInputError(
-        `allocatePlaced ${label}: ${p.name} is ${p.format} [${p.pad.rows}, ${p.pad.cols}], ${first.name} is ${format} with cols ${pad.cols}`,
-      );
-    if (!gated && i < pieces.length - 1 && size % splitAlign(format) !== 0)
-      throw new InvalidInputError(
-        `allocatePlaced ${label}: ${p.name} holds ${size} ${format} elements, not a multiple of ${splitAlign(format)}`,
-      );
-  });
-  if (gated && (pieces.length !== 2 || pieces[1]!.pad.rows !== pad.rows))
-    throw new InvalidInputError(`allocatePlaced ${label}: a gated pair is two matrices of one shape`);
+  const problem = stackProblem(pieces, gated);
+  if (problem) throw new InvalidInputError(`allocatePlaced ${label}: ${problem}`);
+  const { format, pad } = pieces[0]!;
   const rows = gated ? pad.rows : pieces.reduce((n, p) => n + p.pad.rows, 0);
   return allocateMatrix(ctx, format, rows, pad.cols, label, gated, maxBindingBytes);
+}
+
+/**
+ * Why `pieces` cannot be one matrix (stacked by rows, or `gated` as a gate/up pair), or undefined:
+ * pieces of other formats or widths, a stacked piece (but the last) or a gated pair whose elements
+ * are not whole blocks (`splitAlign`).
+ */
+export function stackProblem(pieces: readonly MatrixPlacement[], gated: boolean): string | undefined {
+  const first = pieces[0];
+  if (!first) return 'no matrices';
+  const { format, pad } = first;
+  for (const [i, p] of pieces.entries()) {
+    const size = p.pad.rows * p.pad.cols;
+    if (p.format !== format || p.pad.cols !== pad.cols)
+      return `${p.name} is ${p.format} [${p.pad.rows}, ${p.pad.cols}], ${first.name} is ${format} with cols ${pad.cols}`;
+    if ((gated || i < pieces.length - 1) && size % splitAlign(format) !== 0)
+      return `${p.name} holds ${size} ${format} elements, not a multiple of ${splitAlign(format)}`;
+  }
+  if (gated && (pieces.length !== 2 || pieces[1]!.pad.rows !== pad.rows))
+    return 'a gated pair is two matrices of one shape';
+  return undefined;
 }
 
 /** Where {@link fillPiece} writes a piece: from row `row0` of the matrix, in `half` of a gated pair. */
@@ -202,146 +182,168 @@ function writeRows(ctx: GpuContext, m: GpuMatrix, q: QuantizedMatrix, row0: numb
 }
 
 /**
- * Places an opened model's weights on the GPU, tensor by tensor, in checkpoint order (embedding,
- * each layer, final norm, LM head). Each matrix's buffers are allocated from its shape and format
- * first, then filled a slice of rows at a time ({@link fillPiece}): read, packed in the format of
- * `o.quant` (or copied when its file stores it packed that way: a weft-q checkpoint, GGUF blocks
- * with a weft layout), written and dropped, so the CPU never holds a matrix whole
- * (`peakTransientBytes` of the result says what it held at most). Loaded at the file's own
- * packing, each matrix keeps its own stored format where it has one ({@link placedFormat}), so
- * matrices may differ in format. `onProgress` reports every tensor placed.
+ * Places an opened model's weights on the GPU, tensor by tensor: the embedding, each block's
+ * tensors (`placeBlock`, in forward order), the final norm and the LM head. Each matrix's buffers
+ * are allocated from its shape and format first, then filled a slice of rows at a time
+ * ({@link fillPiece}): read, packed in the format of `o.quant` (or copied when its file stores it
+ * packed that way: a weft-q checkpoint, GGUF blocks with a weft layout), written and dropped, so
+ * the CPU never holds a matrix whole (`peakTransientBytes` of the result says what it held at
+ * most). Loaded at the file's own packing, each matrix keeps its own stored format where it has one
+ * ({@link placedFormat}), so matrices may differ in format. `onProgress` reports every tensor placed.
  */
 export async function placeWeights(
   ctx: GpuContext,
   opened: Pick<OpenedModel, 'spec' | 'weights' | 'packed'>,
   o: PlaceWeightsOptions,
 ): Promise<GpuWeights> {
-  const { spec, weights } = opened;
-  const asStored = loadsAsStored(opened.packed, o.quant, o.rotate);
-  const { qWidth, kvWidth } = deriveSizes(spec);
+  const { spec } = opened;
   const H = spec.hidden;
-  const I = spec.intermediate;
   const V = spec.vocabSize;
-  const D = spec.headDim;
-  const total = weights.tensors.size;
-  let done = 0;
-  let peakTransientBytes = 0;
-  const held = (bytes: number) => {
-    peakTransientBytes = Math.max(peakTransientBytes, bytes);
+  const placer = new CheckpointPlacer(ctx, opened, o);
+  const embed = o.embed ?? (await placer.matrix('model.embed_tokens.weight', V, H));
+  const blocks: GpuBlockWeights[] = [];
+  for (const block of modelBlocks(spec)) blocks.push(await placeBlock(placer, block, MAX_FORWARD_TOKENS));
+  const norm = await placer.vector('model.norm.weight', H);
+  const lmHead = spec.tiedEmbeddings ? embed : await placer.matrix('lm_head.weight', o.lmRows ?? V, H);
+  return {
+    embed,
+    blocks,
+    norm,
+    lmHead,
+    peakTransientBytes: placer.peakTransientBytes,
+    ...(o.embed ? { borrowed: [o.embed] } : {}),
   };
-  const step = (tensor: string) =>
-    o.onProgress?.({ phase: 'weights', done: ++done, total, tensor, peakTransientBytes });
+}
+
+/**
+ * The {@link Placer} of {@link placeWeights}: plans each checkpoint matrix (its format, padding and
+ * rotation), allocates it and fills it from the checkpoint, and counts tensors and transient bytes.
+ */
+class CheckpointPlacer implements Placer {
+  readonly spec: ModelSpec;
+  readonly quant: Quant;
+  peakTransientBytes = 0;
+  private done = 0;
+  private readonly weights: TensorReader;
+  private readonly asStored: boolean;
+
+  constructor(
+    private readonly ctx: GpuContext,
+    opened: Pick<OpenedModel, 'spec' | 'weights' | 'packed'>,
+    private readonly o: PlaceWeightsOptions,
+  ) {
+    this.spec = opened.spec;
+    this.quant = o.quant;
+    this.weights = opened.weights;
+    this.asStored = loadsAsStored(opened.packed, o.quant, o.rotate);
+  }
+
+  private held(bytes: number): void {
+    this.peakTransientBytes = Math.max(this.peakTransientBytes, bytes);
+  }
+
+  private step(tensor: string): void {
+    const total = this.weights.tensors.size;
+    const peak = this.peakTransientBytes;
+    this.o.onProgress?.({ phase: 'weights', done: ++this.done, total, tensor, peakTransientBytes: peak });
+  }
+
   // The matmul reads K in blocks of 16, and a rotation needs a Hadamard size. An MLP width that is
   // neither (the demo draft's 344) is padded with zero rows of gate/up and zero columns of down
   // (placedPad): silu(0) * 0 = 0, so exact. The residual and attention widths must already be both.
   // Each matrix is in the format placedFormat chooses; one stored exactly so is copied, anything
   // else is packed here (placedSlices).
-  const plan = (name: string, rows: number, cols: number): MatrixPlacement => {
+  private plan(name: string, rows: number, cols: number): MatrixPlacement {
+    const { weights, o } = this;
     checkTensor(weights, name, [rows, cols]);
     const rotation = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
-    const pad = placedPad(spec, name, rows, cols, o.rotate);
-    return { name, rows, cols, pad, format: placedFormat(weights, name, o.quant, asStored), rotation };
-  };
-  const fill = async (m: GpuMatrix, p: MatrixPlacement, at: PieceAt) => {
+    const pad = placedPad(this.spec, name, rows, cols, o.rotate);
+    return { name, rows, cols, pad, format: placedFormat(weights, name, o.quant, this.asStored), rotation };
+  }
+
+  private async fill(m: GpuMatrix, p: MatrixPlacement, at: PieceAt): Promise<void> {
     try {
-      if (!o.allocateOnly) await fillPiece(ctx, m, weights, p, at, { onSlice: held, ...sliceOption(o) });
+      if (!this.o.allocateOnly)
+        await fillPiece(this.ctx, m, this.weights, p, at, {
+          onSlice: (bytes) => this.held(bytes),
+          ...sliceOption(this.o),
+        });
     } catch (e) {
       m.destroy();
       throw e;
     }
-    step(p.name);
-  };
-  const single = async (p: MatrixPlacement): Promise<GpuMatrix> => {
-    const m = allocatePlaced(ctx, [p], p.name);
-    await fill(m, p, { row0: 0, half: 0 });
+    this.step(p.name);
+  }
+
+  private async single(p: MatrixPlacement): Promise<GpuMatrix> {
+    const m = allocatePlaced(this.ctx, [p], p.name);
+    await this.fill(m, p, { row0: 0, half: 0 });
     return m;
-  };
-  const matrix = (name: string, rows: number, cols: number) => single(plan(name, rows, cols));
-  // Stacked or paired where the formats and blocks allow (allocatePlaced checks and throws
-  // InvalidInputError otherwise), else placed one by one.
-  const stacked = async (p: string, pieces: readonly MatrixPlacement[]) => {
-    let m: GpuMatrix;
-    try {
-      m = allocatePlaced(ctx, pieces, `${p}.self_attn.qkv_proj.weight`);
-    } catch (e) {
-      if (!(e instanceof InvalidInputError)) throw e;
-      return [await single(pieces[0]!), await single(pieces[1]!), await single(pieces[2]!)] as const;
+  }
+
+  matrix(name: string, rows: number, cols: number): Promise<GpuMatrix> {
+    return this.single(this.plan(name, rows, cols));
+  }
+
+  async stacked(
+    label: string,
+    pieces: readonly [string, number, number][],
+  ): Promise<GpuMatrix | GpuMatrix[]> {
+    const planned = pieces.map(([name, rows, cols]) => this.plan(name, rows, cols));
+    if (stackProblem(planned, false)) {
+      const each: GpuMatrix[] = [];
+      for (const p of planned) each.push(await this.single(p));
+      return each;
     }
+    const m = allocatePlaced(this.ctx, planned, label);
     let row0 = 0;
-    for (const piece of pieces) {
-      await fill(m, piece, { row0, half: 0 });
+    for (const piece of planned) {
+      await this.fill(m, piece, { row0, half: 0 });
       row0 += piece.pad.rows;
     }
     return m;
-  };
-  // W8A8 multiplies int8 activations and has no gated variant: its gate and up stay two matrices.
-  const paired = async (p: string, gate: MatrixPlacement, up: MatrixPlacement) => {
-    let m: GpuMatrix;
-    try {
-      if (o.quant === 'w8a8') throw new InvalidInputError('w8a8: no gated pair');
-      m = allocatePlaced(ctx, [gate, up], `${p}.mlp.gate_up_proj.weight`, true);
-    } catch (e) {
-      if (!(e instanceof InvalidInputError)) throw e;
-      return [await single(gate), await single(up)] as const;
-    }
-    await fill(m, gate, { row0: 0, half: 0 });
-    await fill(m, up, { row0: 0, half: 1 });
+  }
+
+  async paired(
+    label: string,
+    gate: readonly [string, number, number],
+    up: readonly [string, number, number],
+  ): Promise<GpuMatrix | [GpuMatrix, GpuMatrix]> {
+    const [g, u] = [this.plan(...gate), this.plan(...up)];
+    // W8A8 multiplies int8 activations and has no gated variant: its gate and up stay two matrices.
+    if (this.quant === 'w8a8' || stackProblem([g, u], true))
+      return [await this.single(g), await this.single(u)];
+    const m = allocatePlaced(this.ctx, [g, u], label, true);
+    await this.fill(m, g, { row0: 0, half: 0 });
+    await this.fill(m, u, { row0: 0, half: 1 });
     return m;
-  };
-  const row = async (p: string, n: number): Promise<GPUBuffer> => {
-    if (o.allocateOnly) return createBuffer(ctx, n * 4, `${p}.self_attn.qkv_proj.bias`);
-    const parts = await Promise.all(
-      ['q', 'k', 'v'].map((x) => weights.readF32(`${p}.self_attn.${x}_proj.bias`)),
-    );
+  }
+
+  async row(label: string, names: readonly string[], n: number): Promise<GPUBuffer> {
+    if (this.o.allocateOnly) return createBuffer(this.ctx, n * 4, label);
+    const parts = await Promise.all(names.map((name) => this.weights.readF32(name)));
     const out = new Float32Array(n);
     let at = 0;
     for (const b of parts) {
       out.set(b, at);
       at += b.length;
     }
-    held(2 * out.byteLength);
-    return uploadBuffer(ctx, out, `${p}.self_attn.qkv_proj.bias`);
-  };
-  const vector = async (name: string, n: number, repeat = 1): Promise<GPUBuffer> => {
-    checkTensor(weights, name, [n]);
-    if (o.allocateOnly) {
-      step(name);
-      return createBuffer(ctx, n * repeat * 4, name);
-    }
-    const v = await weights.readF32(name);
-    const rows = repeat > 1 ? repeatRows(v, repeat) : v;
-    held(v.byteLength + (rows === v ? 0 : rows.byteLength));
-    step(name);
-    return uploadBuffer(ctx, rows, name);
-  };
-
-  const embed = o.embed ?? (await matrix('model.embed_tokens.weight', V, H));
-  const layers: LayerWeights[] = [];
-  for (let i = 0; i < spec.layers; i++) {
-    const p = `model.layers.${i}`;
-    const maxT = MAX_FORWARD_TOKENS;
-    layers.push({
-      inputNorm: await vector(`${p}.input_layernorm.weight`, H),
-      postNorm: await vector(`${p}.post_attention_layernorm.weight`, H),
-      qkv: await stacked(p, [
-        plan(`${p}.self_attn.q_proj.weight`, qWidth, H),
-        plan(`${p}.self_attn.k_proj.weight`, kvWidth, H),
-        plan(`${p}.self_attn.v_proj.weight`, kvWidth, H),
-      ]),
-      o: await matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
-      gateUp: await paired(p, plan(`${p}.mlp.gate_proj.weight`, I, H), plan(`${p}.mlp.up_proj.weight`, I, H)),
-      down: await matrix(`${p}.mlp.down_proj.weight`, H, I),
-      qkvBias: spec.qkvBias ? await row(p, qWidth + 2 * kvWidth) : undefined,
-      qBias: spec.qkvBias ? await vector(`${p}.self_attn.q_proj.bias`, qWidth, maxT) : undefined,
-      kBias: spec.qkvBias ? await vector(`${p}.self_attn.k_proj.bias`, kvWidth, maxT) : undefined,
-      vBias: spec.qkvBias ? await vector(`${p}.self_attn.v_proj.bias`, kvWidth, maxT) : undefined,
-      qNorm: spec.qkNorm ? await vector(`${p}.self_attn.q_norm.weight`, D) : undefined,
-      kNorm: spec.qkNorm ? await vector(`${p}.self_attn.k_norm.weight`, D) : undefined,
-    });
+    this.held(2 * out.byteLength);
+    return uploadBuffer(this.ctx, out, label);
   }
-  const norm = await vector('model.norm.weight', H);
-  const lmHead = spec.tiedEmbeddings ? embed : await matrix('lm_head.weight', o.lmRows ?? V, H);
-  return { embed, layers, norm, lmHead, peakTransientBytes, ...(o.embed ? { borrowed: [o.embed] } : {}) };
+
+  async vector(name: string, n: number, repeat = 1): Promise<GPUBuffer> {
+    checkTensor(this.weights, name, [n]);
+    if (this.o.allocateOnly) {
+      this.step(name);
+      return createBuffer(this.ctx, n * repeat * 4, name);
+    }
+    const v = await this.weights.readF32(name);
+    const rows = repeat > 1 ? repeatRows(v, repeat) : v;
+    this.held(v.byteLength + (rows === v ? 0 : rows.byteLength));
+    this.step(name);
+    return uploadBuffer(this.ctx, rows, name);
+  }
 }
 
 /** The slice option of `o`, when set (exactOptionalPropertyTypes: no `undefined` member). */
@@ -353,10 +355,9 @@ function sliceOption(o: PlaceWeightsOptions): { sliceElements?: number } {
 export function destroyWeights(w: GpuWeights): void {
   const matrices = new Set([w.embed, w.lmHead]);
   w.norm.destroy();
-  for (const l of w.layers) {
-    for (const m of layerMatrices(l)) matrices.add(m);
-    for (const b of [l.inputNorm, l.postNorm, l.qkvBias, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm])
-      b?.destroy();
+  for (const b of w.blocks) {
+    for (const m of blockMatrices(b)) matrices.add(m);
+    for (const v of blockVectors(b)) v.destroy();
   }
   for (const m of w.borrowed ?? []) matrices.delete(m);
   for (const m of matrices) m.destroy();

@@ -13,13 +13,13 @@ import { safetensorsReader, type TensorReader } from '../../src/formats/weft-che
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matmul.js';
+import { blockMatrices } from '../../src/model/blocks/kinds-gpu.js';
 import { specFromConfig } from '../../src/model/config.js';
 import {
   allocatePlaced,
   destroyWeights,
   fillPiece,
   type GpuWeights,
-  layerMatrices,
   type MatrixPlacement,
   placeWeights,
 } from '../../src/model/gpu-weights.js';
@@ -324,14 +324,12 @@ async function expectSameWeights(
     ['embed', w.embed, want.embed],
     ['lm_head', w.lmHead, want.lmHead],
   ];
-  w.layers.forEach((l, i) => {
+  // The blocks in forward order: each layer's attention block (q|k|v, o), then its MLP (gate|up, down).
+  w.blocks.forEach((b, j) => {
+    const i = Math.floor(j / 2);
     const v = want.layers[i]!;
-    pairs.push(
-      [`${i}.qkv`, l.qkv, v.qkv],
-      [`${i}.o`, l.o, v.o],
-      [`${i}.gate_up`, l.gateUp, v.gateUp],
-      [`${i}.down`, l.down, v.down],
-    );
+    if (b.kind === 'attention') pairs.push([`${i}.qkv`, b.qkv, v.qkv], [`${i}.o`, b.o, v.o]);
+    else pairs.push([`${i}.gate_up`, b.gateUp, v.gateUp], [`${i}.down`, b.down, v.down]);
   });
   for (const [name, got, exp] of pairs) {
     const [g, e] = [list(got), list(exp)];
@@ -339,8 +337,8 @@ async function expectSameWeights(
     for (let j = 0; j < g.length; j++)
       expect(await strip(g[j]!), `${what} ${name}[${j}]`).toEqual(await strip(e[j]!));
   }
-  // Every matrix counted once by layerMatrices is one of those compared.
-  expect(w.layers.flatMap(layerMatrices).length).toBe(
+  // Every matrix counted once by blockMatrices is one of those compared.
+  expect(w.blocks.flatMap(blockMatrices).length).toBe(
     want.layers.flatMap((l) => [...list(l.qkv), l.o, ...list(l.gateUp), l.down]).length,
   );
 }

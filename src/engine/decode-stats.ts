@@ -1,0 +1,115 @@
+// The statistics of one request's decoding, collected in one place: the engine's steps report to
+// a tally, which makes the request's GenerationStats at the end.
+import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
+import type { ModelRunner } from '../model/runner.js';
+import type { DecodeCounts, GenerationStats } from './types.js';
+
+const now = () => performance.now();
+
+/** What one request's decoding did, step by step (see {@link DecodeTally.stats}). */
+export class DecodeTally {
+  private readonly t0 = now();
+  private tFirst = 0;
+  private passes = 0;
+  private decodePasses = 0;
+  private emittedByDecode = 0;
+  /** Time spent drafting and verifying in steps driven from the host. */
+  draftMs = 0;
+  verifyMs = 0;
+  /** Time of speculative steps run whole on the device (drafting and verification are one submission). */
+  deviceStepMs = 0;
+  /** Forward passes of the drafter's model (a model drafter only). */
+  draftPasses: number | undefined;
+  /** The device's work in decode steps (undefined off the GPU). */
+  private counts: GpuCounts | undefined;
+
+  constructor(private readonly runner: ModelRunner) {
+    this.counts = runner.deviceCounts ? zeroCounts() : undefined;
+  }
+
+  /** The prompt's prefill ended after `passes` target passes: the first token is known. */
+  prefilled(passes: number): void {
+    this.tFirst = now();
+    this.passes = passes;
+  }
+
+  /** Adds draft-model passes. */
+  drafted(passes: number): void {
+    this.draftPasses = (this.draftPasses ?? 0) + passes;
+  }
+
+  /**
+   * One decode step ended with `emitted` tokens; `before` is the device's counters when it began
+   * (undefined off the GPU).
+   */
+  step(emitted: number, before: GpuCounts | undefined): void {
+    this.passes++;
+    this.decodePasses++;
+    this.emittedByDecode += emitted;
+    const after = this.runner.deviceCounts?.();
+    if (this.counts && before && after) this.counts = addCounts(this.counts, countsSince(after, before));
+  }
+
+  /** The request's stats: its prompt, what it reused and generated, and what its decoding asked. */
+  stats(
+    prompt: { tokens: number; reused: number },
+    generated: number,
+    drafterWeightBytes: number | undefined,
+  ): GenerationStats {
+    const tEnd = now();
+    const { runner } = this;
+    return {
+      prompt_tokens: prompt.tokens,
+      cached_prompt_tokens: prompt.reused,
+      completion_tokens: generated,
+      prefill_tok_s: (prompt.tokens - prompt.reused) / Math.max(1e-9, (this.tFirst - this.t0) / 1000),
+      decode_tok_s: Math.max(0, generated - 1) / Math.max(1e-9, (tEnd - this.tFirst) / 1000),
+      time_to_first_token_ms: this.tFirst - this.t0,
+      target_passes: this.passes,
+      // Each plain decode pass emits one token; speculative passes emit accepted + 1.
+      tokens_per_pass: this.decodePasses > 0 ? this.emittedByDecode / this.decodePasses : 0,
+      draft_ms: this.draftMs,
+      verify_ms: this.verifyMs,
+      device_step_ms: this.deviceStepMs,
+      ...(this.counts
+        ? deviceFigures(this.counts, this.decodePasses, this.emittedByDecode, runner.weightBytesPerPass)
+        : {}),
+      ...(this.draftPasses === undefined ? {} : { draft_passes: this.draftPasses }),
+      ...(this.draftPasses === undefined || drafterWeightBytes === undefined
+        ? {}
+        : { draft_weight_bytes_per_pass: drafterWeightBytes }),
+      ...(runner.device ? { adapter: runner.device.adapter, kernels: runner.device.kernels } : {}),
+    };
+  }
+}
+
+/**
+ * The per-token and per-pass figures of a request's decode steps from the device's totals over
+ * them (see {@link GenerationStats}); 0 where no decode step ran, as `tokens_per_pass`.
+ */
+function deviceFigures(
+  c: GpuCounts,
+  passes: number,
+  tokens: number,
+  weightBytesPerPass: number | undefined,
+): Partial<GenerationStats> {
+  const per = (n: number, d: number) => (d > 0 ? n / d : 0);
+  const totals: DecodeCounts = {
+    passes,
+    tokens,
+    dispatches: c.dispatches,
+    writes: c.writes,
+    write_bytes: c.writeBytes,
+    readbacks: c.readbacks,
+    readback_bytes: c.readbackBytes,
+    submits: c.submits,
+  };
+  return {
+    dispatches_per_token: per(c.dispatches, tokens),
+    writes_per_token: per(c.writes, tokens),
+    readbacks_per_pass: per(c.readbacks, passes),
+    readback_bytes_per_pass: per(c.readbackBytes, passes),
+    ...(weightBytesPerPass === undefined ? {} : { weight_bytes_per_pass: weightBytesPerPass }),
+    decode_counts: totals,
+  };
+}

@@ -1,0 +1,134 @@
+// The attention block on the GPU (blocks.ts, attention.ts): its weights as placed, its linears, its
+// encode into a forward pass, and its state, the layer's KV cache (written by the pass, compacted
+// along an accepted path on commit).
+
+import { linearsByInput } from '../../formats/layout.js';
+import { deriveSizes } from '../../formats/spec.js';
+import type { GpuMatrix } from '../../kernels/matmul/matmul.js';
+import type { AttentionBlock } from './blocks.js';
+import { layerPrefix } from './blocks.js';
+import { encodeResidual, normedInput, rotatedInput } from './encode.js';
+import type { BlockState, GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
+
+/** The attention block's weights on the GPU, under the checkpoint's names and shapes. */
+export interface AttentionGpuWeights {
+  readonly kind: 'attention';
+  readonly inputNorm: GPUBuffer; // [H]
+  // q_proj, k_proj and v_proj stacked by rows as one matrix whose output row is q | k | v, where
+  // their formats agree and each piece ends on a block (concatRows); else the three matrices.
+  readonly qkv: GpuMatrix | readonly GpuMatrix[]; // [qWidth + 2·kvWidth, H] | [qWidth, H], [kvWidth, H], [kvWidth, H]
+  readonly o: GpuMatrix; // [H, qWidth]
+  // The q | k | v bias as one row (the fused kernel adds it), and each bias repeated for
+  // MAX_FORWARD_TOKENS rows for the unfused path's in-place adds.
+  readonly qkvBias: GPUBuffer | undefined; // [qWidth + 2·kvWidth]
+  readonly qBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, qWidth]
+  readonly kBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
+  readonly vBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
+  readonly qNorm: GPUBuffer | undefined; // [headDim]
+  readonly kNorm: GPUBuffer | undefined; // [headDim]
+}
+
+/** The attention block's linears, bound to its matrices. */
+export interface AttentionKernels {
+  readonly kind: 'attention';
+  // Stacked: [T, H] → [T, qWidth + 2·kvWidth] (q | k | v); else q, k and v: → [T, qWidth], [T, kvWidth] ×2
+  readonly qkv: Linear | readonly Linear[];
+  readonly o: Linear; // [T, qWidth] → [T, H] (added into x when fused.add)
+}
+
+/** Places the block's tensors (`maxRows`: the rows a bias is repeated for). */
+export async function placeAttention(
+  placer: Placer,
+  block: AttentionBlock,
+  maxRows: number,
+): Promise<AttentionGpuWeights> {
+  const { spec } = placer;
+  const H = spec.hidden;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const p = layerPrefix(block.layer);
+  const [q, k, v] = linearsByInput(block.layer).qkv;
+  const biases = ['q', 'k', 'v'].map((x) => `${p}.self_attn.${x}_proj.bias`);
+  return {
+    kind: 'attention',
+    inputNorm: await placer.vector(`${p}.input_layernorm.weight`, H),
+    qkv: await placer.stacked(`${p}.self_attn.qkv_proj.weight`, [
+      [q, qWidth, H],
+      [k, kvWidth, H],
+      [v, kvWidth, H],
+    ]),
+    o: await placer.matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
+    qkvBias: spec.qkvBias
+      ? await placer.row(`${p}.self_attn.qkv_proj.bias`, biases, qWidth + 2 * kvWidth)
+      : undefined,
+    qBias: spec.qkvBias ? await placer.vector(biases[0]!, qWidth, maxRows) : undefined,
+    kBias: spec.qkvBias ? await placer.vector(biases[1]!, kvWidth, maxRows) : undefined,
+    vBias: spec.qkvBias ? await placer.vector(biases[2]!, kvWidth, maxRows) : undefined,
+    qNorm: spec.qkNorm ? await placer.vector(`${p}.self_attn.q_norm.weight`, spec.headDim) : undefined,
+    kNorm: spec.qkNorm ? await placer.vector(`${p}.self_attn.k_norm.weight`, spec.headDim) : undefined,
+  };
+}
+
+/** The block's matrices, each once (stacked or not). */
+export function attentionMatrices(w: AttentionGpuWeights): GpuMatrix[] {
+  return [...('parts' in w.qkv ? [w.qkv] : w.qkv), w.o];
+}
+
+/** The block's linears: a stacked q | k | v takes the input norm (the fused kernel after it does the rest). */
+export function attentionKernels(kb: KernelBuilder, w: AttentionGpuWeights): AttentionKernels {
+  return {
+    kind: 'attention',
+    qkv: 'parts' in w.qkv ? kb.linear(w.qkv, kb.norm(w.inputNorm)) : w.qkv.map((m) => kb.linear(m)),
+    o: kb.linear(w.o, { epilogue: 'add' }),
+  };
+}
+
+/**
+ * Encodes the block over the pass's rows: q | k | v from one stacked matmul (the input norm folded
+ * in) and one kernel for bias, QK-norm, RoPE and the KV write; or, for matrices that could not be
+ * stacked, each step; then attention over `cache` and x += o(attn).
+ */
+export function encodeAttention(
+  p: GpuPass,
+  w: AttentionGpuWeights,
+  k: AttentionKernels,
+  cache: BlockState,
+): void {
+  if (!cache) throw new Error('encodeAttention: an attention block has a KV cache');
+  const { a, T, spec } = p;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  p.section('qkv');
+  let qIn = a.q;
+  if ('encode' in k.qkv) {
+    k.qkv.encode(p.pass, k.qkv.fused.norm ? a.x : normedInput(p, w.inputNorm), a.qkv, T);
+    const weights = w.qkvBias
+      ? { bias: w.qkvBias }
+      : w.qNorm && w.kNorm
+        ? { qNorm: w.qNorm, kNorm: w.kNorm }
+        : {};
+    p.k.qkvRope.encode(p.pass, a.qkv, a.positions, a.slots, a.q, cache, T, weights);
+  } else {
+    const hq = normedInput(p, w.inputNorm);
+    const [lq, lk, lv] = k.qkv;
+    lq!.encode(p.pass, hq, a.q, T);
+    lk!.encode(p.pass, hq, a.k, T);
+    lv!.encode(p.pass, hq, a.v, T);
+    if (w.qBias && w.kBias && w.vBias) {
+      p.k.addQ.encode(p.pass, w.qBias, a.q, T * qWidth);
+      p.k.addKv.encode(p.pass, w.kBias, a.k, T * kvWidth);
+      p.k.addKv.encode(p.pass, w.vBias, a.v, T * kvWidth);
+    }
+    let kIn = a.k;
+    if (p.k.qNorm && p.k.kNorm && w.qNorm && w.kNorm) {
+      p.k.qNorm.encode(p.pass, a.q, w.qNorm, a.qn, T * spec.heads);
+      p.k.kNorm.encode(p.pass, a.k, w.kNorm, a.kn, T * spec.kvHeads);
+      qIn = a.qn;
+      kIn = a.kn;
+    }
+    p.k.rope.encode(p.pass, qIn, kIn, a.positions, T);
+    p.k.kvWrite.encode(p.pass, kIn, a.v, a.slots, cache, T);
+  }
+  p.section('attention');
+  p.k.attention.encode(p.pass, qIn, cache.k, cache.v, a.vis, a.slots, a.attn, T, p.base, p.lastSlot);
+  p.section('o');
+  encodeResidual(p, k.o, rotatedInput(p, p.k.rot?.heads, a.attn));
+}

@@ -1,0 +1,134 @@
+// What a block's GPU side is handed by the runner: a placer for its weights (gpu-weights.ts), a
+// kernel builder for its linears (gpu-kernels.ts), and, per forward, the pass it encodes into with
+// the runner's activation buffers and shared kernels (gpu-runner.ts).
+import type { ModelSpec } from '../../formats/spec.js';
+import type { SplitAttention } from '../../kernels/attention/attention_split.js';
+import type { AddInPlace, SiluMul } from '../../kernels/elementwise/elementwise.js';
+import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
+import type { KvCompact, KvLayerBuffers, KvWrite } from '../../kernels/kv/kv.js';
+import type { GpuMatrix, MatmulOptions } from '../../kernels/matmul/matmul.js';
+import type { RmsNorm } from '../../kernels/norm/rmsnorm.js';
+import type { QkvRope } from '../../kernels/rope/qkv_rope.js';
+import type { Rope } from '../../kernels/rope/rope.js';
+import type { Quant } from '../../quant/pack.js';
+
+/**
+ * Places a block's tensors on the GPU (each in its planned format, padding and rotation, filled a
+ * slice of rows at a time), reporting each tensor's progress.
+ */
+export interface Placer {
+  readonly spec: ModelSpec;
+  readonly quant: Quant;
+  /** One matrix [rows, cols] of the checkpoint. */
+  matrix(name: string, rows: number, cols: number): Promise<GpuMatrix>;
+  /**
+   * Matrices stacked by rows into one (q | k | v: output rows piece 0 | piece 1 | …) where their
+   * formats agree and each piece but the last ends on a block; else each alone.
+   */
+  stacked(label: string, pieces: readonly [string, number, number][]): Promise<GpuMatrix | GpuMatrix[]>;
+  /**
+   * A gate and an up matrix as one gated pair (silu(gate·x) · (up·x) in one matmul) where their
+   * formats and blocks allow and the arithmetic has a gated form; else the two.
+   */
+  paired(
+    label: string,
+    gate: readonly [string, number, number],
+    up: readonly [string, number, number],
+  ): Promise<GpuMatrix | [GpuMatrix, GpuMatrix]>;
+  /** A vector [n], repeated `repeat` times (for a per-row in-place add). */
+  vector(name: string, n: number, repeat?: number): Promise<GPUBuffer>;
+  /** Vectors joined into one row of `n` (the q | k | v bias the fused kernel adds). */
+  row(label: string, names: readonly string[], n: number): Promise<GPUBuffer>;
+}
+
+/**
+ * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, whatever the arithmetic. `fused` says
+ * what the linear does besides: `norm`, it takes the un-normed residual and applies the RMSNorm
+ * itself; `add`, it adds its result into y (the residual) instead of storing it; `gated`, its
+ * matrix is a gate/up pair and it writes silu(gate·x) * (up·x).
+ */
+export interface Linear {
+  readonly fused: { readonly norm: boolean; readonly add: boolean; readonly gated: boolean };
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
+  destroy(): void;
+}
+
+/** Makes a block's linears over its matrices (the model's arithmetic: weight-only or W8A8). */
+export interface KernelBuilder {
+  /** A linear with the fusions it can take (W8A8 takes none: its activations are quantized first). */
+  linear(m: GpuMatrix, fuse?: Omit<MatmulOptions, 'maxM'>): Linear;
+  /** The fused-norm option of a linear reading norm(x) with this weight, where norms fold in. */
+  norm(weight: GPUBuffer): Pick<MatmulOptions, 'norm'>;
+}
+
+/**
+ * Online input rotations, one kernel per rotated width (undefined: that width is not rotated),
+ * shared by every block: the `*_proj` weights are packed as W·Rᵀ, so their inputs must be R·x. Each
+ * rotation writes `out`, which its linears read before the next rotation overwrites it.
+ */
+export interface Rotations {
+  hidden: Hadamard | undefined; // n = H: the normed input of q/k/v and of gate/up
+  heads: Hadamard | undefined; // n = qWidth: the attention output, input of o_proj
+  mlp: Hadamard | undefined; // n = Ip: silu(gate) * up, input of down_proj
+  out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
+}
+
+/** The kernel instances every block shares (their uniforms never differ between blocks). */
+export interface SharedKernels {
+  norm: RmsNorm; // n = H, every T-row norm
+  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
+  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
+  rope: Rope;
+  kvWrite: KvWrite;
+  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
+  attention: SplitAttention;
+  compact: KvCompact;
+  add: AddInPlace; // T * H
+  addQ: AddInPlace; // T * qWidth
+  addKv: AddInPlace; // T * kvWidth
+  silu: SiluMul;
+  rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
+}
+
+/** The runner's activation buffers a block reads and writes, each for MAX_FORWARD_TOKENS rows. */
+export interface BlockActivations {
+  positions: GPUBuffer; // [T] u32 RoPE positions
+  slots: GPUBuffer; // [T] u32 cache slots
+  vis: GPUBuffer; // [T, 2] u32 each row's visible slots among the 64 up to its own (visWords)
+  x: GPUBuffer; // [T, H] residual stream
+  h: GPUBuffer; // [T, H] normed
+  qkv: GPUBuffer; // [T, qWidth + 2·kvWidth] a stacked q | k | v matmul's output
+  q: GPUBuffer; // [T, qWidth] (roped, when from qkv)
+  k: GPUBuffer; // [T, kvWidth]
+  v: GPUBuffer; // [T, kvWidth]
+  qn: GPUBuffer; // [T, qWidth] q after QK-norm
+  kn: GPUBuffer; // [T, kvWidth] k after QK-norm
+  attn: GPUBuffer; // [T, qWidth]
+  tmp: GPUBuffer; // [T, H]
+  gate: GPUBuffer; // [T, Ip] (Ip: the MLP width as packed)
+  up: GPUBuffer; // [T, Ip]
+  act: GPUBuffer; // [T, Ip] silu(gate) * up
+}
+
+/** The sections a profiled forward is split into, in the order they run (see GpuRunner.profiler). */
+export const PROFILE_SECTIONS = ['embed', 'qkv', 'attention', 'o', 'mlp', 'down', 'head', 'sample'] as const;
+export type ProfileSection = (typeof PROFILE_SECTIONS)[number];
+
+/** One forward pass of T rows as a block encodes into it. */
+export interface GpuPass {
+  /** The compute pass to record into (a new one after each {@link GpuPass.section} when profiling). */
+  readonly pass: GPUComputePassEncoder;
+  readonly spec: ModelSpec;
+  /** Rows of the pass, and the cached rows before them. */
+  readonly T: number;
+  readonly base: number;
+  /** Largest cache slot a row may hold (rows placed by a kernel); default base + T - 1. */
+  readonly lastSlot: number | undefined;
+  readonly a: BlockActivations;
+  readonly k: SharedKernels;
+  /** Starts a profiled section (a no-op unless profiling). */
+  section(name: ProfileSection): void;
+}
+
+/** A block's state on the GPU: the KV cache of an attention block (none for an MLP). */
+export type BlockState = KvLayerBuffers | undefined;

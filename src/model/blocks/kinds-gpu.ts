@@ -1,0 +1,72 @@
+// Every block kind's GPU side behind one switch: placing its weights, its matrices, its linears,
+// its state and its encode. A new kind adds an arm to each (the compiler's exhaustiveness check
+// lists them).
+import type { GpuMatrix } from '../../kernels/matmul/matmul.js';
+import {
+  type AttentionGpuWeights,
+  type AttentionKernels,
+  attentionKernels,
+  attentionMatrices,
+  encodeAttention,
+  placeAttention,
+} from './attention-gpu.js';
+import type { Block } from './blocks.js';
+import type { BlockState, GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
+import {
+  encodeMlp,
+  type MlpGpuWeights,
+  type MlpKernels,
+  mlpKernels,
+  mlpMatrices,
+  placeMlp,
+} from './mlp-gpu.js';
+
+/** A block's weights on the GPU, tagged with its kind. */
+export type GpuBlockWeights = AttentionGpuWeights | MlpGpuWeights;
+
+/** A block's linears, tagged with its kind. */
+export type GpuBlockKernels = AttentionKernels | MlpKernels;
+
+/** Places a block's tensors (`maxRows`: the rows a pass holds, for per-row bias copies). */
+export function placeBlock(placer: Placer, block: Block, maxRows: number): Promise<GpuBlockWeights> {
+  switch (block.kind) {
+    case 'attention':
+      return placeAttention(placer, block, maxRows);
+    case 'mlp':
+      return placeMlp(placer, block);
+  }
+}
+
+/** A block's matrices, each once: what a pass reads of its weights, and what unloading destroys. */
+export function blockMatrices(w: GpuBlockWeights): GpuMatrix[] {
+  return w.kind === 'attention' ? attentionMatrices(w) : mlpMatrices(w);
+}
+
+/** A block's other buffers (norm weights, biases), destroyed with its matrices. */
+export function blockVectors(w: GpuBlockWeights): GPUBuffer[] {
+  if (w.kind === 'mlp') return [w.postNorm];
+  return [w.inputNorm, w.qkvBias, w.qBias, w.kBias, w.vBias, w.qNorm, w.kNorm].filter((b) => b !== undefined);
+}
+
+/** A block's linears over its matrices. */
+export function blockKernels(kb: KernelBuilder, w: GpuBlockWeights): GpuBlockKernels {
+  return w.kind === 'attention' ? attentionKernels(kb, w) : mlpKernels(kb, w);
+}
+
+/** Destroys a block's linears. */
+export function destroyBlockKernels(k: GpuBlockKernels): void {
+  const list = (m: Linear | readonly Linear[]) => ('encode' in m ? [m] : [...m]);
+  for (const l of k.kind === 'attention' ? [...list(k.qkv), k.o] : [...list(k.gateUp), k.down]) l.destroy();
+}
+
+/** Whether a block keeps a KV cache (its state: see {@link BlockState}). */
+export function hasKvCache(block: Block): boolean {
+  return block.kind === 'attention';
+}
+
+/** Encodes a block over the pass's rows, with its state. */
+export function encodeBlock(p: GpuPass, w: GpuBlockWeights, k: GpuBlockKernels, state: BlockState): void {
+  if (w.kind === 'attention' && k.kind === 'attention') encodeAttention(p, w, k, state);
+  else if (w.kind === 'mlp' && k.kind === 'mlp') encodeMlp(p, w, k);
+  else throw new Error(`encodeBlock: ${w.kind} weights with ${k.kind} kernels`);
+}

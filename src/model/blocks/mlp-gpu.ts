@@ -1,0 +1,79 @@
+// The MLP block on the GPU (blocks.ts, mlp.ts): its weights as placed, its linears and its encode.
+import { linearsByInput } from '../../formats/layout.js';
+import type { GpuMatrix } from '../../kernels/matmul/matmul.js';
+import type { MlpBlock } from './blocks.js';
+import { layerPrefix } from './blocks.js';
+import { encodeResidual, normedInput, rotatedInput } from './encode.js';
+import type { GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
+
+/**
+ * The MLP block's weights on the GPU. Ip is the MLP width as packed (see `placeWeights`): I, or I
+ * padded with zero rows of gate/up and zero columns of down.
+ */
+export interface MlpGpuWeights {
+  readonly kind: 'mlp';
+  readonly postNorm: GPUBuffer; // [H]
+  // gate_proj and up_proj as one gated pair (uploadGatedPair: silu(gate·x) * (up·x) in one matmul)
+  // where their formats and blocks allow; else the two matrices.
+  readonly gateUp: GpuMatrix | readonly [GpuMatrix, GpuMatrix]; // gated [Ip, H] | [Ip, H], [Ip, H]
+  readonly down: GpuMatrix; // [H, Ip]
+}
+
+/** The MLP block's linears, bound to its matrices. */
+export interface MlpKernels {
+  readonly kind: 'mlp';
+  // Gated pair: [T, H] → [T, Ip] silu(gate) * up; else gate and up: → [T, Ip] each
+  readonly gateUp: Linear | readonly [Linear, Linear];
+  readonly down: Linear; // [T, Ip] → [T, H] (added into x when fused.add)
+}
+
+/** Places the block's tensors. */
+export async function placeMlp(placer: Placer, block: MlpBlock): Promise<MlpGpuWeights> {
+  const { spec } = placer;
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const [gate, up] = linearsByInput(block.layer).gateUp;
+  const p = layerPrefix(block.layer);
+  return {
+    kind: 'mlp',
+    postNorm: await placer.vector(`${p}.post_attention_layernorm.weight`, H),
+    gateUp: await placer.paired(`${p}.mlp.gate_up_proj.weight`, [gate!, I, H], [up!, I, H]),
+    down: await placer.matrix(`${p}.mlp.down_proj.weight`, H, I),
+  };
+}
+
+/** The block's matrices, each once (paired or not). */
+export function mlpMatrices(w: MlpGpuWeights): GpuMatrix[] {
+  return [...('parts' in w.gateUp ? [w.gateUp] : w.gateUp), w.down];
+}
+
+/** The block's linears: a gated pair takes the post-attention norm and the SiLU gate. */
+export function mlpKernels(kb: KernelBuilder, w: MlpGpuWeights): MlpKernels {
+  return {
+    kind: 'mlp',
+    gateUp:
+      'parts' in w.gateUp
+        ? kb.linear(w.gateUp, { ...kb.norm(w.postNorm), epilogue: 'silu' })
+        : [kb.linear(w.gateUp[0]), kb.linear(w.gateUp[1])],
+    down: kb.linear(w.down, { epilogue: 'add' }),
+  };
+}
+
+/**
+ * Encodes the block: silu(gate) * up from one gated matmul (the post-attention norm folded in), or
+ * each step; then x += down(act).
+ */
+export function encodeMlp(p: GpuPass, w: MlpGpuWeights, k: MlpKernels): void {
+  const { a, T } = p;
+  p.section('mlp');
+  if ('encode' in k.gateUp) {
+    k.gateUp.encode(p.pass, k.gateUp.fused.norm ? a.x : normedInput(p, w.postNorm), a.act, T);
+  } else {
+    const hm = normedInput(p, w.postNorm);
+    k.gateUp[0].encode(p.pass, hm, a.gate, T);
+    k.gateUp[1].encode(p.pass, hm, a.up, T);
+    p.k.silu.encode(p.pass, [a.gate, a.up], a.act, T);
+  }
+  p.section('down');
+  encodeResidual(p, k.down, rotatedInput(p, p.k.rot?.mlp, a.act));
+}
