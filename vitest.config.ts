@@ -8,7 +8,7 @@ import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 //   test/gpu/ run inside headless Chromium (WebGPU on SwiftShader here, or a real GPU), through
 //   Vitest's browser mode, against their TS references. On SwiftShader the contexts take the
 //   serial kernel forms (the kernel tests run both forms themselves).
-// - lavapipe: the same model-level GPU tests (test/gpu/) and the GPU kernel tests in
+// - lavapipe: the model-level GPU tests in LAVAPIPE_MODEL_TESTS and the kernel tests in
 //   LAVAPIPE_KERNEL_TESTS on Dawn in Node over Mesa's lavapipe, in the forms a real GPU takes
 //   (kernels: 'gpu'): shader-f16 (the `enable f16` matmul), subgroups of 8, 128 MiB bindings.
 //   Every context must be lavapipe with shader-f16, or the tests fail (test/helpers/gpu.ts).
@@ -20,6 +20,20 @@ import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 // runs them on Dawn in Node, in parallel with the gpu project's files in Chromium, whose kernels
 // are the same WGSL through the same Dawn. The kernel families' other tests stay in Chromium.
 const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
+// The model-level GPU tests the lavapipe project runs in the GPU forms: every family and format
+// against the reference, the decode session, tree verification, every drafter and the draft head,
+// grammar, steering, the f16 KV cache, rotations and the counters. (The others check placement,
+// conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
+const LAVAPIPE_MODEL_TESTS = [
+  'test/gpu/forward.test.ts',
+  'test/gpu/decode-loop.test.ts',
+  'test/gpu/speculate.test.ts',
+  'test/gpu/counters.test.ts',
+  'test/gpu/grammar.test.ts',
+  'test/gpu/steer.test.ts',
+  'test/gpu/kv-f16.test.ts',
+  'test/gpu/rotate.test.ts',
+];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];
 // Kernel tests that run on lavapipe too: the families whose GPU forms, f16 variant or reductions
@@ -63,8 +77,11 @@ export default defineConfig({
       {
         test: {
           name: 'lavapipe',
-          include: ['test/gpu/**/*.test.ts', ...LAVAPIPE_KERNEL_TESTS],
+          include: [...LAVAPIPE_MODEL_TESTS, ...LAVAPIPE_KERNEL_TESTS],
           environment: 'node',
+          // lavapipe's LLVM without its optimization passes: compiling a pipeline is most of what
+          // these tests cost there (a cold speculate.test.ts: 410 s, 304 s with nopt).
+          env: { GALLIVM_PERF: 'nopt' },
           fileParallelism: false,
           testTimeout: 300_000,
           hookTimeout: 300_000,

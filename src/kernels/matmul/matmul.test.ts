@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { gpu, projectForms, runOnce } from '../../../test/helpers/gpu.js';
 import { randomF32 } from '../../../test/helpers/random.js';
 import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
@@ -65,10 +65,10 @@ const SHAPES: [number, number, number][] = [
 // layout (GpuContext.kernels: split-K on a GPU, serial on a software adapter); the last describe
 // checks that a device without subgroups gives the same bits. The split-K shapes take lanes per
 // output (splitLanes) from 4 to 64.
-const LAYOUTS = [
+const LAYOUTS = projectForms([
   ['split-K', 'gpu'],
   ['serial', 'serial'],
-] as const;
+] as const);
 
 function expectClose(got: Float32Array, want: Float32Array, magnitude: Float32Array): void {
   expect(got.length).toBe(want.length);
@@ -272,12 +272,19 @@ describe('groupPairs', () => {
 });
 
 describe('matmulTiles', () => {
-  it('compiles the 2-, 4- and 8-row tiles as far as the largest batch needs them', () => {
+  it('compiles the 2-, 4- and 8-row tiles as far as the largest batch needs them (serial)', () => {
     expect(matmulTiles(2)).toEqual([2]);
     expect(matmulTiles(3)).toEqual([2, 4]);
     expect(matmulTiles(4)).toEqual([2, 4]);
     expect(matmulTiles(5)).toEqual([2, 4, 8]);
     expect(matmulTiles(64)).toEqual([2, 4, 8]);
+  });
+
+  it('compiles one tile, for min(maxM, 8) rows, in the split-K form', () => {
+    expect(matmulTiles(2, false)).toEqual([2]);
+    expect(matmulTiles(3, false)).toEqual([4]);
+    expect(matmulTiles(5, false)).toEqual([8]);
+    expect(matmulTiles(64, false)).toEqual([8]);
   });
 });
 

@@ -312,11 +312,15 @@ export function gemmVariants(maxM: number): number[] {
 
 /**
  * Rows of x per tile (the WGSL constant TM) of the GEMM variants a {@link Matmul} for `maxM` rows
- * compiles: 2, 4 and 8, as far as `maxM` needs them. A batch runs the smallest tile that holds it,
- * and batches over 8 rows run the 8-row tile once per 8 rows (each weight block read once per
- * tile, its TM products formed from inputs staged in workgroup memory).
+ * compiles. A batch runs the smallest tile that holds it, and batches over 8 rows run the 8-row
+ * tile once per 8 rows (each weight block read once per tile and multiplied by its TM rows).
+ * Serial form: 2, 4 and 8, as far as `maxM` needs them (a thread's unrolled accumulators cost a
+ * CPU implementation per tile row, computed or not). Split-K form: the one tile that holds
+ * min(maxM, 8) rows; a short batch computes only its rows, so smaller tiles would save only
+ * registers, at a pipeline (a compile at load) each.
  */
-export function matmulTiles(maxM: number): number[] {
+export function matmulTiles(maxM: number, serial = true): number[] {
+  if (!serial) return [Math.min(8, accumulators(maxM))];
   return [2, 4, 8].filter((tm) => tm === 2 || tm / 2 < maxM);
 }
 
@@ -572,7 +576,7 @@ export async function prepareMatmul(
 ): Promise<void> {
   const v = matmulVariant(ctx, format, shape, opts);
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
-  const tms = maxM > 1 ? [1, matmulTiles(maxM).at(-1)!] : [1];
+  const tms = maxM > 1 ? [1, matmulTiles(maxM, v.serial).at(-1)!] : [1];
   await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulSource(format, tm, v))));
 }
 
@@ -680,8 +684,9 @@ export abstract class PartedMatmul {
  * of a gated pair after, each giving the same bits as the separate kernels. M = 1 runs the GEMV
  * variant, 2..maxM the smallest GEMM tile ({@link matmulTiles}) that holds M rows, or the 8-row
  * tile once per 8 rows: each weight block is read once per tile. All accumulate every output in
- * the same order (a fixed K-lane split, lanes added in order in workgroup memory), so a row's
- * result is bit-identical whatever M is (batch invariance). One dispatch per part of W.
+ * the same order (serial: all of K per thread; split-K: the matrix's lane split, lanes added in
+ * order in workgroup memory), so a row's result is bit-identical whatever M is (batch
+ * invariance). One dispatch per part of W.
  */
 export class Matmul extends PartedMatmul {
   private readonly norm: MatmulNorm | undefined;
@@ -707,7 +712,7 @@ export class Matmul extends PartedMatmul {
       'matmul',
       (tm) => matmulSource(w.format, tm, v),
       (tm) => matmulRowsPerWorkgroup(tm, v),
-      matmulTiles,
+      (maxM) => matmulTiles(maxM, v.serial),
     );
     this.norm = norm;
     this.epilogue = v.epilogue;

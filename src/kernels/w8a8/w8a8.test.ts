@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { gpu, projectForms, runOnce } from '../../../test/helpers/gpu.js';
 import { randomF32 } from '../../../test/helpers/random.js';
 import { createBuffer, readBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
@@ -68,10 +68,10 @@ const SHAPES: [number, number, number][] = [
 // operation, so no order that depends on the subgroup size; the tests run on SwiftShader's size 4
 // and lavapipe's size 8, and test/unit/shaders.test.ts holds every kernel to it), and the serial
 // form of a software adapter (GpuContext.kernels).
-const PATHS = [
-  ['split', () => gpu({ kernels: 'gpu' })],
-  ['serial', () => gpu({ kernels: 'serial' })],
-] as const;
+const PATHS = projectForms([
+  ['split', 'gpu'],
+  ['serial', 'serial'],
+] as const).map(([name, kernels]) => [name, () => gpu({ kernels })] as const);
 
 /** x with a few outlier channels, as real activations have. */
 function activations(M: number, K: number, seed: number): Float32Array {
