@@ -257,7 +257,7 @@ export async function occupancy(model: ScaleShape, quant: Quant, context: number
     { spec, weights: { tensors, readF32: () => Promise.reject(new Error('no weights')) }, packed: undefined },
     { quant, capacity: context + 1, gpu: ctx, kvFormat: 'f16', allocateOnly: true },
   );
-  runner.adopt(context);
+  runner.resident.adopt(context);
   const step = runner.decode(0, GREEDY, 1);
   await step.next();
   step.close();

@@ -9,9 +9,9 @@ import {
   TREE_RESULT_WORDS,
   TREE_WIDTH,
 } from '../kernels/tree/tree.js';
-import type { GpuRunner } from '../model/gpu-runner.js';
 import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
 import type { CachedPrefix } from '../model/prefix.js';
+import type { ResidentPasses } from '../model/resident.js';
 import type { SamplerSpec } from '../model/runner.js';
 import type { SpeculativeStep } from './drafter.js';
 
@@ -54,8 +54,8 @@ export class DeviceSpeculator {
   private depths = 2;
 
   private constructor(
-    private readonly draft: GpuRunner,
-    private readonly target: GpuRunner,
+    private readonly draft: ResidentPasses,
+    private readonly target: ResidentPasses,
   ) {
     const ctx = draft.gpu;
     this.binds = new BindGroupCache(ctx.device);
@@ -71,7 +71,7 @@ export class DeviceSpeculator {
   }
 
   /** A speculator for `draft` and `target`, or undefined when they do not share a device. */
-  static async create(draft: GpuRunner, target: GpuRunner): Promise<DeviceSpeculator | undefined> {
+  static async create(draft: ResidentPasses, target: ResidentPasses): Promise<DeviceSpeculator | undefined> {
     if (draft.gpu !== target.gpu || draft.spec.vocabSize !== target.spec.vocabSize) return undefined;
     await Promise.all([DeviceTree.prepare(draft.gpu), TopKChildren.prepare(draft.gpu)]);
     return new DeviceSpeculator(draft, target);

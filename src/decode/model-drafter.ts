@@ -107,7 +107,10 @@ export class ModelDrafter implements Drafter {
     if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
     if (this.device?.target !== target) {
       this.device?.speculator?.dispose();
-      this.device = { target, speculator: await DeviceSpeculator.create(this.runner, target) };
+      this.device = {
+        target,
+        speculator: await DeviceSpeculator.create(this.runner.resident, target.resident),
+      };
     }
     const speculator = this.device.speculator;
     const n = Math.min(budget, this.runner.capacity - context.length);

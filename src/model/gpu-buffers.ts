@@ -1,0 +1,142 @@
+// The GPU runner's buffers: activations for MAX_FORWARD_TOKENS rows, a layer's KV cache, a draft
+// head's feature store, the children ranker's scratch, and what a device-side tree kernel reads and
+// writes of them (RunnerIo).
+import type { ModelSpec } from '../formats/spec.js';
+import { deriveSizes } from '../formats/spec.js';
+import { createBuffer, STORAGE } from '../gpu/buffers.js';
+import type { GpuContext } from '../gpu/device.js';
+import { BindGroupCache } from '../kernels/bind.js';
+import { type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { RowCompact, RowScatter } from '../kernels/kv/rows.js';
+import { maskWordsOf } from '../kernels/sample/mask.js';
+import { TOPK_MAX, TopKChildren } from '../kernels/sample/topk.js';
+import type { PassBuffers } from '../kernels/tree/tree.js';
+import type { BlockActivations } from './blocks/gpu.js';
+import { MAX_FORWARD_TOKENS } from './gpu-weights.js';
+
+/**
+ * Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once: what the blocks use
+ * ({@link BlockActivations}), and the pass's inputs, scored rows, logits and sampled ids.
+ */
+export interface Activations extends BlockActivations {
+  ids: GPUBuffer; // [T] u32 token ids
+  rows: GPUBuffer; // [T] u32 rows to score
+  hr: GPUBuffer; // [T, H] gathered rows
+  logits: GPUBuffer; // [T, V]
+  masks: GPUBuffer; // [T, ceil(V / 32)] u32 token bitmasks of constrained rows
+  samplePositions: GPUBuffer; // [T] u32 position of each sampled token
+  out: GPUBuffer; // [T] u32 sampled ids
+  commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
+  // [7T] u32 a pass's small inputs, written at once and copied into the buffers above (see
+  // GpuRunner.stageInputs): positions [T], slots [T], vis [2T], rows [R], sample positions [R],
+  // ids [T] (when the CPU supplies them)
+  inputs: GPUBuffer;
+  staging: GPUBuffer; // [T] u32, MAP_READ
+  // The readback ring of a decode session: step n's id comes back through stepStaging[n % 2].
+  stepStaging0: GPUBuffer; // [1] u32, MAP_READ
+  stepStaging1: GPUBuffer; // [1] u32, MAP_READ
+}
+
+/** The buffers of `GpuRunner.io`: the pass inputs a tree kernel writes, and what it reads. */
+export interface RunnerIo extends PassBuffers {
+  logits: GPUBuffer; // [T, V] f32
+  out: GPUBuffer; // [T] u32 sampled ids
+  commitSlots: GPUBuffer; // [T] u32
+}
+
+/** A draft head's features beside the KV cache: [capacity, H] f32, written and committed with it. */
+export interface FeatureStore {
+  store: GPUBuffer;
+  scatter: RowScatter;
+  compact: RowCompact;
+  /** MAP_READ copy for `GpuRunner.features`, made on first use. */
+  staging: GPUBuffer | undefined;
+}
+
+/** `GpuRunner.lastChildren`'s kernel and buffers. */
+export interface ChildrenRanker {
+  op: TopKChildren;
+  picks: GPUBuffer; // [MAX_FORWARD_TOKENS, 2] u32 (scored row, position of its children)
+  out: GPUBuffer; // [MAX_FORWARD_TOKENS, TOPK_MAX, 2] u32 (token, log-weight bits)
+  staging: GPUBuffer; // the same, MAP_READ
+}
+
+export function makeChildrenRanker(ctx: GpuContext, vocab: number): ChildrenRanker {
+  const bytes = MAX_FORWARD_TOKENS * TOPK_MAX * 8;
+  return {
+    op: new TopKChildren(ctx, new BindGroupCache(ctx.device), { vocab, maxRows: MAX_FORWARD_TOKENS }),
+    picks: createBuffer(ctx, MAX_FORWARD_TOKENS * 8, 'children-picks'),
+    out: createBuffer(ctx, bytes, 'children'),
+    staging: ctx.device.createBuffer({
+      label: 'children-readback',
+      size: bytes,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    }),
+  };
+}
+
+/** A layer's K and V buffers, each [capacity, kvHeads, headDim] in the cache's format. */
+export function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerBuffers {
+  const bytes = kv.capacity * kvWordsPerSlot(kv) * 4;
+  return {
+    k: createBuffer(ctx, bytes, `model.layers.${layer}.k_cache`),
+    v: createBuffer(ctx, bytes, `model.layers.${layer}.v_cache`),
+  };
+}
+
+/** The activation buffers, each for {@link MAX_FORWARD_TOKENS} rows; `Ip` is the packed MLP width. */
+export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Activations {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const maxT = MAX_FORWARD_TOKENS;
+  const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
+  const readback = (size: number, label: string) =>
+    ctx.device.createBuffer({ label, size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  return {
+    ids: f(1, 'ids'),
+    positions: f(1, 'positions'),
+    slots: f(1, 'slots'),
+    vis: f(2, 'visible-slots'),
+    x: f(H, 'x'),
+    h: f(H, 'h'),
+    qkv: f(qWidth + 2 * kvWidth, 'qkv'),
+    q: f(qWidth, 'q'),
+    k: f(kvWidth, 'k'),
+    v: f(kvWidth, 'v'),
+    qn: f(qWidth, 'qn'),
+    kn: f(kvWidth, 'kn'),
+    attn: f(qWidth, 'attn'),
+    tmp: f(H, 'tmp'),
+    gate: f(Ip, 'gate'),
+    up: f(Ip, 'up'),
+    act: f(Ip, 'act'),
+    rows: f(1, 'rows'),
+    hr: f(H, 'hr'),
+    logits: f(spec.vocabSize, 'logits'),
+    masks: f(maskWordsOf(spec.vocabSize), 'token-masks'),
+    samplePositions: f(1, 'sample-positions'),
+    out: f(1, 'sampled'),
+    commitSlots: f(1, 'commit-slots'),
+    inputs: f(7, 'pass-inputs'),
+    staging: readback(maxT * 4, 'sampled-readback'),
+    stepStaging0: readback(4, 'decode-readback-0'),
+    stepStaging1: readback(4, 'decode-readback-1'),
+  };
+}
+
+/** An empty feature store of `capacity` rows of `hidden` floats, with its scatter and compaction. */
+export async function makeFeatureStore(
+  ctx: GpuContext,
+  capacity: number,
+  hidden: number,
+): Promise<FeatureStore> {
+  await Promise.all([RowScatter.prepare(ctx), RowCompact.prepare(ctx)]);
+  const shape = { capacity, row: hidden };
+  const binds = new BindGroupCache(ctx.device);
+  return {
+    store: createBuffer(ctx, capacity * hidden * 4, 'features', STORAGE),
+    scatter: new RowScatter(ctx, binds, shape),
+    compact: new RowCompact(ctx, binds, shape),
+    staging: undefined,
+  };
+}
