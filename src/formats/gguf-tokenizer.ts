@@ -13,7 +13,7 @@
  * 5 unused, 6 byte. Control and user-defined tokens become added tokens (control ones special).
  */
 import { ModelFormatError } from './errors.js';
-import type { GgufFile, GgufValue } from './gguf.js';
+import type { GgufFile, GgufValue } from './gguf-header.js';
 import type { GgufEntry } from './gguf-write.js';
 
 const LLAMA3_REGEX =
@@ -61,38 +61,88 @@ export interface GgufTokenizerFiles {
  * {@link ModelFormatError} for a missing or unsupported vocabulary.
  */
 export function ggufTokenizer(g: GgufFile): GgufTokenizerFiles {
-  const file = g.source.name;
   const model = g.metadata.get('tokenizer.ggml.model');
+  const { tokens, types } = vocabulary(g);
+  const bos = tokenId(g, 'tokenizer.ggml.bos_token_id', tokens.length);
+  const eos = tokenId(g, 'tokenizer.ggml.eos_token_id', tokens.length);
+  const unk = tokenId(g, 'tokenizer.ggml.unknown_token_id', tokens.length);
+  const addBosValue = g.metadata.get('tokenizer.ggml.add_bos_token');
+  const addBos = (addBosValue ?? model === 'llama') === true && bos !== undefined;
+  const bosToken = bos === undefined ? undefined : tokens[bos];
+  const parts: TokenizerParts = {
+    vocab: vocabMap(tokens),
+    added: addedTokens(tokens, types, model),
+    postProcessor: addBos && bos !== undefined && bosToken !== undefined ? bosProcessor(bos, bosToken) : null,
+  };
+  let tokenizerJson: Record<string, unknown>;
+  if (model === 'gpt2') tokenizerJson = byteLevelJson(g, parts);
+  else if (model === 'llama') tokenizerJson = sentencePieceJson(g, parts, tokens, types, unk);
+  else {
+    throw new ModelFormatError(
+      g.source.name,
+      'tokenizer.ggml.model',
+      model,
+      'unsupported tokenizer (gpt2 or llama)',
+    );
+  }
+  const template = g.metadata.get('tokenizer.chat_template');
+  const tokenizerConfig: Record<string, unknown> = {
+    add_bos_token: addBos,
+    bos_token: bosToken ?? null,
+    eos_token: eos === undefined ? null : tokens[eos],
+  };
+  if (typeof template === 'string') tokenizerConfig.chat_template = template;
+  return { tokenizerJson, tokenizerConfig };
+}
+
+/**
+ * The pieces (`tokenizer.ggml.tokens`) in id order and their token types
+ * (`tokenizer.ggml.token_type`, all 1 = normal when absent), checked to be the same length.
+ */
+function vocabulary(g: GgufFile): { tokens: string[]; types: number[] } {
   const tokens = strings(g, 'tokenizer.ggml.tokens');
   const types = numbers(g, 'tokenizer.ggml.token_type') ?? tokens.map(() => 1);
   if (types.length !== tokens.length) {
     throw new ModelFormatError(
-      file,
+      g.source.name,
       'tokenizer.ggml.token_type',
       types.length,
       `expected ${tokens.length} entries`,
     );
   }
-  const id = (key: string) => {
-    const v = g.metadata.get(key);
-    if (v === undefined) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= tokens.length) {
-      throw new ModelFormatError(file, key, v, `must be a token id below ${tokens.length}`);
-    }
-    return v;
-  };
-  const bos = id('tokenizer.ggml.bos_token_id');
-  const eos = id('tokenizer.ggml.eos_token_id');
-  const unk = id('tokenizer.ggml.unknown_token_id');
-  const addBosValue = g.metadata.get('tokenizer.ggml.add_bos_token');
-  const addBos = (addBosValue ?? model === 'llama') === true && bos !== undefined;
+  return { tokens, types };
+}
 
+/** The token id stored under `key`, undefined when absent; it must be an id below `count`. */
+function tokenId(g: GgufFile, key: string, count: number): number | undefined {
+  const v = g.metadata.get(key);
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= count) {
+    throw new ModelFormatError(g.source.name, key, v, `must be a token id below ${count}`);
+  }
+  return v;
+}
+
+/** tokenizer.json's `model.vocab`: each piece to its first id. */
+function vocabMap(tokens: readonly string[]): Record<string, number> {
   // No prototype: a token may be spelled `__proto__`.
   const vocab: Record<string, number> = Object.create(null);
   tokens.forEach((t, i) => {
     if (!Object.hasOwn(vocab, t)) vocab[t] = i;
   });
-  const added = tokens.flatMap((content, i) =>
+  return vocab;
+}
+
+/**
+ * tokenizer.json's `added_tokens`: control (3) and user-defined (4) pieces, and for SentencePiece
+ * the unknown (2) one; all but user-defined ones are special.
+ */
+function addedTokens(
+  tokens: readonly string[],
+  types: readonly number[],
+  model: GgufValue | undefined,
+): unknown[] {
+  return tokens.flatMap((content, i) =>
     types[i] === 3 || types[i] === 4 || (types[i] === 2 && model === 'llama')
       ? [
           {
@@ -107,103 +157,119 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizerFiles {
         ]
       : [],
   );
-  const bosToken = bos === undefined ? undefined : tokens[bos];
-  const postProcessor =
-    addBos && bosToken !== undefined
-      ? {
-          type: 'TemplateProcessing',
-          single: [{ SpecialToken: { id: bosToken, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-          pair: [
-            { SpecialToken: { id: bosToken, type_id: 0 } },
-            { Sequence: { id: 'A', type_id: 0 } },
-            { SpecialToken: { id: bosToken, type_id: 1 } },
-            { Sequence: { id: 'B', type_id: 1 } },
-          ],
-          special_tokens: { [bosToken]: { id: bosToken, ids: [bos], tokens: [bosToken] } },
-        }
-      : null;
+}
 
-  let tokenizerJson: Record<string, unknown>;
-  if (model === 'gpt2') {
-    const merges = strings(g, 'tokenizer.ggml.merges');
-    const pre = g.metadata.get('tokenizer.ggml.pre');
-    const regex = pre === 'llama-bpe' ? LLAMA3_REGEX : pre === 'qwen2' ? QWEN2_REGEX : GPT2_REGEX;
-    const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
-    tokenizerJson = {
-      version: '1.0',
-      added_tokens: added,
-      normalizer: pre === 'qwen2' ? { type: 'NFC' } : null,
-      pre_tokenizer: {
-        type: 'Sequence',
-        pretokenizers: [
-          { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
-          byteLevel,
-        ],
-      },
-      post_processor: postProcessor ?? byteLevel,
-      decoder: byteLevel,
-      model: {
-        type: 'BPE',
-        dropout: null,
-        unk_token: null,
-        vocab,
-        merges,
-        byte_fallback: false,
-        ignore_merges: pre === 'llama-bpe',
-      },
-    };
-  } else if (model === 'llama') {
-    const scores = numbers(g, 'tokenizer.ggml.scores');
-    if (scores === undefined || scores.length !== tokens.length) {
-      throw new ModelFormatError(
-        file,
-        'tokenizer.ggml.scores',
-        scores?.length,
-        `expected ${tokens.length} scores`,
-      );
-    }
-    tokenizerJson = {
-      version: '1.0',
-      added_tokens: added,
-      normalizer: {
-        type: 'Sequence',
-        normalizers: [
-          { type: 'Prepend', prepend: '▁' },
-          { type: 'Replace', pattern: { String: ' ' }, content: '▁' },
-        ],
-      },
-      pre_tokenizer: null,
-      post_processor: postProcessor,
-      decoder: {
-        type: 'Sequence',
-        decoders: [
-          { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
-          { type: 'ByteFallback' },
-          { type: 'Fuse' },
-          { type: 'Strip', content: ' ', start: 1, stop: 0 },
-        ],
-      },
-      model: {
-        type: 'BPE',
-        dropout: null,
-        unk_token: unk === undefined ? null : tokens[unk],
-        vocab,
-        merges: spmMerges(tokens, scores, types),
-        fuse_unk: true,
-        byte_fallback: true,
-      },
-    };
-  } else {
-    throw new ModelFormatError(file, 'tokenizer.ggml.model', model, 'unsupported tokenizer (gpt2 or llama)');
-  }
-  const template = g.metadata.get('tokenizer.chat_template');
-  const tokenizerConfig: Record<string, unknown> = {
-    add_bos_token: addBos,
-    bos_token: bosToken ?? null,
-    eos_token: eos === undefined ? null : tokens[eos],
+/** A post-processor that puts BOS (id `bos`, piece `bosToken`) before each sequence. */
+function bosProcessor(bos: number, bosToken: string): Record<string, unknown> {
+  return {
+    type: 'TemplateProcessing',
+    single: [{ SpecialToken: { id: bosToken, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+    pair: [
+      { SpecialToken: { id: bosToken, type_id: 0 } },
+      { Sequence: { id: 'A', type_id: 0 } },
+      { SpecialToken: { id: bosToken, type_id: 1 } },
+      { Sequence: { id: 'B', type_id: 1 } },
+    ],
+    special_tokens: { [bosToken]: { id: bosToken, ids: [bos], tokens: [bosToken] } },
   };
-  if (typeof template === 'string') tokenizerConfig.chat_template = template;
-  return { tokenizerJson, tokenizerConfig };
+}
+
+/** The parts of tokenizer.json both vocabulary kinds share. */
+interface TokenizerParts {
+  readonly vocab: Record<string, number>;
+  readonly added: unknown[];
+  /** The BOS template when BOS is added, else null. */
+  readonly postProcessor: Record<string, unknown> | null;
+}
+
+/**
+ * tokenizer.json for `tokenizer.ggml.model = "gpt2"`: byte-level BPE over `tokenizer.ggml.merges`,
+ * split first by the regex `tokenizer.ggml.pre` names.
+ */
+function byteLevelJson(
+  g: GgufFile,
+  { vocab, added, postProcessor }: TokenizerParts,
+): Record<string, unknown> {
+  const merges = strings(g, 'tokenizer.ggml.merges');
+  const pre = g.metadata.get('tokenizer.ggml.pre');
+  const regex = pre === 'llama-bpe' ? LLAMA3_REGEX : pre === 'qwen2' ? QWEN2_REGEX : GPT2_REGEX;
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
+  return {
+    version: '1.0',
+    added_tokens: added,
+    normalizer: pre === 'qwen2' ? { type: 'NFC' } : null,
+    pre_tokenizer: {
+      type: 'Sequence',
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
+        byteLevel,
+      ],
+    },
+    post_processor: postProcessor ?? byteLevel,
+    decoder: byteLevel,
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      vocab,
+      merges,
+      byte_fallback: false,
+      ignore_merges: pre === 'llama-bpe',
+    },
+  };
+}
+
+/**
+ * tokenizer.json for `tokenizer.ggml.model = "llama"`: SentencePiece BPE with merges derived from
+ * `tokenizer.ggml.scores` ({@link spmMerges}), byte fallback and the `▁` normalizer.
+ */
+function sentencePieceJson(
+  g: GgufFile,
+  { vocab, added, postProcessor }: TokenizerParts,
+  tokens: readonly string[],
+  types: readonly number[],
+  unk: number | undefined,
+): Record<string, unknown> {
+  const scores = numbers(g, 'tokenizer.ggml.scores');
+  if (scores === undefined || scores.length !== tokens.length) {
+    throw new ModelFormatError(
+      g.source.name,
+      'tokenizer.ggml.scores',
+      scores?.length,
+      `expected ${tokens.length} scores`,
+    );
+  }
+  return {
+    version: '1.0',
+    added_tokens: added,
+    normalizer: {
+      type: 'Sequence',
+      normalizers: [
+        { type: 'Prepend', prepend: '▁' },
+        { type: 'Replace', pattern: { String: ' ' }, content: '▁' },
+      ],
+    },
+    pre_tokenizer: null,
+    post_processor: postProcessor,
+    decoder: {
+      type: 'Sequence',
+      decoders: [
+        { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+        { type: 'ByteFallback' },
+        { type: 'Fuse' },
+        { type: 'Strip', content: ' ', start: 1, stop: 0 },
+      ],
+    },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: unk === undefined ? null : tokens[unk],
+      vocab,
+      merges: spmMerges(tokens, scores, types),
+      fuse_unk: true,
+      byte_fallback: true,
+    },
+  };
 }
 
 /**

@@ -4,8 +4,10 @@
  * encoded (see `quantizeGgml`) with their GGML `ne` dims, fastest first.
  */
 import { InvalidInputError } from '../errors.js';
-import { GgufType, ggufTensorName, llama3RopeFactors, permuteRows } from './gguf.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
+import { GgufType } from './gguf-header.js';
+import { ggufTensorName, permuteRows } from './gguf-names.js';
+import { llama3RopeFactors } from './gguf-spec.js';
 import type { ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */

@@ -336,6 +336,52 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
   const file = source.name;
   const st = await openSafetensors(source);
   const meta = st.metadata;
+  checkWeftMetadata(file, meta);
+  const schemes = parseSchemes(file, st);
+  const tensors = readerTensors(st, schemes);
+  const readMatrix = (name: string) => readStoredMatrix(file, st, schemes, name);
+  const tensorOf = (name: string) => {
+    const t = st.tensors.get(name);
+    if (t === undefined || !tensors.has(name))
+      throw new ModelFormatError(file, name, undefined, 'missing tensor');
+    return t;
+  };
+  return {
+    metadata: meta,
+    schemes,
+    tensors,
+    readMatrix,
+    async readF32(name) {
+      const s = schemes[name];
+      if (s === undefined) return readTensorF32(tensorOf(name));
+      // The values the packed matrix multiplies by: dequantized, un-rotated, cropped.
+      return effectiveWeights(await readMatrix(name), s.shape[0], s.shape[1], s.rotation);
+    },
+    async readRowsF32(name, row0, rows) {
+      const s = schemes[name];
+      if (s === undefined) return readTensorRowsF32(tensorOf(name), row0, rows);
+      return readPackedRowsF32(file, st, name, s, row0, rows);
+    },
+    async readPacked(name, want, range) {
+      const s = schemes[name];
+      const same =
+        s !== undefined &&
+        s.format === want.format &&
+        s.rows === want.rows &&
+        s.cols === want.cols &&
+        s.rotation === want.rotation;
+      if (!same) return undefined;
+      return range === undefined ? readMatrix(name) : readStoredRange(st, name, s, range.row0, range.rows);
+    },
+    storedFormat: (name) => schemes[name]?.format,
+  };
+}
+
+/**
+ * Checks a weft-q `__metadata__`'s format, version (refusing versions 1 and 2 with a message to
+ * convert again) and, when rotated, that the rotation seed is the one weft rotates with.
+ */
+function checkWeftMetadata(file: string, meta: Readonly<Record<string, string>>): void {
   if (meta.format !== 'weft-q')
     throw new ModelFormatError(file, '__metadata__.format', meta.format, 'not a weft-q checkpoint');
   if (meta.version === '1' || meta.version === '2')
@@ -361,6 +407,14 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
       `weft rotates with seed ${ROTATION_SEED}`,
     );
   }
+}
+
+/**
+ * The `__metadata__.schemes` JSON of a weft-q checkpoint, each entry checked by
+ * {@link parseScheme}, by tensor name.
+ */
+function parseSchemes(file: string, st: SafetensorsCheckpoint): Record<string, WeftScheme> {
+  const meta = st.metadata;
   let parsed: unknown;
   try {
     parsed = JSON.parse(meta.schemes ?? '');
@@ -370,122 +424,132 @@ export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckp
   if (!isRecord(parsed))
     throw new ModelFormatError(file, '__metadata__.schemes', meta.schemes, 'must be an object');
   const schemes: Record<string, WeftScheme> = {};
-  const expectTensor = (name: string, dtype: SafetensorsDtype, shape: readonly number[]) => {
-    const t = st.tensors.get(name);
-    if (t === undefined) throw new ModelFormatError(file, name, undefined, 'missing tensor');
-    if (t.dtype !== dtype || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-      throw new ModelFormatError(
-        file,
-        name,
-        [t.dtype, ...t.shape],
-        `expected ${dtype} [${shape.join(', ')}]`,
-      );
-    }
-  };
-  for (const [name, s] of Object.entries(parsed)) {
-    const field = `__metadata__.schemes.${name}`;
-    if (!isRecord(s) || !isFormat(s.format))
-      throw new ModelFormatError(file, field, s, 'needs a weft format');
-    const { format, rows, cols } = s;
-    if (typeof rows !== 'number' || typeof cols !== 'number') {
-      throw new ModelFormatError(file, field, s, 'needs numeric rows, cols');
-    }
-    try {
-      checkShape(format, rows, cols);
-    } catch (cause) {
-      throw new ModelFormatError(file, field, s, String(cause), { cause });
-    }
-    const rawShape: unknown = s.shape;
-    const [r, c] = Array.isArray(rawShape) && rawShape.length === 2 ? rawShape : [];
-    if (!(Number.isInteger(r) && Number.isInteger(c) && r >= 1 && c >= 1 && r <= rows && c <= cols))
-      throw new ModelFormatError(
-        file,
-        `${field}.shape`,
-        rawShape,
-        `must be [r, c] within [${rows}, ${cols}]`,
-      );
-    const rotation = s.rotation;
-    if (rotation !== 'none' && rotation !== 'hadamard')
-      throw new ModelFormatError(file, `${field}.rotation`, rotation, 'must be none or hadamard');
-    if (rotation !== (meta.rotation ?? 'none') && rotation === 'hadamard')
-      throw new ModelFormatError(file, '__metadata__.rotation', meta.rotation, `${name} is rotated`);
-    expectTensor(name, 'I32', [dataWords(format, rows * cols)]);
-    if (isIntFormat(format)) expectTensor(`${name}.scales`, 'I32', [scaleWords(format, rows * cols)]);
-    schemes[name] = { format, rows, cols, shape: [r, c], rotation };
+  for (const [name, s] of Object.entries(parsed)) schemes[name] = parseScheme(file, st, name, s);
+  return schemes;
+}
+
+/**
+ * One scheme of `__metadata__.schemes`: a weft format, packed rows and cols the format can hold,
+ * the checkpoint's own shape within them, a rotation the checkpoint's `rotation` allows, and the
+ * packed data (and scales) present as I32 tensors of the sizes these imply.
+ */
+function parseScheme(file: string, st: SafetensorsCheckpoint, name: string, s: unknown): WeftScheme {
+  const meta = st.metadata;
+  const field = `__metadata__.schemes.${name}`;
+  if (!isRecord(s) || !isFormat(s.format)) throw new ModelFormatError(file, field, s, 'needs a weft format');
+  const { format, rows, cols } = s;
+  if (typeof rows !== 'number' || typeof cols !== 'number') {
+    throw new ModelFormatError(file, field, s, 'needs numeric rows, cols');
   }
-  // The reader's view: every tensor under its model name and HF shape (packed parts hidden).
+  try {
+    checkShape(format, rows, cols);
+  } catch (cause) {
+    throw new ModelFormatError(file, field, s, String(cause), { cause });
+  }
+  const rawShape: unknown = s.shape;
+  const [r, c] = Array.isArray(rawShape) && rawShape.length === 2 ? rawShape : [];
+  if (!(Number.isInteger(r) && Number.isInteger(c) && r >= 1 && c >= 1 && r <= rows && c <= cols))
+    throw new ModelFormatError(file, `${field}.shape`, rawShape, `must be [r, c] within [${rows}, ${cols}]`);
+  const rotation = s.rotation;
+  if (rotation !== 'none' && rotation !== 'hadamard')
+    throw new ModelFormatError(file, `${field}.rotation`, rotation, 'must be none or hadamard');
+  if (rotation !== (meta.rotation ?? 'none') && rotation === 'hadamard')
+    throw new ModelFormatError(file, '__metadata__.rotation', meta.rotation, `${name} is rotated`);
+  expectTensor(file, st, name, 'I32', [dataWords(format, rows * cols)]);
+  if (isIntFormat(format)) expectTensor(file, st, `${name}.scales`, 'I32', [scaleWords(format, rows * cols)]);
+  return { format, rows, cols, shape: [r, c], rotation };
+}
+
+/** Checks that tensor `name` is present with `dtype` and `shape`. */
+function expectTensor(
+  file: string,
+  st: SafetensorsCheckpoint,
+  name: string,
+  dtype: SafetensorsDtype,
+  shape: readonly number[],
+): void {
+  const t = st.tensors.get(name);
+  if (t === undefined) throw new ModelFormatError(file, name, undefined, 'missing tensor');
+  if (t.dtype !== dtype || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    throw new ModelFormatError(file, name, [t.dtype, ...t.shape], `expected ${dtype} [${shape.join(', ')}]`);
+  }
+}
+
+/** The reader's view: every tensor under its model name and HF shape (packed parts hidden). */
+function readerTensors(
+  st: SafetensorsCheckpoint,
+  schemes: Readonly<Record<string, WeftScheme>>,
+): Map<string, { readonly shape: readonly number[] }> {
   const tensors = new Map<string, { readonly shape: readonly number[] }>();
   for (const [name, t] of st.tensors) {
     if (name.endsWith('.scales') && schemes[name.slice(0, -'.scales'.length)] !== undefined) continue;
     const s = schemes[name];
     tensors.set(name, { shape: s ? s.shape : t.shape });
   }
-  const u32 = async (name: string) => {
-    const raw = (await readTensorBytes(st.tensors.get(name)!)).slice();
-    return new Uint32Array(raw.buffer, 0, raw.byteLength / 4);
+  return tensors;
+}
+
+/** A stored tensor's bytes as u32 words (a copy on its own buffer). */
+async function storedWords(st: SafetensorsCheckpoint, name: string): Promise<Uint32Array> {
+  const raw = (await readTensorBytes(st.tensors.get(name)!)).slice();
+  return new Uint32Array(raw.buffer, 0, raw.byteLength / 4);
+}
+
+/** A packed matrix exactly as stored: its data words and, for integer formats, its scales. */
+async function readStoredMatrix(
+  file: string,
+  st: SafetensorsCheckpoint,
+  schemes: Readonly<Record<string, WeftScheme>>,
+  name: string,
+): Promise<QuantizedMatrix> {
+  const s = schemes[name];
+  if (s === undefined) throw new ModelFormatError(file, name, undefined, 'not a packed matrix');
+  const base = { format: s.format, rows: s.rows, cols: s.cols, data: await storedWords(st, name) };
+  return isIntFormat(s.format) ? { ...base, scales: await storedWords(st, `${name}.scales`) } : base;
+}
+
+/**
+ * Packed rows [row0, row0 + rows) of a stored matrix (row0 and the end on an aligned step, see
+ * rowRangeWords): the range's words of the data and the scales, read alone.
+ */
+async function readStoredRange(
+  st: SafetensorsCheckpoint,
+  name: string,
+  s: WeftScheme,
+  row0: number,
+  rows: number,
+): Promise<QuantizedMatrix> {
+  const at = rowRangeWords(s.format, s.rows, s.cols, row0, rows);
+  const words = async (tensor: string, [begin, end]: readonly [number, number]) => {
+    const raw = (await readTensorByteRange(st.tensors.get(tensor)!, 4 * begin, 4 * end)).slice();
+    return new Uint32Array(raw.buffer, 0, end - begin);
   };
-  const readMatrix = async (name: string): Promise<QuantizedMatrix> => {
-    const s = schemes[name];
-    if (s === undefined) throw new ModelFormatError(file, name, undefined, 'not a packed matrix');
-    const base = { format: s.format, rows: s.rows, cols: s.cols, data: await u32(name) };
-    return isIntFormat(s.format) ? { ...base, scales: await u32(`${name}.scales`) } : base;
-  };
-  // Packed rows [row0, row0 + rows) of a stored matrix (row0 and the end on an aligned step, see
-  // rowRangeWords): the range's words of the data and the scales, read alone.
-  const readRange = async (name: string, s: WeftScheme, row0: number, rows: number) => {
-    const at = rowRangeWords(s.format, s.rows, s.cols, row0, rows);
-    const words = async (tensor: string, [begin, end]: readonly [number, number]) => {
-      const raw = (await readTensorByteRange(st.tensors.get(tensor)!, 4 * begin, 4 * end)).slice();
-      return new Uint32Array(raw.buffer, 0, end - begin);
-    };
-    const base = { format: s.format, rows, cols: s.cols, data: await words(name, at.data) };
-    return isIntFormat(s.format) ? { ...base, scales: await words(`${name}.scales`, at.scales) } : base;
-  };
-  const tensorOf = (name: string) => {
-    const t = st.tensors.get(name);
-    if (t === undefined || !tensors.has(name))
-      throw new ModelFormatError(file, name, undefined, 'missing tensor');
-    return t;
-  };
-  return {
-    metadata: meta,
-    schemes,
-    tensors,
-    readMatrix,
-    async readF32(name) {
-      const s = schemes[name];
-      if (s === undefined) return readTensorF32(tensorOf(name));
-      // The values the packed matrix multiplies by: dequantized, un-rotated, cropped.
-      return effectiveWeights(await readMatrix(name), s.shape[0], s.shape[1], s.rotation);
-    },
-    // readF32's rows [row0, row0 + rows), from the stored words of the aligned rows around them
-    // alone: rows rotate alone, and blocks never cross an aligned step, so they are its rows.
-    async readRowsF32(name, row0, rows) {
-      const s = schemes[name];
-      if (s === undefined) return readTensorRowsF32(tensorOf(name), row0, rows);
-      const [r, c] = s.shape;
-      if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > r)
-        throw new ModelFormatError(file, name, [row0, rows], `rows out of [0, ${r})`);
-      const step = alignedRowStep(s.format, s.cols);
-      const a0 = Math.floor(row0 / step) * step;
-      const a1 = Math.min(s.rows, Math.ceil((row0 + rows) / step) * step);
-      const q = await readRange(name, s, a0, a1 - a0);
-      const d = effectiveWeights(q, a1 - a0, s.cols, s.rotation);
-      const own =
-        a0 === row0 && a1 === row0 + rows ? d : d.slice((row0 - a0) * s.cols, (row0 - a0 + rows) * s.cols);
-      return crop(own, s.cols, rows, c);
-    },
-    async readPacked(name, want, range) {
-      const s = schemes[name];
-      const same =
-        s !== undefined &&
-        s.format === want.format &&
-        s.rows === want.rows &&
-        s.cols === want.cols &&
-        s.rotation === want.rotation;
-      if (!same) return undefined;
-      return range === undefined ? readMatrix(name) : readRange(name, s, range.row0, range.rows);
-    },
-    storedFormat: (name) => schemes[name]?.format,
-  };
+  const base = { format: s.format, rows, cols: s.cols, data: await words(name, at.data) };
+  return isIntFormat(s.format) ? { ...base, scales: await words(`${name}.scales`, at.scales) } : base;
+}
+
+/**
+ * Rows [row0, row0 + rows) of a packed matrix's f32 values (as `readF32` gives them), from the
+ * stored words of the aligned rows around them alone: rows rotate alone, and blocks never cross
+ * an aligned step, so they are its rows.
+ */
+async function readPackedRowsF32(
+  file: string,
+  st: SafetensorsCheckpoint,
+  name: string,
+  s: WeftScheme,
+  row0: number,
+  rows: number,
+): Promise<Float32Array> {
+  const [r, c] = s.shape;
+  if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > r)
+    throw new ModelFormatError(file, name, [row0, rows], `rows out of [0, ${r})`);
+  const step = alignedRowStep(s.format, s.cols);
+  const a0 = Math.floor(row0 / step) * step;
+  const a1 = Math.min(s.rows, Math.ceil((row0 + rows) / step) * step);
+  const q = await readStoredRange(st, name, s, a0, a1 - a0);
+  const d = effectiveWeights(q, a1 - a0, s.cols, s.rotation);
+  const own =
+    a0 === row0 && a1 === row0 + rows ? d : d.slice((row0 - a0) * s.cols, (row0 - a0 + rows) * s.cols);
+  return crop(own, s.cols, rows, c);
 }
