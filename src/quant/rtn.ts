@@ -1,0 +1,157 @@
+// The round-to-nearest scale choice of the integer formats (gridOf): an f16 scale per group of
+// int8 and q4_0, and the searched (D, M, sc, mn) of the K-quants int4 and int2.
+import { InvalidInputError } from '../errors.js';
+import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
+import { gridFromScales, type MatrixGrid } from './grid.js';
+import { writeSub } from './kquant.js';
+import { checkShape, type IntFormat, isIntFormat, paddedLength, scaleWords } from './layout.js';
+
+/**
+ * The round-to-nearest grid of `w` [rows, cols] (row-major) in an integer format: the scales are
+ * chosen, the codes are not (see {@link nearestCode}, {@link encode}).
+ * - int8: d = f16(max|w| / 127) per group of 32.
+ * - q4_0 (llama.cpp's RTN): d = f16(max / −8), max the signed element of largest magnitude.
+ * - int4 / int2: per sub-block, (d ≥ 0, m ≥ 0) with x ≈ d·q − m from a small search that shrinks
+ *   the range [min(0, lo), max(0, hi)] at each end and keeps the least squared error; then
+ *   D = f16(max d / S), M = f16(max m / S) (S = 63 for int4's 6-bit sub-scales, 15 for int2's
+ *   4-bit ones), sc = min(S, round(d / D)), mn likewise, and finally sc and mn each moved by ±1
+ *   where that lowers the sub-block's error.
+ * `importance` [cols] weighs each column's squared error in those searches (int4 / int2 only): the
+ * diagonal of a linear's input Hessian (Σ x_k² on calibration text) makes the scales favour the
+ * inputs that carry the most energy, as llama.cpp's importance matrix does.
+ */
+export function gridOf(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  format: IntFormat,
+  importance?: Float32Array,
+): MatrixGrid {
+  checkShape(format, rows, cols);
+  if (!isIntFormat(format)) throw new InvalidInputError(`gridOf: ${format} is not an integer format`);
+  if (w.length !== rows * cols)
+    throw new InvalidInputError(`gridOf: w has ${w.length} elements, expected ${rows} * ${cols}`);
+  const n = rows * cols;
+  const x = new Float32Array(paddedLength(format, n));
+  x.set(w);
+  const scales = new Uint32Array(scaleWords(format, n));
+  if (format === 'int8' || format === 'q4_0') {
+    for (let g = 0; g < x.length / 32; g++) {
+      let max = 0;
+      for (let j = g * 32; j < g * 32 + 32; j++) if (Math.abs(x[j]!) > Math.abs(max)) max = x[j]!;
+      const d = f32ToF16Bits(format === 'int8' ? Math.abs(max) / 127 : max / -8);
+      scales[g >> 1]! |= d << (g & 1 ? 16 : 0);
+    }
+  } else {
+    if (importance !== undefined && importance.length !== cols)
+      throw new InvalidInputError(`gridOf: importance has ${importance.length} weights for ${cols} columns`);
+    // Per element: the importance of its column (the padding after the matrix counts for nothing).
+    const weights = importance && new Float32Array(x.length);
+    if (weights && importance) for (let i = 0; i < n; i++) weights[i] = importance[i % cols]!;
+    if (format === 'int4') kQuantScales(x, scales, { bits: 4, sub: 32, scaleBits: 6 }, weights);
+    else kQuantScales(x, scales, { bits: 2, sub: 16, scaleBits: 4 }, weights);
+  }
+  return gridFromScales(format, rows, cols, scales);
+}
+
+/** Fractions of each range end cut off by the coarse range search of a K-quant sub-block. */
+const SHRINK = [0, 0.1, 0.2, 0.3];
+/** Steps of the fine search around the best coarse cut. */
+const FINE = [-0.05, 0, 0.05];
+
+/**
+ * Chooses the scales of K-quant super-blocks (int4: Q4_K, int2: Q2_K; see {@link gridOf}) for the
+ * zero-padded flat array x and writes them into `scales` in the layout of {@link QuantizedMatrix}.
+ */
+function kQuantScales(
+  x: Float32Array,
+  scales: Uint32Array,
+  o: { bits: number; sub: number; scaleBits: number },
+  weights?: Float32Array,
+): void {
+  const L = (1 << o.bits) - 1;
+  const S = (1 << o.scaleBits) - 1;
+  const nsub = 256 / o.sub;
+  const words = nsub === 8 ? 4 : 5;
+  const d = new Float64Array(nsub);
+  const m = new Float64Array(nsub);
+  for (let s = 0; s < x.length / 256; s++) {
+    const sb = x.subarray(256 * s, 256 * s + 256);
+    const sw = weights?.subarray(256 * s, 256 * s + 256);
+    for (let j = 0; j < nsub; j++) {
+      const v = sb.subarray(j * o.sub, (j + 1) * o.sub);
+      const vw = sw?.subarray(j * o.sub, (j + 1) * o.sub);
+      let lo = 0;
+      let hi = 0;
+      for (const e of v) {
+        lo = Math.min(lo, e);
+        hi = Math.max(hi, e);
+      }
+      d[j] = (hi - lo) / L;
+      m[j] = -lo;
+      if (hi === lo) continue;
+      // Coarse: cut 0 to 30% off either end; fine: ±5% around the best cut.
+      let best = Number.POSITIVE_INFINITY;
+      let bl = 0;
+      let bh = 0;
+      for (let pass = 0; pass < 2; pass++) {
+        const [cl0, ch0] = [bl, bh];
+        const cuts = pass === 0 ? SHRINK : FINE;
+        for (const xl of cuts)
+          for (const xh of cuts) {
+            const cl = pass === 0 ? xl : cl0 + xl;
+            const ch = pass === 0 ? xh : ch0 + xh;
+            if (cl < 0 || ch < 0 || (pass === 1 && xl === 0 && xh === 0)) continue;
+            const dj = (hi * (1 - ch) - lo * (1 - cl)) / L;
+            const e = subError(v, dj, -lo * (1 - cl), L, vw);
+            if (e < best) {
+              best = e;
+              bl = cl;
+              bh = ch;
+            }
+          }
+      }
+      d[j] = (hi * (1 - bh) - lo * (1 - bl)) / L;
+      m[j] = -lo * (1 - bl);
+    }
+    const Dh = f32ToF16Bits(Math.max(...d) / S);
+    const Mh = f32ToF16Bits(Math.max(...m) / S);
+    const D = f16BitsToF32(Dh);
+    const M = f16BitsToF32(Mh);
+    const out = scales.subarray(words * s, words * s + words);
+    out[words - 1] = (Dh | (Mh << 16)) >>> 0;
+    for (let j = 0; j < nsub; j++) {
+      const v = sb.subarray(j * o.sub, (j + 1) * o.sub);
+      const vw = sw?.subarray(j * o.sub, (j + 1) * o.sub);
+      const sc0 = D === 0 ? 0 : Math.min(S, Math.round(d[j]! / D));
+      const mn0 = M === 0 ? 0 : Math.min(S, Math.round(m[j]! / M));
+      let [sc, mn] = [sc0, mn0];
+      let best = subError(v, D * sc0, M * mn0, L, vw);
+      for (const ds of [-1, 0, 1])
+        for (const dm of [-1, 0, 1]) {
+          const [sc1, mn1] = [sc0 + ds, mn0 + dm];
+          if (sc1 < 0 || sc1 > S || mn1 < 0 || mn1 > S) continue;
+          const e = subError(v, D * sc1, M * mn1, L, vw);
+          if (e < best) [best, sc, mn] = [e, sc1, mn1];
+        }
+      writeSub(out, nsub, j, sc, mn);
+    }
+  }
+}
+
+/**
+ * Squared error of a sub-block v on the grid a·q − b with each q ∈ [0, L] nearest (up to the
+ * rounding of a multiply by 1/a at exact ties; a search only compares these sums), each term
+ * weighted by `wt` if given.
+ */
+function subError(v: Float32Array, a: number, b: number, L: number, wt?: Float32Array): number {
+  let e = 0;
+  const inv = a === 0 ? 0 : 1 / a;
+  for (let k = 0; k < v.length; k++) {
+    const x = v[k]!;
+    const q = Math.min(L, Math.max(0, Math.floor((x + b) * inv + 0.5)));
+    const r = a * q - b - x;
+    e += wt ? wt[k]! * r * r : r * r;
+  }
+  return e;
+}
