@@ -182,11 +182,66 @@ export function defaultKvCache(gpu: Pick<GpuContext, 'adapter'> | undefined): Kv
  * Node; in Node pass `await pathModel(path)` (`weft/node`) for a local folder or `.gguf` file.
  */
 export async function createEngine(options: CreateEngineOptions): Promise<Engine> {
-  const resolve = { ...(options.hubBase === undefined ? {} : { hubBase: options.hubBase }) };
-  const files = await openModelSource(resolveModel(options.model, resolve));
   const progress = options.onProgress ?? (() => {});
+  const resolve = { hubBase: options.hubBase };
+  // Resolve and open: the model's headers, then the settings they allow and the draft's headers.
+  const files = await openModelSource(resolveModel(options.model, resolve));
   progress({ phase: 'open', done: 0, total: 0 });
   const opened = await openModel(files);
+  const settings = await chooseSettings(options, opened);
+  const draft =
+    options.draft && !('self' in options.draft) ? await openDraft(options.draft, opened, resolve) : undefined;
+  const draftModel = draft && 'opened' in draft ? draft : undefined;
+  const head = draft && 'head' in draft ? draft.head : undefined;
+  // Place: one GPU context for the target and its draft model (the target's runner owns it),
+  // checked against the device before anything is uploaded.
+  let gpu: GpuContext | undefined;
+  try {
+    gpu = settings.cpu ? undefined : (options.gpu ?? (await createGpuContext({ kernels: options.kernels })));
+    if (gpu) checkFits(gpu, options, opened.spec, settings, draftModel, head);
+  } catch (err) {
+    if (gpu && !options.gpu) gpu.destroy();
+    await draftModel?.files.close?.();
+    throw err;
+  }
+  const placer = new Placer(options, settings, gpu, progress);
+  const runner = await placer.place(opened, settings.quant, {
+    owner: true,
+    steer: settings.steer,
+    features: !!head,
+  });
+  // Build the drafter over the placed target.
+  const drafter = await makeDrafter(placer, options.draft, opened, runner, draftModel, head);
+  // Every tensor is on the device now: release file handles.
+  await files.close?.();
+  progress({ phase: 'ready', done: 1, total: 1 });
+  return new Engine({
+    id: files.name,
+    runner,
+    codec: codecOf(opened.tokenizer, runner.spec.vocabSize),
+    drafter,
+    acceptance: options.acceptance,
+  });
+}
+
+/** What {@link createEngine} settles from its options and the opened model before placing it. */
+interface EngineSettings {
+  /** Tokens of context: the KV cache's slots. */
+  context: number;
+  quant: Quant;
+  rotate: RotationChoice;
+  /** Run on the reference runner. */
+  cpu: boolean;
+  /** The KV cache format, when given (else the device's default, {@link defaultKvCache}). */
+  kvCache: KvFormat | undefined;
+  /** Steering of the target (a drafter only proposes; the target decides). */
+  steer: SteerPlan | undefined;
+  /** The draft model's precision. */
+  draftQuant: Quant;
+}
+
+/** Checks the options against `opened` and settles what they leave open. */
+async function chooseSettings(options: CreateEngineOptions, opened: OpenedModel): Promise<EngineSettings> {
   const { spec } = opened;
   const context = options.contextLength ?? Math.min(spec.maxPositions, 2048);
   if (!Number.isInteger(context) || context < 2)
@@ -197,7 +252,6 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     );
   // A weft-q checkpoint or a quantized GGUF defaults to the format it is stored in (placed by copy).
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
-  const cpu = (options.device ?? 'gpu') === 'cpu';
   const rotate: RotationChoice =
     options.rotate ?? opened.packed?.rotation ?? (quant === 'w8a8' ? 'auto' : 'none');
   if (options.kvCache !== undefined && options.kvCache !== 'f32' && options.kvCache !== 'f16')
@@ -208,33 +262,98 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     throw new InvalidInputError(
       `kernels: '${options.kernels}' cannot apply to a given gpu context (its kernels are '${options.gpu.kernels}'); pass it to createGpuContext instead`,
     );
-  // Steering applies to the target only (a drafter only proposes; the target decides).
   const steer = options.steer;
-  const plan = steer
-    ? await resolveSteer(steer, spec, steer.file ? await opened.checksum() : undefined)
-    : undefined;
-  // One GPU context for the target and its draft model; the target's runner owns it.
-  const gpu = cpu
-    ? undefined
-    : (options.gpu ?? (await createGpuContext(options.kernels ? { kernels: options.kernels } : {})));
-  const kvFormat: KvFormat = options.kvCache ?? defaultKvCache(gpu);
-  const place = async (
+  return {
+    context,
+    quant,
+    rotate,
+    cpu: (options.device ?? 'gpu') === 'cpu',
+    kvCache: options.kvCache,
+    steer: steer
+      ? await resolveSteer(steer, spec, steer.file ? await opened.checksum() : undefined)
+      : undefined,
+    draftQuant: (options.draft && 'model' in options.draft && options.draft.quant) || quant,
+  };
+}
+
+/**
+ * Refuses, before any upload, a target (and its draft model or self-draft) that does not fit the
+ * device's buffer limits and memory (see {@link checkDeviceFit}).
+ */
+function checkFits(
+  gpu: GpuContext,
+  options: CreateEngineOptions,
+  spec: ModelSpec,
+  settings: EngineSettings,
+  draftModel: OpenedDraft | undefined,
+  head: DraftHead | undefined,
+): void {
+  const { context, quant, draftQuant } = settings;
+  const draft = options.draft;
+  const limits = {
+    maxBufferSize: gpu.limits.maxBufferSize,
+    maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
+    deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
+  };
+  const companion =
+    draft && !head
+      ? 'self' in draft
+        ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
+        : {
+            what: `draft model ${draftModel!.files.name} at ${draftQuant}`,
+            spec: draftModel!.opened.spec,
+            format: formatOf(draftQuant),
+          }
+      : undefined;
+  const kv = { context, kvFormat: settings.kvCache ?? defaultKvCache(gpu) };
+  checkDeviceFit(
+    spec,
+    formatOf(quant),
+    kv,
+    limits,
+    companion && { what: companion.what, footprint: modelFootprint(companion.spec, companion.format, kv) },
+  );
+}
+
+/** Places opened models as runners: on the GPU context, or as reference runners off it. */
+class Placer {
+  constructor(
+    private readonly options: CreateEngineOptions,
+    readonly settings: EngineSettings,
+    /** Undefined: the reference runner (device 'cpu'). */
+    private readonly gpu: GpuContext | undefined,
+    private readonly progress: (event: LoadProgress) => void,
+  ) {}
+
+  /** The KV cache format of every runner placed. */
+  get kvFormat(): KvFormat {
+    return this.settings.kvCache ?? defaultKvCache(this.gpu);
+  }
+
+  /**
+   * A runner of `model` at `q`: `owner` destroys the GPU context with it (unless the caller gave
+   * it), `steer` steers it, `features` keeps its features for a draft head.
+   */
+  async place(
     model: OpenedModel,
     q: Quant,
-    owner: boolean,
-    steerPlan?: SteerPlan,
-    features = false,
-  ): Promise<ModelRunner> => {
+    o: { owner: boolean; steer?: SteerPlan | undefined; features?: boolean },
+  ): Promise<ModelRunner> {
+    const { progress, gpu } = this;
+    const { rotate, context } = this.settings;
     const total = model.weights.tensors.size;
     const unrotated = q === 'w8a8' ? unrotatedLinears(model.spec, rotate) : undefined;
     if (unrotated) progress(unrotated);
-    if (cpu) {
+    if (!gpu) {
       progress({ phase: 'weights', done: 0, total });
       // The GPU runner's values: stored matrices dequantized, the others rounded as it packs them.
       const tensors = await referenceTensors(model, q, rotate);
       progress({ phase: 'weights', done: total, total });
-      const ref = new ReferenceRunner(model.spec, mapWeights(tensors), { capacity: context, kvFormat });
-      if (steerPlan) ref.residualHook = steerHook(steerPlan);
+      const ref = new ReferenceRunner(model.spec, mapWeights(tensors), {
+        capacity: context,
+        kvFormat: this.kvFormat,
+      });
+      if (o.steer) ref.residualHook = steerHook(o.steer);
       if (q === 'w8a8') ref.linearInput = w8a8Inputs(rotate);
       return ref;
     }
@@ -243,86 +362,54 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
       quant: q,
       capacity: context,
       onProgress: progress,
-      gpu: gpu!,
-      ownsContext: owner && !options.gpu,
+      gpu,
+      ownsContext: o.owner && !this.options.gpu,
       rotate,
-      kvFormat,
-      ...(steerPlan ? { steer: steerPlan } : {}),
-      ...(features ? { features } : {}),
+      kvFormat: this.kvFormat,
+      steer: o.steer,
+      features: o.features ?? false,
     });
-  };
-  const draftQuant = (options.draft && 'model' in options.draft && options.draft.quant) || quant;
-  // The draft model is opened (headers only) before anything is placed, so that a wrong pairing or
-  // a pair that does not fit the device is refused before the upload.
-  const draft = options.draft;
-  const other = draft && !('self' in draft) ? await openDraft(draft, opened, resolve) : undefined;
-  const draftModel = other && 'opened' in other ? other : undefined;
-  const head = other && 'head' in other ? other.head : undefined;
-  try {
-    if (gpu) {
-      const limits = {
-        maxBufferSize: gpu.limits.maxBufferSize,
-        maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
-        deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
-      };
-      const companion =
-        draft && !head
-          ? 'self' in draft
-            ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
-            : {
-                what: `draft model ${draftModel!.files.name} at ${draftQuant}`,
-                spec: draftModel!.opened.spec,
-                format: formatOf(draftQuant),
-              }
-          : undefined;
-      const kv = { context, kvFormat };
-      checkDeviceFit(
-        spec,
-        formatOf(quant),
-        kv,
-        limits,
-        companion && {
-          what: companion.what,
-          footprint: modelFootprint(companion.spec, companion.format, kv),
-        },
-      );
-    }
-  } catch (err) {
-    if (gpu && !options.gpu) gpu.destroy();
-    await draftModel?.files.close?.();
-    throw err;
   }
-  const runner = await place(opened, quant, true, plan, head !== undefined);
-  let drafter: Drafter | undefined;
-  if (draft && 'self' in draft) {
-    drafter = new ModelDrafter(`self-${draft.self}`, await place(opened, draft.self, false));
-  } else if (draftModel) {
-    drafter = new ModelDrafter(draftModel.files.name, await place(draftModel.opened, draftQuant, false));
+}
+
+/**
+ * The drafter of `options.draft` over the placed target `runner`: a self-draft or draft model
+ * placed beside it, or a draft head (on the GPU beside a GPU target, in the target's submissions;
+ * over the reference runner, or with `on: 'cpu'`, on the CPU). Undefined without a draft.
+ */
+async function makeDrafter(
+  placer: Placer,
+  draft: CreateEngineOptions['draft'],
+  opened: OpenedModel,
+  runner: ModelRunner,
+  draftModel: OpenedDraft | undefined,
+  head: DraftHead | undefined,
+): Promise<Drafter | undefined> {
+  const { quant, draftQuant, context } = placer.settings;
+  if (draft && 'self' in draft)
+    return new ModelDrafter(`self-${draft.self}`, await placer.place(opened, draft.self, { owner: false }));
+  if (draftModel) {
+    const placed = await placer.place(draftModel.opened, draftQuant, { owner: false });
     await draftModel.files.close?.();
-  } else if (head) {
-    // On the GPU the head drafts beside its target, in the target's submissions (device steps);
-    // over the reference runner it runs on the CPU.
-    const { GpuRunner } = await import('../model/gpu-runner.js');
-    const headRunner =
-      runner instanceof GpuRunner && !(draft && 'head' in draft && draft.on === 'cpu')
-        ? await (await import('../model/gpu-head.js')).createGpuHeadRunner(head, runner, {
-            capacity: context,
-            quant: quant === 'f32' ? 'f32' : 'f16',
-          })
-        : new HeadRunner(head, runner, context);
-    // A head's passes are cheap: its greedy trees go deep on confident paths (GREEDY_TREE_SHARPEN).
-    drafter = new ModelDrafter(`head ${head.name}`, headRunner, { sharpen: GREEDY_TREE_SHARPEN });
+    return new ModelDrafter(draftModel.files.name, placed);
   }
-  // Every tensor is on the device now: release file handles.
-  await files.close?.();
-  progress({ phase: 'ready', done: 1, total: 1 });
-  return new Engine({
-    id: files.name,
-    runner,
-    codec: codecOf(opened.tokenizer, runner.spec.vocabSize),
-    ...(drafter ? { drafter } : {}),
-    ...(options.acceptance ? { acceptance: options.acceptance } : {}),
-  });
+  if (!head) return undefined;
+  const { GpuRunner } = await import('../model/gpu-runner.js');
+  const onGpu = runner instanceof GpuRunner && !(draft && 'head' in draft && draft.on === 'cpu');
+  const headRunner = onGpu
+    ? await (await import('../model/gpu-head.js')).createGpuHeadRunner(head, runner, {
+        capacity: context,
+        quant: quant === 'f32' ? 'f32' : 'f16',
+      })
+    : new HeadRunner(head, runner, context);
+  // A head's passes are cheap: its greedy trees go deep on confident paths (GREEDY_TREE_SHARPEN).
+  return new ModelDrafter(`head ${head.name}`, headRunner, { sharpen: GREEDY_TREE_SHARPEN });
+}
+
+/** A draft model's files and headers, opened beside its target. */
+interface OpenedDraft {
+  files: ModelFiles;
+  opened: OpenedModel;
 }
 
 /**
@@ -334,7 +421,7 @@ async function openDraft(
   draft: { model: ModelRef } | { head: ModelRef },
   target: OpenedModel,
   resolve: Parameters<typeof resolveModel>[1],
-): Promise<{ files: ModelFiles; opened: OpenedModel } | { head: DraftHead }> {
+): Promise<OpenedDraft | { head: DraftHead }> {
   const files = await openModelSource(resolveModel('head' in draft ? draft.head : draft.model, resolve));
   try {
     if ('head' in draft || (await isDraftHead(files))) {
