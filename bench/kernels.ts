@@ -12,13 +12,8 @@ import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
 import { AddInPlace } from '../src/kernels/elementwise/elementwise.js';
 import { type KvFormat, KvWrite, kvWordsPerSlot, packHalves } from '../src/kernels/kv/kv.js';
-import {
-  type GpuMatrix,
-  Matmul,
-  prepareMatmul,
-  uploadGatedPair,
-  uploadMatrix,
-} from '../src/kernels/matmul/matmul.js';
+import { Matmul, prepareMatmul } from '../src/kernels/matmul/matmul.js';
+import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../src/kernels/matmul/matrix.js';
 import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
 import { Rope } from '../src/kernels/rope/rope.js';

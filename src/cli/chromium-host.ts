@@ -139,7 +139,7 @@ export async function runInChromium(
       ? {
           draft: {
             model: `${origin}/draft/`,
-            ...(job.load.quant === undefined ? {} : { quant: job.load.quant }),
+            quant: job.load.quant,
           },
         }
       : {};

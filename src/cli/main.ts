@@ -269,11 +269,11 @@ function constraintOptions(values: ReturnType<typeof parseOptions>['values']): G
 /** Engine load options and the request's drafter for `--draft`. */
 function draftSetup(args: GenerateArgs) {
   const load = {
-    ...(args.quant === undefined ? {} : { quant: args.quant }),
-    ...(args.rotate === undefined ? {} : { rotate: args.rotate }),
+    quant: args.quant,
+    rotate: args.rotate,
     device: args.device,
-    ...(args.context ? { contextLength: args.context } : {}),
-    ...(args.kvCache ? { kvCache: args.kvCache } : {}),
+    contextLength: args.context,
+    kvCache: args.kvCache,
     ...(args.kernels && args.device === 'gpu' ? { kernels: args.kernels } : {}),
     ...(args.draft === 'self-int4' || args.draft === 'self-int2'
       ? { draft: { self: args.draft === 'self-int4' ? ('int4' as const) : ('int2' as const) } }
@@ -357,7 +357,7 @@ async function generate(args: GenerateArgs): Promise<void> {
       ? {
           draft: {
             model: await modelFilesFor(draftDir),
-            ...(args.quant === undefined ? {} : { quant: args.quant }),
+            quant: args.quant,
           },
         }
       : {};
@@ -368,7 +368,7 @@ async function generate(args: GenerateArgs): Promise<void> {
       ...draft,
       ...steer,
       onProgress: warn,
-      ...(gpu ? { gpu } : {}),
+      gpu,
     });
     for await (const c of engine.generate(ids, { ...args.options, drafter })) onChunk(c);
     stats = engine.lastStats;

@@ -98,7 +98,7 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
       : {}),
     max_position_embeddings: spec.maxPositions,
     tie_word_embeddings: spec.tiedEmbeddings,
-    ...(spec.bosId === undefined ? {} : { bos_token_id: spec.bosId }),
+    bos_token_id: spec.bosId,
     eos_token_id: spec.eosIds.length === 1 ? spec.eosIds[0] : [...spec.eosIds],
   };
 }

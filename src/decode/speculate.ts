@@ -34,7 +34,7 @@ export async function verify(
   // choice is the one plain constrained decoding makes after the same path.
   const tokens = [last, ...draft.tokens];
   const parents = [-1, ...draft.parents.map((p) => p + 1)];
-  const choices = await target.forward({ tokens, parents, ...(masks ? { masks } : {}) }, sampler, 'all');
+  const choices = await target.forward({ tokens, parents, masks }, sampler, 'all');
   const path = longestAcceptedPath(draftTree(draft.parents), draft.tokens, {
     root: choices[0]!,
     nodes: Array.from(choices.subarray(1)),

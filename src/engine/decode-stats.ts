@@ -74,11 +74,12 @@ export class DecodeTally {
       ...(this.counts
         ? deviceFigures(this.counts, this.decodePasses, this.emittedByDecode, runner.weightBytesPerPass)
         : {}),
-      ...(this.draftPasses === undefined ? {} : { draft_passes: this.draftPasses }),
+      draft_passes: this.draftPasses,
       ...(this.draftPasses === undefined || drafterWeightBytes === undefined
         ? {}
         : { draft_weight_bytes_per_pass: drafterWeightBytes }),
-      ...(runner.device ? { adapter: runner.device.adapter, kernels: runner.device.kernels } : {}),
+      adapter: runner.device?.adapter,
+      kernels: runner.device?.kernels,
     };
   }
 }
@@ -109,7 +110,7 @@ function deviceFigures(
     writes_per_token: per(c.writes, tokens),
     readbacks_per_pass: per(c.readbacks, passes),
     readback_bytes_per_pass: per(c.readbackBytes, passes),
-    ...(weightBytesPerPass === undefined ? {} : { weight_bytes_per_pass: weightBytesPerPass }),
+    weight_bytes_per_pass: weightBytesPerPass,
     decode_counts: totals,
   };
 }

@@ -334,7 +334,7 @@ export class Engine implements WeftEngine {
           tree = undefined;
         } else {
           const masks = await constraint?.mask();
-          const next = await runner.forward({ tokens: [last], ...(masks ? { masks } : {}) }, sampler, 'last');
+          const next = await runner.forward({ tokens: [last], masks }, sampler, 'last');
           runner.commit([0]);
           this.cached.push([last]);
           pending = [next[0]!];
@@ -425,7 +425,7 @@ export class Engine implements WeftEngine {
       // The template adds BOS itself where the model wants it.
       const text = codec.applyChatTemplate(messages, {
         addGenerationPrompt: true,
-        ...(tools ? { tools } : {}),
+        tools,
       });
       return codec.encode(text, { addSpecialTokens: false });
     }

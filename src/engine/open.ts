@@ -59,8 +59,8 @@ export async function openModelSource(
         : await remoteFileList(source, fetchFn);
   await downloadModel(store, source, files, {
     fetch: fetchFn,
-    ...(options.signal ? { signal: options.signal } : {}),
-    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    signal: options.signal,
+    onProgress: options.onProgress,
   });
   return storedModelFiles(store, key, name, fetchFn, source.file);
 }
@@ -109,7 +109,7 @@ export async function storedModelFiles(
   };
   return {
     name,
-    ...(gguf === undefined ? {} : { gguf }),
+    gguf,
     exists: async (file) => present.has(file),
     text: async (file) => {
       const f = await open(file);

@@ -93,8 +93,8 @@ export function chatApi(host: ChatHost): ChatApi {
       temperature: req.temperature ?? 1,
       topP: req.top_p ?? 1,
       seed: req.seed ?? 0,
-      ...(req.stop !== undefined ? { stop: req.stop } : {}),
-      ...(req.signal ? { signal: req.signal } : {}),
+      stop: req.stop,
+      signal: req.signal,
       ...responseFormatOptions(req.response_format),
     };
     const id = `chatcmpl-weft-${Date.now().toString(36)}-${++counter}`;
@@ -108,7 +108,7 @@ export function chatApi(host: ChatHost): ChatApi {
         prompt_tokens,
         completion_tokens,
         total_tokens: prompt_tokens + completion_tokens,
-        ...(s ? { weft: s } : {}),
+        weft: s,
       };
     };
     if (!req.stream) {

@@ -1,13 +1,14 @@
 import { deriveSizes, type ModelSpec } from '../formats/spec.js';
 import { createBuffer, uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
-import { SplitAttention } from '../kernels/attention/attention_split.js';
+import { SplitAttention, type SplitAttentionShape } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
 import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
 import { Embedding } from '../kernels/embed/embed.js';
 import { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { KvCompact, type KvShape, KvWrite } from '../kernels/kv/kv.js';
-import { type GpuMatrix, Matmul, type MatmulOptions, prepareMatmul } from '../kernels/matmul/matmul.js';
+import { Matmul, type MatmulOptions, prepareMatmul } from '../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../kernels/matmul/matrix.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../kernels/rope/qkv_rope.js';
 import { Rope } from '../kernels/rope/rope.js';
@@ -115,84 +116,13 @@ export async function buildKernels(
   o: BuildKernelsOptions,
 ): Promise<Kernels> {
   const binds = new BindGroupCache(ctx.device);
-  // Matrices may differ in format (a model placed as stored, see placeWeights): one pipeline each.
-  const linears = w.blocks.flatMap(blockMatrices);
-  const linearFormats = [...new Set(linears.map((m) => m.format))];
-  // Each (format, shape) the matmuls meet once: the shape picks the split-K load width and lanes
-  // (wideLoads, splitLanes), so only the variants the model's matrices run are compiled up front.
-  const shapes = (ms: readonly GpuMatrix[]) => [
-    ...new Map(
-      ms.map((m) => [`${m.format}:${m.rows}:${m.cols}`, { format: m.format, rows: m.rows, cols: m.cols }]),
-    ).values(),
-  ];
-  const { qWidth } = deriveSizes(spec);
-  const H = spec.hidden;
-  const V = spec.vocabSize;
+  const f = forwardShapes(spec, o);
+  await prepareKernels(ctx, spec, w, o, f);
+  const { H, V, maxT, eps, normFused } = f;
   const D = spec.headDim;
-  const mlpRotation = rotationFor(o.rotate, spec.intermediate);
-  const Ip = packedWidth(spec.intermediate, mlpRotation); // as the weights were packed
-  const maxT = MAX_FORWARD_TOKENS;
-  const eps = spec.rmsEps;
   const serial = ctx.kernels === 'serial';
-  // The input norm and the post-attention norm fold into the matmuls after them, unless a rotation
-  // of their output sits in between (R·norm(x) is the linears' input then).
-  const normFused = rotationFor(o.rotate, H) === 'none';
-  const attentionShape = {
-    heads: spec.heads,
-    kvHeads: spec.kvHeads,
-    headDim: D,
-    capacity: o.kv.capacity,
-    format: o.kv.format,
-    maxRows: maxT,
-    ...(o.firstSlot ? { firstSlot: o.firstSlot } : {}),
-  };
-  const qkvRopeOptions: QkvRopeOptions = {
-    heads: spec.heads,
-    kvHeads: spec.kvHeads,
-    headDim: D,
-    theta: spec.rope.theta,
-    layout: spec.rope.layout,
-    ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
-    capacity: o.kv.capacity,
-    format: o.kv.format,
-    bias: spec.qkvBias,
-    ...(spec.qkNorm ? { qkNormEps: eps } : {}),
-  };
-  await Promise.all([
-    RmsNorm.prepare(ctx),
-    Embedding.prepare(ctx, w.embed.format),
-    Rope.prepare(ctx, spec.rope.layout),
-    AddInPlace.prepare(ctx),
-    SiluMul.prepare(ctx, false),
-    GatherRows.prepare(ctx),
-    ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
-    // The fused variants the layers use (see `linear` below): weight-only arithmetic only.
-    ...(o.quant === 'w8a8'
-      ? []
-      : shapes(linears).flatMap(({ format, ...shape }) => [
-          ...(normFused ? [prepareMatmul(ctx, format, shape, maxT, { norm: {} })] : []),
-          prepareMatmul(ctx, format, shape, maxT, { epilogue: 'add' }),
-          prepareMatmul(
-            ctx,
-            format,
-            shape,
-            maxT,
-            normFused ? { norm: {}, epilogue: 'silu' } : { epilogue: 'silu' },
-          ),
-        ])),
-    ...(o.quant === 'w8a8' ? linearFormats.map((f) => prepareW8A8(ctx, f, maxT)) : []),
-    KvWrite.prepare(ctx, o.kv.format),
-    KvCompact.prepare(ctx),
-    SplitAttention.prepare(ctx, attentionShape),
-    QkvRope.prepare(ctx, qkvRopeOptions),
-    prepareMatmul(ctx, w.lmHead.format, w.lmHead, maxT, { norm: {} }),
-    ...(serial ? [Sampler.prepare(ctx, true), Sampler.prepare(ctx, false)] : [SplitSampler.prepare(ctx)]),
-    TokenMask.prepare(ctx),
-    ...(o.steer ? [Steer.prepare(ctx)] : []),
-  ]);
-
   // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
-  const maxK = Math.max(H, Ip, qWidth);
+  const maxK = Math.max(H, f.Ip, f.qWidth);
   const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
   const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
   const builder: KernelBuilder = {
@@ -201,33 +131,7 @@ export async function buildKernels(
       xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse }),
     norm: (weight) => (normFused ? { norm: { weight, eps } } : {}),
   };
-
-  // Steering vectors: one [layers, H] buffer, layer l's vector at l * H (zeros where unused).
-  const plan = o.steer;
-  const steerVectors = plan && new Float32Array(spec.layers * H);
-  plan?.vectors.forEach((r, l) => {
-    if (r) steerVectors?.set(r, l * H);
-  });
-  const steerBuf = steerVectors && uploadBuffer(ctx, steerVectors, 'steer-vectors');
-  const steerAt = (l: number, on: boolean) =>
-    plan && steerBuf && plan.vectors[l] && on
-      ? new Steer(ctx, binds, steerBuf, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
-      : undefined;
-
-  // One Hadamard kernel per width (a single instance where widths agree: same uniforms).
-  const rotations = (): Rotations => {
-    const byWidth = new Map<number, Hadamard>();
-    // `width` is the linear's input width, `n` what it is padded to (only the MLP's may differ).
-    const at = (width: number, n = width): Hadamard | undefined => {
-      if (rotationFor(o.rotate, width) === 'none') return undefined;
-      const h = byWidth.get(n) ?? new Hadamard(ctx, binds, n, ROTATION_SEED, { maxM: maxT });
-      byWidth.set(n, h);
-      return h;
-    };
-    const out = createBuffer(ctx, maxT * Math.max(H, qWidth, Ip) * 4, 'rotated-input');
-    return { hidden: at(H), heads: at(qWidth), mlp: at(spec.intermediate, Ip), out };
-  };
-
+  const steering = steeringKernels(ctx, binds, spec, o.steer);
   return {
     embed: new Embedding(ctx, binds, w.embed),
     norm: new RmsNorm(ctx, binds, { n: H, eps }),
@@ -239,16 +143,16 @@ export async function buildKernels(
       headDim: D,
       theta: spec.rope.theta,
       layout: spec.rope.layout,
-      ...(spec.rope.scaling ? { scaling: spec.rope.scaling } : {}),
+      scaling: spec.rope.scaling,
     }),
     kvWrite: new KvWrite(ctx, binds, o.kv),
-    qkvRope: new QkvRope(ctx, binds, qkvRopeOptions),
-    attention: new SplitAttention(ctx, binds, attentionShape),
+    qkvRope: new QkvRope(ctx, binds, f.qkvRope),
+    attention: new SplitAttention(ctx, binds, f.attention),
     compact: new KvCompact(ctx, binds, o.kv),
     add: new AddInPlace(ctx, binds),
     addQ: new AddInPlace(ctx, binds),
     addKv: new AddInPlace(ctx, binds),
-    silu: new SiluMul(ctx, binds, Ip, false),
+    silu: new SiluMul(ctx, binds, f.Ip, false),
     gather: new GatherRows(ctx, binds, H),
     // A weight-only matmul whatever the quant (W8A8 covers the `*_proj` linears only), with the
     // final norm folded in.
@@ -265,15 +169,176 @@ export async function buildKernels(
         },
     mask: new TokenMask(ctx, binds, V),
     blocks: w.blocks.map((b) => blockKernels(builder, b)),
-    steer: Array.from({ length: spec.layers }, (_, l) => ({
-      in: steerAt(l, plan?.inputs ?? false),
-      out: steerAt(l, true),
-    })),
-    rot: [H, qWidth, spec.intermediate].some((n) => rotationFor(o.rotate, n) === 'hadamard')
-      ? rotations()
-      : undefined,
-    scratch: [xq, sx, steerBuf].filter((b) => b !== undefined),
+    steer: steering.layers,
+    rot: rotationKernels(ctx, binds, spec, o.rotate, f.Ip),
+    scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
   };
+}
+
+/** The sizes and kernel options {@link buildKernels} derives from the model and its placement. */
+interface ForwardShapes {
+  H: number;
+  V: number;
+  qWidth: number;
+  /** The MLP width as the weights were packed (padded for a rotation). */
+  Ip: number;
+  maxT: number;
+  eps: number;
+  /**
+   * The input norm and the post-attention norm fold into the matmuls after them, unless a rotation
+   * of their output sits in between (R·norm(x) is the linears' input then).
+   */
+  normFused: boolean;
+  attention: SplitAttentionShape;
+  qkvRope: QkvRopeOptions;
+}
+
+function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
+  const D = spec.headDim;
+  const maxT = MAX_FORWARD_TOKENS;
+  const eps = spec.rmsEps;
+  return {
+    H: spec.hidden,
+    V: spec.vocabSize,
+    qWidth: deriveSizes(spec).qWidth,
+    Ip: packedWidth(spec.intermediate, rotationFor(o.rotate, spec.intermediate)),
+    maxT,
+    eps,
+    normFused: rotationFor(o.rotate, spec.hidden) === 'none',
+    attention: {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: D,
+      capacity: o.kv.capacity,
+      format: o.kv.format,
+      maxRows: maxT,
+      firstSlot: o.firstSlot,
+    },
+    qkvRope: {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: D,
+      theta: spec.rope.theta,
+      layout: spec.rope.layout,
+      scaling: spec.rope.scaling,
+      capacity: o.kv.capacity,
+      format: o.kv.format,
+      bias: spec.qkvBias,
+      qkNormEps: spec.qkNorm ? eps : undefined,
+    },
+  };
+}
+
+/**
+ * Compiles every pipeline the forward uses, at once. Matrices may differ in format (a model placed
+ * as stored, see placeWeights): one pipeline each. Each (format, shape) the matmuls meet once: the
+ * shape picks the split-K load width and lanes (wideLoads, splitLanes), so only the variants the
+ * model's matrices run are compiled up front.
+ */
+async function prepareKernels(
+  ctx: GpuContext,
+  spec: ModelSpec,
+  w: GpuWeights,
+  o: BuildKernelsOptions,
+  f: ForwardShapes,
+): Promise<void> {
+  const { maxT, normFused } = f;
+  const linears = w.blocks.flatMap(blockMatrices);
+  const linearFormats = [...new Set(linears.map((m) => m.format))];
+  const shapes = (ms: readonly GpuMatrix[]) => [
+    ...new Map(
+      ms.map((m) => [`${m.format}:${m.rows}:${m.cols}`, { format: m.format, rows: m.rows, cols: m.cols }]),
+    ).values(),
+  ];
+  const serial = ctx.kernels === 'serial';
+  await Promise.all([
+    RmsNorm.prepare(ctx),
+    Embedding.prepare(ctx, w.embed.format),
+    Rope.prepare(ctx, spec.rope.layout),
+    AddInPlace.prepare(ctx),
+    SiluMul.prepare(ctx, false),
+    GatherRows.prepare(ctx),
+    ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
+    // The fused variants the layers use (see the builder's `linear`): weight-only arithmetic only.
+    ...(o.quant === 'w8a8'
+      ? []
+      : shapes(linears).flatMap(({ format, ...shape }) => [
+          ...(normFused ? [prepareMatmul(ctx, format, shape, maxT, { norm: {} })] : []),
+          prepareMatmul(ctx, format, shape, maxT, { epilogue: 'add' }),
+          prepareMatmul(
+            ctx,
+            format,
+            shape,
+            maxT,
+            normFused ? { norm: {}, epilogue: 'silu' } : { epilogue: 'silu' },
+          ),
+        ])),
+    ...(o.quant === 'w8a8' ? linearFormats.map((fmt) => prepareW8A8(ctx, fmt, maxT)) : []),
+    KvWrite.prepare(ctx, o.kv.format),
+    KvCompact.prepare(ctx),
+    SplitAttention.prepare(ctx, f.attention),
+    QkvRope.prepare(ctx, f.qkvRope),
+    prepareMatmul(ctx, w.lmHead.format, w.lmHead, maxT, { norm: {} }),
+    ...(serial ? [Sampler.prepare(ctx, true), Sampler.prepare(ctx, false)] : [SplitSampler.prepare(ctx)]),
+    TokenMask.prepare(ctx),
+    ...(o.steer ? [Steer.prepare(ctx)] : []),
+  ]);
+}
+
+/**
+ * Activation steering per layer, and the one [layers, H] buffer of its vectors (layer l's at
+ * l * H, zeros where unused); no buffer without a plan.
+ */
+function steeringKernels(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  spec: ModelSpec,
+  plan: SteerPlan | undefined,
+): { layers: LayerSteering[]; vectors: GPUBuffer | undefined } {
+  const H = spec.hidden;
+  const none = () => Array.from({ length: spec.layers }, () => ({ in: undefined, out: undefined }));
+  if (!plan) return { layers: none(), vectors: undefined };
+  const values = new Float32Array(spec.layers * H);
+  plan.vectors.forEach((r, l) => {
+    if (r) values.set(r, l * H);
+  });
+  const vectors = uploadBuffer(ctx, values, 'steer-vectors');
+  const at = (l: number, on: boolean) =>
+    plan.vectors[l] && on
+      ? new Steer(ctx, binds, vectors, { hidden: H, offset: l * H, mode: plan.mode, scale: plan.scale })
+      : undefined;
+  const layers = Array.from({ length: spec.layers }, (_, l) => ({
+    in: at(l, plan.inputs ?? false),
+    out: at(l, true),
+  }));
+  return { layers, vectors };
+}
+
+/**
+ * One Hadamard kernel per rotated width (a single instance where widths agree: same uniforms), and
+ * the buffer their outputs share; undefined when nothing is rotated. `Ip` is the packed MLP width.
+ */
+function rotationKernels(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  spec: ModelSpec,
+  rotate: RotationChoice,
+  Ip: number,
+): Rotations | undefined {
+  const H = spec.hidden;
+  const { qWidth } = deriveSizes(spec);
+  if (![H, qWidth, spec.intermediate].some((n) => rotationFor(rotate, n) === 'hadamard')) return undefined;
+  const maxT = MAX_FORWARD_TOKENS;
+  const byWidth = new Map<number, Hadamard>();
+  // `width` is the linear's input width, `n` what it is padded to (only the MLP's may differ).
+  const at = (width: number, n = width): Hadamard | undefined => {
+    if (rotationFor(rotate, width) === 'none') return undefined;
+    const h = byWidth.get(n) ?? new Hadamard(ctx, binds, n, ROTATION_SEED, { maxM: maxT });
+    byWidth.set(n, h);
+    return h;
+  };
+  const out = createBuffer(ctx, maxT * Math.max(H, qWidth, Ip) * 4, 'rotated-input');
+  return { hidden: at(H), heads: at(qWidth), mlp: at(spec.intermediate, Ip), out };
 }
 
 /**

@@ -6,7 +6,7 @@ import { createGpuContext, describeAdapter, type GpuContext } from '../gpu/devic
 import type { GpuTimer } from '../gpu/timing.js';
 import { visWords } from '../kernels/attention/attention_split.js';
 import { type KvFormat, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
-import type { GpuMatrix } from '../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../kernels/matmul/matrix.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
@@ -305,7 +305,7 @@ export class GpuRunner implements ModelRunner {
     enc.copyBufferToBuffer(feats.store, base * H * 4, a.x, 0, T * H * 4);
     encodePass(this.parts, this.profiler, enc, T, R, base, sampler, {
       layers: false,
-      ...(masks ? { masks } : {}),
+      masks,
     });
     enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
     ctx.counter.submit([enc.finish()]);
@@ -395,7 +395,7 @@ export class GpuRunner implements ModelRunner {
       temperature: sampler.temperature,
       topK: sampler.topK,
       topP: sampler.topP,
-      ...(sampler.sharpen !== undefined ? { sharpen: sampler.sharpen } : {}),
+      sharpen: sampler.sharpen,
     });
     pass.end();
     const bytes = R * k * 8;
@@ -494,8 +494,9 @@ export async function createGpuRunner(
     quant: o.quant,
     rotate,
     onProgress: o.onProgress,
-    ...(o.head ? { embed: o.head.embed, lmRows: o.head.lmRows } : {}),
-    ...(o.allocateOnly ? { allocateOnly: true } : {}),
+    embed: o.head?.embed,
+    lmRows: o.head?.lmRows,
+    allocateOnly: o.allocateOnly,
   });
   const kernels = await buildKernels(ctx, spec, weights, {
     quant: o.quant,

@@ -3,7 +3,7 @@ import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
-import { allocateMatrix, type GpuMatrix } from '../kernels/matmul/matmul.js';
+import { allocateMatrix, type GpuMatrix } from '../kernels/matmul/matrix.js';
 import {
   dataWords,
   type QuantizedMatrix,

@@ -1,6 +1,6 @@
 // How a draft head (model/gpu-head.ts) is placed as a one-layer GPU runner: the stages it puts
 // around its decoder layer, the runner buffers they use, and the waves of a tree forward.
-import type { GpuMatrix } from '../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../kernels/matmul/matrix.js';
 import type { DraftTree } from './tree.js';
 
 /**

@@ -92,7 +92,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     const checksum = once(() =>
       recorded !== undefined ? Promise.resolve(recorded) : configAndHead(files, configText, WEFT_WEIGHTS),
     );
-    return { spec, tokenizer, weights, chat, source: 'weft-q', checksum, ...(packed ? { packed } : {}) };
+    return { spec, tokenizer, weights, chat, source: 'weft-q', checksum, packed };
   }
   if (await files.exists(SHARD_INDEX)) {
     const index = await readJson(files, SHARD_INDEX);

@@ -28,7 +28,7 @@ export function lastTokenResiduals(
       saved?.output?.(layer, x);
       if (want.has(layer)) out.set(layer, x.slice(x.length - H));
     },
-    ...(saved?.input ? { input: saved.input.bind(saved) } : {}),
+    input: saved?.input?.bind(saved),
   };
   try {
     model.logitsFor(ids);

@@ -70,7 +70,7 @@ const HUB_REF = /^([\w.-]+\/[\w.-]+)(?:\/([\w.-]+\.gguf))?(?:@([\w.\-/]+))?$/i;
 export function parseHubRef(text: string): HubRef | undefined {
   const m = HUB_REF.exec(text);
   if (!m?.[1] || m[1].includes('..')) return undefined;
-  return { id: m[1], ...(m[2] ? { file: m[2] } : {}), ...(m[3] ? { revision: m[3] } : {}) };
+  return { id: m[1], file: m[2], revision: m[3] };
 }
 
 /**
@@ -115,7 +115,7 @@ export function resolveModel(model: ModelRef, options: ResolveOptions = {}): Mod
           `hub model file must be a .gguf file of the repository, got ${JSON.stringify(model.file)}`,
         );
       const hub = hubModel(model.id, {
-        ...(model.revision === undefined ? {} : { revision: model.revision }),
+        revision: model.revision,
         baseUrl: model.baseUrl ?? options.hubBase ?? DEFAULT_HUB_URL,
       });
       return model.file === undefined ? hub : { ...hub, file: model.file };

@@ -12,7 +12,7 @@ import { deriveSizes, type ModelFamily } from '../../src/formats/spec.js';
 import { safetensorsReader, type TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
-import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matmul.js';
+import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matrix.js';
 import { blockMatrices } from '../../src/model/blocks/kinds-gpu.js';
 import { specFromConfig } from '../../src/model/config.js';
 import {

@@ -3,7 +3,7 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { type QuantizedMatrix, quantize, type WeightFormat } from '../../quant/formats.js';
-import { uploadMatrix } from '../matmul/matmul.js';
+import { uploadMatrix } from '../matmul/matrix.js';
 import { Embedding, embedRef } from './embed.js';
 
 /**

@@ -12,7 +12,7 @@ import {
 } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import type { GpuMatrix } from '../matmul/matmul.js';
+import type { GpuMatrix } from '../matmul/matrix.js';
 
 const WG = 64;
 const Params = defineUniforms('Params', {

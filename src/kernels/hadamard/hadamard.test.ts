@@ -5,7 +5,8 @@ import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { type QuantizedMatrix, quantize } from '../../quant/formats.js';
 import { hadamardRef, rotateWeightsIn } from '../../quant/hadamard.js';
-import { Matmul, matmulRef, prepareMatmul, uploadMatrix } from '../matmul/matmul.js';
+import { Matmul, matmulRef, prepareMatmul } from '../matmul/matmul.js';
+import { uploadMatrix } from '../matmul/matrix.js';
 import { Hadamard, hadamardMaxBlock } from './hadamard.js';
 
 /** Rotates the rows of x [M, n] once with {@link Hadamard} and reads y back. */

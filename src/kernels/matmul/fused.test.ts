@@ -17,17 +17,15 @@ import { BindGroupCache } from '../bind.js';
 import { AddInPlace, SiluMul, siluMulRef } from '../elementwise/elementwise.js';
 import { RmsNorm, rmsNormRef } from '../norm/rmsnorm.js';
 import {
-  type GpuMatrix,
   Matmul,
   type MatmulOptions,
   matmulRef,
   matmulSource,
   matmulVariant,
   prepareMatmul,
-  uploadGatedPair,
-  uploadMatrix,
   useHalf,
 } from './matmul.js';
+import { type GpuMatrix, uploadGatedPair, uploadMatrix } from './matrix.js';
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 // [M, N, K]: N not a multiple of the 8 columns of a GEMV workgroup; K = 688 (2.6875 super-blocks,

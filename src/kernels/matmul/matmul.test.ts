@@ -22,9 +22,9 @@ import {
   matmulVariant,
   prepareMatmul,
   splitLanes,
-  uploadMatrix,
   wideLoads,
 } from './matmul.js';
+import { uploadMatrix } from './matrix.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
 async function runMatmul(

@@ -11,7 +11,8 @@ import {
   quantize,
 } from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
-import { matmulRef, uploadMatrix } from '../matmul/matmul.js';
+import { matmulRef } from '../matmul/matmul.js';
+import { uploadMatrix } from '../matmul/matrix.js';
 import {
   MatmulW8A8,
   prepareW8A8,

@@ -7,7 +7,8 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { codeWordType, decode, type IntFormat, type QuantizedMatrix } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { type GpuMatrix, gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
+import { gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
+import type { GpuMatrix } from '../matmul/matrix.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
 const MmParams = MatmulParams;

@@ -4,7 +4,7 @@
 
 import { linearsByInput } from '../../formats/layout.js';
 import { deriveSizes } from '../../formats/spec.js';
-import type { GpuMatrix } from '../../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
 import { encodeResidual, normedInput, rotatedInput } from './encode.js';

@@ -6,7 +6,8 @@ import type { SplitAttention } from '../../kernels/attention/attention_split.js'
 import type { AddInPlace, SiluMul } from '../../kernels/elementwise/elementwise.js';
 import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvCompact, KvLayerBuffers, KvWrite } from '../../kernels/kv/kv.js';
-import type { GpuMatrix, MatmulOptions } from '../../kernels/matmul/matmul.js';
+import type { MatmulOptions } from '../../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { RmsNorm } from '../../kernels/norm/rmsnorm.js';
 import type { QkvRope } from '../../kernels/rope/qkv_rope.js';
 import type { Rope } from '../../kernels/rope/rope.js';

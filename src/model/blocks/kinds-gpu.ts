@@ -1,7 +1,7 @@
 // Every block kind's GPU side behind one switch: placing its weights, its matrices, its linears,
 // its state and its encode. A new kind adds an arm to each (the compiler's exhaustiveness check
 // lists them).
-import type { GpuMatrix } from '../../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import {
   type AttentionGpuWeights,
   type AttentionKernels,

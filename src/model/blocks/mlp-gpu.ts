@@ -1,6 +1,6 @@
 // The MLP block on the GPU (blocks.ts, mlp.ts): its weights as placed, its linears and its encode.
 import { linearsByInput } from '../../formats/layout.js';
-import type { GpuMatrix } from '../../kernels/matmul/matmul.js';
+import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { MlpBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
 import { encodeResidual, normedInput, rotatedInput } from './encode.js';
