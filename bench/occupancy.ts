@@ -26,6 +26,7 @@
 // Registers can lower residency below these; the split-K GEMV keeps ≤ 64 B of codes and 64 B of grid
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
+import { weightShapes } from '../src/formats/layout.js';
 import { blocksPerUnit, MatmulParams, splitLanes, unitsPerTrip } from '../src/kernels/matmul/matmul.js';
 import { specFromConfig } from '../src/model/config.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
@@ -251,7 +252,8 @@ const PARAM_FIELDS = [...MatmulParams.wgsl.matchAll(/^\s+(\w+):/gm)].map((m) => 
  */
 export async function occupancy(model: ScaleShape, quant: Quant, context: number): Promise<OccupancyReport> {
   const spec = specFromConfig(SCALE_MODELS[model].config);
-  const tensors = weightShapes(spec);
+  // The checkpoint's names and shapes, as the loader checks them (never read: allocateOnly).
+  const tensors = new Map([...weightShapes(spec)].map(([name, shape]) => [name, { shape: [...shape] }]));
   const { ctx, dispatches } = recordingGpu('gpu');
   const runner = await createGpuRunner(
     { spec, weights: { tensors, readF32: () => Promise.reject(new Error('no weights')) }, packed: undefined },
@@ -277,38 +279,6 @@ export async function occupancy(model: ScaleShape, quant: Quant, context: number
     dispatchesPerToken: dispatches.length - perLayer * spec.layers,
     rows: rows.flatMap((d) => launchRows(d, spec.vocabSize)),
   };
-}
-
-/** Names and shapes of a Llama/Qwen checkpoint's tensors (what the loader checks; never read). */
-function weightShapes(spec: ReturnType<typeof specFromConfig>): Map<string, { shape: number[] }> {
-  const H = spec.hidden;
-  const qw = spec.heads * spec.headDim;
-  const kvw = spec.kvHeads * spec.headDim;
-  const I = spec.intermediate;
-  const t = new Map<string, { shape: number[] }>();
-  t.set('model.embed_tokens.weight', { shape: [spec.vocabSize, H] });
-  t.set('model.norm.weight', { shape: [H] });
-  if (!spec.tiedEmbeddings) t.set('lm_head.weight', { shape: [spec.vocabSize, H] });
-  for (let i = 0; i < spec.layers; i++) {
-    const p = `model.layers.${i}`;
-    t.set(`${p}.input_layernorm.weight`, { shape: [H] });
-    t.set(`${p}.post_attention_layernorm.weight`, { shape: [H] });
-    t.set(`${p}.self_attn.q_proj.weight`, { shape: [qw, H] });
-    t.set(`${p}.self_attn.k_proj.weight`, { shape: [kvw, H] });
-    t.set(`${p}.self_attn.v_proj.weight`, { shape: [kvw, H] });
-    t.set(`${p}.self_attn.o_proj.weight`, { shape: [H, qw] });
-    t.set(`${p}.mlp.gate_proj.weight`, { shape: [I, H] });
-    t.set(`${p}.mlp.up_proj.weight`, { shape: [I, H] });
-    t.set(`${p}.mlp.down_proj.weight`, { shape: [H, I] });
-    if (spec.qkvBias)
-      for (const x of ['q', 'k', 'v'])
-        t.set(`${p}.self_attn.${x}_proj.bias`, { shape: [x === 'q' ? qw : kvw] });
-    if (spec.qkNorm) {
-      t.set(`${p}.self_attn.q_norm.weight`, { shape: [spec.headDim] });
-      t.set(`${p}.self_attn.k_norm.weight`, { shape: [spec.headDim] });
-    }
-  }
-  return t;
 }
 
 /** The shapes and formats `npm run bench:occupancy` covers, and the context of its decode step. */
