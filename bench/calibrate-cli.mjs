@@ -3,7 +3,7 @@
 // Usage: node bench/calibrate-cli.mjs [--windows N] [--heldout-windows N] [--rotate none|hadamard]
 //   [--model DIR] [--text FILE] [--heldout FILE]
 import { parseArgs } from 'node:util';
-import { createServer } from 'vite';
+import { withBareSources } from './ssr.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -23,16 +23,8 @@ if (!counts.every((c) => Number.isInteger(c) && c >= 1) || !['none', 'hadamard']
   process.exit(1);
 }
 
-const server = await createServer({
-  configFile: false,
-  root: process.cwd(),
-  logLevel: 'error',
-  appType: 'custom',
-  server: { middlewareMode: true, hmr: false },
-  optimizeDeps: { noDiscovery: true, include: [] },
-});
-try {
-  const { measureCalibration } = await server.ssrLoadModule('/bench/calibrate.ts');
+await withBareSources(async (load) => {
+  const { measureCalibration } = await load('/bench/calibrate.ts');
   const report = await measureCalibration({
     model: values.model,
     text: values.text,
@@ -44,6 +36,4 @@ try {
   });
   report.date = new Date().toISOString();
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-} finally {
-  await server.close();
-}
+});

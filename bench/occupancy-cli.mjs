@@ -4,7 +4,7 @@
 // Usage: node bench/occupancy-cli.mjs [--json] [--models llama-3.2-1b,qwen3-0.6b]
 //   [--quants f16,int8,int4,int2] [--context 4096]
 import { parseArgs } from 'node:util';
-import { createServer } from 'vite';
+import { printReport, withBareSources } from './ssr.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -19,21 +19,8 @@ if (!Number.isInteger(context) || context < 1) {
   process.stderr.write(`occupancy: --context "${values.context}" must be a positive integer\n`);
   process.exit(1);
 }
-const server = await createServer({
-  configFile: false,
-  root: process.cwd(),
-  logLevel: 'error',
-  appType: 'custom',
-  server: { middlewareMode: true, hmr: false },
-  optimizeDeps: { noDiscovery: true, include: [] },
-});
-try {
-  const { occupancySummary, occupancyTable } = await server.ssrLoadModule('/bench/occupancy.ts');
+await withBareSources(async (load) => {
+  const { occupancySummary, occupancyTable } = await load('/bench/occupancy.ts');
   const summary = await occupancySummary(values.models.split(','), values.quants.split(','), context);
-  if (values.json) {
-    process.stderr.write(`${occupancyTable(summary)}\n`);
-    process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
-  } else process.stdout.write(`${occupancyTable(summary)}\n`);
-} finally {
-  await server.close();
-}
+  printReport(summary, occupancyTable(summary), values.json);
+});

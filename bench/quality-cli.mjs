@@ -6,7 +6,7 @@
 //   --chunks N  chunks of 256 held-out tokens to score (default 4, about 10 minutes on a busy 2-core machine, most of it calibrating: Hessians, GPTQ and the K-quant refinement; --chunks all took 33 minutes; the text has 82). The run scores
 //               each chunk with f16 once and with each of the 8 configurations once.
 import { parseArgs } from 'node:util';
-import { createServer } from 'vite';
+import { printReport, withBareSources } from './ssr.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -32,16 +32,8 @@ if (chunks !== Number.POSITIVE_INFINITY && (!Number.isInteger(chunks) || chunks 
   process.exit(1);
 }
 
-const server = await createServer({
-  configFile: false,
-  root: process.cwd(),
-  logLevel: 'error',
-  appType: 'custom',
-  server: { middlewareMode: true, hmr: false },
-  optimizeDeps: { noDiscovery: true, include: [] },
-});
-try {
-  const { measureQuality, qualityTable } = await server.ssrLoadModule('/bench/quality.ts');
+await withBareSources(async (load) => {
+  const { measureQuality, qualityTable } = await load('/bench/quality.ts');
   const report = await measureQuality({
     model: values.model,
     text: values.text,
@@ -51,11 +43,5 @@ try {
     onChunk: (done, total) => process.stderr.write(`quality: chunk ${done}/${total}\n`),
   });
   report.date = new Date().toISOString();
-  // --json: the JSON on stdout (parseable) and the table on stderr, so a run shows both.
-  if (values.json) {
-    process.stderr.write(`${qualityTable(report)}\n`);
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-  } else process.stdout.write(`${qualityTable(report)}\n`);
-} finally {
-  await server.close();
-}
+  printReport(report, qualityTable(report), values.json);
+});

@@ -24,20 +24,25 @@ afterAll(async () => {
 
 const PROMPT = [5, 17, 99, 3, 250, 11, 42];
 
+/** Writes an f32 fixture of `family` to `modelDir` and returns the reference's greedy `n` ids. */
+async function fixtureWithReference(modelDir: string, family: ModelFamily, seed: number, n: number) {
+  await writeFixtureDir(modelDir, family, 'f32', seed);
+  const files = await pathModel(modelDir);
+  const opened = await openModel(files);
+  const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+    capacity: 64,
+  });
+  await files.close?.();
+  return greedy(ref, PROMPT, n);
+}
+
 // One family through the CLI: the CLI's path does not depend on it. Each family's GPU ids against
 // the reference are test/gpu/forward.test.ts's, and llama's and qwen3's step counters
 // test/gpu/counters.test.ts's; qwen2 (q/k/v bias inside the fused kernel) is the one run here.
 describe.each(['qwen2'] as ModelFamily[])('weft generate, %s', (family) => {
   it('greedy 32 tokens with f32 weights equal the TS reference', async () => {
     const modelDir = join(dir, family);
-    await writeFixtureDir(modelDir, family, 'f32', 3);
-    const files = await pathModel(modelDir);
-    const opened = await openModel(files);
-    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
-      capacity: 64,
-    });
-    const want = greedy(ref, PROMPT, 32);
-    await files.close?.();
+    const want = await fixtureWithReference(modelDir, family, 3, 32);
     const out = await weft([
       'generate',
       '--model',
@@ -142,14 +147,7 @@ describe('weft generate --draft', () => {
 describe('weft generate --vulkan lavapipe', () => {
   it('runs in Node on lavapipe in the GPU forms, names them in the stats, and gives the reference ids', async () => {
     const modelDir = join(dir, 'lavapipe-qwen3');
-    await writeFixtureDir(modelDir, 'qwen3', 'f32', 5);
-    const files = await pathModel(modelDir);
-    const opened = await openModel(files);
-    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
-      capacity: 64,
-    });
-    const want = greedy(ref, PROMPT, 16);
-    await files.close?.();
+    const want = await fixtureWithReference(modelDir, 'qwen3', 5, 16);
     // lavapipe compiles each pipeline with LLVM: seconds each, cold, without its optimization passes.
     const out = await weft(
       [

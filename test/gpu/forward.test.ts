@@ -7,7 +7,7 @@ import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
-import { GREEDY } from '../../src/model/runner.js';
+import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
@@ -33,6 +33,13 @@ async function greedyIds(engine: Engine, prompt: number[], n: number, prefillChu
   const out: number[] = [];
   for await (const c of engine.generate(prompt, { maxTokens: n, prefillChunk })) out.push(...c.ids);
   return out;
+}
+
+/** From empty caches: 24 greedy tokens through the engine (prefill chunks of 4), as `ref` picks them. */
+async function expectSameGreedyIds(ref: ModelRunner, dev: ModelRunner, prompt: number[]): Promise<void> {
+  for (const r of [ref, dev]) r.trim(0);
+  const want = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 24);
+  expect(await greedyIds(new Engine({ id: 'gpu', runner: dev, codec: ids }), prompt, 24, 4)).toEqual(want);
 }
 
 describe.each(FAMILIES)('GPU forward pass, %s', (family) => {
@@ -97,11 +104,7 @@ describe.each(['f16', 'int8', 'q4_0', 'int4', 'int2'] as const)('GPU forward pas
       const got = await dev.forward({ tokens: prompt }, GREEDY, 'all');
       expect(relErr(await dev.lastLogits(), ref.logits({ tokens: prompt }))).toBeLessThan(1e-4);
       expect(Array.from(got)).toEqual(Array.from(want));
-      for (const r of [ref, dev]) r.trim(0);
-      const wantIds = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 24);
-      expect(await greedyIds(new Engine({ id: 'gpu', runner: dev, codec: ids }), prompt, 24, 4)).toEqual(
-        wantIds,
-      );
+      await expectSameGreedyIds(ref, dev, prompt);
       dev.dispose();
     },
   );
@@ -133,11 +136,7 @@ describe('GPU forward pass, w8a8', () => {
       expect(err).toBeLessThan(1e-4);
       expect(plain).toBeGreaterThan(1e-3);
       // And 24 greedy tokens through the engine, as the reference chooses them.
-      for (const r of [ref, dev]) r.trim(0);
-      const wantIds = await greedyIds(new Engine({ id: 'ref', runner: ref, codec: ids }), prompt, 24);
-      expect(await greedyIds(new Engine({ id: 'gpu', runner: dev, codec: ids }), prompt, 24, 4)).toEqual(
-        wantIds,
-      );
+      await expectSameGreedyIds(ref, dev, prompt);
       dev.dispose();
     },
   );
