@@ -72,9 +72,10 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
         mistral: 'MistralForCausalLM',
         qwen2: 'Qwen2ForCausalLM',
         qwen3: 'Qwen3ForCausalLM',
+        qwen3_5: 'Qwen3_5ForCausalLM',
       }[spec.family],
     ],
-    model_type: spec.family,
+    model_type: spec.family === 'qwen3_5' ? 'qwen3_5_text' : spec.family,
     vocab_size: spec.vocabSize,
     hidden_size: spec.hidden,
     intermediate_size: spec.intermediate,
@@ -100,6 +101,22 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
     tie_word_embeddings: spec.tiedEmbeddings,
     bos_token_id: spec.bosId,
     eos_token_id: spec.eosIds.length === 1 ? spec.eosIds[0] : [...spec.eosIds],
+    ...linearAttentionConfig(spec),
+  };
+}
+
+/** A Qwen3.5 spec's own keys: its layer types, DeltaNet sizes and partial rotary. */
+function linearAttentionConfig(spec: ModelSpec): Record<string, unknown> {
+  const la = spec.linearAttention;
+  if (!la || !spec.layerKinds) return {};
+  return {
+    layer_types: spec.layerKinds.map((k) => (k === 'linear' ? 'linear_attention' : 'full_attention')),
+    linear_num_key_heads: la.keyHeads,
+    linear_num_value_heads: la.valueHeads,
+    linear_key_head_dim: la.keyDim,
+    linear_value_head_dim: la.valueDim,
+    linear_conv_kernel_dim: la.convKernel,
+    partial_rotary_factor: (spec.rope.rotaryDim ?? spec.headDim) / spec.headDim,
   };
 }
 

@@ -1,5 +1,5 @@
 import { ModelFormatError } from './errors.js';
-import { deriveSizes, type ModelSpec } from './spec.js';
+import { deriveSizes, layerKind, linearSizes, type ModelSpec } from './spec.js';
 
 /**
  * The Hugging Face name and shape of every tensor a spec needs, in checkpoint order. This is the one
@@ -15,20 +15,25 @@ export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
     const p = `model.layers.${i}`;
     const linears = linearsByInput(i);
     shapes.set(`${p}.input_layernorm.weight`, [H]);
-    const [q, k, v] = linears.qkv;
-    shapes.set(q, [qWidth, H]);
-    shapes.set(k, [kvWidth, H]);
-    shapes.set(v, [kvWidth, H]);
-    if (spec.qkvBias) {
-      shapes.set(`${p}.self_attn.q_proj.bias`, [qWidth]);
-      shapes.set(`${p}.self_attn.k_proj.bias`, [kvWidth]);
-      shapes.set(`${p}.self_attn.v_proj.bias`, [kvWidth]);
+    if (layerKind(spec, i) === 'linear') {
+      for (const [name, shape] of linearAttentionShapes(spec, i)) shapes.set(name, shape);
+    } else {
+      const [q, k, v] = linears.qkv;
+      // With an output gate, q_proj yields each head's query and then its gate.
+      shapes.set(q, [spec.outputGate ? 2 * qWidth : qWidth, H]);
+      shapes.set(k, [kvWidth, H]);
+      shapes.set(v, [kvWidth, H]);
+      if (spec.qkvBias) {
+        shapes.set(`${p}.self_attn.q_proj.bias`, [qWidth]);
+        shapes.set(`${p}.self_attn.k_proj.bias`, [kvWidth]);
+        shapes.set(`${p}.self_attn.v_proj.bias`, [kvWidth]);
+      }
+      if (spec.qkNorm) {
+        shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
+        shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
+      }
+      shapes.set(linears.o[0], [H, qWidth]);
     }
-    if (spec.qkNorm) {
-      shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
-      shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
-    }
-    shapes.set(linears.o[0], [H, qWidth]);
     shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
     const [gate, up] = linears.gateUp;
     shapes.set(gate, [I, H]);
@@ -38,6 +43,44 @@ export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
   shapes.set('model.norm.weight', [H]);
   if (!spec.tiedEmbeddings) shapes.set('lm_head.weight', [spec.vocabSize, H]);
   return shapes;
+}
+
+/**
+ * A Gated DeltaNet layer's tensors (Qwen3.5's `linear_attn`), in checkpoint order: the projections
+ * of its input (q | k | v, the output gate z, the write strength b, the decay input a), the depthwise
+ * convolution over q | k | v [channels, 1, kernel], the decay's `dt_bias` and `A_log`, the gated
+ * norm over each value head, and out_proj.
+ */
+export function linearAttentionShapes(spec: ModelSpec, layer: number): [string, number[]][] {
+  const la = spec.linearAttention;
+  if (!la)
+    throw new ModelFormatError('(spec)', 'linearAttention', undefined, 'a linear layer needs its sizes');
+  const { valueWidth, convChannels } = linearSizes(spec);
+  const H = spec.hidden;
+  const [qkv, z, b, a] = linearAttentionInputs(layer);
+  const p = `model.layers.${layer}.linear_attn`;
+  return [
+    [qkv, [convChannels, H]],
+    [z, [valueWidth, H]],
+    [b, [la.valueHeads, H]],
+    [a, [la.valueHeads, H]],
+    [`${p}.conv1d.weight`, [convChannels, 1, la.convKernel]],
+    [`${p}.dt_bias`, [la.valueHeads]],
+    [`${p}.A_log`, [la.valueHeads]],
+    [`${p}.norm.weight`, [la.valueDim]],
+    [`${p}.out_proj.weight`, [H, valueWidth]],
+  ];
+}
+
+/** The linears that read a Gated DeltaNet layer's normed input: in_proj_qkv, _z, _b and _a. */
+export function linearAttentionInputs(layer: number): readonly [string, string, string, string] {
+  const p = `model.layers.${layer}.linear_attn`;
+  return [
+    `${p}.in_proj_qkv.weight`,
+    `${p}.in_proj_z.weight`,
+    `${p}.in_proj_b.weight`,
+    `${p}.in_proj_a.weight`,
+  ];
 }
 
 /**

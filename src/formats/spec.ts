@@ -3,7 +3,26 @@
  * cache and the loaders need to know, derived once from a checkpoint's config (config.json or GGUF
  * metadata). Families differ only by the switches below (mlx-lm style), not by separate code.
  */
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_5';
+
+/**
+ * A decoder layer's token mixer: softmax attention over a KV cache, or Gated DeltaNet linear
+ * attention over a recurrent state (Qwen3.5's `linear_attention` layers).
+ */
+export type LayerKind = 'attention' | 'linear';
+
+/**
+ * The Gated DeltaNet layers' sizes (Qwen3.5's `linear_*` config keys). Per value head the state is
+ * [keyDim, valueDim] f32; key heads are shared by `valueHeads / keyHeads` value heads.
+ */
+export interface LinearAttentionSpec {
+  readonly keyHeads: number;
+  readonly valueHeads: number;
+  readonly keyDim: number;
+  readonly valueDim: number;
+  /** Width of the causal depthwise convolution over q | k | v (`linear_conv_kernel_dim`). */
+  readonly convKernel: number;
+}
 
 /** Llama 3 style RoPE frequency scaling (`rope_scaling.rope_type == "llama3"`). */
 export interface Llama3RopeScaling {
@@ -23,6 +42,11 @@ export interface RopeSpec {
    * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's llama GGUFs store Q and K.
    */
   readonly layout: 'half' | 'interleaved';
+  /**
+   * Rotated dimensions of each head (partial rotary: Qwen3.5 rotates the first quarter); absent: the
+   * whole head. The inverse frequencies span this width, and only the `'half'` layout takes it.
+   */
+  readonly rotaryDim?: number;
 }
 
 /** A model's architecture. Sizes are element counts. */
@@ -53,6 +77,44 @@ export interface ModelSpec {
   readonly bosId: number | undefined;
   /** Generation stops on any of these. */
   readonly eosIds: readonly number[];
+  /** Each layer's token mixer; absent: every layer is attention. */
+  readonly layerKinds?: readonly LayerKind[];
+  /** The linear-attention layers' sizes; present exactly when some layer is `'linear'`. */
+  readonly linearAttention?: LinearAttentionSpec;
+  /**
+   * Attention's output is gated: q_proj yields, per head, the query then a gate of the same width,
+   * and o_proj reads attention · sigmoid(gate) (Qwen3-Next, Qwen3.5).
+   */
+  readonly outputGate?: boolean;
+  /**
+   * The decoder's RMSNorm weights are stored zero-centred and applied as (1 + w): the layer norms,
+   * QK-norms and the final norm (Qwen3-Next, Qwen3.5). A linear layer's gated norm is not.
+   */
+  readonly zeroCentredNorms?: boolean;
+}
+
+/** Layer `layer`'s token mixer. */
+export function layerKind(spec: ModelSpec, layer: number): LayerKind {
+  return spec.layerKinds?.[layer] ?? 'attention';
+}
+
+/** Sizes of a spec's linear-attention layers, derived here and nowhere else. */
+export interface LinearSizes {
+  /** keyHeads · keyDim: width of q and of k. */
+  readonly keyWidth: number;
+  /** valueHeads · valueDim: width of v, of the gate z and of the output. */
+  readonly valueWidth: number;
+  /** 2 · keyWidth + valueWidth: the convolution's channels (q | k | v). */
+  readonly convChannels: number;
+}
+
+/** Derives {@link LinearSizes}; throws when the spec has no linear-attention layers. */
+export function linearSizes(spec: ModelSpec): LinearSizes {
+  const la = spec.linearAttention;
+  if (!la) throw new Error(`linearSizes: the ${spec.family} spec has no linear-attention layers`);
+  const keyWidth = la.keyHeads * la.keyDim;
+  const valueWidth = la.valueHeads * la.valueDim;
+  return { keyWidth, valueWidth, convChannels: 2 * keyWidth + valueWidth };
 }
 
 /** Sizes derived from a spec, computed here and nowhere else. */

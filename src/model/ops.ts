@@ -10,16 +10,17 @@ export function roundToHalves(x: Float32Array): void {
 }
 
 /**
- * RoPE inverse frequencies `[headDim / 2]` as Hugging Face computes them, rounded to f32:
- * `1 / theta^(2i / headDim)`, then Llama 3 scaling (`_compute_llama3_parameters`) when set:
+ * RoPE inverse frequencies `[rotaryDim / 2]` (rotaryDim: `rope.rotaryDim`, else headDim) as
+ * Hugging Face computes them, rounded to f32: `1 / theta^(2i / rotaryDim)`, then Llama 3 scaling (`_compute_llama3_parameters`) when set:
  * wavelengths below `originalMaxPositions / highFreqFactor` are kept, those above
  * `originalMaxPositions / lowFreqFactor` are divided by `factor`, and the band between is
  * interpolated smoothly.
  */
 export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32Array {
-  const inv = new Float32Array(headDim / 2);
+  const dim = rope.rotaryDim ?? headDim; // partial rotary: the frequencies span the rotated width
+  const inv = new Float32Array(dim / 2);
   for (let i = 0; i < inv.length; i++) {
-    const f = 1 / rope.theta ** ((2 * i) / headDim);
+    const f = 1 / rope.theta ** ((2 * i) / dim);
     const s = rope.scaling;
     if (s === undefined) {
       inv[i] = f;
@@ -35,6 +36,14 @@ export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32
     }
   }
   return inv;
+}
+
+/**
+ * A norm's weight as it multiplies: `1 + w` in f32 for a spec whose norms are stored zero-centred
+ * (Qwen3.5's `(1 + weight)`), else `w` itself.
+ */
+export function normWeight(spec: ModelSpec, w: Float32Array): Float32Array {
+  return spec.zeroCentredNorms ? Float32Array.from(w, (v) => Math.fround(1 + v)) : w;
 }
 
 /**
@@ -132,7 +141,8 @@ export function addInto(x: Float32Array, y: Float32Array): void {
 
 /**
  * Rotates x [T, heads, headDim] in place at each token's position. `'half'` pairs dimension i with
- * i + headDim/2 (Hugging Face's rotate_half); `'interleaved'` pairs 2i with 2i + 1. Pair i turns by
+ * i + R/2 (Hugging Face's rotate_half over the first R = 2 · invFreq.length dimensions: partial
+ * rotary leaves the rest as they are); `'interleaved'` pairs 2i with 2i + 1. Pair i turns by
  * angle `position * invFreq[i]`, with the angle, cos and sin rounded to f32 as in PyTorch.
  */
 export function rope(
@@ -143,7 +153,7 @@ export function rope(
   invFreq: Float32Array,
   layout: RopeSpec['layout'],
 ): void {
-  const half = headDim / 2;
+  const half = invFreq.length; // rotaryDim / 2: dimensions past rotaryDim stay as they are
   positions.forEach((pos, t) => {
     for (let i = 0; i < half; i++) {
       const angle = Math.fround(pos * invFreq[i]!);

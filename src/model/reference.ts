@@ -6,6 +6,7 @@ import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, childrenRef, packChildren } from '../kernels/sample/topk.js';
 import { type Block, layerEdges, modelBlocks } from './blocks/blocks.js';
 import { blockRef } from './blocks/kinds.js';
+import { LinearStates } from './blocks/linear-state.js';
 import type { RefPass } from './blocks/pass.js';
 import { linear, rmsNorm, ropeInverseFrequencies } from './ops.js';
 import {
@@ -160,6 +161,8 @@ export class ReferenceRunner implements ModelRunner {
   readonly kvFormat: KvFormat;
   /** The model's blocks, in forward order (`modelBlocks`). */
   readonly blocks: readonly Block[];
+  /** The linear-attention layers' states (none for a model without such layers). */
+  private readonly linearStates: LinearStates;
   /** Tokens of the last forward, whose rows `commit` may keep. */
   private lastTokens = 0;
   /** Logits [R, vocab] of the rows the last forward scored. */
@@ -184,6 +187,7 @@ export class ReferenceRunner implements ModelRunner {
     this.capacity = options.capacity ?? spec.maxPositions;
     this.cache = new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, this.capacity);
     this.featureRows = new Float32Array(this.capacity * spec.hidden);
+    this.linearStates = new LinearStates(spec);
   }
 
   get kvLength(): number {
@@ -227,10 +231,12 @@ export class ReferenceRunner implements ModelRunner {
       x,
       positions,
       cacheSlots,
+      parents,
       attended,
       invFreq: this.invFreq,
       kvFormat: this.kvFormat,
       cache,
+      linear: this.linearStates,
       input: (a, width, linears) => this.linearInput?.(a, width, linears) ?? a,
     };
     this.blocks.forEach((block, i) => {
@@ -307,6 +313,7 @@ export class ReferenceRunner implements ModelRunner {
     }
     const start = this.cache.length;
     this.cache.commitPath(path.map((i) => start + i));
+    if (path.length > 0) this.linearStates.commit(path[path.length - 1]!);
     const H = this.spec.hidden;
     const rows = path.map((i) => this.featureRows.slice((start + i) * H, (start + i + 1) * H));
     rows.forEach((row, d) => {
@@ -322,8 +329,17 @@ export class ReferenceRunner implements ModelRunner {
     return this.featureRows.slice(from * H, to * H);
   }
 
+  /**
+   * Drops committed rows from `length` on. A model with linear-attention layers keeps only the state
+   * after its last committed token, so it can drop all rows (length 0) but not some.
+   */
   trim(length: number): void {
+    if (this.spec.linearAttention && length !== 0 && length !== this.cache.length)
+      throw new InvalidInputError(
+        `trim: a ${this.spec.family} model's recurrent state cannot roll back to ${length} of ${this.cache.length} tokens (only to 0)`,
+      );
     this.cache.trim(length);
+    if (length === 0) this.linearStates.reset();
   }
 
   dispose(): void {}

@@ -3,6 +3,7 @@ import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockWeights, readBlock } from './blocks/kinds.js';
+import { normWeight } from './ops.js';
 
 /** A dense f32 tensor, row-major: the last dimension is contiguous. */
 export interface Tensor {
@@ -70,7 +71,7 @@ export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights
   return {
     embed,
     blocks: modelBlocks(spec).map((b) => readBlock(take, spec, b)),
-    norm: take('model.norm.weight', [H]),
+    norm: normWeight(spec, take('model.norm.weight', [H])),
     lmHead: spec.tiedEmbeddings ? embed : take('lm_head.weight', [spec.vocabSize, H]),
   };
 }

@@ -3,7 +3,7 @@
 // stream. Its tensors and reference forward here; its GPU side in attention-gpu.ts.
 import { linearsByInput } from '../../formats/layout.js';
 import { deriveSizes, type ModelSpec } from '../../formats/spec.js';
-import { addInto, attend, linear, rmsNorm, rope, roundToHalves } from '../ops.js';
+import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
 import type { RefPass, TakeTensor } from './pass.js';
@@ -13,7 +13,7 @@ export interface AttentionWeights {
   readonly kind: 'attention';
   /** [H] */
   readonly inputNorm: Float32Array;
-  /** [qWidth, H], [kvWidth, H], [kvWidth, H] */
+  /** [qWidth, H] (with an output gate [2 · qWidth, H]: per head its query rows, then its gate rows), [kvWidth, H], [kvWidth, H] */
   readonly q: Float32Array;
   readonly k: Float32Array;
   readonly v: Float32Array;
@@ -36,7 +36,7 @@ export function attentionTensors(spec: ModelSpec, block: AttentionBlock): [strin
   const [q, k, v] = linearsByInput(block.layer).qkv;
   return [
     [`${p}.input_layernorm.weight`, [H]],
-    [q, [qWidth, H]],
+    [q, [spec.outputGate ? 2 * qWidth : qWidth, H]],
     [k, [kvWidth, H]],
     [v, [kvWidth, H]],
     ...(spec.qkvBias
@@ -64,7 +64,7 @@ export function readAttention(take: TakeTensor, spec: ModelSpec, block: Attentio
   const p = `${layerPrefix(block.layer)}.self_attn`;
   return {
     kind: 'attention',
-    inputNorm: get(`${layerPrefix(block.layer)}.input_layernorm.weight`),
+    inputNorm: normWeight(spec, get(`${layerPrefix(block.layer)}.input_layernorm.weight`)),
     q: get(`${p}.q_proj.weight`),
     k: get(`${p}.k_proj.weight`),
     v: get(`${p}.v_proj.weight`),
@@ -72,8 +72,8 @@ export function readAttention(take: TakeTensor, spec: ModelSpec, block: Attentio
     qBias: getIf(spec.qkvBias, `${p}.q_proj.bias`),
     kBias: getIf(spec.qkvBias, `${p}.k_proj.bias`),
     vBias: getIf(spec.qkvBias, `${p}.v_proj.bias`),
-    qNorm: getIf(spec.qkNorm, `${p}.q_norm.weight`),
-    kNorm: getIf(spec.qkNorm, `${p}.k_norm.weight`),
+    qNorm: spec.qkNorm ? normWeight(spec, get(`${p}.q_norm.weight`)) : undefined,
+    kNorm: spec.qkNorm ? normWeight(spec, get(`${p}.k_norm.weight`)) : undefined,
   };
 }
 
@@ -95,7 +95,9 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   const proj = new Float32Array(T * H); // [T, H] the block's output before the residual add
   rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
   const hq = pass.input(h, H, names.qkv); // q, k and v share one input, as on the GPU
-  linear(hq, H, w.q, qWidth, w.qBias, q);
+  const gate = spec.outputGate ? new Float32Array(T * qWidth) : undefined; // [T, heads, headDim]
+  if (gate) splitGate(spec, T, hq, w.q, q, gate);
+  else linear(hq, H, w.q, qWidth, w.qBias, q);
   linear(hq, H, w.k, kvWidth, w.kBias, k);
   linear(hq, H, w.v, kvWidth, w.vBias, v);
   // Qwen3: RMSNorm over each head's headDim values, before RoPE.
@@ -115,6 +117,36 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   }
   for (let t = 0; t < T; t++)
     attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, pass.attended[t]!, attn, t * qWidth);
+  // Qwen3.5: attention · sigmoid(gate), in f32.
+  if (gate)
+    for (let i = 0; i < attn.length; i++)
+      attn[i] = Math.fround(attn[i]! * Math.fround(1 / (1 + Math.exp(-gate[i]!))));
   linear(pass.input(attn, qWidth, names.o), qWidth, w.o, H, undefined, proj);
   addInto(x, proj);
+}
+
+/**
+ * q_proj with an output gate: its [2 · qWidth] outputs hold, per head, headDim query values then
+ * headDim gate values (transformers' `view(..., heads, 2 · headDim)` then `chunk(2)`): split into
+ * q and gate [T, heads, headDim].
+ */
+function splitGate(
+  spec: ModelSpec,
+  T: number,
+  h: Float32Array,
+  wq: Float32Array,
+  q: Float32Array,
+  gate: Float32Array,
+): void {
+  const { qWidth } = deriveSizes(spec);
+  const D = spec.headDim;
+  const both = new Float32Array(T * 2 * qWidth); // [T, heads, 2 · headDim]
+  linear(h, spec.hidden, wq, 2 * qWidth, undefined, both);
+  for (let t = 0; t < T; t++)
+    for (let hd = 0; hd < spec.heads; hd++) {
+      const from = (t * spec.heads + hd) * 2 * D;
+      const to = (t * spec.heads + hd) * D;
+      q.set(both.subarray(from, from + D), to);
+      gate.set(both.subarray(from + D, from + 2 * D), to);
+    }
 }

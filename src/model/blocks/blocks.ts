@@ -4,7 +4,7 @@
 // structure. Each block kind lives in its own file (attention.ts, mlp.ts) with everything it owns:
 // its tensors, its reference forward, its placement on the GPU, its kernels, its encode and its state
 // (the attention block's KV cache). A new architecture adds a kind there and a family here.
-import type { ModelFamily, ModelSpec } from '../../formats/spec.js';
+import { layerKind, type ModelFamily, type ModelSpec } from '../../formats/spec.js';
 
 /**
  * Self-attention of one decoder layer: its input norm, q | k | v (with the family's bias or QK-norm),
@@ -24,19 +24,31 @@ export interface MlpBlock {
   readonly activation: 'silu';
 }
 
+/**
+ * Gated DeltaNet linear attention of one decoder layer (Qwen3.5): its input norm, the projections,
+ * the causal convolution, the gated delta rule, the gated norm, out_proj and the residual add. Its
+ * state is the layer's convolution window and recurrent state (linear.ts).
+ */
+export interface LinearAttentionBlock {
+  readonly kind: 'linear';
+  readonly layer: number;
+}
+
 /** One block of a model's forward. */
-export type Block = AttentionBlock | MlpBlock;
+export type Block = AttentionBlock | LinearAttentionBlock | MlpBlock;
 
 /** A family's description: its blocks in forward order, built from the spec. */
 export type FamilyBlocks = (spec: ModelSpec) => Block[];
 
 /**
- * Llama, Mistral, Qwen2 and Qwen3: per layer, attention then a SiLU-gated MLP. What sets them apart
- * (q/k/v bias, QK-norm, tied head, RoPE scaling) are switches of the spec the blocks read.
+ * Llama, Mistral, Qwen2, Qwen3 and Qwen3.5: per layer, its token mixer (attention, or Qwen3.5's
+ * Gated DeltaNet where `spec.layerKinds` says so) then a SiLU-gated MLP. What else sets them apart
+ * (q/k/v bias, QK-norm, an output gate, partial rotary, zero-centred norms, tied head, RoPE
+ * scaling) are switches of the spec the blocks read.
  */
 const decoderLayers: FamilyBlocks = (spec) =>
   Array.from({ length: spec.layers }, (_, layer): Block[] => [
-    { kind: 'attention', layer },
+    { kind: layerKind(spec, layer), layer },
     { kind: 'mlp', layer, activation: 'silu' },
   ]).flat();
 
@@ -46,6 +58,7 @@ export const FAMILIES: Readonly<Record<ModelFamily, FamilyBlocks>> = {
   mistral: decoderLayers,
   qwen2: decoderLayers,
   qwen3: decoderLayers,
+  qwen3_5: decoderLayers,
 };
 
 /** The blocks of a model's forward, in order. */

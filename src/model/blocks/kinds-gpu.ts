@@ -1,6 +1,7 @@
 // Every block kind's GPU side behind one switch: placing its weights, its matrices, its linears,
 // its state and its encode. A new kind adds an arm to each (the compiler's exhaustiveness check
 // lists them).
+import { InvalidInputError } from '../../errors.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import {
   type AttentionGpuWeights,
@@ -34,6 +35,10 @@ export function placeBlock(placer: Placer, block: Block, maxRows: number): Promi
       return placeAttention(placer, block, maxRows);
     case 'mlp':
       return placeMlp(placer, block);
+    case 'linear':
+      throw new InvalidInputError(
+        `layer ${block.layer}: linear-attention (Gated DeltaNet) layers do not run on the GPU yet; use the CPU reference (--device cpu)`,
+      );
   }
 }
 

@@ -3,17 +3,20 @@
 import type { ModelSpec } from '../../formats/spec.js';
 import { type AttentionWeights, attentionRef, attentionTensors, readAttention } from './attention.js';
 import type { Block } from './blocks.js';
+import { type LinearWeights, linearRef, linearTensors, readLinear } from './linear.js';
 import { type MlpWeights, mlpRef, mlpTensors, readMlp } from './mlp.js';
 import type { RefPass, TakeTensor } from './pass.js';
 
 /** A block's weights for the reference, tagged with its kind. */
-export type BlockWeights = AttentionWeights | MlpWeights;
+export type BlockWeights = AttentionWeights | LinearWeights | MlpWeights;
 
 /** The tensors a block reads, under the checkpoint's names, with their shapes. */
 export function blockTensors(spec: ModelSpec, block: Block): [string, number[]][] {
   switch (block.kind) {
     case 'attention':
       return attentionTensors(spec, block);
+    case 'linear':
+      return linearTensors(spec, block);
     case 'mlp':
       return mlpTensors(spec, block);
   }
@@ -24,6 +27,8 @@ export function readBlock(take: TakeTensor, spec: ModelSpec, block: Block): Bloc
   switch (block.kind) {
     case 'attention':
       return readAttention(take, spec, block);
+    case 'linear':
+      return readLinear(take, spec, block);
     case 'mlp':
       return readMlp(take, spec, block);
   }
@@ -32,6 +37,7 @@ export function readBlock(take: TakeTensor, spec: ModelSpec, block: Block): Bloc
 /** Runs a block's reference forward over the pass's rows (its weights read by {@link readBlock}). */
 export function blockRef(pass: RefPass, block: Block, w: BlockWeights): void {
   if (block.kind === 'attention' && w.kind === 'attention') attentionRef(pass, block, w);
+  else if (block.kind === 'linear' && w.kind === 'linear') linearRef(pass, block, w);
   else if (block.kind === 'mlp' && w.kind === 'mlp') mlpRef(pass, block, w);
   else throw new Error(`blockRef: ${block.kind} block given ${w.kind} weights`);
 }

@@ -2,6 +2,7 @@
 // a block reads its tensors from a checkpoint.
 import type { ModelSpec } from '../../formats/spec.js';
 import type { KvFormat } from '../../kernels/kv/kv.js';
+import type { LinearStates } from './linear-state.js';
 
 /** Reads a checked tensor by checkpoint name and expected shape (see `readWeights`). */
 export type TakeTensor = (name: string, shape: readonly number[]) => Float32Array;
@@ -19,6 +20,8 @@ export interface RefPass {
   readonly positions: readonly number[];
   /** Cache slot each row's K/V rows are written at. */
   readonly cacheSlots: readonly number[];
+  /** Each row's parent row in the pass (-1: a root, after the committed prefix). */
+  readonly parents: readonly number[];
   /** The cache slots each row attends to, in slot order (prefix, ancestors, itself). */
   readonly attended: readonly (readonly number[])[];
   /** RoPE inverse frequencies [headDim / 2]. */
@@ -27,6 +30,8 @@ export interface RefPass {
   readonly kvFormat: KvFormat;
   /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim]. */
   readonly cache: { readonly keys: readonly Float32Array[]; readonly values: readonly Float32Array[] };
+  /** The linear-attention layers' states (model/blocks/linear.ts). */
+  readonly linear: LinearStates;
   /** A `*_proj` linear's input as it multiplies (W8A8's rounding, calibration's statistics). */
   input(a: Float32Array, width: number, linears: readonly string[]): Float32Array;
 }

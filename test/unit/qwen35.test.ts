@@ -1,0 +1,190 @@
+import { describe, expect, it } from 'vitest';
+import { configFromSpec } from '../../src/convert/convert.js';
+import { ModelFormatError } from '../../src/formats/errors.js';
+import { weightShapes } from '../../src/formats/layout.js';
+import { specFromConfig } from '../../src/model/config.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { randomWeights, tinyHybridSpec } from '../fixtures/reference.js';
+
+// The layout of Qwen3.5's published config.json: a vision-language wrapper whose language model sits
+// under `text_config`. Sizes: hidden 1024, 24 layers, 8 query and 2 KV heads of 256 (Qwen3.5-0.8B as
+// its model card and llama.cpp's type table give them); the DeltaNet sizes are Qwen3-Next's defaults
+// where the public pages do not state them.
+const text = {
+  model_type: 'qwen3_5_text',
+  hidden_size: 1024,
+  intermediate_size: 3584,
+  num_hidden_layers: 24,
+  num_attention_heads: 8,
+  num_key_value_heads: 2,
+  head_dim: 256,
+  linear_conv_kernel_dim: 4,
+  linear_key_head_dim: 128,
+  linear_value_head_dim: 128,
+  linear_num_key_heads: 16,
+  linear_num_value_heads: 16,
+  full_attention_interval: 4,
+  rms_norm_eps: 1e-6,
+  max_position_embeddings: 262144,
+  rope_parameters: {
+    rope_type: 'default',
+    rope_theta: 10_000_000,
+    partial_rotary_factor: 0.25,
+    mrope_section: [11, 11, 10],
+    mrope_interleaved: true,
+  },
+  vocab_size: 248320,
+  hidden_act: 'silu',
+  eos_token_id: 248044,
+};
+const wrapper = {
+  architectures: ['Qwen3_5ForConditionalGeneration'],
+  model_type: 'qwen3_5',
+  text_config: text,
+  vision_config: { depth: 12, hidden_size: 768 },
+  tie_word_embeddings: true,
+};
+
+function formatError(fn: () => unknown): ModelFormatError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ModelFormatError) return e;
+    throw e;
+  }
+  throw new Error('expected a ModelFormatError');
+}
+
+describe('Qwen3.5 config', () => {
+  it('reads the wrapper: text_config, every fourth layer full attention, partial rotary, the wrapper’s tied head', () => {
+    const s = specFromConfig(wrapper);
+    expect(s).toMatchObject({
+      family: 'qwen3_5',
+      hidden: 1024,
+      layers: 24,
+      heads: 8,
+      kvHeads: 2,
+      headDim: 256,
+      rope: { theta: 10_000_000, layout: 'half', rotaryDim: 64 },
+      tiedEmbeddings: true,
+      qkNorm: true,
+      qkvBias: false,
+      outputGate: true,
+      zeroCentredNorms: true,
+      linearAttention: { keyHeads: 16, valueHeads: 16, keyDim: 128, valueDim: 128, convKernel: 4 },
+      eosIds: [248044],
+    });
+    expect(s.layerKinds).toHaveLength(24);
+    expect(s.layerKinds!.map((k, i) => (k === 'attention' ? i : -1)).filter((i) => i >= 0)).toEqual([
+      3, 7, 11, 15, 19, 23,
+    ]);
+  });
+
+  it('reads a text-only Qwen3_5ForCausalLM config with layer_types and a top-level rotary factor', () => {
+    const types = ['linear_attention', 'full_attention', 'linear_attention'];
+    const { rope_parameters: _, ...rest } = text;
+    const s = specFromConfig({
+      ...rest,
+      num_hidden_layers: 3,
+      layer_types: types,
+      rope_theta: 1e6,
+      partial_rotary_factor: 0.5,
+      tie_word_embeddings: false,
+    });
+    expect(s.layerKinds).toEqual(['linear', 'attention', 'linear']);
+    expect(s.rope).toEqual({ theta: 1e6, layout: 'half', rotaryDim: 128 });
+    expect(s.tiedEmbeddings).toBe(false);
+  });
+
+  it('names the file, field and value of what it refuses', () => {
+    const bad = (patch: Record<string, unknown>) =>
+      formatError(() => specFromConfig({ ...wrapper, text_config: { ...text, ...patch } }));
+    let e = bad({ layer_types: ['linear_attention', 'sliding_attention'] });
+    expect(e.field).toBe('text_config.layer_types');
+    expect(e.message).toMatch(/one type per layer/);
+    e = bad({ layer_types: Array(24).fill('sliding_attention') });
+    expect(e.message).toMatch(/unknown layer type "sliding_attention"/);
+    e = bad({ linear_num_value_heads: 12 });
+    expect(e.field).toBe('text_config.linear_num_value_heads');
+    e = bad({ rope_parameters: { rope_type: 'yarn', rope_theta: 1e6 } });
+    expect(e.field).toBe('text_config.rope_parameters.rope_type');
+    e = formatError(() => specFromConfig({ ...wrapper, text_config: undefined }));
+    expect(e.field).toBe('text_config');
+  });
+
+  it('lists the DeltaNet tensors with the published names and shapes', () => {
+    const shapes = weightShapes(specFromConfig(wrapper));
+    const p = 'model.layers.0.linear_attn';
+    expect(shapes.get(`${p}.in_proj_qkv.weight`)).toEqual([6144, 1024]);
+    expect(shapes.get(`${p}.in_proj_z.weight`)).toEqual([2048, 1024]);
+    expect(shapes.get(`${p}.in_proj_b.weight`)).toEqual([16, 1024]);
+    expect(shapes.get(`${p}.conv1d.weight`)).toEqual([6144, 1, 4]);
+    expect(shapes.get(`${p}.A_log`)).toEqual([16]);
+    expect(shapes.get(`${p}.norm.weight`)).toEqual([128]);
+    expect(shapes.get(`${p}.out_proj.weight`)).toEqual([1024, 2048]);
+    expect(shapes.has('model.layers.0.self_attn.q_proj.weight')).toBe(false);
+    // Full attention: q_proj holds each head's query and its output gate.
+    expect(shapes.get('model.layers.3.self_attn.q_proj.weight')).toEqual([4096, 1024]);
+    expect(shapes.get('model.layers.3.self_attn.o_proj.weight')).toEqual([1024, 2048]);
+    expect(shapes.has('lm_head.weight')).toBe(false);
+  });
+
+  it('configFromSpec writes a text config that reads back as the same spec', () => {
+    const s = specFromConfig(wrapper);
+    expect(specFromConfig(configFromSpec(s))).toEqual(s);
+  });
+});
+
+describe('Qwen3.5 reference forward', () => {
+  const spec = tinyHybridSpec;
+  const ids = [5, 17, 3, 42, 8, 8, 29, 1, 36, 12, 0, 21];
+  const V = spec.vocabSize;
+
+  it('a prompt run at once equals it run token by token (the recurrent state carries exactly)', () => {
+    const weights = randomWeights(spec, 7);
+    const whole = new ReferenceRunner(spec, weights).logitsFor(ids);
+    const stepwise = new ReferenceRunner(spec, weights);
+    stepwise.trim(0);
+    const joined = Float32Array.from(ids.flatMap((id) => [...stepwise.prefill([id])]));
+    expect(joined).toEqual(whole);
+    // In two chunks as well.
+    const chunked = new ReferenceRunner(spec, weights);
+    const a = chunked.prefill(ids.slice(0, 5));
+    const b = chunked.prefill(ids.slice(5));
+    expect(Float32Array.from([...a, ...b])).toEqual(whole);
+  });
+
+  it('a tree row sees its ancestors’ state, not its siblings’; committing a path keeps its state', () => {
+    const weights = randomWeights(spec, 11);
+    const prompt = ids.slice(0, 6);
+    // Tree after the prompt, depth first: 0 → {1 → 2, 3}: nodes 1 and 3 are siblings.
+    const tokens = [9, 14, 2, 30];
+    const parents = [-1, 0, 1, 0];
+    const tree = new ReferenceRunner(spec, weights);
+    tree.prefill(prompt);
+    const got = tree.logits({ tokens, parents });
+    for (const [node, path] of [
+      [2, [9, 14, 2]],
+      [3, [9, 30]],
+    ] as const) {
+      const chain = new ReferenceRunner(spec, weights).logitsFor([...prompt, ...path]);
+      expect(got.slice(node * V, (node + 1) * V)).toEqual(chain.slice((prompt.length + path.length - 1) * V));
+    }
+    // Accept the path 0 → 3, then one more token: as if the chain had been run.
+    tree.commit([0, 3]);
+    const next = tree.prefill([7]);
+    const chain = new ReferenceRunner(spec, weights).logitsFor([...prompt, 9, 30, 7]);
+    expect(next).toEqual(chain.slice((prompt.length + 2) * V));
+  });
+
+  it('the recurrent state cannot roll back part way, only start again', () => {
+    const r = new ReferenceRunner(spec, randomWeights(spec, 3));
+    r.prefill(ids.slice(0, 4));
+    expect(() => r.trim(2)).toThrow(/cannot roll back to 2 of 4 tokens/);
+    r.trim(4);
+    r.trim(0);
+    expect(r.kvLength).toBe(0);
+    const again = r.prefill(ids.slice(0, 4));
+    expect(again).toEqual(new ReferenceRunner(spec, randomWeights(spec, 3)).logitsFor(ids.slice(0, 4)));
+  });
+});
