@@ -7,8 +7,14 @@
 // ADD: residual add in place, y[i] += x[i]. 0 uniform Params { n }; 1 x [n]; 2 y [n] (read-write).
 // GATHER: out[r, :] = h[rows[r], :] (the rows the LM head needs). 0 uniform Params { R, n };
 //   1 rows: array<u32> [R]; 2 h: array<f32> [M, n]; 3 out: array<f32> [R, n] (written).
+// SIGMOID_GATE: x[m, i] *= sigmoid(src[m, offset + i]), sigmoid(y) = 1 / (1 + exp(-y)) (gated
+//   attention: attn_out · sigmoid(gate), the gate columns of the q|k|v|gate matmul's rows).
+//   0 uniform Params { n, stride, offset } (static: written once); 1 src: array<f32> [M, stride];
+//   2 x: array<f32> [M, n] (read-write).
 //
-// Threads: one invocation per output element, flat index over the grid (gid.y * nwg.x * WG + gid.x).
+// Threads: one invocation per output element, flat index over the grid (gid.y * nwg.x * WG + gid.x);
+//   SIGMOID_GATE: row m = gid.y (M = num_workgroups.y, so a decode step writes no uniform),
+//   element i = gid.x < n.
 // Preconditions: GATHER row indices < M (checked by the wrapper's convenience function only).
 
 {{PARAMS}}
@@ -34,6 +40,10 @@ const WG: u32 = {{WG}}u;
 @group(0) @binding(1) var<storage, read> rows: array<u32>;
 @group(0) @binding(2) var<storage, read> src: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+//#endif
+//#if SIGMOID_GATE
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
 //#endif
 
 @compute @workgroup_size(WG)
@@ -64,5 +74,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     return;
   }
   out[i] = src[rows[i / p.n] * p.n + i % p.n];
+//#endif
+//#if SIGMOID_GATE
+  let m = gid.y;
+  if (gid.x >= p.n) {
+    return;
+  }
+  let g = src[m * p.stride + p.offset + gid.x];
+  x[m * p.n + gid.x] *= 1.0 / (1.0 + exp(-g));
 //#endif
 }

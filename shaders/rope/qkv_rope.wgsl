@@ -5,30 +5,36 @@
 //
 // Bindings (group 0): 0 uniform Params { heads, kvHeads, headDim, capacity, eps } (static: written once);
 //   1 qkv: array<f32> [T, W], W = qWidth + 2 · kvWidth (q at column 0, k at qWidth, v at
-//   qWidth + kvWidth; qWidth = heads · D, kvWidth = kvHeads · D); 2 positions: array<u32> [T];
-//   3 slots: array<u32> [T]; 4 inv_freq: array<f32> [D / 2] (as rope.wgsl);
+//   qWidth + kvWidth; qWidth = heads · D, kvWidth = kvHeads · D), with OUTPUT_GATE
+//   W = 2 · qWidth + 2 · kvWidth (a gate [qWidth] after v, not read here);
+//   2 positions: array<u32> [T]; 3 slots: array<u32> [T]; 4 inv_freq: array<f32> [ROT / 2] (as rope.wgsl);
 //   5 q_out: array<f32> [T, heads, D] (written); 6 kc, 7 vc: [capacity, kvHeads, D] (written), f32 or
 //   with KV_F16 IEEE halves packed two per u32 (element 2j in the low 16 bits, rounded to nearest
 //   even by half_bits, as kv_write.wgsl);
-//   then, in this order from binding 8, with BIAS bias: array<f32> [W]; with QK_NORM q_norm, k_norm:
-//   array<f32> [D] (binding numbers substituted by the wrapper).
-// Work: a unit is 4 elements of one head of one row. A rope unit u of a q or k head holds the RoPE
-//   pairs 2u and 2u + 1 (cos_sin of rope_trig), whose four elements fill two whole words of an f16
-//   cache: read (+ bias, · norm), rotated, written to q_out or the K cache. A v unit is copied
-//   (+ bias) into the V cache. Slots ≥ capacity are skipped, as kv_write does.
+//   then, in this order from binding 8, with BIAS bias: array<f32> [qWidth + 2 · kvWidth] (q|k|v);
+//   with QK_NORM q_norm, k_norm: array<f32> [D] (binding numbers substituted by the wrapper).
+// Work: a unit is 4 elements of one head of one row. Of a q or k head, units u < ROT / 4 are rope
+//   units: each holds the RoPE pairs 2u and 2u + 1 (cos_sin of rope_trig; partners at + ROT / 2, or
+//   adjacent when INTERLEAVED), whose four elements fill two whole words of an f16 cache: read
+//   (+ bias, · norm), rotated, written to q_out or the K cache. With partial rotary (ROT < D, HF's
+//   partial_rotary_factor), units u ≥ ROT / 4 hold elements 4u .. 4u + 3, which pass through
+//   unrotated (+ bias, · norm: the norm spans all D). A v unit is copied (+ bias) into the V cache.
+//   Slots ≥ capacity are skipped, as kv_write does.
 // Grid and threads (row m = workgroup y; T = num_workgroups.y, so a decode step writes no uniform):
 //   with QK_NORM, one workgroup of WG per head (x = hh: query head hh < heads, else KV head
 //   hh - heads): thread t sums squares of elements t, t + WG, ... and reduces with wg_sum
 //   (rmsnorm.wgsl's WG and order), then takes units u = t, t + WG, ... (and, for a KV head, the
 //   same v units). Without QK_NORM, no workgroup memory and no barrier: one invocation per unit,
-//   x · WG + t over the (heads + kvHeads) · D/4 rope units, then the kvHeads · D/4 v units.
-// Preconditions: D % 4 == 0, D ≤ 256; WG = 64 (rmsnorm's), a power of two; positions < 102900.
+//   x · WG + t over the (heads + kvHeads) · D/4 q and k units, then the kvHeads · D/4 v units.
+// Preconditions: D % 4 == 0, D ≤ 256; ROT % 4 == 0, ROT ≤ D (ROT = D when INTERLEAVED); WG = 64
+//   (rmsnorm's), a power of two; positions < 102900.
 
 {{PARAMS}}
 
 const WG: u32 = {{WG}}u;
 const D: u32 = {{D}}u;
-const HALF: u32 = D / 2u;
+const ROT: u32 = {{ROT}}u; // rotated elements of a head: D, or fewer with partial rotary
+const HALF: u32 = ROT / 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
@@ -58,6 +64,16 @@ const HALF: u32 = D / 2u;
 //#endif
 
 const U: u32 = D / 4u; // units per head
+const UR: u32 = ROT / 4u; // rope units per head (the first UR); the rest pass through
+
+// The qkv row stride W.
+fn row_width() -> u32 {
+//#if OUTPUT_GATE
+  return 2u * (p.heads + p.kvHeads) * D;
+//#else
+  return (p.heads + 2u * p.kvHeads) * D;
+//#endif
+}
 
 // Input element `col` of row m (row stride W), with the bias added as AddInPlace adds it.
 fn load(m: u32, W: u32, col: u32) -> f32 {
@@ -68,29 +84,74 @@ fn load(m: u32, W: u32, col: u32) -> f32 {
 //#endif
 }
 
-// Elements (ea, eb) of row m's head at column col, rotated by pair i's angle at pos (after the
-// bias and, with QK_NORM, the norm: x · inv · g as rmsnorm.wgsl computes it).
-fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bool, inv: f32) -> vec2<f32> {
-  var a = load(m, W, col + ea);
-  var b = load(m, W, col + eb);
+// Element e of row m's q or k head at column col, after the bias and, with QK_NORM, the norm
+// (x · inv · g as rmsnorm.wgsl computes it).
+fn normed(m: u32, W: u32, col: u32, e: u32, isQ: bool, inv: f32) -> f32 {
+  let x = load(m, W, col + e);
 //#if QK_NORM
-  a = a * inv * select(k_norm[ea], q_norm[ea], isQ);
-  b = b * inv * select(k_norm[eb], q_norm[eb], isQ);
+  return x * inv * select(k_norm[e], q_norm[e], isQ);
+//#else
+  return x;
 //#endif
+}
+
+// Elements (ea, eb) of row m's head at column col (normed), rotated by pair i's angle at pos.
+fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bool, inv: f32) -> vec2<f32> {
+  let a = normed(m, W, col, ea, isQ, inv);
+  let b = normed(m, W, col, eb, isQ, inv);
   let cs = cos_sin(pos * inv_freq[i]);
   return rotate(a, b, cs.x, cs.y);
 }
 
+// Pass-through unit u ≥ UR (partial rotary) of head hh of row m: elements 4u .. 4u + 3, normed but
+// not rotated, to q_out or into the K cache at slots[m] (two whole words of an f16 cache).
+fn pass_unit(m: u32, W: u32, col: u32, hh: u32, u: u32, isQ: bool, inv: f32) {
+  let e = 4u * u;
+  let x = vec4<f32>(
+    normed(m, W, col, e, isQ, inv),
+    normed(m, W, col, e + 1u, isQ, inv),
+    normed(m, W, col, e + 2u, isQ, inv),
+    normed(m, W, col, e + 3u, isQ, inv),
+  );
+  if (isQ) {
+    let o = (m * p.heads + hh) * D + e;
+    q_out[o] = x.x;
+    q_out[o + 1u] = x.y;
+    q_out[o + 2u] = x.z;
+    q_out[o + 3u] = x.w;
+    return;
+  }
+  let slot = slots[m];
+  if (slot >= p.capacity) {
+    return;
+  }
+  let dst = slot * p.kvHeads * D + (hh - p.heads) * D + e;
+//#if KV_F16
+  kc[dst / 2u] = half_bits(x.x) | (half_bits(x.y) << 16u);
+  kc[dst / 2u + 1u] = half_bits(x.z) | (half_bits(x.w) << 16u);
+//#else
+  kc[dst] = x.x;
+  kc[dst + 1u] = x.y;
+  kc[dst + 2u] = x.z;
+  kc[dst + 3u] = x.w;
+//#endif
+}
+
 // Unit u of head hh (a query head below heads, else KV head hh - heads) of row m: RoPE pairs
 // 2u and 2u + 1, whose four elements (a0, b0, a1, b1) fill two whole cache words; written to q_out,
-// or into the K cache at slots[m] (skipped past capacity, as kv_write does).
+// or into the K cache at slots[m] (skipped past capacity, as kv_write does). Units u ≥ UR pass
+// through (pass_unit).
 fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
   let qWidth = p.heads * D;
   let kvWidth = p.kvHeads * D;
-  let W = qWidth + 2u * kvWidth;
+  let W = row_width();
   let isQ = hh < p.heads;
   let kh = hh - p.heads; // KV head when !isQ
   let col = select(qWidth + kh * D, hh * D, isQ);
+  if (u >= UR) {
+    pass_unit(m, W, col, hh, u, isQ, inv);
+    return;
+  }
 //#if INTERLEAVED
   let a0 = 4u * u;
   let b0 = a0 + 1u;
@@ -137,7 +198,7 @@ fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
 // Elements 4u .. 4u + 3 of KV head kh's v (+ bias) of row m into the V cache at slots[m].
 fn copy_v(m: u32, kh: u32, u: u32) {
   let kvWidth = p.kvHeads * D;
-  let W = p.heads * D + 2u * kvWidth;
+  let W = row_width();
   let slot = slots[m];
   if (slot >= p.capacity) {
     return;
@@ -166,7 +227,7 @@ fn main(
   // reciprocal, which rounds differently: seen with D = 96).
   let hh = wid.x;
   let col = select(p.heads * D + (hh - p.heads) * D, hh * D, hh < p.heads);
-  let W = (p.heads + 2u * p.kvHeads) * D;
+  let W = row_width();
   var ss = 0.0;
   for (var i = t; i < D; i += WG) {
     let v = load(m, W, col + i);

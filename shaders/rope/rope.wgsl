@@ -1,18 +1,20 @@
 // rope: rotary position embedding applied in place to q [M, heads, headDim] and k [M, kvHeads,
 // headDim] at explicit positions (tree nodes stand at prefix + depth, not consecutive).
 //
-// Bindings (group 0): 0 uniform Params { M, heads, kvHeads, headDim }; 1 positions: array<u32> [M];
-//   2 inv_freq: array<f32> [headDim / 2] (computed on the CPU, llama3 scaling folded in);
+// Bindings (group 0): 0 uniform Params { M, heads, kvHeads, headDim, rotaryDim };
+//   1 positions: array<u32> [M]; 2 inv_freq: array<f32> [rotaryDim / 2] (computed on the CPU,
+//   llama3 scaling folded in);
 //   3 q: array<f32> [M, heads, headDim] (read-write); 4 k: array<f32> [M, kvHeads, headDim] (read-write).
-// Pairs: INTERLEAVED rotates (2i, 2i + 1); otherwise HF rotate-half rotates (i, i + headDim/2);
-//   pair i uses inv_freq[i]. angle = f32(pos) * inv_freq[i] (one correctly rounded f32 multiply, as
+// Pairs: INTERLEAVED rotates (2i, 2i + 1); otherwise HF rotate-half rotates (i, i + rotaryDim/2),
+//   and elements rotaryDim .. headDim - 1 are left as they are (partial rotary; rotaryDim = headDim
+//   when interleaved); pair i uses inv_freq[i]. angle = f32(pos) * inv_freq[i] (one correctly rounded f32 multiply, as
 //   HF computes it). cos/sin are computed here, not with WGSL's cos/sin (whose error bound is 2^-11
 //   and which SwiftShader meets only to ~1e-4): Cody-Waite reduction by π/2 = 1.5703125 +
 //   4.838267948966482e-4 (k * 1.5703125 is exact for |k| < 2^16, i.e. angles below ~1e5), then
 //   Taylor polynomials on [-π/4, π/4] (truncation < 1e-10), so the result is within a few f32 ulps
 //   of the exact cos/sin of the f32 angle.
 // Threads: one invocation per pair, flat index over (m, head of q then k, i), over the grid.
-// Preconditions: headDim even; positions < 102900 (so |k| < 2^16 in the reduction).
+// Preconditions: rotaryDim even, ≤ headDim; positions < 102900 (so |k| < 2^16 in the reduction).
 
 {{PARAMS}}
 
@@ -29,7 +31,7 @@ const WG: u32 = {{WG}}u;
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let idx = gid.y * nwg.x * WG + gid.x;
-  let half = p.headDim / 2u;
+  let half = p.rotaryDim / 2u;
   let allHeads = p.heads + p.kvHeads;
   if (idx >= p.M * allHeads * half) {
     return;

@@ -2,7 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { AddInPlace, GatherRows, gatherRowsRef, SiluMul, siluMulRef } from './elementwise.js';
+import { BindGroupCache } from '../bind.js';
+import {
+  AddInPlace,
+  GatherRows,
+  gatherRowsRef,
+  SigmoidGate,
+  type SigmoidGateOptions,
+  SiluMul,
+  sigmoidGateRef,
+  siluMulRef,
+} from './elementwise.js';
 
 /** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
 async function runSiluMul(
@@ -46,6 +56,22 @@ async function runGatherRows(
       encode: (pass) => op.encode(pass, bh, br, bo, rows.length),
       read: () => readF32(ctx, bo, rows.length * n),
     };
+  });
+}
+
+/** Runs {@link SigmoidGate} once on x [M, n] with src [M, stride] and reads x back. */
+async function runSigmoidGate(
+  ctx: GpuContext,
+  x: Float32Array,
+  src: Float32Array,
+  o: SigmoidGateOptions,
+): Promise<Float32Array> {
+  await SigmoidGate.prepare(ctx);
+  const M = x.length / o.n;
+  return runOnce(ctx, 'sigmoid-gate', (run) => {
+    const op = run.own(new SigmoidGate(ctx, run.binds, o));
+    const [bx, bs] = [run.upload(x), run.upload(src)];
+    return { encode: (pass) => op.encode(pass, bx, bs, M), read: () => readF32(ctx, bx, x.length) };
   });
 }
 
@@ -101,5 +127,40 @@ describe('elementwise kernels vs the TS reference', () => {
     const h = rand(M * n, M * n);
     const r = Uint32Array.from(rows);
     expect(Array.from(await runGatherRows(ctx, h, n, r))).toEqual(Array.from(gatherRowsRef(h, n, r)));
+  });
+
+  it.each([
+    // Qwen3.5-like: heads 16, kvHeads 2, headDim 256: n = qWidth, gate after q|k|v.
+    [2, 4096, 2 * 4096 + 2 * 512, 4096 + 2 * 512],
+    [3, 37, 100, 50],
+    [17, 130, 131, 1],
+    [70, 1, 3, 2],
+    [5, 65, 65, 0],
+  ])('x *= sigmoid(gate), M=%i n=%i stride=%i offset=%i', async (M, n, stride, offset) => {
+    const ctx = await gpu();
+    const x = rand(M * n, M + n);
+    const src = rand(M * stride, stride + offset, 8);
+    const got = await runSigmoidGate(ctx, x, src, { n, stride, offset });
+    expect(maxRelErr(got, sigmoidGateRef(x, src, { n, stride, offset }))).toBeLessThan(1e-5);
+  });
+
+  it('SigmoidGate writes no buffer when encoding and checks its sizes', async () => {
+    const ctx = await gpu();
+    await SigmoidGate.prepare(ctx);
+    const binds = new BindGroupCache(ctx.device);
+    expect(() => new SigmoidGate(ctx, binds, { n: 8, stride: 10, offset: 3 })).toThrow(/offset \+ n/);
+    const op = new SigmoidGate(ctx, binds, { n: 8, stride: 20, offset: 12 });
+    const buf = (bytes: number) => ctx.device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE });
+    const [x, src] = [buf(4 * 8 * 4), buf(3 * 20 * 4)];
+    const writes = ctx.counter.writes;
+    const pass = ctx.device.createCommandEncoder().beginComputePass();
+    op.encode(pass, x, src, 3);
+    op.encode(pass, x, src, 1);
+    expect(ctx.counter.writes).toBe(writes);
+    expect(() => op.encode(pass, x, src, 4)).toThrow(/src holds 240 bytes, need 320/);
+    expect(() => op.encode(pass, x, x, 1)).toThrow(/different buffers/);
+    pass.end();
+    for (const b of [x, src]) b.destroy();
+    op.destroy();
   });
 });

@@ -10,7 +10,8 @@ const WG = 64;
 const SiluParams = defineUniforms('Params', { M: 'u32', I: 'u32' });
 const AddParams = defineUniforms('Params', { n: 'u32' });
 const GatherParams = defineUniforms('Params', { R: 'u32', n: 'u32' });
-const OFF: WgslVars = { WG, SILU_MUL: false, FUSED: false, ADD: false, GATHER: false };
+const GateParams = defineUniforms('Params', { n: 'u32', stride: 'u32', offset: 'u32' });
+const OFF: WgslVars = { WG, SILU_MUL: false, FUSED: false, ADD: false, GATHER: false, SIGMOID_GATE: false };
 
 function checkSize(op: string, name: string, b: GPUBuffer, bytes: number): void {
   if (b.size < bytes) throw new InvalidInputError(`${op}: ${name} holds ${b.size} bytes, need ${bytes}`);
@@ -30,6 +31,10 @@ function addSource(): WgslVariant {
 
 function gatherSource(): WgslVariant {
   return wgslVariant(shaders.elementwise, GatherParams, { ...OFF, GATHER: true });
+}
+
+function gateSource(): WgslVariant {
+  return wgslVariant(shaders.elementwise, GateParams, { ...OFF, SIGMOID_GATE: true });
 }
 
 /** silu(g) · u in f32, as the kernel computes it (`g / (1 + exp(-g)) * u`). */
@@ -57,6 +62,32 @@ export function gatherRowsRef(h: Float32Array, n: number, rows: Uint32Array): Fl
   rows.forEach((r, i) => {
     out.set(h.subarray(r * n, (r + 1) * n), i * n);
   });
+  return out;
+}
+
+/**
+ * Static sizes of {@link SigmoidGate}: x rows are `n` wide; the gate of row m is
+ * src[m · stride + offset + i], i < n (offset + n ≤ stride).
+ */
+export interface SigmoidGateOptions {
+  n: number;
+  stride: number;
+  offset: number;
+}
+
+/**
+ * Reference of {@link SigmoidGate} in f32, as the kernel computes it: returns x [M, n] with
+ * x[m, i] · (1 / (1 + exp(-src[m · stride + offset + i]))), M = x.length / n; src [M, stride].
+ */
+export function sigmoidGateRef(x: Float32Array, src: Float32Array, o: SigmoidGateOptions): Float32Array {
+  const { n, stride, offset } = o;
+  const out = new Float32Array(x.length);
+  for (let m = 0; m < x.length / n; m++)
+    for (let i = 0; i < n; i++) {
+      const g = src[m * stride + offset + i]!;
+      const sig = Math.fround(1 / Math.fround(1 + Math.fround(Math.exp(-g))));
+      out[m * n + i] = Math.fround(x[m * n + i]! * sig);
+    }
   return out;
 }
 
@@ -193,6 +224,60 @@ export class GatherRows {
       pass,
       ...grid(Math.ceil((count * this.n) / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
     );
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+  }
+}
+
+/**
+ * Gated attention's output gate on the GPU, in place: x[m, i] *= sigmoid(src[m · stride + offset + i])
+ * for i < n (Qwen3.5: attn_out [T, qWidth] times sigmoid of the gate columns of the q|k|v|gate
+ * matmul's rows, offset qWidth + 2 · kvWidth, stride 2 · qWidth + 2 · kvWidth). The sizes are
+ * static, in a uniform written at construction; the row count is the grid's y, so encoding writes
+ * no buffer.
+ */
+export class SigmoidGate {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof GateParams>>;
+
+  /** Checks the sizes, gets the pipeline (see {@link SigmoidGate.prepare}) and writes the uniform. */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly options: SigmoidGateOptions,
+  ) {
+    const { n, stride, offset } = options;
+    checkCount('SigmoidGate', 'n', n);
+    checkCount('SigmoidGate', 'stride', stride);
+    if (!Number.isInteger(offset) || offset < 0 || offset + n > stride)
+      throw new InvalidInputError(
+        `SigmoidGate: need 0 ≤ offset and offset + n ≤ stride, got offset ${offset}, n ${n}, stride ${stride}`,
+      );
+    this.pipeline = ctx.pipelines.get('elementwise', ...gateSource());
+    this.uniform = new UniformSlot(ctx, GateParams, 'sigmoid-gate-params');
+    this.uniform.write({ n, stride, offset });
+  }
+
+  /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext): Promise<void> {
+    await ctx.pipelines.prepare('elementwise', ...gateSource());
+  }
+
+  /** Encodes the gate of `rows` rows. x: [rows, n] (read-write); src: [rows, stride], another buffer. */
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, src: GPUBuffer, rows: number): void {
+    const { n, stride } = this.options;
+    const maxRows = this.ctx.limits.maxComputeWorkgroupsPerDimension;
+    checkCount('SigmoidGate', 'rows', rows);
+    if (rows > maxRows)
+      throw new InvalidInputError(`SigmoidGate: rows must be ≤ ${maxRows} (the grid's y), got ${rows}`);
+    if (x === src) throw new InvalidInputError('SigmoidGate: x and src must be different buffers');
+    checkSize('SigmoidGate', 'x', x, rows * n * 4);
+    checkSize('SigmoidGate', 'src', src, rows * stride * 4);
+    pass.setPipeline(this.pipeline);
+    pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, src, x]));
+    this.ctx.counter.dispatch(pass, Math.ceil(n / WG), rows);
   }
 
   destroy(): void {

@@ -6,7 +6,7 @@ import { BindGroupCache } from '../bind.js';
 import { AddInPlace } from '../elementwise/elementwise.js';
 import { KvWrite, packHalves, unpackHalves } from '../kv/kv.js';
 import { RmsNorm } from '../norm/rmsnorm.js';
-import { QkvRope, type QkvRopeOptions, qkvRopeRef } from './qkv_rope.js';
+import { QkvRope, type QkvRopeOptions, qkvRopeRef, qkvRowWidth } from './qkv_rope.js';
 import { Rope } from './rope.js';
 
 function rand(n: number, seed: number, scale = 2): Float32Array {
@@ -33,7 +33,7 @@ interface Case {
 /** T rows standing at slots base + i and positions base + depth (a random tree's depths). */
 function makeCase(o: QkvRopeOptions, T: number, base: number, seed: number): Case {
   const { heads, kvHeads, headDim: D, capacity } = o;
-  const W = (heads + 2 * kvHeads) * D;
+  const W = qkvRowWidth(o);
   const depth = [0];
   for (let i = 1; i < T; i++) depth.push(1 + depth[Math.floor((((seed * 7 + i * 13) % 97) / 97) * i)]!);
   const toCache = (x: Float32Array) => (o.format === 'f16' ? unpackHalves(packHalves(x), x.length) : x);
@@ -42,7 +42,7 @@ function makeCase(o: QkvRopeOptions, T: number, base: number, seed: number): Cas
     qkv: rand(T * W, seed, 6),
     positions: Uint32Array.from(depth, (d) => base + d),
     slots: Uint32Array.from({ length: T }, (_, i) => base + i),
-    ...(o.bias ? { bias: rand(W, seed + 1) } : {}),
+    ...(o.bias ? { bias: rand((heads + 2 * kvHeads) * D, seed + 1) } : {}),
     ...(o.qkNormEps !== undefined ? { qNorm: rand(D, seed + 2), kNorm: rand(D, seed + 3) } : {}),
     kCache: toCache(rand(capacity * kvHeads * D, seed + 4)),
     vCache: toCache(rand(capacity * kvHeads * D, seed + 5)),
@@ -90,7 +90,7 @@ async function runUnfused(ctx: GpuContext, c: Case): Promise<Result> {
   const T = c.positions.length;
   const qW = heads * D;
   const kvW = kvHeads * D;
-  const W = qW + 2 * kvW;
+  const W = qkvRowWidth(c.o);
   const part = (x: Float32Array, rowLen: number, from: number, n: number) => {
     const out = new Float32Array((x.length / rowLen) * n);
     for (let m = 0; m < x.length / rowLen; m++)
@@ -237,6 +237,90 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       1,
       513,
     ],
+    [
+      'Qwen3.5 (rotary 64 of headDim 256, output gate, QK-norm), f32 cache, 5 rows',
+      {
+        heads: 4,
+        kvHeads: 1,
+        headDim: 256,
+        rotaryDim: 64,
+        theta: 1e7,
+        layout: 'half',
+        capacity: 20,
+        bias: false,
+        qkNormEps: 1e-6,
+        outputGate: true,
+      },
+      5,
+      11,
+    ],
+    [
+      'rotary 64 of headDim 256, output gate, no QK-norm, f16 cache, decode',
+      {
+        heads: 2,
+        kvHeads: 2,
+        headDim: 256,
+        rotaryDim: 64,
+        theta: 1e7,
+        layout: 'half',
+        capacity: 900,
+        bias: false,
+        outputGate: true,
+        format: 'f16',
+      },
+      1,
+      800,
+    ],
+    [
+      'rotary 8 of headDim 24, QK-norm + bias, f16 cache, 9-row tree',
+      {
+        heads: 3,
+        kvHeads: 1,
+        headDim: 24,
+        rotaryDim: 8,
+        theta: 10000,
+        layout: 'half',
+        capacity: 40,
+        bias: true,
+        qkNormEps: 1e-5,
+        format: 'f16',
+      },
+      9,
+      20,
+    ],
+    [
+      'rotary 8 of headDim 24, bias, output gate, no QK-norm, f32 cache, 7 rows',
+      {
+        heads: 6,
+        kvHeads: 2,
+        headDim: 24,
+        rotaryDim: 8,
+        theta: 10000,
+        layout: 'half',
+        capacity: 16,
+        bias: true,
+        outputGate: true,
+      },
+      7,
+      4,
+    ],
+    [
+      'output gate with full rotary, llama3 scaling, QK-norm, f32 cache',
+      {
+        heads: 4,
+        kvHeads: 2,
+        headDim: 64,
+        theta: 500000,
+        layout: 'half',
+        scaling: llama3,
+        capacity: 10,
+        bias: false,
+        qkNormEps: 1e-6,
+        outputGate: true,
+      },
+      3,
+      2,
+    ],
   ];
 
   it.each(cases)(
@@ -302,5 +386,30 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
     pass.end();
     for (const b of [qkv, pos, slots, qOut, bias, cache.k, cache.v]) b.destroy();
     fused.destroy();
+  });
+
+  it('partial rotary: rotaryDim checked, the interleaved layout refused', async () => {
+    const ctx = await gpu();
+    const binds = new BindGroupCache(ctx.device);
+    const base: QkvRopeOptions = {
+      heads: 2,
+      kvHeads: 1,
+      headDim: 24,
+      theta: 1e4,
+      layout: 'half',
+      capacity: 4,
+      bias: false,
+    };
+    for (const [o, msg] of [
+      [{ ...base, rotaryDim: 8, layout: 'interleaved' }, /needs layout 'half'/],
+      [{ ...base, rotaryDim: 6 }, /multiple of 4/],
+      [{ ...base, rotaryDim: 7 }, /even/],
+      [{ ...base, rotaryDim: 28 }, /2 \.\. headDim 24/],
+    ] as const)
+      expect(() => new QkvRope(ctx, binds, o), String(o.rotaryDim)).toThrow(msg);
+    const c = makeCase({ ...base, rotaryDim: 8 }, 1, 0, 1);
+    expect(() => qkvRopeRef({ ...base, rotaryDim: 8, layout: 'interleaved' }, c)).toThrow(
+      /needs layout 'half'/,
+    );
   });
 });

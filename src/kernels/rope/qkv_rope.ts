@@ -7,7 +7,7 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { type KvFormat, type KvLayerBuffers, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
 import { rmsNormRef } from '../norm/rmsnorm.js';
-import { type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
+import { checkedRotaryDim, type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
 
 const WG = 64; // rmsnorm.wgsl's: the QK-norm reduction must add in the same order
 const MAX_HEAD_DIM = 256;
@@ -19,7 +19,10 @@ const Params = defineUniforms('Params', {
   eps: 'f32',
 });
 
-/** Static options of {@link QkvRope}: RoPE's, the KV cache's, and the family switches. */
+/**
+ * Static options of {@link QkvRope}: RoPE's (with `rotaryDim`, a multiple of 4 here), the KV
+ * cache's, and the family switches.
+ */
 export interface QkvRopeOptions extends RopeOptions {
   /** KV cache slots. */
   capacity: number;
@@ -29,6 +32,17 @@ export interface QkvRopeOptions extends RopeOptions {
   bias: boolean;
   /** Per-head RMSNorm of q and k with weights [headDim] before RoPE (Qwen3): its epsilon. */
   qkNormEps?: number;
+  /**
+   * Rows are q | k | v | gate, the gate [qWidth] of gated attention (Qwen3.5) last: the row
+   * stride is 2 · qWidth + 2 · kvWidth, and the gate columns are left for SigmoidGate.
+   */
+  outputGate?: boolean;
+}
+
+/** The qkv row stride of `o`: qWidth + 2 · kvWidth, plus qWidth with `outputGate`. */
+export function qkvRowWidth(o: QkvRopeOptions): number {
+  const qWidth = o.heads * o.headDim;
+  return (o.outputGate ? 2 : 1) * qWidth + 2 * o.kvHeads * o.headDim;
 }
 
 /** The per-layer weights {@link QkvRope.encode} binds; each present exactly when its option is on. */
@@ -43,7 +57,7 @@ export interface QkvRopeWeights {
 
 /** Inputs of {@link qkvRopeRef}. */
 export interface QkvRopeInputs {
-  /** [T, qWidth + 2 · kvWidth] output of the concatenated q|k|v matmul. */
+  /** [T, qkvRowWidth(o)] output of the concatenated q|k|v(|gate) matmul. */
   qkv: Float32Array;
   /** [T] RoPE positions. */
   positions: Uint32Array;
@@ -66,7 +80,7 @@ export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
   const { heads, kvHeads, headDim: D } = o;
   const qW = heads * D;
   const kvW = kvHeads * D;
-  const W = qW + 2 * kvW;
+  const W = qkvRowWidth(o);
   const T = a.positions.length;
   const cols = (from: number, n: number) => {
     const x = new Float32Array(T * n);
@@ -85,15 +99,18 @@ export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
     q = rmsNormRef(q, a.qNorm, { n: D, eps: o.qkNormEps });
     k = rmsNormRef(k, a.kNorm, { n: D, eps: o.qkNormEps });
   }
-  const inv = ropeInvFreq(D, o.theta, o.scaling);
-  ropeRef(q, heads, D, a.positions, inv, o.layout);
-  ropeRef(k, kvHeads, D, a.positions, inv, o.layout);
+  const R = checkedRotaryDim('qkvRopeRef', o);
+  const inv = ropeInvFreq(R, o.theta, o.scaling);
+  ropeRef(q, heads, D, a.positions, inv, o.layout, R);
+  ropeRef(k, kvHeads, D, a.positions, inv, o.layout, R);
   kvWriteRef({ capacity: o.capacity, kvHeads, headDim: D }, a.kCache, a.vCache, k, v, a.slots);
   return q;
 }
 
 interface Variant {
   D: number;
+  rotaryDim: number;
+  gate: boolean;
   f16: boolean;
   bias: boolean;
   norm: boolean;
@@ -103,6 +120,8 @@ interface Variant {
 function variantOf(o: QkvRopeOptions): Variant {
   return {
     D: o.headDim,
+    rotaryDim: o.rotaryDim ?? o.headDim,
+    gate: o.outputGate ?? false,
     f16: o.format === 'f16',
     bias: o.bias,
     norm: o.qkNormEps !== undefined,
@@ -117,6 +136,8 @@ function source(v: Variant): WgslVariant {
   return wgslVariant(shaders.qkv_rope, Params, {
     WG,
     D: v.D,
+    ROT: v.rotaryDim,
+    OUTPUT_GATE: v.gate,
     KV_F16: v.f16,
     BIAS: v.bias,
     QK_NORM: v.norm,
@@ -130,7 +151,9 @@ function source(v: Variant): WgslVariant {
 /**
  * From the output of one concatenated q|k|v matmul to attention's inputs in one dispatch
  * (qkv_rope.wgsl): optional q|k|v bias (Qwen2), optional QK-norm (Qwen3), RoPE on q and k at
- * explicit positions, q written to a [T, heads, headDim] buffer and k, v written into one layer's
+ * explicit positions (on the first rotaryDim elements of each head with partial rotary; Qwen3.5),
+ * rows optionally q|k|v|gate (Qwen3.5's gated attention; the gate is read by SigmoidGate, not
+ * here), q written to a [T, heads, headDim] buffer and k, v written into one layer's
  * KV cache at explicit slots. Bit-identical to AddInPlace ×3, RmsNorm ×2, Rope and KvWrite in
  * sequence (seven dispatches at most, one). Its one uniform is static and written at construction,
  * so encoding writes no buffer; owns the inv_freq buffer.
@@ -138,7 +161,7 @@ function source(v: Variant): WgslVariant {
 export class QkvRope {
   private readonly pipeline: GPUComputePipeline;
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
-  /** [headDim / 2] f32, uploaded once. */
+  /** [rotaryDim / 2] f32, uploaded once. */
   readonly invFreq: GPUBuffer;
 
   /** Checks the options, gets the pipeline (see {@link QkvRope.prepare}), writes the uniform, uploads inv_freq. */
@@ -156,12 +179,16 @@ export class QkvRope {
         `QkvRope: headDim must be a multiple of 4 up to ${MAX_HEAD_DIM}, got ${headDim}`,
       );
     if (!(theta > 0)) throw new InvalidInputError(`QkvRope: theta must be > 0, got ${theta}`);
+    // A rope unit holds two whole pairs, (2u, 2u + 1) and their partners at + rotaryDim/2.
+    const rotaryDim = checkedRotaryDim('QkvRope', options);
+    if (rotaryDim % 4 !== 0)
+      throw new InvalidInputError(`QkvRope: rotaryDim must be a multiple of 4, got ${rotaryDim}`);
     const eps = options.qkNormEps ?? 0;
     if (!(eps >= 0)) throw new InvalidInputError(`QkvRope: qkNormEps must be ≥ 0, got ${eps}`);
     this.pipeline = ctx.pipelines.get('qkv_rope', ...source(variantOf(options)));
     this.uniform = new UniformSlot(ctx, Params, 'qkv-rope-params');
     this.uniform.write({ heads, kvHeads, headDim, capacity, eps });
-    this.invFreq = uploadBuffer(ctx, ropeInvFreq(headDim, theta, options.scaling), 'qkv-rope-inv-freq');
+    this.invFreq = uploadBuffer(ctx, ropeInvFreq(rotaryDim, theta, options.scaling), 'qkv-rope-inv-freq');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
@@ -170,7 +197,7 @@ export class QkvRope {
   }
 
   /**
-   * Encodes `rows` tokens. qkv: [rows, qWidth + 2 · kvWidth]; positions, slots: [rows] u32;
+   * Encodes `rows` tokens. qkv: [rows, qkvRowWidth(options)]; positions, slots: [rows] u32;
    * qOut: [rows, heads, headDim] (written); cache: one layer's K and V buffers (written at slots);
    * weights: the bias when options.bias, qNorm and kNorm when options.qkNormEps is set.
    */
@@ -188,7 +215,7 @@ export class QkvRope {
     const { heads, kvHeads, headDim: D } = o;
     if (!Number.isInteger(rows) || rows < 1)
       throw new InvalidInputError(`QkvRope: rows must be ≥ 1, got ${rows}`);
-    const W = (heads + 2 * kvHeads) * D;
+    const W = qkvRowWidth(o);
     const cacheBytes = kvWordsPerSlot({ ...o, format: o.format ?? 'f32' }) * o.capacity * 4;
     const norm = o.qkNormEps !== undefined;
     const check = (name: string, b: GPUBuffer | undefined, bytes: number): GPUBuffer => {
@@ -211,7 +238,7 @@ export class QkvRope {
       check('cache.k', cache.k, cacheBytes),
       check('cache.v', cache.v, cacheBytes),
     ];
-    if (o.bias) bound.push(check('bias', weights.bias, W * 4));
+    if (o.bias) bound.push(check('bias', weights.bias, (heads + 2 * kvHeads) * D * 4));
     if (norm) bound.push(check('qNorm', weights.qNorm, D * 4), check('kNorm', weights.kNorm, D * 4));
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, bound));

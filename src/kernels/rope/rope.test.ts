@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import { BindGroupCache } from '../bind.js';
 import { Rope, type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
 
 /** Uploads q, k and positions, runs {@link Rope} once and reads the rotated q and k back. */
@@ -67,19 +68,69 @@ describe('RoPE kernel vs the TS reference', () => {
       { heads: 5, kvHeads: 5, headDim: 10, theta: 10000, layout: 'half' },
       [3000, 65],
     ],
+    [
+      'half, partial rotary 8 of headDim 24',
+      { heads: 3, kvHeads: 1, headDim: 24, rotaryDim: 8, theta: 10000, layout: 'half' },
+      [0, 9, 1000, 17],
+    ],
+    [
+      'half, partial rotary 64 of headDim 256 (Qwen3.5)',
+      { heads: 2, kvHeads: 1, headDim: 256, rotaryDim: 64, theta: 1e7, layout: 'half' },
+      [5, 6, 7000],
+    ],
+    [
+      'half, partial rotary 6 of headDim 10 (odd pair count)',
+      { heads: 2, kvHeads: 2, headDim: 10, rotaryDim: 6, theta: 10000, layout: 'half' },
+      [3, 40],
+    ],
   ];
   it.each(cases)('%s', async (_, opts, posList) => {
     const ctx = await gpu();
     const positions = Uint32Array.from(posList);
     const M = positions.length;
+    const R = opts.rotaryDim ?? opts.headDim;
     const q = rand(M * opts.heads * opts.headDim, M + opts.headDim);
     const k = rand(M * opts.kvHeads * opts.headDim, 3 * M);
     const got = await runRope(ctx, q, k, positions, opts);
-    const inv = ropeInvFreq(opts.headDim, opts.theta, opts.scaling);
-    ropeRef(q, opts.heads, opts.headDim, positions, inv, opts.layout);
-    ropeRef(k, opts.kvHeads, opts.headDim, positions, inv, opts.layout);
+    const inv = ropeInvFreq(R, opts.theta, opts.scaling);
+    ropeRef(q, opts.heads, opts.headDim, positions, inv, opts.layout, R);
+    ropeRef(k, opts.kvHeads, opts.headDim, positions, inv, opts.layout, R);
     expect(maxErr(got.q, q)).toBeLessThan(TOL);
     expect(maxErr(got.k, k)).toBeLessThan(TOL);
+  });
+
+  it('partial rotary is full rotary of the first rotaryDim elements (HF), the rest untouched', () => {
+    const [heads, D, R] = [3, 24, 8];
+    const positions = Uint32Array.from([0, 5, 123]);
+    const inv = ropeInvFreq(R, 10000);
+    expect(Array.from(inv)).toEqual(
+      Array.from({ length: R / 2 }, (_, i) => Math.fround(1 / Math.fround(10000 ** ((2 * i) / R)))),
+    );
+    const x = rand(positions.length * heads * D, 9);
+    const head = (a: Float32Array, from: number, to: number) => {
+      const out = new Float32Array(positions.length * heads * (to - from));
+      for (let r = 0; r < positions.length * heads; r++)
+        out.set(a.subarray(r * D + from, r * D + to), r * (to - from));
+      return out;
+    };
+    const sub = head(x, 0, R);
+    ropeRef(sub, heads, R, positions, inv, 'half');
+    const got = x.slice();
+    ropeRef(got, heads, D, positions, inv, 'half', R);
+    expect(Array.from(head(got, 0, R))).toEqual(Array.from(sub));
+    expect(Array.from(head(got, R, D))).toEqual(Array.from(head(x, R, D)));
+  });
+
+  it('rotaryDim is checked: even, at most headDim, and the whole head when interleaved', async () => {
+    const ctx = await gpu();
+    const binds = new BindGroupCache(ctx.device);
+    const base: RopeOptions = { heads: 1, kvHeads: 1, headDim: 16, theta: 1e4, layout: 'half' };
+    expect(() => new Rope(ctx, binds, { ...base, layout: 'interleaved', rotaryDim: 8 })).toThrow(
+      /needs layout 'half'/,
+    );
+    expect(() => new Rope(ctx, binds, { ...base, rotaryDim: 5 })).toThrow(/even/);
+    expect(() => new Rope(ctx, binds, { ...base, rotaryDim: 18 })).toThrow(/headDim 16/);
+    new Rope(ctx, binds, { ...base, layout: 'interleaved', rotaryDim: 16 }).destroy();
   });
 
   it('position 0 is the identity and rotations preserve each pair norm', async () => {

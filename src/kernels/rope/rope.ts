@@ -8,7 +8,13 @@ import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
-const Params = defineUniforms('Params', { M: 'u32', heads: 'u32', kvHeads: 'u32', headDim: 'u32' });
+const Params = defineUniforms('Params', {
+  M: 'u32',
+  heads: 'u32',
+  kvHeads: 'u32',
+  headDim: 'u32',
+  rotaryDim: 'u32',
+});
 /**
  * Positions the kernel rotates accurately: its Cody-Waite reduction by π/2 is exact while the
  * quadrant count stays below 2^16 (angle = position · inv_freq[0] = position).
@@ -33,19 +39,41 @@ export interface RopeOptions {
   /** 'half': HF rotate-half pairs (i, i + headDim/2); 'interleaved': pairs (2i, 2i + 1). */
   layout: 'half' | 'interleaved';
   scaling?: Llama3RopeScaling;
+  /**
+   * Partial rotary (HF `partial_rotary_factor` · headDim): only the first `rotaryDim` elements of
+   * each head are rotated, pairs (i, i + rotaryDim/2), and the rest pass through. Even, at most
+   * headDim; 'half' layout only. Defaults to headDim.
+   */
+  rotaryDim?: number;
 }
 
 /**
- * inv_freq [headDim / 2] as Hugging Face computes it: 1 / theta^(2i / headDim) in f32, then, with
+ * The rotary width of `o` (`rotaryDim`, else headDim), checked: an even integer in 2 .. headDim,
+ * and headDim itself in the interleaved layout. Throws InvalidInputError naming `op`.
+ */
+export function checkedRotaryDim(op: string, o: RopeOptions): number {
+  const r = o.rotaryDim ?? o.headDim;
+  if (!Number.isInteger(r) || r < 2 || r % 2 !== 0 || r > o.headDim)
+    throw new InvalidInputError(`${op}: rotaryDim must be even, 2 .. headDim ${o.headDim}, got ${r}`);
+  if (o.layout === 'interleaved' && r !== o.headDim)
+    throw new InvalidInputError(
+      `${op}: partial rotary (rotaryDim ${r} < headDim ${o.headDim}) needs layout 'half'`,
+    );
+  return r;
+}
+
+/**
+ * inv_freq [dim / 2] as Hugging Face computes it, dim the rotary width (headDim, or rotaryDim for
+ * partial rotary): 1 / theta^(2i / dim) in f32, then, with
  * llama3 scaling, `_compute_llama3_parameters`: wavelengths above original/lowFreqFactor are divided
  * by `factor`, those below original/highFreqFactor kept, and the band between smoothly
  * interpolated. Intermediate steps run in f64 and round to f32 at the end (torch runs them in f32,
  * so the last bit may differ).
  */
-export function ropeInvFreq(headDim: number, theta: number, scaling?: Llama3RopeScaling): Float32Array {
-  const half = headDim / 2;
+export function ropeInvFreq(dim: number, theta: number, scaling?: Llama3RopeScaling): Float32Array {
+  const half = dim / 2;
   const inv = Float32Array.from({ length: half }, (_, i) =>
-    Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / headDim))),
+    Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / dim))),
   );
   if (!scaling) return inv;
   const { factor, lowFreqFactor: lo, highFreqFactor: hi, originalMaxPositions: old } = scaling;
@@ -62,7 +90,9 @@ export function ropeInvFreq(headDim: number, theta: number, scaling?: Llama3Rope
 
 /**
  * Reference RoPE, in place on x [M, nHeads, headDim]: angle = f32(pos · inv_freq[i]), then the
- * exact cos/sin of that f32 angle (f64), output rounded to f32.
+ * exact cos/sin of that f32 angle (f64), output rounded to f32. With `rotaryDim` < headDim (layout
+ * 'half'), pairs (i, i + rotaryDim/2) of the first rotaryDim elements are rotated and the others
+ * left as they are; invFreq then holds rotaryDim / 2 entries (`ropeInvFreq(rotaryDim, ...)`).
  */
 export function ropeRef(
   x: Float32Array,
@@ -71,8 +101,9 @@ export function ropeRef(
   positions: Uint32Array,
   invFreq: Float32Array,
   layout: RopeOptions['layout'],
+  rotaryDim = headDim,
 ): void {
-  const half = headDim / 2;
+  const half = rotaryDim / 2;
   positions.forEach((pos, m) => {
     for (let h = 0; h < nHeads; h++) {
       const base = (m * nHeads + h) * headDim;
@@ -98,13 +129,15 @@ function ropeSource(layout: RopeOptions['layout']): WgslVariant {
 /**
  * Rotary embedding on the GPU (rope.wgsl), in place on q [M, heads, headDim] and
  * k [M, kvHeads, headDim] in one dispatch, at explicit positions (u32 [M], each below
- * {@link ROPE_MAX_POSITION}). Owns the inv_freq buffer.
+ * {@link ROPE_MAX_POSITION}); with `rotaryDim`, on the first rotaryDim elements of each head only.
+ * Owns the inv_freq buffer.
  */
 export class Rope {
   private readonly pipeline: GPUComputePipeline;
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
-  /** [headDim / 2] f32, uploaded once. */
+  /** [rotaryDim / 2] f32, uploaded once. */
   readonly invFreq: GPUBuffer;
+  private readonly rotaryDim: number;
 
   /** Checks the options, gets the pipeline (see {@link Rope.prepare}) and uploads inv_freq. */
   constructor(
@@ -117,9 +150,10 @@ export class Rope {
       if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`Rope: ${name} must be ≥ 1, got ${v}`);
     if (headDim % 2 !== 0) throw new InvalidInputError(`Rope: headDim must be even, got ${headDim}`);
     if (!(theta > 0)) throw new InvalidInputError(`Rope: theta must be > 0, got ${theta}`);
+    this.rotaryDim = checkedRotaryDim('Rope', options);
     this.pipeline = ctx.pipelines.get('rope', ...ropeSource(options.layout));
     this.uniform = new UniformSlot(ctx, Params, 'rope-params');
-    this.invFreq = uploadBuffer(ctx, ropeInvFreq(headDim, theta, options.scaling), 'rope-inv-freq');
+    this.invFreq = uploadBuffer(ctx, ropeInvFreq(this.rotaryDim, theta, options.scaling), 'rope-inv-freq');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
@@ -139,10 +173,11 @@ export class Rope {
     ];
     for (const [name, b, bytes] of need)
       if (b.size < bytes) throw new InvalidInputError(`Rope: ${name} holds ${b.size} bytes, need ${bytes}`);
-    this.uniform.write({ M: rows, heads, kvHeads, headDim });
+    const rotaryDim = this.rotaryDim;
+    this.uniform.write({ M: rows, heads, kvHeads, headDim, rotaryDim });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, positions, this.invFreq, q, k]));
-    const pairs = (rows * (heads + kvHeads) * headDim) / 2;
+    const pairs = (rows * (heads + kvHeads) * rotaryDim) / 2;
     this.ctx.counter.dispatch(
       pass,
       ...grid(Math.ceil(pairs / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension),
