@@ -1,0 +1,67 @@
+// deltanet_conv: the causal depthwise conv of a Gated DeltaNet layer over a pass of T rows, and
+// its state update: u[t, c] = silu(Σ_j w[c, j] · x[t - (K - 1) + j, c]), where x is the q|k|v part
+// of proj (row t ≥ 0) after the K - 1 rows of conv_state (zeros when positions[0] == 0, a new
+// sequence).
+//
+// Bindings (group 0): 0 uniform Params (deltanet_rule.wgsl's; static, written once; this kernel
+//   uses channels C, row P, maxRows); 1 proj: array<f32> [T, P] (x = columns 0 .. C - 1);
+//   2 positions: array<u32> [T] (only positions[0] read); 3 count: array<u32> [1], T (the runner
+//   stages it: a decode step writes no uniform); 4 conv_weight: array<f32> [C, K];
+//   5 conv_state: array<f32> [K - 1, C] (read unless fresh, then written: the last K - 1 rows of
+//   [conv_state; x]); 6 conv: array<f32> [T, C] (written).
+// Threads: one invocation per channel c (x · WG + t), which walks the T rows in order with its
+//   window of K inputs in a private array, so a pass of T rows does the same operations in the same
+//   order as T passes of one row: results are bit-identical whatever the split.
+// Preconditions: 2 ≤ K; T = min(count[0], maxRows).
+
+{{PARAMS}}
+
+const WG: u32 = {{WG}}u;
+const K: u32 = {{K}}u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> proj: array<f32>;
+@group(0) @binding(2) var<storage, read> positions: array<u32>;
+@group(0) @binding(3) var<storage, read> count: array<u32>;
+@group(0) @binding(4) var<storage, read> conv_weight: array<f32>;
+@group(0) @binding(5) var<storage, read_write> conv_state: array<f32>;
+@group(0) @binding(6) var<storage, read_write> conv: array<f32>;
+
+fn silu(y: f32) -> f32 {
+  return y / (1.0 + exp(-y));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let c = gid.x;
+  let C = p.channels;
+  if (c >= C) {
+    return;
+  }
+  let rows = min(count[0], p.maxRows);
+  var w: array<f32, K>;
+  for (var j = 0u; j < K; j++) {
+    w[j] = conv_weight[c * K + j];
+  }
+  // win[j]: x at time t - (K - 1) + j while row t is computed; zeros before a new sequence.
+  var win: array<f32, K>;
+  if (positions[0] != 0u) {
+    for (var i = 0u; i < K - 1u; i++) {
+      win[i] = conv_state[i * C + c];
+    }
+  }
+  for (var t = 0u; t < rows; t++) {
+    win[K - 1u] = proj[t * p.row + c];
+    var y = 0.0;
+    for (var j = 0u; j < K; j++) {
+      y += w[j] * win[j];
+    }
+    conv[t * C + c] = silu(y);
+    for (var j = 0u; j < K - 1u; j++) {
+      win[j] = win[j + 1u];
+    }
+  }
+  for (var i = 0u; i < K - 1u; i++) {
+    conv_state[i * C + c] = win[i];
+  }
+}

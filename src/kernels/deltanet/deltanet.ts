@@ -1,0 +1,183 @@
+import { InvalidInputError } from '../../errors.js';
+import { shaders } from '../../gen/shaders.js';
+import { createBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
+import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
+import { type BindGroupCache, UniformSlot } from '../bind.js';
+import {
+  checkDeltaNetShape,
+  type DeltaNetShape,
+  type DeltaNetState,
+  type DeltaNetWeights,
+  deltaNetSizes,
+} from './reference.js';
+
+const CONV_WG = 64;
+/** One declaration for both kernels (the conv kernel uses channels, row and maxRows). */
+const Params = defineUniforms('Params', {
+  channels: 'u32',
+  row: 'u32',
+  keyWidth: 'u32',
+  valueWidth: 'u32',
+  valueHeads: 'u32',
+  groups: 'u32',
+  maxRows: 'u32',
+  scale: 'f32',
+  eps: 'f32',
+});
+
+function convSource(shape: DeltaNetShape): WgslVariant {
+  return wgslVariant(shaders.deltanet_conv, Params, { WG: CONV_WG, K: shape.convKernel });
+}
+
+/** The rule kernel's workgroup: the power of two ≥ valueDim (wg_sum's tree needs a power of two). */
+function ruleWorkgroup(shape: DeltaNetShape): number {
+  return 2 ** Math.ceil(Math.log2(shape.valueDim));
+}
+
+function ruleSource(shape: DeltaNetShape): WgslVariant {
+  return wgslVariant(shaders.deltanet_rule, Params, {
+    WG: ruleWorkgroup(shape),
+    DK: shape.keyDim,
+    DV: shape.valueDim,
+  });
+}
+
+/**
+ * A Gated DeltaNet layer's mixer on the GPU (Qwen3.5's linear attention), from the fused input
+ * projection's rows to the gated norm's output, in two dispatches: deltanet_conv.wgsl (causal
+ * depthwise conv + silu, conv state update) and deltanet_rule.wgsl (gated delta rule, recurrent
+ * state update, gated RMSNorm). Same math as deltaNetRef (reference.ts), the oracle. A pass is a
+ * chain of T rows following the layer's state; T = min(count[0], maxRows) comes from the `count`
+ * buffer the runner stages and the grid does not depend on it, and the one uniform is static
+ * (written at construction), so encoding writes no buffer. A pass of T rows is bit-identical to
+ * any split of it into shorter passes. One instance serves every layer of a shape (weights and
+ * state are passed per encode); it owns the conv output buffer [maxRows, C], which the layers
+ * reuse in turn.
+ */
+export class DeltaNet {
+  private readonly convPipeline: GPUComputePipeline;
+  private readonly rulePipeline: GPUComputePipeline;
+  private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
+  /** [maxRows, C] f32: the conv output u of the last encoded pass (rows below its T). */
+  readonly conv: GPUBuffer;
+
+  /** Checks the shape, gets both pipelines (see {@link DeltaNet.prepare}), writes the uniform. */
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly binds: BindGroupCache,
+    readonly shape: DeltaNetShape,
+    /** Most rows of one pass: every row buffer holds this many, and T is clamped to it. */
+    readonly maxRows: number,
+  ) {
+    checkDeltaNetShape(shape, 'DeltaNet');
+    if (!Number.isInteger(maxRows) || maxRows < 1)
+      throw new InvalidInputError(`DeltaNet: maxRows must be ≥ 1, got ${maxRows}`);
+    const wg = ruleWorkgroup(shape);
+    if (wg > ctx.limits.maxComputeInvocationsPerWorkgroup)
+      throw new InvalidInputError(
+        `DeltaNet: valueDim ${shape.valueDim} needs workgroups of ${wg}, the device allows ${ctx.limits.maxComputeInvocationsPerWorkgroup}`,
+      );
+    if (shape.valueHeads > ctx.limits.maxComputeWorkgroupsPerDimension)
+      throw new InvalidInputError(
+        `DeltaNet: valueHeads ${shape.valueHeads} exceeds ${ctx.limits.maxComputeWorkgroupsPerDimension} workgroups`,
+      );
+    const { keyWidth, valueWidth, channels, row } = deltaNetSizes(shape);
+    this.convPipeline = ctx.pipelines.get('deltanet_conv', ...convSource(shape));
+    this.rulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleSource(shape));
+    this.uniform = new UniformSlot(ctx, Params, 'deltanet-params');
+    this.uniform.write({
+      channels,
+      row,
+      keyWidth,
+      valueWidth,
+      valueHeads: shape.valueHeads,
+      groups: shape.valueHeads / shape.keyHeads,
+      maxRows,
+      scale: 1 / Math.sqrt(shape.keyDim),
+      eps: shape.eps,
+    });
+    this.conv = createBuffer(ctx, maxRows * channels * 4, 'deltanet-conv');
+  }
+
+  /** Compiles both pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
+  static async prepare(ctx: GpuContext, shape: DeltaNetShape): Promise<void> {
+    checkDeltaNetShape(shape, 'DeltaNet.prepare');
+    await ctx.pipelines.prepare('deltanet_conv', ...convSource(shape));
+    await ctx.pipelines.prepare('deltanet_rule', ...ruleSource(shape));
+  }
+
+  /**
+   * Encodes one pass of T = min(count[0], maxRows) rows of one layer. proj: [maxRows, P] f32
+   * fused projection rows [q | k | v | z | b | a]; positions: [≥ 1] u32, positions[0] == 0 starts
+   * a new sequence (both states taken as zeros); count: [1] u32, T; out: [maxRows, Hv · dv] f32
+   * (rows below T written); weights: the layer's; state: the layer's conv [K - 1, C] and recurrent
+   * [Hv, dk, dv] state, read (unless fresh) and written.
+   */
+  encode(
+    pass: GPUComputePassEncoder,
+    proj: GPUBuffer,
+    positions: GPUBuffer,
+    count: GPUBuffer,
+    out: GPUBuffer,
+    weights: DeltaNetWeights<GPUBuffer>,
+    state: DeltaNetState<GPUBuffer>,
+  ): void {
+    const { valueHeads: Hv, keyDim: dk, valueDim: dv, convKernel: K } = this.shape;
+    const { valueWidth, channels: C, row: P } = deltaNetSizes(this.shape);
+    const R = this.maxRows;
+    const need: [string, GPUBuffer, number][] = [
+      ['proj', proj, R * P * 4],
+      ['positions', positions, 4],
+      ['count', count, 4],
+      ['out', out, R * valueWidth * 4],
+      ['weights.convWeight', weights.convWeight, C * K * 4],
+      ['weights.aLog', weights.aLog, Hv * 4],
+      ['weights.dtBias', weights.dtBias, Hv * 4],
+      ['weights.normWeight', weights.normWeight, dv * 4],
+      ['state.conv', state.conv, (K - 1) * C * 4],
+      ['state.recurrent', state.recurrent, Hv * dk * dv * 4],
+    ];
+    for (const [name, b, bytes] of need)
+      if (b.size < bytes)
+        throw new InvalidInputError(`DeltaNet: ${name} holds ${b.size} bytes, need ${bytes}`);
+    const u = this.uniform.buffer;
+    pass.setPipeline(this.convPipeline);
+    pass.setBindGroup(
+      0,
+      this.binds.get(this.convPipeline, [
+        u,
+        proj,
+        positions,
+        count,
+        weights.convWeight,
+        state.conv,
+        this.conv,
+      ]),
+    );
+    this.ctx.counter.dispatch(pass, Math.ceil(C / CONV_WG));
+    pass.setPipeline(this.rulePipeline);
+    pass.setBindGroup(
+      0,
+      this.binds.get(this.rulePipeline, [
+        u,
+        proj,
+        this.conv,
+        positions,
+        count,
+        weights.aLog,
+        weights.dtBias,
+        weights.normWeight,
+        state.recurrent,
+        out,
+      ]),
+    );
+    this.ctx.counter.dispatch(pass, Hv);
+  }
+
+  destroy(): void {
+    this.uniform.destroy();
+    this.conv.destroy();
+  }
+}
