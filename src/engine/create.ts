@@ -49,7 +49,7 @@ export interface LoadWarning {
   phase: 'warning';
   /** The warning in words (the CLI prints it on stderr). */
   message: string;
-  /** The tensors it concerns. */
+  /** The tensors it concerns (names, or prefixes ending in `*`). */
   linears: readonly string[];
 }
 
@@ -188,6 +188,8 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const files = await openModelSource(resolveModel(options.model, resolve));
   progress({ phase: 'open', done: 0, total: 0 });
   const opened = await openModel(files);
+  for (const w of opened.warnings ?? [])
+    progress({ phase: 'warning', message: w.message, linears: w.tensors });
   const settings = await chooseSettings(options, opened);
   const draft =
     options.draft && !('self' in options.draft) ? await openDraft(options.draft, opened, resolve) : undefined;

@@ -2,8 +2,12 @@ import { ModelFormatError } from '../formats/errors.js';
 import { type ModelFiles, parseJson, readJson } from '../formats/files.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
-import { checkTensors } from '../formats/layout.js';
-import { openSafetensors, openShardedSafetensors } from '../formats/safetensors.js';
+import { checkTensors, languageModelTensors } from '../formats/layout.js';
+import {
+  openSafetensors,
+  openShardedSafetensors,
+  type SafetensorsCheckpoint,
+} from '../formats/safetensors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import { isIntFormat, type WeightFormat } from '../quant/formats.js';
@@ -37,6 +41,8 @@ export interface OpenedModel {
    * Q4_K → int4 (rotation none); float GGUFs report none.
    */
   readonly packed?: Packing;
+  /** What loading left out and the user should hear of (a vision tower): in words, and the tensors' names. */
+  readonly warnings?: readonly { readonly message: string; readonly tensors: readonly string[] }[];
   /** What the weights were read from, for progress and messages. */
   readonly source: 'safetensors' | 'weft-q' | 'gguf';
   /**
@@ -96,7 +102,9 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
   }
   if (await files.exists(SHARD_INDEX)) {
     const index = await readJson(files, SHARD_INDEX);
-    const st = await openShardedSafetensors(index, (f) => files.open(f), where(SHARD_INDEX));
+    const { st, warnings } = languageModel(
+      await openShardedSafetensors(index, (f) => files.open(f), where(SHARD_INDEX)),
+    );
     // A tensor the index does not list is the index's fault; a wrong shape is its shard's.
     checkTensors(spec, st.tensors, where(SHARD_INDEX), (name) => where(st.tensors.get(name)!.source.name));
     return {
@@ -105,10 +113,11 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
       weights: safetensorsReader(st, where(SHARD_INDEX)),
       chat,
       source: 'safetensors',
+      warnings,
       checksum: once(() => configAndHead(files, configText, firstShard(index, where(SHARD_INDEX)))),
     };
   }
-  const st = await openSafetensors(await files.open(SAFETENSORS));
+  const { st, warnings } = languageModel(await openSafetensors(await files.open(SAFETENSORS)));
   checkTensors(spec, st.tensors, where(SAFETENSORS));
   return {
     spec,
@@ -116,8 +125,30 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     weights: safetensorsReader(st, where(SAFETENSORS)),
     chat,
     source: 'safetensors',
+    warnings,
     checksum: once(() => configAndHead(files, configText, SAFETENSORS)),
   };
+}
+
+/**
+ * A vision-language checkpoint's language model (see `languageModelTensors`), with a warning that
+ * names what was left out.
+ */
+function languageModel(ck: SafetensorsCheckpoint): {
+  st: SafetensorsCheckpoint;
+  warnings: { message: string; tensors: string[] }[];
+} {
+  const { tensors, skipped } = languageModelTensors(ck.tensors);
+  if (!skipped) return { st: ck, warnings: [] };
+  const parts = [
+    skipped.vision > 0
+      ? ['model.visual.*', `the vision tower (${skipped.vision} tensors, model.visual.*)`]
+      : [],
+    skipped.mtp > 0 ? ['mtp.*', `the multi-token-prediction layer (${skipped.mtp} tensors, mtp.*)`] : [],
+  ].filter((p) => p.length > 0);
+  const message = `${parts.map((p) => p[1]).join(' and ')} not loaded: weft runs the language model (model.language_model.*)`;
+  const warnings = parts.length > 0 ? [{ message, tensors: parts.map((p) => p[0]!) }] : [];
+  return { st: { ...ck, tensors }, warnings };
 }
 
 /**

@@ -13,7 +13,8 @@ export interface PrefixSync {
 /**
  * The tokens whose K/V rows a runner's cache holds, in order, and the one way to bring that cache
  * to a new context: keep the rows of the longest prefix the context shares with them, trim the
- * rest, and prefill what remains in chunks, committing each. The engine (a prompt after the last
+ * rest, and prefill what remains in chunks, committing each (a recurrent runner keeps all or
+ * nothing: its state cannot go back part way). The engine (a prompt after the last
  * request) and a model drafter (the context after the last verification) both use it; whatever
  * else they commit (decode steps, accepted paths) they record with {@link CachedPrefix.push}.
  */
@@ -42,6 +43,8 @@ export class CachedPrefix {
   trimTo(context: readonly number[]): readonly number[] {
     let keep = 0;
     while (keep < this.ids.length && keep < context.length - 1 && this.ids[keep] === context[keep]) keep++;
+    // A recurrent state holds only the end of the sequence: keep all the cached rows, or none.
+    if (this.runner.recurrent && keep < this.ids.length) keep = 0;
     this.runner.trim(keep);
     this.ids.length = keep;
     return context.slice(keep);

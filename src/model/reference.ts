@@ -194,6 +194,11 @@ export class ReferenceRunner implements ModelRunner {
     return this.cache.length;
   }
 
+  /** Whether the model has linear-attention layers (see {@link ModelRunner.recurrent}). */
+  get recurrent(): boolean {
+    return this.spec.linearAttention !== undefined;
+  }
+
   /**
    * The forward pass: runs T new tokens after the cache's committed prefix and returns their logits
    * `[T, V]`. `parents` is the tree in depth-first order (a chain when omitted; see

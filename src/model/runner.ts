@@ -128,6 +128,11 @@ export interface ModelRunner {
    * model/head.ts). Optional: the GPU runner keeps them only when created with `features: true`.
    */
   features?(from: number, to: number): Promise<Float32Array>;
+  /**
+   * true: the committed rows carry a recurrent state (linear-attention layers) that holds only the
+   * end of the sequence, so {@link ModelRunner.trim} can drop all rows but not some.
+   */
+  readonly recurrent?: boolean;
   /** Drops committed rows from `length` on (for reuse of a shared prompt prefix). */
   trim(length: number): void;
   /**

@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { configFromSpec } from '../../src/convert/convert.js';
+import { createEngine, type LoadProgress } from '../../src/engine/create.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
+import { mapWeights } from '../../src/model/weights.js';
 import { randomWeights, tinyHybridSpec } from '../fixtures/reference.js';
+import { qwen35FixtureFiles } from '../fixtures/write.js';
+import { greedy } from '../helpers/reference.js';
 
 // The layout of Qwen3.5's published config.json: a vision-language wrapper whose language model sits
 // under `text_config`. Sizes: hidden 1024, 24 layers, 8 query and 2 KV heads of 256 (Qwen3.5-0.8B as
@@ -186,5 +191,48 @@ describe('Qwen3.5 reference forward', () => {
     expect(r.kvLength).toBe(0);
     const again = r.prefill(ids.slice(0, 4));
     expect(again).toEqual(new ReferenceRunner(spec, randomWeights(spec, 3)).logitsFor(ids.slice(0, 4)));
+  });
+});
+
+describe('Qwen3.5 as published, in the engine on the CPU', () => {
+  it('loads the language model out of the vision-language checkpoint, warns once, and generates the reference’s greedy ids', async () => {
+    const { spec, tensors, files } = qwen35FixtureFiles(5);
+    const events: LoadProgress[] = [];
+    const engine = await createEngine({
+      model: memoryModelFiles('qwen35', files),
+      device: 'cpu',
+      contextLength: 96,
+      onProgress: (e) => events.push(e),
+    });
+    const warnings = events.filter((e) => e.phase === 'warning');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ linears: ['model.visual.*', 'mtp.*'] });
+    expect(warnings[0]!.phase === 'warning' && warnings[0]!.message).toMatch(/vision tower \(2 tensors/);
+    const reference = new ReferenceRunner(
+      spec,
+      mapWeights(Object.fromEntries(tensors.map((t) => [t.name, t]))),
+    );
+    const ids = async (prompt: number[], n: number) => {
+      const out: number[] = [];
+      for await (const c of engine.generate(prompt, { maxTokens: n, temperature: 0 })) out.push(...c.ids);
+      return out;
+    };
+    // The engine stops at an EOS id (the fixture's is 2), which it does not emit.
+    const expected = (prompt: number[], n: number) => {
+      const all = greedy(reference, prompt, n);
+      const eos = all.findIndex((id) => spec.eosIds.includes(id));
+      return eos < 0 ? all : all.slice(0, eos);
+    };
+    const prompt = [5, 17, 99, 3, 250];
+    const first = await ids(prompt, 20);
+    expect(first).toEqual(expected(prompt, 20));
+    expect(first.length).toBeGreaterThan(10);
+    // The next request extends the last: the recurrent state carries over (all rows kept) ...
+    const longer = [...prompt, ...first, 7, 8];
+    expect(await ids(longer, 8)).toEqual(expected(longer, 8));
+    // ... and one that shares only part of it starts again from zeros.
+    const other = [5, 17, 42];
+    expect(await ids(other, 8)).toEqual(expected(other, 8));
+    await engine.unload();
   });
 });

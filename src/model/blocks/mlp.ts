@@ -3,7 +3,7 @@
 // mlp-gpu.ts.
 import { linearsByInput } from '../../formats/layout.js';
 import type { ModelSpec } from '../../formats/spec.js';
-import { addInto, linear, rmsNorm } from '../ops.js';
+import { addInto, linear, normWeight, rmsNorm } from '../ops.js';
 import type { MlpBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
 import type { RefPass, TakeTensor } from './pass.js';
@@ -36,7 +36,7 @@ export function mlpTensors(spec: ModelSpec, block: MlpBlock): [string, number[]]
 /** Reads the block's weights. */
 export function readMlp(take: TakeTensor, spec: ModelSpec, block: MlpBlock): MlpWeights {
   const [norm, gate, up, down] = mlpTensors(spec, block).map(([name, shape]) => take(name, shape));
-  return { kind: 'mlp', postNorm: norm!, gate: gate!, up: up!, down: down! };
+  return { kind: 'mlp', postNorm: normWeight(spec, norm!), gate: gate!, up: up!, down: down! };
 }
 
 /**
