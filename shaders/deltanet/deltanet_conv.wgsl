@@ -7,8 +7,10 @@
 //   uses channels C, row P, maxRows); 1 proj: array<f32> [T, P] (x = columns 0 .. C - 1);
 //   2 positions: array<u32> [T] (only positions[0] read); 3 count: array<u32> [1], T (the runner
 //   stages it: a decode step writes no uniform); 4 conv_weight: array<f32> [C, K];
-//   5 conv_state: array<f32> [K - 1, C] (read unless fresh, then written: the last K - 1 rows of
-//   [conv_state; x]); 6 conv: array<f32> [T, C] (written).
+//   5 state_in: array<f32> [K - 1, C] (read unless fresh); 6 conv: array<f32> [T, C] (written);
+//   7 state_out: array<f32> [K - 1, C] (written: the last K - 1 rows of [state_in; x]). The state
+//   is read from one buffer and written to another, so a pass that is never committed leaves the
+//   committed state as it was (the runner alternates the two).
 // Threads: one invocation per channel c (x · WG + t), which walks the T rows in order with its
 //   window of K inputs in a private array, so a pass of T rows does the same operations in the same
 //   order as T passes of one row: results are bit-identical whatever the split.
@@ -24,8 +26,9 @@ const K: u32 = {{K}}u;
 @group(0) @binding(2) var<storage, read> positions: array<u32>;
 @group(0) @binding(3) var<storage, read> count: array<u32>;
 @group(0) @binding(4) var<storage, read> conv_weight: array<f32>;
-@group(0) @binding(5) var<storage, read_write> conv_state: array<f32>;
+@group(0) @binding(5) var<storage, read> state_in: array<f32>;
 @group(0) @binding(6) var<storage, read_write> conv: array<f32>;
+@group(0) @binding(7) var<storage, read_write> state_out: array<f32>;
 
 fn silu(y: f32) -> f32 {
   return y / (1.0 + exp(-y));
@@ -47,7 +50,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   var win: array<f32, K>;
   if (positions[0] != 0u) {
     for (var i = 0u; i < K - 1u; i++) {
-      win[i] = conv_state[i * C + c];
+      win[i] = state_in[i * C + c];
     }
   }
   for (var t = 0u; t < rows; t++) {
@@ -62,6 +65,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
   }
   for (var i = 0u; i < K - 1u; i++) {
-    conv_state[i * C + c] = win[i];
+    state_out[i * C + c] = win[i];
   }
 }

@@ -11,8 +11,9 @@
 //   2 conv: array<f32> [T, C], the conv output u (q at column kh · DK, k at keyWidth + kh · DK,
 //   v at 2 · keyWidth + h · DV); 3 positions: array<u32> [T] (only positions[0] read: 0 starts a
 //   new sequence, S taken as zeros); 4 count: array<u32> [1], T; 5 a_log, 6 dt_bias: array<f32>
-//   [Hv]; 7 norm_weight: array<f32> [DV]; 8 state: array<f32> [Hv, DK, DV] (S, v fastest; read
-//   unless fresh, written after row T - 1); 9 out: array<f32> [T, Hv · DV] (written).
+//   [Hv]; 7 norm_weight: array<f32> [DV]; 8 state_in: array<f32> [Hv, DK, DV] (S, v fastest; read
+//   unless fresh); 9 out: array<f32> [T, Hv · DV] (written); 10 state_out: as state_in, written
+//   after row T - 1 (another buffer: an uncommitted pass leaves the committed state as it was).
 // Threads: one workgroup of WG (the power of two ≥ DV) per value head h. Thread t < DV keeps column
 //   S[:, t] in a private array for the whole pass and walks the rows in order; per row the
 //   workgroup stages q and k (thread t loads elements t, t + WG, ...), reduces Σq², Σk² and, for
@@ -34,8 +35,9 @@ const DV: u32 = {{DV}}u;
 @group(0) @binding(5) var<storage, read> a_log: array<f32>;
 @group(0) @binding(6) var<storage, read> dt_bias: array<f32>;
 @group(0) @binding(7) var<storage, read> norm_weight: array<f32>;
-@group(0) @binding(8) var<storage, read_write> state: array<f32>;
+@group(0) @binding(8) var<storage, read> state_in: array<f32>;
 @group(0) @binding(9) var<storage, read_write> out: array<f32>;
+@group(0) @binding(10) var<storage, read_write> state_out: array<f32>;
 
 //#include reduce
 
@@ -73,7 +75,7 @@ fn main(
   var s: array<f32, DK>;
   if (own && positions[0] != 0u) {
     for (var k = 0u; k < DK; k++) {
-      s[k] = state[sAt + k * DV];
+      s[k] = state_in[sAt + k * DV];
     }
   }
   let negA = -exp(a_log[h]);
@@ -125,7 +127,7 @@ fn main(
   }
   if (own) {
     for (var k = 0u; k < DK; k++) {
-      state[sAt + k * DV] = s[k];
+      state_out[sAt + k * DV] = s[k];
     }
   }
 }

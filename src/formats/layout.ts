@@ -136,3 +136,45 @@ export function checkTensors(
     }
   }
 }
+
+/** What {@link languageModelTensors} left out of a vision-language checkpoint, by part. */
+export interface SkippedParts {
+  /** `model.visual.*`: the vision tower. */
+  readonly vision: number;
+  /** `mtp.*`: the multi-token-prediction layer. */
+  readonly mtp: number;
+}
+
+/**
+ * A vision-language checkpoint's language model under the names a text-only one uses: Qwen3.5's
+ * published checkpoints keep it under `model.language_model.*` (renamed to `model.*`) beside the
+ * vision tower `model.visual.*` and the MTP layer `mtp.*` (left out and counted). A checkpoint
+ * without `model.language_model.*` names is returned as it is.
+ */
+export function languageModelTensors<T>(tensors: ReadonlyMap<string, T>): {
+  tensors: ReadonlyMap<string, T>;
+  skipped: SkippedParts | undefined;
+} {
+  const inner = 'model.language_model.';
+  if (![...tensors.keys()].some((n) => n.startsWith(inner))) return { tensors, skipped: undefined };
+  const out = new Map<string, T>();
+  let vision = 0;
+  let mtp = 0;
+  for (const [name, t] of tensors) {
+    if (name.startsWith(inner)) out.set(`model.${name.slice(inner.length)}`, t);
+    else if (name.startsWith('model.visual.')) vision++;
+    else if (name.startsWith('mtp.')) mtp++;
+    else out.set(name, t); // lm_head.weight, when untied
+  }
+  return { tensors: out, skipped: { vision, mtp } };
+}
+
+/**
+ * The two parts of an output-gated q_proj `[2 · qWidth, H]` (Qwen3.5), under names of their own:
+ * its query rows and its gate rows, each `[qWidth, H]` in head order. Per head, q_proj holds
+ * headDim query rows then headDim gate rows; `outputGateView` serves the parts from a checkpoint.
+ */
+export function outputGateParts(qProj: string): readonly [string, string] {
+  const stem = qProj.replace(/q_proj\.weight$/, '');
+  return [`${stem}q_query_proj.weight`, `${stem}q_gate_proj.weight`];
+}

@@ -48,6 +48,9 @@ export function openDecodeSession(
   if (!Number.isInteger(steps) || steps < 1)
     throw new InvalidInputError(`decode: steps must be an integer >= 1, got ${steps}`);
   const start = cur.committed;
+  // Step n reads the linear-attention state of version v0 + n and writes the next: a step run
+  // ahead and dropped leaves the committed state as it was.
+  const v0 = cur.version;
   if (start + steps > hooks.capacity)
     throw new InvalidInputError(
       `decode: ${start} cached + ${steps} steps exceed the KV cache of ${hooks.capacity}`,
@@ -70,7 +73,7 @@ export function openDecodeSession(
       rows: [0],
       samplePositions: [base + 1],
     });
-    encodePass(parts, hooks.profiler(), enc, 1, 1, base, sampler);
+    encodePass(parts, hooks.profiler(), enc, 1, 1, base, sampler, { version: v0 + n });
     enc.copyBufferToBuffer(a.out, 0, ring[n % 2]!, 0, 4);
     ctx.counter.submit([enc.finish()]);
   };
@@ -96,6 +99,7 @@ export function openDecodeSession(
         if (cur.session === session) {
           returned++;
           cur.committed = start + returned;
+          cur.version = v0 + returned;
         }
         const now = ctx.counter.snapshot();
         hooks.onCounts(countsSince(now, before));

@@ -2,7 +2,7 @@
 // head's feature store, the children ranker's scratch, and what a device-side tree kernel reads and
 // writes of them (RunnerIo).
 import type { ModelSpec } from '../formats/spec.js';
-import { deriveSizes } from '../formats/spec.js';
+import { deriveSizes, linearSizes } from '../formats/spec.js';
 import { createBuffer, STORAGE } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { BindGroupCache } from '../kernels/bind.js';
@@ -27,9 +27,9 @@ export interface Activations extends BlockActivations {
   samplePositions: GPUBuffer; // [T] u32 position of each sampled token
   out: GPUBuffer; // [T] u32 sampled ids
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
-  // [7T] u32 a pass's small inputs, written at once and copied into the buffers above (see
-  // GpuRunner.stageInputs): positions [T], slots [T], vis [2T], rows [R], sample positions [R],
-  // ids [T] (when the CPU supplies them)
+  // [7T + 1] u32 a pass's small inputs, written at once and copied into the buffers above (see
+  // stageInputs): positions [T], slots [T], vis [2T], rows [R], sample positions [R], ids [T]
+  // (when the CPU supplies them), and T itself (count) for a model with linear-attention layers
   inputs: GPUBuffer;
   staging: GPUBuffer; // [T] u32, MAP_READ
   // The readback ring of a decode session: step n's id comes back through stepStaging[n % 2].
@@ -87,6 +87,9 @@ export function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerB
 /** The activation buffers, each for {@link MAX_FORWARD_TOKENS} rows; `Ip` is the packed MLP width. */
 export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Activations {
   const { qWidth, kvWidth } = deriveSizes(spec);
+  // A linear-attention layer's projection row q | k | v | z | b | a, and its mixer's output.
+  const lin = spec.linearAttention ? linearSizes(spec) : undefined;
+  const projWidth = lin ? lin.convChannels + lin.valueWidth + 2 * spec.linearAttention!.valueHeads : 0;
   const H = spec.hidden;
   const maxT = MAX_FORWARD_TOKENS;
   const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
@@ -99,7 +102,7 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     vis: f(2, 'visible-slots'),
     x: f(H, 'x'),
     h: f(H, 'h'),
-    qkv: f(qWidth + 2 * kvWidth, 'qkv'),
+    qkv: f((spec.outputGate ? 2 * qWidth : qWidth) + 2 * kvWidth, 'qkv'), // q | k | v (| gate)
     q: f(qWidth, 'q'),
     k: f(kvWidth, 'k'),
     v: f(kvWidth, 'v'),
@@ -110,6 +113,9 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     gate: f(Ip, 'gate'),
     up: f(Ip, 'up'),
     act: f(Ip, 'act'),
+    proj: lin ? f(projWidth, 'linear-proj') : undefined,
+    mixed: lin ? f(lin.valueWidth, 'linear-mixed') : undefined,
+    count: lin ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(spec.vocabSize, 'logits'),
@@ -117,7 +123,7 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     samplePositions: f(1, 'sample-positions'),
     out: f(1, 'sampled'),
     commitSlots: f(1, 'commit-slots'),
-    inputs: f(7, 'pass-inputs'),
+    inputs: createBuffer(ctx, (maxT * 7 + 1) * 4, 'pass-inputs', STORAGE),
     staging: readback(maxT * 4, 'sampled-readback'),
     stepStaging0: readback(4, 'decode-readback-0'),
     stepStaging1: readback(4, 'decode-readback-1'),

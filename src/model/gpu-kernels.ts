@@ -3,7 +3,14 @@ import { createBuffer, uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { SplitAttention, type SplitAttentionShape } from '../kernels/attention/attention_split.js';
 import { BindGroupCache } from '../kernels/bind.js';
-import { AddInPlace, GatherRows, SiluMul } from '../kernels/elementwise/elementwise.js';
+import { DeltaNet } from '../kernels/deltanet/deltanet.js';
+import {
+  AddInPlace,
+  GatherRows,
+  SigmoidGate,
+  type SigmoidGateOptions,
+  SiluMul,
+} from '../kernels/elementwise/elementwise.js';
 import { Embedding } from '../kernels/embed/embed.js';
 import { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { KvCompact, type KvShape, KvWrite } from '../kernels/kv/kv.js';
@@ -24,6 +31,7 @@ import {
   destroyBlockKernels,
   type GpuBlockKernels,
 } from './blocks/kinds-gpu.js';
+import { deltaNetShape } from './blocks/linear-gpu.js';
 import { type GpuWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** A {@link Matmul} as a {@link Linear}. */
@@ -171,6 +179,8 @@ export async function buildKernels(
     blocks: w.blocks.map((b) => blockKernels(builder, b)),
     steer: steering.layers,
     rot: rotationKernels(ctx, binds, spec, o.rotate, f.Ip),
+    gate: f.gate ? new SigmoidGate(ctx, binds, f.gate) : undefined,
+    deltaNet: spec.linearAttention ? new DeltaNet(ctx, binds, deltaNetShape(spec), maxT) : undefined,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
   };
 }
@@ -191,6 +201,8 @@ interface ForwardShapes {
   normFused: boolean;
   attention: SplitAttentionShape;
   qkvRope: QkvRopeOptions;
+  /** An output-gated model's gate: attention [T, qWidth] · sigmoid(the gate of the q | k | v | gate row). */
+  gate: SigmoidGateOptions | undefined;
 }
 
 function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
@@ -225,8 +237,17 @@ function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
       format: o.kv.format,
       bias: spec.qkvBias,
       qkNormEps: spec.qkNorm ? eps : undefined,
+      rotaryDim: spec.rope.rotaryDim,
+      outputGate: spec.outputGate,
     },
+    gate: spec.outputGate ? gateOptions(spec) : undefined,
   };
+}
+
+/** Where the gate stands in the q | k | v | gate row (see QkvRope's outputGate). */
+function gateOptions(spec: ModelSpec): SigmoidGateOptions {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  return { n: qWidth, stride: 2 * qWidth + 2 * kvWidth, offset: qWidth + 2 * kvWidth };
 }
 
 /**
@@ -282,6 +303,8 @@ async function prepareKernels(
     ...(serial ? [Sampler.prepare(ctx, true), Sampler.prepare(ctx, false)] : [SplitSampler.prepare(ctx)]),
     TokenMask.prepare(ctx),
     ...(o.steer ? [Steer.prepare(ctx)] : []),
+    ...(f.gate ? [SigmoidGate.prepare(ctx)] : []),
+    ...(spec.linearAttention ? [DeltaNet.prepare(ctx, deltaNetShape(spec))] : []),
   ]);
 }
 
@@ -355,4 +378,6 @@ export function destroyKernels(k: Kernels): void {
   for (const b of k.scratch) b.destroy();
   if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r?.destroy();
   k.rot?.out.destroy();
+  k.gate?.destroy();
+  k.deltaNet?.destroy();
 }

@@ -8,7 +8,7 @@ import type { GpuContext } from '../gpu/device.js';
 import type { GpuTimer } from '../gpu/timing.js';
 import type { Block } from './blocks/blocks.js';
 import { layerEdges } from './blocks/blocks.js';
-import type { BlockState, GpuPass, ProfileSection } from './blocks/gpu.js';
+import { type BlockState, type GpuPass, isKvCache, type ProfileSection } from './blocks/gpu.js';
 import { encodeBlock } from './blocks/kinds-gpu.js';
 import type { Activations, FeatureStore } from './gpu-buffers.js';
 import type { Kernels } from './gpu-kernels.js';
@@ -48,6 +48,8 @@ export interface PassOptions {
    * outputs copied from its feature store) and only the scoring runs.
    */
   layers?: boolean;
+  /** The version of the committed linear-attention state the pass starts from (default 0). */
+  version?: number;
 }
 
 /** The per-pass u32 arrays the kernels read, as {@link stageInputs} writes them. */
@@ -71,8 +73,9 @@ export const DECODE_VIS = [0xffffffff, 0xffffffff];
  */
 export function stageInputs(ctx: GpuContext, a: Activations, enc: GPUCommandEncoder, p: PassInputs): void {
   const T = p.positions.length;
-  const R = p.rows.length;
   const parts: [GPUBuffer, ArrayLike<number>][] = [
+    // T, for the kernels that walk the rows in order (a linear-attention layer's).
+    ...(a.count ? [[a.count, [T]] as [GPUBuffer, ArrayLike<number>]] : []),
     [a.positions, p.positions],
     [a.slots, p.slots],
     [a.vis, p.vis],
@@ -80,7 +83,7 @@ export function stageInputs(ctx: GpuContext, a: Activations, enc: GPUCommandEnco
     [a.samplePositions, p.samplePositions],
     ...(p.ids ? [[a.ids, p.ids] as [GPUBuffer, ArrayLike<number>]] : []),
   ];
-  const words = new Uint32Array(4 * T + 2 * R + (p.ids ? T : 0));
+  const words = new Uint32Array(parts.reduce((n, [, v]) => n + v.length, 0));
   let at = 0;
   for (const [, values] of parts) {
     words.set(values, at);
@@ -137,6 +140,7 @@ export function encodePass(
     lastSlot: o.lastSlot,
     a,
     k,
+    version: o.version ?? 0,
     section,
   };
   for (const [i, block] of (o.layers === false ? [] : r.blocks).entries()) {
@@ -223,6 +227,11 @@ export interface RunnerCursor {
   lastBase: number;
   /** Rows the last forward scored (their logits are in `a.logits`). */
   lastRows: number;
+  /**
+   * The version of the committed linear-attention state (see LinearStatePair): a pass reads this
+   * one and writes the next, and committing its chain steps to it.
+   */
+  version: number;
   /** The open decode session: forward, commit and trim throw until it closes. */
   session: object | undefined;
 }
@@ -242,6 +251,6 @@ export function encodeCompaction(
   committed: number,
 ): void {
   for (const state of r.states)
-    if (state) r.k.compact.encode(pass, [state], r.a.commitSlots, count, committed);
+    if (isKvCache(state)) r.k.compact.encode(pass, [state], r.a.commitSlots, count, committed);
   r.feats?.compact.encode(pass, r.feats.store, r.a.commitSlots, count, committed);
 }

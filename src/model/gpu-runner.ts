@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import { deriveSizes, linearSizes, type ModelSpec } from '../formats/spec.js';
 import { writeBuffer } from '../gpu/buffers.js';
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, describeAdapter, type GpuContext } from '../gpu/device.js';
@@ -13,7 +13,8 @@ import type { SteerPlan } from '../kernels/steer/steer.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockState, PROFILE_SECTIONS } from './blocks/gpu.js';
-import { blockMatrices, hasKvCache } from './blocks/kinds-gpu.js';
+import { blockMatrices, stateBuffers } from './blocks/kinds-gpu.js';
+import { linearStateOf } from './blocks/linear-gpu.js';
 import { openDecodeSession } from './decode-session.js';
 import {
   type Activations,
@@ -108,6 +109,7 @@ export class GpuRunner implements ModelRunner {
     lastBase: 0,
     lastRows: 0,
     session: undefined,
+    version: 0,
   };
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
@@ -207,6 +209,10 @@ export class GpuRunner implements ModelRunner {
       if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize)
         throw new InvalidInputError(`forward: token id ${t} is outside the vocabulary of ${spec.vocabSize}`);
     const tree = draftTree(input.parents ?? input.tokens.map((_, i) => i - 1));
+    if (this.recurrent && tree.depth.some((d, i) => d !== i))
+      throw new InvalidInputError(
+        'forward: a model with linear-attention layers runs chains on the GPU (tree verification of its recurrent state is not on the GPU yet)',
+      );
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
     const R = picked.length;
     const W = maskWordsOf(spec.vocabSize);
@@ -243,7 +249,7 @@ export class GpuRunner implements ModelRunner {
       R,
       base,
       sampler,
-      input.masks ? { masks: input.masks } : {},
+      input.masks ? { masks: input.masks, version: this.cur.version } : { version: this.cur.version },
     );
     enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
     ctx.counter.submit([enc.finish()]);
@@ -413,6 +419,14 @@ export class GpuRunner implements ModelRunner {
         throw new InvalidInputError(
           `commit: node ${i} is not in the last forward (${this.cur.lastTokens} tokens)`,
         );
+    if (this.recurrent && path.length > 0) {
+      // The pass wrote the state after its last row only: its whole chain, or nothing.
+      if (path.length !== this.cur.lastTokens || path.some((node, i) => node !== i))
+        throw new InvalidInputError(
+          `commit: a model with linear-attention layers commits the whole chain of its last forward (${this.cur.lastTokens} tokens) or none of it`,
+        );
+      this.cur.version++;
+    }
     // Rows already in place (a chain's prefix) need no copy.
     if (path.some((node, i) => node !== i)) {
       const slots = Uint32Array.from(path, (i) => this.cur.committed + i);
@@ -452,19 +466,29 @@ export class GpuRunner implements ModelRunner {
     );
   }
 
+  /** Whether the model has linear-attention layers (see {@link ModelRunner.recurrent}). */
+  get recurrent(): boolean {
+    return this.spec.linearAttention !== undefined;
+  }
+
   trim(length: number): void {
     assertNoSession(this.cur, 'trim');
     if (!Number.isInteger(length) || length < 0)
       throw new InvalidInputError(`trim: length ${length} must be >= 0`);
+    // A pass at position 0 starts its recurrent state from zeros: dropping every row is enough.
+    if (this.recurrent && length !== 0 && length < this.cur.committed)
+      throw new InvalidInputError(
+        `trim: a ${this.spec.family} model's recurrent state cannot roll back to ${length} of ${this.cur.committed} tokens (only to 0)`,
+      );
     this.cur.committed = Math.min(this.cur.committed, length);
     this.cur.lastTokens = 0;
   }
 
   dispose(): void {
-    for (const b of Object.values(this.a)) b.destroy();
+    for (const b of Object.values(this.a)) b?.destroy();
     this.logitsStaging?.destroy();
     if (this.children) for (const d of Object.values(this.children)) d.destroy();
-    for (const c of this.states) for (const b of c ? [c.k, c.v] : []) b.destroy();
+    for (const c of this.states) for (const b of stateBuffers(c)) b.destroy();
     if (this.feats) {
       for (const b of [this.feats.store, this.feats.staging]) b?.destroy();
       this.feats.scatter.destroy();
@@ -506,7 +530,10 @@ export async function createGpuRunner(
     ...(o.head ? { firstSlot: 1 } : {}),
   });
   const blocks = modelBlocks(spec);
-  const states = blocks.map((b) => (hasKvCache(b) ? kvCacheOf(ctx, b.layer, kv) : undefined));
+  const states = blocks.map((b): BlockState => {
+    if (b.kind === 'attention') return kvCacheOf(ctx, b.layer, kv);
+    return b.kind === 'linear' ? linearStateOf(ctx, spec, b.layer) : undefined;
+  });
   const acts = allocateActivations(
     ctx,
     spec,
@@ -544,6 +571,18 @@ function checkRunnerShapes(spec: ModelSpec, o: GpuRunnerOptions): KvShape {
   }
   if (o.head && !o.features)
     throw new InvalidInputError('createGpuRunner: a draft head keeps its outputs (features: true)');
+  if (spec.linearAttention) {
+    // The delta rule's output is out_proj's input as it stands: never padded.
+    const { valueWidth } = linearSizes(spec);
+    if (valueWidth % 16 !== 0)
+      throw new InvalidInputError(
+        `linear value width (linear_num_value_heads * linear_value_head_dim) = ${valueWidth} is not a multiple of 16 (the matmul's K block)`,
+      );
+    if (o.quant === 'w8a8' || (o.rotate ?? 'none') !== 'none')
+      throw new InvalidInputError(
+        `a ${spec.family} model runs on the GPU without input rotations and W8A8 so far (quant ${o.quant}, rotate ${o.rotate ?? 'none'}): use f32, f16, int8, q4_0, int4 or int2 with rotate 'none'`,
+      );
+  }
   const kv: KvShape = {
     capacity: o.capacity,
     kvHeads: spec.kvHeads,

@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { outputGateView } from '../formats/gate-view.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../gpu/buffers.js';
@@ -23,6 +24,7 @@ import { modelBlocks } from './blocks/blocks.js';
 import type { Placer } from './blocks/gpu.js';
 import { blockMatrices, blockVectors, type GpuBlockWeights, placeBlock } from './blocks/kinds-gpu.js';
 import type { OpenedModel } from './load.js';
+import { normWeight } from './ops.js';
 import { loadsAsStored, placedFormat, placedPad, placedSlices } from './quantized.js';
 
 /** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
@@ -203,7 +205,7 @@ export async function placeWeights(
   const embed = o.embed ?? (await placer.matrix('model.embed_tokens.weight', V, H));
   const blocks: GpuBlockWeights[] = [];
   for (const block of modelBlocks(spec)) blocks.push(await placeBlock(placer, block, MAX_FORWARD_TOKENS));
-  const norm = await placer.vector('model.norm.weight', H);
+  const norm = await placer.norm('model.norm.weight', H);
   const lmHead = spec.tiedEmbeddings ? embed : await placer.matrix('lm_head.weight', o.lmRows ?? V, H);
   return {
     embed,
@@ -234,7 +236,8 @@ class CheckpointPlacer implements Placer {
   ) {
     this.spec = opened.spec;
     this.quant = o.quant;
-    this.weights = opened.weights;
+    // An output-gated q_proj is placed as its query and gate rows (see outputGateView).
+    this.weights = outputGateView(opened.weights, opened.spec);
     this.asStored = loadsAsStored(opened.packed, o.quant, o.rotate);
   }
 
@@ -330,6 +333,31 @@ class CheckpointPlacer implements Placer {
     }
     this.held(2 * out.byteLength);
     return uploadBuffer(this.ctx, out, label);
+  }
+
+  async norm(name: string, n: number): Promise<GPUBuffer> {
+    checkTensor(this.weights, name, [n]);
+    if (this.o.allocateOnly) {
+      this.step(name);
+      return createBuffer(this.ctx, n * 4, name);
+    }
+    const v = normWeight(this.spec, await this.weights.readF32(name));
+    this.held(v.byteLength);
+    this.step(name);
+    return uploadBuffer(this.ctx, v, name);
+  }
+
+  async tensor(name: string, shape: readonly number[]): Promise<GPUBuffer> {
+    checkTensor(this.weights, name, shape);
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (this.o.allocateOnly) {
+      this.step(name);
+      return createBuffer(this.ctx, n * 4, name);
+    }
+    const v = await this.weights.readF32(name);
+    this.held(v.byteLength);
+    this.step(name);
+    return uploadBuffer(this.ctx, v, name);
   }
 
   async vector(name: string, n: number, repeat = 1): Promise<GPUBuffer> {

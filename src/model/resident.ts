@@ -86,8 +86,12 @@ export class ResidentPasses {
       rows: [T - 1],
       samplePositions: [base + T],
     });
-    encodePass(this.parts, this.profiler(), enc, T, 1, base, sampler, { sample: false });
+    encodePass(this.parts, this.profiler(), enc, T, 1, base, sampler, {
+      sample: false,
+      version: this.cur.version,
+    });
     this.cur.committed += T;
+    this.cur.version++;
     this.cur.lastTokens = 0;
     this.cur.lastRows = 0;
   }
@@ -106,6 +110,7 @@ export class ResidentPasses {
     const { cur } = this;
     this.parts.ctx.assertAlive();
     assertNoSession(cur, 'encodeResident');
+    this.refuseRecurrent('encodeResident');
     if (T < 1 || T > MAX_FORWARD_TOKENS || cur.committed + T > this.capacity)
       throw new InvalidInputError(
         `encodeResident: ${T} rows after ${cur.committed} cached exceed ${MAX_FORWARD_TOKENS} rows or the cache of ${this.capacity}`,
@@ -122,13 +127,26 @@ export class ResidentPasses {
    * from the submission's readback and tells the runner with {@link adopt}.
    */
   encodeCommit(enc: GPUCommandEncoder, count: number): void {
+    this.refuseRecurrent('encodeCommit');
     const pass = enc.beginComputePass({ label: 'commit' });
     encodeCompaction(this.parts, pass, count, this.cur.committed);
     pass.end();
   }
 
+  /**
+   * A pass whose rows a kernel lays out (a tree) and a path committed on the device: not for a model
+   * with linear-attention layers, whose state follows chains only on the GPU.
+   */
+  private refuseRecurrent(what: string): void {
+    if (this.spec.linearAttention)
+      throw new InvalidInputError(
+        `${what}: a model with linear-attention layers runs chains on the GPU (device-side trees of its recurrent state are not on the GPU yet)`,
+      );
+  }
+
   /** Records that `n` rows after the committed ones were committed on the device (a path). */
   adopt(n: number): void {
+    this.refuseRecurrent('adopt');
     const { cur } = this;
     if (!Number.isInteger(n) || n < 0 || cur.committed + n > this.capacity)
       throw new InvalidInputError(

@@ -329,7 +329,8 @@ async function expectSameWeights(
     const i = Math.floor(j / 2);
     const v = want.layers[i]!;
     if (b.kind === 'attention') pairs.push([`${i}.qkv`, b.qkv, v.qkv], [`${i}.o`, b.o, v.o]);
-    else pairs.push([`${i}.gate_up`, b.gateUp, v.gateUp], [`${i}.down`, b.down, v.down]);
+    else if (b.kind === 'mlp')
+      pairs.push([`${i}.gate_up`, b.gateUp, v.gateUp], [`${i}.down`, b.down, v.down]);
   });
   for (const [name, got, exp] of pairs) {
     const [g, e] = [list(got), list(exp)];

@@ -102,7 +102,12 @@ async function runGpu(
       dtBias: run.upload(weights.dtBias),
       normWeight: run.upload(weights.normWeight),
     };
-    const s = { conv: run.upload(state.conv), recurrent: run.upload(state.recurrent) };
+    // The state alternates between two pairs of buffers, as the runner keeps it.
+    const s = [
+      { conv: run.upload(state.conv), recurrent: run.upload(state.recurrent) },
+      { conv: run.empty(state.conv.byteLength), recurrent: run.empty(state.recurrent.byteLength) },
+    ];
+    const after = s[passes.length % 2]!;
     const bufs = passes.map((p) => ({
       T: p.positions.length,
       proj: padded(p.proj, maxRows * P),
@@ -113,14 +118,16 @@ async function runGpu(
     const last = bufs.at(-1)!;
     return {
       encode: (pass) => {
-        for (const b of bufs) net.encode(pass, b.proj, b.positions, b.count, b.out, w, s);
+        bufs.forEach((b, i) => {
+          net.encode(pass, b.proj, b.positions, b.count, b.out, w, s[i % 2]!, s[(i + 1) % 2]!);
+        });
       },
       read: async () => ({
         outs: await Promise.all(bufs.map((b) => readF32(ctx, b.out, b.T * VW))),
         conv: await readF32(ctx, net.conv, last.T * C),
         state: {
-          conv: await readF32(ctx, s.conv, state.conv.length),
-          recurrent: await readF32(ctx, s.recurrent, state.recurrent.length),
+          conv: await readF32(ctx, after.conv, state.conv.length),
+          recurrent: await readF32(ctx, after.recurrent, state.recurrent.length),
         },
       }),
     };
@@ -254,6 +261,7 @@ describe('Gated DeltaNet kernels vs the TS reference', () => {
       normWeight: buf(weights.normWeight.byteLength),
     };
     const s = { conv: buf(state.conv.byteLength), recurrent: buf(state.recurrent.byteLength) };
+    const s2 = { conv: buf(state.conv.byteLength), recurrent: buf(state.recurrent.byteLength) };
     const [proj, positions, count, out, short] = [
       buf(4 * P * 4),
       buf(16),
@@ -263,16 +271,28 @@ describe('Gated DeltaNet kernels vs the TS reference', () => {
     ];
     const writes = ctx.counter.writes;
     const pass = ctx.device.createCommandEncoder().beginComputePass();
-    net.encode(pass, proj, positions, count, out, w, s);
+    net.encode(pass, proj, positions, count, out, w, s, s2);
     expect(ctx.counter.writes).toBe(writes);
-    expect(() => net.encode(pass, short, positions, count, out, w, s)).toThrow(
+    expect(() => net.encode(pass, short, positions, count, out, w, s, s2)).toThrow(
       new RegExp(`proj holds ${4 * P * 4 - 4} bytes, need ${4 * P * 4}`),
     );
-    expect(() => net.encode(pass, proj, positions, count, out, w, { ...s, recurrent: w.aLog })).toThrow(
-      /state.recurrent holds 16 bytes, need 2048/,
+    expect(() => net.encode(pass, proj, positions, count, out, w, { ...s, recurrent: w.aLog }, s2)).toThrow(
+      /from.recurrent holds 16 bytes, need 2048/,
+    );
+    expect(() => net.encode(pass, proj, positions, count, out, w, s, s)).toThrow(
+      /read from one buffer and written to another/,
     );
     pass.end();
-    for (const b of [proj, positions, count, out, short, ...Object.values(w), ...Object.values(s)])
+    for (const b of [
+      proj,
+      positions,
+      count,
+      out,
+      short,
+      ...Object.values(w),
+      ...Object.values(s),
+      ...Object.values(s2),
+    ])
       b.destroy();
     net.destroy();
   });

@@ -112,8 +112,9 @@ export class DeltaNet {
    * Encodes one pass of T = min(count[0], maxRows) rows of one layer. proj: [maxRows, P] f32
    * fused projection rows [q | k | v | z | b | a]; positions: [≥ 1] u32, positions[0] == 0 starts
    * a new sequence (both states taken as zeros); count: [1] u32, T; out: [maxRows, Hv · dv] f32
-   * (rows below T written); weights: the layer's; state: the layer's conv [K - 1, C] and recurrent
-   * [Hv, dk, dv] state, read (unless fresh) and written.
+   * (rows below T written); weights: the layer's; from: the layer's conv [K - 1, C] and recurrent
+   * [Hv, dk, dv] state before the pass, read (unless fresh); to: where the state after it is
+   * written (other buffers: a pass that is never committed leaves `from` as it was).
    */
   encode(
     pass: GPUComputePassEncoder,
@@ -122,8 +123,11 @@ export class DeltaNet {
     count: GPUBuffer,
     out: GPUBuffer,
     weights: DeltaNetWeights<GPUBuffer>,
-    state: DeltaNetState<GPUBuffer>,
+    from: DeltaNetState<GPUBuffer>,
+    to: DeltaNetState<GPUBuffer>,
   ): void {
+    if (from.conv === to.conv || from.recurrent === to.recurrent)
+      throw new InvalidInputError('DeltaNet: the state is read from one buffer and written to another');
     const { valueHeads: Hv, keyDim: dk, valueDim: dv, convKernel: K } = this.shape;
     const { valueWidth, channels: C, row: P } = deltaNetSizes(this.shape);
     const R = this.maxRows;
@@ -136,8 +140,10 @@ export class DeltaNet {
       ['weights.aLog', weights.aLog, Hv * 4],
       ['weights.dtBias', weights.dtBias, Hv * 4],
       ['weights.normWeight', weights.normWeight, dv * 4],
-      ['state.conv', state.conv, (K - 1) * C * 4],
-      ['state.recurrent', state.recurrent, Hv * dk * dv * 4],
+      ['from.conv', from.conv, (K - 1) * C * 4],
+      ['from.recurrent', from.recurrent, Hv * dk * dv * 4],
+      ['to.conv', to.conv, (K - 1) * C * 4],
+      ['to.recurrent', to.recurrent, Hv * dk * dv * 4],
     ];
     for (const [name, b, bytes] of need)
       if (b.size < bytes)
@@ -152,8 +158,9 @@ export class DeltaNet {
         positions,
         count,
         weights.convWeight,
-        state.conv,
+        from.conv,
         this.conv,
+        to.conv,
       ]),
     );
     this.ctx.counter.dispatch(pass, Math.ceil(C / CONV_WG));
@@ -169,8 +176,9 @@ export class DeltaNet {
         weights.aLog,
         weights.dtBias,
         weights.normWeight,
-        state.recurrent,
+        from.recurrent,
         out,
+        to.recurrent,
       ]),
     );
     this.ctx.counter.dispatch(pass, Hv);

@@ -2,13 +2,21 @@
 // encode into a forward pass, and its state, the layer's KV cache (written by the pass, compacted
 // along an accepted path on commit).
 
-import { linearsByInput } from '../../formats/layout.js';
+import { InvalidInputError } from '../../errors.js';
+import { linearsByInput, outputGateParts } from '../../formats/layout.js';
 import { deriveSizes } from '../../formats/spec.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
 import { encodeResidual, normedInput, rotatedInput } from './encode.js';
-import type { BlockState, GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
+import {
+  type BlockState,
+  type GpuPass,
+  isKvCache,
+  type KernelBuilder,
+  type Linear,
+  type Placer,
+} from './gpu.js';
 
 /** The attention block's weights on the GPU, under the checkpoint's names and shapes. */
 export interface AttentionGpuWeights {
@@ -48,14 +56,32 @@ export async function placeAttention(
   const p = layerPrefix(block.layer);
   const [q, k, v] = linearsByInput(block.layer).qkv;
   const biases = ['q', 'k', 'v'].map((x) => `${p}.self_attn.${x}_proj.bias`);
+  // With an output gate, q_proj's query rows and gate rows (see outputGateParts) stand apart:
+  // the one matmul's output row is q | k | v | gate, as QkvRope and SigmoidGate read it.
+  const [query, gate] = outputGateParts(q);
+  const pieces: [string, number, number][] = spec.outputGate
+    ? [
+        [query, qWidth, H],
+        [k, kvWidth, H],
+        [v, kvWidth, H],
+        [gate, qWidth, H],
+      ]
+    : [
+        [q, qWidth, H],
+        [k, kvWidth, H],
+        [v, kvWidth, H],
+      ];
+  const qkv = await placer.stacked(`${p}.self_attn.qkv_proj.weight`, pieces);
+  if (spec.outputGate && !('parts' in qkv)) {
+    for (const m of qkv) m.destroy();
+    throw new InvalidInputError(
+      `${p}.self_attn: q_proj (with its output gate), k_proj and v_proj cannot be stacked into one matrix in this format`,
+    );
+  }
   return {
     kind: 'attention',
-    inputNorm: await placer.vector(`${p}.input_layernorm.weight`, H),
-    qkv: await placer.stacked(`${p}.self_attn.qkv_proj.weight`, [
-      [q, qWidth, H],
-      [k, kvWidth, H],
-      [v, kvWidth, H],
-    ]),
+    inputNorm: await placer.norm(`${p}.input_layernorm.weight`, H),
+    qkv,
     o: await placer.matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
     qkvBias: spec.qkvBias
       ? await placer.row(`${p}.self_attn.qkv_proj.bias`, biases, qWidth + 2 * kvWidth)
@@ -63,8 +89,8 @@ export async function placeAttention(
     qBias: spec.qkvBias ? await placer.vector(biases[0]!, qWidth, maxRows) : undefined,
     kBias: spec.qkvBias ? await placer.vector(biases[1]!, kvWidth, maxRows) : undefined,
     vBias: spec.qkvBias ? await placer.vector(biases[2]!, kvWidth, maxRows) : undefined,
-    qNorm: spec.qkNorm ? await placer.vector(`${p}.self_attn.q_norm.weight`, spec.headDim) : undefined,
-    kNorm: spec.qkNorm ? await placer.vector(`${p}.self_attn.k_norm.weight`, spec.headDim) : undefined,
+    qNorm: spec.qkNorm ? await placer.norm(`${p}.self_attn.q_norm.weight`, spec.headDim) : undefined,
+    kNorm: spec.qkNorm ? await placer.norm(`${p}.self_attn.k_norm.weight`, spec.headDim) : undefined,
   };
 }
 
@@ -93,7 +119,7 @@ export function encodeAttention(
   k: AttentionKernels,
   cache: BlockState,
 ): void {
-  if (!cache) throw new Error('encodeAttention: an attention block has a KV cache');
+  if (!isKvCache(cache)) throw new Error('encodeAttention: an attention block has a KV cache');
   const { a, T, spec } = p;
   const { qWidth, kvWidth } = deriveSizes(spec);
   p.section('qkv');
@@ -130,5 +156,10 @@ export function encodeAttention(
   p.section('attention');
   p.k.attention.encode(p.pass, qIn, cache.k, cache.v, a.vis, a.slots, a.attn, T, p.base, p.lastSlot);
   p.section('o');
+  // Qwen3.5: attention · sigmoid(gate), the gate read from the q | k | v | gate row.
+  if (spec.outputGate) {
+    if (!p.k.gate) throw new Error('encodeAttention: an output-gated model has the gate kernel');
+    p.k.gate.encode(p.pass, a.attn, a.qkv, T);
+  }
   encodeResidual(p, k.o, rotatedInput(p, p.k.rot?.heads, a.attn));
 }

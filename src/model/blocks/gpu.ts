@@ -3,7 +3,9 @@
 // the runner's activation buffers and shared kernels (gpu-runner.ts).
 import type { ModelSpec } from '../../formats/spec.js';
 import type { SplitAttention } from '../../kernels/attention/attention_split.js';
-import type { AddInPlace, SiluMul } from '../../kernels/elementwise/elementwise.js';
+import type { DeltaNet } from '../../kernels/deltanet/deltanet.js';
+import type { DeltaNetState } from '../../kernels/deltanet/reference.js';
+import type { AddInPlace, SigmoidGate, SiluMul } from '../../kernels/elementwise/elementwise.js';
 import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvCompact, KvLayerBuffers, KvWrite } from '../../kernels/kv/kv.js';
 import type { MatmulOptions } from '../../kernels/matmul/matmul.js';
@@ -40,6 +42,10 @@ export interface Placer {
   vector(name: string, n: number, repeat?: number): Promise<GPUBuffer>;
   /** Vectors joined into one row of `n` (the q | k | v bias the fused kernel adds). */
   row(label: string, names: readonly string[], n: number): Promise<GPUBuffer>;
+  /** A norm's weight [n] as it multiplies: 1 + w where the spec's norms are zero-centred. */
+  norm(name: string, n: number): Promise<GPUBuffer>;
+  /** A tensor of any shape, uploaded as its f32 values (a convolution's weight [C, 1, K]). */
+  tensor(name: string, shape: readonly number[]): Promise<GPUBuffer>;
 }
 
 /**
@@ -89,6 +95,8 @@ export interface SharedKernels {
   addKv: AddInPlace; // T * kvWidth
   silu: SiluMul;
   rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
+  gate: SigmoidGate | undefined; // attention · sigmoid(gate) of an output-gated model
+  deltaNet: DeltaNet | undefined; // the linear-attention layers' conv and delta rule
 }
 
 /** The runner's activation buffers a block reads and writes, each for MAX_FORWARD_TOKENS rows. */
@@ -109,6 +117,10 @@ export interface BlockActivations {
   gate: GPUBuffer; // [T, Ip] (Ip: the MLP width as packed)
   up: GPUBuffer; // [T, Ip]
   act: GPUBuffer; // [T, Ip] silu(gate) * up
+  // Only with linear-attention layers:
+  proj: GPUBuffer | undefined; // [T, P] a linear layer's fused projection q | k | v | z | b | a
+  mixed: GPUBuffer | undefined; // [T, valueWidth] the delta rule's gated-norm output, input of out_proj
+  count: GPUBuffer | undefined; // [1] u32 T, staged with the pass's inputs
 }
 
 /** The sections a profiled forward is split into, in the order they run (see GpuRunner.profiler). */
@@ -127,9 +139,28 @@ export interface GpuPass {
   readonly lastSlot: number | undefined;
   readonly a: BlockActivations;
   readonly k: SharedKernels;
+  /** The version of the committed linear-attention state the pass starts from (see LinearStatePair). */
+  readonly version: number;
   /** Starts a profiled section (a no-op unless profiling). */
   section(name: ProfileSection): void;
 }
 
-/** A block's state on the GPU: the KV cache of an attention block (none for an MLP). */
-export type BlockState = KvLayerBuffers | undefined;
+/**
+ * A linear-attention layer's state, twice: a pass reads the committed one (`pair[version % 2]`)
+ * and writes the other, so a pass never committed (a decode step run ahead, then dropped) leaves
+ * the committed state as it was, and committing a chain is a version step.
+ */
+export interface LinearStatePair {
+  readonly pair: readonly [DeltaNetState<GPUBuffer>, DeltaNetState<GPUBuffer>];
+}
+
+/**
+ * A block's state on the GPU: the KV cache of an attention block, the conv and recurrent state of
+ * a linear-attention block (none for an MLP).
+ */
+export type BlockState = KvLayerBuffers | LinearStatePair | undefined;
+
+/** Whether a block's state is a KV cache. */
+export function isKvCache(s: BlockState): s is KvLayerBuffers {
+  return s !== undefined && 'k' in s;
+}

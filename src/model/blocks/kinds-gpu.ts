@@ -1,7 +1,6 @@
 // Every block kind's GPU side behind one switch: placing its weights, its matrices, its linears,
 // its state and its encode. A new kind adds an arm to each (the compiler's exhaustiveness check
 // lists them).
-import { InvalidInputError } from '../../errors.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import {
   type AttentionGpuWeights,
@@ -14,6 +13,15 @@ import {
 import type { Block } from './blocks.js';
 import type { BlockState, GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
 import {
+  encodeLinear,
+  type LinearGpuWeights,
+  type LinearKernels,
+  linearKernels,
+  linearMatrices,
+  linearVectors,
+  placeLinear,
+} from './linear-gpu.js';
+import {
   encodeMlp,
   type MlpGpuWeights,
   type MlpKernels,
@@ -23,10 +31,10 @@ import {
 } from './mlp-gpu.js';
 
 /** A block's weights on the GPU, tagged with its kind. */
-export type GpuBlockWeights = AttentionGpuWeights | MlpGpuWeights;
+export type GpuBlockWeights = AttentionGpuWeights | LinearGpuWeights | MlpGpuWeights;
 
 /** A block's linears, tagged with its kind. */
-export type GpuBlockKernels = AttentionKernels | MlpKernels;
+export type GpuBlockKernels = AttentionKernels | LinearKernels | MlpKernels;
 
 /** Places a block's tensors (`maxRows`: the rows a pass holds, for per-row bias copies). */
 export function placeBlock(placer: Placer, block: Block, maxRows: number): Promise<GpuBlockWeights> {
@@ -36,42 +44,51 @@ export function placeBlock(placer: Placer, block: Block, maxRows: number): Promi
     case 'mlp':
       return placeMlp(placer, block);
     case 'linear':
-      throw new InvalidInputError(
-        `layer ${block.layer}: linear-attention (Gated DeltaNet) layers do not run on the GPU yet; use the CPU reference (--device cpu)`,
-      );
+      return placeLinear(placer, block);
   }
 }
 
 /** A block's matrices, each once: what a pass reads of its weights, and what unloading destroys. */
 export function blockMatrices(w: GpuBlockWeights): GpuMatrix[] {
+  if (w.kind === 'linear') return linearMatrices(w);
   return w.kind === 'attention' ? attentionMatrices(w) : mlpMatrices(w);
 }
 
 /** A block's other buffers (norm weights, biases), destroyed with its matrices. */
 export function blockVectors(w: GpuBlockWeights): GPUBuffer[] {
   if (w.kind === 'mlp') return [w.postNorm];
+  if (w.kind === 'linear') return linearVectors(w);
   return [w.inputNorm, w.qkvBias, w.qBias, w.kBias, w.vBias, w.qNorm, w.kNorm].filter((b) => b !== undefined);
 }
 
 /** A block's linears over its matrices. */
 export function blockKernels(kb: KernelBuilder, w: GpuBlockWeights): GpuBlockKernels {
+  if (w.kind === 'linear') return linearKernels(kb, w);
   return w.kind === 'attention' ? attentionKernels(kb, w) : mlpKernels(kb, w);
 }
 
 /** Destroys a block's linears. */
 export function destroyBlockKernels(k: GpuBlockKernels): void {
   const list = (m: Linear | readonly Linear[]) => ('encode' in m ? [m] : [...m]);
-  for (const l of k.kind === 'attention' ? [...list(k.qkv), k.o] : [...list(k.gateUp), k.down]) l.destroy();
+  const linears =
+    k.kind === 'attention'
+      ? [...list(k.qkv), k.o]
+      : k.kind === 'linear'
+        ? [k.proj, k.out]
+        : [...list(k.gateUp), k.down];
+  for (const l of linears) l.destroy();
 }
 
-/** Whether a block keeps a KV cache (its state: see {@link BlockState}). */
-export function hasKvCache(block: Block): boolean {
-  return block.kind === 'attention';
+/** The GPU buffers of a block's state. */
+export function stateBuffers(state: BlockState): GPUBuffer[] {
+  if (!state) return [];
+  return 'pair' in state ? state.pair.flatMap((s) => [s.conv, s.recurrent]) : [state.k, state.v];
 }
 
 /** Encodes a block over the pass's rows, with its state. */
 export function encodeBlock(p: GpuPass, w: GpuBlockWeights, k: GpuBlockKernels, state: BlockState): void {
   if (w.kind === 'attention' && k.kind === 'attention') encodeAttention(p, w, k, state);
+  else if (w.kind === 'linear' && k.kind === 'linear') encodeLinear(p, w, k, state);
   else if (w.kind === 'mlp' && k.kind === 'mlp') encodeMlp(p, w, k);
   else throw new Error(`encodeBlock: ${w.kind} weights with ${k.kind} kernels`);
 }

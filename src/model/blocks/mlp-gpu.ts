@@ -36,7 +36,7 @@ export async function placeMlp(placer: Placer, block: MlpBlock): Promise<MlpGpuW
   const p = layerPrefix(block.layer);
   return {
     kind: 'mlp',
-    postNorm: await placer.vector(`${p}.post_attention_layernorm.weight`, H),
+    postNorm: await placer.norm(`${p}.post_attention_layernorm.weight`, H),
     gateUp: await placer.paired(`${p}.mlp.gate_up_proj.weight`, [gate!, I, H], [up!, I, H]),
     down: await placer.matrix(`${p}.mlp.down_proj.weight`, H, I),
   };
