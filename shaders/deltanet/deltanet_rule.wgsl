@@ -19,7 +19,13 @@
 //   workgroup stages q and k (thread t loads elements t, t + WG, ...), reduces Σq², Σk² and, for
 //   the norm, Σo² with wg_sum. A row's operations never depend on T, so a pass of T rows is
 //   bit-identical to T passes of one row.
-// Preconditions: DK, DV ≤ 256; T = min(count[0], maxRows).
+//   With TREE (a draft tree in depth-first order): binding 10 is instead vis: array<u32> [T, 2] (no
+//   state_out), each row's visible
+//   slots (visWords of attention_split: bit d of row r set iff row r - d is r or an ancestor); one
+//   workgroup per (value head, row r) runs r's ancestors then r from state_in, with the same
+//   operations as the chain of r's path run alone (so bit-identical to it), and writes row r's
+//   output only; state_out is not written (a commit runs the accepted path as a chain).
+// Preconditions: DK, DV ≤ 256; T = min(count[0], maxRows); with TREE, T ≤ 64.
 
 {{PARAMS}}
 
@@ -37,7 +43,16 @@ const DV: u32 = {{DV}}u;
 @group(0) @binding(7) var<storage, read> norm_weight: array<f32>;
 @group(0) @binding(8) var<storage, read> state_in: array<f32>;
 @group(0) @binding(9) var<storage, read_write> out: array<f32>;
+//#if TREE
+@group(0) @binding(10) var<storage, read> vis: array<u32>;
+
+// Whether row r sees the row d before it (its ancestor, or itself at d = 0).
+fn visible(r: u32, d: u32) -> bool {
+  return ((vis[2u * r + (d >> 5u)] >> (d & 31u)) & 1u) != 0u;
+}
+//#else
 @group(0) @binding(10) var<storage, read_write> state_out: array<f32>;
+//#endif
 
 //#include reduce
 
@@ -62,13 +77,63 @@ fn softplus(x: f32) -> f32 {
   return log(u) * e / (u - 1.0);
 }
 
+// Row r of the pass through value head h's state s (thread t's column S[:, t] when own), from the
+// conv output u and the projection row; writes the row's gated-norm output when emit. Called by the
+// whole workgroup in uniform control flow (its reductions hold barriers).
+fn step(r: u32, h: u32, t: u32, s: ptr<function, array<f32, DK>>, emit: bool) {
+  let kh = h / p.groups;
+  let own = t < DV;
+  let u = r * p.channels;
+  let pr = r * p.row;
+  let zAt = p.channels; // z, b, a columns of a proj row
+  let bAt = zAt + p.valueWidth;
+  let aAt = bAt + p.valueHeads;
+  var sq = 0.0;
+  var sk = 0.0;
+  for (var i = t; i < DK; i += WG) {
+    let q = conv[u + kh * DK + i];
+    let k = conv[u + p.keyWidth + kh * DK + i];
+    wq[i] = q;
+    wk[i] = k;
+    sq += q * q;
+    sk += k * k;
+  }
+  let invQ = inverseSqrt(wg_sum(sq, t) + 1e-6);
+  let invK = inverseSqrt(wg_sum(sk, t) + 1e-6);
+  for (var i = t; i < DK; i += WG) {
+    wq[i] = wq[i] * invQ * p.scale;
+    wk[i] = wk[i] * invK;
+  }
+  workgroupBarrier();
+  let beta = 1.0 / (1.0 + exp(-proj[pr + bAt + h]));
+  let decay = exp(-exp(a_log[h]) * softplus(proj[pr + aAt + h] + dt_bias[h]));
+  var o = 0.0;
+  if (own) {
+    var kv = 0.0;
+    for (var k = 0u; k < DK; k++) {
+      (*s)[k] = (*s)[k] * decay;
+      kv += (*s)[k] * wk[k];
+    }
+    let delta = (conv[u + 2u * p.keyWidth + h * DV + t] - kv) * beta;
+    for (var k = 0u; k < DK; k++) {
+      (*s)[k] += wk[k] * delta;
+      o += (*s)[k] * wq[k];
+    }
+  }
+  // wg_sum's barriers also keep wq, wk until every thread has used them.
+  let inv = inverseSqrt(wg_sum(o * o, t) / f32(DV) + p.eps);
+  if (own && emit) {
+    let z = proj[pr + zAt + h * DV + t];
+    out[r * p.valueWidth + h * DV + t] = norm_weight[t] * (o * inv) * silu(z);
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) t: u32,
 ) {
   let h = wid.x;
-  let kh = h / p.groups;
   let rows = min(count[0], p.maxRows);
   let own = t < DV; // thread t keeps column t of S_h
   let sAt = h * DK * DV + t; // S_h[k, t] at sAt + k · DV
@@ -78,56 +143,24 @@ fn main(
       s[k] = state_in[sAt + k * DV];
     }
   }
-  let negA = -exp(a_log[h]);
-  let bias = dt_bias[h];
-  let zAt = p.channels; // z, b, a columns of a proj row
-  let bAt = zAt + p.valueWidth;
-  let aAt = bAt + p.valueHeads;
+//#if TREE
+  let r = wid.y;
+  if (r >= rows) {
+    return;
+  }
+  for (var j = 0u; j <= r; j++) {
+    if (visible(r, r - j)) {
+      step(j, h, t, &s, j == r);
+    }
+  }
+//#else
   for (var r = 0u; r < rows; r++) {
-    let u = r * p.channels;
-    let pr = r * p.row;
-    var sq = 0.0;
-    var sk = 0.0;
-    for (var i = t; i < DK; i += WG) {
-      let q = conv[u + kh * DK + i];
-      let k = conv[u + p.keyWidth + kh * DK + i];
-      wq[i] = q;
-      wk[i] = k;
-      sq += q * q;
-      sk += k * k;
-    }
-    let invQ = inverseSqrt(wg_sum(sq, t) + 1e-6);
-    let invK = inverseSqrt(wg_sum(sk, t) + 1e-6);
-    for (var i = t; i < DK; i += WG) {
-      wq[i] = wq[i] * invQ * p.scale;
-      wk[i] = wk[i] * invK;
-    }
-    workgroupBarrier();
-    let beta = 1.0 / (1.0 + exp(-proj[pr + bAt + h]));
-    let decay = exp(negA * softplus(proj[pr + aAt + h] + bias));
-    var o = 0.0;
-    if (own) {
-      var kv = 0.0;
-      for (var k = 0u; k < DK; k++) {
-        s[k] = s[k] * decay;
-        kv += s[k] * wk[k];
-      }
-      let delta = (conv[u + 2u * p.keyWidth + h * DV + t] - kv) * beta;
-      for (var k = 0u; k < DK; k++) {
-        s[k] += wk[k] * delta;
-        o += s[k] * wq[k];
-      }
-    }
-    // wg_sum's barriers also keep wq, wk until every thread has used them.
-    let inv = inverseSqrt(wg_sum(o * o, t) / f32(DV) + p.eps);
-    if (own) {
-      let z = proj[pr + zAt + h * DV + t];
-      out[r * p.valueWidth + h * DV + t] = norm_weight[t] * (o * inv) * silu(z);
-    }
+    step(r, h, t, &s, true);
   }
   if (own) {
     for (var k = 0u; k < DK; k++) {
       state_out[sAt + k * DV] = s[k];
     }
   }
+//#endif
 }

@@ -105,6 +105,8 @@ export class ModelDrafter implements Drafter {
     o: DeviceStepOptions = {},
   ): Promise<SpeculativeStep | undefined> {
     if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
+    // A recurrent state follows trees on the host's path only (the device step lays rows out itself).
+    if (this.runner.recurrent || target.recurrent) return undefined;
     if (this.device?.target !== target) {
       this.device?.speculator?.dispose();
       this.device = {

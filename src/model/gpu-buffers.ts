@@ -35,6 +35,11 @@ export interface Activations extends BlockActivations {
   // The readback ring of a decode session: step n's id comes back through stepStaging[n % 2].
   stepStaging0: GPUBuffer; // [1] u32, MAP_READ
   stepStaging1: GPUBuffer; // [1] u32, MAP_READ
+  // With linear-attention layers, what a commit along a tree's path reads (see GpuRunner.commit):
+  linCommit: GPUBuffer | undefined; // [2 + 2T] u32 staged: n, base, the path's rows, its slots
+  linCount: GPUBuffer | undefined; // [1] u32 n
+  linBase: GPUBuffer | undefined; // [1] u32 the committed length
+  linRows: GPUBuffer | undefined; // [T] u32 the path's rows
 }
 
 /** The buffers of `GpuRunner.io`: the pass inputs a tree kernel writes, and what it reads. */
@@ -116,6 +121,11 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     proj: lin ? f(projWidth, 'linear-proj') : undefined,
     mixed: lin ? f(lin.valueWidth, 'linear-mixed') : undefined,
     count: lin ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
+    // A commit along a tree's path: [n, base, rows (n), slots (n)] written at once, then copied.
+    linCommit: lin ? createBuffer(ctx, (2 + 2 * maxT) * 4, 'linear-commit', STORAGE) : undefined,
+    linCount: lin ? createBuffer(ctx, 4, 'linear-commit-count', STORAGE) : undefined,
+    linBase: lin ? createBuffer(ctx, 4, 'linear-commit-base', STORAGE) : undefined,
+    linRows: lin ? createBuffer(ctx, maxT * 4, 'linear-commit-rows', STORAGE) : undefined,
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(spec.vocabSize, 'logits'),

@@ -31,7 +31,7 @@ import {
   destroyBlockKernels,
   type GpuBlockKernels,
 } from './blocks/kinds-gpu.js';
-import { deltaNetShape } from './blocks/linear-gpu.js';
+import { deltaNetShape, projWidth } from './blocks/linear-gpu.js';
 import { type GpuWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** A {@link Matmul} as a {@link Linear}. */
@@ -97,6 +97,8 @@ export interface Kernels extends SharedKernels {
   blocks: GpuBlockKernels[];
   /** Per layer, its activation steering. */
   steer: LayerSteering[];
+  /** A commit along a tree's path: its projection rows gathered from a linear layer's (width P). */
+  gatherProj: GatherRows | undefined;
   scratch: GPUBuffer[]; // buffers the kernels share (W8A8 activations, steering vectors)
 }
 
@@ -181,6 +183,7 @@ export async function buildKernels(
     rot: rotationKernels(ctx, binds, spec, o.rotate, f.Ip),
     gate: f.gate ? new SigmoidGate(ctx, binds, f.gate) : undefined,
     deltaNet: spec.linearAttention ? new DeltaNet(ctx, binds, deltaNetShape(spec), maxT) : undefined,
+    gatherProj: spec.linearAttention ? new GatherRows(ctx, binds, projWidth(spec)) : undefined,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
   };
 }

@@ -50,6 +50,8 @@ export interface PassOptions {
   layers?: boolean;
   /** The version of the committed linear-attention state the pass starts from (default 0). */
   version?: number;
+  /** The rows are a draft tree (depth first), not a chain (default false). */
+  tree?: boolean;
 }
 
 /** The per-pass u32 arrays the kernels read, as {@link stageInputs} writes them. */
@@ -141,6 +143,7 @@ export function encodePass(
     a,
     k,
     version: o.version ?? 0,
+    tree: o.tree ?? false,
     section,
   };
   for (const [i, block] of (o.layers === false ? [] : r.blocks).entries()) {
@@ -232,6 +235,8 @@ export interface RunnerCursor {
    * one and writes the next, and committing its chain steps to it.
    */
   version: number;
+  /** The last forward's rows were a tree (its pass wrote no linear-attention state). */
+  lastTree: boolean;
   /** The open decode session: forward, commit and trim throw until it closes. */
   session: object | undefined;
 }

@@ -14,7 +14,7 @@ import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationF
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockState, PROFILE_SECTIONS } from './blocks/gpu.js';
 import { blockMatrices, stateBuffers } from './blocks/kinds-gpu.js';
-import { linearStateOf } from './blocks/linear-gpu.js';
+import { encodeLinearCommit, linearStateOf } from './blocks/linear-gpu.js';
 import { openDecodeSession } from './decode-session.js';
 import {
   type Activations,
@@ -110,6 +110,7 @@ export class GpuRunner implements ModelRunner {
     lastRows: 0,
     session: undefined,
     version: 0,
+    lastTree: false,
   };
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
@@ -209,10 +210,7 @@ export class GpuRunner implements ModelRunner {
       if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize)
         throw new InvalidInputError(`forward: token id ${t} is outside the vocabulary of ${spec.vocabSize}`);
     const tree = draftTree(input.parents ?? input.tokens.map((_, i) => i - 1));
-    if (this.recurrent && tree.depth.some((d, i) => d !== i))
-      throw new InvalidInputError(
-        'forward: a model with linear-attention layers runs chains on the GPU (tree verification of its recurrent state is not on the GPU yet)',
-      );
+    const isTree = tree.depth.some((d, i) => d !== i);
     const picked = rows === 'last' ? [T - 1] : input.tokens.map((_, i) => i);
     const R = picked.length;
     const W = maskWordsOf(spec.vocabSize);
@@ -241,16 +239,11 @@ export class GpuRunner implements ModelRunner {
       // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
       samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
     });
-    encodePass(
-      this.parts,
-      this.profiler,
-      enc,
-      T,
-      R,
-      base,
-      sampler,
-      input.masks ? { masks: input.masks, version: this.cur.version } : { version: this.cur.version },
-    );
+    encodePass(this.parts, this.profiler, enc, T, R, base, sampler, {
+      ...(input.masks ? { masks: input.masks } : {}),
+      version: this.cur.version,
+      tree: isTree,
+    });
     enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
     ctx.counter.submit([enc.finish()]);
     const ids = new Int32Array(await readStaging(ctx, a.staging, R * 4));
@@ -258,6 +251,7 @@ export class GpuRunner implements ModelRunner {
     this.cur.lastTokens = T;
     this.cur.lastBase = base;
     this.cur.lastRows = R;
+    this.cur.lastTree = isTree;
     return ids;
   }
 
@@ -419,12 +413,15 @@ export class GpuRunner implements ModelRunner {
         throw new InvalidInputError(
           `commit: node ${i} is not in the last forward (${this.cur.lastTokens} tokens)`,
         );
+    // A chain's whole pass wrote the state after it: committing it is a version step. Any other
+    // path (a tree's, a chain's prefix) runs again as a chain from the committed state.
     if (this.recurrent && path.length > 0) {
-      // The pass wrote the state after its last row only: its whole chain, or nothing.
-      if (path.length !== this.cur.lastTokens || path.some((node, i) => node !== i))
-        throw new InvalidInputError(
-          `commit: a model with linear-attention layers commits the whole chain of its last forward (${this.cur.lastTokens} tokens) or none of it`,
-        );
+      const whole =
+        !this.cur.lastTree && path.length === this.cur.lastTokens && path.every((n, i) => n === i);
+      if (!whole) {
+        this.commitLinearPath(path);
+        return;
+      }
       this.cur.version++;
     }
     // Rows already in place (a chain's prefix) need no copy.
@@ -438,6 +435,49 @@ export class GpuRunner implements ModelRunner {
       this.ctx.counter.submit([enc.finish()]);
     }
     this.cur.committed += path.length;
+    this.cur.lastTokens = 0;
+  }
+
+  /**
+   * Commits a path of the last forward that its pass did not leave the state after (a tree's, or a
+   * chain's prefix), in one write and one submission: the path's rows and slots staged, the KV
+   * caches compacted along it, and each linear layer's state advanced along it as a chain
+   * (encodeLinearCommit) into its other copy.
+   */
+  private commitLinearPath(path: readonly number[]): void {
+    const { a, k } = this.parts;
+    const { linCommit, linCount, linBase, linRows, proj, mixed } = a;
+    if (!linCommit || !linCount || !linBase || !linRows || !proj || !mixed || !k.deltaNet || !k.gatherProj)
+      throw new Error('commit: the runner has no linear-attention buffers');
+    const n = path.length;
+    const base = this.cur.committed;
+    writeBuffer(this.ctx, linCommit, Uint32Array.from([n, base, ...path, ...path.map((i) => base + i)]));
+    const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
+    enc.copyBufferToBuffer(linCommit, 0, linCount, 0, 4);
+    enc.copyBufferToBuffer(linCommit, 4, linBase, 0, 4);
+    enc.copyBufferToBuffer(linCommit, 8, linRows, 0, n * 4);
+    enc.copyBufferToBuffer(linCommit, 8 + n * 4, a.commitSlots, 0, n * 4);
+    const pass = enc.beginComputePass({ label: 'commit' });
+    if (path.some((node, i) => node !== i)) encodeCompaction(this.parts, pass, n, base);
+    const inputs = { rows: linRows, count: linCount, base: linBase, n };
+    this.parts.blocks.forEach((block, i) => {
+      const state = this.states[i];
+      const w = this.parts.w.blocks[i]!;
+      if (block.kind !== 'linear' || w.kind !== 'linear' || !state || !('pair' in state)) return;
+      encodeLinearCommit(
+        pass,
+        { deltaNet: k.deltaNet!, gather: k.gatherProj! },
+        { proj, mixed },
+        w,
+        state,
+        this.cur.version,
+        inputs,
+      );
+    });
+    pass.end();
+    this.ctx.counter.submit([enc.finish()]);
+    this.cur.committed += n;
+    this.cur.version++;
     this.cur.lastTokens = 0;
   }
 
@@ -532,7 +572,7 @@ export async function createGpuRunner(
   const blocks = modelBlocks(spec);
   const states = blocks.map((b): BlockState => {
     if (b.kind === 'attention') return kvCacheOf(ctx, b.layer, kv);
-    return b.kind === 'linear' ? linearStateOf(ctx, spec, b.layer) : undefined;
+    return b.kind === 'linear' ? linearStateOf(ctx, spec, b.layer, MAX_FORWARD_TOKENS) : undefined;
   });
   const acts = allocateActivations(
     ctx,

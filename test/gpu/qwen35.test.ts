@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { createEngine } from '../../src/engine/create.js';
 import { Engine } from '../../src/engine/engine.js';
-import type { TextCodec } from '../../src/engine/types.js';
-import { InvalidInputError } from '../../src/errors.js';
+import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
-import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
@@ -110,18 +110,67 @@ describe('Qwen3.5 on the GPU', () => {
     },
   );
 
-  it('refuses what its state cannot do on the GPU yet: trees, partial commits and partial rollback', async () => {
-    const { dev } = await open();
-    const r: GpuRunner = dev;
-    await expect(r.forward({ tokens: [1, 2, 3], parents: [-1, 0, 0] }, GREEDY, 'all')).rejects.toThrow(
-      InvalidInputError,
-    );
-    await r.forward({ tokens: [1, 2, 3] }, GREEDY, 'all');
-    expect(() => r.commit([0, 1])).toThrow(/whole chain of its last forward \(3 tokens\)/);
-    r.commit([0, 1, 2]);
-    expect(() => r.trim(1)).toThrow(/cannot roll back to 1 of 3 tokens/);
-    r.trim(0);
-    expect(r.kvLength).toBe(0);
+  it('scores a draft tree like the reference (each row through its ancestors), commits a path, rolls back only to 0', async () => {
+    const { opened, dev } = await open();
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: 128,
+    });
+    const p = prompt.slice(0, 6);
+    const tree = { tokens: [40, 41, 42, 43, 44, 45], parents: [-1, 0, 1, 0, 3, -1] };
+    for (const r of [ref, dev] as ModelRunner[]) {
+      await r.forward({ tokens: p }, GREEDY, 'last');
+      r.commit(p.map((_, i) => i));
+    }
+    const want = await ref.forward(tree, GREEDY, 'all');
+    const got = await dev.forward(tree, GREEDY, 'all');
+    expect(relErr(await dev.lastLogits(), ref.logits(tree))).toBeLessThan(1e-4);
+    expect(Array.from(got)).toEqual(Array.from(want));
+    // Accept 0 → 3 → 4: the state follows that path only; then both decode on alike.
+    for (const r of [ref, dev] as ModelRunner[]) r.commit([0, 3, 4]);
+    expect(dev.kvLength).toBe(9);
+    const next = [...p, 40, 43, 44];
+    for (const r of [ref, dev] as ModelRunner[]) r.trim(next.length);
+    expect(await greedyIds(dev, next, 8)).toEqual(await greedyIds(ref, next, 8));
+    // A chain's prefix is committed by running it again; partial rollback stays refused.
+    await dev.forward({ tokens: [1, 2, 3] }, GREEDY, 'all');
+    dev.commit([0, 1]);
+    expect(() => dev.trim(1)).toThrow(/cannot roll back to 1 of/);
+    dev.trim(0);
+    expect(dev.kvLength).toBe(0);
     dev.dispose();
+  });
+
+  it('speculative decoding equals plain decoding, greedy and seeded, with n-grams and int4 self-drafts', async () => {
+    const { files } = qwen35FixtureFiles(5);
+    const engine = await createEngine({
+      model: memoryModelFiles('qwen35', files),
+      quant: 'f32',
+      contextLength: 128,
+      draft: { self: 'int4' },
+      gpu: await gpu(),
+    });
+    const p = [5, 17, 99, 3, 250, 17, 99, 3];
+    const run = async (o: GenerateOptions) => {
+      const out: number[] = [];
+      let passes = 0;
+      for await (const c of engine.generate(p, o)) {
+        out.push(...c.ids);
+        if (c.tree) passes++;
+      }
+      return { out, passes };
+    };
+    const plain = (await run({ maxTokens: 16, drafter: 'none' })).out;
+    for (const drafter of ['ngram', 'draft'] as const) {
+      const spec = await run({ maxTokens: 16, drafter, treeBudget: 8 });
+      expect(spec.out, drafter).toEqual(plain);
+      console.log(
+        `[qwen35] ${drafter}: ${(plain.length / Math.max(1, engine.lastStats!.target_passes)).toFixed(2)} tokens per target pass`,
+      );
+    }
+    const seeded = { maxTokens: 12, temperature: 1, seed: 3 };
+    const sampled = (await run({ ...seeded, drafter: 'none' })).out;
+    for (const drafter of ['ngram', 'draft'] as const)
+      expect((await run({ ...seeded, drafter, treeBudget: 6 })).out, drafter).toEqual(sampled);
+    await engine.unload();
   });
 });

@@ -3,6 +3,7 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { InvalidInputError } from '../../errors.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import { visWords } from '../attention/attention_split.js';
 import { BindGroupCache } from '../bind.js';
 import { DeltaNet } from './deltanet.js';
 import {
@@ -225,6 +226,86 @@ describe('Gated DeltaNet kernels vs the TS reference', () => {
         expect(bits(parts.conv)).toEqual(bits(rowsOf(whole.conv, C, 7 - sizes.at(-1)!, sizes.at(-1)!)));
         expect(bits(parts.state.conv)).toEqual(bits(whole.state.conv));
         expect(bits(parts.state.recurrent)).toEqual(bits(whole.state.recurrent));
+      }
+    },
+  );
+
+  it.each(
+    SHAPES.slice(0, 2).flatMap(([name, shape]) =>
+      [true, false].map((fresh) => [name, fresh, shape] as const),
+    ),
+  )(
+    '%s, fresh=%s: a draft tree’s rows are bit-identical to their paths run as chains',
+    async (_, fresh, shape) => {
+      const ctx = await gpu();
+      const { weights, state } = makeLayer(shape, 91);
+      const { valueWidth: VW, channels: C, row: P } = deltaNetSizes(shape);
+      // Depth first: 0 → {1 → {2 → 3, 4}, 5 → 6}, 7 (a second root).
+      const parents = [-1, 0, 1, 2, 1, 0, 5, -1];
+      const T = parents.length;
+      const ends = parents.map((_, i) => {
+        let e = i;
+        for (let j = i + 1; j < T; j++) {
+          let a = parents[j]!;
+          while (a > i) a = parents[a]!;
+          if (a === i) e = j;
+        }
+        return e;
+      });
+      const proj = makeProj(shape, T, 92);
+      const start = fresh ? 0 : 30;
+      const depth = parents.map(function d(p, i): number {
+        return p < 0 ? 0 : 1 + d(parents[p]!, p);
+      });
+      await DeltaNet.prepare(ctx, shape);
+      const tree = await runOnce(ctx, 'deltanet-tree', (run) => {
+        const net = run.own(new DeltaNet(ctx, run.binds, shape, T));
+        const w = {
+          convWeight: run.upload(weights.convWeight),
+          aLog: run.upload(weights.aLog),
+          dtBias: run.upload(weights.dtBias),
+          normWeight: run.upload(weights.normWeight),
+        };
+        const from = { conv: run.upload(state.conv), recurrent: run.upload(state.recurrent) };
+        const to = {
+          conv: run.empty(state.conv.byteLength),
+          recurrent: run.empty(state.recurrent.byteLength),
+        };
+        const b = {
+          proj: run.upload(proj),
+          positions: run.upload(Uint32Array.from(depth, (d) => start + d)),
+          count: run.upload(Uint32Array.of(T)),
+          out: run.empty(T * VW * 4),
+          vis: run.upload(visWords(ends)),
+        };
+        return {
+          encode: (pass) =>
+            net.encode(pass, b.proj, b.positions, b.count, b.out, w, from, to, { vis: b.vis, rows: T }),
+          read: async () => ({
+            out: await readF32(ctx, b.out, T * VW),
+            conv: await readF32(ctx, net.conv, T * C),
+            from: await readF32(ctx, from.recurrent, state.recurrent.length),
+          }),
+        };
+      });
+      // The committed state is only read.
+      expect(bits(tree.from)).toEqual(bits(state.recurrent));
+      for (let r = 0; r < T; r++) {
+        const path: number[] = [];
+        for (let a = r; a >= 0; a = parents[a]!) path.unshift(a);
+        const chain = await runGpu(ctx, shape, path.length, weights, state, [
+          {
+            proj: Float32Array.from(path.flatMap((i) => [...rowsOf(proj, P, i, 1)])),
+            positions: Uint32Array.from(path, (_, d) => start + d),
+          },
+        ]);
+        const last = path.length - 1;
+        expect(bits(rowsOf(tree.out, VW, r, 1)), `row ${r}`).toEqual(
+          bits(rowsOf(chain.outs[0]!, VW, last, 1)),
+        );
+        expect(bits(rowsOf(tree.conv, C, r, 1)), `row ${r} conv`).toEqual(
+          bits(rowsOf(chain.conv, C, last, 1)),
+        );
       }
     },
   );

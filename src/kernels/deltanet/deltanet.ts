@@ -27,8 +27,8 @@ const Params = defineUniforms('Params', {
   eps: 'f32',
 });
 
-function convSource(shape: DeltaNetShape): WgslVariant {
-  return wgslVariant(shaders.deltanet_conv, Params, { WG: CONV_WG, K: shape.convKernel });
+function convSource(shape: DeltaNetShape, tree: boolean): WgslVariant {
+  return wgslVariant(shaders.deltanet_conv, Params, { WG: CONV_WG, K: shape.convKernel, TREE: tree });
 }
 
 /** The rule kernel's workgroup: the power of two ≥ valueDim (wg_sum's tree needs a power of two). */
@@ -36,13 +36,17 @@ function ruleWorkgroup(shape: DeltaNetShape): number {
   return 2 ** Math.ceil(Math.log2(shape.valueDim));
 }
 
-function ruleSource(shape: DeltaNetShape): WgslVariant {
+function ruleSource(shape: DeltaNetShape, tree: boolean): WgslVariant {
   return wgslVariant(shaders.deltanet_rule, Params, {
     WG: ruleWorkgroup(shape),
     DK: shape.keyDim,
     DV: shape.valueDim,
+    TREE: tree,
   });
 }
+
+/** Rows of a draft tree the tree forms take: the visibility words span 64 slots. */
+export const DELTANET_MAX_TREE_ROWS = 64;
 
 /**
  * A Gated DeltaNet layer's mixer on the GPU (Qwen3.5's linear attention), from the fused input
@@ -59,6 +63,8 @@ function ruleSource(shape: DeltaNetShape): WgslVariant {
 export class DeltaNet {
   private readonly convPipeline: GPUComputePipeline;
   private readonly rulePipeline: GPUComputePipeline;
+  private readonly treeConvPipeline: GPUComputePipeline;
+  private readonly treeRulePipeline: GPUComputePipeline;
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   /** [maxRows, C] f32: the conv output u of the last encoded pass (rows below its T). */
   readonly conv: GPUBuffer;
@@ -84,8 +90,10 @@ export class DeltaNet {
         `DeltaNet: valueHeads ${shape.valueHeads} exceeds ${ctx.limits.maxComputeWorkgroupsPerDimension} workgroups`,
       );
     const { keyWidth, valueWidth, channels, row } = deltaNetSizes(shape);
-    this.convPipeline = ctx.pipelines.get('deltanet_conv', ...convSource(shape));
-    this.rulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleSource(shape));
+    this.convPipeline = ctx.pipelines.get('deltanet_conv', ...convSource(shape, false));
+    this.rulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleSource(shape, false));
+    this.treeConvPipeline = ctx.pipelines.get('deltanet_conv', ...convSource(shape, true));
+    this.treeRulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleSource(shape, true));
     this.uniform = new UniformSlot(ctx, Params, 'deltanet-params');
     this.uniform.write({
       channels,
@@ -104,8 +112,10 @@ export class DeltaNet {
   /** Compiles both pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, shape: DeltaNetShape): Promise<void> {
     checkDeltaNetShape(shape, 'DeltaNet.prepare');
-    await ctx.pipelines.prepare('deltanet_conv', ...convSource(shape));
-    await ctx.pipelines.prepare('deltanet_rule', ...ruleSource(shape));
+    for (const tree of [false, true]) {
+      await ctx.pipelines.prepare('deltanet_conv', ...convSource(shape, tree));
+      await ctx.pipelines.prepare('deltanet_rule', ...ruleSource(shape, tree));
+    }
   }
 
   /**
@@ -115,6 +125,10 @@ export class DeltaNet {
    * (rows below T written); weights: the layer's; from: the layer's conv [K - 1, C] and recurrent
    * [Hv, dk, dv] state before the pass, read (unless fresh); to: where the state after it is
    * written (other buffers: a pass that is never committed leaves `from` as it was).
+   * With `tree` (a draft tree of `tree.rows` rows in depth-first order, `tree.vis` their
+   * visibility words [rows, 2] as attention reads them), each row runs from `from` through its
+   * ancestors (bit-identical to its path run as a chain) and `to` is not written: a commit runs the
+   * accepted path as a chain.
    */
   encode(
     pass: GPUComputePassEncoder,
@@ -125,7 +139,17 @@ export class DeltaNet {
     weights: DeltaNetWeights<GPUBuffer>,
     from: DeltaNetState<GPUBuffer>,
     to: DeltaNetState<GPUBuffer>,
+    tree?: { readonly vis: GPUBuffer; readonly rows: number },
   ): void {
+    if (
+      tree &&
+      (!Number.isInteger(tree.rows) ||
+        tree.rows < 1 ||
+        tree.rows > Math.min(this.maxRows, DELTANET_MAX_TREE_ROWS))
+    )
+      throw new InvalidInputError(
+        `DeltaNet: a tree of ${tree.rows} rows (1..${Math.min(this.maxRows, DELTANET_MAX_TREE_ROWS)})`,
+      );
     if (from.conv === to.conv || from.recurrent === to.recurrent)
       throw new InvalidInputError('DeltaNet: the state is read from one buffer and written to another');
     const { valueHeads: Hv, keyDim: dk, valueDim: dv, convKernel: K } = this.shape;
@@ -148,11 +172,15 @@ export class DeltaNet {
     for (const [name, b, bytes] of need)
       if (b.size < bytes)
         throw new InvalidInputError(`DeltaNet: ${name} holds ${b.size} bytes, need ${bytes}`);
+    if (tree && tree.vis.size < tree.rows * 8)
+      throw new InvalidInputError(`DeltaNet: tree.vis holds ${tree.vis.size} bytes, need ${tree.rows * 8}`);
     const u = this.uniform.buffer;
-    pass.setPipeline(this.convPipeline);
+    // A tree's passes bind its visibility words where a chain's bind the state they write.
+    const conv = tree ? this.treeConvPipeline : this.convPipeline;
+    pass.setPipeline(conv);
     pass.setBindGroup(
       0,
-      this.binds.get(this.convPipeline, [
+      this.binds.get(conv, [
         u,
         proj,
         positions,
@@ -160,14 +188,15 @@ export class DeltaNet {
         weights.convWeight,
         from.conv,
         this.conv,
-        to.conv,
+        tree?.vis ?? to.conv,
       ]),
     );
     this.ctx.counter.dispatch(pass, Math.ceil(C / CONV_WG));
-    pass.setPipeline(this.rulePipeline);
+    const rule = tree ? this.treeRulePipeline : this.rulePipeline;
+    pass.setPipeline(rule);
     pass.setBindGroup(
       0,
-      this.binds.get(this.rulePipeline, [
+      this.binds.get(rule, [
         u,
         proj,
         this.conv,
@@ -178,10 +207,11 @@ export class DeltaNet {
         weights.normWeight,
         from.recurrent,
         out,
-        to.recurrent,
+        tree?.vis ?? to.recurrent,
       ]),
     );
-    this.ctx.counter.dispatch(pass, Hv);
+    // A tree: a workgroup per (value head, row).
+    this.ctx.counter.dispatch(pass, Hv, tree?.rows ?? 1);
   }
 
   destroy(): void {

@@ -118,7 +118,7 @@ export interface BlockActivations {
   up: GPUBuffer; // [T, Ip]
   act: GPUBuffer; // [T, Ip] silu(gate) * up
   // Only with linear-attention layers:
-  proj: GPUBuffer | undefined; // [T, P] a linear layer's fused projection q | k | v | z | b | a
+  proj: GPUBuffer | undefined; // [T, P] an accepted path's projection rows, gathered for a commit
   mixed: GPUBuffer | undefined; // [T, valueWidth] the delta rule's gated-norm output, input of out_proj
   count: GPUBuffer | undefined; // [1] u32 T, staged with the pass's inputs
 }
@@ -141,6 +141,8 @@ export interface GpuPass {
   readonly k: SharedKernels;
   /** The version of the committed linear-attention state the pass starts from (see LinearStatePair). */
   readonly version: number;
+  /** The rows are a draft tree (depth first, `a.vis` their visibility), not a chain. */
+  readonly tree: boolean;
   /** Starts a profiled section (a no-op unless profiling). */
   section(name: ProfileSection): void;
 }
@@ -152,6 +154,11 @@ export interface GpuPass {
  */
 export interface LinearStatePair {
   readonly pair: readonly [DeltaNetState<GPUBuffer>, DeltaNetState<GPUBuffer>];
+  /**
+   * [MAX_FORWARD_TOKENS, P] the layer's projection rows of the last pass, kept until the next: a
+   * commit after a tree runs the accepted path's rows from here as a chain.
+   */
+  readonly proj: GPUBuffer;
 }
 
 /**

@@ -82,7 +82,9 @@ export function destroyBlockKernels(k: GpuBlockKernels): void {
 /** The GPU buffers of a block's state. */
 export function stateBuffers(state: BlockState): GPUBuffer[] {
   if (!state) return [];
-  return 'pair' in state ? state.pair.flatMap((s) => [s.conv, s.recurrent]) : [state.k, state.v];
+  return 'pair' in state
+    ? [...state.pair.flatMap((s) => [s.conv, s.recurrent]), state.proj]
+    : [state.k, state.v];
 }
 
 /** Encodes a block over the pass's rows, with its state. */

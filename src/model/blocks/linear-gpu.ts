@@ -9,7 +9,9 @@ import { linearAttentionInputs } from '../../formats/layout.js';
 import { linearSizes, type ModelSpec } from '../../formats/spec.js';
 import { createBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
+import type { DeltaNet } from '../../kernels/deltanet/deltanet.js';
 import type { DeltaNetShape } from '../../kernels/deltanet/reference.js';
+import type { GatherRows } from '../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { LinearAttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
@@ -95,8 +97,16 @@ export function linearKernels(kb: KernelBuilder, w: LinearGpuWeights): LinearKer
   };
 }
 
-/** A layer's state, twice (zeros: a pass at position 0 starts from zeros anyway). */
-export function linearStateOf(ctx: GpuContext, spec: ModelSpec, layer: number): LinearStatePair {
+/**
+ * A layer's state, twice (zeros: a pass at position 0 starts from zeros anyway), and its
+ * projection rows of `maxRows` rows.
+ */
+export function linearStateOf(
+  ctx: GpuContext,
+  spec: ModelSpec,
+  layer: number,
+  maxRows: number,
+): LinearStatePair {
   const la = deltaNetShape(spec);
   const { convChannels: C } = linearSizes(spec);
   const one = (i: number) => ({
@@ -107,7 +117,17 @@ export function linearStateOf(ctx: GpuContext, spec: ModelSpec, layer: number): 
       `model.layers.${layer}.recurrent_state.${i}`,
     ),
   });
-  return { pair: [one(0), one(1)] };
+  const P = linearSizes(spec).convChannels + linearSizes(spec).valueWidth + 2 * la.valueHeads;
+  return {
+    pair: [one(0), one(1)],
+    proj: createBuffer(ctx, maxRows * P * 4, `model.layers.${layer}.linear_proj`),
+  };
+}
+
+/** Columns of a linear layer's projection row q | k | v | z | b | a. */
+export function projWidth(spec: ModelSpec): number {
+  const { convChannels, valueWidth } = linearSizes(spec);
+  return convChannels + valueWidth + 2 * deltaNetShape(spec).valueHeads;
 }
 
 /** Bytes of one layer's state (both copies). */
@@ -118,25 +138,60 @@ export function linearStateBytes(spec: ModelSpec): number {
   );
 }
 
+/** The delta rule's weights of a placed layer. */
+function linearWeights(w: LinearGpuWeights) {
+  return { convWeight: w.conv, aLog: w.aLog, dtBias: w.dtBias, normWeight: w.norm };
+}
+
+/** What {@link encodeLinearCommit} reads: the path's rows, their count, and the position of the first. */
+export interface LinearCommitInputs {
+  readonly rows: GPUBuffer; // [n] u32 the path's rows in the last pass
+  readonly count: GPUBuffer; // [1] u32 n
+  readonly base: GPUBuffer; // [1] u32 the committed length (0: the state starts from zeros)
+  readonly n: number;
+}
+
 /**
- * Encodes the block over the pass's rows, a chain after the committed state: the fused
- * projection, the convolution and delta rule from the state of version `p.version` into the other
- * copy, and x += out_proj(y).
+ * Advances the layer's committed state along an accepted path of the last pass (a tree's, or a
+ * chain's prefix): its rows gathered from the layer's projection rows into `a.proj`, then the
+ * convolution and the delta rule run over them as a chain from the state of `version` into the
+ * other copy. The caller steps the version.
+ */
+export function encodeLinearCommit(
+  pass: GPUComputePassEncoder,
+  k: { deltaNet: DeltaNet; gather: GatherRows },
+  a: { proj: GPUBuffer; mixed: GPUBuffer },
+  w: LinearGpuWeights,
+  state: LinearStatePair,
+  version: number,
+  c: LinearCommitInputs,
+): void {
+  k.gather.encode(pass, state.proj, c.rows, a.proj, c.n);
+  const from = state.pair[version % 2]!;
+  const to = state.pair[(version + 1) % 2]!;
+  k.deltaNet.encode(pass, a.proj, c.base, c.count, a.mixed, linearWeights(w), from, to);
+}
+
+/**
+ * Encodes the block over the pass's rows after the committed state: the fused projection into the
+ * layer's rows, the convolution and delta rule from the state of version `p.version` (a chain
+ * writes the state after it into the other copy; a tree's rows each run through their ancestors
+ * and write no state), and x += out_proj(y).
  */
 export function encodeLinear(p: GpuPass, w: LinearGpuWeights, k: LinearKernels, state: BlockState): void {
   if (!state || !('pair' in state)) throw new Error('encodeLinear: a linear-attention block has its state');
   const { a, T } = p;
   const net = p.k.deltaNet;
-  const { proj, mixed, count } = a;
-  if (!net || !proj || !mixed || !count)
-    throw new Error('encodeLinear: the runner has no linear-attention buffers');
+  const { mixed, count } = a;
+  if (!net || !mixed || !count) throw new Error('encodeLinear: the runner has no linear-attention buffers');
   p.section('qkv');
-  k.proj.encode(p.pass, k.proj.fused.norm ? a.x : normedInput(p, w.inputNorm), proj, T);
+  // Into the layer's own rows: a commit after a tree reads the accepted ones from there.
+  k.proj.encode(p.pass, k.proj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T);
   p.section('attention');
   const from = state.pair[p.version % 2]!;
   const to = state.pair[(p.version + 1) % 2]!;
-  const weights = { convWeight: w.conv, aLog: w.aLog, dtBias: w.dtBias, normWeight: w.norm };
-  net.encode(p.pass, proj, a.positions, count, mixed, weights, from, to);
+  const tree = p.tree ? { vis: a.vis, rows: T } : undefined;
+  net.encode(p.pass, state.proj, a.positions, count, mixed, linearWeights(w), from, to, tree);
   p.section('o');
   encodeResidual(p, k.out, mixed);
 }
