@@ -254,9 +254,8 @@ describe('Gated DeltaNet kernels vs the TS reference', () => {
       });
       const proj = makeProj(shape, T, 92);
       const start = fresh ? 0 : 30;
-      const depth = parents.map(function d(p, i): number {
-        return p < 0 ? 0 : 1 + d(parents[p]!, p);
-      });
+      const depthOf = (p: number): number => (p < 0 ? 0 : 1 + depthOf(parents[p]!));
+      const depth = parents.map(depthOf);
       await DeltaNet.prepare(ctx, shape);
       const tree = await runOnce(ctx, 'deltanet-tree', (run) => {
         const net = run.own(new DeltaNet(ctx, run.binds, shape, T));
