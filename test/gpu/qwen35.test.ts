@@ -1,16 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { convertModel } from '../../src/convert/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
-import { openModel } from '../../src/model/load.js';
+import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { roundedThrough } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant } from '../../src/quant/pack.js';
-import { qwen35FixtureFiles } from '../fixtures/write.js';
+import { qwen35FixtureFiles, tinyQwen35TextConfig } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu, gpuHost } from '../helpers/gpu.js';
 
@@ -107,6 +108,70 @@ describe('Qwen3.5 on the GPU', () => {
         `[qwen35] ${quant} vs f32: ${forced} of 32 picks equal on f32's sequence; free run ${free} of 12`,
       );
       dev.dispose();
+    },
+  );
+
+  it('a folder converted to int4 loads as stored and generates what the source does at int4', async () => {
+    const { files } = qwen35FixtureFiles(5);
+    const out = new Map<string, Uint8Array>();
+    const chunks: Uint8Array[] = [];
+    await convertModel(
+      memoryModelFiles('qwen35', files),
+      { quant: 'int4' },
+      {
+        file: async (name, bytes) => {
+          out.set(name, bytes);
+        },
+        weights: async (chunk) => {
+          chunks.push(chunk.slice());
+        },
+      },
+    );
+    const weights = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    let at = 0;
+    for (const c of chunks) {
+      weights.set(c, at);
+      at += c.length;
+    }
+    out.set(WEFT_WEIGHTS, weights);
+    const converted = await openModel(memoryModelFiles('qwen35-int4', out));
+    expect(converted.packed?.format).toBe('int4');
+    const dev = await createGpuRunner(converted, { quant: 'int4', capacity: 128, gpu: await gpu() });
+    const source = await open('int4');
+    expect(await greedyIds(dev, prompt, 12)).toEqual(await greedyIds(source.dev, prompt, 12));
+    dev.dispose();
+    source.dev.dispose();
+  });
+
+  // The GPU forms (lavapipe) only: the deltanet kernels have one form, and 1,024 steps cost
+  // SwiftShader minutes.
+  it.skipIf(gpuHost().kernels !== 'gpu')(
+    'a 1,024-token prompt prefilled in chunks of 64 equals it run token by token (the same logits, bit for bit)',
+    async () => {
+      const { files } = qwen35FixtureFiles(5, { ...tinyQwen35TextConfig(), max_position_embeddings: 2048 });
+      const opened = await openModel(memoryModelFiles('qwen35', files));
+      const runner = async () => createGpuRunner(opened, { quant: 'f32', capacity: 1100, gpu: await gpu() });
+      let s = 7;
+      const long = Array.from({ length: 1024 }, () => {
+        s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+        return s % opened.spec.vocabSize;
+      });
+      const chunked = await runner();
+      for (let at = 0; at < long.length; at += 64) {
+        const part = long.slice(at, at + 64);
+        await chunked.forward({ tokens: part }, GREEDY, 'last');
+        chunked.commit(part.map((_, i) => i));
+      }
+      const a = await chunked.lastLogits();
+      const stepped = await runner();
+      for (const t of long) {
+        await stepped.forward({ tokens: [t] }, GREEDY, 'last');
+        stepped.commit([0]);
+      }
+      const b = await stepped.lastLogits();
+      expect(Array.from(new Uint32Array(a.buffer))).toEqual(Array.from(new Uint32Array(b.buffer)));
+      chunked.dispose();
+      stepped.dispose();
     },
   );
 
