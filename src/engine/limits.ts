@@ -4,7 +4,7 @@
 // the KV cache, the activations of MAX_FORWARD_TOKENS rows); matrices need no check of their own,
 // since `uploadMatrix` splits them into parts that fit the binding limit.
 import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
-import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import { deriveSizes, layerKind, linearSizes, type ModelSpec } from '../formats/spec.js';
 import { type KvFormat, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
 import { packedBytes, type WeightFormat } from '../quant/formats.js';
@@ -31,11 +31,13 @@ export interface BoundBuffer {
 export interface ModelFootprint {
   /** Packed matrices and f32 vectors (norms, biases). */
   readonly weights: number;
-  /** K and V of every layer. */
+  /** K and V of every attention layer. */
   readonly kvCache: number;
+  /** The linear-attention layers' states and kept projection rows (0 without such layers). */
+  readonly state: number;
   /** Activations of one forward pass, and the logits readback buffer. */
   readonly activations: number;
-  /** weights + kvCache + activations. */
+  /** weights + kvCache + state + activations. */
   readonly total: number;
   /** Buffers bound whole, each of which must fit the buffer and binding limits. */
   readonly bound: readonly BoundBuffer[];
@@ -59,33 +61,67 @@ export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: Footpri
   const I = spec.intermediate;
   const V = spec.vocabSize;
   const maxT = MAX_FORWARD_TOKENS;
-  const layerMatrices =
-    packedBytes(format, qWidth, H) +
+  const kinds = Array.from({ length: spec.layers }, (_, l) => layerKind(spec, l));
+  const attentionLayers = kinds.filter((k) => k === 'attention').length;
+  const linearLayers = spec.layers - attentionLayers;
+  const mlp = 2 * packedBytes(format, I, H) + packedBytes(format, H, I);
+  // q_proj with an output gate holds each head's query and gate rows.
+  const attentionMatrices =
+    packedBytes(format, (spec.outputGate ? 2 : 1) * qWidth, H) +
     2 * packedBytes(format, kvWidth, H) +
-    packedBytes(format, H, qWidth) +
-    2 * packedBytes(format, I, H) +
-    packedBytes(format, H, I);
+    packedBytes(format, H, qWidth);
   // Norms, and biases repeated for every forward row (see LayerWeights).
-  const layerVectors =
+  const attentionVectors =
     4 * (2 * H + (spec.qkvBias ? maxT * (qWidth + 2 * kvWidth) : 0) + (spec.qkNorm ? 2 * spec.headDim : 0));
+  const linear = linearLayers > 0 ? linearFootprint(spec, format) : { matrices: 0, vectors: 0, state: 0 };
   const heads = packedBytes(format, V, H) * (spec.tiedEmbeddings ? 1 : 2);
-  const weights = spec.layers * (layerMatrices + layerVectors) + heads + 4 * H;
+  const weights =
+    attentionLayers * (attentionMatrices + attentionVectors) +
+    linearLayers * (linear.matrices + linear.vectors) +
+    spec.layers * mlp +
+    heads +
+    4 * H;
   const kv = { capacity: o.context, kvHeads: spec.kvHeads, headDim: spec.headDim, format: o.kvFormat };
   const kvLayer = o.context * kvWordsPerSlot(kv) * 4; // [context, kvHeads, headDim]
-  o.context * kvWordsPerSlot({ ...o, kvHeads: spec.kvHeads, headDim: spec.headDim, capacity: o.context }) * 4;
-  const kvCache = 2 * spec.layers * kvLayer;
+  const kvCache = 2 * attentionLayers * kvLayer;
+  const state = linearLayers * linear.state;
   const logits = maxT * V * 4; // [maxT, V] f32, and its readback copy
-  const activations = 4 * maxT * (4 * H + 3 * qWidth + 3 * kvWidth + 3 * I + 8) + 2 * logits;
+  // (With an output gate the q | k | v row holds the gate too.)
+  const gate = spec.outputGate ? qWidth : 0;
+  const activations = 4 * maxT * (4 * H + 3 * qWidth + 3 * kvWidth + 3 * I + 8 + gate) + 2 * logits;
   const kvShape = `[${o.context}, ${spec.kvHeads}, ${spec.headDim}] ${o.kvFormat}`;
   return {
     weights,
     kvCache,
+    state,
     activations,
-    total: weights + kvCache + activations,
+    total: weights + kvCache + state + activations,
     bound: [
-      { what: `model.layers.*.k_cache ${kvShape}`, bytes: kvLayer },
+      ...(attentionLayers > 0 ? [{ what: `model.layers.*.k_cache ${kvShape}`, bytes: kvLayer }] : []),
       { what: `logits [${maxT}, ${V}] f32`, bytes: logits },
     ],
+  };
+}
+
+/**
+ * A linear-attention layer's bytes: its matrices (the fused projection, out_proj), its vectors
+ * (input norm, conv, decay, gated norm) and its state (two copies, and the projection rows of
+ * MAX_FORWARD_TOKENS rows a commit reads again).
+ */
+function linearFootprint(
+  spec: ModelSpec,
+  format: WeightFormat,
+): { matrices: number; vectors: number; state: number } {
+  const la = spec.linearAttention!;
+  const { convChannels: C, valueWidth } = linearSizes(spec);
+  const P = C + valueWidth + 2 * la.valueHeads;
+  const H = spec.hidden;
+  return {
+    matrices: packedBytes(format, P, H) + packedBytes(format, H, valueWidth),
+    vectors: 4 * (2 * H + C * la.convKernel + 2 * la.valueHeads + la.valueDim), // its two norms among them
+    state:
+      4 * (2 * ((la.convKernel - 1) * C + la.valueHeads * la.keyDim * la.valueDim) + MAX_FORWARD_TOKENS * P) +
+      4 * MAX_FORWARD_TOKENS * (P + valueWidth),
   };
 }
 

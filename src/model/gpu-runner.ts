@@ -14,7 +14,7 @@ import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationF
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockState, PROFILE_SECTIONS } from './blocks/gpu.js';
 import { blockMatrices, stateBuffers } from './blocks/kinds-gpu.js';
-import { encodeLinearCommit, linearStateOf } from './blocks/linear-gpu.js';
+import { encodeLinearCommit, linearStateBytes, linearStateOf, projWidth } from './blocks/linear-gpu.js';
 import { openDecodeSession } from './decode-session.js';
 import {
   type Activations,
@@ -504,6 +504,19 @@ export class GpuRunner implements ModelRunner {
     return new Float32Array(
       await readBack(this.ctx, f.store, from * rowBytes, f.staging, bytes, 'features-readback'),
     );
+  }
+
+  /**
+   * What the linear-attention layers hold on the GPU, bytes: their states (both copies, every
+   * layer) and, per row of a pass (a draft tree's node), the projection rows kept so a commit can
+   * run the accepted path again. Undefined for a model without such layers. There is no state per
+   * tree node: each row runs from the committed state through its ancestors.
+   */
+  get linearMemory(): { readonly stateBytes: number; readonly bytesPerTreeNode: number } | undefined {
+    if (!this.spec.linearAttention) return undefined;
+    const layers = this.parts.blocks.filter((b) => b.kind === 'linear').length;
+    const stateOnly = linearStateBytes(this.spec);
+    return { stateBytes: layers * stateOnly, bytesPerTreeNode: layers * 4 * projWidth(this.spec) };
   }
 
   /** Whether the model has linear-attention layers (see {@link ModelRunner.recurrent}). */

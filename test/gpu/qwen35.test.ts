@@ -215,6 +215,23 @@ describe('Qwen3.5 on the GPU', () => {
       gpu: await gpu(),
     });
     const p = [5, 17, 99, 3, 250, 17, 99, 3];
+    // No state per tree node: a node keeps its projection rows of each linear layer (for a commit).
+    const { dev } = await open();
+    const la = dev.linearMemory!;
+    const s = dev.spec.linearAttention!;
+    const P = 2 * s.keyHeads * s.keyDim + 2 * s.valueHeads * s.valueDim + 2 * s.valueHeads;
+    expect(la.bytesPerTreeNode).toBe(3 * P * 4);
+    expect(la.stateBytes).toBe(
+      3 *
+        2 *
+        4 *
+        ((s.convKernel - 1) * (P - s.valueHeads * s.valueDim - 2 * s.valueHeads) +
+          s.valueHeads * s.keyDim * s.valueDim),
+    );
+    console.log(
+      `[qwen35] linear layers hold ${la.stateBytes} bytes of state; ${la.bytesPerTreeNode} bytes per tree node`,
+    );
+    dev.dispose();
     const run = async (o: GenerateOptions) => {
       const out: number[] = [];
       let passes = 0;

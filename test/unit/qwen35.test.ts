@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { configFromSpec } from '../../src/convert/convert.js';
 import { createEngine, type LoadProgress } from '../../src/engine/create.js';
+import { modelFootprint } from '../../src/engine/limits.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import { specFromConfig } from '../../src/model/config.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights } from '../../src/model/weights.js';
+import { packedBytes } from '../../src/quant/formats.js';
 import { randomWeights, tinyHybridSpec } from '../fixtures/reference.js';
 import { qwen35FixtureFiles } from '../fixtures/write.js';
 import { greedy } from '../helpers/reference.js';
@@ -234,5 +236,27 @@ describe('Qwen3.5 as published, in the engine on the CPU', () => {
     const other = [5, 17, 42];
     expect(await ids(other, 8)).toEqual(expected(other, 8));
     await engine.unload();
+  });
+});
+
+describe('Qwen3.5 on the device: its footprint', () => {
+  it('counts every tensor at its placed size, a KV cache for the attention layers only, and the linear layers’ state', () => {
+    const spec = specFromConfig(wrapper);
+    const kv = { context: 4096, kvFormat: 'f16' as const };
+    for (const format of ['f16', 'int4'] as const) {
+      const f = modelFootprint(spec, format, kv);
+      let weights = 0;
+      for (const [, shape] of weightShapes(spec))
+        weights +=
+          shape.length === 2
+            ? packedBytes(format, shape[0]!, shape[1]!)
+            : 4 * shape.reduce((a, b) => a * b, 1);
+      expect(f.weights, format).toBe(weights);
+      // 6 attention layers × K and V × [4096, 2 KV heads, 256] halves.
+      expect(f.kvCache).toBe(6 * 2 * 4096 * 2 * 256 * 2);
+      // 18 linear layers: two copies of [3, 6144] + [16, 128, 128] f32, 64 kept projection rows of
+      // 8224, and the gathered rows and mixer output [64, 8224 + 2048].
+      expect(f.state).toBe(18 * 4 * (2 * (3 * 6144 + 16 * 128 * 128) + 64 * 8224 + 64 * (8224 + 2048)));
+    }
   });
 });

@@ -130,7 +130,7 @@ export function projWidth(spec: ModelSpec): number {
   return convChannels + valueWidth + 2 * deltaNetShape(spec).valueHeads;
 }
 
-/** Bytes of one layer's state (both copies). */
+/** Bytes of one layer's state (both copies; its projection rows apart). */
 export function linearStateBytes(spec: ModelSpec): number {
   const la = deltaNetShape(spec);
   return (
