@@ -10,7 +10,7 @@ import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.
 import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { convert } from '../formats/weft-checkpoint.js';
-import { ggufFileOf, type OpenedModel, openModel, WEFT_WEIGHTS } from '../model/load.js';
+import { ggufFileOf, type OpenedModel, openModel, readTokenizerConfig, WEFT_WEIGHTS } from '../model/load.js';
 import { mapWeights, readAllF32 } from '../model/weights.js';
 import type { Rotation } from '../quant/pack.js';
 import { calibrationWindows, collectHessians } from './calibrate.js';
@@ -57,6 +57,7 @@ const COPIED = [
   'tokenizer.json',
   'tokenizer_config.json',
   'special_tokens_map.json',
+  'chat_template.jinja',
 ];
 
 /**
@@ -244,9 +245,7 @@ export async function exportModelGguf(files: ModelFiles, type: GgufExportType): 
   const opened = await openModel(files);
   if (opened.source !== 'safetensors')
     throw new InvalidInputError(`export-gguf: ${files.name} is ${opened.source}; give a Hugging Face folder`);
-  const tokenizerConfig = (await files.exists('tokenizer_config.json'))
-    ? await readJson(files, 'tokenizer_config.json')
-    : {};
+  const tokenizerConfig = await readTokenizerConfig(files);
   const extra = ggufTokenizerEntries(
     await readJson(files, 'tokenizer.json'),
     tokenizerConfig,

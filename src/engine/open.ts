@@ -3,7 +3,7 @@
 
 import { ModelFormatError } from '../formats/errors.js';
 import { type ModelFiles, urlModelFiles } from '../formats/files.js';
-import { WEFT_WEIGHTS } from '../model/load.js';
+import { CHAT_TEMPLATE_FILE, WEFT_WEIGHTS } from '../model/load.js';
 import { type DownloadProgress, downloadModel } from '../store/download.js';
 import { openStoredFile } from '../store/reader.js';
 import {
@@ -67,14 +67,14 @@ export async function openModelSource(
 
 /**
  * The files a Hugging Face-layout model needs: config.json and tokenizer.json, the optional
- * generation and tokenizer configs when the server has them, and the weights (a weft-q
+ * generation and tokenizer configs and chat_template.jinja when the server has them, and the weights (a weft-q
  * `model.weft.safetensors` written by `weft convert` when present, else model.safetensors, or the
  * sharded index and every shard it names). Probed with HEAD; the index is fetched.
  */
 export async function remoteFileList(source: RemoteSource, fetchFn: typeof fetch): Promise<string[]> {
   const has = async (file: string) => (await fetchFn(fileUrl(source, file), { method: 'HEAD' })).ok;
   const files = ['config.json', 'tokenizer.json'];
-  for (const optional of ['generation_config.json', 'tokenizer_config.json'])
+  for (const optional of ['generation_config.json', 'tokenizer_config.json', CHAT_TEMPLATE_FILE])
     if (await has(optional)) files.push(optional);
   if (await has(WEFT_WEIGHTS)) return [...files, WEFT_WEIGHTS];
   const index = 'model.safetensors.index.json';

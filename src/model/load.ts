@@ -81,9 +81,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
   if (await files.exists('generation_config.json')) {
     spec = withGenerationConfig(spec, await readJson(files, 'generation_config.json'));
   }
-  const tokenizerConfig = (await files.exists('tokenizer_config.json'))
-    ? await readJson(files, 'tokenizer_config.json')
-    : {};
+  const tokenizerConfig = await readTokenizerConfig(files);
   const tokenizer = loadTokenizer(await readJson(files, 'tokenizer.json'), tokenizerConfig, spec.eosIds);
   const chat =
     typeof tokenizerConfig === 'object' && tokenizerConfig !== null && 'chat_template' in tokenizerConfig;
@@ -129,6 +127,25 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     checksum: once(() => configAndHead(files, configText, SAFETENSORS)),
   };
 }
+
+/**
+ * tokenizer_config.json (or `{}`), with the chat template of `chat_template.jinja` where the config
+ * has none: recent Hugging Face repositories (Qwen3.5's among them) keep the template in that file.
+ */
+export async function readTokenizerConfig(files: ModelFiles): Promise<unknown> {
+  const config = (await files.exists('tokenizer_config.json'))
+    ? await readJson(files, 'tokenizer_config.json')
+    : {};
+  const hasTemplate = typeof config === 'object' && config !== null && 'chat_template' in config;
+  if (hasTemplate || !(await files.exists(CHAT_TEMPLATE_FILE))) return config;
+  return {
+    ...(typeof config === 'object' && config !== null ? config : {}),
+    chat_template: await files.text(CHAT_TEMPLATE_FILE),
+  };
+}
+
+/** Where recent Hugging Face repositories keep the chat template (beside tokenizer_config.json). */
+export const CHAT_TEMPLATE_FILE = 'chat_template.jinja';
 
 /**
  * A vision-language checkpoint's language model (see `languageModelTensors`), with a warning that

@@ -235,6 +235,13 @@ describe('Qwen3.5 as published, in the engine on the CPU', () => {
     // ... and one that shares only part of it starts again from zeros.
     const other = [5, 17, 42];
     expect(await ids(other, 8)).toEqual(expected(other, 8));
+    // The chat template comes from chat_template.jinja (tokenizer_config.json has none).
+    const reply = await engine.chat.completions.create({
+      messages: [{ role: 'user', content: 'the' }],
+      max_tokens: 4,
+      temperature: 0,
+    });
+    expect(reply.usage.prompt_tokens).toBeGreaterThan(8);
     await engine.unload();
   });
 });
