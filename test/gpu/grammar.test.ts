@@ -6,7 +6,7 @@ import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import { fixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
 async function run(engine: Engine, o: GenerateOptions): Promise<{ ids: number[]; text: string }> {
@@ -19,51 +19,65 @@ async function run(engine: Engine, o: GenerateOptions): Promise<{ ids: number[];
   return { ids, text };
 }
 
+/**
+ * The GPU's ids under each case's constraint equal the CPU reference's, the text obeys it, the
+ * decode steps read back 4 bytes, and speculation (a self-draft, n-grams) changes no id.
+ */
+async function expectConstrained(name: string, files: Map<string, Uint8Array>, cases: GenerateOptions[]) {
+  const make = async (device: 'cpu' | 'gpu') =>
+    createEngine({
+      model: memoryModelFiles(name, files),
+      quant: 'f32',
+      contextLength: 128,
+      ...(device === 'cpu'
+        ? { device: 'cpu' as const }
+        : { gpu: await gpu(), draft: { self: 'int4' as const } }),
+    });
+  const [onGpu, onCpu] = [await make('gpu'), await make('cpu')];
+  for (const o of cases) {
+    const g = await run(onGpu, { ...o, drafter: 'none' });
+    const c = await run(onCpu, { ...o, drafter: 'none' });
+    expect(g.ids, JSON.stringify(o)).toEqual(c.ids);
+    if (o.regex) expect(g.text).toMatch(/^[a-z]{3,9}( [0-9]{1,3})?$/);
+    else
+      expect(JSON.parse(g.text)).toMatchObject({
+        a: expect.any(Number),
+        b: expect.stringMatching(/^then?$/),
+      });
+    // The decode steps write one mask each and still read back only the sampled id.
+    expect(onGpu.lastStats!.readback_bytes_per_pass).toBe(4);
+    // Speculation under the grammar (masked draft trees, every node masked) changes no id.
+    for (const drafter of ['draft', 'ngram'] as const)
+      expect(
+        (await run(onGpu, { ...o, drafter, treeBudget: 8 })).ids,
+        `${drafter} ${JSON.stringify(o)}`,
+      ).toEqual(g.ids);
+  }
+  await onGpu.unload();
+  await onCpu.unload();
+}
+
+const schema = {
+  type: 'object',
+  properties: { a: { type: 'integer', minimum: 0, maximum: 999 }, b: { enum: ['the', 'then'] } },
+  required: ['a', 'b'],
+};
+
 describe('constrained decoding on WebGPU', () => {
   it('GPU ids equal the CPU reference under the grammar mask, greedy and seeded, and speculative ids equal plain', {
     timeout: 120_000,
   }, async () => {
-    const { files } = fixtureFiles('llama', 'f32', 3);
-    const make = async (device: 'cpu' | 'gpu') =>
-      createEngine({
-        model: memoryModelFiles('llama', files),
-        quant: 'f32',
-        contextLength: 128,
-        ...(device === 'cpu'
-          ? { device: 'cpu' as const }
-          : { gpu: await gpu(), draft: { self: 'int4' as const } }),
-      });
-    const [onGpu, onCpu] = [await make('gpu'), await make('cpu')];
-    const schema = {
-      type: 'object',
-      properties: { a: { type: 'integer', minimum: 0, maximum: 999 }, b: { enum: ['the', 'then'] } },
-      required: ['a', 'b'],
-    };
     const cases: GenerateOptions[] = [
       { jsonSchema: schema, maxTokens: 40 },
       { jsonSchema: schema, maxTokens: 40, temperature: 1, seed: 3 },
       { regex: '[a-z]{3,9}( [0-9]{1,3})?', maxTokens: 16, temperature: 1, seed: 7 },
     ];
-    for (const o of cases) {
-      const g = await run(onGpu, { ...o, drafter: 'none' });
-      const c = await run(onCpu, { ...o, drafter: 'none' });
-      expect(g.ids, JSON.stringify(o)).toEqual(c.ids);
-      if (o.regex) expect(g.text).toMatch(/^[a-z]{3,9}( [0-9]{1,3})?$/);
-      else
-        expect(JSON.parse(g.text)).toMatchObject({
-          a: expect.any(Number),
-          b: expect.stringMatching(/^then?$/),
-        });
-      // The decode steps write one mask each and still read back only the sampled id.
-      expect(onGpu.lastStats!.readback_bytes_per_pass).toBe(4);
-      // Speculation under the grammar (masked draft trees, every node masked) changes no id.
-      for (const drafter of ['draft', 'ngram'] as const)
-        expect(
-          (await run(onGpu, { ...o, drafter, treeBudget: 8 })).ids,
-          `${drafter} ${JSON.stringify(o)}`,
-        ).toEqual(g.ids);
-    }
-    await onGpu.unload();
-    await onCpu.unload();
+    await expectConstrained('llama', fixtureFiles('llama', 'f32', 3).files, cases);
+  });
+
+  it('the same on a hybrid model (Qwen3.5: Gated DeltaNet layers), greedy', {
+    timeout: 120_000,
+  }, async () => {
+    await expectConstrained('qwen35', qwen35FixtureFiles(3).files, [{ jsonSchema: schema, maxTokens: 40 }]);
   });
 });

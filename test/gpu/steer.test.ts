@@ -7,7 +7,7 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import { fixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu } from '../helpers/gpu.js';
 import { bufferLabelled, withCreatedBuffers } from '../helpers/gpu-buffers.js';
@@ -77,6 +77,17 @@ describe('steering in the GPU forward', () => {
     expect(relErr(await plain.dev.lastLogits(), want)).toBeGreaterThan(1e-3);
     dev.dispose();
     plain.dev.dispose();
+  });
+
+  it('"add" at every layer of a hybrid model (Qwen3.5: Gated DeltaNet layers) matches the reference', async () => {
+    const files = memoryModelFiles('qwen35', qwen35FixtureFiles(9).files);
+    const { spec } = await openModel(files);
+    const vectors = Array.from({ length: spec.layers }, (_, l) => unit(spec.hidden, 20 + l));
+    const { ref, dev } = await runners(files, { mode: 'add', scale: 3, inputs: true, vectors });
+    const want = ref.logits({ tokens: PROMPT });
+    await dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+    expect(relErr(await dev.lastLogits(), want)).toBeLessThan(1e-4);
+    dev.dispose();
   });
 
   it('ablating a direction the residual stream never uses leaves the logits bit-identical', async () => {
