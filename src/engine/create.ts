@@ -9,6 +9,7 @@ import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import { type DraftHead, HeadRunner, isDraftHead, openDraftHead } from '../model/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
+import { openMtpHead } from '../model/mtp.js';
 import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference.js';
 import type { ModelRunner } from '../model/runner.js';
@@ -116,7 +117,8 @@ export interface CreateEngineOptions {
   draft?:
     | { model: ModelRef; quant?: Quant }
     | { self: 'int4' | 'int2' }
-    | { head: ModelRef; on?: 'gpu' | 'cpu' };
+    | { head: ModelRef; on?: 'gpu' | 'cpu' }
+    | 'mtp';
   /**
    * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
    * the same text as plain sampling with the seed) or 'rejection' (the classic min(1, p/q) rule on
@@ -191,8 +193,13 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   for (const w of opened.warnings ?? [])
     progress({ phase: 'warning', message: w.message, linears: w.tensors });
   const settings = await chooseSettings(options, opened);
+  // The checkpoint's own MTP layer (Qwen3.5), or a draft model or head of its own.
   const draft =
-    options.draft && !('self' in options.draft) ? await openDraft(options.draft, opened, resolve) : undefined;
+    options.draft === 'mtp'
+      ? { head: await openMtpHead({ name: files.name, spec: opened.spec, weights: opened.weights }) }
+      : options.draft && !('self' in options.draft)
+        ? await openDraft(options.draft, opened, resolve)
+        : undefined;
   const draftModel = draft && 'opened' in draft ? draft : undefined;
   const head = draft && 'head' in draft ? draft.head : undefined;
   // Place: one GPU context for the target and its draft model (the target's runner owns it),
@@ -274,7 +281,8 @@ async function chooseSettings(options: CreateEngineOptions, opened: OpenedModel)
     steer: steer
       ? await resolveSteer(steer, spec, steer.file ? await opened.checksum() : undefined)
       : undefined,
-    draftQuant: (options.draft && 'model' in options.draft && options.draft.quant) || quant,
+    draftQuant:
+      (typeof options.draft === 'object' && 'model' in options.draft && options.draft.quant) || quant,
   };
 }
 
@@ -291,7 +299,7 @@ function checkFits(
   head: DraftHead | undefined,
 ): void {
   const { context, quant, draftQuant } = settings;
-  const draft = options.draft;
+  const draft = typeof options.draft === 'object' ? options.draft : undefined;
   const limits = {
     maxBufferSize: gpu.limits.maxBufferSize,
     maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
@@ -388,7 +396,7 @@ async function makeDrafter(
   head: DraftHead | undefined,
 ): Promise<Drafter | undefined> {
   const { quant, draftQuant, context } = placer.settings;
-  if (draft && 'self' in draft)
+  if (typeof draft === 'object' && 'self' in draft)
     return new ModelDrafter(`self-${draft.self}`, await placer.place(opened, draft.self, { owner: false }));
   if (draftModel) {
     const placed = await placer.place(draftModel.opened, draftQuant, { owner: false });
@@ -397,7 +405,10 @@ async function makeDrafter(
   }
   if (!head) return undefined;
   const { GpuRunner } = await import('../model/gpu-runner.js');
-  const onGpu = runner instanceof GpuRunner && !(draft && 'head' in draft && draft.on === 'cpu');
+  // An MTP layer drafts on the CPU for now (the GPU head runs the EAGLE layer only).
+  const onCpu =
+    head.mtp !== undefined || (typeof draft === 'object' && 'head' in draft && draft.on === 'cpu');
+  const onGpu = runner instanceof GpuRunner && !onCpu;
   const headRunner = onGpu
     ? await (await import('../model/gpu-head.js')).createGpuHeadRunner(head, runner, {
         capacity: context,

@@ -15,7 +15,8 @@ export type EngineWorkerLoadOptions =
       readonly model: ModelChoice;
       readonly draft?:
         | { readonly model: ModelChoice; readonly quant?: Quant }
-        | { readonly self: 'int4' | 'int2' };
+        | { readonly self: 'int4' | 'int2' }
+        | 'mtp';
     })
   | ChoiceLoadOptions;
 

@@ -141,15 +141,15 @@ export function checkTensors(
 export interface SkippedParts {
   /** `model.visual.*`: the vision tower. */
   readonly vision: number;
-  /** `mtp.*`: the multi-token-prediction layer. */
+  /** `mtp.*`: the multi-token-prediction layer (kept). */
   readonly mtp: number;
 }
 
 /**
  * A vision-language checkpoint's language model under the names a text-only one uses: Qwen3.5's
  * published checkpoints keep it under `model.language_model.*` (renamed to `model.*`) beside the
- * vision tower `model.visual.*` and the MTP layer `mtp.*` (left out and counted). A checkpoint
- * without `model.language_model.*` names is returned as it is.
+ * vision tower `model.visual.*` (left out and counted) and the MTP layer `mtp.*` (kept under its
+ * names, and counted). A checkpoint without `model.language_model.*` names is returned as it is.
  */
 export function languageModelTensors<T>(tensors: ReadonlyMap<string, T>): {
   tensors: ReadonlyMap<string, T>;
@@ -163,8 +163,10 @@ export function languageModelTensors<T>(tensors: ReadonlyMap<string, T>): {
   for (const [name, t] of tensors) {
     if (name.startsWith(inner)) out.set(`model.${name.slice(inner.length)}`, t);
     else if (name.startsWith('model.visual.')) vision++;
-    else if (name.startsWith('mtp.')) mtp++;
-    else out.set(name, t); // lm_head.weight, when untied
+    else {
+      if (name.startsWith('mtp.')) mtp++;
+      out.set(name, t); // lm_head.weight when untied, and the MTP layer (kept for draft: 'mtp')
+    }
   }
   return { tensors: out, skipped: { vision, mtp } };
 }
@@ -177,4 +179,39 @@ export function languageModelTensors<T>(tensors: ReadonlyMap<string, T>): {
 export function outputGateParts(qProj: string): readonly [string, string] {
   const stem = qProj.replace(/q_proj\.weight$/, '');
   return [`${stem}q_query_proj.weight`, `${stem}q_gate_proj.weight`];
+}
+
+/**
+ * The tensors of a Qwen3.5 checkpoint's multi-token-prediction layer (`mtp.*`), in checkpoint
+ * order: the norms of the next token's embedding and of the target's hidden state, their joint
+ * projection `fc` [H, 2H], one full-attention decoder layer (as the model's attention layers: an
+ * output-gated q_proj, QK-norm) with its MLP, and its final norm. It reads the target's embedding
+ * table and LM head.
+ */
+export function mtpShapes(spec: ModelSpec): [string, number[]][] {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const p = 'mtp.layers.0';
+  return [
+    ['mtp.pre_fc_norm_embedding.weight', [H]],
+    ['mtp.pre_fc_norm_hidden.weight', [H]],
+    ['mtp.fc.weight', [H, 2 * H]],
+    [`${p}.input_layernorm.weight`, [H]],
+    [`${p}.self_attn.q_proj.weight`, [spec.outputGate ? 2 * qWidth : qWidth, H]],
+    [`${p}.self_attn.k_proj.weight`, [kvWidth, H]],
+    [`${p}.self_attn.v_proj.weight`, [kvWidth, H]],
+    ...(spec.qkNorm
+      ? ([
+          [`${p}.self_attn.q_norm.weight`, [spec.headDim]],
+          [`${p}.self_attn.k_norm.weight`, [spec.headDim]],
+        ] as [string, number[]][])
+      : []),
+    [`${p}.self_attn.o_proj.weight`, [H, qWidth]],
+    [`${p}.post_attention_layernorm.weight`, [H]],
+    [`${p}.mlp.gate_proj.weight`, [I, H]],
+    [`${p}.mlp.up_proj.weight`, [I, H]],
+    [`${p}.mlp.down_proj.weight`, [H, I]],
+    ['mtp.norm.weight', [H]],
+  ];
 }

@@ -79,6 +79,21 @@ export interface DraftHead {
   readonly norm: Float32Array;
   /** The target's LM head rows of the draft vocabulary [Vd, H]. */
   readonly lmRows: Float32Array;
+  /**
+   * A checkpoint's own multi-token-prediction layer (Qwen3.5's `mtp.*`, see model/mtp.ts) instead
+   * of the EAGLE layer above: its input reads the target's hidden state after the target's final
+   * norm (`featureNorm`), and `body` runs its decoder layer on the fc output x [R, H] in place.
+   */
+  readonly mtp?: {
+    readonly featureNorm: Float32Array;
+    body(
+      x: Float32Array,
+      positions: readonly number[],
+      slots: readonly number[],
+      attended: readonly (readonly number[])[],
+      cache: ReferenceKvCache,
+    ): void;
+  };
 }
 
 /** True when `files` hold a draft head (config.json's `model_type` is {@link HEAD_MODEL_TYPE}). */
@@ -435,6 +450,7 @@ export class HeadRunner implements ModelRunner {
     });
     rmsNorm(e, H, w.normEmbed, s.rmsEps, e);
     const f = new Float32Array(features);
+    if (head.mtp) rmsNorm(f, H, head.mtp.featureNorm, s.rmsEps, f); // the target's output, normed
     rmsNorm(f, H, w.normHidden, s.rmsEps, f);
     const cat = new Float32Array(R * 2 * H);
     for (let r = 0; r < R; r++) {
@@ -443,6 +459,10 @@ export class HeadRunner implements ModelRunner {
     }
     const x = new Float32Array(R * H);
     linear(cat, 2 * H, w.fc, H, undefined, x);
+    if (head.mtp) {
+      head.mtp.body(x, positions, slots, attended, cache);
+      return x;
+    }
     const h = new Float32Array(R * H);
     rmsNorm(x, H, w.inputNorm, s.rmsEps, h);
     const q = new Float32Array(R * qw);

@@ -157,14 +157,15 @@ function languageModel(ck: SafetensorsCheckpoint): {
 } {
   const { tensors, skipped } = languageModelTensors(ck.tensors);
   if (!skipped) return { st: ck, warnings: [] };
-  const parts = [
+  const warnings =
     skipped.vision > 0
-      ? ['model.visual.*', `the vision tower (${skipped.vision} tensors, model.visual.*)`]
-      : [],
-    skipped.mtp > 0 ? ['mtp.*', `the multi-token-prediction layer (${skipped.mtp} tensors, mtp.*)`] : [],
-  ].filter((p) => p.length > 0);
-  const message = `${parts.map((p) => p[1]).join(' and ')} not loaded: weft runs the language model (model.language_model.*)`;
-  const warnings = parts.length > 0 ? [{ message, tensors: parts.map((p) => p[0]!) }] : [];
+      ? [
+          {
+            message: `the vision tower (${skipped.vision} tensors, model.visual.*) not loaded: weft runs the language model (model.language_model.*)`,
+            tensors: ['model.visual.*'],
+          },
+        ]
+      : [];
   return { st: { ...ck, tensors }, warnings };
 }
 

@@ -255,4 +255,29 @@ describe('Qwen3.5 on the GPU', () => {
       expect((await run({ ...seeded, drafter, treeBudget: 6 })).out, drafter).toEqual(sampled);
     await engine.unload();
   });
+
+  it('its own MTP layer drafts for the GPU target (the head on the CPU): plain decoding’s ids, greedy and seeded', async () => {
+    const { files } = qwen35FixtureFiles(5);
+    const engine = await createEngine({
+      model: memoryModelFiles('qwen35', files),
+      quant: 'f32',
+      contextLength: 128,
+      draft: 'mtp',
+      gpu: await gpu(),
+    });
+    const p = [5, 17, 99, 3, 250, 17, 99, 3];
+    const run = async (o: GenerateOptions) => {
+      const out: number[] = [];
+      for await (const c of engine.generate(p, o)) out.push(...c.ids);
+      return out;
+    };
+    expect(await run({ maxTokens: 12, drafter: 'draft', treeBudget: 6 })).toEqual(
+      await run({ maxTokens: 12, drafter: 'none' }),
+    );
+    const seeded = { maxTokens: 10, temperature: 1, seed: 2 };
+    expect(await run({ ...seeded, drafter: 'draft', treeBudget: 6 })).toEqual(
+      await run({ ...seeded, drafter: 'none' }),
+    );
+    await engine.unload();
+  });
 });

@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { memoryModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelSpec } from '../../src/formats/spec.js';
+import { HeadRunner } from '../../src/model/head.js';
+import { openModel } from '../../src/model/load.js';
+import { openMtpHead } from '../../src/model/mtp.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
-import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { GREEDY } from '../../src/model/runner.js';
+import { mapWeights, readAllF32, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights, seededRandom, tinyHybridSpec } from '../fixtures/reference.js';
+import { qwen35FixtureFiles } from '../fixtures/write.js';
 
 // An independent oracle for the Qwen3.5 reference forward (src/model/reference.ts with the Gated
 // DeltaNet block of src/model/blocks/linear.ts and the gated attention of blocks/attention.ts),
@@ -439,5 +445,86 @@ describe('Qwen3.5 reference forward vs the independent chunked matrix implementa
         TOL * check.scale,
       );
     }
+  });
+});
+
+/**
+ * The MTP layer's logits for the token after `next`, from the context's residual streams x
+ * [L][H] (the target's, before its final norm), independently: entry p (1..L) embeds token p
+ * (`next` at L) and reads the target's normed hidden state at p - 1, fc · [norm_e(E[x_p]);
+ * norm_h(norm_final(x_{p-1}))], then one gated-attention decoder layer over the entries (causal)
+ * with its MLP, mtp.norm and the tied LM head. Zero-centred norms throughout.
+ */
+function naiveMtp(
+  spec: ModelSpec,
+  source: WeightSource,
+  tokens: readonly number[],
+  next: number,
+  x: Matrix,
+): number[] {
+  const eps = spec.rmsEps;
+  const embed = matrix(source, 'model.embed_tokens.weight');
+  const mtp: WeightSource = { get: (n) => source.get(n.replace(/^model\.layers\.0\./, 'mtp.layers.0.')) };
+  const ids = [...tokens.slice(1), next];
+  const final = vector(source, 'model.norm.weight');
+  let z: Matrix = ids.map((id, i) => {
+    const e = rmsnorm(embed[id]!, vector(source, 'mtp.pre_fc_norm_embedding.weight'), eps, true);
+    const h = rmsnorm(
+      rmsnorm(x[i]!, final, eps, true),
+      vector(source, 'mtp.pre_fc_norm_hidden.weight'),
+      eps,
+      true,
+    );
+    return [...e, ...h];
+  });
+  z = matmulT(z, matrix(source, 'mtp.fc.weight'));
+  const add = (y: Matrix): void => {
+    z = z.map((row, t) => row.map((v, i) => v + y[t]![i]!));
+  };
+  const p = 'mtp.layers.0';
+  add(
+    gatedAttention(
+      spec,
+      mtp,
+      0,
+      z.map((row) => rmsnorm(row, vector(source, `${p}.input_layernorm.weight`), eps, true)),
+    ),
+  );
+  const h2 = z.map((row) => rmsnorm(row, vector(source, `${p}.post_attention_layernorm.weight`), eps, true));
+  const gate = matmulT(h2, matrix(source, `${p}.mlp.gate_proj.weight`));
+  const up = matmulT(h2, matrix(source, `${p}.mlp.up_proj.weight`));
+  add(
+    matmulT(
+      gate.map((row, t) => row.map((v, i) => silu(v) * up[t]![i]!)),
+      matrix(source, `${p}.mlp.down_proj.weight`),
+    ),
+  );
+  const last = rmsnorm(z.at(-1)!, vector(source, 'mtp.norm.weight'), eps, true);
+  return matmulT([last], embed)[0]!;
+}
+
+describe('Qwen3.5 MTP draft head vs the independent implementation', () => {
+  it('the head’s logits for the token after next agree', async () => {
+    const { files } = qwen35FixtureFiles(5);
+    const opened = await openModel(memoryModelFiles('qwen35', files));
+    const source = mapWeights(await readAllF32(opened.weights));
+    const s = opened.spec;
+    const context = [5, 17, 99, 3, 250, 11, 42];
+    const target = new ReferenceRunner(s, source);
+    target.prefill(context);
+    const head = new HeadRunner(
+      await openMtpHead({ name: 'qwen35', spec: s, weights: opened.weights }),
+      target,
+      64,
+    );
+    const next = 77;
+    await head.forward({ tokens: [...context, next] }, GREEDY, 'last');
+    const got = await head.lastLogits();
+    const trace: Matrix[] = [];
+    naiveQwen35(s, source, context, 'recurrent', trace);
+    const want = naiveMtp(s, source, context, next, trace.at(-1)!);
+    const { maxDiff, scale } = compare(got, want);
+    expect(scale).toBeGreaterThan(0.5);
+    expect(maxDiff).toBeLessThanOrEqual(TOL * scale);
   });
 });
