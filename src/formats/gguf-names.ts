@@ -1,52 +1,123 @@
 /**
- * GGUF names and layouts versus Hugging Face ones for the llama / qwen2 / qwen3 families: the one
- * table of tensor renames (both ways), and the row permutation llama.cpp's converter applies to
- * llama Q and K weights (and its inverse, whole and per row).
+ * GGUF names and layouts versus Hugging Face ones: the one table of tensor renames per naming
+ * (llama / qwen2 / qwen3 share one, Qwen3.5's `qwen35` has its own), and how llama.cpp's converter
+ * stores a tensor's values ({@link StoredLayout}: llama Q and K rows permuted for interleaved RoPE,
+ * Qwen3.5's value heads tiled, its norms stored as 1 + w and `A_log` as -exp(A_log)), both ways.
  */
 
-/** Per-layer tensor renames shared by llama, qwen2 and qwen3 GGUFs: [GGUF suffix, HF suffix]. */
-const LAYER_NAMES: readonly (readonly [string, string])[] = [
+import type { LinearAttentionSpec, ModelFamily, ModelSpec } from './spec.js';
+
+type Names = readonly (readonly [string, string])[];
+
+/** Per-layer renames every naming shares: [GGUF suffix, HF suffix]. */
+const SHARED_LAYER_NAMES: Names = [
   ['attn_norm.weight', 'input_layernorm.weight'],
   ['attn_q.weight', 'self_attn.q_proj.weight'],
   ['attn_k.weight', 'self_attn.k_proj.weight'],
   ['attn_v.weight', 'self_attn.v_proj.weight'],
-  ['attn_q.bias', 'self_attn.q_proj.bias'],
-  ['attn_k.bias', 'self_attn.k_proj.bias'],
-  ['attn_v.bias', 'self_attn.v_proj.bias'],
   ['attn_q_norm.weight', 'self_attn.q_norm.weight'],
   ['attn_k_norm.weight', 'self_attn.k_norm.weight'],
   ['attn_output.weight', 'self_attn.o_proj.weight'],
-  ['ffn_norm.weight', 'post_attention_layernorm.weight'],
   ['ffn_gate.weight', 'mlp.gate_proj.weight'],
   ['ffn_up.weight', 'mlp.up_proj.weight'],
   ['ffn_down.weight', 'mlp.down_proj.weight'],
 ];
-const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
+
+/** The llama / qwen2 / qwen3 naming's own per-layer renames. */
+const LLAMA_LAYER_NAMES: Names = [
+  ...SHARED_LAYER_NAMES,
+  ['attn_q.bias', 'self_attn.q_proj.bias'],
+  ['attn_k.bias', 'self_attn.k_proj.bias'],
+  ['attn_v.bias', 'self_attn.v_proj.bias'],
+  ['ffn_norm.weight', 'post_attention_layernorm.weight'],
+];
+
+/**
+ * Qwen3.5's (`qwen35`) per-layer renames, from llama.cpp's gguf-py (constants.py
+ * `MODEL_TENSORS[MODEL_ARCH.QWEN35]`, tensor_mapping.py) and the loader in src/models/qwen35.cpp:
+ * the MLP's norm is `post_attention_norm` (ATTN_POST_NORM, not FFN_NORM), the Gated DeltaNet's
+ * tensors are `attn_qkv`, `attn_gate` and `ssm_*`; `dt_bias` is renamed `dt_proj.bias` by the
+ * converter before mapping (hence `ssm_dt.bias`) and `A_log` has no suffix (`ssm_a`).
+ */
+const QWEN35_LAYER_NAMES: Names = [
+  ...SHARED_LAYER_NAMES,
+  ['post_attention_norm.weight', 'post_attention_layernorm.weight'],
+  ['attn_qkv.weight', 'linear_attn.in_proj_qkv.weight'],
+  ['attn_gate.weight', 'linear_attn.in_proj_z.weight'],
+  ['ssm_beta.weight', 'linear_attn.in_proj_b.weight'],
+  ['ssm_alpha.weight', 'linear_attn.in_proj_a.weight'],
+  ['ssm_conv1d.weight', 'linear_attn.conv1d.weight'],
+  ['ssm_dt.bias', 'linear_attn.dt_bias'],
+  ['ssm_a', 'linear_attn.A_log'],
+  ['ssm_norm.weight', 'linear_attn.norm.weight'],
+  ['ssm_out.weight', 'linear_attn.out_proj.weight'],
+];
+
+const GLOBAL_NAMES: Names = [
   ['token_embd.weight', 'model.embed_tokens.weight'],
   ['output_norm.weight', 'model.norm.weight'],
   ['output.weight', 'lm_head.weight'],
 ];
 
+const layerNames = (family: ModelFamily | undefined): Names =>
+  family === 'qwen3_5' ? QWEN35_LAYER_NAMES : LLAMA_LAYER_NAMES;
+
 /**
- * The Hugging Face name of a GGUF tensor of the llama / qwen2 / qwen3 families (which share one
- * naming), e.g. `blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`; undefined for
- * tensors weft does not use (`rope_freqs.weight`). The one place GGUF names are renamed.
+ * The Hugging Face name of a GGUF tensor of a model of `spec` (the llama / qwen2 / qwen3 naming
+ * when absent), e.g. `blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`; undefined
+ * for tensors weft does not use (`rope_freqs.weight`, and blocks from `spec.layers` on: a qwen35
+ * file's MTP layers). The one place GGUF names are renamed.
  */
-export function hfTensorName(ggufName: string): string | undefined {
+export function hfTensorName(
+  ggufName: string,
+  spec?: Pick<ModelSpec, 'family' | 'layers'>,
+): string | undefined {
   for (const [g, h] of GLOBAL_NAMES) if (ggufName === g) return h;
   const m = /^blk\.(\d+)\.(.+)$/.exec(ggufName);
-  if (m === null) return undefined;
-  for (const [g, h] of LAYER_NAMES) if (m[2] === g) return `model.layers.${m[1]}.${h}`;
+  if (m === null || (spec !== undefined && Number(m[1]) >= spec.layers)) return undefined;
+  for (const [g, h] of layerNames(spec?.family)) if (m[2] === g) return `model.layers.${m[1]}.${h}`;
   return undefined;
 }
 
-/** The inverse of {@link hfTensorName}, for the GGUF writer. */
-export function ggufTensorName(hfName: string): string | undefined {
+/** The inverse of {@link hfTensorName} for a model of `family`, for the GGUF writer. */
+export function ggufTensorName(hfName: string, family?: ModelFamily): string | undefined {
   for (const [g, h] of GLOBAL_NAMES) if (hfName === h) return g;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);
   if (m === null) return undefined;
-  for (const [g, h] of LAYER_NAMES) if (m[2] === h) return `blk.${m[1]}.${g}`;
+  for (const [g, h] of layerNames(family)) if (m[2] === h) return `blk.${m[1]}.${g}`;
   return undefined;
+}
+
+const isConv1d = (hfName: string) => hfName.endsWith('linear_attn.conv1d.weight');
+
+/**
+ * A tensor's Hugging Face shape from its GGUF `ne` (fastest first): `ne` reversed, except that
+ * llama.cpp's converter squeezes Qwen3.5's conv1d weight [C, 1, K] to `ne` [K, C].
+ */
+export function hfShape(hfName: string, ne: readonly number[]): number[] {
+  const shape = [...ne].reverse();
+  return isConv1d(hfName) && shape.length === 2 ? [shape[0]!, 1, shape[1]!] : shape;
+}
+
+/** The inverse of {@link hfShape}: the `ne` a tensor of Hugging Face shape `shape` is written with. */
+export function ggufNe(hfName: string, shape: readonly number[]): number[] {
+  const kept = isConv1d(hfName) ? shape.filter((d, i) => i !== 1 || d !== 1) : shape;
+  return [...kept].reverse();
+}
+
+/**
+ * How llama.cpp's converter stores a tensor's values, relative to its Hugging Face values viewed
+ * as rows × cols (the first dimension by the rest; a vector is a column): rows and columns moved
+ * by permutations, then each value mapped on its own. Absent parts are identities.
+ */
+export interface StoredLayout {
+  /** The Hugging Face row of each stored row. */
+  readonly hfRow?: (row: number) => number;
+  /** The Hugging Face column of each stored column. */
+  readonly hfCol?: (col: number) => number;
+  /** A stored value's Hugging Face value, and {@link toStored} the way back. */
+  readonly toHf?: (x: number) => number;
+  readonly toStored?: (x: number) => number;
 }
 
 /**
@@ -86,4 +157,141 @@ export function hfRowOf(row: number, rows: number, heads: number): number {
   const d = rows / heads;
   const r = row % d;
   return row - r + (r & 1) * (d / 2) + (r >> 1);
+}
+
+/**
+ * Qwen3.5's value heads as llama.cpp stores them: Hugging Face groups the value heads by the key
+ * head they share (head g·r + j is the j-th of key head g's r), llama.cpp tiles them (stored head
+ * j·Hk + g) so that ggml's broadcast repeats the Hk key heads over them (`_reorder_v_heads` of
+ * `_LinearAttentionVReorderBase` in llama.cpp's conversion/qwen.py). The Hugging Face index of
+ * stored index `i` of a run of Hv heads of `width` values starting at `start` (indices outside it
+ * stay).
+ */
+function vHeadIndex(la: LinearAttentionSpec, start: number, width: number): (i: number) => number {
+  const hk = la.keyHeads;
+  const r = la.valueHeads / hk;
+  return (i) => {
+    const p = i - start;
+    if (p < 0 || p >= la.valueHeads * width) return i;
+    const head = Math.floor(p / width);
+    const j = Math.floor(head / hk);
+    const g = head % hk;
+    return start + (g * r + j) * width + (p % width);
+  };
+}
+
+/**
+ * How the tensor `hfName` (Hugging Face shape `shape`) of a model of `spec` is stored in a GGUF
+ * written by llama.cpp's converter. llama: Q and K rows permuted ({@link permuteRows}). Qwen3.5
+ * (conversion/qwen.py, `Qwen3NextModel.modify_tensors` and `_LinearAttentionVReorderBase`): the
+ * zero-centred norms (every `*norm.weight` but the DeltaNet's `linear_attn.norm.weight`) stored as
+ * 1 + w, `A_log` as -exp(A_log), and the value heads tiled ({@link vHeadIndex}) in the v rows of
+ * in_proj_qkv, the rows of in_proj_z, in_proj_b and in_proj_a, `A_log`, `dt_bias`, the v channels
+ * of conv1d and the columns of out_proj. q_proj keeps its per-head query | gate rows as they are.
+ */
+export function storedLayout(spec: ModelSpec, hfName: string, shape: readonly number[]): StoredLayout {
+  if (spec.family === 'llama' || spec.family === 'mistral') {
+    // Mistral GGUFs are written as llama (and read back as llama).
+    const rows = shape[0] ?? 0;
+    const heads = hfName.endsWith('self_attn.q_proj.weight')
+      ? spec.heads
+      : hfName.endsWith('self_attn.k_proj.weight')
+        ? spec.kvHeads
+        : undefined;
+    return heads === undefined ? {} : { hfRow: (r) => hfRowOf(r, rows, heads) };
+  }
+  if (spec.family !== 'qwen3_5') return {};
+  if (hfName.endsWith('norm.weight') && !hfName.endsWith('linear_attn.norm.weight'))
+    return { toHf: (x) => x - 1, toStored: (x) => x + 1 };
+  const la = spec.linearAttention;
+  if (la === undefined || !hfName.includes('.linear_attn.')) return {};
+  const vStart = 2 * la.keyHeads * la.keyDim; // the v rows of q | k | v
+  if (hfName.endsWith('in_proj_qkv.weight') || isConv1d(hfName))
+    return { hfRow: vHeadIndex(la, vStart, la.valueDim) };
+  if (hfName.endsWith('in_proj_z.weight')) return { hfRow: vHeadIndex(la, 0, la.valueDim) };
+  if (
+    hfName.endsWith('in_proj_b.weight') ||
+    hfName.endsWith('in_proj_a.weight') ||
+    hfName.endsWith('dt_bias')
+  )
+    return { hfRow: vHeadIndex(la, 0, 1) };
+  if (hfName.endsWith('A_log'))
+    return { hfRow: vHeadIndex(la, 0, 1), toHf: (x) => Math.log(-x), toStored: (x) => -Math.exp(x) };
+  if (hfName.endsWith('out_proj.weight')) return { hfCol: vHeadIndex(la, 0, la.valueDim) };
+  return {};
+}
+
+/** True when `layout` stores values as they are. */
+function isIdentityLayout(layout: StoredLayout): boolean {
+  return !layout.hfRow && !layout.hfCol && !layout.toHf;
+}
+
+/**
+ * Stored rows `[row0, row0 + stored.length / cols)` of a tensor of `rows` rows stored as `layout`,
+ * moved to the Hugging Face rows `[hfRow0, hfRow0 + n)` they hold (the caller reads stored rows
+ * that cover them: {@link storedRowsFor}), columns moved and values mapped. Returns a new array
+ * unless the layout is the identity and the ranges agree.
+ */
+export function hfRows(
+  layout: StoredLayout,
+  stored: Float32Array,
+  row0: number,
+  cols: number,
+  hfRow0: number,
+  n: number,
+): Float32Array {
+  const count = stored.length / cols;
+  if (isIdentityLayout(layout) && row0 === hfRow0 && count === n) return stored;
+  const { hfRow = (r: number) => r, hfCol, toHf } = layout;
+  const out = new Float32Array(n * cols);
+  for (let r = 0; r < count; r++) {
+    const to = hfRow(row0 + r) - hfRow0;
+    if (to < 0 || to >= n) continue;
+    const src = stored.subarray(r * cols, (r + 1) * cols);
+    const dst = out.subarray(to * cols, (to + 1) * cols);
+    if (hfCol) for (let c = 0; c < cols; c++) dst[hfCol(c)] = src[c]!;
+    else dst.set(src);
+    if (toHf) for (let c = 0; c < cols; c++) dst[c] = toHf(dst[c]!);
+  }
+  return out;
+}
+
+/**
+ * The stored rows `{ row0, rows }` (one run) that hold Hugging Face rows `[hfRow0, hfRow0 + n)` of
+ * a tensor of `rows` rows whose rows move by `hfRow`: the span from the first to the last.
+ */
+export function storedRowsFor(
+  hfRow: ((row: number) => number) | undefined,
+  rows: number,
+  hfRow0: number,
+  n: number,
+): { row0: number; rows: number } {
+  if (hfRow === undefined) return { row0: hfRow0, rows: n };
+  let first = rows;
+  let last = -1;
+  for (let r = 0; r < rows; r++) {
+    const h = hfRow(r);
+    if (h >= hfRow0 && h < hfRow0 + n) {
+      first = Math.min(first, r);
+      last = r;
+    }
+  }
+  return last < 0 ? { row0: 0, rows: 0 } : { row0: first, rows: last - first + 1 };
+}
+
+/** The inverse of {@link hfRows} for a whole tensor: Hugging Face values as `layout` stores them. */
+export function storedValues(layout: StoredLayout, hf: Float32Array, cols: number): Float32Array {
+  if (isIdentityLayout(layout)) return hf;
+  const rows = hf.length / cols;
+  const { hfRow = (r: number) => r, hfCol, toStored } = layout;
+  const out = new Float32Array(hf.length);
+  for (let r = 0; r < rows; r++) {
+    const src = hf.subarray(hfRow(r) * cols, (hfRow(r) + 1) * cols);
+    const dst = out.subarray(r * cols, (r + 1) * cols);
+    for (let c = 0; c < cols; c++) {
+      const x = src[hfCol ? hfCol(c) : c]!;
+      dst[c] = toStored ? toStored(x) : x;
+    }
+  }
+  return out;
 }

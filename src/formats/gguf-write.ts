@@ -6,8 +6,8 @@
 import { InvalidInputError } from '../errors.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
 import { GgufType } from './gguf-header.js';
-import { ggufTensorName, permuteRows } from './gguf-names.js';
-import { llama3RopeFactors } from './gguf-spec.js';
+import { ggufNe, ggufTensorName, storedLayout, storedValues } from './gguf-names.js';
+import { imropeSections, llama3RopeFactors } from './gguf-spec.js';
 import type { ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */
@@ -192,12 +192,94 @@ function typeFor(wanted: GgufExportType, cols: number): number {
 }
 
 /**
+ * The `<arch>.*` metadata of `spec`: the keys llama.cpp's converter writes (conversion/base.py
+ * `TextModel.set_gguf_parameters`; for Qwen3.5 also conversion/qwen.py `Qwen3NextModel` and
+ * `_Qwen35MRopeMixin`, in the converter's order).
+ */
+function archMetadata(spec: ModelSpec, arch: string): (readonly [string, GgufEntry])[] {
+  const u32 = (value: number): GgufEntry => ({ type: 'u32', value });
+  const k = (key: string) => `${arch}.${key}`;
+  if (spec.family !== 'qwen3_5') {
+    return [
+      [k('context_length'), u32(spec.maxPositions)],
+      [k('embedding_length'), u32(spec.hidden)],
+      [k('block_count'), u32(spec.layers)],
+      [k('feed_forward_length'), u32(spec.intermediate)],
+      [k('attention.head_count'), u32(spec.heads)],
+      [k('attention.head_count_kv'), u32(spec.kvHeads)],
+      [k('attention.key_length'), u32(spec.headDim)],
+      [k('attention.value_length'), u32(spec.headDim)],
+      [k('rope.dimension_count'), u32(spec.headDim)],
+      [k('rope.freq_base'), { type: 'f32', value: spec.rope.theta }],
+      [k('attention.layer_norm_rms_epsilon'), { type: 'f32', value: spec.rmsEps }],
+    ];
+  }
+  // Without linear layers llama.cpp still wants the ssm keys; any sizes do.
+  const la = spec.linearAttention ?? { keyHeads: 1, valueHeads: 1, keyDim: 1, valueDim: 1, convKernel: 4 };
+  const rotaryDim = spec.rope.rotaryDim ?? spec.headDim;
+  return [
+    [k('block_count'), u32(spec.layers)],
+    [k('context_length'), u32(spec.maxPositions)],
+    [k('embedding_length'), u32(spec.hidden)],
+    [k('feed_forward_length'), u32(spec.intermediate)],
+    [k('attention.head_count'), u32(spec.heads)],
+    [k('attention.head_count_kv'), u32(spec.kvHeads)],
+    [k('rope.freq_base'), { type: 'f32', value: spec.rope.theta }],
+    [k('attention.layer_norm_rms_epsilon'), { type: 'f32', value: spec.rmsEps }],
+    [k('attention.key_length'), u32(spec.headDim)],
+    [k('attention.value_length'), u32(spec.headDim)],
+    [k('ssm.conv_kernel'), u32(la.convKernel)],
+    [k('ssm.state_size'), u32(la.keyDim)],
+    [k('ssm.group_count'), u32(la.keyHeads)],
+    [k('ssm.time_step_rank'), u32(la.valueHeads)],
+    [k('ssm.inner_size'), u32(la.valueDim * la.valueHeads)],
+    [k('full_attention_interval'), u32(fullAttentionInterval(spec))],
+    [k('rope.dimension_count'), u32(rotaryDim)],
+    [k('rope.dimension_sections'), { type: 'i32[]', value: imropeSections(rotaryDim / 2) }],
+  ];
+}
+
+/**
+ * The `full_attention_interval` n that gives Qwen3.5's layer kinds (layer i full attention exactly
+ * when (i + 1) mod n = 0, as llama.cpp's loader derives them); throws when no n does.
+ */
+function fullAttentionInterval(spec: ModelSpec): number {
+  const kinds = spec.layerKinds ?? [];
+  const first = kinds.indexOf('attention');
+  const n = first < 0 ? spec.layers + 1 : first + 1;
+  kinds.forEach((kind, i) => {
+    if (kind !== ((i + 1) % n === 0 ? 'attention' : 'linear')) {
+      throw new InvalidInputError(
+        `exportGguf: qwen35 GGUFs give every full_attention_interval-th layer full attention; layer kinds [${kinds}] are not such a pattern`,
+      );
+    }
+  });
+  return n;
+}
+
+/**
+ * The GGML type llama.cpp's converter gives a tensor it writes as `name` (conversion/base.py
+ * `prepare_tensors`): F32 for vectors, `*_norm.weight`, names not ending `.weight` (Qwen3.5's
+ * `ssm_a`, `ssm_dt.bias`) and `ssm_conv1d.weight`; else `wanted` ({@link typeFor}).
+ */
+function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType): number {
+  const f32 =
+    ne.length < 2 ||
+    name.endsWith('_norm.weight') ||
+    !name.endsWith('.weight') ||
+    name.endsWith('.ssm_conv1d.weight');
+  return f32 ? GgmlType.F32 : typeFor(wanted, ne[0]!);
+}
+
+/**
  * Writes a Hugging Face-layout checkpoint (tensors by HF name, f32 values) as a llama.cpp GGUF:
- * `<arch>.*` metadata from `spec`, GGUF tensor names, dims reversed to `ne`, llama Q/K rows
- * permuted for interleaved RoPE (as convert_hf_to_gguf.py does), Llama 3 RoPE scaling stored as
- * `rope_freqs.weight`, 2-D weights encoded as `type` (or `type(hfName)`, for files that mix types
- * as llama.cpp's do) and everything else F32. `extra` adds metadata (e.g. the tokenizer's, from
- * `tokenizerGgufMetadata`).
+ * `<arch>.*` metadata from `spec` ({@link archMetadata}), GGUF tensor names, dims reversed to `ne`
+ * (Qwen3.5's conv1d squeezed), values stored as llama.cpp's converter stores them (`storedLayout`:
+ * llama Q/K rows permuted for interleaved RoPE; Qwen3.5's norms as 1 + w, `A_log` as -exp(A_log),
+ * value heads tiled), Llama 3 RoPE scaling as `rope_freqs.weight`, matrices encoded as `type` (or
+ * `type(hfName)`, for files that mix types as llama.cpp's do) and everything else F32
+ * ({@link ggmlTypeOf}). `extra` adds metadata (e.g. the tokenizer's, from `tokenizerGgufMetadata`).
+ * Qwen3.5's MTP layer is not written (a file as `convert_hf_to_gguf.py --no-mtp` writes).
  */
 export function exportGguf(
   spec: ModelSpec,
@@ -209,22 +291,11 @@ export function exportGguf(
   type: GgufExportType | ((hfName: string) => GgufExportType),
   extra: readonly (readonly [string, GgufEntry])[] = [],
 ): Uint8Array<ArrayBuffer> {
-  // Mistral GGUFs use the llama architecture and naming.
-  const arch = spec.family === 'mistral' ? 'llama' : spec.family;
-  const u32 = (value: number): GgufEntry => ({ type: 'u32', value });
+  // Mistral GGUFs use the llama architecture and naming; llama.cpp names Qwen3.5 qwen35.
+  const arch = spec.family === 'mistral' ? 'llama' : spec.family === 'qwen3_5' ? 'qwen35' : spec.family;
   const metadata: (readonly [string, GgufEntry])[] = [
     ['general.architecture', { type: 'string', value: arch }],
-    [`${arch}.context_length`, u32(spec.maxPositions)],
-    [`${arch}.embedding_length`, u32(spec.hidden)],
-    [`${arch}.block_count`, u32(spec.layers)],
-    [`${arch}.feed_forward_length`, u32(spec.intermediate)],
-    [`${arch}.attention.head_count`, u32(spec.heads)],
-    [`${arch}.attention.head_count_kv`, u32(spec.kvHeads)],
-    [`${arch}.attention.key_length`, u32(spec.headDim)],
-    [`${arch}.attention.value_length`, u32(spec.headDim)],
-    [`${arch}.rope.dimension_count`, u32(spec.headDim)],
-    [`${arch}.rope.freq_base`, { type: 'f32', value: spec.rope.theta }],
-    [`${arch}.attention.layer_norm_rms_epsilon`, { type: 'f32', value: spec.rmsEps }],
+    ...archMetadata(spec, arch),
     ...extra,
   ];
   const out: GgufWriteTensor[] = [];
@@ -238,26 +309,13 @@ export function exportGguf(
     });
   }
   for (const t of tensors) {
-    const name = ggufTensorName(t.name);
+    const name = ggufTensorName(t.name, spec.family);
     if (name === undefined) continue;
-    let data = t.data;
-    if (t.shape.length === 2) {
-      const rows = t.shape[0]!; // [rows, cols] = [out, in]
-      const cols = t.shape[1]!;
-      if (arch === 'llama' && name.endsWith('attn_q.weight'))
-        data = permuteRows(data, rows, cols, spec.heads, false);
-      if (arch === 'llama' && name.endsWith('attn_k.weight'))
-        data = permuteRows(data, rows, cols, spec.kvHeads, false);
-      const ggmlType = typeFor(typeof type === 'string' ? type : type(t.name), cols);
-      out.push({ name, ne: [cols, rows], type: ggmlType, data: quantizeGgml(ggmlType, data) });
-    } else {
-      out.push({
-        name,
-        ne: [...t.shape].reverse(),
-        type: GgmlType.F32,
-        data: quantizeGgml(GgmlType.F32, data),
-      });
-    }
+    const ne = ggufNe(t.name, t.shape);
+    const cols = t.shape.slice(1).reduce((a, b) => a * b, 1);
+    const data = storedValues(storedLayout(spec, t.name, t.shape), t.data, cols);
+    const ggmlType = ggmlTypeOf(name, ne, typeof type === 'string' ? type : type(t.name));
+    out.push({ name, ne, type: ggmlType, data: quantizeGgml(ggmlType, data) });
   }
   return writeGguf(metadata, out);
 }

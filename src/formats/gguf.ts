@@ -11,7 +11,7 @@ import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
 import { ModelFormatError } from './errors.js';
 import { storedWeftFormat } from './gguf-blocks.js';
 import { type GgufFile, type GgufTensorInfo, openGguf } from './gguf-header.js';
-import { hfRowOf, hfTensorName, permuteRows } from './gguf-names.js';
+import { hfRows, hfShape, hfTensorName, storedLayout, storedRowsFor } from './gguf-names.js';
 import { ggufSpec } from './gguf-spec.js';
 import { PIECE_BYTES, readGgufRowsF32, readGgufTensorF32, readGgufTensorPacked } from './gguf-tensors.js';
 import { checkTensors } from './layout.js';
@@ -20,7 +20,7 @@ import type { ModelSpec } from './spec.js';
 import type { PackedWant, ReadStats, RowRange, TensorReader } from './weft-checkpoint.js';
 
 export { type GgufFile, type GgufTensorInfo, GgufType, type GgufValue, openGguf } from './gguf-header.js';
-export { ggufTensorName, hfRowOf, hfTensorName, permuteRows } from './gguf-names.js';
+export { ggufTensorName, hfRowOf, hfShape, hfTensorName, permuteRows, storedLayout } from './gguf-names.js';
 export { ggufSpec, llama3RopeFactors } from './gguf-spec.js';
 export { readGgufTensorF32, readGgufTensorPacked } from './gguf-tensors.js';
 
@@ -34,11 +34,14 @@ export interface GgufTensor {
 
 /**
  * A GGUF file seen as a Hugging Face checkpoint: spec, tensors by HF name and HF shape,
- * `readF32(name)` that dequantises and, for llama Q/K weights, un-permutes the rows back to HF
- * order (one RoPE path at run time), and `readPacked` that gives a matrix whose GGML type has a
- * weft layout ({@link storedWeftFormat}) as stored, rows un-permuted the same way, without an f32
- * copy; both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
- * what `readF32` and `readRowsF32` decoded. Tensors weft does not use are left out.
+ * `readF32(name)` that dequantises and undoes how llama.cpp's converter stored the values
+ * (`storedLayout`: llama Q/K rows permuted for interleaved RoPE, so one RoPE path at run time;
+ * Qwen3.5's tiled value heads, 1 + w norms and -exp(A_log)), and `readPacked` that gives a matrix
+ * whose GGML type has a weft layout ({@link storedWeftFormat}) as stored, rows moved back the same
+ * way, without an f32 copy (not a matrix whose columns or values were changed: Qwen3.5's
+ * out_proj); both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
+ * what `readF32` and `readRowsF32` decoded. Tensors weft does not use are left out (a qwen35
+ * file's MTP blocks among them).
  */
 export interface GgufCheckpoint extends TensorReader {
   readonly file: GgufFile;
@@ -59,22 +62,22 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
   const spec = await ggufSpec(file);
   const tensors = new Map<string, GgufTensor>();
   for (const info of file.tensors.values()) {
-    const name = hfTensorName(info.name);
-    if (name !== undefined) tensors.set(name, { name, shape: [...info.ne].reverse(), info });
+    const name = hfTensorName(info.name, spec);
+    if (name !== undefined) tensors.set(name, { name, shape: hfShape(name, info.ne), info });
   }
-  // Shapes must match the spec before any row permutation trusts heads * head_dim.
+  // Shapes must match the spec before a stored layout trusts its sizes (heads, head widths).
   checkTensors(spec, tensors, source.name);
-  // llama.cpp permutes the rows of llama Q and K over their heads (see permuteRows).
-  const permutedHeads = (name: string): number | undefined => {
-    if (spec.family !== 'llama') return undefined;
-    if (name.endsWith('self_attn.q_proj.weight')) return spec.heads;
-    if (name.endsWith('self_attn.k_proj.weight')) return spec.kvHeads;
-    return undefined;
-  };
   const tensor = (name: string): GgufTensor => {
     const t = tensors.get(name);
     if (t === undefined) throw new ModelFormatError(source.name, name, undefined, 'missing tensor');
     return t;
+  };
+  // A tensor as rows × cols (a vector is a column) and how llama.cpp stored it (see storedLayout).
+  const viewOf = (name: string) => {
+    const t = tensor(name);
+    const rows = t.shape[0] ?? 1;
+    const cols = t.shape.slice(1).reduce((a, b) => a * b, 1);
+    return { t, rows, cols, layout: storedLayout(spec, name, t.shape) };
   };
   const stats = { f32Bytes: 0, largestF32: 0 };
   const counted = (values: Float32Array) => {
@@ -82,34 +85,20 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
     stats.largestF32 = Math.max(stats.largestF32, values.length);
     return values;
   };
-  // The stored rows that hold HF rows [row0, row0 + n) of a matrix whose rows are permuted within
-  // blocks of d (a head; 1 when not permuted): the whole blocks they fall in.
-  const covering = (row0: number, n: number, d: number): RowRange => {
-    const first = row0 - (row0 % d);
-    return { row0: first, rows: Math.ceil((row0 + n) / d) * d - first };
-  };
   return {
     file,
     spec,
     tensors,
     stats,
     async readF32(name) {
-      const t = tensor(name);
-      const values = counted(await readGgufTensorF32(t.info));
-      const [rows = 1, cols = 1] = t.shape.length === 2 ? t.shape : [t.shape[0], 1];
-      const heads = permutedHeads(name);
-      return heads === undefined ? values : permuteRows(values, rows, cols, heads, true);
+      const { t, rows, cols, layout } = viewOf(name);
+      return hfRows(layout, counted(await readGgufTensorF32(t.info)), 0, cols, 0, rows);
     },
     async readRowsF32(name, row0, n) {
-      const t = tensor(name);
-      const [rows = 1, cols = 1] = t.shape;
-      const heads = permutedHeads(name);
-      const read = covering(row0, n, heads === undefined ? 1 : rows / heads);
+      const { t, rows, cols, layout } = viewOf(name);
+      const read = storedRowsFor(layout.hfRow, rows, row0, n);
       const values = counted(await readGgufRowsF32(t.info, read.row0, read.rows, cols));
-      if (heads === undefined) return values;
-      const hf = permuteRows(values, read.rows, cols, read.rows / (rows / heads), true);
-      const at = row0 - read.row0;
-      return at === 0 && n === read.rows ? hf : hf.slice(at * cols, (at + n) * cols);
+      return hfRows(layout, values, read.row0, cols, row0, n);
     },
     storedFormat(name) {
       const t = tensors.get(name);
@@ -126,11 +115,12 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
         want.rotation === 'none';
       if (!same || rows === undefined || cols === undefined) return undefined;
       // A row permutation moves whole rows: each GGUF row is whole blocks, so codes and scales
-      // move together and nothing is rounded.
-      const heads = permutedHeads(name);
-      const to = heads === undefined ? (r: number) => r : (r: number) => hfRowOf(r, rows, heads);
+      // move together and nothing is rounded. Moved columns or mapped values are not stored blocks.
+      const { layout } = viewOf(name);
+      if (layout.hfCol || layout.toHf) return undefined;
+      const to = layout.hfRow ?? ((r: number) => r);
       if (range === undefined) return readGgufTensorPacked(t.info, to);
-      const from = covering(range.row0, range.rows, heads === undefined ? 1 : rows / heads);
+      const from = storedRowsFor(layout.hfRow, rows, range.row0, range.rows);
       return readGgufTensorPacked(t.info, to, PIECE_BYTES, range, from);
     },
   };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { convertModel } from '../../src/convert/convert.js';
+import { convertModel, exportModelGguf } from '../../src/convert/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
@@ -172,6 +172,28 @@ describe('Qwen3.5 on the GPU', () => {
       expect(Array.from(new Uint32Array(a.buffer))).toEqual(Array.from(new Uint32Array(b.buffer)));
       chunked.dispose();
       stepped.dispose();
+    },
+  );
+
+  it.each(['F32', 'Q8_0'] as const)(
+    'a qwen35 GGUF (%s, as weft export-gguf writes it) runs on the GPU as the reference does',
+    async (type) => {
+      const bytes = await exportModelGguf(memoryModelFiles('qwen35', qwen35FixtureFiles(5).files), type);
+      const opened = await openModel(memoryModelFiles('q35.gguf', new Map([['q35.gguf', bytes]])));
+      expect(opened.spec.family).toBe('qwen3_5');
+      const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+        capacity: 128,
+      });
+      const dev = await createGpuRunner(opened, {
+        quant: type === 'F32' ? 'f32' : 'int8',
+        capacity: 128,
+        gpu: await gpu(),
+      });
+      await dev.forward({ tokens: prompt }, GREEDY, 'all');
+      expect(relErr(await dev.lastLogits(), ref.logits({ tokens: prompt }))).toBeLessThan(1e-4);
+      dev.trim(0);
+      expect(await greedyIds(dev, prompt, 12)).toEqual(await greedyIds(ref, prompt, 12));
+      dev.dispose();
     },
   );
 
