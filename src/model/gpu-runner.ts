@@ -14,7 +14,7 @@ import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationF
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockState, PROFILE_SECTIONS } from './blocks/gpu.js';
 import { blockMatrices, stateBuffers } from './blocks/kinds-gpu.js';
-import { encodeLinearCommit, linearStateBytes, linearStateOf, projWidth } from './blocks/linear-gpu.js';
+import { linearStateOf } from './blocks/linear-gpu.js';
 import { openDecodeSession } from './decode-session.js';
 import {
   type Activations,
@@ -38,6 +38,7 @@ import {
 } from './gpu-pass.js';
 import { destroyWeights, MAX_FORWARD_TOKENS, type PlaceWeightsOptions, placeWeights } from './gpu-weights.js';
 import { type HeadPlacement, headWaves } from './head-stages.js';
+import { commitLinearPath, type LinearMemory, linearMemory } from './linear-commit.js';
 import type { OpenedModel } from './load.js';
 import { ResidentPasses } from './resident.js';
 import {
@@ -419,7 +420,7 @@ export class GpuRunner implements ModelRunner {
       const whole =
         !this.cur.lastTree && path.length === this.cur.lastTokens && path.every((n, i) => n === i);
       if (!whole) {
-        this.commitLinearPath(path);
+        commitLinearPath(this.parts, this.cur, path);
         return;
       }
       this.cur.version++;
@@ -435,49 +436,6 @@ export class GpuRunner implements ModelRunner {
       this.ctx.counter.submit([enc.finish()]);
     }
     this.cur.committed += path.length;
-    this.cur.lastTokens = 0;
-  }
-
-  /**
-   * Commits a path of the last forward that its pass did not leave the state after (a tree's, or a
-   * chain's prefix), in one write and one submission: the path's rows and slots staged, the KV
-   * caches compacted along it, and each linear layer's state advanced along it as a chain
-   * (encodeLinearCommit) into its other copy.
-   */
-  private commitLinearPath(path: readonly number[]): void {
-    const { a, k } = this.parts;
-    const { linCommit, linCount, linBase, linRows, proj, mixed } = a;
-    if (!linCommit || !linCount || !linBase || !linRows || !proj || !mixed || !k.deltaNet || !k.gatherProj)
-      throw new Error('commit: the runner has no linear-attention buffers');
-    const n = path.length;
-    const base = this.cur.committed;
-    writeBuffer(this.ctx, linCommit, Uint32Array.from([n, base, ...path, ...path.map((i) => base + i)]));
-    const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
-    enc.copyBufferToBuffer(linCommit, 0, linCount, 0, 4);
-    enc.copyBufferToBuffer(linCommit, 4, linBase, 0, 4);
-    enc.copyBufferToBuffer(linCommit, 8, linRows, 0, n * 4);
-    enc.copyBufferToBuffer(linCommit, 8 + n * 4, a.commitSlots, 0, n * 4);
-    const pass = enc.beginComputePass({ label: 'commit' });
-    if (path.some((node, i) => node !== i)) encodeCompaction(this.parts, pass, n, base);
-    const inputs = { rows: linRows, count: linCount, base: linBase, n };
-    this.parts.blocks.forEach((block, i) => {
-      const state = this.states[i];
-      const w = this.parts.w.blocks[i]!;
-      if (block.kind !== 'linear' || w.kind !== 'linear' || !state || !('pair' in state)) return;
-      encodeLinearCommit(
-        pass,
-        { deltaNet: k.deltaNet!, gather: k.gatherProj! },
-        { proj, mixed },
-        w,
-        state,
-        this.cur.version,
-        inputs,
-      );
-    });
-    pass.end();
-    this.ctx.counter.submit([enc.finish()]);
-    this.cur.committed += n;
-    this.cur.version++;
     this.cur.lastTokens = 0;
   }
 
@@ -506,17 +464,9 @@ export class GpuRunner implements ModelRunner {
     );
   }
 
-  /**
-   * What the linear-attention layers hold on the GPU, bytes: their states (both copies, every
-   * layer) and, per row of a pass (a draft tree's node), the projection rows kept so a commit can
-   * run the accepted path again. Undefined for a model without such layers. There is no state per
-   * tree node: each row runs from the committed state through its ancestors.
-   */
-  get linearMemory(): { readonly stateBytes: number; readonly bytesPerTreeNode: number } | undefined {
-    if (!this.spec.linearAttention) return undefined;
-    const layers = this.parts.blocks.filter((b) => b.kind === 'linear').length;
-    const stateOnly = linearStateBytes(this.spec);
-    return { stateBytes: layers * stateOnly, bytesPerTreeNode: layers * 4 * projWidth(this.spec) };
+  /** What the linear-attention layers hold (see {@link LinearMemory}; no state per tree node). */
+  get linearMemory(): LinearMemory | undefined {
+    return linearMemory(this.spec, this.parts.blocks);
   }
 
   /** Whether the model has linear-attention layers (see {@link ModelRunner.recurrent}). */
