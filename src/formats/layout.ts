@@ -189,29 +189,17 @@ export function outputGateParts(qProj: string): readonly [string, string] {
  * table and LM head.
  */
 export function mtpShapes(spec: ModelSpec): [string, number[]][] {
-  const { qWidth, kvWidth } = deriveSizes(spec);
   const H = spec.hidden;
-  const I = spec.intermediate;
-  const p = 'mtp.layers.0';
+  // The layer's tensors are those of the model's layer 0 as an attention layer, under mtp.layers.0.
+  const layer = weightShapes({ ...spec, layers: 1, layerKinds: ['attention'] });
+  const decoder = [...layer]
+    .filter(([name]) => name.startsWith('model.layers.0.'))
+    .map(([name, shape]): [string, number[]] => [name.replace(/^model\./, 'mtp.'), [...shape]]);
   return [
     ['mtp.pre_fc_norm_embedding.weight', [H]],
     ['mtp.pre_fc_norm_hidden.weight', [H]],
     ['mtp.fc.weight', [H, 2 * H]],
-    [`${p}.input_layernorm.weight`, [H]],
-    [`${p}.self_attn.q_proj.weight`, [spec.outputGate ? 2 * qWidth : qWidth, H]],
-    [`${p}.self_attn.k_proj.weight`, [kvWidth, H]],
-    [`${p}.self_attn.v_proj.weight`, [kvWidth, H]],
-    ...(spec.qkNorm
-      ? ([
-          [`${p}.self_attn.q_norm.weight`, [spec.headDim]],
-          [`${p}.self_attn.k_norm.weight`, [spec.headDim]],
-        ] as [string, number[]][])
-      : []),
-    [`${p}.self_attn.o_proj.weight`, [H, qWidth]],
-    [`${p}.post_attention_layernorm.weight`, [H]],
-    [`${p}.mlp.gate_proj.weight`, [I, H]],
-    [`${p}.mlp.up_proj.weight`, [I, H]],
-    [`${p}.mlp.down_proj.weight`, [H, I]],
+    ...decoder,
     ['mtp.norm.weight', [H]],
   ];
 }
