@@ -1,6 +1,6 @@
 // `weft convert` on a Qwen3.5 checkpoint as published (vision-language wrapper): the converted
-// folder loads, holds the language model only, and generates what the source generates at the
-// same precision.
+// folder loads, holds the language model and its MTP layer (not the vision tower), and generates
+// what the source generates at the same precision, with and without MTP drafts.
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,12 +40,23 @@ describe('weft convert, Qwen3.5', () => {
       expect(opened.source).toBe('weft-q');
       expect(opened.spec.family).toBe('qwen3_5');
       const names = [...opened.weights.tensors.keys()];
-      expect(names.some((n) => n.startsWith('model.visual.') || n.startsWith('mtp.'))).toBe(false);
+      expect(names.some((n) => n.startsWith('model.visual.'))).toBe(false);
       expect(names).toContain('model.layers.0.linear_attn.conv1d.weight');
+      expect(names).toContain('mtp.fc.weight'); // the MTP layer comes along, for draft: 'mtp'
       const prompt = [5, 17, 99, 3, 250, 11];
       const a = await createEngine({ model: await pathModel(src), device: 'cpu', quant, contextLength: 64 });
-      const b = await createEngine({ model: await pathModel(out), device: 'cpu', contextLength: 64 });
-      expect(await ids(b, prompt, 12)).toEqual(await ids(a, prompt, 12));
+      const b = await createEngine({
+        model: await pathModel(out),
+        device: 'cpu',
+        contextLength: 64,
+        draft: 'mtp',
+      });
+      const plain = await ids(b, prompt, 12);
+      expect(plain).toEqual(await ids(a, prompt, 12));
+      const drafted: number[] = [];
+      for await (const c of b.generate(prompt, { maxTokens: 12, temperature: 0, drafter: 'draft' }))
+        drafted.push(...c.ids);
+      expect(drafted).toEqual(plain);
       await a.unload();
       await b.unload();
     },
