@@ -6,6 +6,7 @@
 import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
 import { deriveSizes, layerKind, linearSizes, type ModelSpec } from '../formats/spec.js';
 import { type KvFormat, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { linearStateBytes, projWidth } from '../model/blocks/linear-gpu.js';
 import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
 import { packedBytes, type WeightFormat } from '../quant/formats.js';
 
@@ -114,14 +115,13 @@ function linearFootprint(
 ): { matrices: number; vectors: number; state: number } {
   const la = spec.linearAttention!;
   const { convChannels: C, valueWidth } = linearSizes(spec);
-  const P = C + valueWidth + 2 * la.valueHeads;
+  const P = projWidth(spec);
   const H = spec.hidden;
   return {
     matrices: packedBytes(format, P, H) + packedBytes(format, H, valueWidth),
     vectors: 4 * (2 * H + C * la.convKernel + 2 * la.valueHeads + la.valueDim), // its two norms among them
-    state:
-      4 * (2 * ((la.convKernel - 1) * C + la.valueHeads * la.keyDim * la.valueDim) + MAX_FORWARD_TOKENS * P) +
-      4 * MAX_FORWARD_TOKENS * (P + valueWidth),
+    // Two state copies and the kept projection rows; the gathered rows and the mixer's output.
+    state: linearStateBytes(spec) + 4 * MAX_FORWARD_TOKENS * P + 4 * MAX_FORWARD_TOKENS * (P + valueWidth),
   };
 }
 

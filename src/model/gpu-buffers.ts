@@ -12,6 +12,7 @@ import { maskWordsOf } from '../kernels/sample/mask.js';
 import { TOPK_MAX, TopKChildren } from '../kernels/sample/topk.js';
 import type { PassBuffers } from '../kernels/tree/tree.js';
 import type { BlockActivations } from './blocks/gpu.js';
+import { projWidth } from './blocks/linear-gpu.js';
 import { MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /**
@@ -94,7 +95,6 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
   const { qWidth, kvWidth } = deriveSizes(spec);
   // A linear-attention layer's projection row q | k | v | z | b | a, and its mixer's output.
   const lin = spec.linearAttention ? linearSizes(spec) : undefined;
-  const projWidth = lin ? lin.convChannels + lin.valueWidth + 2 * spec.linearAttention!.valueHeads : 0;
   const H = spec.hidden;
   const maxT = MAX_FORWARD_TOKENS;
   const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
@@ -118,7 +118,7 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     gate: f(Ip, 'gate'),
     up: f(Ip, 'up'),
     act: f(Ip, 'act'),
-    proj: lin ? f(projWidth, 'linear-proj') : undefined,
+    proj: lin ? f(projWidth(spec), 'linear-proj') : undefined,
     mixed: lin ? f(lin.valueWidth, 'linear-mixed') : undefined,
     count: lin ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
     // A commit along a tree's path: [n, base, rows (n), slots (n)] written at once, then copied.

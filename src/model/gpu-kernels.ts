@@ -18,7 +18,7 @@ import { Matmul, type MatmulOptions, prepareMatmul } from '../kernels/matmul/mat
 import type { GpuMatrix } from '../kernels/matmul/matrix.js';
 import { RmsNorm } from '../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../kernels/rope/qkv_rope.js';
-import { Rope } from '../kernels/rope/rope.js';
+import { Rope, type RopeOptions } from '../kernels/rope/rope.js';
 import { TokenMask } from '../kernels/sample/mask.js';
 import { Sampler, SplitSampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
@@ -147,14 +147,7 @@ export async function buildKernels(
     norm: new RmsNorm(ctx, binds, { n: H, eps }),
     qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
     kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
-    rope: new Rope(ctx, binds, {
-      heads: spec.heads,
-      kvHeads: spec.kvHeads,
-      headDim: D,
-      theta: spec.rope.theta,
-      layout: spec.rope.layout,
-      scaling: spec.rope.scaling,
-    }),
+    rope: new Rope(ctx, binds, f.rope),
     kvWrite: new KvWrite(ctx, binds, o.kv),
     qkvRope: new QkvRope(ctx, binds, f.qkvRope),
     attention: new SplitAttention(ctx, binds, f.attention),
@@ -203,6 +196,7 @@ interface ForwardShapes {
    */
   normFused: boolean;
   attention: SplitAttentionShape;
+  rope: RopeOptions;
   qkvRope: QkvRopeOptions;
   /** An output-gated model's gate: attention [T, qWidth] · sigmoid(the gate of the q | k | v | gate row). */
   gate: SigmoidGateOptions | undefined;
@@ -212,6 +206,16 @@ function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
   const D = spec.headDim;
   const maxT = MAX_FORWARD_TOKENS;
   const eps = spec.rmsEps;
+  // One RoPE for the unfused kernel and the fused one (partial rotary included).
+  const rope: RopeOptions = {
+    heads: spec.heads,
+    kvHeads: spec.kvHeads,
+    headDim: D,
+    theta: spec.rope.theta,
+    layout: spec.rope.layout,
+    scaling: spec.rope.scaling,
+    rotaryDim: spec.rope.rotaryDim,
+  };
   return {
     H: spec.hidden,
     V: spec.vocabSize,
@@ -229,18 +233,13 @@ function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
       maxRows: maxT,
       firstSlot: o.firstSlot,
     },
+    rope,
     qkvRope: {
-      heads: spec.heads,
-      kvHeads: spec.kvHeads,
-      headDim: D,
-      theta: spec.rope.theta,
-      layout: spec.rope.layout,
-      scaling: spec.rope.scaling,
+      ...rope,
       capacity: o.kv.capacity,
       format: o.kv.format,
       bias: spec.qkvBias,
       qkNormEps: spec.qkNorm ? eps : undefined,
-      rotaryDim: spec.rope.rotaryDim,
       outputGate: spec.outputGate,
     },
     gate: spec.outputGate ? gateOptions(spec) : undefined,

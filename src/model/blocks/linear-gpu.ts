@@ -10,7 +10,7 @@ import { linearSizes, type ModelSpec } from '../../formats/spec.js';
 import { createBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { DeltaNet } from '../../kernels/deltanet/deltanet.js';
-import type { DeltaNetShape } from '../../kernels/deltanet/reference.js';
+import { type DeltaNetShape, deltaNetSizes } from '../../kernels/deltanet/reference.js';
 import type { GatherRows } from '../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { LinearAttentionBlock } from './blocks.js';
@@ -107,35 +107,35 @@ export function linearStateOf(
   layer: number,
   maxRows: number,
 ): LinearStatePair {
-  const la = deltaNetShape(spec);
-  const { convChannels: C } = linearSizes(spec);
+  const { conv, recurrent } = stateFloats(spec);
   const one = (i: number) => ({
-    conv: createBuffer(ctx, (la.convKernel - 1) * C * 4, `model.layers.${layer}.conv_state.${i}`),
-    recurrent: createBuffer(
-      ctx,
-      la.valueHeads * la.keyDim * la.valueDim * 4,
-      `model.layers.${layer}.recurrent_state.${i}`,
-    ),
+    conv: createBuffer(ctx, conv * 4, `model.layers.${layer}.conv_state.${i}`),
+    recurrent: createBuffer(ctx, recurrent * 4, `model.layers.${layer}.recurrent_state.${i}`),
   });
-  const P = linearSizes(spec).convChannels + linearSizes(spec).valueWidth + 2 * la.valueHeads;
   return {
     pair: [one(0), one(1)],
-    proj: createBuffer(ctx, maxRows * P * 4, `model.layers.${layer}.linear_proj`),
+    proj: createBuffer(ctx, maxRows * projWidth(spec) * 4, `model.layers.${layer}.linear_proj`),
   };
 }
 
-/** Columns of a linear layer's projection row q | k | v | z | b | a. */
+/** Floats of one copy of a layer's state: the conv window [K - 1, C] and S [Hv, dk, dv]. */
+function stateFloats(spec: ModelSpec): { conv: number; recurrent: number } {
+  const la = deltaNetShape(spec);
+  return {
+    conv: (la.convKernel - 1) * linearSizes(spec).convChannels,
+    recurrent: la.valueHeads * la.keyDim * la.valueDim,
+  };
+}
+
+/** Columns of a linear layer's projection row q | k | v | z | b | a (the kernel's row P). */
 export function projWidth(spec: ModelSpec): number {
-  const { convChannels, valueWidth } = linearSizes(spec);
-  return convChannels + valueWidth + 2 * deltaNetShape(spec).valueHeads;
+  return deltaNetSizes(deltaNetShape(spec)).row;
 }
 
 /** Bytes of one layer's state (both copies; its projection rows apart). */
 export function linearStateBytes(spec: ModelSpec): number {
-  const la = deltaNetShape(spec);
-  return (
-    2 * 4 * ((la.convKernel - 1) * linearSizes(spec).convChannels + la.valueHeads * la.keyDim * la.valueDim)
-  );
+  const { conv, recurrent } = stateFloats(spec);
+  return 2 * 4 * (conv + recurrent);
 }
 
 /** The delta rule's weights of a placed layer. */
