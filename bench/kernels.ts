@@ -448,7 +448,7 @@ export async function runAttentionBench(
       const split = new SplitAttention(ctx, binds, { ...shape, maxRows: 1 });
       const [unsplitMs, splitMs] = await timeAlternating(ctx, timer, reps, [
         (pass) => unsplit.encode(pass, q, kc, vc, ends, out, 1, base),
-        (pass) => split.encode(pass, q, kc, vc, vis, slots, out, 1, base),
+        (pass) => split.encode(pass, q, kc, vc, vis, slots, slots, out, 1, base),
       ]);
       const row: AttentionBenchRow = {
         context,

@@ -177,7 +177,7 @@ function launchRows(d: RecordedDispatch, vocab: number): LaunchRow[] {
     const u = uniformU32(d.buffers[0]);
     const at = (name: string) => u[PARAM_FIELDS.indexOf(name)] ?? 0;
     const [K, rows, lanes] = [at('K'), at('n_rows'), at('lanes')];
-    const wr = (v.SILU ? 2 : 1) * Number(v.R);
+    const wr = (v.GATED ? 2 : 1) * Number(v.R); // a gated pair streams gate and up rows
     const unitBlocks = Number(v.U);
     const ut = Number(v.UT);
     const bytes = d.buffers.filter((b) => /\.(data|scales)$/.test(b.label)).reduce((s, b) => s + b.size, 0);

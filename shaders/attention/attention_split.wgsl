@@ -1,20 +1,21 @@
 // attention_split: the partial pass of split attention. The keys are cut into chunks of CH
 // absolute cache slots (chunk c = slots [c·CH, (c+1)·CH)); one workgroup scores one chunk for every
 // query head of one KV head of one row, and writes that chunk's softmax partial (max m, sum l and
-// the unnormalised weighted V) or, when the row's keys all lie in chunk 0, the row's final output.
-// attention_merge.wgsl folds the partials of the other rows.
+// the unnormalised weighted V) or, when the row's visible keys all lie in one chunk, the row's
+// final output. attention_merge.wgsl folds the partials of the other rows.
 //
-// Bindings (group 0): 0 uniform Params { scale, first }; 1 q: array<vec4<f32>> [T, heads, D];
+// Bindings (group 0): 0 uniform Params { scale, first, window }; 1 q: array<vec4<f32>> [T, heads, D];
 //   2 kc, 3 vc: [capacity, kvHeads, D] as array<vec4<f32>>, or with KV_F16 array<vec2<u32>> (IEEE
 //   halves packed two per u32, element 2j in the low 16 bits: 4 elements per vec2<u32>);
 //   4 vis: array<vec2<u32>> [T], per row a 64-bit mask (x low, y high) over the 64 slots ending at
 //   the row's own: bit d marks slot slots[r] - d visible; 5 slots: array<u32> [T], each row's own
-//   cache slot (where kvWrite put its K/V), slots[T-1] the largest;
-//   6 out: array<vec4<f32>> [T, heads, D] (written for rows whose keys fit chunk 0);
-//   7 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)] (written for the other rows): G · D
+//   cache slot (where kvWrite put its K/V), slots[T-1] the largest; 6 positions: array<u32> [T],
+//   each row's position (RoPE's: slots[r] for a chain, base + depth in a tree);
+//   7 out: array<vec4<f32>> [T, heads, D] (written for rows whose visible keys fit one chunk);
+//   8 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)] (written for the other rows): G · D
 //   unnormalised sums acc[g, d], then m[g], then l[g]. nChunks = slots[T-1] / CH + 1.
 // Grid: (nChunks, kvHeads, T) workgroups; T and kvHeads come from num_workgroups, so the only
-//   uniform (scale, first) is written once, and a decode step rewrites nothing here.
+//   uniform (scale, first, window) is written once, and a decode step rewrites nothing here.
 // Visibility: row r at slot me = slots[r] sees slot s ≤ me when me - s ≥ 64 (the tree region
 //   is never longer than 64 slots, so older slots are its committed prefix) or bit me - s of
 //   vis[r] is set. A chain (prefill, decode) sets every bit; a depth-first tree at slots base + r
@@ -22,17 +23,24 @@
 //   GPU sets its ancestors' slots, wherever they lie. So the words of a chain or a decode step do
 //   not depend on its position. Besides, a slot s < first is seen by its own row only (s == me):
 //   a draft head's entry at slot 0 has no input feature, and later entries must not attend to it.
-//   Chunk c of row r is empty when c·CH > me; the workgroup returns.
+// Window: with window > 0 (Gemma 3's and Mistral's local layers), row r at position pos =
+//   positions[r] sees only slots s ≥ lo = pos + 1 - window (p - k < window, prefix slot s standing
+//   at position s). window ≥ 64 (checked in TS), so every tree slot a row sees (an ancestor, less
+//   than 64 positions behind) is in its window: the test on the slot alone is exact.
+//   Chunk c of row r is empty when c·CH > me or (c + 1)·CH ≤ lo; the workgroup returns, and the
+//   row's visible chunks are first = lo / CH ..= last = me / CH.
 // Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
 //   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
 //   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
 //   t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G heads (VB
 //   keys' loads issued at once, then added in key order); the S parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
 //   so a row's output is bit-identical whatever rows share the pass (batch invariance).
-// Dispatches: rows whose keys all fit chunk 0 (slots[r] < CH) are final after this pass, so a pass
-//   with slots[T-1] < CH costs this one dispatch; otherwise attention_merge follows (two in all).
+// Dispatches: rows whose visible keys fit one chunk (first == last) are final after this pass, so
+//   a pass with slots[T-1] < CH costs this one dispatch; otherwise attention_merge follows (two
+//   in all; it skips those rows).
 // Preconditions: D % 4 == 0, D ≤ 4 · WG; heads = G · kvHeads; CH a multiple of WG, WG a power of
-//   two; slots[T-1] the largest; every visible slot written in kc and vc.
+//   two; slots[T-1] the largest; window 0 or ≥ 64, and a row's position at most its slot (a tree
+//   row's depth at most its index); every visible slot written in kc and vc.
 
 {{PARAMS}}
 
@@ -75,14 +83,25 @@ fn v4(i: u32) -> vec4<f32> {
 //#endif
 @group(0) @binding(4) var<storage, read> vis: array<vec2<u32>>;
 @group(0) @binding(5) var<storage, read> slots: array<u32>;
-@group(0) @binding(6) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> part: array<f32>;
+@group(0) @binding(6) var<storage, read> positions: array<u32>;
+@group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(8) var<storage, read_write> part: array<f32>;
 
-// Whether row slot `me` (with visibility words `seen`) sees slot s ≤ me: the header's rule.
-fn sees(s: u32, me: u32, seen: vec2<u32>) -> bool {
+// The first slot row slot `me` at position `pos` may see: the window's start (0 without one),
+// never past the row's own slot. attention_merge.wgsl computes the same.
+fn window_start(pos: u32, me: u32) -> u32 {
+  if (p.window == 0u || pos < p.window) {
+    return 0u;
+  }
+  return min(pos + 1u - p.window, me);
+}
+
+// Whether row slot `me` (with visibility words `seen`, window start `lo`) sees slot s ≤ me: the
+// header's rule.
+fn sees(s: u32, me: u32, seen: vec2<u32>, lo: u32) -> bool {
   let d = me - s;
   let bit = select(seen.y >> (d - 32u), seen.x >> d, d < 32u) & 1u;
-  return (d >= 64u || bit == 1u) && (s >= p.first || s == me);
+  return (d >= 64u || bit == 1u) && (s >= p.first || s == me) && s >= lo;
 }
 
 //#if SERIAL
@@ -105,20 +124,23 @@ fn main(
   let T = nwg.z;
   let seen = vis[r]; // bit d: slot me - d visible
   let me = slots[r];
-  let last = me / CH; // the row's last chunk
-  if (c > last) {
+  let lo = window_start(positions[r], me);
+  let first = lo / CH; // the row's first and last chunks
+  let last = me / CH;
+  if (c > last || c < first) {
     return;
   }
   let qBase = ((r * kvHeads + kvh) * G + g) * D4; // head kvh·G + g of row r
   let c0 = c * CH;
   let slotStride = kvHeads * D4; // vec4s per cache slot
-  let n = min(CH, me + 1u - c0); // keys past the row's own slot are never visible
+  let j0 = max(lo, c0) - c0; // keys before the window's start are never visible
+  let n = min(CH, me + 1u - c0); // nor keys past the row's own slot
   var sc: array<f32, CH>;
   var m = MASKED;
-  for (var j = 0u; j < n; j++) {
+  for (var j = j0; j < n; j++) {
     let s = c0 + j;
     var score = MASKED;
-    if (sees(s, me, seen)) {
+    if (sees(s, me, seen, lo)) {
       let kb = s * slotStride + kvh * D4;
       var acc = 0.0;
       for (var i = 0u; i < D4; i++) {
@@ -130,7 +152,7 @@ fn main(
     m = max(m, score);
   }
   var l = 0.0;
-  for (var j = 0u; j < n; j++) {
+  for (var j = j0; j < n; j++) {
     let w = select(0.0, exp(sc[j] - m), sc[j] > MASKED);
     sc[j] = w;
     l += w;
@@ -140,10 +162,10 @@ fn main(
   for (var i = 0u; i < D4; i++) {
     var a = vec4<f32>(0.0);
     let vb = kvh * D4 + i;
-    for (var j = 0u; j < n; j++) {
+    for (var j = j0; j < n; j++) {
       a += sc[j] * v4((c0 + j) * slotStride + vb);
     }
-    if (last == 0u) {
+    if (first == last) {
       out[qBase + i] = a / l;
     } else {
       let o = pBase + 4u * (g * D4 + i);
@@ -153,7 +175,7 @@ fn main(
       part[o + 3u] = a.w;
     }
   }
-  if (last != 0u) {
+  if (first != last) {
     part[pBase + G * D + g] = m;
     part[pBase + G * D + G + g] = l;
   }
@@ -191,8 +213,10 @@ fn main(
   let T = nwg.z;
   let seen = vis[r]; // bit d: slot me - d visible
   let me = slots[r];
-  let last = me / CH; // the row's last chunk
-  if (c > last) {
+  let lo = window_start(positions[r], me);
+  let first = lo / CH; // the row's first and last chunks
+  let last = me / CH;
+  if (c > last || c < first) {
     return; // uniform across the workgroup
   }
   let qBase = (r * kvHeads + kvh) * G * D4; // heads kvh·G .. kvh·G + G - 1 of row r
@@ -210,7 +234,7 @@ fn main(
   for (var i = 0u; i < KPT; i++) {
     let j = t + i * WG;
     let s = c0 + j;
-    let visible = s <= me && sees(s, me, seen);
+    let visible = s <= me && sees(s, me, seen, lo);
     var dots: array<f32, G>;
     for (var g = 0u; g < G; g++) {
       dots[g] = 0.0; // a declaration in a loop body is not re-zeroed on every compiler
@@ -262,10 +286,12 @@ fn main(
   let col = t % D4;
   let sp = t / D4;
   let n = min(CH, me + 1u - c0); // keys past the row's own slot are never visible
+  // Batches of VB · S keys wholly before the window's start hold weights 0 only: skipped.
+  let skip = (max(lo, c0) - c0) / (VB * S) * (VB * S);
   var acc: array<vec4<f32>, G>;
   if (sp < S) {
     // VB keys' V loads at a time, all issued before the first is used; summed in key order.
-    for (var j0 = sp; j0 < n; j0 += VB * S) {
+    for (var j0 = skip + sp; j0 < n; j0 += VB * S) {
       var vv: array<vec4<f32>, VB>;
       for (var i = 0u; i < VB; i++) {
         vv[i] = v4((c0 + min(j0 + i * S, n - 1u)) * slotStride + kvh * D4 + col);
@@ -299,7 +325,7 @@ fn main(
       let o = (s * G * D4 + i) * 4u;
       a += vec4<f32>(sc[o], sc[o + 1u], sc[o + 2u], sc[o + 3u]);
     }
-    if (last == 0u) {
+    if (first == last) {
       out[qBase + i] = a / l[i / D4];
     } else {
       part[pBase + 4u * i] = a.x;
@@ -308,7 +334,7 @@ fn main(
       part[pBase + 4u * i + 3u] = a.w;
     }
   }
-  if (last != 0u && t < G) {
+  if (first != last && t < G) {
     part[pBase + G * D + t] = m[t];
     part[pBase + G * D + G + t] = l[t];
   }

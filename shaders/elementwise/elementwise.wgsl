@@ -1,6 +1,7 @@
 // elementwise: the small per-element ops between matmuls. One op per variant (renderWgsl flags):
 //
-// SILU_MUL: h[m, i] = silu(gate[m, i]) * up[m, i], silu(g) = g / (1 + exp(-g)).
+// SILU_MUL: h[m, i] = act(gate[m, i]) * up[m, i], act = gate_act.wgsl's: silu(g) = g / (1 +
+//   exp(-g)), or gelu_tanh(g) with GELU (GeGLU).
 //   FUSED: 0 uniform Params { M, I }; 1 gu: array<f32> [M, 2I] (row m = gate | up, the output of
 //     one matmul over gate_proj and up_proj rows stacked); 2 h: array<f32> [M, I] (written).
 //   otherwise: 0 Params; 1 gate [M, I]; 2 up [M, I]; 3 h [M, I] (written).
@@ -31,6 +32,7 @@ const WG: u32 = {{WG}}u;
 @group(0) @binding(2) var<storage, read> up: array<f32>;
 @group(0) @binding(3) var<storage, read_write> h: array<f32>;
 //#endif
+//#include gate_act
 //#endif
 //#if ADD
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -61,7 +63,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let g = gate[i];
   let u = up[i];
 //#endif
-  h[i] = g / (1.0 + exp(-g)) * u;
+  h[i] = gate_act(g) * u;
 //#endif
 //#if ADD
   if (i >= p.n) {

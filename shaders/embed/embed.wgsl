@@ -1,5 +1,6 @@
 // embed: out[m, :] = row ids[m] of an embedding table [V, n] in any weight format of
-// src/quant/formats.ts, dequantized exactly as its `dequantize` does (bit-identical). The
+// src/quant/formats.ts, dequantized exactly as its `dequantize` does (bit-identical), times the
+// f32 SCALE when the variant has one (Gemma 3: sqrt(hidden); without, the values as they are). The
 // table is resident as a GpuMatrix (src/kernels/matmul/matmul.ts), split by rows into parts; one
 // dispatch per part writes the outputs whose id falls in rows [row0, row0 + rows) of that part.
 //
@@ -43,10 +44,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
   let e = (id - p.row0) * p.n + j;
 //#if F32
-  out[i] = bitcast<f32>(data[e]);
+  let v = bitcast<f32>(data[e]);
 //#endif
 //#if F16
-  out[i] = unpack2x16float(data[e / 2u])[e % 2u];
+  let v = unpack2x16float(data[e / 2u])[e % 2u];
 //#endif
 //#if INT8
   let q = f32(bitcast<i32>(data[e / 4u] << (24u - 8u * (e % 4u))) >> 24u);
@@ -59,6 +60,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 //#endif
 //#if SCALED
   let ab = grid_at(e);
-  out[i] = fma(ab.x, q, -ab.y);
+  let v = fma(ab.x, q, -ab.y);
+//#endif
+//#if SCALE
+  out[i] = v * bitcast<f32>({{SCALE_BITS}}u);
+//#else
+  out[i] = v;
 //#endif
 }

@@ -32,15 +32,16 @@
 //     sum_k x^2 / K + eps) computed by every workgroup exactly as rmsnorm.wgsl (64 threads, thread
 //     t sums k = t, t + 64, ..., then reduce.wgsl's tree): the same bits as RmsNorm then Matmul.
 //   ADD (epilogue): y[m, n] = y[m, n] + result, the add kernel's op (x += W·a).
-//   SILU (epilogue): the part holds n_rows gate rows then n_rows up rows (a gated pair); output
-//     y[m, n_off + n] = silu(g) * u as elementwise.wgsl computes it, g = gate_n · x, u = up_n · x.
+//   GATED (epilogue): the part holds n_rows gate rows then n_rows up rows (a gated pair); output
+//     y[m, n_off + n] = gate_act(g) * u as elementwise.wgsl computes it (gate_act.wgsl: silu, or
+//     gelu_tanh with GELU), g = gate_n · x, u = up_n · x.
 // Layouts: SERIAL (software adapters: one thread per output column group, all of K; see its main
 //   below) or split-K (GPUs), described here.
 // Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
 //   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
 //   t % KL of row group t / KL (KL = p.lanes lanes per output, a power of two from 4 to 64 chosen
 //   per matrix by the TS side, RG = 64 / KL groups); group g owns columns n0 + g * R .. + R - 1,
-//   i.e. WR = R weight rows (2R with SILU: gate rows then up rows). R = 1 in the GEMV, 2 in the
+//   i.e. WR = R weight rows (2R with GATED: gate rows then up rows). R = 1 in the GEMV, 2 in the
 //   tiles.
 // K walk: K is cut into units of U consecutive 16-element blocks, the blocks one 16-byte load reads
 //   (U = 1, one block of UV loads: 4 for F32, 2 for F16, 1 for INT8 and the narrow q4_0 / INT4 /
@@ -56,7 +57,7 @@
 // Tiles: the M rows of x are taken TM at a time (the last tile may be short); each weight block is
 //   loaded once per tile and multiplied by the TM rows: WR * TM accumulators per thread.
 // Preconditions (checked in TS): K % 16 == 0, each part starts at a flat index that is a multiple
-//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with SILU, so does its up half); WIDE: K % 32 == 0
+//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with GATED, so does its up half); WIDE: K % 32 == 0
 //   (Q4_0, INT4) or K % 64 == 0 (INT2), so every unit's codes are one aligned vec4<u32>.
 //#if HALF
 enable f16;
@@ -80,7 +81,7 @@ const TPR: u32 = {{TPR}}u;
 const TM: u32 = {{TM}}u;
 // Output columns per thread (serial) or per row group (split-K), and the weight rows behind them.
 const R: u32 = {{R}}u;
-//#if SILU
+//#if GATED
 const WR: u32 = 2u * R;
 //#else
 const WR: u32 = R;
@@ -155,10 +156,14 @@ fn norm_weight(j: u32) -> vec4<f32> {
 }
 //#endif
 
-// The epilogue: writes output `at` from its sum s (SILU: the gate's, u the up row's).
+//#if GATED
+//#include gate_act
+//#endif
+
+// The epilogue: writes output `at` from its sum s (GATED: the gate's, u the up row's).
 fn store_out(at: u32, s: f32, u: f32) {
-//#if SILU
-  y[at] = s / (1.0 + exp(-s)) * u;
+//#if GATED
+  y[at] = gate_act(s) * u;
 //#else
 //#if ADD
   y[at] = y[at] + s;
@@ -275,7 +280,7 @@ fn main(
   // First flat element of each column's weight row (columns past the part repeat its last row).
 //#for c < R
   let e{{c}} = min(c0 + {{c}}u, last) * p.K;
-//#if SILU
+//#if GATED
   let eu{{c}} = (min(c0 + {{c}}u, last) + p.n_rows) * p.K;
 //#endif
 //#endfor
@@ -298,13 +303,13 @@ fn main(
 //#for c < R
 //#for m < TM
     var a{{c}}_{{m}} = 0.0;
-//#if SILU
+//#if GATED
     var u{{c}}_{{m}} = 0.0;
 //#endif
 //#endfor
 //#if GROUPED
     var ab{{c}} = vec2<f32>(0.0);
-//#if SILU
+//#if GATED
     var abu{{c}} = vec2<f32>(0.0);
 //#endif
 //#endif
@@ -331,7 +336,7 @@ fn main(
       let ab{{c}} = grid_at(f{{c}});
       let w{{c}} = load_codes(f{{c}}, ab{{c}});
       let v{{c}} = load_codes(f{{c}} + 16u, ab{{c}});
-//#if SILU
+//#if GATED
       let fu{{c}} = eu{{c}} + blk * 16u;
       let abu{{c}} = grid_at(fu{{c}});
       let wu{{c}} = load_codes(fu{{c}}, abu{{c}});
@@ -344,7 +349,7 @@ fn main(
         ab{{c}} = grid_at(f{{c}});
       }
       let w{{c}} = load_codes(f{{c}}, ab{{c}});
-//#if SILU
+//#if GATED
       let fu{{c}} = eu{{c}} + blk * 16u;
       if (blk == 0u || (fu{{c}} & 31u) == 0u) {
         abu{{c}} = grid_at(fu{{c}});
@@ -353,7 +358,7 @@ fn main(
 //#endif
 //#else
       let w{{c}} = load_block(e{{c}} + blk * 16u);
-//#if SILU
+//#if GATED
       let wu{{c}} = load_block(eu{{c}} + blk * 16u);
 //#endif
 //#endif
@@ -368,7 +373,7 @@ fn main(
 //#endif
 //#for c < R
         a{{c}}_{{m}} = a{{c}}_{{m}} + dot16(w{{c}}, x{{m}});
-//#if SILU
+//#if GATED
         u{{c}}_{{m}} = u{{c}}_{{m}} + dot16(wu{{c}}, x{{m}});
 //#endif
 //#endfor
@@ -380,7 +385,7 @@ fn main(
 //#endif
 //#for c < R
         a{{c}}_{{m}} = a{{c}}_{{m}} + dot16(v{{c}}, y{{m}});
-//#if SILU
+//#if GATED
         u{{c}}_{{m}} = u{{c}}_{{m}} + dot16(vu{{c}}, y{{m}});
 //#endif
 //#endfor
@@ -393,7 +398,7 @@ fn main(
 //#for m < TM
       if ({{m}}u == 0u || tr > {{m}}u) {
         let at = (m0 + {{m}}u) * p.N + p.n_off + c0 + {{c}}u;
-//#if SILU
+//#if GATED
         store_out(at, a{{c}}_{{m}}, u{{c}}_{{m}});
 //#else
         store_out(at, a{{c}}_{{m}}, 0.0);
@@ -597,7 +602,7 @@ fn main(
       if (n0 + c < p.n_rows && m0 + m < p.M) {
         let at = (m0 + m) * p.N + p.n_off + n0 + c;
         var u = 0.0;
-//#if SILU
+//#if GATED
         for (var l = 0u; l < KL; l++) {
           u += red[at0 + R * TM * KL + l];
         }

@@ -1,8 +1,11 @@
 // rmsnorm: y[r, i] = x[r, i] / sqrt(mean_i(x[r, :]^2) + eps) * g[i], with g = w or (ONE_PLUS) 1 + w.
 // QK-norm is the same kernel over rows = tokens * heads and n = headDim.
+// ADD (a post-norm residual add, Gemma 3's sandwich norms): y[r, i] = y[r, i] + that, y being the
+//   residual stream; the normed value has the same bits as without ADD, then one f32 add (which a
+//   driver may contract with the last multiply into an fma, rounding once less).
 //
 // Bindings (group 0): 0 uniform Params { rows, n, eps }; 1 x: array<f32> [rows, n];
-//   2 w: array<f32> [n]; 3 y: array<f32> [rows, n] (written; must not alias x).
+//   2 w: array<f32> [n]; 3 y: array<f32> [rows, n] (written, read first with ADD; must not alias x).
 // Threads: one workgroup of WG threads per row (flat workgroup index over the grid); each thread
 //   sums squares over i = t, t + WG, ..., then a fixed-order tree reduction in workgroup memory
 //   (so a row's result does not depend on how many rows share the dispatch).
@@ -42,6 +45,11 @@ fn main(
 //#else
     let g = w[i];
 //#endif
-    y[base + i] = x[base + i] * inv * g;
+    let v = x[base + i] * inv * g;
+//#if ADD
+    y[base + i] = y[base + i] + v;
+//#else
+    y[base + i] = v;
+//#endif
   }
 }

@@ -3,7 +3,7 @@
  * cache and the loaders need to know, derived once from a checkpoint's config (config.json or GGUF
  * metadata). Families differ only by the switches below (mlx-lm style), not by separate code.
  */
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_5';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_5' | 'gemma3' | 'smollm3';
 
 /**
  * A decoder layer's token mixer: softmax attention over a KV cache, or Gated DeltaNet linear
@@ -26,17 +26,24 @@ export interface LinearAttentionSpec {
 
 /** Llama 3 style RoPE frequency scaling (`rope_scaling.rope_type == "llama3"`). */
 export interface Llama3RopeScaling {
+  readonly type?: 'llama3';
   readonly factor: number;
   readonly lowFreqFactor: number;
   readonly highFreqFactor: number;
   readonly originalMaxPositions: number;
 }
 
+/** Linear RoPE scaling (`rope_type == "linear"`, Gemma 3's global layers): every frequency / factor. */
+export interface LinearRopeScaling {
+  readonly type: 'linear';
+  readonly factor: number;
+}
+
 /** Rotary position embedding settings. */
 export interface RopeSpec {
   /** Base of the inverse frequencies (`rope_theta`). */
   readonly theta: number;
-  readonly scaling?: Llama3RopeScaling;
+  readonly scaling?: Llama3RopeScaling | LinearRopeScaling;
   /**
    * Pairing of the rotated dimensions: `'half'` rotates (i, i + d/2) as Hugging Face checkpoints do;
    * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's llama GGUFs store Q and K.
@@ -91,6 +98,47 @@ export interface ModelSpec {
    * QK-norms and the final norm (Qwen3-Next, Qwen3.5). A linear layer's gated norm is not.
    */
   readonly zeroCentredNorms?: boolean;
+  /**
+   * Keys a sliding-window layer's query sees: those at positions p - window < k ≤ p (Gemma 3,
+   * Mistral). Which layers slide: `slidingLayers`, or every layer when that is absent.
+   */
+  readonly slidingWindow?: number;
+  /** Per layer, whether its attention slides (Gemma 3's `sliding_attention` layers). */
+  readonly slidingLayers?: readonly boolean[];
+  /** The RoPE of the sliding layers where it differs from `rope` (Gemma 3's `rope_local_base_freq`). */
+  readonly localRope?: RopeSpec;
+  /** Per layer, true where the layer has no RoPE at all (SmolLM3's `no_rope_layers` zeros). */
+  readonly noRopeLayers?: readonly boolean[];
+  /** The embedding row is multiplied by √hidden, rounded to f32 (Gemma). */
+  readonly embedScale?: boolean;
+  /**
+   * Gemma's four norms per layer: the attention output is normed (`post_attention_layernorm`) before
+   * its residual add, the MLP reads `pre_feedforward_layernorm` and its output is normed
+   * (`post_feedforward_layernorm`) before its residual add.
+   */
+  readonly sandwichNorms?: boolean;
+  /** The MLP's gate activation: SiLU (default) or GELU with the tanh approximation (Gemma's GeGLU). */
+  readonly activation?: 'silu' | 'gelu_tanh';
+  /** Attention's softmax scale; default 1/√headDim (Gemma 3: `query_pre_attn_scalar`^-½). */
+  readonly attentionScale?: number;
+}
+
+/** How layer `layer` attends: its window (undefined: the whole context) and its RoPE (undefined: none). */
+export interface LayerAttention {
+  readonly window: number | undefined;
+  readonly rope: RopeSpec | undefined;
+}
+
+/** Layer `layer`'s window and RoPE, from the spec's per-layer switches. */
+export function layerAttention(spec: ModelSpec, layer: number): LayerAttention {
+  const sliding = spec.slidingWindow !== undefined && (spec.slidingLayers?.[layer] ?? true);
+  const rope = spec.noRopeLayers?.[layer] ? undefined : sliding ? (spec.localRope ?? spec.rope) : spec.rope;
+  return { window: sliding ? spec.slidingWindow : undefined, rope };
+}
+
+/** The softmax scale of a spec's attention. */
+export function attentionScale(spec: ModelSpec): number {
+  return spec.attentionScale ?? 1 / Math.sqrt(spec.headDim);
 }
 
 /** Layer `layer`'s token mixer. */

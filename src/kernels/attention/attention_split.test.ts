@@ -4,7 +4,7 @@ import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import { packHalves, unpackHalves } from '../kv/kv.js';
-import { ATTENTION_CHUNK, SplitAttention, visWords } from './attention_split.js';
+import { ATTENTION_CHUNK, MIN_ATTENTION_WINDOW, SplitAttention, visWords } from './attention_split.js';
 import { type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './reference.js';
 
 function slotsOf(base: number, rows: number): Uint32Array {
@@ -24,13 +24,14 @@ async function runSplit(
     const q = run.upload(a.q);
     const k = run.upload(a.format === 'f16' ? packHalves(a.k) : a.k);
     const v = run.upload(a.format === 'f16' ? packHalves(a.v) : a.v);
-    const [ends, slots, out] = [
+    const [ends, slots, positions, out] = [
       run.upload(visWords(a.ends)),
       run.upload(slotsOf(a.base, T)),
+      run.upload(Uint32Array.from(a.positions ?? slotsOf(a.base, T))),
       run.empty(a.q.byteLength),
     ];
     return {
-      encode: (pass) => att.encode(pass, q, k, v, ends, slots, out, T, a.base),
+      encode: (pass) => att.encode(pass, q, k, v, ends, slots, positions, out, T, a.base),
       read: () => readF32(ctx, out, T * a.heads * a.headDim),
     };
   });
@@ -73,6 +74,15 @@ function randomTree(n: number, r: () => number): number[] {
     parents.push(path[Math.floor(r() * path.length)]!);
   }
   return parents;
+}
+
+/** Each node's position in a tree at `base`: base + its depth (what RoPE reads for a draft tree). */
+function treePositions(parents: readonly number[], base: number): Uint32Array {
+  const out = new Uint32Array(parents.length);
+  parents.forEach((par, i) => {
+    out[i] = par < 0 ? base : out[par]! + 1;
+  });
+  return out;
 }
 
 function inputs(
@@ -245,6 +255,106 @@ describe.each(FORMS)(
       }
     });
 
+    // Sliding window (window ≥ 64): the reference applies p - k < window to every key; the kernels
+    // test prefix slots only, and return at once on chunks wholly before a row's window.
+    it.each([
+      // heads, kvHeads, headDim, base, window, format
+      [4, 2, 64, 300, 64, 'f32'], // the window starts in chunk 0: chunks 0 and 1, merged
+      [8, 2, 64, 600, 100, 'f16'], // chunk 0 wholly before it (skipped): chunks 1 and 2, merged
+      [4, 4, 64, 700, 64, 'f32'], // within chunk 2: final after the partial pass
+    ] as const)(
+      'window, decode: heads=%i kvHeads=%i headDim=%i at slot %i, window %i, %s cache',
+      async (heads, kvHeads, headDim, base, window, format) => {
+        const ctx = await gpu({ kernels });
+        const a = { ...inputs(base + window, heads, kvHeads, headDim, base, chainEnds(1), format), window };
+        const want = reference(a);
+        expect(want).not.toEqual(reference({ ...a, window: 0 }));
+        const { out, dispatches } = await runSplit(ctx, a);
+        expectClose(out, want, TOL);
+        expect(dispatches).toBe(SplitAttention.dispatches(base, 1));
+      },
+    );
+
+    it.each([
+      // heads, kvHeads, headDim, base, rows, window, format
+      [4, 2, 64, 30, 40, 64, 'f32'], // every key in chunk 0, later rows past the window's edge
+      [4, 1, 128, 330, 40, 100, 'f16'], // rows 0-24 start in chunk 0 (merged), rows 25-39 in chunk 1 (final)
+    ] as const)(
+      'window, causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, window %i, %s cache',
+      async (heads, kvHeads, headDim, base, M, window, format) => {
+        const ctx = await gpu({ kernels });
+        const a = {
+          ...inputs(base + M + window, heads, kvHeads, headDim, base, chainEnds(M), format),
+          window,
+        };
+        const want = reference(a);
+        expect(want).not.toEqual(reference({ ...a, window: 0 }));
+        const prefill = (await runSplit(ctx, a)).out;
+        expectClose(prefill, want, TOL);
+        // Batch invariance: a row equals decode at its slot, bit for bit, on either side of chunk 1.
+        const hd = heads * headDim;
+        for (const r of [0, 24, 25, M - 1]) {
+          const one = await runSplit(ctx, {
+            ...a,
+            q: a.q.slice(r * hd, (r + 1) * hd),
+            ends: chainEnds(1),
+            base: a.base + r,
+          });
+          expect(Array.from(one.out), `row ${r}`).toEqual(Array.from(prefill.subarray(r * hd, (r + 1) * hd)));
+        }
+      },
+    );
+
+    it.each([
+      // nodes, base, window, heads, kvHeads, headDim, format
+      [17, 300, 100, 4, 2, 64, 'f32'],
+      [17, 500, 64, 8, 2, 80, 'f16'], // chunk 0 before every row's window; rows at slots 500 .. 516
+    ] as const)(
+      'window, tree of %i nodes after %i cached, window %i (heads=%i, kvHeads=%i, headDim=%i, %s cache): rows at base + depth',
+      async (n, base, window, heads, kvHeads, headDim, format) => {
+        const ctx = await gpu({ kernels });
+        const parents = randomTree(n, rng(n * 3 + base));
+        const a = {
+          ...inputs(n + base + window, heads, kvHeads, headDim, base, subtreeEnds(parents), format),
+          window,
+          positions: treePositions(parents, base),
+        };
+        const want = reference(a);
+        expect(want).not.toEqual(reference({ ...a, window: 0 }));
+        expectClose((await runSplit(ctx, a)).out, want, TOL);
+      },
+    );
+
+    it('a windowed and a global instance share one buffer of partials in one pass', async () => {
+      const ctx = await gpu({ kernels });
+      const a = inputs(41, 4, 2, 64, 2 * CH + 40, chainEnds(3));
+      const windowed = { ...a, window: 100 };
+      const T = a.ends.length;
+      await SplitAttention.prepare(ctx, a);
+      const got = await runOnce(ctx, 'attention-split-shared', (run) => {
+        const global = run.own(new SplitAttention(ctx, run.binds, { ...a, maxRows: T }));
+        const local = run.own(
+          new SplitAttention(ctx, run.binds, { ...windowed, maxRows: T }, global.partials),
+        );
+        const [q, k, v] = [run.upload(a.q), run.upload(a.k), run.upload(a.v)];
+        const [vis, slots] = [run.upload(visWords(a.ends)), run.upload(slotsOf(a.base, T))];
+        const [outG, outW] = [run.empty(a.q.byteLength), run.empty(a.q.byteLength)];
+        return {
+          encode: (pass) => {
+            // A chain's positions are its slots.
+            global.encode(pass, q, k, v, vis, slots, slots, outG, T, a.base);
+            local.encode(pass, q, k, v, vis, slots, slots, outW, T, a.base);
+          },
+          read: async () => ({
+            global: await readF32(ctx, outG, a.q.length),
+            windowed: await readF32(ctx, outW, a.q.length),
+          }),
+        };
+      });
+      expectClose(got.global, reference(a), TOL);
+      expectClose(got.windowed, reference(windowed), TOL);
+    });
+
     it('steady decode: growing positions write no buffer, create no bind group and compile nothing', async () => {
       const ctx = await gpu({ kernels });
       const binds = new BindGroupCache(ctx.device);
@@ -267,7 +377,7 @@ describe.each(FORMS)(
         const writes = ctx.counter.writes;
         const enc = ctx.device.createCommandEncoder();
         const pass = enc.beginComputePass();
-        att.encode(pass, bq, bk, bv, be, slots, bo, 1, pos);
+        att.encode(pass, bq, bk, bv, be, slots, slots, bo, 1, pos);
         pass.end();
         ctx.device.queue.submit([enc.finish()]);
         expect(ctx.counter.writes, `writes at slot ${pos}`).toBe(writes);
@@ -278,13 +388,24 @@ describe.each(FORMS)(
       expect(binds.created).toBe(4 + 2);
       expect(ctx.pipelines.compiled).toBe(compiled);
       expect(() =>
-        att.encode(ctx.device.createCommandEncoder().beginComputePass(), bq, bk, bv, be, be, bo, 1, capacity),
+        att.encode(
+          ctx.device.createCommandEncoder().beginComputePass(),
+          bq,
+          bk,
+          bv,
+          be,
+          be,
+          be,
+          bo,
+          1,
+          capacity,
+        ),
       ).toThrow(/exceeds capacity/);
       for (const b of [bq, bk, bv, be, bo, ...slotBufs.map(([, s]) => s)]) b.destroy();
       att.destroy();
     });
 
-    it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot', async () => {
+    it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot, a window under 64, small shared partials', async () => {
       const ctx = await gpu({ kernels });
       const binds = new BindGroupCache(ctx.device);
       const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
@@ -292,6 +413,14 @@ describe.each(FORMS)(
       expect(() => new SplitAttention(ctx, binds, { ...shape, firstSlot: -1 })).toThrow(
         /firstSlot must be an integer ≥ 0, got -1/,
       );
+      expect(() => new SplitAttention(ctx, binds, { ...shape, window: MIN_ATTENTION_WINDOW - 1 })).toThrow(
+        /window must be 0 \(none\) or an integer ≥ 64, got 63/,
+      );
+      const small = new SplitAttention(ctx, binds, shape);
+      expect(() => new SplitAttention(ctx, binds, { ...shape, maxRows: 2 }, small.partials)).toThrow(
+        /shared partials hold/,
+      );
+      small.destroy();
       const big = { ...shape, heads: 64, kvHeads: 1, headDim: 256 };
       if (serial)
         new SplitAttention(ctx, binds, big).destroy(); // the serial form holds no workgroup memory

@@ -16,9 +16,14 @@ const V_BATCH = 8;
  * [c · ATTENTION_CHUNK, (c + 1) · ATTENTION_CHUNK), whatever rows share the pass.
  */
 export const ATTENTION_CHUNK = 256;
-const Params = defineUniforms('Params', { scale: 'f32', first: 'u32' });
-// attention_merge has no uniform (T, kvHeads and base come from the grid and slots); wgslVariant still takes a layout.
-const NoParams = defineUniforms('Params', {});
+/**
+ * Smallest sliding window {@link SplitAttention} takes: a pass holds at most 64 rows (a tree at most
+ * 64 deep), so every key of the pass a row sees lies in any window this wide, and the kernels test
+ * the window on prefix slots alone.
+ */
+export const MIN_ATTENTION_WINDOW = 64;
+// One uniform for both passes (attention_merge reads only the window).
+const Params = defineUniforms('Params', { scale: 'f32', first: 'u32', window: 'u32' });
 
 /**
  * The visibility words of a depth-first tree (or chain) of `ends.length` rows at consecutive slots
@@ -54,6 +59,12 @@ export interface SplitAttentionShape extends AttentionShape {
    * whose entry at slot 0 has no input feature sets 1, so no later entry attends to it.
    */
   firstSlot?: number;
+  /**
+   * Sliding window (Gemma 3's and Mistral's local layers): a row at position p sees a key at
+   * position k only if p - k < window (prefix slot s stands at position s). 0 or absent: no
+   * window; otherwise at least {@link MIN_ATTENTION_WINDOW}.
+   */
+  window?: number;
 }
 
 interface Variant {
@@ -86,7 +97,7 @@ function splitSource(v: Variant): WgslVariant {
 }
 
 function mergeSource(v: Variant): WgslVariant {
-  return wgslVariant(shaders.attention_merge, NoParams, { WG, CH: ATTENTION_CHUNK, G: v.G, D: v.D });
+  return wgslVariant(shaders.attention_merge, Params, { WG, CH: ATTENTION_CHUNK, G: v.G, D: v.D });
 }
 
 /**
@@ -106,12 +117,16 @@ export function attentionChunks(base: number, rows: number): number {
 }
 
 function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limits' | 'kernels'>): void {
-  const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0 } = shape;
+  const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0, window = 0 } = shape;
   for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity, maxRows }))
     if (!Number.isInteger(v) || v < 1)
       throw new InvalidInputError(`SplitAttention: ${name} must be ≥ 1, got ${v}`);
   if (!Number.isInteger(firstSlot) || firstSlot < 0)
     throw new InvalidInputError(`SplitAttention: firstSlot must be an integer ≥ 0, got ${firstSlot}`);
+  if (window !== 0 && !(Number.isInteger(window) && window >= MIN_ATTENTION_WINDOW))
+    throw new InvalidInputError(
+      `SplitAttention: window must be 0 (none) or an integer ≥ ${MIN_ATTENTION_WINDOW}, got ${window}`,
+    );
   if (heads % kvHeads !== 0)
     throw new InvalidInputError(
       `SplitAttention: heads (${heads}) must be a multiple of kvHeads (${kvHeads})`,
@@ -134,43 +149,58 @@ function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limi
  * (K and V read once per group, as vec4), and a merge pass folds the chunks of each row in a fixed
  * order. A pass whose keys all fit one chunk (base + rows ≤ {@link ATTENTION_CHUNK}) is one
  * dispatch; a longer one is two. Same visibility rule and results as {@link attentionRef} (the
- * oracle), including `firstSlot` (slots below it are keys of their own row only); a row's output
- * is bit-identical whatever rows share the pass.
+ * oracle), including `firstSlot` (slots below it are keys of their own row only) and `window`
+ * (keys a window or more positions behind the row are masked; the workgroups of chunks wholly
+ * before a row's window return at once, and the merge folds only the chunks from the window's
+ * start); a row's output is bit-identical whatever rows share the pass.
  *
  * Unlike `Attention` it takes the cache base from the `slots` buffer the runner already writes for
  * the KV write (slots[r] = base + r) and T and kvHeads from the grid, so its only uniform (the
- * scale and the first slot) is written once at construction: encoding a decode step writes no buffer.
- * Owns a buffer of chunk partials of maxRows · ⌈capacity / chunk⌉ · (heads · headDim + 2 · heads)
- * f32, shared by every layer (passes are ordered, so layers may reuse it).
+ * scale, the first slot and the window) is written once at construction: encoding a decode step
+ * writes no buffer. Holds a buffer of chunk partials of maxRows · ⌈capacity / chunk⌉ · (heads ·
+ * headDim + 2 · heads) f32, shared by every layer (passes are ordered, so layers may reuse it), and
+ * by another instance given it (a model's windowed and global layers).
  */
 export class SplitAttention {
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   private readonly split: GPUComputePipeline;
   private readonly merge: GPUComputePipeline;
   /** [maxRows, kvHeads, ⌈capacity / chunk⌉, G · (headDim + 2)] f32 chunk partials. */
-  private readonly part: GPUBuffer;
+  readonly partials: GPUBuffer;
+  /** Whether {@link SplitAttention.partials} was made here (and is destroyed here). */
+  private readonly ownsPartials: boolean;
   readonly scale: number;
 
-  /** Checks the shape, gets both pipelines (see {@link SplitAttention.prepare}), writes the uniform. */
+  /**
+   * Checks the shape, gets both pipelines (see {@link SplitAttention.prepare}), writes the uniform.
+   * `partials` (another instance's {@link SplitAttention.partials}, which stays that one's to
+   * destroy) is used instead of a buffer of its own when it is large enough for this shape.
+   */
   constructor(
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
     readonly shape: SplitAttentionShape,
+    partials?: GPUBuffer,
   ) {
     checkSplitShape(shape, ctx);
     const v = variantOf(shape, ctx);
     this.split = ctx.pipelines.get('attention_split', ...splitSource(v));
     this.merge = ctx.pipelines.get('attention_merge', ...mergeSource(v));
     this.scale = shape.scale ?? 1 / Math.sqrt(shape.headDim);
-    this.uniform = new UniformSlot(ctx, Params, 'attention-split-params');
-    this.uniform.write({ scale: this.scale, first: shape.firstSlot ?? 0 });
     const maxChunks = Math.ceil(shape.capacity / ATTENTION_CHUNK);
-    const partBytes = shape.maxRows * maxChunks * (shape.heads * (shape.headDim + 2)) * 4;
+    const partBytes = Math.max(16, shape.maxRows * maxChunks * (shape.heads * (shape.headDim + 2)) * 4);
     if (partBytes > ctx.limits.maxStorageBufferBindingSize)
       throw new InvalidInputError(
         `SplitAttention: chunk partials need ${partBytes} bytes (maxRows ${shape.maxRows}, capacity ${shape.capacity}), over the binding limit ${ctx.limits.maxStorageBufferBindingSize}`,
       );
-    this.part = createBuffer(ctx, Math.max(16, partBytes), 'attention-split-partials');
+    if (partials && partials.size < partBytes)
+      throw new InvalidInputError(
+        `SplitAttention: the shared partials hold ${partials.size} bytes, need ${partBytes} (maxRows ${shape.maxRows}, capacity ${shape.capacity})`,
+      );
+    this.uniform = new UniformSlot(ctx, Params, 'attention-split-params');
+    this.uniform.write({ scale: this.scale, first: shape.firstSlot ?? 0, window: shape.window ?? 0 });
+    this.ownsPartials = !partials;
+    this.partials = partials ?? createBuffer(ctx, partBytes, 'attention-split-partials');
   }
 
   /** Compiles both pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
@@ -189,6 +219,8 @@ export class SplitAttention {
    * Encodes attention for `rows` queries. q: [rows, heads, headDim]; kCache, vCache: [capacity,
    * kvHeads, headDim]; vis: [rows] vec2<u32>, each row's mask of visible slots among the 64 up to
    * its own (see {@link visWords}); slots: [rows] u32, each row's own slot, increasing (the GPU reads them);
+   * positions: [rows] u32, each row's position, the buffer RoPE reads (base + r for a chain, so a
+   * chain may pass `slots`; base + depth in a tree; the values matter only with a window);
    * out: [rows, heads, headDim], written. `lastSlot` (default base + rows - 1) bounds the slots the
    * GPU may hold and sizes the grid, so a pass whose rows a kernel placed (a tree grown on the
    * GPU) passes the largest slot it may use. The rows' own K/V must already be in the cache.
@@ -200,6 +232,7 @@ export class SplitAttention {
     vCache: GPUBuffer,
     vis: GPUBuffer,
     slots: GPUBuffer,
+    positions: GPUBuffer,
     out: GPUBuffer,
     rows: number,
     base: number,
@@ -223,6 +256,7 @@ export class SplitAttention {
       ['vCache', vCache, cacheBytes],
       ['vis', vis, rows * 8],
       ['slots', slots, rows * 4],
+      ['positions', positions, rows * 4],
     ];
     for (const [name, b, bytes] of need)
       if (b.size < bytes)
@@ -231,17 +265,30 @@ export class SplitAttention {
     pass.setPipeline(this.split);
     pass.setBindGroup(
       0,
-      this.binds.get(this.split, [this.uniform.buffer, q, kCache, vCache, vis, slots, out, this.part]),
+      this.binds.get(this.split, [
+        this.uniform.buffer,
+        q,
+        kCache,
+        vCache,
+        vis,
+        slots,
+        positions,
+        out,
+        this.partials,
+      ]),
     );
     this.ctx.counter.dispatch(pass, chunks, kvHeads, rows);
     if (chunks === 1) return;
     pass.setPipeline(this.merge);
-    pass.setBindGroup(0, this.binds.get(this.merge, [slots, this.part, out]));
+    pass.setBindGroup(
+      0,
+      this.binds.get(this.merge, [this.uniform.buffer, slots, positions, this.partials, out]),
+    );
     this.ctx.counter.dispatch(pass, kvHeads, rows);
   }
 
   destroy(): void {
     this.uniform.destroy();
-    this.part.destroy();
+    if (this.ownsPartials) this.partials.destroy();
   }
 }

@@ -64,26 +64,45 @@ export interface AttentionInputs extends AttentionShape {
   base: number;
   /** Slots below it are seen only by their own row (default 0), as in `SplitAttentionShape`. */
   firstSlot?: number;
+  /**
+   * Sliding window (Gemma 3's and Mistral's local layers): a row at position p sees a key at
+   * position k only if p - k < window. 0 or absent: no window.
+   */
+  window?: number;
+  /**
+   * [T] each row's position, as RoPE reads it (default base + r, a chain; a tree's rows stand at
+   * base + depth). Prefix slot s < base stands at position s, tree slot base + j at positions[j].
+   */
+  positions?: ArrayLike<number>;
 }
 
 /**
  * Plain-TS attention with the same visibility rule as the kernels (prefix slots, then tree slots
- * base + j with j ≤ r ≤ ends[j]; of the slots below `firstSlot` only the row's own), max-subtracted
- * softmax in f64, GQA, output [T, heads, headDim].
+ * base + j with j ≤ r ≤ ends[j]; of the slots below `firstSlot` only the row's own; with a
+ * `window`, only keys less than `window` positions behind the row's), max-subtracted softmax in
+ * f64, GQA, output [T, heads, headDim].
  */
 export function attentionRef(a: AttentionInputs): Float32Array {
-  const { heads, kvHeads, headDim: D, base, ends, firstSlot = 0 } = a;
+  const { heads, kvHeads, headDim: D, base, ends, firstSlot = 0, window = 0 } = a;
   const T = ends.length;
+  const positions = a.positions ?? Array.from({ length: T }, (_, r) => base + r);
+  if (positions.length !== T)
+    throw new InvalidInputError(`attentionRef: ${positions.length} positions for ${T} rows`);
+  if (!Number.isInteger(window) || window < 0)
+    throw new InvalidInputError(`attentionRef: window must be an integer ≥ 0, got ${window}`);
   const scale = a.scale ?? 1 / Math.sqrt(D);
   const group = heads / kvHeads;
   const out = new Float32Array(T * heads * D);
+  const positionOf = (s: number) => (s < base ? s : positions[s - base]!);
   for (let r = 0; r < T; r++) {
+    const inWindow = (s: number) => window === 0 || positions[r]! - positionOf(s) < window;
     for (let h = 0; h < heads; h++) {
       const kvh = Math.floor(h / group);
       const qo = (r * heads + h) * D;
       const slots: number[] = [];
       for (let s = 0; s <= base + r; s++)
-        if ((s < base || ends[s - base]! >= r) && (s >= firstSlot || s === base + r)) slots.push(s);
+        if ((s < base || ends[s - base]! >= r) && (s >= firstSlot || s === base + r) && inWindow(s))
+          slots.push(s);
       const sc = slots.map((s) => {
         let dot = 0;
         for (let d = 0; d < D; d++) dot += a.q[qo + d]! * a.k[(s * kvHeads + kvh) * D + d]!;

@@ -5,8 +5,10 @@ import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import {
   AddInPlace,
+  type GateActivation,
   GatherRows,
   gatherRowsRef,
+  geluTanh,
   SigmoidGate,
   type SigmoidGateOptions,
   SiluMul,
@@ -21,10 +23,11 @@ async function runSiluMul(
   up: Float32Array | null,
   M: number,
   I: number,
+  activation: GateActivation = 'silu',
 ): Promise<Float32Array> {
-  await SiluMul.prepare(ctx, up === null);
+  await SiluMul.prepare(ctx, up === null, activation);
   return runOnce(ctx, 'silu', (run) => {
-    const op = run.own(new SiluMul(ctx, run.binds, I, up === null));
+    const op = run.own(new SiluMul(ctx, run.binds, I, up === null, activation));
     const inputs = [gate, ...(up ? [up] : [])].map((a) => run.upload(a));
     const h = run.empty(M * I * 4);
     return { encode: (pass) => op.encode(pass, inputs, h, M), read: () => readF32(ctx, h, M * I) };
@@ -83,6 +86,16 @@ function rand(n: number, seed: number, scale = 4): Float32Array {
   });
 }
 
+/** The [M, 2I] rows gate | up of the fused layout. */
+function interleave(gate: Float32Array, up: Float32Array, M: number, I: number): Float32Array {
+  const gu = new Float32Array(M * 2 * I);
+  for (let m = 0; m < M; m++) {
+    gu.set(gate.subarray(m * I, (m + 1) * I), m * 2 * I);
+    gu.set(up.subarray(m * I, (m + 1) * I), m * 2 * I + I);
+  }
+  return gu;
+}
+
 function maxRelErr(a: Float32Array, b: Float32Array): number {
   let worst = 0;
   for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!) / (1 + Math.abs(b[i]!)));
@@ -100,14 +113,25 @@ describe('elementwise kernels vs the TS reference', () => {
     const up = rand(M * I, M + I);
     const sep = await runSiluMul(ctx, gate, up, M, I);
     expect(maxRelErr(sep, siluMulRef(gate, up, M, I))).toBeLessThan(1e-5);
-    const gu = new Float32Array(M * 2 * I);
-    for (let m = 0; m < M; m++) {
-      gu.set(gate.subarray(m * I, (m + 1) * I), m * 2 * I);
-      gu.set(up.subarray(m * I, (m + 1) * I), m * 2 * I + I);
-    }
+    const gu = interleave(gate, up, M, I);
     const fused = await runSiluMul(ctx, gu, null, M, I);
     expect(maxRelErr(fused, siluMulRef(gu, null, M, I))).toBeLessThan(1e-5);
     expect(Array.from(fused)).toEqual(Array.from(sep));
+  });
+
+  it('gelu_tanh(gate) * up (GeGLU), separate and fused layouts, M=5 I=77', async () => {
+    const ctx = await gpu();
+    const [M, I] = [5, 77];
+    // Gates in ±12: past g ~ -10, where the kernel's exp argument is clamped, and into the tail
+    // where 1 + tanh(z) would cancel.
+    const gate = rand(M * I, 7, 12);
+    const up = rand(M * I, 8);
+    const sep = await runSiluMul(ctx, gate, up, M, I, 'gelu');
+    expect(maxRelErr(sep, siluMulRef(gate, up, M, I, 'gelu'))).toBeLessThan(1e-5);
+    const fused = await runSiluMul(ctx, interleave(gate, up, M, I), null, M, I, 'gelu');
+    expect(Array.from(fused)).toEqual(Array.from(sep));
+    // The tanh approximation, not erf's GELU (-0.158655 at -1).
+    expect(geluTanh(-1)).toBeCloseTo(-0.158808, 6);
   });
 
   it.each([1, 1000, 70001])('residual add y += x on %i floats (exact)', async (n) => {

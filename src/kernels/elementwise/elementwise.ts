@@ -11,7 +11,15 @@ const SiluParams = defineUniforms('Params', { M: 'u32', I: 'u32' });
 const AddParams = defineUniforms('Params', { n: 'u32' });
 const GatherParams = defineUniforms('Params', { R: 'u32', n: 'u32' });
 const GateParams = defineUniforms('Params', { n: 'u32', stride: 'u32', offset: 'u32' });
-const OFF: WgslVars = { WG, SILU_MUL: false, FUSED: false, ADD: false, GATHER: false, SIGMOID_GATE: false };
+const OFF: WgslVars = {
+  WG,
+  SILU_MUL: false,
+  FUSED: false,
+  GELU: false,
+  ADD: false,
+  GATHER: false,
+  SIGMOID_GATE: false,
+};
 
 function checkSize(op: string, name: string, b: GPUBuffer, bytes: number): void {
   if (b.size < bytes) throw new InvalidInputError(`${op}: ${name} holds ${b.size} bytes, need ${bytes}`);
@@ -21,8 +29,13 @@ function checkCount(op: string, name: string, v: number): void {
   if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`${op}: ${name} must be ≥ 1, got ${v}`);
 }
 
-function siluSource(fused: boolean): WgslVariant {
-  return wgslVariant(shaders.elementwise, SiluParams, { ...OFF, SILU_MUL: true, FUSED: fused });
+function siluSource(fused: boolean, activation: GateActivation): WgslVariant {
+  return wgslVariant(shaders.elementwise, SiluParams, {
+    ...OFF,
+    SILU_MUL: true,
+    FUSED: fused,
+    GELU: activation === 'gelu',
+  });
 }
 
 function addSource(): WgslVariant {
@@ -37,22 +50,48 @@ function gateSource(): WgslVariant {
   return wgslVariant(shaders.elementwise, GateParams, { ...OFF, SIGMOID_GATE: true });
 }
 
-/** silu(g) · u in f32, as the kernel computes it (`g / (1 + exp(-g)) * u`). */
-function siluMul(g: number, u: number): number {
-  return Math.fround(Math.fround(g / Math.fround(1 + Math.fround(Math.exp(-g)))) * u);
+/**
+ * The activation of a gated MLP's gate ({@link SiluMul}, and a gated Matmul's epilogue): `silu`
+ * (SwiGLU: Llama, Qwen) or `gelu`, the tanh approximation {@link geluTanh} (GeGLU: Gemma).
+ */
+export type GateActivation = 'silu' | 'gelu';
+
+/**
+ * Reference GELU, tanh approximation, in f64: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), PyTorch's
+ * `gelu(approximate='tanh')` and HF's `gelu_pytorch_tanh` (the callers round the result to f32).
+ * The kernels compute the same function as x · sigmoid(2·√(2/π)·(…)) in f32 (gate_act.wgsl).
+ */
+export function geluTanh(x: number): number {
+  return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x)));
 }
 
 /**
- * Reference SiLU-gated MLP combine. `fused`: gate and up are the two halves of each row of one
- * [M, 2I] buffer (gate first); else `gate` and `up` are separate [M, I] arrays. Returns h [M, I].
+ * act(g) · u in f32: silu as the kernel computes it (`g / (1 + exp(-g)) * u`), gelu from the f64
+ * {@link geluTanh} rounded once.
  */
-export function siluMulRef(gate: Float32Array, up: Float32Array | null, M: number, I: number): Float32Array {
+function gateMul(g: number, u: number, activation: GateActivation): number {
+  const a = activation === 'gelu' ? geluTanh(g) : g / Math.fround(1 + Math.fround(Math.exp(-g)));
+  return Math.fround(Math.fround(a) * u);
+}
+
+/**
+ * Reference gated MLP combine h = act(gate) · up (`activation` default `silu`). `up` null: gate and
+ * up are the two halves of each row of one [M, 2I] `gate` buffer (gate first); else `gate` and `up`
+ * are separate [M, I] arrays. Returns h [M, I].
+ */
+export function siluMulRef(
+  gate: Float32Array,
+  up: Float32Array | null,
+  M: number,
+  I: number,
+  activation: GateActivation = 'silu',
+): Float32Array {
   const h = new Float32Array(M * I);
   for (let m = 0; m < M; m++)
     for (let i = 0; i < I; i++)
       h[m * I + i] = up
-        ? siluMul(gate[m * I + i]!, up[m * I + i]!)
-        : siluMul(gate[m * 2 * I + i]!, gate[m * 2 * I + I + i]!);
+        ? gateMul(gate[m * I + i]!, up[m * I + i]!, activation)
+        : gateMul(gate[m * 2 * I + i]!, gate[m * 2 * I + I + i]!, activation);
   return h;
 }
 
@@ -92,7 +131,8 @@ export function sigmoidGateRef(x: Float32Array, src: Float32Array, o: SigmoidGat
 }
 
 /**
- * The SiLU-gated MLP combine h = silu(gate) · up on the GPU. Two input layouts (a pipeline each):
+ * The gated MLP combine h = act(gate) · up on the GPU, act = silu (SwiGLU, the default) or gelu
+ * (GeGLU; see {@link GateActivation}). Two input layouts (a pipeline each per activation):
  * `fused: true` reads one [M, 2I] buffer whose rows are gate | up (one matmul over gate_proj and
  * up_proj stacked, the fast path), `fused: false` reads separate gate and up [M, I] buffers.
  */
@@ -100,26 +140,30 @@ export class SiluMul {
   private readonly pipeline: GPUComputePipeline;
   private readonly uniform: UniformSlot<LayoutKeys<typeof SiluParams>>;
 
-  /** Gets the pipeline of one layout for intermediate size `intermediate` (see {@link SiluMul.prepare}). */
+  /**
+   * Gets the pipeline of one layout and activation for intermediate size `intermediate` (see
+   * {@link SiluMul.prepare}).
+   */
   constructor(
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
     /** Intermediate size I. */
     readonly intermediate: number,
     readonly fused: boolean,
+    readonly activation: GateActivation = 'silu',
   ) {
     checkCount('SiluMul', 'intermediate', intermediate);
-    this.pipeline = ctx.pipelines.get('elementwise', ...siluSource(fused));
+    this.pipeline = ctx.pipelines.get('elementwise', ...siluSource(fused, activation));
     this.uniform = new UniformSlot(ctx, SiluParams, 'silu-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
-  static async prepare(ctx: GpuContext, fused: boolean): Promise<void> {
-    await ctx.pipelines.prepare('elementwise', ...siluSource(fused));
+  static async prepare(ctx: GpuContext, fused: boolean, activation: GateActivation = 'silu'): Promise<void> {
+    await ctx.pipelines.prepare('elementwise', ...siluSource(fused, activation));
   }
 
   /**
-   * Encodes h = silu(gate) · up for `rows` rows. Fused: `inputs` = [gu] with gu [rows, 2I];
+   * Encodes h = act(gate) · up for `rows` rows. Fused: `inputs` = [gu] with gu [rows, 2I];
    * else [gate, up], each [rows, I]. h: [rows, I], written.
    */
   encode(pass: GPUComputePassEncoder, inputs: readonly GPUBuffer[], h: GPUBuffer, rows: number): void {

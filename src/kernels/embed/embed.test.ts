@@ -4,7 +4,7 @@ import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { type QuantizedMatrix, quantize, type WeightFormat } from '../../quant/formats.js';
 import { uploadMatrix } from '../matmul/matrix.js';
-import { Embedding, embedRef } from './embed.js';
+import { Embedding, type EmbeddingOptions, embedRef } from './embed.js';
 
 /**
  * Uploads the table (split into parts of at most `maxBindingBytes`, as `uploadMatrix` does) and
@@ -15,11 +15,12 @@ async function runEmbedding(
   q: QuantizedMatrix,
   ids: Uint32Array,
   maxBindingBytes?: number,
+  options?: EmbeddingOptions,
 ): Promise<Float32Array> {
   await Embedding.prepare(ctx, q.format);
   return runOnce(ctx, 'embed', (run) => {
     const table = run.own(uploadMatrix(ctx, q, 'embed-table', maxBindingBytes));
-    const op = run.own(new Embedding(ctx, run.binds, table));
+    const op = run.own(new Embedding(ctx, run.binds, table, options));
     const [bi, bo] = [run.upload(ids), run.empty(ids.length * q.cols * 4)];
     return {
       encode: (pass) => op.encode(pass, bi, bo, ids.length),
@@ -63,5 +64,25 @@ describe('embedding lookup vs dequantize (bit-exact)', () => {
     const ids = Uint32Array.from(idList);
     const got = await runEmbedding(ctx, q, ids, limit);
     expect(Array.from(got)).toEqual(Array.from(embedRef(q, ids)));
+  });
+});
+
+describe('embedding lookup times a scale (Gemma 3: √hidden) vs dequantize (bit-exact)', () => {
+  // Widths as uploadMatrix takes them (multiples of 16) but not of 32, 64 or 256. Last column: the
+  // part limit in bytes, as above.
+  const cases: [WeightFormat, number, number, number[], number | undefined][] = [
+    ['f32', 30, 112, [29, 0, 12, 13], 13 * 112 * 4],
+    ['f16', 20, 1008, [19, 3], undefined],
+    ['int8', 13, 112, [12, 0, 7], undefined],
+    ['q4_0', 11, 1008, [10, 1], undefined],
+    ['int4', 9, 112, [8, 2, 5], undefined],
+    ['int2', 9, 1008, [8, 0], undefined],
+  ];
+  it.each(cases)('%s table [%i, %i] ids %o, part limit %s bytes', async (format, V, n, idList, limit) => {
+    const ctx = await gpu();
+    const q = quantize(rand(V * n, V * n + 7), V, n, format);
+    const ids = Uint32Array.from(idList);
+    const got = await runEmbedding(ctx, q, ids, limit, { scale: Math.sqrt(n) });
+    expect(Array.from(got)).toEqual(Array.from(embedRef(q, ids, Math.sqrt(n))));
   });
 });

@@ -22,8 +22,16 @@ const Params = defineUniforms('Params', {
   rows: 'u32',
 });
 
-function embedSource(format: WeightFormat): WgslVariant {
+/**
+ * The pipeline of `format`; with a scale other than 1, one more variant whose WGSL holds the f32
+ * scale's bits as a constant (a model has one scale: a uniform field would grow every model's
+ * per-step uniform for Gemma's sake).
+ */
+function embedSource(format: WeightFormat, scale = 1): WgslVariant {
+  const bits = new Uint32Array(new Float32Array([scale]).buffer)[0]!;
   return wgslVariant(shaders.embed, Params, {
+    SCALE: scale !== 1,
+    SCALE_BITS: bits,
     WG,
     F32: format === 'f32',
     F16: format === 'f16',
@@ -36,46 +44,64 @@ function embedSource(format: WeightFormat): WgslVariant {
   });
 }
 
-/** Reference embedding lookup: rows `ids` of the dequantized table [V, n] → [M, n]. */
-export function embedRef(table: QuantizedMatrix, ids: Uint32Array): Float32Array {
+/** Static options of {@link Embedding}. */
+export interface EmbeddingOptions {
+  /**
+   * Multiplies every looked-up value, rounded to f32 first, the product rounded to f32 (Gemma 3:
+   * √hidden). Default 1, which leaves the values as they are.
+   */
+  scale?: number;
+}
+
+/** Reference embedding lookup: rows `ids` of the dequantized table [V, n], times f32(scale) → [M, n]. */
+export function embedRef(table: QuantizedMatrix, ids: Uint32Array, scale = 1): Float32Array {
   const w = dequantize(table);
   const n = table.cols;
+  const s = Math.fround(scale);
   const out = new Float32Array(ids.length * n);
   ids.forEach((id, m) => {
-    out.set(w.subarray(id * n, (id + 1) * n), m * n);
+    for (let j = 0; j < n; j++) out[m * n + j] = w[id * n + j]! * s;
   });
   return out;
 }
 
 /**
  * Embedding lookup on the GPU: out [M, n] = rows ids [M] of a table [V, n] in any weight format
- * (f32, f16, int8, q4_0, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl).
+ * (f32, f16, int8, q4_0, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl),
+ * times the f32 scale of its options.
  */
 export class Embedding {
   private readonly pipeline: GPUComputePipeline;
   /** One uniform per part of the table: each part is its own dispatch in the same pass. */
   private readonly uniforms: UniformSlot<LayoutKeys<typeof Params>>[];
 
-  /** Checks the table and gets the pipeline of its format (see {@link Embedding.prepare}). */
+  /** The f32 multiplier of every value (1: none). */
+  readonly scale: number;
+
+  /** Checks the table and the scale and gets the pipeline of its format (see {@link Embedding.prepare}). */
   constructor(
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
     /** The table [V, n] (rows = vocabulary, cols = hidden size), e.g. shared with a tied LM head. */
     readonly table: GpuMatrix,
+    options: EmbeddingOptions = {},
   ) {
     const { format, rows, cols } = table;
     checkShape(format, rows, cols);
+    this.scale = Math.fround(options.scale ?? 1);
+    if (!Number.isFinite(this.scale))
+      throw new InvalidInputError(`Embedding: scale must be a finite f32, got ${options.scale}`);
     table.parts.forEach((part, i) => {
       if (isIntFormat(format) && !part.scales)
         throw new InvalidInputError(`Embedding: ${format} part ${i} needs scales`);
     });
-    this.pipeline = ctx.pipelines.get('embed', ...embedSource(format));
+    this.pipeline = ctx.pipelines.get('embed', ...embedSource(format, this.scale));
     this.uniforms = table.parts.map((_, i) => new UniformSlot(ctx, Params, `embed-params-${i}`));
   }
 
   /** Compiles the pipeline of `format` ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
-  static async prepare(ctx: GpuContext, format: WeightFormat): Promise<void> {
-    await ctx.pipelines.prepare('embed', ...embedSource(format));
+  static async prepare(ctx: GpuContext, format: WeightFormat, scale = 1): Promise<void> {
+    await ctx.pipelines.prepare('embed', ...embedSource(format, Math.fround(scale)));
   }
 
   /** Encodes the lookup of `count` ids (ids: [count] u32, each < V) into out [count, n]. */

@@ -1,4 +1,4 @@
-// The fused matmul variants (norm prologue, residual-add and SiLU-gate epilogues, stacked
+// The fused matmul variants (norm prologue, residual-add and SiLU / GELU-gate epilogues, stacked
 // matrices) against the kernels they replace, bit for bit, and against the plain TS references.
 import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
@@ -14,9 +14,11 @@ import {
   type WeightFormat,
 } from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
-import { AddInPlace, SiluMul, siluMulRef } from '../elementwise/elementwise.js';
+import { AddInPlace, type GateActivation, SiluMul } from '../elementwise/elementwise.js';
 import { RmsNorm, rmsNormRef } from '../norm/rmsnorm.js';
 import {
+  gatedEpilogue,
+  gatedMatmulRef,
   Matmul,
   type MatmulOptions,
   matmulRef,
@@ -70,13 +72,18 @@ function makeCase(format: WeightFormat, [M, N, K]: [number, number, number], see
 
 type Fusion = Pick<MatmulOptions, 'epilogue'> & { norm?: boolean };
 
+/** The gate activation of a gated fusion (its epilogue), else undefined. */
+function gateOf(f: Fusion): GateActivation | undefined {
+  return f.epilogue && gatedEpilogue(f.epilogue) ? f.epilogue : undefined;
+}
+
 /** Rows [row0, row0 + M) of a case through one fused Matmul (M = 1 with row0: a GEMV at an x offset). */
 async function fused(ctx: GpuContext, c: Case, f: Fusion, M = c.M, row0 = 0): Promise<Uint32Array> {
   const opts = { epilogue: f.epilogue, ...(f.norm ? { norm: { onePlus: false } } : {}) };
   await prepareMatmul(ctx, c.w.format, c.w, M, opts);
   return runOnce(ctx, 'fused', (run) => {
     const w: GpuMatrix = run.own(
-      f.epilogue === 'silu' ? uploadGatedPair(ctx, c.w, c.up!, 'gu') : uploadMatrix(ctx, c.w, 'w'),
+      gateOf(f) ? uploadGatedPair(ctx, c.w, c.up!, 'gu') : uploadMatrix(ctx, c.w, 'w'),
     );
     const norm = f.norm ? { weight: run.upload(c.gamma), eps: EPS } : undefined;
     const mm = run.own(
@@ -91,28 +98,29 @@ async function fused(ctx: GpuContext, c: Case, f: Fusion, M = c.M, row0 = 0): Pr
 /** The same through the kernels the fusion replaces: RmsNorm, Matmul(s), SiluMul, AddInPlace. */
 async function unfused(ctx: GpuContext, c: Case, f: Fusion): Promise<Uint32Array> {
   const { M, N, K } = c;
+  const act = gateOf(f);
   await prepareMatmul(ctx, c.w.format, c.w, M);
   await RmsNorm.prepare(ctx);
-  await SiluMul.prepare(ctx, false);
+  await SiluMul.prepare(ctx, false, act);
   await AddInPlace.prepare(ctx);
   return runOnce(ctx, 'unfused', (run) => {
     const mm = (q: QuantizedMatrix) =>
       run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, q, 'w')), { maxM: M }));
     const [wm, um] = [mm(c.w), mm(c.up!)];
     const rms = run.own(new RmsNorm(ctx, run.binds, { n: K, eps: EPS }));
-    const silu = run.own(new SiluMul(ctx, run.binds, N, false));
+    const gateMul = run.own(new SiluMul(ctx, run.binds, N, false, act));
     const add = run.own(new AddInPlace(ctx, run.binds));
     const [xb, gb, hb, yb] = [run.upload(c.x), run.upload(c.gamma), run.empty(M * K * 4), run.upload(c.y0)];
     const [tmp, upOut] = [run.empty(M * N * 4), run.empty(M * N * 4)];
-    const out = f.epilogue === 'silu' ? run.empty(M * N * 4) : yb;
+    const out = act ? run.empty(M * N * 4) : yb;
     return {
       encode: (pass) => {
         if (f.norm) rms.encode(pass, xb, gb, hb, M);
         const input = f.norm ? hb : xb;
-        if (f.epilogue === 'silu') {
+        if (act) {
           wm.encode(pass, input, tmp, M);
           um.encode(pass, input, upOut, M);
-          silu.encode(pass, [tmp, upOut], out, M);
+          gateMul.encode(pass, [tmp, upOut], out, M);
         } else if (f.epilogue === 'add') {
           wm.encode(pass, input, tmp, M);
           add.encode(pass, tmp, yb, M * N);
@@ -123,19 +131,13 @@ async function unfused(ctx: GpuContext, c: Case, f: Fusion): Promise<Uint32Array
   });
 }
 
-/** The plain TS chain: rmsNormRef, matmulRef (f64 sums), siluMulRef or the add; and its magnitude. */
+/** The plain TS chain: rmsNormRef, matmulRef (f64 sums), then the gate or the add; and its magnitude. */
 function reference(c: Case, f: Fusion): { y: Float32Array; magnitude: Float32Array } {
-  const { M, N, K } = c;
+  const { M, K } = c;
   const x = f.norm ? rmsNormRef(c.x, c.gamma, { n: K, eps: EPS }) : c.x;
+  const act = gateOf(f);
+  if (act) return gatedMatmulRef(c.w, c.up!, x, M, act);
   const g = matmulRef(c.w, x, M);
-  if (f.epilogue === 'silu') {
-    const u = matmulRef(c.up!, x, M);
-    // silu(g)·u moves an error in g or u by at most |u|·(1.1) and |silu(g)|: scale the magnitudes so.
-    const magnitude = g.magnitude.map(
-      (a, i) => a * (Math.abs(u.y[i]!) + 1) + u.magnitude[i]! * Math.abs(g.y[i]!),
-    );
-    return { y: siluMulRef(g.y, u.y, M, N), magnitude };
-  }
   if (f.epilogue === 'add')
     return {
       y: g.y.map((v, i) => v + c.y0[i]!),
@@ -183,6 +185,25 @@ describe.each(LAYOUTS)('fused matmul, %s', (_layout, kernels) => {
       }
     });
   });
+
+  // GeGLU: the gelu epilogue is the silu one's code with another activation (gate_act.wgsl), so
+  // two cases: the GEMV alone (wide loads), and after the norm in a short 4-row tile (narrow loads).
+  it.each(FORMATS)(
+    '%s: gelu, and norm + gelu: the unfused bits, close to the TS reference',
+    async (format) => {
+      const ctx = await context();
+      const cases: [[number, number, number], Fusion][] = [
+        [[1, 18, 128], { epilogue: 'gelu' }],
+        [[3, 16, 688], { norm: true, epilogue: 'gelu' }],
+      ];
+      for (const [i, [shape, f]] of cases.entries()) {
+        const c = makeCase(format, shape, 200 + 10 * i);
+        const got = await fused(ctx, c, f);
+        expect(Array.from(got)).toEqual(Array.from(await unfused(ctx, c, f)));
+        expectClose(got, reference(c, f));
+      }
+    },
+  );
 
   it.each(FORMATS)('%s: each fused row is bit-identical at M = 1 and in a batch', async (format) => {
     const ctx = await context();
@@ -252,6 +273,11 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, kernels) => {
     const pair = uploadGatedPair(ctx, g2, quantize(randomF32(4 * 128, 2), 4, 128, 'int4'), 'gu');
     expect(() => new Matmul(ctx, new BindGroupCache(ctx.device), pair)).toThrow(/gated pair/);
     pair.destroy();
+    const plainW = uploadMatrix(ctx, g2, 'w');
+    expect(() => new Matmul(ctx, new BindGroupCache(ctx.device), plainW, { epilogue: 'gelu' })).toThrow(
+      /epilogue gelu needs a gated pair/,
+    );
+    plainW.destroy();
   });
 
   it.each(FORMATS)('%s: a gated pair split into parts gives the bits of a whole one', async (format) => {

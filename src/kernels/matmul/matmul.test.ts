@@ -13,6 +13,7 @@ import {
 } from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
 import {
+  gatedMatmulRef,
   gemmVariants,
   groupPairs,
   Matmul,
@@ -24,7 +25,7 @@ import {
   splitLanes,
   wideLoads,
 } from './matmul.js';
-import { uploadMatrix } from './matrix.js';
+import { uploadGatedPair, uploadMatrix } from './matrix.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
 async function runMatmul(
@@ -113,6 +114,31 @@ describe.each(LAYOUTS)('matmul, %s', (_layout, kernels) => {
           const batch = await batchBits(ctx, q, x.subarray(0, rows * K), rows, maxM);
           expect(Array.from(batch)).toEqual(Array.from(rowsAlone.subarray(0, rows * N)));
         }
+    }
+  });
+});
+
+// GeGLU (Gemma's MLP), here too so that the lavapipe project runs the gated epilogue in the GPU
+// forms and the f16 variant (fused.test.ts checks it against the unfused kernels, on SwiftShader).
+describe.each(LAYOUTS)('gelu epilogue on a gated pair, %s', (_layout, kernels) => {
+  it.each(FORMATS)('%s equals dequantize + f32 matmuls + gelu_tanh(gate) · up', async (format) => {
+    const ctx = await gpu({ kernels });
+    // N = 13 is no multiple of a workgroup's columns; N·K one of 256 (the up half starts on a
+    // super-block). An instance for 3 rows: the GEMV, and the 4-row tile, short.
+    const [N, K] = [13, 256];
+    const gate = quantize(randomF32(N * K, 31), N, K, format);
+    const up = quantize(randomF32(N * K, 32), N, K, format);
+    const x = randomF32(3 * K, 33, 3);
+    await prepareMatmul(ctx, format, gate, 3, { epilogue: 'gelu' });
+    for (const M of [1, 3]) {
+      const got = await runOnce(ctx, 'gelu', (run) => {
+        const w = run.own(uploadGatedPair(ctx, gate, up, 'gu'));
+        const mm = run.own(new Matmul(ctx, run.binds, w, { maxM: 3, epilogue: 'gelu' }));
+        const [xb, yb] = [run.upload(x), run.empty(M * N * 4)];
+        return { encode: (pass) => mm.encode(pass, xb, yb, M), read: () => readF32(ctx, yb, M * N) };
+      });
+      const ref = gatedMatmulRef(gate, up, x.subarray(0, M * K), M, 'gelu');
+      expectClose(got, ref.y, ref.magnitude);
     }
   });
 });

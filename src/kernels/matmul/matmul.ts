@@ -14,6 +14,7 @@ import {
 } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
+import { type GateActivation, siluMulRef } from '../elementwise/elementwise.js';
 import type { GpuMatrix, GpuMatrixPart } from './matrix.js';
 
 /**
@@ -183,9 +184,15 @@ export function matmulRowsPerWorkgroup(tm: number, v: Pick<MatmulVariant, 'seria
 /**
  * What a {@link Matmul} does after the product: `store` y = x·Wᵀ; `add` y += x·Wᵀ (the residual
  * add, exactly the add kernel's `y + tmp`); `silu` y = silu(x·gateᵀ) · (x·upᵀ) over a gated pair
- * (see {@link uploadGatedPair}), exactly as the elementwise SiluMul computes it.
+ * (see {@link uploadGatedPair}), and `gelu` y = gelu_tanh(x·gateᵀ) · (x·upᵀ) (GeGLU), each exactly
+ * as the elementwise SiluMul computes it with that activation.
  */
-export type MatmulEpilogue = 'store' | 'add' | 'silu';
+export type MatmulEpilogue = 'store' | 'add' | GateActivation;
+
+/** Whether an epilogue gates: `silu` and `gelu` take (and only they take) a gated pair. */
+export function gatedEpilogue(epilogue: MatmulEpilogue): epilogue is GateActivation {
+  return epilogue === 'silu' || epilogue === 'gelu';
+}
 
 /**
  * A fused RMSNorm before the product: x is the un-normed residual and the matmul multiplies W by
@@ -327,7 +334,8 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     ONE_PLUS: v.norm === 'one-plus',
     GAMMA_AT: isIntFormat(format) ? 5 : 4,
     ADD: v.epilogue === 'add',
-    SILU: v.epilogue === 'silu',
+    GATED: gatedEpilogue(v.epilogue),
+    GELU: v.epilogue === 'gelu',
   };
 }
 
@@ -450,8 +458,8 @@ export abstract class PartedMatmul {
 
 /**
  * y [M, N] = x [M, K] · Wᵀ for one resident weight matrix, with the layer's neighbours optionally
- * fused in (see {@link MatmulOptions}): an RMSNorm of x before, and a residual add or the SiLU gate
- * of a gated pair after, each giving the same bits as the separate kernels. M = 1 runs the GEMV
+ * fused in (see {@link MatmulOptions}): an RMSNorm of x before, and a residual add or the SiLU or
+ * GELU gate of a gated pair after, each giving the same bits as the separate kernels. M = 1 runs the GEMV
  * variant, 2..maxM the smallest GEMM tile ({@link matmulTiles}) that holds M rows, or the 8-row
  * tile once per 8 rows: each weight block is read once per tile. All accumulate every output in
  * the same order (serial: all of K per thread; split-K: the matrix's lane split, lanes added in
@@ -464,7 +472,7 @@ export class Matmul extends PartedMatmul {
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
     const v = matmulVariant(ctx, w.format, w, opts);
-    if ((v.epilogue === 'silu') !== (w.gated === true))
+    if (gatedEpilogue(v.epilogue) !== (w.gated === true))
       throw new InvalidInputError(
         `Matmul: epilogue ${v.epilogue} ${w.gated ? 'cannot take' : 'needs'} a gated pair (uploadGatedPair)`,
       );
@@ -538,4 +546,25 @@ export function matmulRef(
       magnitude[m * N + n] = a;
     }
   return { y, magnitude };
+}
+
+/**
+ * Reference of a gated {@link Matmul} (epilogue `silu` or `gelu`): h [M, I] = act(x·gateᵀ) ·
+ * (x·upᵀ), the {@link matmulRef} of each matrix combined by the elementwise `siluMulRef`. Its
+ * magnitude scales the sums' by about how far their errors δg, δu move h: |δh| ≤ 1.13·|u|·|δg| +
+ * |g|·|δu| (act' ≤ 1.1 for silu, 1.13 for gelu_tanh; |act(g)| ≤ |g|).
+ */
+export function gatedMatmulRef(
+  gate: QuantizedMatrix,
+  up: QuantizedMatrix,
+  x: Float32Array,
+  M: number,
+  activation: GateActivation,
+): { y: Float32Array; magnitude: Float32Array } {
+  const g = matmulRef(gate, x, M);
+  const u = matmulRef(up, x, M);
+  const magnitude = g.magnitude.map(
+    (a, i) => a * (Math.abs(u.y[i]!) + 1) + u.magnitude[i]! * Math.abs(g.y[i]!),
+  );
+  return { y: siluMulRef(g.y, u.y, M, gate.rows, activation), magnitude };
 }

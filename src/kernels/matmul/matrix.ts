@@ -47,7 +47,8 @@ export interface GpuMatrix {
   readonly bytes: number;
   /**
    * A gated pair (see {@link uploadGatedPair}): `rows` counts outputs, and each part holds its
-   * `rows` gate rows followed by the matching up rows. Only a `silu` {@link Matmul} takes it.
+   * `rows` gate rows followed by the matching up rows. Only a gated (`silu` or `gelu`) {@link Matmul}
+   * takes it.
    */
   readonly gated?: boolean;
   destroy(): void;
@@ -76,8 +77,8 @@ export function uploadMatrix(
 }
 
 /**
- * Uploads the gate and up projections of a SiLU-gated MLP (each [I, K], one format) as one gated
- * pair for a `silu` {@link Matmul}: output j is silu(gate_j · x) · (up_j · x), one dispatch per part
+ * Uploads the gate and up projections of a gated MLP (each [I, K], one format) as one gated pair for
+ * a `silu` or `gelu` {@link Matmul}: output j is act(gate_j · x) · (up_j · x), one dispatch per part
  * instead of two matmuls and an elementwise pass. Each part holds gate rows [row0, row0 + rows)
  * then up rows [row0, row0 + rows), packed as `concatRows` stacks them, so every part's up half
  * must start on a whole group pair / super-block: throws {@link InvalidInputError} unless I·K is a

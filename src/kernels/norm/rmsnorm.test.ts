@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { RmsNorm, type RmsNormOptions, rmsNormRef } from './rmsnorm.js';
+import { RmsNorm, RmsNormAdd, type RmsNormOptions, rmsNormAddRef, rmsNormRef } from './rmsnorm.js';
 
 /** Runs {@link RmsNorm} once on x [rows, n] with w [n] and reads y back. */
 async function runRmsNorm(
@@ -65,5 +65,35 @@ describe('RMSNorm kernel vs the TS reference', () => {
     for (let d = 0; d < headDim; d++) ss += (y[h * headDim + d]! / w[d]!) ** 2;
     expect(Math.sqrt(ss / headDim)).toBeCloseTo(1, 4);
     expect(maxRelErr(y, rmsNormRef(q, w, { n: headDim, eps: 1e-6 }))).toBeLessThan(2e-6);
+  });
+});
+
+describe('post-norm residual add (RmsNormAdd) vs RmsNorm then an f32 add, and vs the reference', () => {
+  it.each([
+    [2, 1000],
+    [5, 100],
+    [3, 2],
+  ])('rows=%i n=%i', async (rows, n) => {
+    const ctx = await gpu();
+    const y = rand(rows * n, rows * n + 1, 4);
+    const w = rand(n, n + 2, 0.5, 1);
+    const x = rand(rows * n, rows * n + 3, 2);
+    const opts = { n, eps: 1e-6 };
+    await Promise.all([RmsNorm.prepare(ctx), RmsNormAdd.prepare(ctx)]);
+    // One pass: RmsNorm of y into t, then RmsNormAdd of y into x.
+    const [t, got] = await runOnce(ctx, 'rmsnorm-add', (run) => {
+      const norm = run.own(new RmsNorm(ctx, run.binds, opts));
+      const normAdd = run.own(new RmsNormAdd(ctx, run.binds, opts));
+      const [by, bw, bx, bt] = [run.upload(y), run.upload(w), run.upload(x), run.empty(y.byteLength)];
+      return {
+        encode: (pass) => {
+          norm.encode(pass, by, bw, bt, rows);
+          normAdd.encode(pass, by, bw, bx, rows);
+        },
+        read: () => Promise.all([readF32(ctx, bt, y.length), readF32(ctx, bx, x.length)]),
+      };
+    });
+    expect(Array.from(got)).toEqual(Array.from(x, (v, i) => Math.fround(v + t[i]!)));
+    expect(maxRelErr(got, rmsNormAddRef(x, y, w, opts))).toBeLessThan(2e-6);
   });
 });

@@ -7,7 +7,7 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { type KvFormat, type KvLayerBuffers, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
 import { rmsNormRef } from '../norm/rmsnorm.js';
-import { checkedRotaryDim, type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
+import { checkedRotaryDim, type RopeOptions, ropeRef, ropeTable } from './rope.js';
 
 const WG = 64; // rmsnorm.wgsl's: the QK-norm reduction must add in the same order
 const MAX_HEAD_DIM = 256;
@@ -100,7 +100,7 @@ export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
     k = rmsNormRef(k, a.kNorm, { n: D, eps: o.qkNormEps });
   }
   const R = checkedRotaryDim('qkvRopeRef', o);
-  const inv = ropeInvFreq(R, o.theta, o.scaling);
+  const inv = ropeTable(o, R);
   ropeRef(q, heads, D, a.positions, inv, o.layout, R);
   ropeRef(k, kvHeads, D, a.positions, inv, o.layout, R);
   kvWriteRef({ capacity: o.capacity, kvHeads, headDim: D }, a.kCache, a.vCache, k, v, a.slots);
@@ -188,7 +188,7 @@ export class QkvRope {
     this.pipeline = ctx.pipelines.get('qkv_rope', ...source(variantOf(options)));
     this.uniform = new UniformSlot(ctx, Params, 'qkv-rope-params');
     this.uniform.write({ heads, kvHeads, headDim, capacity, eps });
-    this.invFreq = uploadBuffer(ctx, ropeInvFreq(rotaryDim, theta, options.scaling), 'qkv-rope-inv-freq');
+    this.invFreq = uploadBuffer(ctx, ropeTable(options, rotaryDim), 'qkv-rope-inv-freq');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */

@@ -181,4 +181,17 @@ describe('RoPE kernel vs the TS reference', () => {
     const got = ropeInvFreq(128, 500000, llama3);
     for (const [i, want] of hf) expect(Math.abs(got[i]! - want) / want, `inv_freq[${i}]`).toBeLessThan(1e-6);
   });
+
+  it('a layer without RoPE (none: zero frequencies) leaves q and k bit for bit; linear scaling divides every frequency', async () => {
+    const ctx = await gpu();
+    const opts: RopeOptions = { heads: 3, kvHeads: 1, headDim: 32, theta: 10000, layout: 'half', none: true };
+    const q = rand(5 * 3 * 32, 11);
+    const k = rand(5 * 32, 12);
+    const out = await runRope(ctx, q, k, Uint32Array.from([0, 9, 700, 4096, 90_000]), opts);
+    expect(Array.from(out.q)).toEqual(Array.from(q));
+    expect(Array.from(out.k)).toEqual(Array.from(k));
+    const base = ropeInvFreq(32, 10000);
+    const linear = ropeInvFreq(32, 10000, { type: 'linear', factor: 8 });
+    for (let i = 0; i < base.length; i++) expect(linear[i]).toBe(Math.fround(base[i]! / 8));
+  });
 });

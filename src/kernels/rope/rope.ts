@@ -23,10 +23,17 @@ export const ROPE_MAX_POSITION = 102_900;
 
 /** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/formats/spec.ts. */
 export interface Llama3RopeScaling {
+  type?: 'llama3';
   factor: number;
   lowFreqFactor: number;
   highFreqFactor: number;
   originalMaxPositions: number;
+}
+
+/** Linear `rope_scaling` (rope_type "linear"): every frequency divided by `factor`. */
+export interface LinearRopeScaling {
+  type: 'linear';
+  factor: number;
 }
 
 /** Static options of {@link Rope}. */
@@ -38,13 +45,23 @@ export interface RopeOptions {
   theta: number;
   /** 'half': HF rotate-half pairs (i, i + headDim/2); 'interleaved': pairs (2i, 2i + 1). */
   layout: 'half' | 'interleaved';
-  scaling?: Llama3RopeScaling;
+  scaling?: Llama3RopeScaling | LinearRopeScaling;
   /**
    * Partial rotary (HF `partial_rotary_factor` · headDim): only the first `rotaryDim` elements of
    * each head are rotated, pairs (i, i + rotaryDim/2), and the rest pass through. Even, at most
    * headDim; 'half' layout only. Defaults to headDim.
    */
   rotaryDim?: number;
+  /**
+   * A layer without RoPE (SmolLM3's): inverse frequencies of zero, so every angle is 0, cos and sin
+   * are exactly 1 and 0, and the rotation leaves q and k as they are.
+   */
+  none?: boolean;
+}
+
+/** The inverse frequencies [rotaryDim / 2] the kernels upload for `o` (zeros for a layer without RoPE). */
+export function ropeTable(o: RopeOptions, rotaryDim: number): Float32Array {
+  return o.none ? new Float32Array(rotaryDim / 2) : ropeInvFreq(rotaryDim, o.theta, o.scaling);
 }
 
 /**
@@ -64,18 +81,23 @@ export function checkedRotaryDim(op: string, o: RopeOptions): number {
 
 /**
  * inv_freq [dim / 2] as Hugging Face computes it, dim the rotary width (headDim, or rotaryDim for
- * partial rotary): 1 / theta^(2i / dim) in f32, then, with
+ * partial rotary): 1 / theta^(2i / dim) in f32, then, with linear scaling, divided by its factor, or with
  * llama3 scaling, `_compute_llama3_parameters`: wavelengths above original/lowFreqFactor are divided
  * by `factor`, those below original/highFreqFactor kept, and the band between smoothly
  * interpolated. Intermediate steps run in f64 and round to f32 at the end (torch runs them in f32,
  * so the last bit may differ).
  */
-export function ropeInvFreq(dim: number, theta: number, scaling?: Llama3RopeScaling): Float32Array {
+export function ropeInvFreq(
+  dim: number,
+  theta: number,
+  scaling?: Llama3RopeScaling | LinearRopeScaling,
+): Float32Array {
   const half = dim / 2;
   const inv = Float32Array.from({ length: half }, (_, i) =>
     Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / dim))),
   );
   if (!scaling) return inv;
+  if (scaling.type === 'linear') return inv.map((f) => f / scaling.factor);
   const { factor, lowFreqFactor: lo, highFreqFactor: hi, originalMaxPositions: old } = scaling;
   const lowWavelen = old / lo;
   const highWavelen = old / hi;
@@ -153,7 +175,7 @@ export class Rope {
     this.rotaryDim = checkedRotaryDim('Rope', options);
     this.pipeline = ctx.pipelines.get('rope', ...ropeSource(options.layout));
     this.uniform = new UniformSlot(ctx, Params, 'rope-params');
-    this.invFreq = uploadBuffer(ctx, ropeInvFreq(this.rotaryDim, theta, options.scaling), 'rope-inv-freq');
+    this.invFreq = uploadBuffer(ctx, ropeTable(options, this.rotaryDim), 'rope-inv-freq');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
