@@ -396,6 +396,7 @@ async function generate(args: GenerateArgs): Promise<void> {
       readbacks_per_pass: s.readbacks_per_pass,
       readback_bytes_per_pass: s.readback_bytes_per_pass,
       weight_bytes_per_pass: s.weight_bytes_per_pass,
+      kv_bytes: s.kv_bytes,
       // GPU only: the adapter and the kernel forms it ran.
       adapter: s.adapter,
       kernels: s.kernels,

@@ -74,9 +74,13 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
         qwen2: 'Qwen2ForCausalLM',
         qwen3: 'Qwen3ForCausalLM',
         qwen3_5: 'Qwen3_5ForCausalLM',
+        gemma3: 'Gemma3ForCausalLM',
+        smollm3: 'SmolLM3ForCausalLM',
+        lfm2: 'Lfm2ForCausalLM',
       }[spec.family],
     ],
-    model_type: spec.family === 'qwen3_5' ? 'qwen3_5_text' : spec.family,
+    model_type:
+      spec.family === 'qwen3_5' ? 'qwen3_5_text' : spec.family === 'gemma3' ? 'gemma3_text' : spec.family,
     vocab_size: spec.vocabSize,
     hidden_size: spec.hidden,
     intermediate_size: spec.intermediate,
@@ -84,26 +88,60 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
     num_attention_heads: spec.heads,
     num_key_value_heads: spec.kvHeads,
     head_dim: spec.headDim,
-    hidden_act: 'silu',
+    hidden_act: spec.activation === 'gelu_tanh' ? 'gelu_pytorch_tanh' : 'silu',
     rms_norm_eps: spec.rmsEps,
     rope_theta: spec.rope.theta,
-    ...(scaling
-      ? {
-          rope_scaling: {
-            rope_type: 'llama3',
-            factor: scaling.factor,
-            low_freq_factor: scaling.lowFreqFactor,
-            high_freq_factor: scaling.highFreqFactor,
-            original_max_position_embeddings: scaling.originalMaxPositions,
-          },
-        }
-      : {}),
+    ...(scaling?.type === 'linear'
+      ? { rope_scaling: { rope_type: 'linear', factor: scaling.factor } }
+      : scaling
+        ? {
+            rope_scaling: {
+              rope_type: 'llama3',
+              factor: scaling.factor,
+              low_freq_factor: scaling.lowFreqFactor,
+              high_freq_factor: scaling.highFreqFactor,
+              original_max_position_embeddings: scaling.originalMaxPositions,
+            },
+          }
+        : {}),
     max_position_embeddings: spec.maxPositions,
     tie_word_embeddings: spec.tiedEmbeddings,
     bos_token_id: spec.bosId,
     eos_token_id: spec.eosIds.length === 1 ? spec.eosIds[0] : [...spec.eosIds],
     ...linearAttentionConfig(spec),
+    ...attentionLayersConfig(spec),
+    ...lfm2Config(spec),
   };
+}
+
+/**
+ * LFM2's own keys (`Lfm2Config`): its layer types, the convolution's width and bias, `norm_eps`,
+ * and the MLP width as it is (`block_ff_dim` without `block_auto_adjust_ff_dim`).
+ */
+function lfm2Config(spec: ModelSpec): Record<string, unknown> {
+  if (spec.family !== 'lfm2') return {};
+  return {
+    layer_types: Array.from({ length: spec.layers }, (_, i) =>
+      spec.layerKinds?.[i] === 'conv' ? 'conv' : 'full_attention',
+    ),
+    conv_L_cache: spec.shortConv?.kernel ?? 3,
+    conv_bias: spec.shortConv?.bias ?? false,
+    norm_eps: spec.rmsEps,
+    block_ff_dim: spec.intermediate,
+    block_auto_adjust_ff_dim: false,
+  };
+}
+
+/** Gemma 3's and SmolLM3's per-layer attention keys: sliding layers, their RoPE base, RoPE-less layers. */
+function attentionLayersConfig(spec: ModelSpec): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (spec.slidingWindow !== undefined) out.sliding_window = spec.slidingWindow;
+  if (spec.slidingLayers)
+    out.layer_types = spec.slidingLayers.map((s) => (s ? 'sliding_attention' : 'full_attention'));
+  if (spec.localRope) out.rope_local_base_freq = spec.localRope.theta;
+  if (spec.attentionScale !== undefined) out.query_pre_attn_scalar = spec.attentionScale ** -2;
+  if (spec.noRopeLayers) out.no_rope_layers = spec.noRopeLayers.map((none) => (none ? 0 : 1));
+  return out;
 }
 
 /** A Qwen3.5 spec's own keys: its layer types, DeltaNet sizes and partial rotary. */

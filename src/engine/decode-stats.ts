@@ -78,6 +78,7 @@ export class DecodeTally {
       ...(this.draftPasses === undefined || drafterWeightBytes === undefined
         ? {}
         : { draft_weight_bytes_per_pass: drafterWeightBytes }),
+      ...(runner.kvBytes === undefined ? {} : { kv_bytes: runner.kvBytes }),
       adapter: runner.device?.adapter,
       kernels: runner.device?.kernels,
     };

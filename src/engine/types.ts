@@ -180,6 +180,11 @@ export interface GenerationStats {
   /** Bytes of weights the target's forward reads for one token, as packed (linears, LM head, one embedding row). */
   weight_bytes_per_pass?: number;
   /**
+   * Bytes the target's KV cache holds on the GPU, every attention layer's keys and values: a
+   * sliding-window layer (Gemma 3) holds its window, not the context. Absent off the GPU.
+   */
+  kv_bytes?: number;
+  /**
    * Forward passes of the drafter's model over the decode steps (its catch-up on each new context
    * included), and the bytes of weights one of them reads (on the GPU): with the target's
    * `weight_bytes_per_pass`, the weight bytes speculation moves per step. Absent without a model

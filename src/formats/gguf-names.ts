@@ -1,8 +1,9 @@
 /**
  * GGUF names and layouts versus Hugging Face ones: the one table of tensor renames per naming
- * (llama / qwen2 / qwen3 share one, Qwen3.5's `qwen35` has its own), and how llama.cpp's converter
- * stores a tensor's values ({@link StoredLayout}: llama Q and K rows permuted for interleaved RoPE,
- * Qwen3.5's value heads tiled, its norms stored as 1 + w and `A_log` as -exp(A_log)), both ways.
+ * (llama / qwen2 / qwen3 / smollm3 share one, Qwen3.5's `qwen35`, Gemma 3's `gemma3` and LFM2's
+ * `lfm2` have their own), and how llama.cpp's converter stores a tensor's values ({@link StoredLayout}: llama and
+ * smollm3 Q and K rows permuted for interleaved RoPE, Qwen3.5's value heads tiled, its norms and
+ * Gemma 3's stored as 1 + w and `A_log` as -exp(A_log)), both ways.
  */
 
 import type { LinearAttentionSpec, ModelFamily, ModelSpec } from './spec.js';
@@ -53,14 +54,72 @@ const QWEN35_LAYER_NAMES: Names = [
   ['ssm_out.weight', 'linear_attn.out_proj.weight'],
 ];
 
+/**
+ * Gemma 3's (`gemma3`) per-layer renames, from llama.cpp's gguf-py (constants.py
+ * `MODEL_TENSORS[MODEL_ARCH.GEMMA3]`, tensor_mapping.py): the attention output's norm
+ * (`post_attention_layernorm`) is ATTN_POST_NORM `post_attention_norm`, the MLP's input norm
+ * (`pre_feedforward_layernorm`) is FFN_PRE_NORM, whose GGUF name is `ffn_norm`, and the MLP
+ * output's norm is FFN_POST_NORM `post_ffw_norm`.
+ */
+const GEMMA3_LAYER_NAMES: Names = [
+  ...SHARED_LAYER_NAMES,
+  ['post_attention_norm.weight', 'post_attention_layernorm.weight'],
+  ['ffn_norm.weight', 'pre_feedforward_layernorm.weight'],
+  ['post_ffw_norm.weight', 'post_feedforward_layernorm.weight'],
+];
+
+/**
+ * LFM2's (`lfm2`) per-layer renames, from llama.cpp's gguf-py (constants.py
+ * `MODEL_TENSORS[MODEL_ARCH.LFM2]`, tensor_mapping.py) and its loader (src/models/lfm2.cpp): the
+ * token mixer's `operator_norm` is ATTN_NORM `attn_norm`, the QK-norms `q_layernorm` and
+ * `k_layernorm` ATTN_Q_NORM and ATTN_K_NORM, `out_proj` ATTN_OUT, the MLP's `w1`, `w3`, `w2`
+ * FFN_GATE, FFN_UP, FFN_DOWN, and the short convolution's `conv.*` SHORTCONV_* `shortconv.*`.
+ */
+const LFM2_LAYER_NAMES: Names = [
+  ['attn_norm.weight', 'operator_norm.weight'],
+  ['attn_q.weight', 'self_attn.q_proj.weight'],
+  ['attn_k.weight', 'self_attn.k_proj.weight'],
+  ['attn_v.weight', 'self_attn.v_proj.weight'],
+  ['attn_q_norm.weight', 'self_attn.q_layernorm.weight'],
+  ['attn_k_norm.weight', 'self_attn.k_layernorm.weight'],
+  ['attn_output.weight', 'self_attn.out_proj.weight'],
+  ['shortconv.in_proj.weight', 'conv.in_proj.weight'],
+  ['shortconv.conv.weight', 'conv.conv.weight'],
+  ['shortconv.out_proj.weight', 'conv.out_proj.weight'],
+  ['ffn_norm.weight', 'ffn_norm.weight'],
+  ['ffn_gate.weight', 'feed_forward.w1.weight'],
+  ['ffn_up.weight', 'feed_forward.w3.weight'],
+  ['ffn_down.weight', 'feed_forward.w2.weight'],
+];
+
 const GLOBAL_NAMES: Names = [
   ['token_embd.weight', 'model.embed_tokens.weight'],
   ['output_norm.weight', 'model.norm.weight'],
   ['output.weight', 'lm_head.weight'],
 ];
 
+/**
+ * LFM2's globals: its final norm `model.embedding_norm` maps to TOKEN_EMBD_NORM, `token_embd_norm`
+ * (tensor_mapping.py), which llama.cpp's lfm2 loader reads as the output norm
+ * (LLM_TENSOR_OUTPUT_NORM_LFM2 in src/llama-arch.cpp, "fix for wrong tensor name").
+ */
+const LFM2_GLOBAL_NAMES: Names = [
+  ['token_embd.weight', 'model.embed_tokens.weight'],
+  ['token_embd_norm.weight', 'model.embedding_norm.weight'],
+  ['output.weight', 'lm_head.weight'],
+];
+
 const layerNames = (family: ModelFamily | undefined): Names =>
-  family === 'qwen3_5' ? QWEN35_LAYER_NAMES : LLAMA_LAYER_NAMES;
+  family === 'qwen3_5'
+    ? QWEN35_LAYER_NAMES
+    : family === 'gemma3'
+      ? GEMMA3_LAYER_NAMES
+      : family === 'lfm2'
+        ? LFM2_LAYER_NAMES
+        : LLAMA_LAYER_NAMES;
+
+const globalNames = (family: ModelFamily | undefined): Names =>
+  family === 'lfm2' ? LFM2_GLOBAL_NAMES : GLOBAL_NAMES;
 
 /**
  * The Hugging Face name of a GGUF tensor of a model of `spec` (the llama / qwen2 / qwen3 naming
@@ -72,7 +131,7 @@ export function hfTensorName(
   ggufName: string,
   spec?: Pick<ModelSpec, 'family' | 'layers'>,
 ): string | undefined {
-  for (const [g, h] of GLOBAL_NAMES) if (ggufName === g) return h;
+  for (const [g, h] of globalNames(spec?.family)) if (ggufName === g) return h;
   const m = /^blk\.(\d+)\.(.+)$/.exec(ggufName);
   if (m === null || (spec !== undefined && Number(m[1]) >= spec.layers)) return undefined;
   for (const [g, h] of layerNames(spec?.family)) if (m[2] === g) return `model.layers.${m[1]}.${h}`;
@@ -81,18 +140,21 @@ export function hfTensorName(
 
 /** The inverse of {@link hfTensorName} for a model of `family`, for the GGUF writer. */
 export function ggufTensorName(hfName: string, family?: ModelFamily): string | undefined {
-  for (const [g, h] of GLOBAL_NAMES) if (hfName === h) return g;
+  for (const [g, h] of globalNames(family)) if (hfName === h) return g;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);
   if (m === null) return undefined;
   for (const [g, h] of layerNames(family)) if (m[2] === h) return `blk.${m[1]}.${g}`;
   return undefined;
 }
 
-const isConv1d = (hfName: string) => hfName.endsWith('linear_attn.conv1d.weight');
+/** Qwen3.5's conv1d and LFM2's short convolution: depthwise [C, 1, K] weights. */
+const isConv1d = (hfName: string) =>
+  hfName.endsWith('linear_attn.conv1d.weight') || hfName.endsWith('.conv.conv.weight');
 
 /**
  * A tensor's Hugging Face shape from its GGUF `ne` (fastest first): `ne` reversed, except that
- * llama.cpp's converter squeezes Qwen3.5's conv1d weight [C, 1, K] to `ne` [K, C].
+ * llama.cpp's converter squeezes a depthwise convolution's weight [C, 1, K] (Qwen3.5's conv1d,
+ * LFM2's `conv.conv`: `LFM2Model.modify_tensors`, conversion/lfm2.py) to `ne` [K, C].
  */
 export function hfShape(hfName: string, ne: readonly number[]): number[] {
   const shape = [...ne].reverse();
@@ -181,16 +243,27 @@ function vHeadIndex(la: LinearAttentionSpec, start: number, width: number): (i: 
 }
 
 /**
+ * A zero-centred norm weight w as llama.cpp's converter stores it: 1 + w (in f32, as weft's
+ * `normWeight` computes the multiplier), read back as stored - 1. For every f32 w,
+ * fround(1 + fround(fround(1 + w) - 1)) = fround(1 + w): the multiplier weft computes from the
+ * value read is the one the file holds, bit for bit.
+ */
+const PLUS_ONE: StoredLayout = { toHf: (x) => x - 1, toStored: (x) => x + 1 };
+
+/**
  * How the tensor `hfName` (Hugging Face shape `shape`) of a model of `spec` is stored in a GGUF
- * written by llama.cpp's converter. llama: Q and K rows permuted ({@link permuteRows}). Qwen3.5
+ * written by llama.cpp's converter. llama and smollm3 (conversion/llama.py, `LlamaModel`, which
+ * `SmolLM3Model` extends): Q and K rows permuted ({@link permuteRows}). Gemma 3 (conversion/gemma.py,
+ * `Gemma3Model.modify_tensors`): every `*norm.weight` stored as 1 + w ({@link PLUS_ONE}). Qwen3.5
  * (conversion/qwen.py, `Qwen3NextModel.modify_tensors` and `_LinearAttentionVReorderBase`): the
  * zero-centred norms (every `*norm.weight` but the DeltaNet's `linear_attn.norm.weight`) stored as
  * 1 + w, `A_log` as -exp(A_log), and the value heads tiled ({@link vHeadIndex}) in the v rows of
  * in_proj_qkv, the rows of in_proj_z, in_proj_b and in_proj_a, `A_log`, `dt_bias`, the v channels
  * of conv1d and the columns of out_proj. q_proj keeps its per-head query | gate rows as they are.
+ * LFM2 (conversion/lfm2.py, `LFM2Model`): every value as it is (plain norms, NEOX RoPE).
  */
 export function storedLayout(spec: ModelSpec, hfName: string, shape: readonly number[]): StoredLayout {
-  if (spec.family === 'llama' || spec.family === 'mistral') {
+  if (spec.family === 'llama' || spec.family === 'mistral' || spec.family === 'smollm3') {
     // Mistral GGUFs are written as llama (and read back as llama).
     const rows = shape[0] ?? 0;
     const heads = hfName.endsWith('self_attn.q_proj.weight')
@@ -200,9 +273,9 @@ export function storedLayout(spec: ModelSpec, hfName: string, shape: readonly nu
         : undefined;
     return heads === undefined ? {} : { hfRow: (r) => hfRowOf(r, rows, heads) };
   }
+  if (spec.family === 'gemma3') return hfName.endsWith('norm.weight') ? PLUS_ONE : {};
   if (spec.family !== 'qwen3_5') return {};
-  if (hfName.endsWith('norm.weight') && !hfName.endsWith('linear_attn.norm.weight'))
-    return { toHf: (x) => x - 1, toStored: (x) => x + 1 };
+  if (hfName.endsWith('norm.weight') && !hfName.endsWith('linear_attn.norm.weight')) return PLUS_ONE;
   const la = spec.linearAttention;
   if (la === undefined || !hfName.includes('.linear_attn.')) return {};
   const vStart = 2 * la.keyHeads * la.keyDim; // the v rows of q | k | v

@@ -1,8 +1,10 @@
 /**
- * The {@link ModelSpec} of a GGUF file from its llama / qwen2 / qwen3 / qwen35 metadata, including
- * Llama 3 RoPE scaling recovered from the stored `rope_freqs.weight` factors (and those factors
- * computed from the scaling, for the writer), and Qwen3.5's layer kinds, DeltaNet sizes and
- * partial rotary (and the RoPE sections llama.cpp wants, for the writer).
+ * The {@link ModelSpec} of a GGUF file from its llama / qwen2 / qwen3 / qwen35 / gemma3 / smollm3 /
+ * lfm2 metadata, including Llama 3 RoPE scaling recovered from the stored `rope_freqs.weight` factors
+ * (and those factors computed from the scaling, for the writer), linear RoPE scaling, Qwen3.5's
+ * layer kinds, DeltaNet sizes and partial rotary (and the RoPE sections llama.cpp wants, for the
+ * writer), Gemma 3's sliding layers and softmax scale as llama.cpp's loader fixes them, and
+ * SmolLM3's layers without RoPE.
  */
 
 import { ModelFormatError } from './errors.js';
@@ -58,6 +60,9 @@ const ARCHES: Readonly<Record<string, ModelFamily>> = {
   qwen2: 'qwen2',
   qwen3: 'qwen3',
   qwen35: 'qwen3_5',
+  gemma3: 'gemma3',
+  smollm3: 'smollm3',
+  lfm2: 'lfm2',
 };
 
 /**
@@ -112,13 +117,16 @@ function ropeFromFreqs(g: GgufFile, theta: number, headDim: number, freqs: Float
 
 /**
  * Builds a {@link ModelSpec} from GGUF metadata for `general.architecture` llama (also Mistral
- * GGUFs), qwen2, qwen3 or qwen35 (Qwen3.5, see {@link qwen35Fields}). Keys are
+ * GGUFs), qwen2, qwen3, qwen35 (Qwen3.5, see {@link qwen35Fields}), gemma3 (Gemma 3's language
+ * model, see {@link gemma3Fields}), smollm3 (see {@link smollm3Fields}) or lfm2 (LFM2 and LFM2.5,
+ * see {@link lfm2Fields}). Keys are
  * `<arch>.embedding_length`, `.block_count`, `.feed_forward_length`, `.attention.head_count(_kv)`,
  * `.attention.key_length` (head dim), `.attention.layer_norm_rms_epsilon`, `.rope.freq_base`,
  * `.context_length`; the vocab size comes from `token_embd.weight`; the head is tied when
- * `output.weight` is absent. Llama 3 RoPE scaling is recovered from `rope_freqs.weight` (hence
- * async). RoPE layout is always `'half'`: weft un-permutes llama Q/K rows at load (see
- * `openGgufCheckpoint` in gguf.ts).
+ * `output.weight` is absent. RoPE scaling: linear from `.rope.scaling.factor` (see
+ * {@link ggufRope}), Llama 3's recovered from `rope_freqs.weight` (hence async). RoPE layout is
+ * always `'half'`: weft un-permutes llama and smollm3 Q/K rows at load (see `openGgufCheckpoint`
+ * in gguf.ts).
  */
 export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
   const file = g.source.name;
@@ -129,30 +137,24 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
       file,
       'general.architecture',
       arch,
-      'unsupported architecture (llama, qwen2, qwen3, qwen35)',
+      'unsupported architecture (llama, qwen2, qwen3, qwen35, gemma3, smollm3, lfm2)',
     );
   }
   const k = (key: string) => `${arch}.${key}`;
   const hidden = metaCount(g, k('embedding_length'));
   const heads = metaCount(g, k('attention.head_count'));
-  const kvHeads = metaCount(g, k('attention.head_count_kv'), heads);
+  // LFM2 lists KV heads per layer (0 for a short-convolution layer).
+  const kvHeads =
+    family === 'lfm2' ? lfm2Layers(g, heads).kvHeads : metaCount(g, k('attention.head_count_kv'), heads);
   if (heads % kvHeads !== 0)
     throw new ModelFormatError(file, k('attention.head_count_kv'), kvHeads, 'must divide head_count');
   const headDim = metaCount(g, k('attention.key_length'), hidden / heads);
   if (headDim % 2 !== 0)
     throw new ModelFormatError(file, k('attention.key_length'), headDim, 'must be even for RoPE');
   const theta = metaNumber(g, k('rope.freq_base'), 10000);
-  const scalingType = meta(g, k('rope.scaling.type'));
-  if (scalingType !== undefined && scalingType !== 'none') {
-    throw new ModelFormatError(file, k('rope.scaling.type'), scalingType, 'unsupported RoPE scaling');
-  }
   const embd = g.tensors.get('token_embd.weight');
   if (embd === undefined) throw new ModelFormatError(file, 'token_embd.weight', undefined, 'missing tensor');
-  const freqs = g.tensors.get('rope_freqs.weight');
-  const rope: RopeSpec =
-    freqs && family !== 'qwen3_5'
-      ? ropeFromFreqs(g, theta, headDim, await readGgufTensorF32(freqs))
-      : { theta, layout: 'half' };
+  const rope = await ggufRope(g, k, family, theta, headDim);
   const ids = (key: string) => {
     const v = meta(g, key);
     return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined;
@@ -180,7 +182,205 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
     bosId: ids('tokenizer.ggml.bos_token_id'),
     eosIds: [...new Set(eos.filter((x): x is number => x !== undefined))],
   };
-  return family === 'qwen3_5' ? { ...spec, ...qwen35Fields(g, spec) } : spec;
+  if (family === 'qwen3_5') return { ...spec, ...qwen35Fields(g, spec) };
+  if (family === 'gemma3') return { ...spec, ...gemma3Fields(g, spec) };
+  if (family === 'smollm3') return { ...spec, ...smollm3Fields(spec) };
+  if (family === 'lfm2') return { ...spec, ...lfm2Fields(g, spec) };
+  return spec;
+}
+
+/**
+ * The global RoPE of a file whose `<arch>.` keys `k` names, as llama.cpp's loader reads it
+ * (`llama_model::load_hparams`, src/llama-model.cpp): `rope.scaling.type` defaults to linear, and
+ * `rope.scaling.factor` (or the older `rope.scale_linear`), when present and not 0, divides every
+ * frequency unless the type is `none`; Llama 3 scaling comes from `rope_freqs.weight` (not for
+ * qwen35 and gemma3, whose loaders read no such tensor). A file with both is refused: the spec
+ * holds one scaling.
+ */
+async function ggufRope(
+  g: GgufFile,
+  k: (key: string) => string,
+  family: ModelFamily,
+  theta: number,
+  headDim: number,
+): Promise<RopeSpec> {
+  const file = g.source.name;
+  const typeKey = k('rope.scaling.type');
+  const type = meta(g, typeKey) ?? 'linear';
+  if (type !== 'none' && type !== 'linear')
+    throw new ModelFormatError(file, typeKey, type, 'unsupported RoPE scaling (linear or none)');
+  const factorKey = [k('rope.scaling.factor'), k('rope.scale_linear')].find(
+    (key) => meta(g, key) !== undefined,
+  );
+  const freqs =
+    family === 'qwen3_5' || family === 'gemma3' || family === 'lfm2'
+      ? undefined
+      : g.tensors.get('rope_freqs.weight');
+  if (type === 'linear' && factorKey !== undefined && meta(g, factorKey) !== 0) {
+    const factor = metaNumber(g, factorKey);
+    if (freqs !== undefined)
+      throw new ModelFormatError(file, factorKey, factor, 'linear RoPE scaling beside rope_freqs.weight');
+    return { theta, layout: 'half', scaling: { type: 'linear', factor } };
+  }
+  return freqs ? ropeFromFreqs(g, theta, headDim, await readGgufTensorF32(freqs)) : { theta, layout: 'half' };
+}
+
+/**
+ * The softmax scale's 1/s² that llama.cpp's gemma3 loader uses (`llama_model_gemma3::
+ * load_arch_hparams`, src/models/gemma3.cpp): head_dim, or hidden / heads for a model of 62 layers
+ * (the 27B), whatever the checkpoint's `query_pre_attn_scalar` was; no GGUF key changes it.
+ */
+export function gemma3QueryScalar(spec: Pick<ModelSpec, 'layers' | 'hidden' | 'heads' | 'headDim'>): number {
+  return spec.layers === 62 ? Math.floor(spec.hidden / spec.heads) : spec.headDim;
+}
+
+/**
+ * Which of `layers` layers slide with llama.cpp's `set_swa_pattern(period)` (src/llama-hparams.cpp):
+ * layer i unless i mod period = period - 1, every layer for period 0.
+ */
+export function slidingPattern(layers: number, period: number): boolean[] {
+  return Array.from({ length: layers }, (_, i) => period === 0 || i % period < period - 1);
+}
+
+/**
+ * Gemma 3's own fields from its `gemma3.*` metadata, as llama.cpp's loader reads them
+ * (`llama_model_gemma3::load_arch_hparams`, src/models/gemma3.cpp) and its converter writes them
+ * (`Gemma3Model.set_gguf_parameters`, conversion/gemma.py): layers slide when
+ * `attention.sliding_window` is present and not 0, all but every `attention.sliding_window_pattern`-th
+ * (a scalar, default 6; llama.cpp ignores a per-layer list, which is refused here), with RoPE base
+ * `rope.freq_base_swa` (default 10000) and no scaling; without a window every layer is global. The
+ * softmax scale is {@link gemma3QueryScalar}'s. Final-logit soft-capping is refused. Norms are
+ * zero-centred, four per layer, with QK-norm, GeGLU and the embedding scaled by √hidden.
+ */
+function gemma3Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
+  const file = g.source.name;
+  const k = (key: string) => `gemma3.${key}`;
+  const softcap = meta(g, k('final_logit_softcapping'));
+  if (softcap !== undefined && softcap !== 0)
+    throw new ModelFormatError(
+      file,
+      k('final_logit_softcapping'),
+      softcap,
+      'logit soft-capping is not supported',
+    );
+  const valueLength = meta(g, k('attention.value_length'));
+  if (valueLength !== undefined && valueLength !== base.headDim)
+    throw new ModelFormatError(
+      file,
+      k('attention.value_length'),
+      valueLength,
+      `must equal key_length (${base.headDim})`,
+    );
+  const window = metaCountOrZero(g, k('attention.sliding_window'));
+  const periodKey = k('attention.sliding_window_pattern');
+  const period = meta(g, periodKey) ?? 6;
+  if (typeof period !== 'number' || !Number.isSafeInteger(period) || period < 0)
+    throw new ModelFormatError(
+      file,
+      periodKey,
+      period,
+      'must be one period (a per-layer list is not read by llama.cpp’s gemma3 loader, which then uses 6)',
+    );
+  return {
+    qkNorm: true,
+    zeroCentredNorms: true,
+    embedScale: true,
+    sandwichNorms: true,
+    activation: 'gelu_tanh',
+    attentionScale: 1 / Math.sqrt(gemma3QueryScalar(base)),
+    localRope: { theta: metaNumber(g, k('rope.freq_base_swa'), 10000), layout: 'half' },
+    ...(window > 0 ? { slidingWindow: window, slidingLayers: slidingPattern(base.layers, period) } : {}),
+  };
+}
+
+/**
+ * SmolLM3's layers without RoPE, as llama.cpp's smollm3 loader fixes them
+ * (`llama_model_smollm3::load_arch_hparams`, src/models/smollm3.cpp: `n_no_rope_layer_step = 4`,
+ * layer i rotates unless (i + 1) mod 4 = 0); no GGUF key changes them.
+ */
+function smollm3Fields(base: ModelSpec): Partial<ModelSpec> {
+  return { noRopeLayers: Array.from({ length: base.layers }, (_, i) => (i + 1) % 4 === 0) };
+}
+
+/**
+ * LFM2's layers from `lfm2.attention.head_count_kv`: one count per block, 0 for a
+ * short-convolution layer (`LFM2Model.set_gguf_parameters`, conversion/lfm2.py; llama.cpp's loader
+ * makes a layer recurrent where it is 0, src/models/lfm2.cpp), the attention layers sharing one
+ * count; or one count for every layer (all attention). Without attention layers the KV heads are
+ * the query heads (unused).
+ */
+function lfm2Layers(g: GgufFile, heads: number): { kvHeads: number; layerKinds: LayerKind[] } {
+  const key = 'lfm2.attention.head_count_kv';
+  const blocks = metaCount(g, 'lfm2.block_count');
+  const v = meta(g, key);
+  if (typeof v === 'number') {
+    const kvHeads = metaCount(g, key);
+    return { kvHeads, layerKinds: Array.from({ length: blocks }, () => 'attention') };
+  }
+  const counts = Array.isArray(v) ? v : [];
+  const attention = [...new Set(counts.filter((c) => c !== 0))];
+  if (
+    counts.length !== blocks ||
+    !counts.every((c) => typeof c === 'number' && Number.isSafeInteger(c) && c >= 0) ||
+    attention.length > 1
+  )
+    throw new ModelFormatError(
+      g.source.name,
+      key,
+      v,
+      `must be one count or ${blocks} (one per block): 0 for a conv layer, the attention layers' shared count`,
+    );
+  return {
+    kvHeads: typeof attention[0] === 'number' ? attention[0] : heads,
+    layerKinds: counts.map((c) => (c === 0 ? 'conv' : 'attention')),
+  };
+}
+
+/**
+ * LFM2's own fields from its `lfm2.*` metadata, as llama.cpp's loader reads them
+ * (`llama_model_lfm2::load_arch_hparams`, src/models/lfm2.cpp) and its converter writes them
+ * (`LFM2Model.set_gguf_parameters`, conversion/lfm2.py): the layer kinds ({@link lfm2Layers}),
+ * the short convolution's width `shortconv.l_cache` (no biases: llama.cpp's graph has none), QK-norm
+ * with plain weights. Refused: a sliding window (`attention.sliding_window`, which llama.cpp's
+ * loader applies to every attention layer and Transformers' Lfm2 has not), a non-causal model
+ * (`attention.causal` false, the bidirectional embedding models) and ColBERT's `dense_2.weight`
+ * output projection.
+ */
+function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
+  const file = g.source.name;
+  const k = (key: string) => `lfm2.${key}`;
+  const window = metaCountOrZero(g, k('attention.sliding_window'));
+  if (window > 0)
+    throw new ModelFormatError(
+      file,
+      k('attention.sliding_window'),
+      window,
+      'sliding-window LFM2 attention is not implemented (Transformers’ Lfm2 has none)',
+    );
+  const causal = meta(g, k('attention.causal'));
+  if (causal !== undefined && causal !== true)
+    throw new ModelFormatError(
+      file,
+      k('attention.causal'),
+      causal,
+      'a non-causal LFM2 is not a language model',
+    );
+  if (g.tensors.has('dense_2.weight'))
+    throw new ModelFormatError(
+      file,
+      'dense_2.weight',
+      g.tensors.get('dense_2.weight')!.ne,
+      'an LFM2 embedding model (ColBERT’s output projection), not a language model',
+    );
+  const { layerKinds } = lfm2Layers(g, base.heads);
+  const kernel = metaCount(g, k('shortconv.l_cache'), layerKinds.includes('conv') ? undefined : 3);
+  if (kernel < 2) throw new ModelFormatError(file, k('shortconv.l_cache'), kernel, 'must be at least 2');
+  return {
+    qkvBias: false,
+    qkNorm: true,
+    layerKinds,
+    ...(layerKinds.includes('conv') ? { shortConv: { kernel, bias: false } } : {}),
+  };
 }
 
 /** An optional count at `key`: an integer ≥ 0, 0 when absent. */

@@ -7,8 +7,8 @@ import { InvalidInputError } from '../errors.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
 import { GgufType } from './gguf-header.js';
 import { ggufNe, ggufTensorName, storedLayout, storedValues } from './gguf-names.js';
-import { imropeSections, llama3RopeFactors } from './gguf-spec.js';
-import type { ModelSpec } from './spec.js';
+import { gemma3QueryScalar, imropeSections, llama3RopeFactors, slidingPattern } from './gguf-spec.js';
+import { attentionScale, layerAttention, layerKind, type ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */
 export type GgufEntry =
@@ -191,14 +191,24 @@ function typeFor(wanted: GgufExportType, cols: number): number {
   return cols % 32 === 0 ? GgmlType.Q8_0 : GgmlType.F16;
 }
 
+/** A metadata entry's list: a key and its typed value, in the order written. */
+type Entries = (readonly [string, GgufEntry])[];
+
+const u32 = (value: number): GgufEntry => ({ type: 'u32', value });
+const f32 = (value: number): GgufEntry => ({ type: 'f32', value });
+
 /**
  * The `<arch>.*` metadata of `spec`: the keys llama.cpp's converter writes (conversion/base.py
  * `TextModel.set_gguf_parameters`; for Qwen3.5 also conversion/qwen.py `Qwen3NextModel` and
- * `_Qwen35MRopeMixin`, in the converter's order).
+ * `_Qwen35MRopeMixin`, in the converter's order; for Gemma 3 {@link gemma3Metadata}). Throws
+ * {@link InvalidInputError} for what llama.cpp's loader of the architecture cannot hold
+ * ({@link refuseForLlamaCpp}).
  */
-function archMetadata(spec: ModelSpec, arch: string): (readonly [string, GgufEntry])[] {
-  const u32 = (value: number): GgufEntry => ({ type: 'u32', value });
+function archMetadata(spec: ModelSpec, arch: string): Entries {
+  refuseForLlamaCpp(spec);
   const k = (key: string) => `${arch}.${key}`;
+  if (spec.family === 'gemma3') return gemma3Metadata(spec);
+  if (spec.family === 'lfm2') return lfm2Metadata(spec);
   if (spec.family !== 'qwen3_5') {
     return [
       [k('context_length'), u32(spec.maxPositions)],
@@ -210,8 +220,9 @@ function archMetadata(spec: ModelSpec, arch: string): (readonly [string, GgufEnt
       [k('attention.key_length'), u32(spec.headDim)],
       [k('attention.value_length'), u32(spec.headDim)],
       [k('rope.dimension_count'), u32(spec.headDim)],
-      [k('rope.freq_base'), { type: 'f32', value: spec.rope.theta }],
-      [k('attention.layer_norm_rms_epsilon'), { type: 'f32', value: spec.rmsEps }],
+      ...linearRopeScaling(spec, arch),
+      [k('rope.freq_base'), f32(spec.rope.theta)],
+      [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
     ];
   }
   // Without linear layers llama.cpp still wants the ssm keys; any sizes do.
@@ -224,8 +235,8 @@ function archMetadata(spec: ModelSpec, arch: string): (readonly [string, GgufEnt
     [k('feed_forward_length'), u32(spec.intermediate)],
     [k('attention.head_count'), u32(spec.heads)],
     [k('attention.head_count_kv'), u32(spec.kvHeads)],
-    [k('rope.freq_base'), { type: 'f32', value: spec.rope.theta }],
-    [k('attention.layer_norm_rms_epsilon'), { type: 'f32', value: spec.rmsEps }],
+    [k('rope.freq_base'), f32(spec.rope.theta)],
+    [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
     [k('attention.key_length'), u32(spec.headDim)],
     [k('attention.value_length'), u32(spec.headDim)],
     [k('ssm.conv_kernel'), u32(la.convKernel)],
@@ -237,6 +248,161 @@ function archMetadata(spec: ModelSpec, arch: string): (readonly [string, GgufEnt
     [k('rope.dimension_count'), u32(rotaryDim)],
     [k('rope.dimension_sections'), { type: 'i32[]', value: imropeSections(rotaryDim / 2) }],
   ];
+}
+
+/** `rope.scaling.type` linear and its factor (conversion/base.py), for a spec with linear RoPE scaling. */
+function linearRopeScaling(spec: ModelSpec, arch: string): Entries {
+  const s = spec.rope.scaling;
+  if (s?.type !== 'linear') return [];
+  return [
+    [`${arch}.rope.scaling.type`, { type: 'string', value: 'linear' }],
+    [`${arch}.rope.scaling.factor`, f32(s.factor)],
+  ];
+}
+
+/**
+ * Gemma 3's metadata in the converter's order (conversion/base.py `TextModel.set_gguf_parameters`,
+ * then conversion/gemma.py `Gemma3Model.set_gguf_parameters`): the global RoPE base and its linear
+ * scaling, the local base as `rope.freq_base_swa`, and `attention.sliding_window` unless no layer
+ * slides (the converter leaves it out for `sliding_window_pattern` 1). The sliding layers must be
+ * all but every p-th ({@link slidingPeriod}); p is written as `attention.sliding_window_pattern`
+ * when it is not the 6 llama.cpp's gemma3 loader assumes (it reads the key since llama.cpp
+ * a976ff08, March 2026; older builds take 6 whatever the file says).
+ */
+function gemma3Metadata(spec: ModelSpec): Entries {
+  const k = (key: string) => `gemma3.${key}`;
+  const period = slidingPeriod(spec);
+  const window: Entries =
+    period === undefined ? [] : [[k('attention.sliding_window'), u32(spec.slidingWindow ?? 0)]];
+  if (period !== undefined && period !== 6) window.push([k('attention.sliding_window_pattern'), u32(period)]);
+  return [
+    [k('block_count'), u32(spec.layers)],
+    [k('context_length'), u32(spec.maxPositions)],
+    [k('embedding_length'), u32(spec.hidden)],
+    [k('feed_forward_length'), u32(spec.intermediate)],
+    [k('attention.head_count'), u32(spec.heads)],
+    [k('attention.head_count_kv'), u32(spec.kvHeads)],
+    ...linearRopeScaling(spec, 'gemma3'),
+    [k('rope.freq_base'), f32(spec.rope.theta)],
+    [k('rope.freq_base_swa'), f32(spec.localRope?.theta ?? spec.rope.theta)],
+    [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
+    [k('attention.key_length'), u32(spec.headDim)],
+    [k('attention.value_length'), u32(spec.headDim)],
+    ...window,
+  ];
+}
+
+/**
+ * LFM2's metadata in the converter's order (conversion/base.py `TextModel.set_gguf_parameters`,
+ * then conversion/lfm2.py `LFM2Model.set_gguf_parameters`, whose later `feed_forward_length` and
+ * `layer_norm_rms_epsilon` replace the base's values in place): `attention.head_count_kv` one
+ * count per layer, 0 for a short-convolution layer (i32, as gguf-py types Python ints), the MLP
+ * width as adjusted (`_add_feed_forward_length`), `vocab_size` and `shortconv.l_cache`. No
+ * key_length (LFM2 configs have no head_dim; llama.cpp takes hidden / heads).
+ */
+function lfm2Metadata(spec: ModelSpec): Entries {
+  const k = (key: string) => `lfm2.${key}`;
+  const kv = Array.from({ length: spec.layers }, (_, i) =>
+    layerKind(spec, i) === 'conv' ? 0 : spec.kvHeads,
+  );
+  return [
+    [k('block_count'), u32(spec.layers)],
+    [k('context_length'), u32(spec.maxPositions)],
+    [k('embedding_length'), u32(spec.hidden)],
+    [k('feed_forward_length'), u32(spec.intermediate)],
+    [k('attention.head_count'), u32(spec.heads)],
+    [k('attention.head_count_kv'), { type: 'i32[]', value: kv }],
+    ...linearRopeScaling(spec, 'lfm2'),
+    [k('rope.freq_base'), f32(spec.rope.theta)],
+    [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
+    [k('vocab_size'), u32(spec.vocabSize)],
+    [k('shortconv.l_cache'), u32(spec.shortConv?.kernel ?? 3)],
+  ];
+}
+
+/**
+ * The `set_swa_pattern` period p that gives a Gemma 3 spec's sliding layers (layer i slides unless
+ * i mod p = p - 1; every layer for p = 0: {@link slidingPattern}), preferring llama.cpp's 6;
+ * undefined when no layer slides. Throws when no period does.
+ */
+function slidingPeriod(spec: ModelSpec): number | undefined {
+  const sliding = Array.from({ length: spec.layers }, (_, i) => layerAttention(spec, i).window !== undefined);
+  if (!sliding.includes(true)) return undefined;
+  const first = sliding.indexOf(false);
+  for (const p of [6, first + 1]) {
+    const pattern = slidingPattern(spec.layers, p);
+    if (pattern.every((s, i) => s === sliding[i])) return p;
+  }
+  throw new InvalidInputError(
+    `exportGguf: gemma3 layer_types [${sliding.map((s) => (s ? 'sliding' : 'full'))}] are not every p-th layer full, the only pattern llama.cpp's gemma3 loader takes (attention.sliding_window_pattern)`,
+  );
+}
+
+/**
+ * Refuses a spec that llama.cpp would run differently from weft, for want of a GGUF key:
+ * Gemma 3's softmax scale (llama.cpp's is fixed, {@link gemma3QueryScalar}), a RoPE scaling on
+ * its local layers (llama.cpp scales only the global ones) or Llama 3 scaling (its gemma3 loader
+ * reads no `rope_freqs.weight`); SmolLM3's layers without RoPE other than every 4th, and Llama 3
+ * scaling (its smollm3 loader has no `rope_freqs.weight` either, and refuses a file with one);
+ * LFM2's convolution biases, a head_dim other than hidden / heads and Llama 3 scaling (its lfm2
+ * loader and graph have none of them).
+ */
+function refuseForLlamaCpp(spec: ModelSpec): void {
+  const refuse = (what: string, value: unknown, why: string): never => {
+    throw new InvalidInputError(`exportGguf: ${spec.family} ${what} = ${JSON.stringify(value)}: ${why}`);
+  };
+  const scaling = spec.rope.scaling;
+  if (
+    (spec.family === 'gemma3' || spec.family === 'smollm3' || spec.family === 'lfm2') &&
+    scaling &&
+    scaling.type !== 'linear'
+  )
+    refuse(
+      'rope_scaling',
+      scaling,
+      `llama.cpp's ${spec.family} loader reads no rope_freqs.weight (only linear scaling)`,
+    );
+  if (spec.family === 'gemma3') {
+    // llama.cpp computes its scale in f32: a spec within f32 rounding of it runs the same.
+    const scalar = gemma3QueryScalar(spec);
+    const scale = attentionScale(spec);
+    if (Math.fround(scale) !== Math.fround(1 / Math.sqrt(scalar)))
+      refuse(
+        'query_pre_attn_scalar',
+        Number((scale ** -2).toPrecision(6)),
+        `llama.cpp's gemma3 loader scales attention by 1/√${scalar} (${spec.layers === 62 ? 'hidden / heads for 62 layers' : 'head_dim'}) and has no key for another scale`,
+      );
+    if (spec.localRope?.scaling)
+      refuse(
+        'local RoPE scaling',
+        spec.localRope.scaling,
+        'llama.cpp does not scale the sliding layers’ RoPE',
+      );
+  }
+  if (spec.family === 'lfm2') {
+    // src/models/lfm2.cpp: no convolution biases in the graph; q and out_proj are [H, H].
+    if (spec.shortConv?.bias)
+      refuse(
+        'conv_bias',
+        true,
+        'llama.cpp’s lfm2 graph has no biases in in_proj, the convolution or out_proj',
+      );
+    if (spec.heads * spec.headDim !== spec.hidden)
+      refuse(
+        'head_dim',
+        spec.headDim,
+        `llama.cpp’s lfm2 loader wants num_attention_heads × head_dim = hidden_size (${spec.hidden})`,
+      );
+  }
+  if (spec.family === 'smollm3') {
+    const noRope = spec.noRopeLayers ?? [];
+    if (noRope.some((none, i) => none !== ((i + 1) % 4 === 0)))
+      refuse(
+        'no_rope_layers',
+        noRope.map((none) => (none ? 0 : 1)),
+        'llama.cpp’s smollm3 loader leaves out RoPE in every 4th layer exactly (n_no_rope_layer_step = 4, no GGUF key)',
+      );
+  }
 }
 
 /**
@@ -260,14 +426,16 @@ function fullAttentionInterval(spec: ModelSpec): number {
 /**
  * The GGML type llama.cpp's converter gives a tensor it writes as `name` (conversion/base.py
  * `prepare_tensors`): F32 for vectors, `*_norm.weight`, names not ending `.weight` (Qwen3.5's
- * `ssm_a`, `ssm_dt.bias`) and `ssm_conv1d.weight`; else `wanted` ({@link typeFor}).
+ * `ssm_a`, `ssm_dt.bias`), `ssm_conv1d.weight` and LFM2's `shortconv.conv.weight` (SSM_CONV1D and
+ * SHORTCONV_CONV are kept F32); else `wanted` ({@link typeFor}).
  */
 function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType): number {
   const f32 =
     ne.length < 2 ||
     name.endsWith('_norm.weight') ||
     !name.endsWith('.weight') ||
-    name.endsWith('.ssm_conv1d.weight');
+    name.endsWith('.ssm_conv1d.weight') ||
+    name.endsWith('.shortconv.conv.weight');
   return f32 ? GgmlType.F32 : typeFor(wanted, ne[0]!);
 }
 
@@ -275,11 +443,13 @@ function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType)
  * Writes a Hugging Face-layout checkpoint (tensors by HF name, f32 values) as a llama.cpp GGUF:
  * `<arch>.*` metadata from `spec` ({@link archMetadata}), GGUF tensor names, dims reversed to `ne`
  * (Qwen3.5's conv1d squeezed), values stored as llama.cpp's converter stores them (`storedLayout`:
- * llama Q/K rows permuted for interleaved RoPE; Qwen3.5's norms as 1 + w, `A_log` as -exp(A_log),
- * value heads tiled), Llama 3 RoPE scaling as `rope_freqs.weight`, matrices encoded as `type` (or
- * `type(hfName)`, for files that mix types as llama.cpp's do) and everything else F32
- * ({@link ggmlTypeOf}). `extra` adds metadata (e.g. the tokenizer's, from `tokenizerGgufMetadata`).
- * Qwen3.5's MTP layer is not written (a file as `convert_hf_to_gguf.py --no-mtp` writes).
+ * llama and smollm3 Q/K rows permuted for interleaved RoPE; Qwen3.5's and Gemma 3's norms as 1 + w;
+ * Qwen3.5's `A_log` as -exp(A_log), value heads tiled), Llama 3 RoPE scaling as `rope_freqs.weight`
+ * (linear scaling as metadata), matrices encoded as `type` (or `type(hfName)`, for files that mix
+ * types as llama.cpp's do) and everything else F32 ({@link ggmlTypeOf}). `extra` adds metadata
+ * (e.g. the tokenizer's, from `tokenizerGgufMetadata`). Qwen3.5's MTP layer is not written (a file
+ * as `convert_hf_to_gguf.py --no-mtp` writes). Throws {@link InvalidInputError} for a spec that
+ * llama.cpp's loader would run differently (see `refuseForLlamaCpp`).
  */
 export function exportGguf(
   spec: ModelSpec,
@@ -299,8 +469,9 @@ export function exportGguf(
     ...extra,
   ];
   const out: GgufWriteTensor[] = [];
-  if (spec.rope.scaling) {
-    const factors = llama3RopeFactors(spec.rope.theta, spec.headDim, spec.rope.scaling);
+  const scaling = spec.rope.scaling;
+  if (scaling && scaling.type !== 'linear') {
+    const factors = llama3RopeFactors(spec.rope.theta, spec.headDim, scaling);
     out.push({
       name: 'rope_freqs.weight',
       ne: [factors.length],

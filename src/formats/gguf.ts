@@ -35,11 +35,11 @@ export interface GgufTensor {
 /**
  * A GGUF file seen as a Hugging Face checkpoint: spec, tensors by HF name and HF shape,
  * `readF32(name)` that dequantises and undoes how llama.cpp's converter stored the values
- * (`storedLayout`: llama Q/K rows permuted for interleaved RoPE, so one RoPE path at run time;
- * Qwen3.5's tiled value heads, 1 + w norms and -exp(A_log)), and `readPacked` that gives a matrix
- * whose GGML type has a weft layout ({@link storedWeftFormat}) as stored, rows moved back the same
- * way, without an f32 copy (not a matrix whose columns or values were changed: Qwen3.5's
- * out_proj); both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
+ * (`storedLayout`: llama and smollm3 Q/K rows permuted for interleaved RoPE, so one RoPE path at
+ * run time; Qwen3.5's tiled value heads, 1 + w norms and -exp(A_log); Gemma 3's 1 + w norms), and
+ * `readPacked` that gives a matrix whose GGML type has a weft layout ({@link storedWeftFormat}) as
+ * stored, rows moved back the same way, without an f32 copy (not a matrix whose columns or values
+ * were changed: Qwen3.5's out_proj); both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
  * what `readF32` and `readRowsF32` decoded. Tensors weft does not use are left out (a qwen35
  * file's MTP blocks among them).
  */

@@ -13,10 +13,13 @@ export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
   shapes.set('model.embed_tokens.weight', [spec.vocabSize, H]);
   for (let i = 0; i < spec.layers; i++) {
     const p = `model.layers.${i}`;
-    const linears = linearsByInput(i);
-    shapes.set(`${p}.input_layernorm.weight`, [H]);
+    const linears = linearsByInput(i, spec);
+    const norms = normNames(spec, i);
+    shapes.set(norms.input, [H]);
     if (layerKind(spec, i) === 'linear') {
       for (const [name, shape] of linearAttentionShapes(spec, i)) shapes.set(name, shape);
+    } else if (layerKind(spec, i) === 'conv') {
+      for (const [name, shape] of shortConvShapes(spec, i)) shapes.set(name, shape);
     } else {
       const [q, k, v] = linears.qkv;
       // With an output gate, q_proj yields each head's query and then its gate.
@@ -29,20 +32,82 @@ export function weightShapes(spec: ModelSpec): Map<string, readonly number[]> {
         shapes.set(`${p}.self_attn.v_proj.bias`, [kvWidth]);
       }
       if (spec.qkNorm) {
-        shapes.set(`${p}.self_attn.q_norm.weight`, [spec.headDim]);
-        shapes.set(`${p}.self_attn.k_norm.weight`, [spec.headDim]);
+        shapes.set(norms.q, [spec.headDim]);
+        shapes.set(norms.k, [spec.headDim]);
       }
       shapes.set(linears.o[0], [H, qWidth]);
     }
-    shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
+    // Gemma's sandwich: post_attention_layernorm norms the attention output, the MLP has its own.
+    if (spec.sandwichNorms) shapes.set(`${p}.post_attention_layernorm.weight`, [H]);
+    shapes.set(norms.mlp, [H]);
     const [gate, up] = linears.gateUp;
     shapes.set(gate, [I, H]);
     shapes.set(up, [I, H]);
     shapes.set(linears.down[0], [H, I]);
+    if (spec.sandwichNorms) shapes.set(`${p}.post_feedforward_layernorm.weight`, [H]);
   }
-  shapes.set('model.norm.weight', [H]);
+  shapes.set(finalNormName(spec), [H]);
   if (!spec.tiedEmbeddings) shapes.set('lm_head.weight', [spec.vocabSize, H]);
   return shapes;
+}
+
+/**
+ * Layer `layer`'s norms under its family's names: the token mixer's input norm, the MLP's input
+ * norm and attention's per-head q and k norms. Most families: `input_layernorm`,
+ * `post_attention_layernorm` (Gemma's sandwich: `pre_feedforward_layernorm`, its
+ * `post_attention_layernorm` norming the attention output), `self_attn.q_norm` and `k_norm`. LFM2:
+ * `operator_norm`, `ffn_norm`, `self_attn.q_layernorm` and `k_layernorm`.
+ */
+export function normNames(
+  spec: Pick<ModelSpec, 'family' | 'sandwichNorms'>,
+  layer: number,
+): { readonly input: string; readonly mlp: string; readonly q: string; readonly k: string } {
+  const p = `model.layers.${layer}`;
+  if (spec.family === 'lfm2')
+    return {
+      input: `${p}.operator_norm.weight`,
+      mlp: `${p}.ffn_norm.weight`,
+      q: `${p}.self_attn.q_layernorm.weight`,
+      k: `${p}.self_attn.k_layernorm.weight`,
+    };
+  return {
+    input: `${p}.input_layernorm.weight`,
+    mlp: `${p}.${spec.sandwichNorms ? 'pre_feedforward' : 'post_attention'}_layernorm.weight`,
+    q: `${p}.self_attn.q_norm.weight`,
+    k: `${p}.self_attn.k_norm.weight`,
+  };
+}
+
+/** The final norm's name: `model.norm` (LFM2: `model.embedding_norm`, applied after the last layer). */
+export function finalNormName(spec: Pick<ModelSpec, 'family'>): string {
+  return spec.family === 'lfm2' ? 'model.embedding_norm.weight' : 'model.norm.weight';
+}
+
+/**
+ * An LFM2 short-convolution layer's tensors (`conv.*`), in forward order: in_proj [3H, H] (its
+ * output rows B | C | x), the depthwise convolution [H, 1, kernel] and out_proj [H, H], each with a
+ * bias when `shortConv.bias`.
+ */
+export function shortConvShapes(spec: ModelSpec, layer: number): [string, number[]][] {
+  const sc = spec.shortConv;
+  if (!sc) throw new ModelFormatError('(spec)', 'shortConv', undefined, 'a conv layer needs its sizes');
+  const H = spec.hidden;
+  const p = `model.layers.${layer}.conv`;
+  const [inProj] = shortConvInputs(layer);
+  const bias = (name: string, n: number): [string, number[]][] => (sc.bias ? [[name, [n]]] : []);
+  return [
+    [inProj, [3 * H, H]],
+    ...bias(`${p}.in_proj.bias`, 3 * H),
+    [`${p}.conv.weight`, [H, 1, sc.kernel]],
+    ...bias(`${p}.conv.bias`, H),
+    [`${p}.out_proj.weight`, [H, H]],
+    ...bias(`${p}.out_proj.bias`, H),
+  ];
+}
+
+/** The linear that reads a short-convolution layer's normed input: in_proj. */
+export function shortConvInputs(layer: number): readonly [string] {
+  return [`model.layers.${layer}.conv.in_proj.weight`];
 }
 
 /**
@@ -87,16 +152,33 @@ export function linearAttentionInputs(layer: number): readonly [string, string, 
  * The names of layer `layer`'s linear weights, grouped by the input they multiply: q, k and v read
  * the attention's normed hidden state, o the attention output, gate and up the MLP's normed hidden
  * state, down the gated product. Calibration (`collectHessians`) keys its statistics by these.
+ * `spec` picks its family's names (LFM2: `self_attn.out_proj`, `feed_forward.w1` gate, `w3` up,
+ * `w2` down); without it, the names every other family shares.
  */
-export function linearsByInput(layer: number): {
+export function linearsByInput(
+  layer: number,
+  spec?: Pick<ModelSpec, 'family'>,
+): {
   readonly qkv: readonly [string, string, string];
   readonly o: readonly [string];
   readonly gateUp: readonly [string, string];
   readonly down: readonly [string];
 } {
   const p = `model.layers.${layer}`;
+  const qkv = [
+    `${p}.self_attn.q_proj.weight`,
+    `${p}.self_attn.k_proj.weight`,
+    `${p}.self_attn.v_proj.weight`,
+  ] as const;
+  if (spec?.family === 'lfm2')
+    return {
+      qkv,
+      o: [`${p}.self_attn.out_proj.weight`],
+      gateUp: [`${p}.feed_forward.w1.weight`, `${p}.feed_forward.w3.weight`],
+      down: [`${p}.feed_forward.w2.weight`],
+    };
   return {
-    qkv: [`${p}.self_attn.q_proj.weight`, `${p}.self_attn.k_proj.weight`, `${p}.self_attn.v_proj.weight`],
+    qkv,
     o: [`${p}.self_attn.o_proj.weight`],
     gateUp: [`${p}.mlp.gate_proj.weight`, `${p}.mlp.up_proj.weight`],
     down: [`${p}.mlp.down_proj.weight`],

@@ -3,13 +3,26 @@
  * cache and the loaders need to know, derived once from a checkpoint's config (config.json or GGUF
  * metadata). Families differ only by the switches below (mlx-lm style), not by separate code.
  */
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_5' | 'gemma3' | 'smollm3';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_5' | 'gemma3' | 'smollm3' | 'lfm2';
 
 /**
- * A decoder layer's token mixer: softmax attention over a KV cache, or Gated DeltaNet linear
- * attention over a recurrent state (Qwen3.5's `linear_attention` layers).
+ * A decoder layer's token mixer: softmax attention over a KV cache, Gated DeltaNet linear
+ * attention over a recurrent state (Qwen3.5's `linear_attention` layers), or a gated short
+ * convolution over a window of the last few tokens (LFM2's `conv` layers).
  */
-export type LayerKind = 'attention' | 'linear';
+export type LayerKind = 'attention' | 'linear' | 'conv';
+
+/**
+ * LFM2's gated short convolution (`Lfm2ShortConv`): in_proj [3H, H] gives B, C and x per token, a
+ * causal depthwise convolution over B · x of width `kernel`, then C · conv and out_proj [H, H].
+ * Its state is the last `kernel - 1` rows of B · x.
+ */
+export interface ShortConvSpec {
+  /** Width of the causal depthwise convolution (`conv_L_cache`). */
+  readonly kernel: number;
+  /** in_proj, the convolution and out_proj have biases (`conv_bias`). */
+  readonly bias: boolean;
+}
 
 /**
  * The Gated DeltaNet layers' sizes (Qwen3.5's `linear_*` config keys). Per value head the state is
@@ -88,6 +101,8 @@ export interface ModelSpec {
   readonly layerKinds?: readonly LayerKind[];
   /** The linear-attention layers' sizes; present exactly when some layer is `'linear'`. */
   readonly linearAttention?: LinearAttentionSpec;
+  /** The short-convolution layers' sizes (LFM2); present exactly when some layer is `'conv'`. */
+  readonly shortConv?: ShortConvSpec;
   /**
    * Attention's output is gated: q_proj yields, per head, the query then a gate of the same width,
    * and o_proj reads attention · sigmoid(gate) (Qwen3-Next, Qwen3.5).
@@ -144,6 +159,15 @@ export function attentionScale(spec: ModelSpec): number {
 /** Layer `layer`'s token mixer. */
 export function layerKind(spec: ModelSpec, layer: number): LayerKind {
   return spec.layerKinds?.[layer] ?? 'attention';
+}
+
+/**
+ * Whether some layer carries a recurrent state (a Gated DeltaNet or a short convolution): such a
+ * state holds only the end of the sequence, so the committed rows can be kept whole or dropped,
+ * not trimmed part way.
+ */
+export function isRecurrent(spec: ModelSpec): boolean {
+  return spec.linearAttention !== undefined || spec.shortConv !== undefined;
 }
 
 /** Sizes of a spec's linear-attention layers, derived here and nowhere else. */

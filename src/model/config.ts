@@ -1,5 +1,11 @@
 import { ModelFormatError } from '../formats/errors.js';
-import type { LayerKind, Llama3RopeScaling, ModelFamily, ModelSpec } from '../formats/spec.js';
+import type {
+  LayerKind,
+  LinearRopeScaling,
+  Llama3RopeScaling,
+  ModelFamily,
+  ModelSpec,
+} from '../formats/spec.js';
 
 /** A parsed JSON object, as far as the readers below need to know. */
 type JsonObject = { readonly [key: string]: unknown };
@@ -95,17 +101,28 @@ const FAMILIES: Readonly<Record<string, ModelFamily>> = {
   mistral: 'mistral',
   qwen2: 'qwen2',
   qwen3: 'qwen3',
+  smollm3: 'smollm3',
 };
 
-/** Reads `rope_scaling`: absent, `default`, or Llama 3's frequency scaling; anything else is refused. */
-function readRopeScaling(f: Fields): Llama3RopeScaling | undefined {
-  const rs = f.object('rope_scaling');
+/**
+ * Reads `rope_scaling` (or the object `key` names): absent, `default`, linear, or Llama 3's
+ * frequency scaling; anything else is refused.
+ */
+function readRopeScaling(f: Fields, key = 'rope_scaling'): Llama3RopeScaling | LinearRopeScaling | undefined {
+  const rs = f.object(key);
   if (rs === undefined) return undefined;
+  return ropeScalingOf(rs);
+}
+
+/** The scaling an object with `rope_type` (or `type`) states. */
+function ropeScalingOf(rs: Fields): Llama3RopeScaling | LinearRopeScaling | undefined {
   // Transformers renamed `type` to `rope_type`; checkpoints carry either.
   const key = rs.has('rope_type') ? 'rope_type' : 'type';
   const kind = rs.string(key);
   if (kind === undefined || kind === 'default') return undefined;
-  if (kind !== 'llama3') rs.refuse(key, 'unsupported RoPE scaling (weft supports "llama3" or none)');
+  if (kind === 'linear') return { type: 'linear', factor: rs.positive('factor') };
+  if (kind !== 'llama3')
+    rs.refuse(key, 'unsupported RoPE scaling (weft supports "llama3", "linear" or none)');
   return {
     factor: rs.positive('factor'),
     lowFreqFactor: rs.positive('low_freq_factor'),
@@ -116,12 +133,13 @@ function readRopeScaling(f: Fields): Llama3RopeScaling | undefined {
 
 /**
  * Builds a {@link ModelSpec} from a Hugging Face `config.json` (already JSON-parsed) for the families
- * weft runs: `llama` (Llama 1/2/3, SmolLM2, TinyLlama), `mistral`, `qwen2` (q/k/v biases) and `qwen3`
- * (per-head QK RMSNorm, explicit `head_dim`). Defaults follow the Transformers config classes
- * (`num_key_value_heads` = heads, `head_dim` = hidden / heads, `rope_theta` 10000, untied head).
- * A sliding window (Mistral v0.1, Qwen2 with `use_sliding_window`) is honoured by capping
+ * weft runs: `llama` (Llama 1/2/3, SmolLM2, TinyLlama), `mistral` (its sliding window on every
+ * layer), `qwen2` (q/k/v biases), `qwen3` (per-head QK RMSNorm, explicit `head_dim`), `smollm3`
+ * (layers without RoPE), `qwen3_5` (see qwen35Spec) and `gemma3` (see gemma3Spec). Defaults follow
+ * the Transformers config classes (`num_key_value_heads` = heads, `head_dim` = hidden / heads,
+ * `rope_theta` 10000, untied head). Qwen2's `use_sliding_window` is honoured by capping
  * `maxPositions` at the window, where full attention and windowed attention agree. Unknown
- * families, activations other than SiLU, RoPE scalings other than `llama3`, MLP biases, partial
+ * families, activations other than SiLU, RoPE scalings other than `llama3` and `linear`, MLP biases, partial
  * RoPE, pre-quantized checkpoints (`quantization_config`) and missing or ill-typed fields throw
  * {@link ModelFormatError} naming `file`, the key and the value.
  */
@@ -138,9 +156,21 @@ export function specFromConfig(json: unknown, file = 'config.json'): ModelSpec {
     return qwen35Spec(text, f);
   }
   if (modelType === 'qwen3_5_text') return qwen35Spec(f, f);
+  if (modelType === 'gemma3') {
+    // The multimodal Gemma 3 (4B and up) wraps its language model as Qwen3.5 does.
+    const text = f.object('text_config');
+    if (text === undefined)
+      f.refuse('text_config', 'missing (a gemma3 config holds its language model there)');
+    return gemma3Spec(text, f);
+  }
+  if (modelType === 'gemma3_text') return gemma3Spec(f, f);
+  if (modelType === 'lfm2') return lfm2Spec(f);
   const family = modelType === undefined ? undefined : FAMILIES[modelType];
   if (family === undefined) {
-    f.refuse('model_type', 'unsupported architecture (weft runs llama, mistral, qwen2, qwen3, qwen3_5)');
+    f.refuse(
+      'model_type',
+      'unsupported architecture (weft runs llama, mistral, qwen2, qwen3, qwen3_5, gemma3, smollm3, lfm2)',
+    );
   }
   refuseActivation(f);
   // Llama's `attention_bias` adds biases to q, k, v and o; weft's block has q/k/v biases only.
@@ -153,24 +183,127 @@ export function specFromConfig(json: unknown, file = 'config.json'): ModelSpec {
   if (f.number('partial_rotary_factor', 1) !== 1) {
     f.refuse('partial_rotary_factor', 'partial RoPE is not supported (only 1: every head dimension)');
   }
-  const shape = readAttentionShape(f);
+  // SmolLM3Config defaults to 4 KV heads.
+  const shape = readAttentionShape(f, family === 'smollm3' ? { kvHeads: 4 } : {});
   let maxPositions = f.count('max_position_embeddings');
-  const windowed = family === 'mistral' || f.boolean('use_sliding_window', false);
-  if (windowed && f.has('sliding_window')) maxPositions = Math.min(maxPositions, f.count('sliding_window'));
+  // Mistral's window applies to every layer, as Gemma 3's sliding layers'. Qwen2's only past
+  // `max_window_layers`: capped at the window there, where full and windowed attention agree.
+  const window = family === 'mistral' && f.has('sliding_window') ? f.count('sliding_window') : undefined;
+  if (family !== 'mistral' && f.boolean('use_sliding_window', false) && f.has('sliding_window'))
+    maxPositions = Math.min(maxPositions, f.count('sliding_window'));
   const bos = f.ids('bos_token_id');
-  const scaling = readRopeScaling(f);
-  const theta = f.positive('rope_theta', 10000);
+  // Transformers 5 writes `rope_parameters` ({ rope_theta, rope_type, ... }) in place of the two keys.
+  const rp = f.object('rope_parameters');
+  const scaling = rp ? ropeScalingOf(rp) : readRopeScaling(f);
+  const theta = (rp ?? f).positive('rope_theta', family === 'smollm3' ? 2_000_000 : 10000);
   return {
     family,
     ...shape,
     rope: scaling ? { theta, scaling, layout: 'half' } : { theta, layout: 'half' },
     maxPositions,
-    tiedEmbeddings: f.boolean('tie_word_embeddings', false),
+    tiedEmbeddings: f.boolean('tie_word_embeddings', family === 'smollm3'),
     qkvBias: family === 'qwen2',
     qkNorm: family === 'qwen3',
     bosId: bos[0],
     eosIds: f.ids('eos_token_id'),
+    ...(family === 'smollm3' ? { noRopeLayers: readNoRopeLayers(f, shape.layers) } : {}),
+    ...(window === undefined ? {} : { slidingWindow: window }),
   };
+}
+
+/**
+ * SmolLM3's `no_rope_layers`: per layer 1 where it uses RoPE, 0 where it has none; absent, every
+ * `no_rope_layer_interval`-th layer (4) has none, as SmolLM3Config fills it.
+ */
+function readNoRopeLayers(f: Fields, layers: number): boolean[] {
+  const list = f.obj.no_rope_layers;
+  if (list === undefined || list === null) {
+    const interval = f.count('no_rope_layer_interval', 4);
+    return Array.from({ length: layers }, (_, i) => (i + 1) % interval === 0);
+  }
+  // Transformers reads entry i for layer i: a longer list is allowed.
+  if (!Array.isArray(list) || list.length < layers || list.some((v) => v !== 0 && v !== 1))
+    f.refuse('no_rope_layers', `must list 0 or 1 for each of the ${layers} layers`);
+  return list.slice(0, layers).map((v) => v === 0);
+}
+
+/**
+ * Gemma 3's language model (`Gemma3TextConfig`): embedding scaled by √hidden, zero-centred norms,
+ * four per layer, QK-norm, GeGLU (`gelu_pytorch_tanh`), the softmax scale from
+ * `query_pre_attn_scalar`, sliding-window layers (`layer_types`, or all but every
+ * `sliding_window_pattern`-th) with their own RoPE base (`rope_local_base_freq`) beside global ones
+ * (`rope_theta`, with the config's `rope_scaling`). Transformers 5's `rope_parameters`, per layer
+ * type, is read too. Soft-capping (Gemma 2's; unset in Gemma 3's published configs) is refused.
+ */
+function gemma3Spec(f: Fields, outer: Fields): ModelSpec {
+  refusePrequantized(f);
+  const act = f.string('hidden_activation') ?? f.string('hidden_act') ?? 'gelu_pytorch_tanh';
+  if (act !== 'gelu_pytorch_tanh' && act !== 'gelu_tanh')
+    f.refuse(
+      f.has('hidden_activation') ? 'hidden_activation' : 'hidden_act',
+      'unsupported activation (gelu_pytorch_tanh)',
+    );
+  if (f.boolean('attention_bias', false)) f.refuse('attention_bias', 'gemma3 attention has no biases');
+  for (const key of ['final_logit_softcapping', 'attn_logit_softcapping'])
+    if (f.has(key)) f.refuse(key, 'logit soft-capping is not supported (Gemma 3 configs leave it null)');
+  if (f.boolean('use_bidirectional_attention', false))
+    f.refuse(
+      'use_bidirectional_attention',
+      'bidirectional attention (EmbeddingGemma) is not a causal language model',
+    );
+  // Gemma3TextConfig's defaults where Llama's differ: head_dim 256, 4 KV heads.
+  const shape = readAttentionShape(f, { headDim: 256, kvHeads: 4 });
+  const layerTypes = readSlidingLayers(f, shape.layers);
+  const window = f.count('sliding_window', 4096);
+  const perType = f.object('rope_parameters');
+  const full = perType?.object('full_attention');
+  const local = perType?.object('sliding_attention');
+  const fullScaling = full ? ropeScalingOf(full) : readRopeScaling(f);
+  const theta = (full ?? f).positive('rope_theta', 1_000_000);
+  const localTheta = local ? local.positive('rope_theta', 10000) : f.positive('rope_local_base_freq', 10000);
+  const localScaling = local ? ropeScalingOf(local) : undefined;
+  const bos = f.ids('bos_token_id');
+  const tied = f.has('tie_word_embeddings') ? f : outer;
+  return {
+    family: 'gemma3',
+    ...shape,
+    rope: fullScaling ? { theta, scaling: fullScaling, layout: 'half' } : { theta, layout: 'half' },
+    localRope: localScaling
+      ? { theta: localTheta, scaling: localScaling, layout: 'half' }
+      : { theta: localTheta, layout: 'half' },
+    maxPositions: f.count('max_position_embeddings'),
+    tiedEmbeddings: tied.boolean('tie_word_embeddings', true),
+    qkvBias: false,
+    qkNorm: true,
+    bosId: bos[0],
+    eosIds: f.ids('eos_token_id'),
+    zeroCentredNorms: true,
+    slidingWindow: window,
+    slidingLayers: layerTypes,
+    embedScale: true,
+    sandwichNorms: true,
+    activation: 'gelu_tanh',
+    attentionScale: 1 / Math.sqrt(f.positive('query_pre_attn_scalar', shape.headDim)),
+  };
+}
+
+/** Gemma 3's `layer_types` ("sliding_attention" / "full_attention"), or every `sliding_window_pattern`-th layer full. */
+function readSlidingLayers(f: Fields, layers: number): boolean[] {
+  const types = f.obj.layer_types;
+  if (types === undefined || types === null) {
+    const pattern = f.count('sliding_window_pattern', 6);
+    return Array.from({ length: layers }, (_, i) => (i + 1) % pattern !== 0);
+  }
+  if (!Array.isArray(types) || types.length !== layers)
+    f.refuse('layer_types', `must list one type per layer (num_hidden_layers = ${layers})`);
+  return types.map((t) => {
+    if (t === 'sliding_attention') return true;
+    if (t === 'full_attention') return false;
+    return f.refuse(
+      'layer_types',
+      `unknown layer type ${JSON.stringify(t)} (sliding_attention or full_attention)`,
+    );
+  });
 }
 
 function refusePrequantized(f: Fields): void {
@@ -187,16 +320,19 @@ function refuseActivation(f: Fields): void {
   if (act !== 'silu') f.refuse('hidden_act', 'unsupported activation (only silu)');
 }
 
-/** The sizes every family's config states the same way. */
-function readAttentionShape(f: Fields) {
+/**
+ * The sizes every family's config states the same way; `defaults` are a family's own where its
+ * config class differs from Llama's (which takes `head_dim` = hidden / heads, KV heads = heads).
+ */
+function readAttentionShape(f: Fields, defaults: { headDim?: number; kvHeads?: number } = {}) {
   const hidden = f.count('hidden_size');
   const heads = f.count('num_attention_heads');
-  const kvHeads = f.count('num_key_value_heads', heads);
+  const kvHeads = f.count('num_key_value_heads', defaults.kvHeads ?? heads);
   if (heads % kvHeads !== 0) f.refuse('num_key_value_heads', `must divide num_attention_heads (${heads})`);
-  if (!f.has('head_dim') && hidden % heads !== 0) {
+  if (!f.has('head_dim') && defaults.headDim === undefined && hidden % heads !== 0) {
     f.refuse('hidden_size', `must be a multiple of num_attention_heads (${heads}) when head_dim is absent`);
   }
-  const headDim = f.count('head_dim', hidden / heads);
+  const headDim = f.count('head_dim', defaults.headDim ?? hidden / heads);
   if (headDim % 2 !== 0) f.refuse('head_dim', 'must be even for RoPE');
   return {
     vocabSize: f.count('vocab_size'),
@@ -289,6 +425,106 @@ function readLayerKinds(f: Fields, layers: number): LayerKind[] {
       `unknown layer type ${JSON.stringify(t)} (linear_attention or full_attention)`,
     );
   });
+}
+
+/**
+ * LFM2 and LFM2.5 (`Lfm2Config`, `Lfm2ForCausalLM`): per layer a gated short convolution (`conv`)
+ * or GQA attention with QK-norm (`full_attention`), from `layer_types`, else `full_attn_idxs` (the
+ * attention layers; absent: every layer), each followed by a SwiGLU MLP of the width
+ * {@link lfm2FeedForward} derives. The config class's own keys and defaults: `norm_eps` (1e-5),
+ * `conv_L_cache` (3), `conv_bias` (false), `theta` before `rope_theta` (1e6; Transformers 5's
+ * `rope_parameters`, flat or per layer type), `tie_embedding` before `tie_word_embeddings` (true),
+ * `head_dim` hidden / heads, 8 KV heads, 128000 positions. A non-causal config (`is_causal: false`,
+ * LFM2's bidirectional embedding models) is refused.
+ */
+function lfm2Spec(f: Fields): ModelSpec {
+  refusePrequantized(f);
+  if (!f.boolean('is_causal', true))
+    f.refuse('is_causal', 'a bidirectional LFM2 (an embedding model) is not a causal language model');
+  const hidden = f.count('hidden_size');
+  const heads = f.count('num_attention_heads');
+  const kvHeads = f.count('num_key_value_heads', 8);
+  if (heads % kvHeads !== 0) f.refuse('num_key_value_heads', `must divide num_attention_heads (${heads})`);
+  if (!f.has('head_dim') && hidden % heads !== 0)
+    f.refuse('hidden_size', `must be a multiple of num_attention_heads (${heads}) when head_dim is absent`);
+  const headDim = f.count('head_dim', hidden / heads);
+  if (headDim % 2 !== 0) f.refuse('head_dim', 'must be even for RoPE');
+  const layers = f.count('num_hidden_layers');
+  const layerKinds = readLfm2LayerKinds(f, layers);
+  const kernel = f.count('conv_L_cache', 3);
+  if (kernel < 2) f.refuse('conv_L_cache', 'must be at least 2 (the window holds kernel - 1 past tokens)');
+  // Lfm2Config: theta = `theta`, else `rope_theta`, else 1e6; `rope_parameters` (Transformers 5)
+  // holds it instead, per layer type ({ full_attention: {...}, conv: null }) or flat.
+  const theta = f.positive('theta', f.positive('rope_theta', 1_000_000));
+  const rp = f.object('rope_parameters');
+  const ropeFields = rp?.object('full_attention') ?? rp;
+  const scaling = ropeFields ? ropeScalingOf(ropeFields) : readRopeScaling(f);
+  const ropeTheta = ropeFields ? ropeFields.positive('rope_theta', theta) : theta;
+  const bos = f.ids('bos_token_id');
+  const tied = f.has('tie_embedding') ? 'tie_embedding' : 'tie_word_embeddings';
+  return {
+    family: 'lfm2',
+    vocabSize: f.count('vocab_size'),
+    hidden,
+    intermediate: lfm2FeedForward(f),
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    rmsEps: f.positive('norm_eps', 1e-5),
+    rope: scaling ? { theta: ropeTheta, scaling, layout: 'half' } : { theta: ropeTheta, layout: 'half' },
+    maxPositions: f.count('max_position_embeddings', 128_000),
+    tiedEmbeddings: f.boolean(tied, true),
+    qkvBias: false,
+    qkNorm: true,
+    bosId: bos[0],
+    eosIds: f.ids('eos_token_id'),
+    layerKinds,
+    ...(layerKinds.includes('conv') ? { shortConv: { kernel, bias: f.boolean('conv_bias', false) } } : {}),
+  };
+}
+
+/**
+ * The MLP width of an LFM2 config as `Lfm2MLP.__init__` computes it from `block_ff_dim` (else
+ * `intermediate_size`, 12288): with `block_auto_adjust_ff_dim` (default true), int(2 · ff / 3), then,
+ * unless `block_ffn_dim_multiplier` is null (default 1.0), int(multiplier · that) rounded up to a
+ * multiple of `block_multiple_of` (default 256). (llama.cpp's converter rounds up even when the
+ * multiplier is null; Transformers does not, and weft follows Transformers.)
+ */
+function lfm2FeedForward(f: Fields): number {
+  const key = f.has('block_ff_dim') ? 'block_ff_dim' : 'intermediate_size';
+  let width = f.count(key, 12288);
+  if (!f.boolean('block_auto_adjust_ff_dim', true)) return width;
+  width = Math.trunc((2 * width) / 3);
+  if (f.obj.block_ffn_dim_multiplier !== null) {
+    const multipleOf = f.count('block_multiple_of', 256);
+    width = Math.trunc(f.positive('block_ffn_dim_multiplier', 1) * width);
+    width = multipleOf * Math.ceil(width / multipleOf);
+  }
+  if (width < 1) f.refuse(key, 'gives an MLP width below 1 once adjusted (block_auto_adjust_ff_dim)');
+  return width;
+}
+
+/**
+ * LFM2's `layer_types` ("conv" / "full_attention"), else `full_attn_idxs` (the attention layers'
+ * indices), else every layer attention, as `Lfm2Config` fills them.
+ */
+function readLfm2LayerKinds(f: Fields, layers: number): LayerKind[] {
+  const types = f.obj.layer_types;
+  if (types !== undefined && types !== null) {
+    if (!Array.isArray(types) || types.length !== layers)
+      f.refuse('layer_types', `must list one type per layer (num_hidden_layers = ${layers})`);
+    return types.map((t): LayerKind => {
+      if (t === 'conv') return 'conv';
+      if (t === 'full_attention') return 'attention';
+      return f.refuse('layer_types', `unknown layer type ${JSON.stringify(t)} (conv or full_attention)`);
+    });
+  }
+  const idxs = f.obj.full_attn_idxs;
+  if (idxs === undefined || idxs === null) return Array.from({ length: layers }, () => 'attention');
+  if (!Array.isArray(idxs) || !idxs.every((i) => Number.isSafeInteger(i) && i >= 0 && i < layers))
+    f.refuse('full_attn_idxs', `must list layer indices below num_hidden_layers (${layers})`);
+  return Array.from({ length: layers }, (_, i) => (idxs.includes(i) ? 'attention' : 'conv'));
 }
 
 /**

@@ -1,4 +1,11 @@
-import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import {
+  attentionScale,
+  deriveSizes,
+  layerAttention,
+  layerKind,
+  type ModelSpec,
+  type RopeSpec,
+} from '../formats/spec.js';
 import { createBuffer, uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { SplitAttention, type SplitAttentionShape } from '../kernels/attention/attention_split.js';
@@ -14,9 +21,9 @@ import {
 import { Embedding } from '../kernels/embed/embed.js';
 import { Hadamard } from '../kernels/hadamard/hadamard.js';
 import { KvCompact, type KvShape, KvWrite } from '../kernels/kv/kv.js';
-import { Matmul, type MatmulOptions, prepareMatmul } from '../kernels/matmul/matmul.js';
+import { gatedEpilogue, Matmul, type MatmulOptions, prepareMatmul } from '../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../kernels/matmul/matrix.js';
-import { RmsNorm } from '../kernels/norm/rmsnorm.js';
+import { RmsNorm, RmsNormAdd } from '../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../kernels/rope/qkv_rope.js';
 import { Rope, type RopeOptions } from '../kernels/rope/rope.js';
 import { TokenMask } from '../kernels/sample/mask.js';
@@ -24,7 +31,7 @@ import { Sampler, SplitSampler } from '../kernels/sample/sample.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import { packedWidth, type Quant, ROTATION_SEED, type RotationChoice, rotationFor } from '../quant/pack.js';
-import type { KernelBuilder, Linear, Rotations, SharedKernels } from './blocks/gpu.js';
+import type { KernelBuilder, LayerAttentionKernels, Linear, Rotations, SharedKernels } from './blocks/gpu.js';
 import {
   blockKernels,
   blockMatrices,
@@ -37,7 +44,8 @@ import { type GpuWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 /** A {@link Matmul} as a {@link Linear}. */
 function matmulLinear(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, o: MatmulOptions): Linear {
   const mm = new Matmul(ctx, binds, w, o);
-  const fused = { norm: o.norm !== undefined, add: o.epilogue === 'add', gated: o.epilogue === 'silu' };
+  const gated = o.epilogue !== undefined && gatedEpilogue(o.epilogue);
+  const fused = { norm: o.norm !== undefined, add: o.epilogue === 'add', gated };
   return { fused, encode: (pass, x, y, M) => mm.encode(pass, x, y, M), destroy: () => mm.destroy() };
 }
 
@@ -143,19 +151,19 @@ export async function buildKernels(
   };
   const steering = steeringKernels(ctx, binds, spec, o.steer);
   return {
-    embed: new Embedding(ctx, binds, w.embed),
+    // Gemma: the row times √H (the kernel rounds the scale to f32).
+    embed: new Embedding(ctx, binds, w.embed, spec.embedScale ? { scale: Math.sqrt(H) } : {}),
     norm: new RmsNorm(ctx, binds, { n: H, eps }),
     qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
     kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
-    rope: new Rope(ctx, binds, f.rope),
     kvWrite: new KvWrite(ctx, binds, o.kv),
-    qkvRope: new QkvRope(ctx, binds, f.qkvRope),
-    attention: new SplitAttention(ctx, binds, f.attention),
+    attn: layerAttentionKernels(ctx, binds, spec, f),
     compact: new KvCompact(ctx, binds, o.kv),
     add: new AddInPlace(ctx, binds),
     addQ: new AddInPlace(ctx, binds),
     addKv: new AddInPlace(ctx, binds),
-    silu: new SiluMul(ctx, binds, f.Ip, false),
+    silu: new SiluMul(ctx, binds, f.Ip, false, spec.activation === 'gelu_tanh' ? 'gelu' : 'silu'),
+    normAdd: spec.sandwichNorms ? new RmsNormAdd(ctx, binds, { n: H, eps }) : undefined,
     gather: new GatherRows(ctx, binds, H),
     // A weight-only matmul whatever the quant (W8A8 covers the `*_proj` linears only), with the
     // final norm folded in.
@@ -179,6 +187,57 @@ export async function buildKernels(
     gatherProj: spec.linearAttention ? new GatherRows(ctx, binds, projWidth(spec)) : undefined,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
   };
+}
+
+/**
+ * Per layer, the RoPE and attention kernels of its kind: one set per distinct (window, RoPE) among
+ * the attention layers (one for most models; Gemma 3: sliding and global), undefined for a
+ * linear-attention layer.
+ */
+function layerAttentionKernels(
+  ctx: GpuContext,
+  binds: BindGroupCache,
+  spec: ModelSpec,
+  f: ForwardShapes,
+): (LayerAttentionKernels | undefined)[] {
+  const sets = new Map<string, LayerAttentionKernels>();
+  // Passes run in order, so every kind shares the first one's buffer of chunk partials.
+  let partials: GPUBuffer | undefined;
+  return Array.from({ length: spec.layers }, (_, layer) => {
+    if (layerKind(spec, layer) !== 'attention') return undefined;
+    const kind = attentionKind(spec, f, layer);
+    const key = JSON.stringify(kind);
+    let set = sets.get(key);
+    if (!set) {
+      const attention = new SplitAttention(ctx, binds, kind.attention, partials);
+      partials ??= attention.partials;
+      set = {
+        rope: new Rope(ctx, binds, kind.rope),
+        qkvRope: new QkvRope(ctx, binds, { ...f.qkvRope, ...kind.rope }),
+        attention,
+      };
+      sets.set(key, set);
+    }
+    return set;
+  });
+}
+
+/** Layer `layer`'s RoPE options and attention shape: the forward's, with its own RoPE and window. */
+function attentionKind(
+  spec: ModelSpec,
+  f: ForwardShapes,
+  layer: number,
+): { rope: RopeOptions; attention: SplitAttentionShape } {
+  const { window, rope } = layerAttention(spec, layer);
+  return {
+    rope: rope ? { ...f.rope, ...ropeOptionsOf(rope) } : { ...f.rope, none: true },
+    attention: window === undefined ? f.attention : { ...f.attention, window },
+  };
+}
+
+/** The kernel RoPE options a spec's RoPE sets. */
+function ropeOptionsOf(rope: RopeSpec): Pick<RopeOptions, 'theta' | 'layout' | 'scaling' | 'rotaryDim'> {
+  return { theta: rope.theta, layout: rope.layout, scaling: rope.scaling, rotaryDim: rope.rotaryDim };
 }
 
 /** The sizes and kernel options {@link buildKernels} derives from the model and its placement. */
@@ -211,10 +270,7 @@ function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
     heads: spec.heads,
     kvHeads: spec.kvHeads,
     headDim: D,
-    theta: spec.rope.theta,
-    layout: spec.rope.layout,
-    scaling: spec.rope.scaling,
-    rotaryDim: spec.rope.rotaryDim,
+    ...ropeOptionsOf(spec.rope),
   };
   return {
     H: spec.hidden,
@@ -232,6 +288,7 @@ function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
       format: o.kv.format,
       maxRows: maxT,
       firstSlot: o.firstSlot,
+      scale: attentionScale(spec),
     },
     rope,
     qkvRope: {
@@ -274,12 +331,15 @@ async function prepareKernels(
     ).values(),
   ];
   const serial = ctx.kernels === 'serial';
+  const gelu = spec.activation === 'gelu_tanh';
+  const act = gelu ? 'gelu' : 'silu';
   await Promise.all([
     RmsNorm.prepare(ctx),
-    Embedding.prepare(ctx, w.embed.format),
+    Embedding.prepare(ctx, w.embed.format, spec.embedScale ? Math.sqrt(spec.hidden) : 1),
     Rope.prepare(ctx, spec.rope.layout),
     AddInPlace.prepare(ctx),
-    SiluMul.prepare(ctx, false),
+    SiluMul.prepare(ctx, false, gelu ? 'gelu' : 'silu'),
+    ...(spec.sandwichNorms ? [RmsNormAdd.prepare(ctx)] : []),
     GatherRows.prepare(ctx),
     ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
     // The fused variants the layers use (see the builder's `linear`): weight-only arithmetic only.
@@ -293,12 +353,13 @@ async function prepareKernels(
             format,
             shape,
             maxT,
-            normFused ? { norm: {}, epilogue: 'silu' } : { epilogue: 'silu' },
+            normFused ? { norm: {}, epilogue: act } : { epilogue: act },
           ),
         ])),
     ...(o.quant === 'w8a8' ? linearFormats.map((fmt) => prepareW8A8(ctx, fmt, maxT)) : []),
     KvWrite.prepare(ctx, o.kv.format),
     KvCompact.prepare(ctx),
+    // Every kind of attention layer's (a window and RoPE change uniforms and tables, not pipelines).
     SplitAttention.prepare(ctx, f.attention),
     QkvRope.prepare(ctx, f.qkvRope),
     prepareMatmul(ctx, w.lmHead.format, w.lmHead, maxT, { norm: {} }),
@@ -373,7 +434,7 @@ function rotationKernels(
  */
 export function destroyKernels(k: Kernels): void {
   for (const b of k.blocks) destroyBlockKernels(b);
-  k.attention.destroy();
+  for (const set of new Set(k.attn)) set?.attention.destroy();
   k.lmHead.destroy();
   k.sample.greedy.destroy();
   k.sample.gumbel.destroy();

@@ -12,7 +12,7 @@ import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernel
 import type { SteerPlan } from '../kernels/steer/steer.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { modelBlocks } from './blocks/blocks.js';
-import { type BlockState, PROFILE_SECTIONS } from './blocks/gpu.js';
+import { type BlockState, isKvCache, PROFILE_SECTIONS } from './blocks/gpu.js';
 import { blockMatrices, stateBuffers } from './blocks/kinds-gpu.js';
 import { linearStateOf } from './blocks/linear-gpu.js';
 import { openDecodeSession } from './decode-session.js';
@@ -155,6 +155,11 @@ export class GpuRunner implements ModelRunner {
       parts.w.lmHead.bytes +
       Math.ceil(parts.w.embed.bytes / parts.w.embed.rows) +
       (parts.stages?.weightBytes ?? 0);
+  }
+
+  /** Bytes the attention layers' K and V buffers hold (see {@link ModelRunner.kvBytes}). */
+  get kvBytes(): number {
+    return this.states.reduce((sum, s) => sum + (isKvCache(s) ? s.k.size + s.v.size : 0), 0);
   }
 
   /** [capacity, H] the features of every cache slot, when kept (a draft head reads them). */
@@ -574,6 +579,10 @@ function checkRunnerShapes(spec: ModelSpec, o: GpuRunnerOptions): KvShape {
   }
   if (o.head && !o.features)
     throw new InvalidInputError('createGpuRunner: a draft head keeps its outputs (features: true)');
+  if (spec.shortConv)
+    throw new InvalidInputError(
+      `a ${spec.family} model's short-convolution layers run on the CPU reference only so far (--device cpu)`,
+    );
   if (spec.linearAttention) {
     // The delta rule's output is out_proj's input as it stands: never padded.
     const { valueWidth } = linearSizes(spec);

@@ -103,7 +103,7 @@ export async function openMtpHead(target: {
           cacheSlots: slots,
           parents: positions.map(() => -1),
           attended,
-          invFreq,
+          invFreq: () => invFreq,
           kvFormat: 'f32',
           cache,
           linear,

@@ -1,7 +1,7 @@
 // The plain-TS operations of the reference forward pass (model/reference.ts, its blocks in
 // model/blocks/ and the draft head's CPU runner), in f32 storage with f64 accumulation: see the
 // numerics note in reference.ts.
-import { deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
+import { attentionScale, deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 
 /** Rounds every value to the nearest IEEE half (ties to even), in place. */
@@ -11,7 +11,8 @@ export function roundToHalves(x: Float32Array): void {
 
 /**
  * RoPE inverse frequencies `[rotaryDim / 2]` (rotaryDim: `rope.rotaryDim`, else headDim) as
- * Hugging Face computes them, rounded to f32: `1 / theta^(2i / rotaryDim)`, then Llama 3 scaling (`_compute_llama3_parameters`) when set:
+ * Hugging Face computes them, rounded to f32: `1 / theta^(2i / rotaryDim)`, divided by the factor
+ * of linear scaling, or with Llama 3 scaling (`_compute_llama3_parameters`) when set:
  * wavelengths below `originalMaxPositions / highFreqFactor` are kept, those above
  * `originalMaxPositions / lowFreqFactor` are divided by `factor`, and the band between is
  * interpolated smoothly.
@@ -24,6 +25,10 @@ export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32
     const s = rope.scaling;
     if (s === undefined) {
       inv[i] = f;
+      continue;
+    }
+    if (s.type === 'linear') {
+      inv[i] = f / s.factor;
       continue;
     }
     const wavelen = (2 * Math.PI) / f;
@@ -189,7 +194,7 @@ export function attend(
 ): void {
   const { kvWidth, groupSize } = deriveSizes(spec);
   const D = spec.headDim;
-  const scale = 1 / Math.sqrt(D);
+  const scale = attentionScale(spec);
   const scores = new Float64Array(slots.length);
   const acc = new Float64Array(D);
   for (let h = 0; h < spec.heads; h++) {

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import { deriveSizes, isRecurrent, layerAttention, type ModelSpec } from '../formats/spec.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { sampleRef } from '../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../kernels/sample/mask.js';
@@ -151,8 +151,8 @@ export class ReferenceRunner implements ModelRunner {
   readonly cache: ReferenceKvCache;
   /** Largest number of cached tokens. */
   readonly capacity: number;
-  /** RoPE inverse frequencies: [headDim / 2]. */
-  readonly invFreq: Float32Array;
+  /** Per layer, its RoPE inverse frequencies [rotaryDim / 2] (undefined: the layer has no RoPE). */
+  readonly invFreqs: readonly (Float32Array | undefined)[];
   /** Called at every block boundary of {@link ReferenceRunner.logits} when set. */
   residualHook: ResidualHook | undefined;
   /** Applied to the input of every `*_proj` linear when set (see {@link LinearInputHook}). */
@@ -161,7 +161,7 @@ export class ReferenceRunner implements ModelRunner {
   readonly kvFormat: KvFormat;
   /** The model's blocks, in forward order (`modelBlocks`). */
   readonly blocks: readonly Block[];
-  /** The linear-attention layers' states (none for a model without such layers). */
+  /** The recurrent (linear-attention, short-convolution) layers' states (none without such layers). */
   private readonly linearStates: LinearStates;
   /** Tokens of the last forward, whose rows `commit` may keep. */
   private lastTokens = 0;
@@ -182,7 +182,10 @@ export class ReferenceRunner implements ModelRunner {
     checkSpec(spec);
     this.blocks = modelBlocks(spec);
     this.weights = readWeights(spec, source);
-    this.invFreq = ropeInverseFrequencies(spec.rope, spec.headDim);
+    this.invFreqs = Array.from({ length: spec.layers }, (_, layer) => {
+      const rope = layerAttention(spec, layer).rope;
+      return rope && ropeInverseFrequencies(rope, spec.headDim);
+    });
     this.kvFormat = options.kvFormat ?? 'f32';
     this.capacity = options.capacity ?? spec.maxPositions;
     this.cache = new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, this.capacity);
@@ -194,9 +197,9 @@ export class ReferenceRunner implements ModelRunner {
     return this.cache.length;
   }
 
-  /** Whether the model has linear-attention layers (see {@link ModelRunner.recurrent}). */
+  /** Whether the model has linear-attention or short-convolution layers (see {@link ModelRunner.recurrent}). */
   get recurrent(): boolean {
-    return this.spec.linearAttention !== undefined;
+    return isRecurrent(this.spec);
   }
 
   /**
@@ -230,6 +233,11 @@ export class ReferenceRunner implements ModelRunner {
     const H = spec.hidden;
     const x = new Float32Array(T * H); // [T, H] residual stream
     for (let t = 0; t < T; t++) x.set(weights.embed.subarray(tokens[t]! * H, (tokens[t]! + 1) * H), t * H);
+    if (spec.embedScale) {
+      // Gemma: the row times √H, the scale rounded to f32 first (a buffer of the weights' dtype).
+      const scale = Math.fround(Math.sqrt(H));
+      for (let i = 0; i < x.length; i++) x[i] = Math.fround(x[i]! * scale);
+    }
     const pass: RefPass = {
       spec,
       T,
@@ -238,7 +246,7 @@ export class ReferenceRunner implements ModelRunner {
       cacheSlots,
       parents,
       attended,
-      invFreq: this.invFreq,
+      invFreq: (layer) => this.invFreqs[layer],
       kvFormat: this.kvFormat,
       cache,
       linear: this.linearStates,
@@ -335,11 +343,12 @@ export class ReferenceRunner implements ModelRunner {
   }
 
   /**
-   * Drops committed rows from `length` on. A model with linear-attention layers keeps only the state
-   * after its last committed token, so it can drop all rows (length 0) but not some.
+   * Drops committed rows from `length` on. A model with linear-attention or short-convolution layers
+   * keeps only the state after its last committed token, so it can drop all rows (length 0) but not
+   * some.
    */
   trim(length: number): void {
-    if (this.spec.linearAttention && length !== 0 && length !== this.cache.length)
+    if (isRecurrent(this.spec) && length !== 0 && length !== this.cache.length)
       throw new InvalidInputError(
         `trim: a ${this.spec.family} model's recurrent state cannot roll back to ${length} of ${this.cache.length} tokens (only to 0)`,
       );
@@ -421,4 +430,9 @@ function checkSpec(spec: ModelSpec): void {
     );
   if (spec.headDim % 2 !== 0)
     throw new InvalidInputError(`ReferenceRunner: headDim ${spec.headDim} must be even for RoPE`);
+  const kernel = spec.shortConv?.kernel;
+  if (spec.layerKinds?.includes('conv') && !(kernel !== undefined && Number.isInteger(kernel) && kernel >= 2))
+    throw new InvalidInputError(
+      `ReferenceRunner: conv layers need an integer spec.shortConv.kernel >= 2, got ${kernel}`,
+    );
 }

@@ -143,6 +143,11 @@ export interface ModelRunner {
   deviceCounts?(): GpuCounts;
   /** Bytes of weights one forward pass reads for one token, as packed. Absent off the GPU. */
   readonly weightBytesPerPass?: number;
+  /**
+   * Bytes the KV cache holds on the device, every attention layer's keys and values (a sliding
+   * layer's: its ring). Absent off the GPU.
+   */
+  readonly kvBytes?: number;
   dispose(): void;
 }
 

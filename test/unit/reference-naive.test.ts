@@ -39,6 +39,7 @@ function invFreqs(spec: ModelSpec): number[] {
   const base = Array.from({ length: d / 2 }, (_, i) => 1 / spec.rope.theta ** ((2 * i) / d));
   const s = spec.rope.scaling;
   if (!s) return base;
+  if (s.type === 'linear') return base.map((f) => f / s.factor);
   const lowWl = s.originalMaxPositions / s.lowFreqFactor;
   const highWl = s.originalMaxPositions / s.highFreqFactor;
   return base.map((f) => {

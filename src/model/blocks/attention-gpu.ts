@@ -21,6 +21,7 @@ import {
 /** The attention block's weights on the GPU, under the checkpoint's names and shapes. */
 export interface AttentionGpuWeights {
   readonly kind: 'attention';
+  readonly layer: number;
   readonly inputNorm: GPUBuffer; // [H]
   // q_proj, k_proj and v_proj stacked by rows as one matrix whose output row is q | k | v, where
   // their formats agree and each piece ends on a block (concatRows); else the three matrices.
@@ -34,6 +35,7 @@ export interface AttentionGpuWeights {
   readonly vBias: GPUBuffer | undefined; // [MAX_FORWARD_TOKENS, kvWidth]
   readonly qNorm: GPUBuffer | undefined; // [headDim]
   readonly kNorm: GPUBuffer | undefined; // [headDim]
+  readonly outNorm: GPUBuffer | undefined; // [H] Gemma's norm of the block's output
 }
 
 /** The attention block's linears, bound to its matrices. */
@@ -80,6 +82,7 @@ export async function placeAttention(
   }
   return {
     kind: 'attention',
+    layer: block.layer,
     inputNorm: await placer.norm(`${p}.input_layernorm.weight`, H),
     qkv,
     o: await placer.matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
@@ -91,6 +94,7 @@ export async function placeAttention(
     vBias: spec.qkvBias ? await placer.vector(biases[2]!, kvWidth, maxRows) : undefined,
     qNorm: spec.qkNorm ? await placer.norm(`${p}.self_attn.q_norm.weight`, spec.headDim) : undefined,
     kNorm: spec.qkNorm ? await placer.norm(`${p}.self_attn.k_norm.weight`, spec.headDim) : undefined,
+    outNorm: spec.sandwichNorms ? await placer.norm(`${p}.post_attention_layernorm.weight`, H) : undefined,
   };
 }
 
@@ -104,7 +108,8 @@ export function attentionKernels(kb: KernelBuilder, w: AttentionGpuWeights): Att
   return {
     kind: 'attention',
     qkv: 'parts' in w.qkv ? kb.linear(w.qkv, kb.norm(w.inputNorm)) : w.qkv.map((m) => kb.linear(m)),
-    o: kb.linear(w.o, { epilogue: 'add' }),
+    // With a norm of its output (Gemma), o stores and the norm-add kernel adds.
+    o: kb.linear(w.o, w.outNorm ? {} : { epilogue: 'add' }),
   };
 }
 
@@ -122,6 +127,8 @@ export function encodeAttention(
   if (!isKvCache(cache)) throw new Error('encodeAttention: an attention block has a KV cache');
   const { a, T, spec } = p;
   const { qWidth, kvWidth } = deriveSizes(spec);
+  const kinds = p.k.attn[w.layer];
+  if (!kinds) throw new Error(`encodeAttention: layer ${w.layer} has no attention kernels`);
   p.section('qkv');
   let qIn = a.q;
   if ('encode' in k.qkv) {
@@ -131,7 +138,7 @@ export function encodeAttention(
       : w.qNorm && w.kNorm
         ? { qNorm: w.qNorm, kNorm: w.kNorm }
         : {};
-    p.k.qkvRope.encode(p.pass, a.qkv, a.positions, a.slots, a.q, cache, T, weights);
+    kinds.qkvRope.encode(p.pass, a.qkv, a.positions, a.slots, a.q, cache, T, weights);
   } else {
     const hq = normedInput(p, w.inputNorm);
     const [lq, lk, lv] = k.qkv;
@@ -150,16 +157,28 @@ export function encodeAttention(
       qIn = a.qn;
       kIn = a.kn;
     }
-    p.k.rope.encode(p.pass, qIn, kIn, a.positions, T);
+    kinds.rope.encode(p.pass, qIn, kIn, a.positions, T);
     p.k.kvWrite.encode(p.pass, kIn, a.v, a.slots, cache, T);
   }
   p.section('attention');
-  p.k.attention.encode(p.pass, qIn, cache.k, cache.v, a.vis, a.slots, a.attn, T, p.base, p.lastSlot);
+  kinds.attention.encode(
+    p.pass,
+    qIn,
+    cache.k,
+    cache.v,
+    a.vis,
+    a.slots,
+    a.positions,
+    a.attn,
+    T,
+    p.base,
+    p.lastSlot,
+  );
   p.section('o');
   // Qwen3.5: attention · sigmoid(gate), the gate read from the q | k | v | gate row.
   if (spec.outputGate) {
     if (!p.k.gate) throw new Error('encodeAttention: an output-gated model has the gate kernel');
     p.k.gate.encode(p.pass, a.attn, a.qkv, T);
   }
-  encodeResidual(p, k.o, rotatedInput(p, p.k.rot?.heads, a.attn));
+  encodeResidual(p, k.o, rotatedInput(p, p.k.rot?.heads, a.attn), w.outNorm);
 }

@@ -1,8 +1,10 @@
 // The attention block (blocks.ts): a decoder layer's input norm, q | k | v (Qwen2's bias, Qwen3's
 // QK-norm), RoPE, the KV cache write, attention over the cache and o, added into the residual
-// stream. Its tensors and reference forward here; its GPU side in attention-gpu.ts.
-import { linearsByInput } from '../../formats/layout.js';
-import { deriveSizes, type ModelSpec } from '../../formats/spec.js';
+// stream, its tensors under the family's names (layout.ts: LFM2's operator_norm, q_layernorm,
+// k_layernorm and out_proj). Its tensors and reference forward here; its GPU side in
+// attention-gpu.ts.
+import { linearsByInput, normNames } from '../../formats/layout.js';
+import { deriveSizes, layerAttention, type ModelSpec } from '../../formats/spec.js';
 import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
@@ -26,6 +28,8 @@ export interface AttentionWeights {
   /** [headDim] each, when `spec.qkNorm`. */
   readonly qNorm: Float32Array | undefined;
   readonly kNorm: Float32Array | undefined;
+  /** [H] the norm of the block's output before the residual add, when `spec.sandwichNorms`. */
+  readonly outNorm: Float32Array | undefined;
 }
 
 /** The block's tensors under the checkpoint's names, with their shapes. */
@@ -33,9 +37,11 @@ export function attentionTensors(spec: ModelSpec, block: AttentionBlock): [strin
   const p = layerPrefix(block.layer);
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
-  const [q, k, v] = linearsByInput(block.layer).qkv;
+  const linears = linearsByInput(block.layer, spec);
+  const [q, k, v] = linears.qkv;
+  const norms = normNames(spec, block.layer);
   return [
-    [`${p}.input_layernorm.weight`, [H]],
+    [norms.input, [H]],
     [q, [spec.outputGate ? 2 * qWidth : qWidth, H]],
     [k, [kvWidth, H]],
     [v, [kvWidth, H]],
@@ -48,11 +54,12 @@ export function attentionTensors(spec: ModelSpec, block: AttentionBlock): [strin
       : []),
     ...(spec.qkNorm
       ? ([
-          [`${p}.self_attn.q_norm.weight`, [spec.headDim]],
-          [`${p}.self_attn.k_norm.weight`, [spec.headDim]],
+          [norms.q, [spec.headDim]],
+          [norms.k, [spec.headDim]],
         ] as [string, number[]][])
       : []),
-    [`${p}.self_attn.o_proj.weight`, [H, qWidth]],
+    [linears.o[0], [H, qWidth]],
+    ...(spec.sandwichNorms ? ([[`${p}.post_attention_layernorm.weight`, [H]]] as [string, number[]][]) : []),
   ];
 }
 
@@ -62,18 +69,23 @@ export function readAttention(take: TakeTensor, spec: ModelSpec, block: Attentio
   const get = (name: string) => take(name, shapes.get(name)!);
   const getIf = (on: boolean, name: string) => (on ? get(name) : undefined);
   const p = `${layerPrefix(block.layer)}.self_attn`;
+  const linears = linearsByInput(block.layer, spec);
+  const norms = normNames(spec, block.layer);
   return {
     kind: 'attention',
-    inputNorm: normWeight(spec, get(`${layerPrefix(block.layer)}.input_layernorm.weight`)),
-    q: get(`${p}.q_proj.weight`),
-    k: get(`${p}.k_proj.weight`),
-    v: get(`${p}.v_proj.weight`),
-    o: get(`${p}.o_proj.weight`),
+    inputNorm: normWeight(spec, get(norms.input)),
+    q: get(linears.qkv[0]),
+    k: get(linears.qkv[1]),
+    v: get(linears.qkv[2]),
+    o: get(linears.o[0]),
     qBias: getIf(spec.qkvBias, `${p}.q_proj.bias`),
     kBias: getIf(spec.qkvBias, `${p}.k_proj.bias`),
     vBias: getIf(spec.qkvBias, `${p}.v_proj.bias`),
-    qNorm: spec.qkNorm ? normWeight(spec, get(`${p}.q_norm.weight`)) : undefined,
-    kNorm: spec.qkNorm ? normWeight(spec, get(`${p}.k_norm.weight`)) : undefined,
+    qNorm: spec.qkNorm ? normWeight(spec, get(norms.q)) : undefined,
+    kNorm: spec.qkNorm ? normWeight(spec, get(norms.k)) : undefined,
+    outNorm: spec.sandwichNorms
+      ? normWeight(spec, get(`${layerPrefix(block.layer)}.post_attention_layernorm.weight`))
+      : undefined,
   };
 }
 
@@ -86,7 +98,7 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   const { spec, T, x } = pass;
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
-  const names = linearsByInput(block.layer);
+  const names = linearsByInput(block.layer, spec);
   const h = new Float32Array(T * H); // [T, H] the normed input
   const q = new Float32Array(T * qWidth); // [T, heads, headDim]
   const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
@@ -103,8 +115,12 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   // Qwen3: RMSNorm over each head's headDim values, before RoPE.
   if (w.qNorm) rmsNorm(q, spec.headDim, w.qNorm, spec.rmsEps, q);
   if (w.kNorm) rmsNorm(k, spec.headDim, w.kNorm, spec.rmsEps, k);
-  rope(q, spec.heads, spec.headDim, pass.positions, pass.invFreq, spec.rope.layout);
-  rope(k, spec.kvHeads, spec.headDim, pass.positions, pass.invFreq, spec.rope.layout);
+  const { window, rope: ropeSpec } = layerAttention(spec, block.layer);
+  const invFreq = pass.invFreq(block.layer);
+  if (ropeSpec && invFreq) {
+    rope(q, spec.heads, spec.headDim, pass.positions, invFreq, ropeSpec.layout);
+    rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout);
+  }
   const keys = pass.cache.keys[block.layer]!;
   const values = pass.cache.values[block.layer]!;
   if (pass.kvFormat === 'f16') {
@@ -115,14 +131,29 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
     keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
     values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
   }
-  for (let t = 0; t < T; t++)
-    attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, pass.attended[t]!, attn, t * qWidth);
+  for (let t = 0; t < T; t++) {
+    const slots = window === undefined ? pass.attended[t]! : inWindow(pass, t, window);
+    attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, slots, attn, t * qWidth);
+  }
   // Qwen3.5: attention · sigmoid(gate), in f32.
   if (gate)
     for (let i = 0; i < attn.length; i++)
       attn[i] = Math.fround(attn[i]! * Math.fround(1 / (1 + Math.exp(-gate[i]!))));
   linear(pass.input(attn, qWidth, names.o), qWidth, w.o, H, undefined, proj);
+  if (w.outNorm) rmsNorm(proj, H, w.outNorm, spec.rmsEps, proj); // Gemma: normed before the add
   addInto(x, proj);
+}
+
+/**
+ * The slots row t attends to within a sliding window: those whose position p' has
+ * p - p' < window, p the row's position. A prefix slot stands at its own position, a slot of this
+ * pass at its row's.
+ */
+function inWindow(pass: RefPass, t: number, window: number): number[] {
+  const base = pass.cacheSlots[0]!;
+  const at = (slot: number) => (slot < base ? slot : pass.positions[slot - base]!);
+  const p = pass.positions[t]!;
+  return pass.attended[t]!.filter((slot) => p - at(slot) < window);
 }
 
 /**

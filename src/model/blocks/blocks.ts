@@ -20,8 +20,8 @@ export interface AttentionBlock {
 export interface MlpBlock {
   readonly kind: 'mlp';
   readonly layer: number;
-  /** silu(gate) · up (Llama, Qwen). */
-  readonly activation: 'silu';
+  /** silu(gate) · up (Llama, Qwen), or gelu_tanh(gate) · up (Gemma's GeGLU). */
+  readonly activation: 'silu' | 'gelu_tanh';
 }
 
 /**
@@ -34,8 +34,18 @@ export interface LinearAttentionBlock {
   readonly layer: number;
 }
 
+/**
+ * LFM2's gated short convolution of one decoder layer: its input norm (`operator_norm`), in_proj to
+ * B | C | x, a causal depthwise convolution over B · x, C · conv, out_proj and the residual add. Its
+ * state is the layer's last `kernel - 1` rows of B · x (shortconv.ts).
+ */
+export interface ShortConvBlock {
+  readonly kind: 'conv';
+  readonly layer: number;
+}
+
 /** One block of a model's forward. */
-export type Block = AttentionBlock | LinearAttentionBlock | MlpBlock;
+export type Block = AttentionBlock | LinearAttentionBlock | ShortConvBlock | MlpBlock;
 
 /** A family's description: its blocks in forward order, built from the spec. */
 export type FamilyBlocks = (spec: ModelSpec) => Block[];
@@ -49,7 +59,7 @@ export type FamilyBlocks = (spec: ModelSpec) => Block[];
 const decoderLayers: FamilyBlocks = (spec) =>
   Array.from({ length: spec.layers }, (_, layer): Block[] => [
     { kind: layerKind(spec, layer), layer },
-    { kind: 'mlp', layer, activation: 'silu' },
+    { kind: 'mlp', layer, activation: spec.activation ?? 'silu' },
   ]).flat();
 
 /** Every family's description. */
@@ -59,6 +69,14 @@ export const FAMILIES: Readonly<Record<ModelFamily, FamilyBlocks>> = {
   qwen2: decoderLayers,
   qwen3: decoderLayers,
   qwen3_5: decoderLayers,
+  // Gemma 3: the same two blocks per layer; its sandwich norms, GeGLU, sliding windows and scaled
+  // embedding are switches of the spec.
+  gemma3: decoderLayers,
+  // SmolLM3: a Llama whose `noRopeLayers` skip RoPE.
+  smollm3: decoderLayers,
+  // LFM2: per layer a short convolution or attention (with QK-norm), then a SiLU-gated MLP, under
+  // LFM2's own tensor names.
+  lfm2: decoderLayers,
 };
 
 /** The blocks of a model's forward, in order. */

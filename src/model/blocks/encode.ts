@@ -20,9 +20,18 @@ export function normedInput(p: GpuPass, gamma: GPUBuffer): GPUBuffer {
   return rotatedInput(p, p.k.rot?.hidden, p.a.h);
 }
 
-/** x += W·input: in the matmul's epilogue, or through tmp and the add kernel (W8A8). */
-export function encodeResidual(p: GpuPass, linear: Linear, input: GPUBuffer): void {
+/**
+ * x += W·input: in the matmul's epilogue, or through tmp and the add kernel (W8A8); with `outNorm`
+ * (Gemma's sandwich norms), x += rmsnorm(W·input) · outNorm through tmp and the norm-add kernel.
+ */
+export function encodeResidual(p: GpuPass, linear: Linear, input: GPUBuffer, outNorm?: GPUBuffer): void {
   const { a, T } = p;
+  if (outNorm) {
+    if (!p.k.normAdd) throw new Error('encodeResidual: a model with sandwich norms has the norm-add kernel');
+    linear.encode(p.pass, input, a.tmp, T);
+    p.k.normAdd.encode(p.pass, a.tmp, outNorm, a.x, T);
+    return;
+  }
   if (linear.fused.add) {
     linear.encode(p.pass, input, a.x, T);
     return;

@@ -10,7 +10,7 @@ import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvCompact, KvLayerBuffers, KvWrite } from '../../kernels/kv/kv.js';
 import type { MatmulOptions } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
-import type { RmsNorm } from '../../kernels/norm/rmsnorm.js';
+import type { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
 import type { QkvRope } from '../../kernels/rope/qkv_rope.js';
 import type { Rope } from '../../kernels/rope/rope.js';
 import type { Quant } from '../../quant/pack.js';
@@ -80,20 +80,30 @@ export interface Rotations {
   out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
 }
 
+/**
+ * The RoPE and attention kernels of one kind of attention layer: its RoPE (base, scaling, or none)
+ * and its window. Layers of one kind share one set (Gemma 3: a sliding and a global set).
+ */
+export interface LayerAttentionKernels {
+  rope: Rope;
+  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
+  attention: SplitAttention;
+}
+
 /** The kernel instances every block shares (their uniforms never differ between blocks). */
 export interface SharedKernels {
   norm: RmsNorm; // n = H, every T-row norm
   qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
   kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
-  rope: Rope;
   kvWrite: KvWrite;
-  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
-  attention: SplitAttention;
+  /** Per layer, the RoPE and attention of its kind (undefined for a linear-attention layer). */
+  attn: readonly (LayerAttentionKernels | undefined)[];
   compact: KvCompact;
   add: AddInPlace; // T * H
   addQ: AddInPlace; // T * qWidth
   addKv: AddInPlace; // T * kvWidth
-  silu: SiluMul;
+  silu: SiluMul; // act(gate) · up of an unpaired MLP (SiLU, or Gemma's GELU)
+  normAdd: RmsNormAdd | undefined; // x += rmsnorm(y) · w: Gemma's norms of a block's output
   rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
   gate: SigmoidGate | undefined; // attention · sigmoid(gate) of an output-gated model
   deltaNet: DeltaNet | undefined; // the linear-attention layers' conv and delta rule

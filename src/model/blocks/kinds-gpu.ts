@@ -1,6 +1,7 @@
 // Every block kind's GPU side behind one switch: placing its weights, its matrices, its linears,
 // its state and its encode. A new kind adds an arm to each (the compiler's exhaustiveness check
 // lists them).
+import { InvalidInputError } from '../../errors.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import {
   type AttentionGpuWeights,
@@ -45,6 +46,10 @@ export function placeBlock(placer: Placer, block: Block, maxRows: number): Promi
       return placeMlp(placer, block);
     case 'linear':
       return placeLinear(placer, block);
+    case 'conv':
+      throw new InvalidInputError(
+        `layer ${block.layer}: short-convolution (LFM2 conv) layers run on the CPU reference only so far`,
+      );
   }
 }
 
@@ -56,9 +61,11 @@ export function blockMatrices(w: GpuBlockWeights): GpuMatrix[] {
 
 /** A block's other buffers (norm weights, biases), destroyed with its matrices. */
 export function blockVectors(w: GpuBlockWeights): GPUBuffer[] {
-  if (w.kind === 'mlp') return [w.postNorm];
+  if (w.kind === 'mlp') return [w.postNorm, w.outNorm].filter((b) => b !== undefined);
   if (w.kind === 'linear') return linearVectors(w);
-  return [w.inputNorm, w.qkvBias, w.qBias, w.kBias, w.vBias, w.qNorm, w.kNorm].filter((b) => b !== undefined);
+  return [w.inputNorm, w.qkvBias, w.qBias, w.kBias, w.vBias, w.qNorm, w.kNorm, w.outNorm].filter(
+    (b) => b !== undefined,
+  );
 }
 
 /** A block's linears over its matrices. */

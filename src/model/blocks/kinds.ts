@@ -6,9 +6,10 @@ import type { Block } from './blocks.js';
 import { type LinearWeights, linearRef, linearTensors, readLinear } from './linear.js';
 import { type MlpWeights, mlpRef, mlpTensors, readMlp } from './mlp.js';
 import type { RefPass, TakeTensor } from './pass.js';
+import { readShortConv, type ShortConvWeights, shortConvRef, shortConvTensors } from './shortconv.js';
 
 /** A block's weights for the reference, tagged with its kind. */
-export type BlockWeights = AttentionWeights | LinearWeights | MlpWeights;
+export type BlockWeights = AttentionWeights | LinearWeights | ShortConvWeights | MlpWeights;
 
 /** The tensors a block reads, under the checkpoint's names, with their shapes. */
 export function blockTensors(spec: ModelSpec, block: Block): [string, number[]][] {
@@ -17,6 +18,8 @@ export function blockTensors(spec: ModelSpec, block: Block): [string, number[]][
       return attentionTensors(spec, block);
     case 'linear':
       return linearTensors(spec, block);
+    case 'conv':
+      return shortConvTensors(spec, block);
     case 'mlp':
       return mlpTensors(spec, block);
   }
@@ -29,6 +32,8 @@ export function readBlock(take: TakeTensor, spec: ModelSpec, block: Block): Bloc
       return readAttention(take, spec, block);
     case 'linear':
       return readLinear(take, spec, block);
+    case 'conv':
+      return readShortConv(take, spec, block);
     case 'mlp':
       return readMlp(take, spec, block);
   }
@@ -38,6 +43,7 @@ export function readBlock(take: TakeTensor, spec: ModelSpec, block: Block): Bloc
 export function blockRef(pass: RefPass, block: Block, w: BlockWeights): void {
   if (block.kind === 'attention' && w.kind === 'attention') attentionRef(pass, block, w);
   else if (block.kind === 'linear' && w.kind === 'linear') linearRef(pass, block, w);
+  else if (block.kind === 'conv' && w.kind === 'conv') shortConvRef(pass, block, w);
   else if (block.kind === 'mlp' && w.kind === 'mlp') mlpRef(pass, block, w);
   else throw new Error(`blockRef: ${block.kind} block given ${w.kind} weights`);
 }

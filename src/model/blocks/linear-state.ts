@@ -1,17 +1,24 @@
-// The reference's state of the linear-attention (Gated DeltaNet) layers: per layer, the state after
-// the committed prefix and after each row of the last forward (linear.ts advances it).
-import { linearSizes, type ModelSpec } from '../../formats/spec.js';
+// The reference's state of the recurrent layers, the linear-attention (Gated DeltaNet) and the
+// short-convolution (LFM2) ones: per layer, the state after the committed prefix and after each row
+// of the last forward (linear.ts and shortconv.ts advance it).
+import { layerKind, linearSizes, type ModelSpec } from '../../formats/spec.js';
 
-/** A linear layer's state after some token: the convolution's window and the recurrent state. */
+/**
+ * A recurrent layer's state after some token: the convolution's window and, for a Gated DeltaNet,
+ * the recurrent state.
+ */
 export interface LinearState {
-  /** [convKernel - 1, convChannels] the last inputs of q | k | v, oldest first. */
+  /**
+   * [convKernel - 1, convChannels] the last inputs of q | k | v, oldest first; a short convolution's
+   * [kernel - 1, H] last rows of B · x.
+   */
   readonly conv: Float32Array;
-  /** [valueHeads, keyDim, valueDim] */
+  /** [valueHeads, keyDim, valueDim]; empty for a short convolution. */
   readonly S: Float32Array;
 }
 
 /**
- * The reference's linear-layer states: per layer, the state after the committed prefix, and the
+ * The reference's recurrent-layer states: per layer, the state after the committed prefix, and the
  * state after each row of the last forward (a tree row's state is its parent's advanced by its
  * token, so no row sees a sibling's). Committing a path keeps the state after its last node; the
  * state cannot roll back to an earlier length, only start again from zeros.
@@ -26,6 +33,10 @@ export class LinearStates {
   before(layer: number, parent: number, empty: boolean): LinearState {
     const from = parent >= 0 ? this.rows.get(layer)![parent]! : empty ? undefined : this.committed.get(layer);
     if (from) return { conv: from.conv.slice(), S: from.S.slice() };
+    if (layerKind(this.spec, layer) === 'conv') {
+      const window = (this.spec.shortConv!.kernel - 1) * this.spec.hidden;
+      return { conv: new Float32Array(window), S: new Float32Array(0) };
+    }
     const la = this.spec.linearAttention!;
     return {
       conv: new Float32Array((la.convKernel - 1) * linearSizes(this.spec).convChannels),

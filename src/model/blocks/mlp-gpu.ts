@@ -5,6 +5,7 @@ import type { MlpBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
 import { encodeResidual, normedInput, rotatedInput } from './encode.js';
 import type { GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
+import { mlpNormName } from './mlp.js';
 
 /**
  * The MLP block's weights on the GPU. Ip is the MLP width as packed (see `placeWeights`): I, or I
@@ -12,7 +13,9 @@ import type { GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
  */
 export interface MlpGpuWeights {
   readonly kind: 'mlp';
-  readonly postNorm: GPUBuffer; // [H]
+  readonly activation: MlpBlock['activation'];
+  readonly postNorm: GPUBuffer; // [H] the input norm (post_attention_layernorm, Gemma's pre_feedforward_layernorm)
+  readonly outNorm: GPUBuffer | undefined; // [H] Gemma's norm of the block's output
   // gate_proj and up_proj as one gated pair (uploadGatedPair: silu(gate·x) * (up·x) in one matmul)
   // where their formats and blocks allow; else the two matrices.
   readonly gateUp: GpuMatrix | readonly [GpuMatrix, GpuMatrix]; // gated [Ip, H] | [Ip, H], [Ip, H]
@@ -36,7 +39,9 @@ export async function placeMlp(placer: Placer, block: MlpBlock): Promise<MlpGpuW
   const p = layerPrefix(block.layer);
   return {
     kind: 'mlp',
-    postNorm: await placer.norm(`${p}.post_attention_layernorm.weight`, H),
+    activation: block.activation,
+    postNorm: await placer.norm(mlpNormName(spec, block.layer), H),
+    outNorm: spec.sandwichNorms ? await placer.norm(`${p}.post_feedforward_layernorm.weight`, H) : undefined,
     gateUp: await placer.paired(`${p}.mlp.gate_up_proj.weight`, [gate!, I, H], [up!, I, H]),
     down: await placer.matrix(`${p}.mlp.down_proj.weight`, H, I),
   };
@@ -53,9 +58,13 @@ export function mlpKernels(kb: KernelBuilder, w: MlpGpuWeights): MlpKernels {
     kind: 'mlp',
     gateUp:
       'parts' in w.gateUp
-        ? kb.linear(w.gateUp, { ...kb.norm(w.postNorm), epilogue: 'silu' })
+        ? kb.linear(w.gateUp, {
+            ...kb.norm(w.postNorm),
+            epilogue: w.activation === 'gelu_tanh' ? 'gelu' : 'silu',
+          })
         : [kb.linear(w.gateUp[0]), kb.linear(w.gateUp[1])],
-    down: kb.linear(w.down, { epilogue: 'add' }),
+    // With a norm of its output (Gemma), down stores and the norm-add kernel adds.
+    down: kb.linear(w.down, w.outNorm ? {} : { epilogue: 'add' }),
   };
 }
 
@@ -75,5 +84,5 @@ export function encodeMlp(p: GpuPass, w: MlpGpuWeights, k: MlpKernels): void {
     p.k.silu.encode(p.pass, [a.gate, a.up], a.act, T);
   }
   p.section('down');
-  encodeResidual(p, k.down, rotatedInput(p, p.k.rot?.mlp, a.act));
+  encodeResidual(p, k.down, rotatedInput(p, p.k.rot?.mlp, a.act), w.outNorm);
 }

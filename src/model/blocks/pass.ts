@@ -24,13 +24,13 @@ export interface RefPass {
   readonly parents: readonly number[];
   /** The cache slots each row attends to, in slot order (prefix, ancestors, itself). */
   readonly attended: readonly (readonly number[])[];
-  /** RoPE inverse frequencies [headDim / 2]. */
-  readonly invFreq: Float32Array;
+  /** Layer `layer`'s RoPE inverse frequencies [rotaryDim / 2]; undefined where the layer has no RoPE. */
+  invFreq(layer: number): Float32Array | undefined;
   /** How the cache stores keys and values (f16: rounded to halves on the way in). */
   readonly kvFormat: KvFormat;
   /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim]. */
   readonly cache: { readonly keys: readonly Float32Array[]; readonly values: readonly Float32Array[] };
-  /** The linear-attention layers' states (model/blocks/linear.ts). */
+  /** The recurrent layers' states: Gated DeltaNet (linear.ts) and short convolution (shortconv.ts). */
   readonly linear: LinearStates;
   /** A `*_proj` linear's input as it multiplies (W8A8's rounding, calibration's statistics). */
   input(a: Float32Array, width: number, linears: readonly string[]): Float32Array;

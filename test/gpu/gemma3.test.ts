@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest';
+import { createEngine } from '../../src/engine/create.js';
+import { Engine } from '../../src/engine/engine.js';
+import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
+import { memoryModelFiles } from '../../src/formats/files.js';
+import type { ModelFamily } from '../../src/formats/spec.js';
+import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { openModel } from '../../src/model/load.js';
+import { roundedThrough } from '../../src/model/quantized.js';
+import { ReferenceRunner } from '../../src/model/reference.js';
+import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
+import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import { formatOf, type Quant } from '../../src/quant/pack.js';
+import { fixtureFiles } from '../fixtures/write.js';
+import { relErr } from '../helpers/compare.js';
+import { gpu, gpuHost } from '../helpers/gpu.js';
+
+// Gemma 3 (sliding-window layers beside a global one, sandwich norms, GeGLU, scaled embedding) and
+// SmolLM3 (a layer without RoPE) on the GPU, from tiny checkpoints with the published layouts (see
+// tinyConfig). The Gemma prompt is longer than its 64-token window.
+const ids: TextCodec = { encode: () => [], decode: () => '', eosIds: [] };
+const long = Array.from({ length: 80 }, (_, i) => (i * 37 + 5) % 500);
+const CAPACITY = 160;
+
+async function open(family: ModelFamily, quant: Quant = 'f32') {
+  const { files } = fixtureFiles(family, 'f32', 7);
+  const opened = await openModel(memoryModelFiles(family, files));
+  const dev = await createGpuRunner(opened, { quant, capacity: CAPACITY, gpu: await gpu() });
+  return { opened, dev };
+}
+
+async function reference(opened: Awaited<ReturnType<typeof openModel>>, quant: Quant = 'f32') {
+  const f32 = await readAllF32(opened.weights);
+  const tensors = quant === 'f32' ? f32 : roundedThrough(f32, formatOf(quant));
+  return new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: CAPACITY });
+}
+
+async function greedyIds(runner: ModelRunner, p: number[], n: number, prefillChunk = 64): Promise<number[]> {
+  const engine = new Engine({ id: 'gemma3', runner, codec: ids });
+  const out: number[] = [];
+  for await (const c of engine.generate(p, { maxTokens: n, prefillChunk })) out.push(...c.ids);
+  return out;
+}
+
+describe('Gemma 3 on the GPU', () => {
+  it('greedy 32 tokens at f32 equal the reference past the window, across prefill chunks', async () => {
+    const { opened, dev } = await open('gemma3');
+    expect(opened.spec.slidingWindow).toBe(64);
+    const ref = await reference(opened);
+    const want = await greedyIds(ref, long, 32);
+    expect(await greedyIds(dev, long, 32, 24)).toEqual(want);
+    expect(await greedyIds(dev, long, 32)).toEqual(want);
+    // A short prompt, inside the window, too.
+    expect(await greedyIds(dev, long.slice(0, 9), 16)).toEqual(await greedyIds(ref, long.slice(0, 9), 16));
+    dev.dispose();
+  });
+
+  it('a decode step: the two norms of block outputs add one dispatch each; one write, one 4-byte readback', async () => {
+    const { opened, dev } = await open('gemma3');
+    for (const part of [long.slice(0, 40), long.slice(40)]) {
+      await dev.forward({ tokens: part }, GREEDY, 'last');
+      dev.commit(part.map((_, i) => i));
+    }
+    const session = dev.decode(9, GREEDY, 3);
+    await session.next();
+    await session.next();
+    const step = dev.lastForward;
+    session.close();
+    // Per layer: q|k|v, QkvRope, attention (+ its merge on the GPU forms past one chunk: not here,
+    // 83 slots), o, its norm-add; gate|up, down, its norm-add. Per token: embedding, LM head, sampler.
+    const perLayer = 8;
+    const perToken = step.dispatches - opened.spec.layers * perLayer;
+    console.log(`[gemma3] decode step: ${step.dispatches} dispatches (${opened.spec.layers} layers)`);
+    expect(perToken).toBeGreaterThan(0);
+    expect(perToken).toBeLessThanOrEqual(4);
+    expect(step.writes).toBe(1);
+    expect(step.readbackBytes).toBe(4);
+    dev.dispose();
+  });
+
+  const formats =
+    gpuHost().kernels === 'gpu' ? (['f16', 'int8', 'int4', 'int2'] as const) : (['int4'] as const);
+  it.each(formats)(
+    '%s: logits and greedy ids equal the reference with the same rounded weights',
+    async (quant) => {
+      const { opened, dev } = await open('gemma3', quant);
+      const ref = await reference(opened, quant);
+      // 40 tokens committed, then 40 more scored: rows on both sides of the window's edge.
+      const [head, tail] = [long.slice(0, 40), long.slice(40)];
+      for (const r of [ref, dev] as ModelRunner[]) {
+        await r.forward({ tokens: head }, GREEDY, 'last');
+        r.commit(head.map((_, i) => i));
+      }
+      const want = await ref.forward({ tokens: tail }, GREEDY, 'all');
+      const got = await dev.forward({ tokens: tail }, GREEDY, 'all');
+      const logits = await ref.lastLogits();
+      expect(relErr(await dev.lastLogits(), logits)).toBeLessThan(1e-4);
+      expect(Array.from(got)).toEqual(Array.from(want));
+      for (const r of [ref, dev]) r.trim(0);
+      expect(await greedyIds(dev, long, 12, 32)).toEqual(await greedyIds(ref, long, 12));
+      dev.dispose();
+    },
+  );
+
+  it('scores a draft tree past the window edge like the reference, commits a path and decodes on', async () => {
+    const { opened, dev } = await open('gemma3');
+    const ref = await reference(opened);
+    // 62 committed tokens: the tree's rows stand at positions 62..65, across the 64-token window.
+    const p = long.slice(0, 62);
+    const tree = { tokens: [40, 41, 42, 43, 44, 45], parents: [-1, 0, 1, 2, 0, -1] };
+    for (const r of [ref, dev] as ModelRunner[]) {
+      await r.forward({ tokens: p }, GREEDY, 'last');
+      r.commit(p.map((_, i) => i));
+    }
+    const want = await ref.forward(tree, GREEDY, 'all');
+    const got = await dev.forward(tree, GREEDY, 'all');
+    expect(relErr(await dev.lastLogits(), ref.logits(tree))).toBeLessThan(1e-4);
+    expect(Array.from(got)).toEqual(Array.from(want));
+    for (const r of [ref, dev] as ModelRunner[]) r.commit([0, 1, 2, 3]);
+    const next = [...p, 40, 41, 42, 43];
+    expect(await greedyIds(dev, next, 8)).toEqual(await greedyIds(ref, next, 8));
+    dev.dispose();
+  });
+
+  it('speculative decoding equals plain decoding, greedy and seeded, with n-grams and int4 self-drafts', async () => {
+    const { files } = fixtureFiles('gemma3', 'f32', 7);
+    const engine = await createEngine({
+      model: memoryModelFiles('gemma3', files),
+      quant: 'f32',
+      contextLength: CAPACITY,
+      draft: { self: 'int4' },
+      gpu: await gpu(),
+    });
+    // A repetitive prompt past the window, so n-grams find drafts.
+    const p = [...long.slice(0, 60), 5, 17, 99, 3, 250, 17, 99, 3];
+    const run = async (o: GenerateOptions) => {
+      const out: number[] = [];
+      for await (const c of engine.generate(p, o)) out.push(...c.ids);
+      return out;
+    };
+    const plain = await run({ maxTokens: 16, drafter: 'none' });
+    for (const drafter of ['ngram', 'draft'] as const) {
+      expect(await run({ maxTokens: 16, drafter, treeBudget: 8 }), drafter).toEqual(plain);
+      console.log(
+        `[gemma3] ${drafter}: ${(plain.length / Math.max(1, engine.lastStats!.target_passes)).toFixed(2)} tokens per target pass`,
+      );
+    }
+    const seeded = { maxTokens: 12, temperature: 1, seed: 3 };
+    const sampled = await run({ ...seeded, drafter: 'none' });
+    for (const drafter of ['ngram', 'draft'] as const)
+      expect(await run({ ...seeded, drafter, treeBudget: 6 }), drafter).toEqual(sampled);
+    await engine.unload();
+  });
+});
+
+describe('SmolLM3 on the GPU', () => {
+  it('greedy 32 tokens at f32 equal the reference (its last layer without RoPE)', async () => {
+    const { opened, dev } = await open('smollm3');
+    expect(opened.spec.noRopeLayers).toEqual([false, true]);
+    const ref = await reference(opened);
+    const prompt = long.slice(0, 12);
+    const want = await greedyIds(ref, prompt, 32);
+    expect(await greedyIds(dev, prompt, 32, 5)).toEqual(want);
+    dev.dispose();
+  });
+});
