@@ -22,8 +22,8 @@ import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
 // The model-level GPU tests the lavapipe project runs in the GPU forms: every family and format
 // against the reference, the decode session, tree verification, every drafter and the draft head,
-// grammar, steering, the f16 KV cache, rotations, the counters, Qwen3.5's hybrid layers, and Gemma 3's
-// sliding windows and SmolLM3's RoPE-less layers. (The others check placement,
+// grammar, steering, the f16 KV cache, rotations, the counters, Qwen3.5's and LFM2's hybrid layers,
+// and Gemma 3's sliding windows and SmolLM3's RoPE-less layers. (The others check placement,
 // conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
 const LAVAPIPE_MODEL_TESTS = [
   'test/gpu/forward.test.ts',
@@ -36,6 +36,8 @@ const LAVAPIPE_MODEL_TESTS = [
   'test/gpu/rotate.test.ts',
   'test/gpu/qwen35.test.ts',
   'test/gpu/gemma3.test.ts',
+  'test/gpu/lfm2.test.ts',
+  'test/gpu/phi3.test.ts',
 ];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];

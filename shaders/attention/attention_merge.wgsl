@@ -2,12 +2,12 @@
 // attention_split.wgsl wrote for rows whose visible keys span more than one chunk:
 //   M = max_c m_c;  out = (Σ_c acc_c · e^(m_c - M)) / (Σ_c l_c · e^(m_c - M)), c = first, ... in order.
 //
-// Bindings (group 0): 0 uniform Params { scale, first, window } (attention_split's; only window is
-//   read); 1 slots: array<u32> [T] (each row's own slot, slots[T-1] the largest); 2 positions:
-//   array<u32> [T] (each row's position); 3 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)]
-//   (acc[g, d], then m[g], then l[g]; nChunks = slots[T-1] / CH + 1); 4 out: array<vec4<f32>>
-//   [T, heads, D] (written for rows with more than one visible chunk).
-// Grid: (kvHeads, T) workgroups (T and kvHeads from num_workgroups). A row's visible chunks are
+// Bindings (group 0): 0 uniform Params { scale, first, window, ring, chunks } (attention_split's;
+//   window and chunks are read); 1 slots: array<u32> [T] (each row's own slot); 2 positions:
+//   array<u32> [T] (each row's position); 3 part: array<f32> [T, kvHeads, chunks, G · (D + 2)]
+//   (acc[g, d], then m[g], then l[g]; chunk c at c mod chunks, as attention_split writes it);
+//   4 out: array<vec4<f32>> [T, heads, D] (written for rows with more than one visible chunk).
+// Grid: (kvHeads, T) workgroups (kvHeads from num_workgroups). A row's visible chunks are
 //   first = lo / CH ..= last = slots[r] / CH, lo the start of its window (0 without one), as in
 //   attention_split; rows with first == last were finished by the partial pass and are skipped, and
 //   chunks before first hold no partial (the partial pass returned there) and are not read.
@@ -47,26 +47,24 @@ fn main(
   let kvh = wid.x;
   let r = wid.y;
   let kvHeads = nwg.x;
-  let T = nwg.y;
   let me = slots[r];
   let first = window_start(positions[r], me) / CH;
   let last = me / CH;
   if (first == last) {
     return;
   }
-  let nChunks = slots[T - 1u] / CH + 1u;
   let stride = G * (D + 2u);
-  let pRow = (r * kvHeads + kvh) * nChunks * stride;
+  let pRow = (r * kvHeads + kvh) * p.chunks * stride;
   for (var i = t; i < G * D4; i += WG) {
     let g = i / D4;
     var mMax = -3.0e38;
     for (var c = first; c <= last; c++) {
-      mMax = max(mMax, part[pRow + c * stride + G * D + g]);
+      mMax = max(mMax, part[pRow + (c % p.chunks) * stride + G * D + g]);
     }
     var l = 0.0;
     var acc = vec4<f32>(0.0);
     for (var c = first; c <= last; c++) {
-      let pc = pRow + c * stride;
+      let pc = pRow + (c % p.chunks) * stride;
       let w = exp(part[pc + G * D + g] - mMax);
       l += part[pc + G * D + G + g] * w;
       acc += vec4<f32>(part[pc + 4u * i], part[pc + 4u * i + 1u], part[pc + 4u * i + 2u], part[pc + 4u * i + 3u]) * w;

@@ -4,18 +4,28 @@
 // the unnormalised weighted V) or, when the row's visible keys all lie in one chunk, the row's
 // final output. attention_merge.wgsl folds the partials of the other rows.
 //
-// Bindings (group 0): 0 uniform Params { scale, first, window }; 1 q: array<vec4<f32>> [T, heads, D];
-//   2 kc, 3 vc: [capacity, kvHeads, D] as array<vec4<f32>>, or with KV_F16 array<vec2<u32>> (IEEE
-//   halves packed two per u32, element 2j in the low 16 bits: 4 elements per vec2<u32>);
+// Bindings (group 0): 0 uniform Params { scale, first, window, ring, chunks }; 1 q:
+//   array<vec4<f32>> [T, heads, D]; 2 kc, 3 vc: [rows, kvHeads, D] as array<vec4<f32>>, or with
+//   KV_F16 array<vec2<u32>> (IEEE halves packed two per u32, element 2j in the low 16 bits: 4
+//   elements per vec2<u32>); slot s at row cache_row(s, ring) (kv_ring.wgsl): s mod ring with a
+//   ring (rows = ring, a sliding-window layer's cache), s itself with ring 0 (rows = capacity);
 //   4 vis: array<vec2<u32>> [T], per row a 64-bit mask (x low, y high) over the 64 slots ending at
 //   the row's own: bit d marks slot slots[r] - d visible; 5 slots: array<u32> [T], each row's own
 //   cache slot (where kvWrite put its K/V), slots[T-1] the largest; 6 positions: array<u32> [T],
 //   each row's position (RoPE's: slots[r] for a chain, base + depth in a tree);
 //   7 out: array<vec4<f32>> [T, heads, D] (written for rows whose visible keys fit one chunk);
-//   8 part: array<f32> [T, kvHeads, nChunks, G · (D + 2)] (written for the other rows): G · D
-//   unnormalised sums acc[g, d], then m[g], then l[g]. nChunks = slots[T-1] / CH + 1.
-// Grid: (nChunks, kvHeads, T) workgroups; T and kvHeads come from num_workgroups, so the only
-//   uniform (scale, first, window) is written once, and a decode step rewrites nothing here.
+//   8 part: array<f32> [T, kvHeads, chunks, G · (D + 2)] (written for the other rows): G · D
+//   unnormalised sums acc[g, d], then m[g], then l[g]; chunk c at c mod chunks (a uniform: every
+//   chunk, or with a ring the most one row's window spans, so the partials too stay the window's
+//   size; a row's visible chunks are consecutive and at most `chunks`, so they never collide).
+// Grid: (NC, kvHeads, T) workgroups; T and kvHeads come from num_workgroups, so the only uniform
+//   (scale, first, window, ring, chunks) is written once, and a decode step rewrites nothing here.
+//   The NC columns are the chunks that end at the pass's last, slots[T-1] / CH: workgroup x takes
+//   chunk c = slots[T-1] / CH + 1 + x - NC (none when that is below 0). The wrapper sizes NC from
+//   the chunk of the first window start any row may have, max(0, base + 1 - window) (every
+//   position ≥ base), to that of its bound on the largest slot, so with a window only the chunks
+//   that can be visible are launched (a decode step far into the context: about
+//   (window + 64) / CH + 2, not all of them); without one NC = slots[T-1] / CH + 1 (chunk 0 on).
 // Visibility: row r at slot me = slots[r] sees slot s ≤ me when me - s ≥ 64 (the tree region
 //   is never longer than 64 slots, so older slots are its committed prefix) or bit me - s of
 //   vis[r] is set. A chain (prefill, decode) sets every bit; a depth-first tree at slots base + r
@@ -29,6 +39,9 @@
 //   than 64 positions behind) is in its window: the test on the slot alone is exact.
 //   Chunk c of row r is empty when c·CH > me or (c + 1)·CH ≤ lo; the workgroup returns, and the
 //   row's visible chunks are first = lo / CH ..= last = me / CH.
+// Ring: slots, chunks and every order stay absolute; only the row a slot is read from changes, so a
+//   ring gives the bits a full cache holding the same keys gives. ring ≥ window + 64 (checked in
+//   TS): a pass's rows lie within 64 slots, so none of its writes overwrote a key a row sees.
 // Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
 //   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
 //   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
@@ -36,11 +49,14 @@
 //   keys' loads issued at once, then added in key order); the S parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
 //   so a row's output is bit-identical whatever rows share the pass (batch invariance).
 // Dispatches: rows whose visible keys fit one chunk (first == last) are final after this pass, so
-//   a pass with slots[T-1] < CH costs this one dispatch; otherwise attention_merge follows (two
-//   in all; it skips those rows).
+//   a pass whose grid is one chunk wide (NC = 1: every key below CH, or every row's window within
+//   one chunk) costs this one dispatch; otherwise attention_merge follows (two in all; it skips
+//   those rows).
 // Preconditions: D % 4 == 0, D ≤ 4 · WG; heads = G · kvHeads; CH a multiple of WG, WG a power of
 //   two; slots[T-1] the largest; window 0 or ≥ 64, and a row's position at most its slot (a tree
-//   row's depth at most its index); every visible slot written in kc and vc.
+//   row's depth at most its index) and with a window at least the pass's first slot base; with a
+//   ring every slot below base + 64; every visible slot written in kc and vc (and with a ring not
+//   overwritten since).
 
 {{PARAMS}}
 
@@ -87,6 +103,18 @@ fn v4(i: u32) -> vec4<f32> {
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read_write> part: array<f32>;
 
+//#include kv_ring
+
+// The chunk workgroup column x of a grid `cols` wide takes (the header's Grid), or 0xffffffff
+// (no chunk: below chunk 0). T: the pass's rows.
+fn chunk_of(x: u32, cols: u32, T: u32) -> u32 {
+  let end = slots[T - 1u] / CH + 1u; // one past the pass's last chunk
+  if (x + end < cols) {
+    return 0xffffffffu;
+  }
+  return x + end - cols;
+}
+
 // The first slot row slot `me` at position `pos` may see: the window's start (0 without one),
 // never past the row's own slot. attention_merge.wgsl computes the same.
 fn window_start(pos: u32, me: u32) -> u32 {
@@ -117,11 +145,11 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) g: u32,
 ) {
-  let c = wid.x;
   let kvh = wid.y;
   let r = wid.z;
   let kvHeads = nwg.y;
   let T = nwg.z;
+  let c = chunk_of(wid.x, nwg.x, T);
   let seen = vis[r]; // bit d: slot me - d visible
   let me = slots[r];
   let lo = window_start(positions[r], me);
@@ -141,7 +169,7 @@ fn main(
     let s = c0 + j;
     var score = MASKED;
     if (sees(s, me, seen, lo)) {
-      let kb = s * slotStride + kvh * D4;
+      let kb = cache_row(s, p.ring) * slotStride + kvh * D4;
       var acc = 0.0;
       for (var i = 0u; i < D4; i++) {
         acc += dot(q[qBase + i], k4(kb + i));
@@ -157,13 +185,12 @@ fn main(
     sc[j] = w;
     l += w;
   }
-  let nChunks = slots[T - 1u] / CH + 1u;
-  let pBase = ((r * kvHeads + kvh) * nChunks + c) * G * (D + 2u);
+  let pBase = ((r * kvHeads + kvh) * p.chunks + c % p.chunks) * G * (D + 2u);
   for (var i = 0u; i < D4; i++) {
     var a = vec4<f32>(0.0);
     let vb = kvh * D4 + i;
     for (var j = j0; j < n; j++) {
-      a += sc[j] * v4((c0 + j) * slotStride + vb);
+      a += sc[j] * v4(cache_row(c0 + j, p.ring) * slotStride + vb);
     }
     if (first == last) {
       out[qBase + i] = a / l;
@@ -206,11 +233,11 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) t: u32,
 ) {
-  let c = wid.x;
   let kvh = wid.y;
   let r = wid.z;
   let kvHeads = nwg.y;
   let T = nwg.z;
+  let c = chunk_of(wid.x, nwg.x, T);
   let seen = vis[r]; // bit d: slot me - d visible
   let me = slots[r];
   let lo = window_start(positions[r], me);
@@ -240,7 +267,7 @@ fn main(
       dots[g] = 0.0; // a declaration in a loop body is not re-zeroed on every compiler
     }
     if (visible) {
-      let kb = s * slotStride + kvh * D4;
+      let kb = cache_row(s, p.ring) * slotStride + kvh * D4;
       for (var d = 0u; d < D4; d++) {
         let kv = k4(kb + d);
         for (var g = 0u; g < G; g++) {
@@ -294,7 +321,7 @@ fn main(
     for (var j0 = skip + sp; j0 < n; j0 += VB * S) {
       var vv: array<vec4<f32>, VB>;
       for (var i = 0u; i < VB; i++) {
-        vv[i] = v4((c0 + min(j0 + i * S, n - 1u)) * slotStride + kvh * D4 + col);
+        vv[i] = v4(cache_row(c0 + min(j0 + i * S, n - 1u), p.ring) * slotStride + kvh * D4 + col);
       }
       for (var i = 0u; i < VB; i++) {
         let j = j0 + i * S;
@@ -317,8 +344,7 @@ fn main(
     }
   }
   workgroupBarrier();
-  let nChunks = slots[T - 1u] / CH + 1u;
-  let pBase = ((r * kvHeads + kvh) * nChunks + c) * G * (D + 2u);
+  let pBase = ((r * kvHeads + kvh) * p.chunks + c % p.chunks) * G * (D + 2u);
   for (var i = t; i < G * D4; i += WG) {
     var a = vec4<f32>(0.0);
     for (var s = 0u; s < S; s++) {

@@ -3,14 +3,16 @@
 // k and v written into the KV cache at explicit slots. The same operations, in the same order, as
 // the unfused path (AddInPlace, rmsnorm.wgsl, rope.wgsl, kv_write.wgsl), so results are bit-identical.
 //
-// Bindings (group 0): 0 uniform Params { heads, kvHeads, headDim, capacity, eps } (static: written once);
+// Bindings (group 0): 0 uniform Params { heads, kvHeads, headDim, capacity, eps, ring } (static:
+//   written once);
 //   1 qkv: array<f32> [T, W], W = qWidth + 2 · kvWidth (q at column 0, k at qWidth, v at
 //   qWidth + kvWidth; qWidth = heads · D, kvWidth = kvHeads · D), with OUTPUT_GATE
 //   W = 2 · qWidth + 2 · kvWidth (a gate [qWidth] after v, not read here);
 //   2 positions: array<u32> [T]; 3 slots: array<u32> [T]; 4 inv_freq: array<f32> [ROT / 2] (as rope.wgsl);
-//   5 q_out: array<f32> [T, heads, D] (written); 6 kc, 7 vc: [capacity, kvHeads, D] (written), f32 or
+//   5 q_out: array<f32> [T, heads, D] (written); 6 kc, 7 vc: [rows, kvHeads, D] (written), f32 or
 //   with KV_F16 IEEE halves packed two per u32 (element 2j in the low 16 bits, rounded to nearest
-//   even by half_bits, as kv_write.wgsl);
+//   even by half_bits, as kv_write.wgsl); slot s at row cache_row(s, ring), as kv_write.wgsl (s mod
+//   ring with a ring of rows = ring, s with ring 0 and rows = capacity);
 //   then, in this order from binding 8, with BIAS bias: array<f32> [qWidth + 2 · kvWidth] (q|k|v);
 //   with QK_NORM q_norm, k_norm: array<f32> [D] (binding numbers substituted by the wrapper).
 // Work: a unit is 4 elements of one head of one row. Of a q or k head, units u < ROT / 4 are rope
@@ -62,6 +64,7 @@ const HALF: u32 = ROT / 2u;
 //#if KV_F16
 //#include half_bits
 //#endif
+//#include kv_ring
 
 const U: u32 = D / 4u; // units per head
 const UR: u32 = ROT / 4u; // rope units per head (the first UR); the rest pass through
@@ -99,7 +102,11 @@ fn normed(m: u32, W: u32, col: u32, e: u32, isQ: bool, inv: f32) -> f32 {
 fn rotated(m: u32, W: u32, col: u32, ea: u32, eb: u32, i: u32, pos: f32, isQ: bool, inv: f32) -> vec2<f32> {
   let a = normed(m, W, col, ea, isQ, inv);
   let b = normed(m, W, col, eb, isQ, inv);
+//#if ATTN_FACTOR
+  let cs = cos_sin(pos * inv_freq[i]) * bitcast<f32>({{ATTN_FACTOR_BITS}}u);
+//#else
   let cs = cos_sin(pos * inv_freq[i]);
+//#endif
   return rotate(a, b, cs.x, cs.y);
 }
 
@@ -125,7 +132,7 @@ fn pass_unit(m: u32, W: u32, col: u32, hh: u32, u: u32, isQ: bool, inv: f32) {
   if (slot >= p.capacity) {
     return;
   }
-  let dst = slot * p.kvHeads * D + (hh - p.heads) * D + e;
+  let dst = cache_row(slot, p.ring) * p.kvHeads * D + (hh - p.heads) * D + e;
 //#if KV_F16
   kc[dst / 2u] = half_bits(x.x) | (half_bits(x.y) << 16u);
   kc[dst / 2u + 1u] = half_bits(x.z) | (half_bits(x.w) << 16u);
@@ -178,7 +185,7 @@ fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
   if (slot >= p.capacity) {
     return;
   }
-  let dst = slot * kvWidth + kh * D; // element offset of this KV head in the cache
+  let dst = cache_row(slot, p.ring) * kvWidth + kh * D; // element offset of this KV head in the cache
 //#if KV_F16
 //#if INTERLEAVED
   kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r0.y) << 16u);
@@ -204,7 +211,7 @@ fn copy_v(m: u32, kh: u32, u: u32) {
     return;
   }
   let src = p.heads * D + kvWidth + kh * D + 4u * u;
-  let dst = slot * kvWidth + kh * D + 4u * u;
+  let dst = cache_row(slot, p.ring) * kvWidth + kh * D + 4u * u;
 //#if KV_F16
   vc[dst / 2u] = half_bits(load(m, W, src)) | (half_bits(load(m, W, src + 1u)) << 16u);
   vc[dst / 2u + 1u] = half_bits(load(m, W, src + 2u)) | (half_bits(load(m, W, src + 3u)) << 16u);

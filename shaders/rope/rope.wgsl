@@ -40,7 +40,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let hh = (idx / half) % allHeads;
   let m = idx / (half * allHeads);
   let angle = f32(positions[m]) * inv_freq[i];
+//#if ATTN_FACTOR
+  let cs = cos_sin(angle) * bitcast<f32>({{ATTN_FACTOR_BITS}}u);
+//#else
   let cs = cos_sin(angle);
+//#endif
   let c = cs.x;
   let s = cs.y;
 //#if INTERLEAVED

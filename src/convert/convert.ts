@@ -65,7 +65,6 @@ const COPIED = [
  * written for a model converted from GGUF, whose metadata has no config.json.
  */
 export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
-  const scaling = spec.rope.scaling;
   return {
     architectures: [
       {
@@ -77,6 +76,7 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
         gemma3: 'Gemma3ForCausalLM',
         smollm3: 'SmolLM3ForCausalLM',
         lfm2: 'Lfm2ForCausalLM',
+        phi3: 'Phi3ForCausalLM',
       }[spec.family],
     ],
     model_type:
@@ -91,19 +91,7 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
     hidden_act: spec.activation === 'gelu_tanh' ? 'gelu_pytorch_tanh' : 'silu',
     rms_norm_eps: spec.rmsEps,
     rope_theta: spec.rope.theta,
-    ...(scaling?.type === 'linear'
-      ? { rope_scaling: { rope_type: 'linear', factor: scaling.factor } }
-      : scaling
-        ? {
-            rope_scaling: {
-              rope_type: 'llama3',
-              factor: scaling.factor,
-              low_freq_factor: scaling.lowFreqFactor,
-              high_freq_factor: scaling.highFreqFactor,
-              original_max_position_embeddings: scaling.originalMaxPositions,
-            },
-          }
-        : {}),
+    ...ropeScalingConfig(spec),
     max_position_embeddings: spec.maxPositions,
     tie_word_embeddings: spec.tiedEmbeddings,
     bos_token_id: spec.bosId,
@@ -111,6 +99,42 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
     ...linearAttentionConfig(spec),
     ...attentionLayersConfig(spec),
     ...lfm2Config(spec),
+  };
+}
+
+/**
+ * `rope_scaling` for a spec's RoPE: linear, Llama 3's, or LongRoPE with the short factors as both
+ * lists (weft keeps only those), its attention factor stated, `original_max_position_embeddings`
+ * equal to the context (a LongRoPE spec's `maxPositions` is the original context already), and the
+ * partial rotary of a Phi-3 spec.
+ */
+function ropeScalingConfig(spec: ModelSpec): Record<string, unknown> {
+  const scaling = spec.rope.scaling;
+  const partial =
+    spec.family === 'phi3' && spec.rope.rotaryDim !== undefined
+      ? { partial_rotary_factor: spec.rope.rotaryDim / spec.headDim }
+      : {};
+  if (scaling === undefined) return partial;
+  if (scaling.type === 'linear') return { rope_scaling: { rope_type: 'linear', factor: scaling.factor } };
+  if (scaling.type === 'longrope')
+    return {
+      ...partial,
+      rope_scaling: {
+        rope_type: 'longrope',
+        short_factor: [...scaling.factors],
+        long_factor: [...scaling.factors],
+        attention_factor: scaling.attentionFactor,
+      },
+      original_max_position_embeddings: spec.maxPositions,
+    };
+  return {
+    rope_scaling: {
+      rope_type: 'llama3',
+      factor: scaling.factor,
+      low_freq_factor: scaling.lowFreqFactor,
+      high_freq_factor: scaling.highFreqFactor,
+      original_max_position_embeddings: scaling.originalMaxPositions,
+    },
   };
 }
 

@@ -257,7 +257,11 @@ async function chooseSettings(options: CreateEngineOptions, opened: OpenedModel)
     throw new InvalidInputError(`contextLength must be an integer >= 2, got ${context}`);
   if (context > spec.maxPositions)
     throw new InvalidInputError(
-      `contextLength ${context} exceeds the model's context of ${spec.maxPositions} tokens (max_position_embeddings)`,
+      `contextLength ${context} exceeds the model's context of ${spec.maxPositions} tokens (${
+        spec.rope.scaling?.type === 'longrope'
+          ? 'original_max_position_embeddings: past it Transformers switches LongRoPE to its long factors, which weft does not run; within it the short factors weft runs are exact'
+          : 'max_position_embeddings'
+      })`,
     );
   // A weft-q checkpoint or a quantized GGUF defaults to the format it is stored in (placed by copy).
   const quant = options.quant ?? opened.packed?.format ?? 'f16';

@@ -5,8 +5,10 @@
 // since `uploadMatrix` splits them into parts that fit the binding limit.
 import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
 import { deriveSizes, layerKind, linearSizes, type ModelSpec } from '../formats/spec.js';
-import { type KvFormat, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { type KvFormat, kvRows, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { layerKvShape } from '../model/blocks/attention-gpu.js';
 import { linearStateBytes, projWidth } from '../model/blocks/linear-gpu.js';
+import { shortConvStateBytes } from '../model/blocks/shortconv-gpu.js';
 import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
 import { packedBytes, type WeightFormat } from '../quant/formats.js';
 
@@ -34,7 +36,7 @@ export interface ModelFootprint {
   readonly weights: number;
   /** K and V of every attention layer. */
   readonly kvCache: number;
-  /** The linear-attention layers' states and kept projection rows (0 without such layers). */
+  /** The recurrent layers' states and kept projection rows (0 without such layers). */
   readonly state: number;
   /** Activations of one forward pass, and the logits readback buffer. */
   readonly activations: number;
@@ -64,7 +66,8 @@ export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: Footpri
   const maxT = MAX_FORWARD_TOKENS;
   const kinds = Array.from({ length: spec.layers }, (_, l) => layerKind(spec, l));
   const attentionLayers = kinds.filter((k) => k === 'attention').length;
-  const linearLayers = spec.layers - attentionLayers;
+  const linearLayers = kinds.filter((k) => k === 'linear').length;
+  const convLayers = kinds.filter((k) => k === 'conv').length;
   const mlp = 2 * packedBytes(format, I, H) + packedBytes(format, H, I);
   // q_proj with an output gate holds each head's query and gate rows.
   const attentionMatrices =
@@ -74,18 +77,26 @@ export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: Footpri
   // Norms, and biases repeated for every forward row (see LayerWeights).
   const attentionVectors =
     4 * (2 * H + (spec.qkvBias ? maxT * (qWidth + 2 * kvWidth) : 0) + (spec.qkNorm ? 2 * spec.headDim : 0));
-  const linear = linearLayers > 0 ? linearFootprint(spec, format) : { matrices: 0, vectors: 0, state: 0 };
+  const none = { matrices: 0, vectors: 0, state: 0 };
+  const linear = linearLayers > 0 ? linearFootprint(spec, format) : none;
+  const conv = convLayers > 0 ? convFootprint(spec, format) : none;
   const heads = packedBytes(format, V, H) * (spec.tiedEmbeddings ? 1 : 2);
   const weights =
     attentionLayers * (attentionMatrices + attentionVectors) +
     linearLayers * (linear.matrices + linear.vectors) +
+    convLayers * (conv.matrices + conv.vectors) +
     spec.layers * mlp +
     heads +
     4 * H;
   const kv = { capacity: o.context, kvHeads: spec.kvHeads, headDim: spec.headDim, format: o.kvFormat };
   const kvLayer = o.context * kvWordsPerSlot(kv) * 4; // [context, kvHeads, headDim]
-  const kvCache = 2 * attentionLayers * kvLayer;
-  const state = linearLayers * linear.state;
+  // A sliding layer's ring holds its window and a little more, not the context (layerKvShape).
+  const kvCache = kinds.reduce(
+    (sum, k, l) =>
+      sum + (k === 'attention' ? 2 * kvRows(layerKvShape(spec, kv, l)) * kvWordsPerSlot(kv) * 4 : 0),
+    0,
+  );
+  const state = linearLayers * linear.state + convLayers * conv.state;
   const logits = maxT * V * 4; // [maxT, V] f32, and its readback copy
   // (With an output gate the q | k | v row holds the gate too.)
   const gate = spec.outputGate ? qWidth : 0;
@@ -122,6 +133,25 @@ function linearFootprint(
     vectors: 4 * (2 * H + C * la.convKernel + 2 * la.valueHeads + la.valueDim), // its two norms among them
     // Two state copies and the kept projection rows; the gathered rows and the mixer's output.
     state: linearStateBytes(spec) + 4 * MAX_FORWARD_TOKENS * P + 4 * MAX_FORWARD_TOKENS * (P + valueWidth),
+  };
+}
+
+/**
+ * A short-convolution layer's bytes: its matrices (in_proj [3H, H], out_proj), its vectors (input
+ * norm, conv [H, K]) and its state (two windows of the last K - 1 rows, the in_proj rows of
+ * MAX_FORWARD_TOKENS rows a commit reads again; the gathered rows and the mixer's output).
+ */
+function convFootprint(
+  spec: ModelSpec,
+  format: WeightFormat,
+): { matrices: number; vectors: number; state: number } {
+  const H = spec.hidden;
+  const K = spec.shortConv!.kernel;
+  const rows = 4 * MAX_FORWARD_TOKENS;
+  return {
+    matrices: packedBytes(format, 3 * H, H) + packedBytes(format, H, H),
+    vectors: 4 * (2 * H + H * K), // its two norms among them
+    state: shortConvStateBytes(spec) + rows * 3 * H + rows * (3 * H + H),
   };
 }
 

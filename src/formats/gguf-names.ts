@@ -1,7 +1,7 @@
 /**
  * GGUF names and layouts versus Hugging Face ones: the one table of tensor renames per naming
- * (llama / qwen2 / qwen3 / smollm3 share one, Qwen3.5's `qwen35`, Gemma 3's `gemma3` and LFM2's
- * `lfm2` have their own), and how llama.cpp's converter stores a tensor's values ({@link StoredLayout}: llama and
+ * (llama / qwen2 / qwen3 / smollm3 share one, Qwen3.5's `qwen35`, Gemma 3's `gemma3`, LFM2's
+ * `lfm2` and Phi-3's `phi3` have their own), and how llama.cpp's converter stores a tensor's values ({@link StoredLayout}: llama and
  * smollm3 Q and K rows permuted for interleaved RoPE, Qwen3.5's value heads tiled, its norms and
  * Gemma 3's stored as 1 + w and `A_log` as -exp(A_log)), both ways.
  */
@@ -92,6 +92,26 @@ const LFM2_LAYER_NAMES: Names = [
   ['ffn_down.weight', 'feed_forward.w2.weight'],
 ];
 
+/**
+ * Phi-3's (`phi3`) per-layer renames, from llama.cpp's gguf-py (constants.py
+ * `MODEL_TENSORS[MODEL_ARCH.PHI3]`, tensor_mapping.py: `self_attn.qkv_proj` is ATTN_QKV,
+ * `mlp.gate_up_proj` is FFN_UP) and its loader (src/models/phi3.cpp): q | k | v stay fused as
+ * `attn_qkv` [q + 2 · kv] (or apart as `attn_q`, `attn_k`, `attn_v`, which `create_tensor_qkv` takes
+ * too), gate | up as `ffn_up` [2I] (gate rows first: `ggml_swiglu` applies SiLU to the first half),
+ * the MLP's norm as `ffn_norm`. The loader splits the fused ones (`splitFusedView`).
+ */
+const PHI3_LAYER_NAMES: Names = [
+  ['attn_norm.weight', 'input_layernorm.weight'],
+  ['attn_qkv.weight', 'self_attn.qkv_proj.weight'],
+  ['attn_q.weight', 'self_attn.q_proj.weight'],
+  ['attn_k.weight', 'self_attn.k_proj.weight'],
+  ['attn_v.weight', 'self_attn.v_proj.weight'],
+  ['attn_output.weight', 'self_attn.o_proj.weight'],
+  ['ffn_norm.weight', 'post_attention_layernorm.weight'],
+  ['ffn_up.weight', 'mlp.gate_up_proj.weight'],
+  ['ffn_down.weight', 'mlp.down_proj.weight'],
+];
+
 const GLOBAL_NAMES: Names = [
   ['token_embd.weight', 'model.embed_tokens.weight'],
   ['output_norm.weight', 'model.norm.weight'],
@@ -116,7 +136,9 @@ const layerNames = (family: ModelFamily | undefined): Names =>
       ? GEMMA3_LAYER_NAMES
       : family === 'lfm2'
         ? LFM2_LAYER_NAMES
-        : LLAMA_LAYER_NAMES;
+        : family === 'phi3'
+          ? PHI3_LAYER_NAMES
+          : LLAMA_LAYER_NAMES;
 
 const globalNames = (family: ModelFamily | undefined): Names =>
   family === 'lfm2' ? LFM2_GLOBAL_NAMES : GLOBAL_NAMES;
@@ -124,7 +146,8 @@ const globalNames = (family: ModelFamily | undefined): Names =>
 /**
  * The Hugging Face name of a GGUF tensor of a model of `spec` (the llama / qwen2 / qwen3 naming
  * when absent), e.g. `blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`; undefined
- * for tensors weft does not use (`rope_freqs.weight`, and blocks from `spec.layers` on: a qwen35
+ * for tensors weft does not use (`rope_freqs.weight`, a phi3 file's `rope_factors_short.weight` and
+ * `rope_factors_long.weight`, which the spec reads, and blocks from `spec.layers` on: a qwen35
  * file's MTP layers). The one place GGUF names are renamed.
  */
 export function hfTensorName(
@@ -260,7 +283,8 @@ const PLUS_ONE: StoredLayout = { toHf: (x) => x - 1, toStored: (x) => x + 1 };
  * 1 + w, `A_log` as -exp(A_log), and the value heads tiled ({@link vHeadIndex}) in the v rows of
  * in_proj_qkv, the rows of in_proj_z, in_proj_b and in_proj_a, `A_log`, `dt_bias`, the v channels
  * of conv1d and the columns of out_proj. q_proj keeps its per-head query | gate rows as they are.
- * LFM2 (conversion/lfm2.py, `LFM2Model`): every value as it is (plain norms, NEOX RoPE).
+ * LFM2 (conversion/lfm2.py, `LFM2Model`) and Phi-3 (conversion/phi.py, `Phi3MiniModel`): every
+ * value as it is (plain norms, NEOX RoPE; Phi-3's fused rows in the checkpoint's order).
  */
 export function storedLayout(spec: ModelSpec, hfName: string, shape: readonly number[]): StoredLayout {
   if (spec.family === 'llama' || spec.family === 'mistral' || spec.family === 'smollm3') {

@@ -1,6 +1,6 @@
 /**
  * The {@link ModelSpec} of a GGUF file from its llama / qwen2 / qwen3 / qwen35 / gemma3 / smollm3 /
- * lfm2 metadata, including Llama 3 RoPE scaling recovered from the stored `rope_freqs.weight` factors
+ * lfm2 / phi3 metadata, including Llama 3 RoPE scaling recovered from the stored `rope_freqs.weight` factors
  * (and those factors computed from the scaling, for the writer), linear RoPE scaling, Qwen3.5's
  * layer kinds, DeltaNet sizes and partial rotary (and the RoPE sections llama.cpp wants, for the
  * writer), Gemma 3's sliding layers and softmax scale as llama.cpp's loader fixes them, and
@@ -63,6 +63,7 @@ const ARCHES: Readonly<Record<string, ModelFamily>> = {
   gemma3: 'gemma3',
   smollm3: 'smollm3',
   lfm2: 'lfm2',
+  phi3: 'phi3',
 };
 
 /**
@@ -118,8 +119,8 @@ function ropeFromFreqs(g: GgufFile, theta: number, headDim: number, freqs: Float
 /**
  * Builds a {@link ModelSpec} from GGUF metadata for `general.architecture` llama (also Mistral
  * GGUFs), qwen2, qwen3, qwen35 (Qwen3.5, see {@link qwen35Fields}), gemma3 (Gemma 3's language
- * model, see {@link gemma3Fields}), smollm3 (see {@link smollm3Fields}) or lfm2 (LFM2 and LFM2.5,
- * see {@link lfm2Fields}). Keys are
+ * model, see {@link gemma3Fields}), smollm3 (see {@link smollm3Fields}), lfm2 (LFM2 and LFM2.5,
+ * see {@link lfm2Fields}) or phi3 (Phi-3, Phi-3.5, Phi-4-mini, see {@link phi3Fields}). Keys are
  * `<arch>.embedding_length`, `.block_count`, `.feed_forward_length`, `.attention.head_count(_kv)`,
  * `.attention.key_length` (head dim), `.attention.layer_norm_rms_epsilon`, `.rope.freq_base`,
  * `.context_length`; the vocab size comes from `token_embd.weight`; the head is tied when
@@ -137,7 +138,7 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
       file,
       'general.architecture',
       arch,
-      'unsupported architecture (llama, qwen2, qwen3, qwen35, gemma3, smollm3, lfm2)',
+      'unsupported architecture (llama, qwen2, qwen3, qwen35, gemma3, smollm3, lfm2, phi3)',
     );
   }
   const k = (key: string) => `${arch}.${key}`;
@@ -186,6 +187,7 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
   if (family === 'gemma3') return { ...spec, ...gemma3Fields(g, spec) };
   if (family === 'smollm3') return { ...spec, ...smollm3Fields(spec) };
   if (family === 'lfm2') return { ...spec, ...lfm2Fields(g, spec) };
+  if (family === 'phi3') return { ...spec, ...(await phi3Fields(g, spec)) };
   return spec;
 }
 
@@ -194,7 +196,7 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
  * (`llama_model::load_hparams`, src/llama-model.cpp): `rope.scaling.type` defaults to linear, and
  * `rope.scaling.factor` (or the older `rope.scale_linear`), when present and not 0, divides every
  * frequency unless the type is `none`; Llama 3 scaling comes from `rope_freqs.weight` (not for
- * qwen35 and gemma3, whose loaders read no such tensor). A file with both is refused: the spec
+ * qwen35, gemma3, lfm2 and phi3, whose loaders read no such tensor). A file with both is refused: the spec
  * holds one scaling.
  */
 async function ggufRope(
@@ -213,7 +215,7 @@ async function ggufRope(
     (key) => meta(g, key) !== undefined,
   );
   const freqs =
-    family === 'qwen3_5' || family === 'gemma3' || family === 'lfm2'
+    family === 'qwen3_5' || family === 'gemma3' || family === 'lfm2' || family === 'phi3'
       ? undefined
       : g.tensors.get('rope_freqs.weight');
   if (type === 'linear' && factorKey !== undefined && meta(g, factorKey) !== 0) {
@@ -380,6 +382,94 @@ function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
     qkNorm: true,
     layerKinds,
     ...(layerKinds.includes('conv') ? { shortConv: { kernel, bias: false } } : {}),
+  };
+}
+
+/**
+ * Phi-3's own fields from its `phi3.*` metadata and tensors, as llama.cpp's converter writes them
+ * (`Phi3MiniModel`, conversion/phi.py) and its loader reads them (src/models/phi3.cpp,
+ * `llama_model::get_rope_factors`): `rope.dimension_count` rotated dimensions (partial rotary);
+ * LongRoPE from `rope_factors_short.weight` (one factor per rotary pair) with
+ * `rope.scaling.attn_factor` (1 when absent, as llama.cpp takes it) and
+ * `rope.scaling.original_context_length`, where `maxPositions` is capped (llama.cpp too uses the
+ * short factors while its context is at most the original; weft never goes past it, see
+ * `phi3Spec` in model/config.ts); `rope_factors_long.weight` is not read. `attention.sliding_window`
+ * (0: none) is kept as Transformers applies it, where shorter than the context: llama.cpp's phi3
+ * loader currently ignores it (runs full attention), so its outputs differ past the window.
+ * Refused: long factors without short ones, an attention factor without factors, and linear
+ * scaling beside LongRoPE.
+ */
+async function phi3Fields(g: GgufFile, base: ModelSpec): Promise<Partial<ModelSpec>> {
+  const file = g.source.name;
+  const k = (key: string) => `phi3.${key}`;
+  const rotaryDim = metaCount(g, k('rope.dimension_count'), base.headDim);
+  if (rotaryDim % 2 !== 0 || rotaryDim > base.headDim)
+    throw new ModelFormatError(
+      file,
+      k('rope.dimension_count'),
+      rotaryDim,
+      `must be even and at most the head width (${base.headDim})`,
+    );
+  const window = metaCountOrZero(g, k('attention.sliding_window'));
+  const short = g.tensors.get('rope_factors_short.weight');
+  const attnKey = k('rope.scaling.attn_factor');
+  const attn = meta(g, attnKey);
+  const rope = { ...base.rope, ...(rotaryDim < base.headDim ? { rotaryDim } : {}) };
+  if (short === undefined) {
+    if (g.tensors.has('rope_factors_long.weight'))
+      throw new ModelFormatError(
+        file,
+        'rope_factors_long.weight',
+        g.tensors.get('rope_factors_long.weight')!.ne,
+        'long RoPE factors without rope_factors_short.weight (the factors weft runs)',
+      );
+    if (attn !== undefined && attn !== 1)
+      throw new ModelFormatError(
+        file,
+        attnKey,
+        attn,
+        'an attention factor without rope_factors_short.weight',
+      );
+    const maxPositions = base.maxPositions;
+    return {
+      rope,
+      qkvBias: false,
+      ...(window > 0 && window < maxPositions ? { slidingWindow: window } : {}),
+    };
+  }
+  const pairs = rotaryDim / 2;
+  if (short.ne.length !== 1 || short.ne[0] !== pairs)
+    throw new ModelFormatError(
+      file,
+      'rope_factors_short.weight',
+      short.ne,
+      `must hold ${pairs} factors, one per rotary pair (rope.dimension_count ${rotaryDim})`,
+    );
+  if (base.rope.scaling !== undefined)
+    throw new ModelFormatError(
+      file,
+      k('rope.scaling.factor'),
+      base.rope.scaling,
+      'linear RoPE scaling beside LongRoPE factors',
+    );
+  const factors = [...(await readGgufTensorF32(short))];
+  if (!factors.every((f) => f > 0 && Number.isFinite(f)))
+    throw new ModelFormatError(
+      file,
+      'rope_factors_short.weight',
+      factors.slice(0, 8),
+      'factors must be finite and > 0',
+    );
+  if (attn !== undefined && (typeof attn !== 'number' || !(attn > 0) || !Number.isFinite(attn)))
+    throw new ModelFormatError(file, attnKey, attn, 'must be a finite number > 0');
+  const attentionFactor = Math.fround(typeof attn === 'number' ? attn : 1);
+  const original = metaCount(g, k('rope.scaling.original_context_length'), base.maxPositions);
+  const maxPositions = Math.min(base.maxPositions, original);
+  return {
+    rope: { ...rope, scaling: { type: 'longrope', factors, attentionFactor } },
+    maxPositions,
+    qkvBias: false,
+    ...(window > 0 && window < maxPositions ? { slidingWindow: window } : {}),
   };
 }
 

@@ -4,6 +4,7 @@
  * encoded (see `quantizeGgml`) with their GGML `ne` dims, fastest first.
  */
 import { InvalidInputError } from '../errors.js';
+import { fuseProjections } from './fused-view.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
 import { GgufType } from './gguf-header.js';
 import { ggufNe, ggufTensorName, storedLayout, storedValues } from './gguf-names.js';
@@ -209,6 +210,7 @@ function archMetadata(spec: ModelSpec, arch: string): Entries {
   const k = (key: string) => `${arch}.${key}`;
   if (spec.family === 'gemma3') return gemma3Metadata(spec);
   if (spec.family === 'lfm2') return lfm2Metadata(spec);
+  if (spec.family === 'phi3') return phi3Metadata(spec);
   if (spec.family !== 'qwen3_5') {
     return [
       [k('context_length'), u32(spec.maxPositions)],
@@ -321,6 +323,34 @@ function lfm2Metadata(spec: ModelSpec): Entries {
 }
 
 /**
+ * Phi-3's metadata in the converter's order (conversion/phi.py `Phi3MiniModel.set_gguf_parameters`,
+ * then `generate_extra_tensors`'s attention factor): the context and, as
+ * `rope.scaling.original_context_length`, the same count (a LongRoPE spec's `maxPositions` is
+ * already the original context, see `phi3Spec`), `rope.dimension_count` the rotary width,
+ * `attention.sliding_window` (0 without one; llama.cpp's phi3 loader reads it but runs full
+ * attention), and with LongRoPE `rope.scaling.attn_factor`, which llama.cpp multiplies cos and
+ * sin by. No key_length: llama.cpp takes hidden / heads ({@link refuseForLlamaCpp} holds to it).
+ */
+function phi3Metadata(spec: ModelSpec): Entries {
+  const k = (key: string) => `phi3.${key}`;
+  const s = spec.rope.scaling;
+  return [
+    [k('context_length'), u32(spec.maxPositions)],
+    [k('rope.scaling.original_context_length'), u32(spec.maxPositions)],
+    [k('embedding_length'), u32(spec.hidden)],
+    [k('feed_forward_length'), u32(spec.intermediate)],
+    [k('block_count'), u32(spec.layers)],
+    [k('attention.head_count'), u32(spec.heads)],
+    [k('attention.head_count_kv'), u32(spec.kvHeads)],
+    [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
+    [k('rope.dimension_count'), u32(spec.rope.rotaryDim ?? spec.headDim)],
+    [k('rope.freq_base'), f32(spec.rope.theta)],
+    [k('attention.sliding_window'), u32(spec.slidingWindow ?? 0)],
+    ...(s?.type === 'longrope' ? ([[k('rope.scaling.attn_factor'), f32(s.attentionFactor)]] as Entries) : []),
+  ];
+}
+
+/**
  * The `set_swa_pattern` period p that gives a Gemma 3 spec's sliding layers (layer i slides unless
  * i mod p = p - 1; every layer for p = 0: {@link slidingPattern}), preferring llama.cpp's 6;
  * undefined when no layer slides. Throws when no period does.
@@ -345,7 +375,9 @@ function slidingPeriod(spec: ModelSpec): number | undefined {
  * reads no `rope_freqs.weight`); SmolLM3's layers without RoPE other than every 4th, and Llama 3
  * scaling (its smollm3 loader has no `rope_freqs.weight` either, and refuses a file with one);
  * LFM2's convolution biases, a head_dim other than hidden / heads and Llama 3 scaling (its lfm2
- * loader and graph have none of them).
+ * loader and graph have none of them); Phi-3's head_dim other than hidden / heads and RoPE scalings
+ * other than LongRoPE. (Phi-3's sliding window is written but not refused: llama.cpp's phi3 loader
+ * ignores it, as it does for the files its own converter writes.)
  */
 function refuseForLlamaCpp(spec: ModelSpec): void {
   const refuse = (what: string, value: unknown, why: string): never => {
@@ -393,6 +425,17 @@ function refuseForLlamaCpp(spec: ModelSpec): void {
         spec.headDim,
         `llama.cpp’s lfm2 loader wants num_attention_heads × head_dim = hidden_size (${spec.hidden})`,
       );
+  }
+  if (spec.family === 'phi3') {
+    // src/models/phi3.cpp: attn_qkv is [hidden + 2 · kv], attn_output [hidden, hidden].
+    if (spec.heads * spec.headDim !== spec.hidden)
+      refuse(
+        'head_dim',
+        spec.headDim,
+        `llama.cpp’s phi3 loader wants num_attention_heads × head_dim = hidden_size (${spec.hidden})`,
+      );
+    if (scaling && scaling.type !== 'longrope')
+      refuse('rope_scaling', scaling, 'llama.cpp’s phi3 graph takes LongRoPE factors only');
   }
   if (spec.family === 'smollm3') {
     const noRope = spec.noRopeLayers ?? [];
@@ -445,7 +488,9 @@ function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType)
  * (Qwen3.5's conv1d squeezed), values stored as llama.cpp's converter stores them (`storedLayout`:
  * llama and smollm3 Q/K rows permuted for interleaved RoPE; Qwen3.5's and Gemma 3's norms as 1 + w;
  * Qwen3.5's `A_log` as -exp(A_log), value heads tiled), Llama 3 RoPE scaling as `rope_freqs.weight`
- * (linear scaling as metadata), matrices encoded as `type` (or `type(hfName)`, for files that mix
+ * (linear scaling as metadata), Phi-3's q | k | v and gate | up fused (`attn_qkv`, `ffn_up`) and its
+ * LongRoPE factors as `rope_factors_short.weight` and `rope_factors_long.weight` (the same
+ * factors: weft keeps the short ones only), matrices encoded as `type` (or `type(hfName)`, for files that mix
  * types as llama.cpp's do) and everything else F32 ({@link ggmlTypeOf}). `extra` adds metadata
  * (e.g. the tokenizer's, from `tokenizerGgufMetadata`). Qwen3.5's MTP layer is not written (a file
  * as `convert_hf_to_gguf.py --no-mtp` writes). Throws {@link InvalidInputError} for a spec that
@@ -470,7 +515,17 @@ export function exportGguf(
   ];
   const out: GgufWriteTensor[] = [];
   const scaling = spec.rope.scaling;
-  if (scaling && scaling.type !== 'linear') {
+  if (scaling?.type === 'longrope') {
+    // Weft holds the short factors only (what it runs, see phi3Spec): llama.cpp, which takes the
+    // long ones when its context passes the original, gets the same factors under both names.
+    for (const name of ['rope_factors_long.weight', 'rope_factors_short.weight'])
+      out.push({
+        name,
+        ne: [scaling.factors.length],
+        type: GgmlType.F32,
+        data: quantizeGgml(0, Float32Array.from(scaling.factors)),
+      });
+  } else if (scaling && scaling.type !== 'linear') {
     const factors = llama3RopeFactors(spec.rope.theta, spec.headDim, scaling);
     out.push({
       name: 'rope_freqs.weight',
@@ -479,7 +534,7 @@ export function exportGguf(
       data: quantizeGgml(0, factors),
     });
   }
-  for (const t of tensors) {
+  for (const t of fuseProjections(spec, tensors)) {
     const name = ggufTensorName(t.name, spec.family);
     if (name === undefined) continue;
     const ne = ggufNe(t.name, t.shape);

@@ -9,6 +9,7 @@
 
 import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
 import { ModelFormatError } from './errors.js';
+import { splitFusedShapes } from './fused-view.js';
 import { storedWeftFormat } from './gguf-blocks.js';
 import { type GgufFile, type GgufTensorInfo, openGguf } from './gguf-header.js';
 import { hfRows, hfShape, hfTensorName, storedLayout, storedRowsFor } from './gguf-names.js';
@@ -40,7 +41,9 @@ export interface GgufTensor {
  * `readPacked` that gives a matrix whose GGML type has a weft layout ({@link storedWeftFormat}) as
  * stored, rows moved back the same way, without an f32 copy (not a matrix whose columns or values
  * were changed: Qwen3.5's out_proj); both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
- * what `readF32` and `readRowsF32` decoded. Tensors weft does not use are left out (a qwen35
+ * what `readF32` and `readRowsF32` decoded. A phi3 file's fused `attn_qkv` and `ffn_up` stay
+ * fused here, as `self_attn.qkv_proj` and `mlp.gate_up_proj`: the loader reads them through
+ * `splitFusedView`, and the spec check sees them split. Tensors weft does not use are left out (a qwen35
  * file's MTP blocks among them).
  */
 export interface GgufCheckpoint extends TensorReader {
@@ -65,8 +68,13 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
     const name = hfTensorName(info.name, spec);
     if (name !== undefined) tensors.set(name, { name, shape: hfShape(name, info.ne), info });
   }
-  // Shapes must match the spec before a stored layout trusts its sizes (heads, head widths).
-  checkTensors(spec, tensors, source.name);
+  // Shapes must match the spec before a stored layout trusts its sizes (heads, head widths); a
+  // phi3 file's fused attn_qkv and ffn_up as the plain linears the loader reads them as.
+  checkTensors(
+    spec,
+    splitFusedShapes(spec, tensors, () => source.name),
+    source.name,
+  );
   const tensor = (name: string): GgufTensor => {
     const t = tensors.get(name);
     if (t === undefined) throw new ModelFormatError(source.name, name, undefined, 'missing tensor');

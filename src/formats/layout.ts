@@ -253,6 +253,50 @@ export function languageModelTensors<T>(tensors: ReadonlyMap<string, T>): {
   return { tensors: out, skipped: { vision, mtp } };
 }
 
+/** A fused projection of a checkpoint and the row ranges of it that stand for plain linears. */
+export interface FusedProjection {
+  /** The checkpoint's name, e.g. `model.layers.0.self_attn.qkv_proj.weight`. */
+  readonly name: string;
+  /** Its shape [rows, H]: the parts' rows, stacked in order. */
+  readonly shape: readonly [number, number];
+  /** Each part's plain name ({@link linearsByInput}) and its rows [row0, row0 + rows). */
+  readonly parts: readonly { readonly name: string; readonly row0: number; readonly rows: number }[];
+}
+
+/**
+ * Layer `layer`'s fused projections as Phi-3 checkpoints store them (`Phi3Attention`, `Phi3MLP`):
+ * `self_attn.qkv_proj` [qWidth + 2 · kvWidth, H] (the query rows, then the keys', then the
+ * values') and `mlp.gate_up_proj` [2I, H] (the gate rows, then the up rows: `chunk(2)`). Every other
+ * family stores its linears apart: none. `splitFusedView` serves the parts under their plain names.
+ */
+export function fusedProjections(spec: ModelSpec, layer: number): FusedProjection[] {
+  if (spec.family !== 'phi3' || layerKind(spec, layer) !== 'attention') return [];
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const H = spec.hidden;
+  const I = spec.intermediate;
+  const p = `model.layers.${layer}`;
+  const { qkv, gateUp } = linearsByInput(layer, spec);
+  return [
+    {
+      name: `${p}.self_attn.qkv_proj.weight`,
+      shape: [qWidth + 2 * kvWidth, H],
+      parts: [
+        { name: qkv[0], row0: 0, rows: qWidth },
+        { name: qkv[1], row0: qWidth, rows: kvWidth },
+        { name: qkv[2], row0: qWidth + kvWidth, rows: kvWidth },
+      ],
+    },
+    {
+      name: `${p}.mlp.gate_up_proj.weight`,
+      shape: [2 * I, H],
+      parts: [
+        { name: gateUp[0], row0: 0, rows: I },
+        { name: gateUp[1], row0: I, rows: I },
+      ],
+    },
+  ];
+}
+
 /**
  * The two parts of an output-gated q_proj `[2 · qWidth, H]` (Qwen3.5), under names of their own:
  * its query rows and its gate rows, each `[qWidth, H]` in head order. Per head, q_proj holds

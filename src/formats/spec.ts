@@ -3,7 +3,16 @@
  * cache and the loaders need to know, derived once from a checkpoint's config (config.json or GGUF
  * metadata). Families differ only by the switches below (mlx-lm style), not by separate code.
  */
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_5' | 'gemma3' | 'smollm3' | 'lfm2';
+export type ModelFamily =
+  | 'llama'
+  | 'mistral'
+  | 'qwen2'
+  | 'qwen3'
+  | 'qwen3_5'
+  | 'gemma3'
+  | 'smollm3'
+  | 'lfm2'
+  | 'phi3';
 
 /**
  * A decoder layer's token mixer: softmax attention over a KV cache, Gated DeltaNet linear
@@ -52,11 +61,31 @@ export interface LinearRopeScaling {
   readonly factor: number;
 }
 
+/**
+ * LongRoPE (`rope_type == "longrope"`, Phi-3.5 and Phi-4-mini): pair i's frequency divided by
+ * `factors[i]`, i.e. inv_freq[i] = 1 / (factors[i] · theta^(2i / rotaryDim)), and cos and sin
+ * multiplied by `attentionFactor` (Transformers' `_compute_longrope_parameters`). Transformers
+ * switches to the `long_factor` list once a forward's largest position reaches
+ * `original_max_position_embeddings` (`dynamic_rope_update`); weft caps `maxPositions` there and
+ * keeps the `short_factor` list, which is what Transformers runs for every sequence weft accepts.
+ */
+export interface LongRopeScaling {
+  readonly type: 'longrope';
+  /** Per rotary pair (rotaryDim / 2 of them), its `short_factor`, rounded to f32 as PyTorch holds it. */
+  readonly factors: readonly number[];
+  /**
+   * What cos and sin are multiplied by, rounded to f32 (PyTorch multiplies the f32 cos by the
+   * scalar in f32): the config's `attention_factor`, else √(1 + ln(s) / ln(original)) with s the
+   * config's `factor` or max_position_embeddings / original (1 when s ≤ 1).
+   */
+  readonly attentionFactor: number;
+}
+
 /** Rotary position embedding settings. */
 export interface RopeSpec {
   /** Base of the inverse frequencies (`rope_theta`). */
   readonly theta: number;
-  readonly scaling?: Llama3RopeScaling | LinearRopeScaling;
+  readonly scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling;
   /**
    * Pairing of the rotated dimensions: `'half'` rotates (i, i + d/2) as Hugging Face checkpoints do;
    * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's llama GGUFs store Q and K.
@@ -86,7 +115,10 @@ export interface ModelSpec {
   readonly headDim: number;
   readonly rmsEps: number;
   readonly rope: RopeSpec;
-  /** Longest context the checkpoint was trained for (`max_position_embeddings`). */
+  /**
+   * Longest context the checkpoint was trained for (`max_position_embeddings`; with LongRoPE
+   * `original_max_position_embeddings`, where its short factors stop being what Transformers runs).
+   */
   readonly maxPositions: number;
   /** The LM head reuses the embedding table. */
   readonly tiedEmbeddings: boolean;
@@ -149,6 +181,15 @@ export function layerAttention(spec: ModelSpec, layer: number): LayerAttention {
   const sliding = spec.slidingWindow !== undefined && (spec.slidingLayers?.[layer] ?? true);
   const rope = spec.noRopeLayers?.[layer] ? undefined : sliding ? (spec.localRope ?? spec.rope) : spec.rope;
   return { window: sliding ? spec.slidingWindow : undefined, rope };
+}
+
+/**
+ * What a RoPE multiplies cos and sin by: LongRoPE's attention factor, else 1. The rotated
+ * dimensions of q and of k are both scaled by it (so their dot products by its square); the
+ * dimensions past `rotaryDim` are not.
+ */
+export function ropeAttentionFactor(rope: RopeSpec): number {
+  return rope.scaling?.type === 'longrope' ? rope.scaling.attentionFactor : 1;
 }
 
 /** The softmax scale of a spec's attention. */

@@ -35,6 +35,7 @@ import {
 import {
   crop,
   effectiveWeights,
+  isMlpInput,
   isRotatedLinear,
   packedWidth,
   packLinear,
@@ -172,8 +173,7 @@ export function linearPad(
   rotate: Rotation,
 ): { rows: number; cols: number } {
   if (!isRotatedLinear(name)) return { rows, cols };
-  const mlpIn = name.endsWith('mlp.gate_proj.weight') || name.endsWith('mlp.up_proj.weight');
-  return { rows: mlpIn ? packedWidth(rows, rotate) : rows, cols: packedWidth(cols, rotate) };
+  return { rows: isMlpInput(name) ? packedWidth(rows, rotate) : rows, cols: packedWidth(cols, rotate) };
 }
 
 const hex = (bytes: ArrayBuffer) =>
@@ -200,7 +200,7 @@ function schemeFor(name: string, shape: readonly number[], options: ConvertOptio
   const format =
     name === 'model.embed_tokens.weight'
       ? (options.embeddings ?? 'f16')
-      : name.endsWith('_proj.weight') || name === 'lm_head.weight'
+      : isRotatedLinear(name) || name === 'lm_head.weight'
         ? options.quant
         : undefined;
   if (format === undefined) return undefined;

@@ -3,6 +3,7 @@ import type {
   LayerKind,
   LinearRopeScaling,
   Llama3RopeScaling,
+  LongRopeScaling,
   ModelFamily,
   ModelSpec,
 } from '../formats/spec.js';
@@ -135,7 +136,8 @@ function ropeScalingOf(rs: Fields): Llama3RopeScaling | LinearRopeScaling | unde
  * Builds a {@link ModelSpec} from a Hugging Face `config.json` (already JSON-parsed) for the families
  * weft runs: `llama` (Llama 1/2/3, SmolLM2, TinyLlama), `mistral` (its sliding window on every
  * layer), `qwen2` (q/k/v biases), `qwen3` (per-head QK RMSNorm, explicit `head_dim`), `smollm3`
- * (layers without RoPE), `qwen3_5` (see qwen35Spec) and `gemma3` (see gemma3Spec). Defaults follow
+ * (layers without RoPE), `qwen3_5` (see qwen35Spec), `gemma3` (see gemma3Spec), `lfm2` (see
+ * lfm2Spec) and `phi3` (Phi-3, Phi-3.5, Phi-4-mini: see phi3Spec). Defaults follow
  * the Transformers config classes (`num_key_value_heads` = heads, `head_dim` = hidden / heads,
  * `rope_theta` 10000, untied head). Qwen2's `use_sliding_window` is honoured by capping
  * `maxPositions` at the window, where full attention and windowed attention agree. Unknown
@@ -165,11 +167,12 @@ export function specFromConfig(json: unknown, file = 'config.json'): ModelSpec {
   }
   if (modelType === 'gemma3_text') return gemma3Spec(f, f);
   if (modelType === 'lfm2') return lfm2Spec(f);
+  if (modelType === 'phi3') return phi3Spec(f);
   const family = modelType === undefined ? undefined : FAMILIES[modelType];
   if (family === undefined) {
     f.refuse(
       'model_type',
-      'unsupported architecture (weft runs llama, mistral, qwen2, qwen3, qwen3_5, gemma3, smollm3, lfm2)',
+      'unsupported architecture (weft runs llama, mistral, qwen2, qwen3, qwen3_5, gemma3, smollm3, lfm2, phi3)',
     );
   }
   refuseActivation(f);
@@ -525,6 +528,105 @@ function readLfm2LayerKinds(f: Fields, layers: number): LayerKind[] {
   if (!Array.isArray(idxs) || !idxs.every((i) => Number.isSafeInteger(i) && i >= 0 && i < layers))
     f.refuse('full_attn_idxs', `must list layer indices below num_hidden_layers (${layers})`);
   return Array.from({ length: layers }, (_, i) => (idxs.includes(i) ? 'attention' : 'conv'));
+}
+
+/**
+ * Phi-3, Phi-3.5 and Phi-4-mini (`Phi3Config`, `Phi3ForCausalLM`): a Llama block whose checkpoints
+ * fuse q | k | v (`self_attn.qkv_proj` [q + 2 · kv, H]) and gate | up (`mlp.gate_up_proj`
+ * [2I, H]), which the loader splits into the usual names (`splitFusedView`), with partial rotary
+ * (`partial_rotary_factor`, at the top level or in `rope_parameters`: Phi-4-mini's 0.75) and
+ * LongRoPE (`rope_scaling` or Transformers 5's `rope_parameters` of type `longrope`, or `su` /
+ * `yarn`, which Phi3Config renames `longrope`), read by {@link phi3LongRope}. With LongRoPE,
+ * `maxPositions` is `original_max_position_embeddings` (Phi3Config's default 4096), not
+ * `max_position_embeddings`: within it Transformers runs the `short_factor` list (it switches to
+ * `long_factor` once a forward's largest position reaches the original context), so the short
+ * factors with the attention factor equal Transformers exactly for every sequence weft accepts.
+ * `sliding_window` (Transformers' window mask on every layer) becomes `slidingWindow` where it is
+ * shorter than that context (a longer one changes nothing). Phi3Config's defaults: 4096 positions,
+ * `rope_theta` 10000, an untied head. `resid_pdrop`, `embd_pdrop` and `attention_dropout` are
+ * training-only and ignored; attention biases, MLP biases, activations other than SiLU and other
+ * RoPE types are refused.
+ */
+function phi3Spec(f: Fields): ModelSpec {
+  refuseActivation(f);
+  if (f.boolean('attention_bias', false)) f.refuse('attention_bias', 'phi3 attention has no biases');
+  if (f.boolean('mlp_bias', false)) f.refuse('mlp_bias', 'MLP biases are not supported');
+  const shape = readAttentionShape(f);
+  // Transformers 5 keeps rope_theta, the type and its lists in rope_parameters; older configs in
+  // rope_theta and rope_scaling (null without LongRoPE).
+  const rp = f.object('rope_parameters');
+  const rs = rp ?? f.object('rope_scaling');
+  const theta = (rp ?? f).positive('rope_theta', 10000);
+  const factorAt = rp?.has('partial_rotary_factor') ? rp : f;
+  const factor = factorAt.number('partial_rotary_factor', 1);
+  const rotaryDim = Math.trunc(shape.headDim * factor);
+  if (!(factor > 0 && factor <= 1) || rotaryDim % 2 !== 0 || rotaryDim < 2)
+    factorAt.refuse(
+      'partial_rotary_factor',
+      `must give an even rotary width in (0, head_dim]: head_dim ${shape.headDim}`,
+    );
+  const trained = f.count('max_position_embeddings', 4096);
+  const original = f.count('original_max_position_embeddings', 4096);
+  const scaling = rs && phi3LongRope(rs, rotaryDim, trained, original);
+  const maxPositions = scaling ? Math.min(trained, original) : trained;
+  const window = f.has('sliding_window') ? f.count('sliding_window') : undefined;
+  const bos = f.ids('bos_token_id');
+  return {
+    family: 'phi3',
+    ...shape,
+    rope: {
+      theta,
+      layout: 'half',
+      ...(scaling ? { scaling } : {}),
+      ...(rotaryDim < shape.headDim ? { rotaryDim } : {}),
+    },
+    maxPositions,
+    tiedEmbeddings: f.boolean('tie_word_embeddings', false),
+    qkvBias: false,
+    qkNorm: false,
+    bosId: bos[0],
+    eosIds: f.ids('eos_token_id'),
+    ...(window !== undefined && window < maxPositions ? { slidingWindow: window } : {}),
+  };
+}
+
+/**
+ * A Phi-3 config's RoPE scaling as weft runs it (see phi3Spec): none for `default`, else LongRoPE
+ * (`longrope`, or the older `su` and `yarn` that Phi3Config renames) from `short_factor` (and a
+ * `long_factor` list checked alike, as Phi3Config validates both: rotaryDim / 2 positive numbers),
+ * with the attention factor of `_compute_longrope_parameters`: `attention_factor` when given, else
+ * √(1 + ln(s) / ln(original)) for s = `factor` when given, else `trained` / `original` (1 when
+ * s ≤ 1). Factors and attention factor are rounded to f32, as PyTorch holds them.
+ */
+function phi3LongRope(
+  rs: Fields,
+  rotaryDim: number,
+  trained: number,
+  original: number,
+): LongRopeScaling | undefined {
+  const key = rs.has('rope_type') ? 'rope_type' : 'type';
+  const kind = rs.string(key) ?? 'default';
+  if (kind === 'default') return undefined;
+  if (kind !== 'longrope' && kind !== 'su' && kind !== 'yarn')
+    rs.refuse(key, 'unsupported RoPE type for phi3 (longrope, or default; su and yarn read as longrope)');
+  const pairs = rotaryDim / 2;
+  const list = (name: string): number[] => {
+    const v = rs.obj[name];
+    if (!Array.isArray(v) || v.length !== pairs || !v.every((x) => typeof x === 'number' && x > 0))
+      rs.refuse(
+        name,
+        `must list ${pairs} positive numbers, one per rotary pair (rotary width ${rotaryDim} = head_dim × partial_rotary_factor)`,
+      );
+    return v.map((x: number) => Math.fround(x));
+  };
+  const factors = list('short_factor');
+  list('long_factor');
+  let attentionFactor = rs.has('attention_factor') ? rs.positive('attention_factor') : undefined;
+  if (attentionFactor === undefined) {
+    const s = rs.has('factor') ? rs.positive('factor') : trained / original;
+    attentionFactor = s <= 1 ? 1 : Math.sqrt(1 + Math.log(s) / Math.log(original));
+  }
+  return { type: 'longrope', factors, attentionFactor: Math.fround(attentionFactor) };
 }
 
 /**

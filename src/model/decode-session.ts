@@ -48,7 +48,7 @@ export function openDecodeSession(
   if (!Number.isInteger(steps) || steps < 1)
     throw new InvalidInputError(`decode: steps must be an integer >= 1, got ${steps}`);
   const start = cur.committed;
-  // Step n reads the linear-attention state of version v0 + n and writes the next: a step run
+  // Step n reads the recurrent state of version v0 + n and writes the next: a step run
   // ahead and dropped leaves the committed state as it was.
   const v0 = cur.version;
   if (start + steps > hooks.capacity)

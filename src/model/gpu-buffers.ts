@@ -6,7 +6,7 @@ import { deriveSizes, linearSizes } from '../formats/spec.js';
 import { createBuffer, STORAGE } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { BindGroupCache } from '../kernels/bind.js';
-import { type KvLayerBuffers, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import { type KvLayerBuffers, type KvShape, kvRows, kvWordsPerSlot } from '../kernels/kv/kv.js';
 import { RowCompact, RowScatter } from '../kernels/kv/rows.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { TOPK_MAX, TopKChildren } from '../kernels/sample/topk.js';
@@ -30,13 +30,13 @@ export interface Activations extends BlockActivations {
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
   // [7T + 1] u32 a pass's small inputs, written at once and copied into the buffers above (see
   // stageInputs): positions [T], slots [T], vis [2T], rows [R], sample positions [R], ids [T]
-  // (when the CPU supplies them), and T itself (count) for a model with linear-attention layers
+  // (when the CPU supplies them), and T itself (count) for a model with recurrent layers
   inputs: GPUBuffer;
   staging: GPUBuffer; // [T] u32, MAP_READ
   // The readback ring of a decode session: step n's id comes back through stepStaging[n % 2].
   stepStaging0: GPUBuffer; // [1] u32, MAP_READ
   stepStaging1: GPUBuffer; // [1] u32, MAP_READ
-  // With linear-attention layers, what a commit along a tree's path reads (see GpuRunner.commit):
+  // With recurrent layers, what a commit along a tree's path reads (see GpuRunner.commit):
   linCommit: GPUBuffer | undefined; // [2 + 2T] u32 staged: n, base, the path's rows, its slots
   linCount: GPUBuffer | undefined; // [1] u32 n
   linBase: GPUBuffer | undefined; // [1] u32 the committed length
@@ -81,9 +81,12 @@ export function makeChildrenRanker(ctx: GpuContext, vocab: number): ChildrenRank
   };
 }
 
-/** A layer's K and V buffers, each [capacity, kvHeads, headDim] in the cache's format. */
+/**
+ * A layer's K and V buffers, each [capacity, kvHeads, headDim] in the cache's format, or [ring, …]
+ * for a sliding layer's ring (see layerKvShape).
+ */
 export function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerBuffers {
-  const bytes = kv.capacity * kvWordsPerSlot(kv) * 4;
+  const bytes = kvRows(kv) * kvWordsPerSlot(kv) * 4;
   return {
     k: createBuffer(ctx, bytes, `model.layers.${layer}.k_cache`),
     v: createBuffer(ctx, bytes, `model.layers.${layer}.v_cache`),
@@ -93,9 +96,10 @@ export function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerB
 /** The activation buffers, each for {@link MAX_FORWARD_TOKENS} rows; `Ip` is the packed MLP width. */
 export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Activations {
   const { qWidth, kvWidth } = deriveSizes(spec);
-  // A linear-attention layer's projection row q | k | v | z | b | a, and its mixer's output.
-  const lin = spec.linearAttention ? linearSizes(spec) : undefined;
   const H = spec.hidden;
+  // A recurrent layer's projection row (a linear-attention layer's q | k | v | z | b | a, a
+  // short-convolution layer's B | C | x) and its mixer's output, the widest of the model's kinds.
+  const rec = recurrentWidths(spec);
   const maxT = MAX_FORWARD_TOKENS;
   const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
   const readback = (size: number, label: string) =>
@@ -118,14 +122,14 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     gate: f(Ip, 'gate'),
     up: f(Ip, 'up'),
     act: f(Ip, 'act'),
-    proj: lin ? f(projWidth(spec), 'linear-proj') : undefined,
-    mixed: lin ? f(lin.valueWidth, 'linear-mixed') : undefined,
-    count: lin ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
+    proj: rec ? f(rec.proj, 'linear-proj') : undefined,
+    mixed: rec ? f(rec.mixed, 'linear-mixed') : undefined,
+    count: rec ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
     // A commit along a tree's path: [n, base, rows (n), slots (n)] written at once, then copied.
-    linCommit: lin ? createBuffer(ctx, (2 + 2 * maxT) * 4, 'linear-commit', STORAGE) : undefined,
-    linCount: lin ? createBuffer(ctx, 4, 'linear-commit-count', STORAGE) : undefined,
-    linBase: lin ? createBuffer(ctx, 4, 'linear-commit-base', STORAGE) : undefined,
-    linRows: lin ? createBuffer(ctx, maxT * 4, 'linear-commit-rows', STORAGE) : undefined,
+    linCommit: rec ? createBuffer(ctx, (2 + 2 * maxT) * 4, 'linear-commit', STORAGE) : undefined,
+    linCount: rec ? createBuffer(ctx, 4, 'linear-commit-count', STORAGE) : undefined,
+    linBase: rec ? createBuffer(ctx, 4, 'linear-commit-base', STORAGE) : undefined,
+    linRows: rec ? createBuffer(ctx, maxT * 4, 'linear-commit-rows', STORAGE) : undefined,
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(spec.vocabSize, 'logits'),
@@ -137,6 +141,22 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     staging: readback(maxT * 4, 'sampled-readback'),
     stepStaging0: readback(4, 'decode-readback-0'),
     stepStaging1: readback(4, 'decode-readback-1'),
+  };
+}
+
+/**
+ * Floats per row of the recurrent layers' projection rows and mixer outputs (the widest of the
+ * model's recurrent kinds); undefined without recurrent layers.
+ */
+export function recurrentWidths(spec: ModelSpec): { proj: number; mixed: number } | undefined {
+  const widths = [
+    ...(spec.linearAttention ? [{ proj: projWidth(spec), mixed: linearSizes(spec).valueWidth }] : []),
+    ...(spec.shortConv ? [{ proj: 3 * spec.hidden, mixed: spec.hidden }] : []),
+  ];
+  if (widths.length === 0) return undefined;
+  return {
+    proj: Math.max(...widths.map((w) => w.proj)),
+    mixed: Math.max(...widths.map((w) => w.mixed)),
   };
 }
 

@@ -5,6 +5,7 @@ import {
   layerKind,
   type ModelSpec,
   type RopeSpec,
+  ropeAttentionFactor,
 } from '../formats/spec.js';
 import { createBuffer, uploadBuffer } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
@@ -28,9 +29,11 @@ import { QkvRope, type QkvRopeOptions } from '../kernels/rope/qkv_rope.js';
 import { Rope, type RopeOptions } from '../kernels/rope/rope.js';
 import { TokenMask } from '../kernels/sample/mask.js';
 import { Sampler, SplitSampler } from '../kernels/sample/sample.js';
+import { ShortConv } from '../kernels/shortconv/shortconv.js';
 import { Steer, type SteerPlan } from '../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../kernels/w8a8/w8a8.js';
 import { packedWidth, type Quant, ROTATION_SEED, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { layerKvShape } from './blocks/attention-gpu.js';
 import type { KernelBuilder, LayerAttentionKernels, Linear, Rotations, SharedKernels } from './blocks/gpu.js';
 import {
   blockKernels,
@@ -39,6 +42,7 @@ import {
   type GpuBlockKernels,
 } from './blocks/kinds-gpu.js';
 import { deltaNetShape, projWidth } from './blocks/linear-gpu.js';
+import { shortConvShape } from './blocks/shortconv-gpu.js';
 import { type GpuWeights, MAX_FORWARD_TOKENS } from './gpu-weights.js';
 
 /** A {@link Matmul} as a {@link Linear}. */
@@ -107,6 +111,8 @@ export interface Kernels extends SharedKernels {
   steer: LayerSteering[];
   /** A commit along a tree's path: its projection rows gathered from a linear layer's (width P). */
   gatherProj: GatherRows | undefined;
+  /** A commit along a tree's path: its in_proj rows gathered from a short-convolution layer's (width 3H). */
+  gatherConv: GatherRows | undefined;
   scratch: GPUBuffer[]; // buffers the kernels share (W8A8 activations, steering vectors)
 }
 
@@ -156,9 +162,7 @@ export async function buildKernels(
     norm: new RmsNorm(ctx, binds, { n: H, eps }),
     qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
     kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
-    kvWrite: new KvWrite(ctx, binds, o.kv),
-    attn: layerAttentionKernels(ctx, binds, spec, f),
-    compact: new KvCompact(ctx, binds, o.kv),
+    attn: layerAttentionKernels(ctx, binds, spec, f, o.kv),
     add: new AddInPlace(ctx, binds),
     addQ: new AddInPlace(ctx, binds),
     addKv: new AddInPlace(ctx, binds),
@@ -185,59 +189,84 @@ export async function buildKernels(
     gate: f.gate ? new SigmoidGate(ctx, binds, f.gate) : undefined,
     deltaNet: spec.linearAttention ? new DeltaNet(ctx, binds, deltaNetShape(spec), maxT) : undefined,
     gatherProj: spec.linearAttention ? new GatherRows(ctx, binds, projWidth(spec)) : undefined,
+    shortConv: spec.shortConv ? new ShortConv(ctx, binds, shortConvShape(spec), maxT) : undefined,
+    gatherConv: spec.shortConv ? new GatherRows(ctx, binds, 3 * H) : undefined,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
   };
 }
 
 /**
- * Per layer, the RoPE and attention kernels of its kind: one set per distinct (window, RoPE) among
- * the attention layers (one for most models; Gemma 3: sliding and global), undefined for a
- * linear-attention layer.
+ * Per layer, the RoPE, KV and attention kernels of its kind: one set per distinct (window, ring,
+ * RoPE) among the attention layers (one for most models; Gemma 3: sliding and global), undefined
+ * for a layer of another kind.
  */
 function layerAttentionKernels(
   ctx: GpuContext,
   binds: BindGroupCache,
   spec: ModelSpec,
   f: ForwardShapes,
+  kv: KvShape,
 ): (LayerAttentionKernels | undefined)[] {
+  const kinds = Array.from({ length: spec.layers }, (_, layer) =>
+    layerKind(spec, layer) === 'attention' ? attentionKind(spec, f, kv, layer) : undefined,
+  );
+  // Passes run in order, so every kind shares one buffer of chunk partials: the first made, of a
+  // kind without a ring where there is one (a ring's are sized by its window, too few for the rest).
+  const keys = [...new Set(kinds.filter((k) => k !== undefined).map((k) => JSON.stringify(k)))];
+  keys.sort((a, b) => Number('ring' in JSON.parse(a).kv) - Number('ring' in JSON.parse(b).kv));
   const sets = new Map<string, LayerAttentionKernels>();
-  // Passes run in order, so every kind shares the first one's buffer of chunk partials.
   let partials: GPUBuffer | undefined;
-  return Array.from({ length: spec.layers }, (_, layer) => {
-    if (layerKind(spec, layer) !== 'attention') return undefined;
-    const kind = attentionKind(spec, f, layer);
-    const key = JSON.stringify(kind);
-    let set = sets.get(key);
-    if (!set) {
-      const attention = new SplitAttention(ctx, binds, kind.attention, partials);
-      partials ??= attention.partials;
-      set = {
-        rope: new Rope(ctx, binds, kind.rope),
-        qkvRope: new QkvRope(ctx, binds, { ...f.qkvRope, ...kind.rope }),
-        attention,
-      };
-      sets.set(key, set);
-    }
-    return set;
-  });
+  for (const key of keys) {
+    const kind: AttentionKind = JSON.parse(key);
+    const attention = new SplitAttention(ctx, binds, kind.attention, partials);
+    partials ??= attention.partials;
+    sets.set(key, {
+      kv: kind.kv,
+      rope: new Rope(ctx, binds, kind.rope),
+      qkvRope: new QkvRope(ctx, binds, { ...f.qkvRope, ...kind.rope, ring: kind.kv.ring }),
+      kvWrite: new KvWrite(ctx, binds, kind.kv),
+      compact: new KvCompact(ctx, binds, kind.kv),
+      attention,
+    });
+  }
+  return kinds.map((k) => (k === undefined ? undefined : sets.get(JSON.stringify(k))));
 }
 
-/** Layer `layer`'s RoPE options and attention shape: the forward's, with its own RoPE and window. */
-function attentionKind(
-  spec: ModelSpec,
-  f: ForwardShapes,
-  layer: number,
-): { rope: RopeOptions; attention: SplitAttentionShape } {
+/** One kind of attention layer: its KV cache shape, RoPE options and attention shape. */
+interface AttentionKind {
+  kv: KvShape;
+  rope: RopeOptions;
+  attention: SplitAttentionShape;
+}
+
+/**
+ * Layer `layer`'s kind: the forward's RoPE and attention with the layer's own RoPE and window, and
+ * its KV shape (a sliding layer's ring, see layerKvShape).
+ */
+function attentionKind(spec: ModelSpec, f: ForwardShapes, kv: KvShape, layer: number): AttentionKind {
   const { window, rope } = layerAttention(spec, layer);
+  const shape = layerKvShape(spec, kv, layer);
   return {
-    rope: rope ? { ...f.rope, ...ropeOptionsOf(rope) } : { ...f.rope, none: true },
-    attention: window === undefined ? f.attention : { ...f.attention, window },
+    kv: shape,
+    rope: rope ? { ...f.rope, ...ropeOptionsOf(rope) } : { ...f.rope, none: true, attentionFactor: 1 },
+    attention:
+      window === undefined
+        ? f.attention
+        : { ...f.attention, window, ...(shape.ring ? { ring: shape.ring } : {}) },
   };
 }
 
 /** The kernel RoPE options a spec's RoPE sets. */
-function ropeOptionsOf(rope: RopeSpec): Pick<RopeOptions, 'theta' | 'layout' | 'scaling' | 'rotaryDim'> {
-  return { theta: rope.theta, layout: rope.layout, scaling: rope.scaling, rotaryDim: rope.rotaryDim };
+function ropeOptionsOf(
+  rope: RopeSpec,
+): Pick<RopeOptions, 'theta' | 'layout' | 'scaling' | 'rotaryDim' | 'attentionFactor'> {
+  return {
+    theta: rope.theta,
+    layout: rope.layout,
+    scaling: rope.scaling,
+    rotaryDim: rope.rotaryDim,
+    attentionFactor: ropeAttentionFactor(rope),
+  };
 }
 
 /** The sizes and kernel options {@link buildKernels} derives from the model and its placement. */
@@ -336,7 +365,7 @@ async function prepareKernels(
   await Promise.all([
     RmsNorm.prepare(ctx),
     Embedding.prepare(ctx, w.embed.format, spec.embedScale ? Math.sqrt(spec.hidden) : 1),
-    Rope.prepare(ctx, spec.rope.layout),
+    Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope)),
     AddInPlace.prepare(ctx),
     SiluMul.prepare(ctx, false, gelu ? 'gelu' : 'silu'),
     ...(spec.sandwichNorms ? [RmsNormAdd.prepare(ctx)] : []),
@@ -368,6 +397,7 @@ async function prepareKernels(
     ...(o.steer ? [Steer.prepare(ctx)] : []),
     ...(f.gate ? [SigmoidGate.prepare(ctx)] : []),
     ...(spec.linearAttention ? [DeltaNet.prepare(ctx, deltaNetShape(spec))] : []),
+    ...(spec.shortConv ? [ShortConv.prepare(ctx, shortConvShape(spec))] : []),
   ]);
 }
 
@@ -443,4 +473,5 @@ export function destroyKernels(k: Kernels): void {
   k.rot?.out.destroy();
   k.gate?.destroy();
   k.deltaNet?.destroy();
+  k.shortConv?.destroy();
 }

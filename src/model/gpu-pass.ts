@@ -76,7 +76,7 @@ export const DECODE_VIS = [0xffffffff, 0xffffffff];
 export function stageInputs(ctx: GpuContext, a: Activations, enc: GPUCommandEncoder, p: PassInputs): void {
   const T = p.positions.length;
   const parts: [GPUBuffer, ArrayLike<number>][] = [
-    // T, for the kernels that walk the rows in order (a linear-attention layer's).
+    // T, for the kernels that walk the rows in order (a recurrent layer's).
     ...(a.count ? [[a.count, [T]] as [GPUBuffer, ArrayLike<number>]] : []),
     [a.positions, p.positions],
     [a.slots, p.slots],
@@ -255,7 +255,9 @@ export function encodeCompaction(
   count: number,
   committed: number,
 ): void {
-  for (const state of r.states)
-    if (isKvCache(state)) r.k.compact.encode(pass, [state], r.a.commitSlots, count, committed);
+  r.states.forEach((state, i) => {
+    const layer = r.k.attn[r.blocks[i]!.layer];
+    if (isKvCache(state) && layer) layer.compact.encode(pass, [state], r.a.commitSlots, count, committed);
+  });
   r.feats?.compact.encode(pass, r.feats.store, r.a.commitSlots, count, committed);
 }

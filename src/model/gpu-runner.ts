@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import { deriveSizes, linearSizes, type ModelSpec } from '../formats/spec.js';
+import { deriveSizes, isRecurrent, linearSizes, type ModelSpec } from '../formats/spec.js';
 import { writeBuffer } from '../gpu/buffers.js';
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, describeAdapter, type GpuContext } from '../gpu/device.js';
@@ -11,10 +11,12 @@ import { maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
 import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { layerKvShape, RING_ROLLBACK } from './blocks/attention-gpu.js';
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockState, isKvCache, PROFILE_SECTIONS } from './blocks/gpu.js';
 import { blockMatrices, stateBuffers } from './blocks/kinds-gpu.js';
 import { linearStateOf } from './blocks/linear-gpu.js';
+import { shortConvStateOf } from './blocks/shortconv-gpu.js';
 import { openDecodeSession } from './decode-session.js';
 import {
   type Activations,
@@ -118,6 +120,8 @@ export class GpuRunner implements ModelRunner {
   /** The kernel and buffers of {@link GpuRunner.lastChildren}, made on first use. */
   private children: ChildrenRanker | undefined;
   private lastCounts: GpuCounts = zeroCounts();
+  /** The most rows committed since the last trim to 0, as of the last trim (see canTrim). */
+  private reach = 0;
   /**
    * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
    * and the LM head whole (a batch of rows reads each weight once), plus one row of the embedding
@@ -469,14 +473,29 @@ export class GpuRunner implements ModelRunner {
     );
   }
 
-  /** What the linear-attention layers hold (see {@link LinearMemory}; no state per tree node). */
+  /** What the recurrent layers hold (see {@link LinearMemory}; no state per tree node). */
   get linearMemory(): LinearMemory | undefined {
     return linearMemory(this.spec, this.parts.blocks);
   }
 
-  /** Whether the model has linear-attention layers (see {@link ModelRunner.recurrent}). */
+  /** Whether the model has recurrent layers (see {@link ModelRunner.recurrent}). */
   get recurrent(): boolean {
-    return this.spec.linearAttention !== undefined;
+    return isRecurrent(this.spec);
+  }
+
+  /**
+   * Whether {@link GpuRunner.trim} to `length` keeps the rows before it (see
+   * {@link ModelRunner.canTrim}). Always for 0 and for no change. A recurrent state holds only the
+   * end of the sequence: nothing else. A sliding layer's ring holds the slots up to the most rows
+   * committed since the last trim to 0, and one pass more, in its window + one pass +
+   * RING_ROLLBACK rows: a trim keeps the window before `length` while it goes back at most
+   * RING_ROLLBACK rows from there.
+   */
+  canTrim(length: number): boolean {
+    if (length === 0 || length >= this.cur.committed) return true;
+    if (this.recurrent) return false;
+    const ring = this.parts.k.attn.some((set) => set?.kv.ring !== undefined);
+    return !ring || length >= Math.max(this.reach, this.cur.committed) - RING_ROLLBACK;
   }
 
   trim(length: number): void {
@@ -484,10 +503,15 @@ export class GpuRunner implements ModelRunner {
     if (!Number.isInteger(length) || length < 0)
       throw new InvalidInputError(`trim: length ${length} must be >= 0`);
     // A pass at position 0 starts its recurrent state from zeros: dropping every row is enough.
-    if (this.recurrent && length !== 0 && length < this.cur.committed)
+    if (this.recurrent && !this.canTrim(length))
       throw new InvalidInputError(
         `trim: a ${this.spec.family} model's recurrent state cannot roll back to ${length} of ${this.cur.committed} tokens (only to 0)`,
       );
+    if (!this.canTrim(length))
+      throw new InvalidInputError(
+        `trim: the sliding-window layers keep a ring of their window and ${RING_ROLLBACK} rows more, so the cache can go back ${RING_ROLLBACK} tokens from ${Math.max(this.reach, this.cur.committed)}, not to ${length} (trim to 0 instead)`,
+      );
+    this.reach = length === 0 ? 0 : Math.max(this.reach, this.cur.committed);
     this.cur.committed = Math.min(this.cur.committed, length);
     this.cur.lastTokens = 0;
   }
@@ -539,7 +563,8 @@ export async function createGpuRunner(
   });
   const blocks = modelBlocks(spec);
   const states = blocks.map((b): BlockState => {
-    if (b.kind === 'attention') return kvCacheOf(ctx, b.layer, kv);
+    if (b.kind === 'attention') return kvCacheOf(ctx, b.layer, layerKvShape(spec, kv, b.layer));
+    if (b.kind === 'conv') return shortConvStateOf(ctx, spec, b.layer, MAX_FORWARD_TOKENS);
     return b.kind === 'linear' ? linearStateOf(ctx, spec, b.layer, MAX_FORWARD_TOKENS) : undefined;
   });
   const acts = allocateActivations(
@@ -579,9 +604,10 @@ function checkRunnerShapes(spec: ModelSpec, o: GpuRunnerOptions): KvShape {
   }
   if (o.head && !o.features)
     throw new InvalidInputError('createGpuRunner: a draft head keeps its outputs (features: true)');
-  if (spec.shortConv)
+  // The kernel has no biases; LFM2's published checkpoints have none (conv_bias false).
+  if (spec.shortConv?.bias)
     throw new InvalidInputError(
-      `a ${spec.family} model's short-convolution layers run on the CPU reference only so far (--device cpu)`,
+      `a ${spec.family} model's short-convolution layers with biases (conv_bias) run on the CPU reference only (--device cpu)`,
     );
   if (spec.linearAttention) {
     // The delta rule's output is out_proj's input as it stands: never padded.

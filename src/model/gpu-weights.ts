@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { outputGateView } from '../formats/gate-view.js';
+import { finalNormName } from '../formats/layout.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../gpu/buffers.js';
@@ -205,7 +206,7 @@ export async function placeWeights(
   const embed = o.embed ?? (await placer.matrix('model.embed_tokens.weight', V, H));
   const blocks: GpuBlockWeights[] = [];
   for (const block of modelBlocks(spec)) blocks.push(await placeBlock(placer, block, MAX_FORWARD_TOKENS));
-  const norm = await placer.norm('model.norm.weight', H);
+  const norm = await placer.norm(finalNormName(spec), H);
   const lmHead = spec.tiedEmbeddings ? embed : await placer.matrix('lm_head.weight', o.lmRows ?? V, H);
   return {
     embed,

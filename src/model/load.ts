@@ -1,5 +1,6 @@
 import { ModelFormatError } from '../formats/errors.js';
 import { type ModelFiles, parseJson, readJson } from '../formats/files.js';
+import { splitFusedView } from '../formats/fused-view.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
 import { checkTensors, languageModelTensors } from '../formats/layout.js';
@@ -11,6 +12,7 @@ import {
 import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import { isIntFormat, type WeightFormat } from '../quant/formats.js';
+import { isRotatedLinear } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig, withGenerationConfig } from './config.js';
 import type { Packing } from './quantized.js';
@@ -90,7 +92,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     const weights = await openWeftCheckpoint(await files.open(WEFT_WEIGHTS));
     checkTensors(spec, weights.tensors, where(WEFT_WEIGHTS));
     // Every linear shares one format and rotation (weft convert's --quant and --rotate).
-    const linear = Object.entries(weights.schemes).find(([name]) => name.endsWith('_proj.weight'))?.[1];
+    const linear = Object.entries(weights.schemes).find(([name]) => isRotatedLinear(name))?.[1];
     const packed = linear && { format: linear.format, rotation: linear.rotation };
     const recorded = weights.metadata.source_model_checksum;
     const checksum = once(() =>
@@ -104,11 +106,13 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
       await openShardedSafetensors(index, (f) => files.open(f), where(SHARD_INDEX)),
     );
     // A tensor the index does not list is the index's fault; a wrong shape is its shard's.
-    checkTensors(spec, st.tensors, where(SHARD_INDEX), (name) => where(st.tensors.get(name)!.source.name));
+    const shardOf = (name: string) => where(st.tensors.get(name)?.source.name ?? SHARD_INDEX);
+    const weights = splitFusedView(safetensorsReader(st, where(SHARD_INDEX)), spec, shardOf);
+    checkTensors(spec, weights.tensors, where(SHARD_INDEX), shardOf);
     return {
       spec,
       tokenizer,
-      weights: safetensorsReader(st, where(SHARD_INDEX)),
+      weights,
       chat,
       source: 'safetensors',
       warnings,
@@ -116,11 +120,13 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     };
   }
   const { st, warnings } = languageModel(await openSafetensors(await files.open(SAFETENSORS)));
-  checkTensors(spec, st.tensors, where(SAFETENSORS));
+  // Phi-3's fused qkv_proj and gate_up_proj read as the plain linears (splitFusedView).
+  const weights = splitFusedView(safetensorsReader(st, where(SAFETENSORS)), spec, () => where(SAFETENSORS));
+  checkTensors(spec, weights.tensors, where(SAFETENSORS));
   return {
     spec,
     tokenizer,
-    weights: safetensorsReader(st, where(SAFETENSORS)),
+    weights,
     chat,
     source: 'safetensors',
     warnings,
@@ -238,13 +244,14 @@ async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedMod
   const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, ck.spec.eosIds, file);
   const format = commonFormat(
-    [...ck.tensors.keys()].filter((n) => n.endsWith('_proj.weight')),
+    [...ck.tensors.keys()].filter((n) => isRotatedLinear(n)),
     ck,
   );
   return {
     spec: ck.spec,
     tokenizer,
-    weights: ck,
+    // A phi3 file's fused attn_qkv and ffn_up read as the plain linears (splitFusedView).
+    weights: splitFusedView(ck, ck.spec, () => file),
     chat: 'chat_template' in tokenizerConfig,
     source: 'gguf',
     checksum: once(async () => sha256Hex(await head(files, file))),

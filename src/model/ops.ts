@@ -1,6 +1,7 @@
 // The plain-TS operations of the reference forward pass (model/reference.ts, its blocks in
 // model/blocks/ and the draft head's CPU runner), in f32 storage with f64 accumulation: see the
 // numerics note in reference.ts.
+import { InvalidInputError } from '../errors.js';
 import { attentionScale, deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 
@@ -15,20 +16,31 @@ export function roundToHalves(x: Float32Array): void {
  * of linear scaling, or with Llama 3 scaling (`_compute_llama3_parameters`) when set:
  * wavelengths below `originalMaxPositions / highFreqFactor` are kept, those above
  * `originalMaxPositions / lowFreqFactor` are divided by `factor`, and the band between is
- * interpolated smoothly.
+ * interpolated smoothly. LongRoPE (`_compute_longrope_parameters`): `1 / (factors[i] ·
+ * theta^(2i / rotaryDim))` with each step rounded to f32 as PyTorch takes it (the exponent, the
+ * power, the product, the quotient), as the kernels' `ropeInvFreq` computes it too.
  */
 export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32Array {
   const dim = rope.rotaryDim ?? headDim; // partial rotary: the frequencies span the rotated width
   const inv = new Float32Array(dim / 2);
+  const s = rope.scaling;
+  if (s?.type === 'longrope' && s.factors.length !== inv.length)
+    throw new InvalidInputError(
+      `rope: LongRoPE has ${s.factors.length} factors for ${inv.length} rotary pairs (rotaryDim ${dim})`,
+    );
   for (let i = 0; i < inv.length; i++) {
     const f = 1 / rope.theta ** ((2 * i) / dim);
-    const s = rope.scaling;
     if (s === undefined) {
       inv[i] = f;
       continue;
     }
     if (s.type === 'linear') {
       inv[i] = f / s.factor;
+      continue;
+    }
+    if (s.type === 'longrope') {
+      const base = Math.fround(rope.theta ** Math.fround((2 * i) / dim));
+      inv[i] = 1 / Math.fround(Math.fround(s.factors[i]!) * base);
       continue;
     }
     const wavelen = (2 * Math.PI) / f;
@@ -148,7 +160,9 @@ export function addInto(x: Float32Array, y: Float32Array): void {
  * Rotates x [T, heads, headDim] in place at each token's position. `'half'` pairs dimension i with
  * i + R/2 (Hugging Face's rotate_half over the first R = 2 · invFreq.length dimensions: partial
  * rotary leaves the rest as they are); `'interleaved'` pairs 2i with 2i + 1. Pair i turns by
- * angle `position * invFreq[i]`, with the angle, cos and sin rounded to f32 as in PyTorch.
+ * angle `position * invFreq[i]`, with the angle, cos and sin rounded to f32 as in PyTorch; cos and
+ * sin are then multiplied by `attentionFactor` (LongRoPE's, `ropeAttentionFactor`), in f32 as
+ * PyTorch's `emb.cos() * attention_scaling` rounds it. A factor of 1 changes nothing.
  */
 export function rope(
   x: Float32Array,
@@ -157,13 +171,15 @@ export function rope(
   positions: readonly number[],
   invFreq: Float32Array,
   layout: RopeSpec['layout'],
+  attentionFactor = 1,
 ): void {
   const half = invFreq.length; // rotaryDim / 2: dimensions past rotaryDim stay as they are
+  const scale = Math.fround(attentionFactor);
   positions.forEach((pos, t) => {
     for (let i = 0; i < half; i++) {
       const angle = Math.fround(pos * invFreq[i]!);
-      const c = Math.fround(Math.cos(angle));
-      const s = Math.fround(Math.sin(angle));
+      const c = Math.fround(Math.fround(Math.cos(angle)) * scale);
+      const s = Math.fround(Math.fround(Math.sin(angle)) * scale);
       for (let hd = 0; hd < heads; hd++) {
         const base = (t * heads + hd) * headDim;
         const a = layout === 'half' ? base + i : base + 2 * i;

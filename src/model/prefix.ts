@@ -43,8 +43,10 @@ export class CachedPrefix {
   trimTo(context: readonly number[]): readonly number[] {
     let keep = 0;
     while (keep < this.ids.length && keep < context.length - 1 && this.ids[keep] === context[keep]) keep++;
-    // A recurrent state holds only the end of the sequence: keep all the cached rows, or none.
+    // A recurrent state holds only the end of the sequence: keep all the cached rows, or none; a
+    // sliding layer's ring, the rows since a little before its last end.
     if (this.runner.recurrent && keep < this.ids.length) keep = 0;
+    if (this.runner.canTrim && !this.runner.canTrim(keep)) keep = 0;
     this.runner.trim(keep);
     this.ids.length = keep;
     return context.slice(keep);

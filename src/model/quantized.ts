@@ -17,6 +17,7 @@ import {
   effectiveWeights,
   formatOf,
   isHadamardSize,
+  isMlpInput,
   isRotatedLinear,
   packedWidth,
   packLinear,
@@ -77,9 +78,8 @@ export function placedPad(
   rotate: RotationChoice,
 ): { rows: number; cols: number } {
   if (!isRotatedLinear(name)) return { rows, cols };
-  const mlpIn = name.endsWith('mlp.gate_proj.weight') || name.endsWith('mlp.up_proj.weight');
   const Ip = packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate));
-  return { rows: mlpIn ? Ip : rows, cols: packedWidth(cols, rotationFor(rotate, cols)) };
+  return { rows: isMlpInput(name) ? Ip : rows, cols: packedWidth(cols, rotationFor(rotate, cols)) };
 }
 
 /**

@@ -2,7 +2,7 @@
 // decode/device-step.ts): the runner's buffers such a kernel reads and fills, and the passes and
 // commits encoded into the caller's submission, which read nothing back.
 import { InvalidInputError } from '../errors.js';
-import type { ModelSpec } from '../formats/spec.js';
+import { isRecurrent, type ModelSpec } from '../formats/spec.js';
 import type { GpuContext } from '../gpu/device.js';
 import type { GpuTimer } from '../gpu/timing.js';
 import { visWords } from '../kernels/attention/attention_split.js';
@@ -135,12 +135,13 @@ export class ResidentPasses {
 
   /**
    * A pass whose rows a kernel lays out (a tree) and a path committed on the device: not for a model
-   * with linear-attention layers, whose state follows chains only on the GPU.
+   * with recurrent (linear-attention, short-convolution) layers, whose state follows chains only on
+   * the GPU.
    */
   private refuseRecurrent(what: string): void {
-    if (this.spec.linearAttention)
+    if (isRecurrent(this.spec))
       throw new InvalidInputError(
-        `${what}: a model with linear-attention layers runs chains on the GPU (device-side trees of its recurrent state are not on the GPU yet)`,
+        `${what}: a model with recurrent layers runs chains on the GPU (device-side trees of its recurrent state are not on the GPU yet)`,
       );
   }
 

@@ -129,12 +129,19 @@ export interface ModelRunner {
    */
   features?(from: number, to: number): Promise<Float32Array>;
   /**
-   * true: the committed rows carry a recurrent state (linear-attention layers) that holds only the
-   * end of the sequence, so {@link ModelRunner.trim} can drop all rows but not some.
+   * true: the committed rows carry a recurrent state (linear-attention or short-convolution layers)
+   * that holds only the end of the sequence, so {@link ModelRunner.trim} can drop all rows but not
+   * some.
    */
   readonly recurrent?: boolean;
   /** Drops committed rows from `length` on (for reuse of a shared prompt prefix). */
   trim(length: number): void;
+  /**
+   * Whether `trim(length)` keeps the rows before `length` usable (a recurrent state, or a
+   * sliding-window ring that has moved on, cannot go back everywhere; 0 always can). Absent: it
+   * always can, but for a {@link ModelRunner.recurrent} runner's rule.
+   */
+  canTrim?(length: number): boolean;
   /**
    * Running totals of the work asked of the GPU this runner runs on (dispatches, writes, readbacks,
    * submissions), shared with any other runner on the same device (a draft model): the engine takes

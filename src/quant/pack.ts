@@ -160,9 +160,21 @@ export function unrotateRows(y: Float32Array, M: number, n: number): Float32Arra
   return out;
 }
 
-/** Linears whose input the runner rotates: every `*_proj` (not the LM head, not the embedding). */
+/**
+ * The decoder's linear weights, which a weft-q checkpoint packs and whose input the runner may
+ * rotate: every `*_proj`, and LFM2's feed-forward `w1`, `w2` and `w3` (not the LM head, not the
+ * embedding).
+ */
 export function isRotatedLinear(name: string): boolean {
-  return name.endsWith('_proj.weight');
+  return name.endsWith('_proj.weight') || /\.feed_forward\.w[123]\.weight$/.test(name);
+}
+
+/**
+ * The MLP's input linears, gate and up (LFM2: `feed_forward.w1` and `w3`): placed with zero rows
+ * up to the padded MLP width that down reads.
+ */
+export function isMlpInput(name: string): boolean {
+  return /\.(mlp\.(gate|up)_proj|feed_forward\.w[13])\.weight$/.test(name);
 }
 
 /**

@@ -144,6 +144,28 @@ describe('weft generate --draft', () => {
   });
 });
 
+describe('weft generate, gemma3 at a context of 4096', () => {
+  it('prints kv_bytes: the sliding layers hold their window (a ring), the global layer the context', async () => {
+    const modelDir = join(dir, 'gemma3');
+    const want = await fixtureWithReference(modelDir, 'gemma3', 3, 8);
+    const out = await weft([
+      'generate',
+      ...['--model', modelDir, '--prompt-ids', PROMPT.join(','), '--max-tokens', '8'],
+      ...['--quant', 'f32', '--kv-cache', 'f32', '--context', '4096', '--temperature', '0', '--json'],
+    ]);
+    expect(out.stderr).toBe('');
+    const json = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
+    expect(json.ids).toEqual(want);
+    // The tiny Gemma 3: two sliding layers (window 64, ring 64 + 64 + 64 rows) and one global, one
+    // KV head of 32; K and V in f32.
+    const row = 2 * 32 * 4;
+    expect(json.stats.kv_bytes).toBe(2 * 192 * row + 4096 * row);
+    console.log(
+      `[cli] gemma3 at 4096: kv_bytes ${json.stats.kv_bytes} (all layers whole: ${3 * 4096 * row})`,
+    );
+  });
+});
+
 describe('weft generate --vulkan lavapipe', () => {
   it('runs in Node on lavapipe in the GPU forms, names them in the stats, and gives the reference ids', async () => {
     const modelDir = join(dir, 'lavapipe-qwen3');

@@ -153,6 +153,73 @@ describe('Gemma 3 on the GPU', () => {
   });
 });
 
+describe('Gemma 3 sliding layers keep a ring of their window on the GPU', () => {
+  // A context of 400: the sliding layers' rings are 64 (window) + 64 (one pass) + 64 (rollback) =
+  // 192 rows, the global layer's 400; 80 + 240 tokens wrap the rings.
+  const RING = 64 + 64 + 64;
+  const CONTEXT = 400;
+
+  it('greedy 240 tokens past the ring wrap equal the reference; kv_bytes counts the rings; trims keep the window or refuse', async () => {
+    const { files } = fixtureFiles('gemma3', 'f32', 7);
+    const opened = await openModel(memoryModelFiles('gemma3', files));
+    const dev = await createGpuRunner(opened, { quant: 'f32', capacity: CONTEXT, gpu: await gpu() });
+    const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+      capacity: CONTEXT,
+    });
+    const spec = opened.spec;
+    const row = 2 * spec.kvHeads * spec.headDim * 4; // K and V of one slot, f32
+    const sliding = spec.slidingLayers!.filter(Boolean).length;
+    expect(dev.kvBytes).toBe(sliding * RING * row + (spec.layers - sliding) * CONTEXT * row);
+    console.log(
+      `[gemma3] KV at a context of ${CONTEXT}: ${dev.kvBytes} bytes (${sliding} sliding layers × ${RING} rows, ${spec.layers - sliding} global × ${CONTEXT}); without rings ${spec.layers * CONTEXT * row}`,
+    );
+    const want = await greedyIds(ref, long, 240);
+    expect(await greedyIds(dev, long, 240)).toEqual(want);
+    // The cache holds the prompt and 239 ids (319 rows). Back 29: within the ring's rollback, the
+    // rows before stay, and decoding on from there equals the reference's; back past it, refused.
+    expect(dev.kvLength).toBe(319);
+    expect(dev.canTrim(290)).toBe(true);
+    expect(dev.canTrim(200)).toBe(false);
+    expect(() => dev.trim(200)).toThrow(/ring of their window/);
+    const decodeOn = async (r: ModelRunner, first: number, n: number) => {
+      const out: number[] = [];
+      let t = first;
+      for (let i = 0; i < n; i++) {
+        t = (await r.forward({ tokens: [t] }, GREEDY, 'last'))[0]!;
+        r.commit([0]);
+        out.push(t);
+      }
+      return out;
+    };
+    for (const r of [ref, dev] as ModelRunner[]) r.trim(290);
+    expect(await decodeOn(dev, 7, 40)).toEqual(await decodeOn(ref, 7, 40));
+    // A request sharing only an early part of the cache starts again from 0 (the engine's choice).
+    const early = [...long.slice(0, 50), 9, 10];
+    expect(await greedyIds(dev, early, 12)).toEqual(await greedyIds(ref, early, 12));
+    dev.dispose();
+  });
+
+  it('speculation across the ring wrap gives plain decoding’s ids (tree commits compact within the ring)', async () => {
+    const { files } = fixtureFiles('gemma3', 'f32', 7);
+    const engine = await createEngine({
+      model: memoryModelFiles('gemma3', files),
+      quant: 'f32',
+      contextLength: CONTEXT,
+      gpu: await gpu(),
+    });
+    const p = [...long, 5, 17, 99, 3, 250, 17, 99, 3];
+    const run = async (o: GenerateOptions) => {
+      const out: number[] = [];
+      for await (const c of engine.generate(p, o)) out.push(...c.ids);
+      return out;
+    };
+    const plain = await run({ maxTokens: 200, drafter: 'none' });
+    expect(await run({ maxTokens: 200, drafter: 'ngram', treeBudget: 8 })).toEqual(plain);
+    expect(engine.lastStats!.kv_bytes).toBeLessThan(3 * CONTEXT * 2 * 32 * 4);
+    await engine.unload();
+  });
+});
+
 describe('SmolLM3 on the GPU', () => {
   it('greedy 32 tokens at f32 equal the reference (its last layer without RoPE)', async () => {
     const { opened, dev } = await open('smollm3');

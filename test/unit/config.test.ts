@@ -172,7 +172,7 @@ describe('specFromConfig', () => {
       ...llama32_1b,
       rope_scaling: { ...llama32_1b.rope_scaling, rope_type: undefined, type: 'llama3' },
     };
-    expect(specFromConfig(cfg).rope.scaling?.factor).toBe(32);
+    expect(specFromConfig(cfg).rope.scaling).toMatchObject({ factor: 32 });
   });
   it('reads Mistral with its sliding window on every layer, at its whole context', () => {
     const s = specFromConfig(mistral7b);

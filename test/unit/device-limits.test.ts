@@ -62,6 +62,22 @@ describe('model footprint', () => {
     expect(params(specOf('qwen2.5-0.5b')).matrices).toBe(494_032_768 - 24 * 1152 - 24 * 2 * 896 - 896);
     expect(params(specOf('llama-3.2-1b')).matrices).toBe(1_235_814_400 - 16 * 2 * 2048 - 2048);
   });
+
+  it('reads Gemma 3 270M and 1B and SmolLM3-3B as published: their parameter counts, windows and RoPE-less layers', () => {
+    const total = (shape: ScaleShape) => {
+      const { matrices, vectors } = params(specOf(shape));
+      return matrices + vectors;
+    };
+    // The counts the model cards and safetensors index state.
+    expect(total('gemma-3-270m')).toBe(268_098_176);
+    expect(total('gemma-3-1b')).toBe(999_885_952);
+    expect(total('smollm3-3b')).toBe(3_075_098_624);
+    const g = specOf('gemma-3-1b');
+    expect([g.slidingWindow, g.headDim, g.attentionScale]).toEqual([512, 256, 1 / 16]);
+    expect(g.slidingLayers!.filter((s) => !s).length).toBe(4); // layers 6, 12, 18, 24 are global
+    expect(g.eosIds).toEqual([1, 106]);
+    expect(specOf('smollm3-3b').noRopeLayers!.filter(Boolean).length).toBe(9);
+  });
 });
 
 describe('checkDeviceFit', () => {

@@ -36,6 +36,20 @@ describe('CachedPrefix', () => {
     expect(cached.tokens).toEqual([1, 2, 8, 8]);
   });
 
+  it('starts again from 0 where the runner cannot trim to the shared prefix (a sliding ring moved on)', async () => {
+    const runner = new ToyRunner();
+    // As a ring's rule: back at most 2 rows from the end.
+    Object.assign(runner, { canTrim: (n: number) => n === 0 || n >= runner.kvLength - 2 });
+    const cached = new CachedPrefix(runner);
+    await cached.sync([1, 2, 3, 4, 5, 6], GREEDY, 64);
+    runner.calls.length = 0;
+    expect((await cached.sync([1, 2, 3, 4, 7, 7], GREEDY, 64)).reused).toBe(4);
+    expect(runner.calls).toEqual([{ tokens: [7, 7], kvLength: 4 }]);
+    runner.calls.length = 0;
+    expect((await cached.sync([1, 2, 9], GREEDY, 64)).reused).toBe(0);
+    expect(runner.calls).toEqual([{ tokens: [1, 2, 9], kvLength: 0 }]);
+  });
+
   it('runs beforeChunk before every prefill forward; a throw keeps the chunks done so far', async () => {
     const runner = new ToyRunner();
     const cached = new CachedPrefix(runner);

@@ -40,6 +40,7 @@ function invFreqs(spec: ModelSpec): number[] {
   const s = spec.rope.scaling;
   if (!s) return base;
   if (s.type === 'linear') return base.map((f) => f / s.factor);
+  if (s.type === 'longrope') throw new Error('oracle: LongRoPE is modelled in phi3-naive.test.ts');
   const lowWl = s.originalMaxPositions / s.lowFreqFactor;
   const highWl = s.originalMaxPositions / s.highFreqFactor;
   return base.map((f) => {

@@ -3,27 +3,44 @@ import { gpu, projectForms, runOnce } from '../../../test/helpers/gpu.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
-import { packHalves, unpackHalves } from '../kv/kv.js';
-import { ATTENTION_CHUNK, MIN_ATTENTION_WINDOW, SplitAttention, visWords } from './attention_split.js';
+import { kvRingOf, packHalves, unpackHalves } from '../kv/kv.js';
+import {
+  ATTENTION_CHUNK,
+  attentionChunks,
+  MIN_ATTENTION_WINDOW,
+  SplitAttention,
+  visWords,
+} from './attention_split.js';
 import { type AttentionInputs, attentionRef, chainEnds, subtreeEnds } from './reference.js';
 
 function slotsOf(base: number, rows: number): Uint32Array {
   return Uint32Array.from({ length: rows }, (_, r) => base + r);
 }
 
-/** Runs {@link SplitAttention} once on {@link AttentionInputs}; returns [T, heads, headDim] and the dispatch count. */
+/**
+ * Runs {@link SplitAttention} once on {@link AttentionInputs} (k, v: a full cache); with `ring`, on
+ * the ring of that many rows holding the same slots up to the pass's last (kvRingOf). Returns
+ * [T, heads, headDim], the dispatch count and each dispatch's grid.
+ */
 async function runSplit(
   ctx: GpuContext,
   a: AttentionInputs,
-): Promise<{ out: Float32Array; dispatches: number }> {
+  ring = 0,
+): Promise<{ out: Float32Array; dispatches: number; grids: number[][] }> {
   const T = a.ends.length;
   await SplitAttention.prepare(ctx, a);
   const before = ctx.counter.dispatches;
+  const grids: number[][] = [];
+  const shape = { ...a, ring, maxRows: T };
+  const cache = (x: Float32Array) => {
+    const rows = ring ? kvRingOf(shape, x, a.base + T - 1) : x;
+    return a.format === 'f16' ? packHalves(rows) : rows;
+  };
   const out = await runOnce(ctx, 'attention-split', (run) => {
-    const att = run.own(new SplitAttention(ctx, run.binds, { ...a, maxRows: T }));
+    const att = run.own(new SplitAttention(ctx, run.binds, shape));
     const q = run.upload(a.q);
-    const k = run.upload(a.format === 'f16' ? packHalves(a.k) : a.k);
-    const v = run.upload(a.format === 'f16' ? packHalves(a.v) : a.v);
+    const k = run.upload(cache(a.k));
+    const v = run.upload(cache(a.v));
     const [ends, slots, positions, out] = [
       run.upload(visWords(a.ends)),
       run.upload(slotsOf(a.base, T)),
@@ -31,11 +48,18 @@ async function runSplit(
       run.empty(a.q.byteLength),
     ];
     return {
-      encode: (pass) => att.encode(pass, q, k, v, ends, slots, positions, out, T, a.base),
+      encode: (pass) => {
+        const dispatch = pass.dispatchWorkgroups.bind(pass);
+        pass.dispatchWorkgroups = (x, y = 1, z = 1) => {
+          grids.push([x, y, z]);
+          dispatch(x, y, z);
+        };
+        att.encode(pass, q, k, v, ends, slots, positions, out, T, a.base);
+      },
       read: () => readF32(ctx, out, T * a.heads * a.headDim),
     };
   });
-  return { out, dispatches: ctx.counter.dispatches - before };
+  return { out, dispatches: ctx.counter.dispatches - before, grids };
 }
 
 function rng(seed: number): () => number {
@@ -271,7 +295,7 @@ describe.each(FORMS)(
         expect(want).not.toEqual(reference({ ...a, window: 0 }));
         const { out, dispatches } = await runSplit(ctx, a);
         expectClose(out, want, TOL);
-        expect(dispatches).toBe(SplitAttention.dispatches(base, 1));
+        expect(dispatches).toBe(SplitAttention.dispatches(base, 1, window));
       },
     );
 
@@ -322,6 +346,62 @@ describe.each(FORMS)(
         const want = reference(a);
         expect(want).not.toEqual(reference({ ...a, window: 0 }));
         expectClose((await runSplit(ctx, a)).out, want, TOL);
+      },
+    );
+
+    // A ring cache (slot s at row s mod ring, ring ≥ window + 64): the same chunks in the same order
+    // as over a full cache, so the same bits; only the chunks from the first row's window start on
+    // are launched. The full cache holds random keys in the ring's slots and the one before it
+    // (overwritten in the ring, and out of every row's window), zeros elsewhere.
+    it.each([
+      // heads, kvHeads, headDim, format, window, ring, nodes (0: a chain), base, rows, grid width
+      // Decode at 1030 (the ring wrapped 5 times): window 931 .. 1030 spans chunks 3, 4 and the wrap at 960.
+      [4, 2, 64, 'f32', 100, 192, 0, 1030, 1, 2],
+      // A 40-row prefill chunk at 1000 .. 1039 across the wrap at 1024, also chunk 4's start: rows
+      // 0-23 final after the partial pass, rows 24-39 merged.
+      [8, 2, 64, 'f16', 64, 128, 0, 1000, 40, 2],
+      // A 17-node tree at 760 .. 776, across the wrap at 768 (4 · 192), also chunk 3's start.
+      [4, 2, 64, 'f32', 100, 192, 17, 760, 17, 2],
+      // Decode at 100000 with ring = window + 64: chunks 389 and 390 launched, not 391.
+      [8, 2, 64, 'f32', 300, 364, 0, 100000, 1, 2],
+    ] as const)(
+      'ring: heads=%i kvHeads=%i headDim=%i %s cache, window %i, ring %i, tree of %i, at %i, %i rows',
+      async (heads, kvHeads, headDim, format, window, ring, nodes, base, M, width) => {
+        const ctx = await gpu({ kernels });
+        const r = rng(base + ring);
+        const parents = nodes ? randomTree(nodes, r) : undefined;
+        const ends = parents ? subtreeEnds(parents) : chainEnds(M);
+        const capacity = base + M;
+        const row = kvHeads * headDim;
+        const full = () => {
+          const x = new Float32Array(capacity * row);
+          x.set(rand((ring + 1) * row, r, 2), (capacity - ring - 1) * row);
+          return x;
+        };
+        const a: AttentionInputs = {
+          heads,
+          kvHeads,
+          headDim,
+          capacity,
+          format,
+          base,
+          ends,
+          window,
+          q: rand(M * heads * headDim, r, 2),
+          k: full(),
+          v: full(),
+          ...(parents ? { positions: treePositions(parents, base) } : {}),
+        };
+        const got = await runSplit(ctx, a, ring);
+        expectClose(got.out, reference(a), TOL);
+        expect(attentionChunks(base, M, window)).toBe(width);
+        const merge = width > 1 ? [[kvHeads, M, 1]] : [];
+        expect(got.grids).toEqual([[width, kvHeads, M], ...merge]);
+        expect(got.dispatches).toBe(SplitAttention.dispatches(base, M, window));
+        // A full cache is worth uploading (and the window's effect worth checking) for the small cases only.
+        if (base > 5000) return;
+        expect(reference(a)).not.toEqual(reference({ ...a, window: 0 }));
+        expect(Array.from(got.out)).toEqual(Array.from((await runSplit(ctx, a)).out));
       },
     );
 
@@ -405,7 +485,7 @@ describe.each(FORMS)(
       att.destroy();
     });
 
-    it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot, a window under 64, small shared partials', async () => {
+    it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot, a window under 64, small shared partials, a ring too small or without a window', async () => {
       const ctx = await gpu({ kernels });
       const binds = new BindGroupCache(ctx.device);
       const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
@@ -425,6 +505,49 @@ describe.each(FORMS)(
       if (serial)
         new SplitAttention(ctx, binds, big).destroy(); // the serial form holds no workgroup memory
       else expect(() => new SplitAttention(ctx, binds, big)).toThrow(/workgroup memory/);
+      // A ring needs a window and window + 64 rows; a pass over it spans at most 64 slots.
+      const windowed = { ...shape, capacity: 1000, maxRows: 64, window: 100 };
+      expect(() => new SplitAttention(ctx, binds, { ...windowed, window: 0, ring: 192 })).toThrow(
+        /a ring of 192 rows needs a window with ring ≥ window \+ 64 \(the slots of one pass\), got window 0/,
+      );
+      expect(() => new SplitAttention(ctx, binds, { ...windowed, ring: 163 })).toThrow(
+        /ring of 163 rows.*got window 100/,
+      );
+      expect(() => new SplitAttention(ctx, binds, { ...windowed, ring: 50 })).toThrow(
+        /ring must be 0 \(none\) or an integer ≥ 64/,
+      );
+      const att = new SplitAttention(ctx, binds, { ...windowed, ring: 164 });
+      const b = createBuffer(ctx, 164 * 2 * 64 * 4, 'buf');
+      const pass = ctx.device.createCommandEncoder().beginComputePass();
+      expect(() => att.encode(pass, b, b, b, b, b, b, b, 1, 500, 564)).toThrow(
+        /with a ring a pass spans at most 64 slots, got base 500 to lastSlot 564/,
+      );
+      // The cache holds ring rows, not capacity.
+      const short = createBuffer(ctx, 163 * 2 * 64 * 4, 'short');
+      expect(() => att.encode(pass, b, b, short, b, b, b, b, 1, 500)).toThrow(
+        /vCache holds 83456 bytes, need 83968/,
+      );
+      pass.end();
+      b.destroy();
+      short.destroy();
+      att.destroy();
     });
   },
 );
+
+describe('split attention over a ring: grid and partials', () => {
+  it('launches the chunks a window can see, and a ring keeps its partials the window’s size', () => {
+    // A decode step at 100000 with a window of 1024: chunks 386 .. 390, not all 391.
+    expect(attentionChunks(100000, 1, 1024)).toBe(5);
+    expect(attentionChunks(100000, 1)).toBe(391);
+    // A GPU-grown tree after 100000, slots up to 100063: chunks 386 .. 390 still.
+    expect(attentionChunks(100000, 4, 1024, 100063)).toBe(5);
+    expect(SplitAttention.dispatches(700, 1, 64)).toBe(1); // window 637 .. 700, all in chunk 2
+    expect(SplitAttention.dispatches(700, 1)).toBe(2);
+    const shape = { heads: 8, kvHeads: 2, headDim: 128, capacity: 131072, maxRows: 64, window: 1024 };
+    const perChunk = 64 * 8 * (128 + 2) * 4;
+    expect(SplitAttention.partialBytes(shape)).toBe(512 * perChunk);
+    // Window starts from base - 1023 to slots up to base + 63: 1087 slots touch at most 6 chunks.
+    expect(SplitAttention.partialBytes({ ...shape, ring: 1088 })).toBe(6 * perChunk);
+  });
+});

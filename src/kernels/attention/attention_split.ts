@@ -5,7 +5,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
-import { kvWordsPerSlot } from '../kv/kv.js';
+import { kvRows, kvWordsPerSlot, MAX_PASS_SLOTS } from '../kv/kv.js';
 import type { AttentionShape } from './reference.js';
 
 const WG = 64;
@@ -21,9 +21,15 @@ export const ATTENTION_CHUNK = 256;
  * 64 deep), so every key of the pass a row sees lies in any window this wide, and the kernels test
  * the window on prefix slots alone.
  */
-export const MIN_ATTENTION_WINDOW = 64;
-// One uniform for both passes (attention_merge reads only the window).
-const Params = defineUniforms('Params', { scale: 'f32', first: 'u32', window: 'u32' });
+export const MIN_ATTENTION_WINDOW = MAX_PASS_SLOTS;
+// One uniform for both passes (attention_merge reads the window and the chunks).
+const Params = defineUniforms('Params', {
+  scale: 'f32',
+  first: 'u32',
+  window: 'u32',
+  ring: 'u32',
+  chunks: 'u32',
+});
 
 /**
  * The visibility words of a depth-first tree (or chain) of `ends.length` rows at consecutive slots
@@ -48,8 +54,10 @@ export function visWords(ends: ArrayLike<number>): Uint32Array {
 }
 
 /**
- * Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds
- * and the first slot later rows may see.
+ * Static shape of a {@link SplitAttention}: the attention shape plus the most rows one pass holds,
+ * the first slot later rows may see and a sliding window. The cache's `ring` (KvShape.ring: slot s
+ * at row s mod ring of buffers [ring, kvHeads, headDim]) needs a window, and ring ≥ window +
+ * {@link MAX_PASS_SLOTS}.
  */
 export interface SplitAttentionShape extends AttentionShape {
   /** Most query rows of one pass (sizes the buffer of chunk partials). */
@@ -109,15 +117,31 @@ function workgroupBytes(v: Variant): number {
 }
 
 /**
- * Chunks a pass of `rows` rows at `base` spans: the partial pass's grid width and the stride of
- * its partials (the kernels recompute it as slots[rows - 1] / chunk + 1).
+ * The partial pass's grid width for `rows` rows at `base` (row r at slot base + r, or rows a
+ * kernel placed at slots up to `lastSlot`, every position ≥ base): the chunks from the first one a
+ * row can see, that of max(0, base + 1 - window) (chunk 0 without a window), to lastSlot's. With a
+ * window this stays about (window + 64) / {@link ATTENTION_CHUNK} + 2 however far into the context
+ * the pass stands.
  */
-export function attentionChunks(base: number, rows: number): number {
-  return Math.floor((base + rows - 1) / ATTENTION_CHUNK) + 1;
+export function attentionChunks(base: number, rows: number, window = 0, lastSlot = base + rows - 1): number {
+  const start = window > 0 ? Math.max(0, base + 1 - window) : 0;
+  return Math.floor(lastSlot / ATTENTION_CHUNK) - Math.floor(start / ATTENTION_CHUNK) + 1;
+}
+
+/**
+ * Chunks the partials keep per (row, KV head): every chunk of the cache, or with a ring the most a
+ * pass's rows can see (window starts from base + 1 - window, slots up to base + 63: window + 63
+ * consecutive slots), so a ring's partials do not grow with the context either.
+ */
+function partialChunks(shape: SplitAttentionShape): number {
+  const all = Math.ceil(shape.capacity / ATTENTION_CHUNK);
+  if (!shape.ring) return all;
+  const span = (shape.window ?? 0) + MAX_PASS_SLOTS - 1;
+  return Math.min(all, Math.floor((span - 1) / ATTENTION_CHUNK) + 2);
 }
 
 function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limits' | 'kernels'>): void {
-  const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0, window = 0 } = shape;
+  const { heads, kvHeads, headDim, capacity, maxRows, firstSlot = 0, window = 0, ring = 0 } = shape;
   for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity, maxRows }))
     if (!Number.isInteger(v) || v < 1)
       throw new InvalidInputError(`SplitAttention: ${name} must be ≥ 1, got ${v}`);
@@ -126,6 +150,11 @@ function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limi
   if (window !== 0 && !(Number.isInteger(window) && window >= MIN_ATTENTION_WINDOW))
     throw new InvalidInputError(
       `SplitAttention: window must be 0 (none) or an integer ≥ ${MIN_ATTENTION_WINDOW}, got ${window}`,
+    );
+  kvRows(shape); // checks the ring
+  if (ring !== 0 && !(window > 0 && ring >= window + MAX_PASS_SLOTS))
+    throw new InvalidInputError(
+      `SplitAttention: a ring of ${ring} rows needs a window with ring ≥ window + ${MAX_PASS_SLOTS} (the slots of one pass), got window ${window}`,
     );
   if (heads % kvHeads !== 0)
     throw new InvalidInputError(
@@ -147,25 +176,29 @@ function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limi
  * attention_merge.wgsl): the keys are cut into chunks of {@link ATTENTION_CHUNK} absolute slots,
  * one workgroup per (chunk, KV head, row) scores a chunk for all the query heads of that KV head
  * (K and V read once per group, as vec4), and a merge pass folds the chunks of each row in a fixed
- * order. A pass whose keys all fit one chunk (base + rows ≤ {@link ATTENTION_CHUNK}) is one
- * dispatch; a longer one is two. Same visibility rule and results as {@link attentionRef} (the
- * oracle), including `firstSlot` (slots below it are keys of their own row only) and `window`
- * (keys a window or more positions behind the row are masked; the workgroups of chunks wholly
- * before a row's window return at once, and the merge folds only the chunks from the window's
- * start); a row's output is bit-identical whatever rows share the pass.
+ * order. A pass whose keys all fit one chunk (base + rows ≤ {@link ATTENTION_CHUNK}, or with a
+ * window every row's window in one chunk) is one dispatch; a longer one is two. Same visibility
+ * rule and results as {@link attentionRef} (the oracle), including `firstSlot` (slots below it are
+ * keys of their own row only) and `window` (keys a window or more positions behind the row are
+ * masked; only the chunks from the first row's window start on are launched, those wholly before a
+ * row's own window return at once, and the merge folds only the chunks from its window's start);
+ * a row's output is bit-identical whatever rows share the pass. With a `ring` (KvShape.ring) the
+ * cache holds slot s at row s mod ring, and the output is bit-identical to that over a full cache
+ * holding the same keys.
  *
  * Unlike `Attention` it takes the cache base from the `slots` buffer the runner already writes for
  * the KV write (slots[r] = base + r) and T and kvHeads from the grid, so its only uniform (the
- * scale, the first slot and the window) is written once at construction: encoding a decode step
- * writes no buffer. Holds a buffer of chunk partials of maxRows · ⌈capacity / chunk⌉ · (heads ·
- * headDim + 2 · heads) f32, shared by every layer (passes are ordered, so layers may reuse it), and
- * by another instance given it (a model's windowed and global layers).
+ * scale, the first slot, the window, the ring and the partials' chunks) is written once at
+ * construction: encoding a decode step writes no buffer. Holds a buffer of chunk partials of
+ * {@link SplitAttention.partialBytes} (⌈capacity / chunk⌉ chunks per row and KV head, or with a
+ * ring the few a window spans), shared by every layer (passes are ordered, so layers may reuse
+ * it), and by another instance given it (a model's windowed and global layers).
  */
 export class SplitAttention {
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;
   private readonly split: GPUComputePipeline;
   private readonly merge: GPUComputePipeline;
-  /** [maxRows, kvHeads, ⌈capacity / chunk⌉, G · (headDim + 2)] f32 chunk partials. */
+  /** [maxRows, kvHeads, chunks, G · (headDim + 2)] f32 chunk partials, chunk c at c mod chunks. */
   readonly partials: GPUBuffer;
   /** Whether {@link SplitAttention.partials} was made here (and is destroyed here). */
   private readonly ownsPartials: boolean;
@@ -187,8 +220,8 @@ export class SplitAttention {
     this.split = ctx.pipelines.get('attention_split', ...splitSource(v));
     this.merge = ctx.pipelines.get('attention_merge', ...mergeSource(v));
     this.scale = shape.scale ?? 1 / Math.sqrt(shape.headDim);
-    const maxChunks = Math.ceil(shape.capacity / ATTENTION_CHUNK);
-    const partBytes = Math.max(16, shape.maxRows * maxChunks * (shape.heads * (shape.headDim + 2)) * 4);
+    const chunks = partialChunks(shape);
+    const partBytes = SplitAttention.partialBytes(shape);
     if (partBytes > ctx.limits.maxStorageBufferBindingSize)
       throw new InvalidInputError(
         `SplitAttention: chunk partials need ${partBytes} bytes (maxRows ${shape.maxRows}, capacity ${shape.capacity}), over the binding limit ${ctx.limits.maxStorageBufferBindingSize}`,
@@ -198,7 +231,13 @@ export class SplitAttention {
         `SplitAttention: the shared partials hold ${partials.size} bytes, need ${partBytes} (maxRows ${shape.maxRows}, capacity ${shape.capacity})`,
       );
     this.uniform = new UniformSlot(ctx, Params, 'attention-split-params');
-    this.uniform.write({ scale: this.scale, first: shape.firstSlot ?? 0, window: shape.window ?? 0 });
+    this.uniform.write({
+      scale: this.scale,
+      first: shape.firstSlot ?? 0,
+      window: shape.window ?? 0,
+      ring: shape.ring ?? 0,
+      chunks,
+    });
     this.ownsPartials = !partials;
     this.partials = partials ?? createBuffer(ctx, partBytes, 'attention-split-partials');
   }
@@ -210,20 +249,34 @@ export class SplitAttention {
     await ctx.pipelines.prepare('attention_merge', ...mergeSource(v));
   }
 
-  /** Dispatches {@link SplitAttention.encode} records for `rows` rows at `base`: 1, or 2 past one chunk. */
-  static dispatches(base: number, rows: number): 1 | 2 {
-    return attentionChunks(base, rows) > 1 ? 2 : 1;
+  /**
+   * Bytes of the chunk partials of `shape`: maxRows · chunks · (heads · headDim + 2 · heads) f32,
+   * chunks = ⌈capacity / chunk⌉, or with a ring the chunks one pass sees (a few, whatever the
+   * capacity). An instance given another's partials needs at least this many.
+   */
+  static partialBytes(shape: SplitAttentionShape): number {
+    return Math.max(16, shape.maxRows * partialChunks(shape) * (shape.heads * (shape.headDim + 2)) * 4);
   }
 
   /**
-   * Encodes attention for `rows` queries. q: [rows, heads, headDim]; kCache, vCache: [capacity,
-   * kvHeads, headDim]; vis: [rows] vec2<u32>, each row's mask of visible slots among the 64 up to
-   * its own (see {@link visWords}); slots: [rows] u32, each row's own slot, increasing (the GPU reads them);
-   * positions: [rows] u32, each row's position, the buffer RoPE reads (base + r for a chain, so a
-   * chain may pass `slots`; base + depth in a tree; the values matter only with a window);
+   * Dispatches {@link SplitAttention.encode} records for `rows` rows at `base` (and `lastSlot`) with
+   * `window` (the shape's): 1 when the grid is one chunk wide ({@link attentionChunks}), else 2.
+   */
+  static dispatches(base: number, rows: number, window = 0, lastSlot = base + rows - 1): 1 | 2 {
+    return attentionChunks(base, rows, window, lastSlot) > 1 ? 2 : 1;
+  }
+
+  /**
+   * Encodes attention for `rows` queries. q: [rows, heads, headDim]; kCache, vCache: [kvRows,
+   * kvHeads, headDim] (capacity rows, or `ring` rows holding slot s at row s mod ring); vis: [rows]
+   * vec2<u32>, each row's mask of visible slots among the 64 up to its own (see {@link visWords});
+   * slots: [rows] u32, each row's own slot, increasing (the GPU reads them); positions: [rows] u32,
+   * each row's position, the buffer RoPE reads (base + r for a chain, so a chain may pass `slots`;
+   * base + depth in a tree; the values matter only with a window, and must then be ≥ base);
    * out: [rows, heads, headDim], written. `lastSlot` (default base + rows - 1) bounds the slots the
    * GPU may hold and sizes the grid, so a pass whose rows a kernel placed (a tree grown on the
-   * GPU) passes the largest slot it may use. The rows' own K/V must already be in the cache.
+   * GPU) passes the largest slot it may use. The rows' own K/V must already be in the cache. With
+   * a ring, lastSlot < base + {@link MAX_PASS_SLOTS}.
    */
   encode(
     pass: GPUComputePassEncoder,
@@ -238,7 +291,7 @@ export class SplitAttention {
     base: number,
     lastSlot = base + rows - 1,
   ): void {
-    const { heads, kvHeads, headDim, capacity, maxRows } = this.shape;
+    const { heads, kvHeads, headDim, capacity, maxRows, window = 0, ring = 0 } = this.shape;
     if (!Number.isInteger(rows) || rows < 1 || rows > maxRows)
       throw new InvalidInputError(`SplitAttention: rows must be in 1..${maxRows}, got ${rows}`);
     if (!Number.isInteger(base) || base < 0 || base + rows > capacity)
@@ -247,8 +300,12 @@ export class SplitAttention {
       throw new InvalidInputError(
         `SplitAttention: lastSlot ${lastSlot} must be in ${base + rows - 1}..${capacity - 1}`,
       );
+    if (ring !== 0 && lastSlot - base >= MAX_PASS_SLOTS)
+      throw new InvalidInputError(
+        `SplitAttention: with a ring a pass spans at most ${MAX_PASS_SLOTS} slots, got base ${base} to lastSlot ${lastSlot}`,
+      );
     const qBytes = rows * heads * headDim * 4;
-    const cacheBytes = kvWordsPerSlot(this.shape) * capacity * 4;
+    const cacheBytes = kvWordsPerSlot(this.shape) * kvRows(this.shape) * 4;
     const need: [string, GPUBuffer, number][] = [
       ['q', q, qBytes],
       ['out', out, qBytes],
@@ -261,7 +318,7 @@ export class SplitAttention {
     for (const [name, b, bytes] of need)
       if (b.size < bytes)
         throw new InvalidInputError(`SplitAttention: ${name} holds ${b.size} bytes, need ${bytes}`);
-    const chunks = attentionChunks(lastSlot, 1);
+    const chunks = attentionChunks(base, rows, window, lastSlot);
     pass.setPipeline(this.split);
     pass.setBindGroup(
       0,

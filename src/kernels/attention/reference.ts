@@ -1,7 +1,7 @@
 // The plain-TS reference of attention over a KV cache (decode, causal prefill, tree verification),
 // the oracle of split attention's tests, and the shapes and tree layouts its callers share.
 import { InvalidInputError } from '../../errors.js';
-import type { KvShape } from '../kv/kv.js';
+import { type KvShape, kvRowOf } from '../kv/kv.js';
 
 /**
  * Static shape of attention over one model's KV cache (every layer shares it): the cache's shape and
@@ -54,9 +54,12 @@ export function subtreeEnds(parents: ArrayLike<number>): Uint32Array {
 export interface AttentionInputs extends AttentionShape {
   /** [T, heads, headDim] queries. */
   q: Float32Array;
-  /** [capacity, kvHeads, headDim] keys (slots < base + T used). */
+  /**
+   * [capacity, kvHeads, headDim] keys (slots < base + T used), or with a `ring` [ring, kvHeads,
+   * headDim], slot s at row s mod ring.
+   */
   k: Float32Array;
-  /** [capacity, kvHeads, headDim] values. */
+  /** [capacity, kvHeads, headDim] values, or [ring, kvHeads, headDim] as `k`. */
   v: Float32Array;
   /** [T] last row of each row's subtree ({@link chainEnds} for causal). */
   ends: Uint32Array;
@@ -80,7 +83,7 @@ export interface AttentionInputs extends AttentionShape {
  * Plain-TS attention with the same visibility rule as the kernels (prefix slots, then tree slots
  * base + j with j ≤ r ≤ ends[j]; of the slots below `firstSlot` only the row's own; with a
  * `window`, only keys less than `window` positions behind the row's), max-subtracted softmax in
- * f64, GQA, output [T, heads, headDim].
+ * f64, GQA, output [T, heads, headDim]. Reads slot s at row s mod ring with a `ring`.
  */
 export function attentionRef(a: AttentionInputs): Float32Array {
   const { heads, kvHeads, headDim: D, base, ends, firstSlot = 0, window = 0 } = a;
@@ -103,9 +106,10 @@ export function attentionRef(a: AttentionInputs): Float32Array {
       for (let s = 0; s <= base + r; s++)
         if ((s < base || ends[s - base]! >= r) && (s >= firstSlot || s === base + r) && inWindow(s))
           slots.push(s);
-      const sc = slots.map((s) => {
+      const at = slots.map((s) => (kvRowOf(a, s) * kvHeads + kvh) * D); // each key's offset in k and v
+      const sc = at.map((o) => {
         let dot = 0;
-        for (let d = 0; d < D; d++) dot += a.q[qo + d]! * a.k[(s * kvHeads + kvh) * D + d]!;
+        for (let d = 0; d < D; d++) dot += a.q[qo + d]! * a.k[o + d]!;
         return dot * scale;
       });
       const m = Math.max(...sc);
@@ -113,8 +117,8 @@ export function attentionRef(a: AttentionInputs): Float32Array {
       const z = w.reduce((x, y) => x + y, 0);
       for (let d = 0; d < D; d++) {
         let acc = 0;
-        slots.forEach((s, i) => {
-          acc += w[i]! * a.v[(s * kvHeads + kvh) * D + d]!;
+        at.forEach((o, i) => {
+          acc += w[i]! * a.v[o + d]!;
         });
         out[qo + d] = acc / z;
       }

@@ -10,6 +10,8 @@ import {
   type KvShape,
   KvWrite,
   kvCompactRef,
+  kvRingOf,
+  kvRows,
   kvWriteRef,
   packHalves,
   unpackHalves,
@@ -100,7 +102,7 @@ function rand(n: number, r: () => number): Float32Array {
 }
 
 function layer(shape: KvShape, r: () => number): KvLayerData {
-  const n = shape.capacity * shape.kvHeads * shape.headDim;
+  const n = kvRows(shape) * shape.kvHeads * shape.headDim;
   return { k: rand(n, r), v: rand(n, r) };
 }
 
@@ -198,5 +200,79 @@ describe('KV cache kernels vs the TS reference (exact copies)', () => {
       expect(got[i]!.k).toEqual(l.k);
       expect(got[i]!.v).toEqual(l.v);
     });
+  });
+});
+
+// A ring cache (sliding-window layers): slot s at row s mod ring. Each case checks the kernel against
+// its reference on the ring, and that the ring then holds what a full cache written the same way
+// holds (kvRingOf), the last `ring` slots.
+describe('KV cache kernels on a ring of rows', () => {
+  const toHalf = (x: Float32Array) => unpackHalves(packHalves(x), x.length);
+
+  it.each<[KvShape, number, number]>([
+    // A 40-row prefill chunk straddling a wrap (1024 = 8 · 128), f32.
+    [{ capacity: 1100, kvHeads: 2, headDim: 24, ring: 128 }, 1000, 40],
+    // A decode step at slot 2000 of a ring of 192 that has wrapped 10 times, f16.
+    [{ capacity: 2001, kvHeads: 1, headDim: 98, ring: 192, format: F16 }, 2000, 1],
+  ])('write: %o, %i cached + %i rows', async (shape, base, M) => {
+    const ctx = await gpu();
+    const r = rng(base + M);
+    const row = shape.kvHeads * shape.headDim;
+    const round = (x: Float32Array) => (shape.format === 'f16' ? toHalf(x) : x);
+    const full = { k: round(rand(shape.capacity * row, r)), v: round(rand(shape.capacity * row, r)) };
+    const ring = { k: kvRingOf(shape, full.k, base - 1), v: kvRingOf(shape, full.v, base - 1) };
+    const slots = Uint32Array.from({ length: M }, (_, i) => base + i);
+    const k = round(rand(M * row, r));
+    const v = round(rand(M * row, r));
+    const got = await runKvWrite(ctx, shape, ring, k, v, slots);
+    kvWriteRef(shape, ring.k, ring.v, k, v, slots);
+    expect(got.k).toEqual(ring.k);
+    expect(got.v).toEqual(ring.v);
+    const { ring: _, ...flat } = shape;
+    kvWriteRef(flat, full.k, full.v, k, v, slots);
+    expect(got.k).toEqual(kvRingOf(shape, full.k, base + M - 1));
+    expect(got.v).toEqual(kvRingOf(shape, full.v, base + M - 1));
+  });
+
+  it.each<[KvShape, number, readonly number[]]>([
+    // A 21-node tree at 1020 .. 1040 across the wrap at 1024 (row 0); destinations 1021, 1022,
+    // 1024 and 1025 are sources of earlier entries (read before they are overwritten).
+    [{ capacity: 1100, kvHeads: 2, headDim: 16, ring: 128 }, 1020, [1021, 1022, 1024, 1025, 1031, 1040]],
+    [{ capacity: 700, kvHeads: 2, headDim: 6, ring: 192, format: F16 }, 570, [571, 575, 576, 600, 633]],
+  ])('compaction: %o prefix %i path %o', async (shape, prefixLen, path) => {
+    const ctx = await gpu();
+    const r = rng(prefixLen);
+    const row = shape.kvHeads * shape.headDim;
+    const round = (x: Float32Array) => (shape.format === 'f16' ? toHalf(x) : x);
+    const fulls = [0, 1].map(() => ({
+      k: round(rand(shape.capacity * row, r)),
+      v: round(rand(shape.capacity * row, r)),
+    }));
+    const last = path.at(-1)!; // the tree's rows were written up to its last node
+    const rings = fulls.map((f) => ({ k: kvRingOf(shape, f.k, last), v: kvRingOf(shape, f.v, last) }));
+    const slots = Uint32Array.from(path);
+    const got = await runKvCompact(ctx, shape, rings, slots, prefixLen);
+    const { ring: _, ...flat } = shape;
+    rings.forEach((ring, i) => {
+      kvCompactRef(shape, ring.k, ring.v, slots, prefixLen);
+      expect(got[i]!.k).toEqual(ring.k);
+      expect(got[i]!.v).toEqual(ring.v);
+      const full = fulls[i]!;
+      kvCompactRef(flat, full.k, full.v, slots, prefixLen);
+      expect(got[i]!.k).toEqual(kvRingOf(shape, full.k, last));
+      expect(got[i]!.v).toEqual(kvRingOf(shape, full.v, last));
+    });
+  });
+
+  it('rejects a ring under 64 rows and a path that reaches past the ring', () => {
+    const shape = { capacity: 300, kvHeads: 1, headDim: 4, ring: 64 };
+    expect(() => kvRows({ ...shape, ring: 63 })).toThrow(
+      /ring must be 0 \(none\) or an integer ≥ 64 \(the slots of one pass\), got 63/,
+    );
+    expect(() => kvRows({ ...shape, ring: 64.5 })).toThrow(/got 64.5/);
+    expect(kvRows(shape)).toBe(64);
+    expect(kvRows({ ...shape, ring: 0 })).toBe(300);
+    expect(() => checkCompaction(shape, [100, 163], 100)).not.toThrow();
+    expect(() => checkCompaction(shape, [100, 164], 100)).toThrow(/164 lies 64 slots past prefixLen 100/);
   });
 });

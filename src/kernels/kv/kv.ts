@@ -8,13 +8,21 @@ import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 
 const WG = 64;
-const WriteParams = defineUniforms('Params', { M: 'u32', row: 'u32', capacity: 'u32' });
+const WriteParams = defineUniforms('Params', { M: 'u32', row: 'u32', capacity: 'u32', ring: 'u32' });
 const CompactParams = defineUniforms('Params', {
   count: 'u32',
   row: 'u32',
   prefixLen: 'u32',
   capacity: 'u32',
+  ring: 'u32',
 });
+
+/**
+ * The most slots one pass writes: a chain of at most 64 rows, a tree of at most 64 nodes, at slots
+ * base .. base + 63 (the model's MAX_FORWARD_TOKENS). A {@link KvShape.ring} holds at least this
+ * many rows, so the slots of one pass, or of one committed path, fall on distinct rows.
+ */
+export const MAX_PASS_SLOTS = 64;
 
 /** Element type of the KV cache: f32, or IEEE halves packed two per u32 (element 2j in the low 16 bits). */
 export type KvFormat = 'f32' | 'f16';
@@ -22,17 +30,28 @@ export type KvFormat = 'f32' | 'f16';
 /**
  * Shape of one layer's KV cache: K and V buffers [capacity, kvHeads, headDim], slot = absolute
  * position; `row = kvHeads * headDim` elements per slot, stored as f32 or (format 'f16') packed halves,
- * which halves the cache's memory and the bytes attention reads.
+ * which halves the cache's memory and the bytes attention reads. With a `ring` (a sliding-window
+ * layer), the buffers hold only `ring` rows, [ring, kvHeads, headDim], and slot s lives at row
+ * s mod ring: slots stay absolute (below capacity) everywhere else.
  */
 export interface KvShape {
+  /** Slots: every slot a kernel addresses is below it. */
   capacity: number;
   kvHeads: number;
   headDim: number;
   /** Defaults to 'f32'. */
   format?: KvFormat;
+  /**
+   * Rows of a ring cache (Gemma 3's and Mistral's sliding-window layers, whose memory then does not
+   * grow with the context): slot s at row s mod ring, so a slot overwrites the one `ring` before
+   * it. 0 or absent: no ring (slot s at row s). At least {@link MAX_PASS_SLOTS}; attention over a
+   * ring needs a window W with ring ≥ W + MAX_PASS_SLOTS (see SplitAttentionShape), so a pass's
+   * writes never overwrite a key one of its rows still sees.
+   */
+  ring?: number;
 }
 
-/** One layer's cache buffers, each [capacity, kvHeads, headDim] in the cache's {@link KvFormat}. */
+/** One layer's cache buffers, each [kvRows(shape), kvHeads, headDim] in the cache's {@link KvFormat}. */
 export interface KvLayerBuffers {
   k: GPUBuffer;
   v: GPUBuffer;
@@ -47,17 +66,47 @@ function compactSource(): WgslVariant {
 }
 
 function rowOf(shape: KvShape): number {
-  const { capacity, kvHeads, headDim } = shape;
+  const { capacity, kvHeads, headDim, ring = 0 } = shape;
   for (const [name, v] of Object.entries({ capacity, kvHeads, headDim }))
     if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`KV cache: ${name} must be ≥ 1, got ${v}`);
   if (shape.format === 'f16' && headDim % 2 !== 0)
     throw new InvalidInputError(`KV cache: an f16 cache needs an even headDim, got ${headDim}`);
+  if (ring !== 0 && !(Number.isInteger(ring) && ring >= MAX_PASS_SLOTS))
+    throw new InvalidInputError(
+      `KV cache: ring must be 0 (none) or an integer ≥ ${MAX_PASS_SLOTS} (the slots of one pass), got ${ring}`,
+    );
   return kvHeads * headDim;
 }
 
 /** u32 words per cache slot. */
 export function kvWordsPerSlot(shape: KvShape): number {
   return shape.format === 'f16' ? rowOf(shape) / 2 : rowOf(shape);
+}
+
+/** Rows the K and V buffers of a cache of this shape hold: `ring`, or without one `capacity`. */
+export function kvRows(shape: KvShape): number {
+  rowOf(shape);
+  return shape.ring || shape.capacity;
+}
+
+/** The row of `shape`'s buffers that holds slot `slot`: slot mod ring, or the slot itself. */
+export function kvRowOf(shape: KvShape, slot: number): number {
+  return shape.ring ? slot % shape.ring : slot;
+}
+
+/**
+ * The ring a cache of shape `shape` (with a {@link KvShape.ring}) holds once slots 0 .. last were
+ * written in order, from a full cache `full` [capacity, kvHeads, headDim] holding the same rows:
+ * row p holds the largest slot s ≤ last with s ≡ p (mod ring); rows no such slot reached stay 0.
+ * The tests' bridge from the references on a full cache to the kernels on a ring.
+ */
+export function kvRingOf(shape: KvShape, full: Float32Array, last: number): Float32Array {
+  const row = rowOf(shape);
+  const R = kvRows(shape);
+  const out = new Float32Array(R * row);
+  for (let s = Math.max(0, last + 1 - R); s <= last; s++)
+    out.set(full.subarray(s * row, (s + 1) * row), kvRowOf(shape, s) * row);
+  return out;
 }
 
 /** Packs f32 values (even count) as IEEE halves, two per u32, rounding to nearest even: the f16 cache layout. */
@@ -76,7 +125,7 @@ export function unpackHalves(words: Uint32Array, n: number): Float32Array {
 }
 
 function checkCache(what: string, shape: KvShape, layers: readonly KvLayerBuffers[]): void {
-  const bytes = shape.capacity * kvWordsPerSlot(shape) * 4;
+  const bytes = kvRows(shape) * kvWordsPerSlot(shape) * 4;
   layers.forEach((l, i) => {
     if (l.k.size < bytes || l.v.size < bytes)
       throw new InvalidInputError(
@@ -85,7 +134,10 @@ function checkCache(what: string, shape: KvShape, layers: readonly KvLayerBuffer
   });
 }
 
-/** Reference of {@link KvWrite}: `cache[slots[i]] = rows[i]` for K and V (mutates the caches). */
+/**
+ * Reference of {@link KvWrite}: `cache[slots[i]] = rows[i]` for K and V (mutates the caches, at row
+ * slots[i] mod ring with a ring).
+ */
 export function kvWriteRef(
   shape: KvShape,
   kCache: Float32Array,
@@ -96,14 +148,15 @@ export function kvWriteRef(
 ): void {
   const row = rowOf(shape);
   slots.forEach((s, i) => {
-    kCache.set(k.subarray(i * row, (i + 1) * row), s * row);
-    vCache.set(v.subarray(i * row, (i + 1) * row), s * row);
+    kCache.set(k.subarray(i * row, (i + 1) * row), kvRowOf(shape, s) * row);
+    vCache.set(v.subarray(i * row, (i + 1) * row), kvRowOf(shape, s) * row);
   });
 }
 
 /**
  * Throws unless `slots` can be compacted to prefixLen, prefixLen + 1, ...: strictly increasing,
- * ≥ prefixLen and < capacity. These are what make the in-place kernel safe (see kv_compact.wgsl).
+ * ≥ prefixLen and < capacity, and with a ring less than `ring` past prefixLen (so every slot
+ * involved has a row of its own). These are what make the in-place kernel safe (see kv_compact.wgsl).
  */
 export function checkCompaction(shape: KvShape, slots: ArrayLike<number>, prefixLen: number): void {
   for (let a = 0; a < slots.length; a++) {
@@ -113,10 +166,17 @@ export function checkCompaction(shape: KvShape, slots: ArrayLike<number>, prefix
       throw new InvalidInputError(
         `KV compaction: slots[${a}] = ${s} must be > ${prev} (strictly increasing, ≥ prefixLen ${prefixLen}) and < capacity ${shape.capacity}`,
       );
+    if (shape.ring && s - prefixLen >= shape.ring)
+      throw new InvalidInputError(
+        `KV compaction: slots[${a}] = ${s} lies ${s - prefixLen} slots past prefixLen ${prefixLen}, a ring of ${shape.ring} rows holds fewer`,
+      );
   }
 }
 
-/** Reference of {@link KvCompact}: row prefixLen + a takes the old row slots[a], for K and V. */
+/**
+ * Reference of {@link KvCompact}: slot prefixLen + a takes the old slot slots[a], for K and V (rows
+ * mod ring with a ring).
+ */
 export function kvCompactRef(
   shape: KvShape,
   kCache: Float32Array,
@@ -125,18 +185,20 @@ export function kvCompactRef(
   prefixLen: number,
 ): void {
   const row = rowOf(shape);
+  const at = (s: number) => kvRowOf(shape, s) * row;
   // Gather first, then scatter: obviously correct whatever the overlap.
   for (const c of [kCache, vCache]) {
-    const rows = Array.from(slots, (s) => c.slice(s * row, (s + 1) * row));
+    const rows = Array.from(slots, (s) => c.slice(at(s), at(s) + row));
     rows.forEach((r, a) => {
-      c.set(r, (prefixLen + a) * row);
+      c.set(r, at(prefixLen + a));
     });
   }
 }
 
 /**
  * Writes M new key/value rows [M, kvHeads, headDim] into one layer's cache at explicit slots (a u32
- * buffer [M]), e.g. positions prefix + depth of tree nodes. One dispatch writes both K and V.
+ * buffer [M]), e.g. positions prefix + depth of tree nodes, at rows slot mod ring with a
+ * {@link KvShape.ring}. One dispatch writes both K and V.
  */
 export class KvWrite {
   private readonly uniform: UniformSlot<LayoutKeys<typeof WriteParams>>;
@@ -159,7 +221,11 @@ export class KvWrite {
     await ctx.pipelines.prepare('kv_write', ...writeSource(format));
   }
 
-  /** Encodes `cache[slots[i]] = k[i] / v[i]` for i < rows. k, v: [rows, kvHeads, headDim]; slots: [rows] u32. */
+  /**
+   * Encodes `cache[slots[i]] = k[i] / v[i]` for i < rows. k, v: [rows, kvHeads, headDim]; slots:
+   * [rows] u32, distinct (and with a ring distinct mod ring: at most {@link MAX_PASS_SLOTS}
+   * consecutive slots); cache: [kvRows(shape), kvHeads, headDim] each.
+   */
   encode(
     pass: GPUComputePassEncoder,
     k: GPUBuffer,
@@ -176,7 +242,7 @@ export class KvWrite {
     if (slots.size < rows * 4)
       throw new InvalidInputError(`KvWrite: slots holds ${slots.size} bytes, need ${rows * 4}`);
     checkCache('KvWrite', this.shape, [cache]);
-    this.uniform.write({ M: rows, row: this.row, capacity: this.shape.capacity });
+    this.uniform.write({ M: rows, row: this.row, capacity: this.shape.capacity, ring: this.shape.ring ?? 0 });
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, [this.uniform.buffer, slots, k, v, cache.k, cache.v]));
     this.ctx.counter.dispatch(
@@ -196,7 +262,8 @@ export class KvWrite {
 /**
  * Commits an accepted tree path: moves the K/V rows at `slots` (strictly increasing, ≥ prefixLen,
  * see {@link checkCompaction}) to slots prefixLen, prefixLen + 1, ... in every layer's cache, in
- * place (one dispatch per layer, one uniform write).
+ * place (one dispatch per layer, one uniform write). With a {@link KvShape.ring} every slot is at
+ * its row mod ring; every layer given must have this instance's ring.
  */
 export class KvCompact {
   private readonly uniform: UniformSlot<LayoutKeys<typeof CompactParams>>;
@@ -236,7 +303,13 @@ export class KvCompact {
     if (slots.size < count * 4)
       throw new InvalidInputError(`KvCompact: slots holds ${slots.size} bytes, need ${count * 4}`);
     checkCache('KvCompact', this.shape, layers);
-    this.uniform.write({ count, row: this.row, prefixLen, capacity: this.shape.capacity });
+    this.uniform.write({
+      count,
+      row: this.row,
+      prefixLen,
+      capacity: this.shape.capacity,
+      ring: this.shape.ring ?? 0,
+    });
     pass.setPipeline(this.pipeline);
     const wgs = grid(Math.ceil(this.row / WG), this.ctx.limits.maxComputeWorkgroupsPerDimension);
     for (const l of layers) {

@@ -4,7 +4,7 @@ import { readF32, readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
 import { AddInPlace } from '../elementwise/elementwise.js';
-import { KvWrite, packHalves, unpackHalves } from '../kv/kv.js';
+import { KvWrite, kvRingOf, kvRows, packHalves, unpackHalves } from '../kv/kv.js';
 import { RmsNorm } from '../norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions, qkvRopeRef, qkvRowWidth } from './qkv_rope.js';
 import { Rope } from './rope.js';
@@ -32,7 +32,8 @@ interface Case {
 
 /** T rows standing at slots base + i and positions base + depth (a random tree's depths). */
 function makeCase(o: QkvRopeOptions, T: number, base: number, seed: number): Case {
-  const { heads, kvHeads, headDim: D, capacity } = o;
+  const { heads, kvHeads, headDim: D } = o;
+  const rows = kvRows(o); // capacity, or the ring's rows
   const W = qkvRowWidth(o);
   const depth = [0];
   for (let i = 1; i < T; i++) depth.push(1 + depth[Math.floor((((seed * 7 + i * 13) % 97) / 97) * i)]!);
@@ -44,8 +45,8 @@ function makeCase(o: QkvRopeOptions, T: number, base: number, seed: number): Cas
     slots: Uint32Array.from({ length: T }, (_, i) => base + i),
     ...(o.bias ? { bias: rand((heads + 2 * kvHeads) * D, seed + 1) } : {}),
     ...(o.qkNormEps !== undefined ? { qNorm: rand(D, seed + 2), kNorm: rand(D, seed + 3) } : {}),
-    kCache: toCache(rand(capacity * kvHeads * D, seed + 4)),
-    vCache: toCache(rand(capacity * kvHeads * D, seed + 5)),
+    kCache: toCache(rand(rows * kvHeads * D, seed + 4)),
+    vCache: toCache(rand(rows * kvHeads * D, seed + 5)),
   };
 }
 
@@ -154,6 +155,40 @@ const llama3 = { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPosi
 
 describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', () => {
   const cases: [string, QkvRopeOptions, number, number][] = [
+    // Rings of a sliding-window layer (slot s at row s mod ring), on variants below: no new pipeline.
+    [
+      'ring of 128 rows, QK-norm, GQA 4, f16 cache, 40 rows at 1000 .. 1039 straddling a wrap',
+      {
+        heads: 8,
+        kvHeads: 2,
+        headDim: 96,
+        theta: 10000,
+        layout: 'half',
+        capacity: 1100,
+        bias: false,
+        qkNormEps: 1e-6,
+        format: 'f16',
+        ring: 128,
+      },
+      40,
+      1000,
+    ],
+    [
+      'ring of 192 rows, Llama (llama3 scaling), f32 cache, decode at slot 100000',
+      {
+        heads: 8,
+        kvHeads: 2,
+        headDim: 64,
+        theta: 500000,
+        layout: 'half',
+        scaling: llama3,
+        capacity: 100001,
+        bias: false,
+        ring: 192,
+      },
+      1,
+      100000,
+    ],
     [
       'Llama (half layout, llama3 scaling), f32 cache, decode',
       {
@@ -337,7 +372,7 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       const kRef = c.kCache.slice();
       const vRef = c.vCache.slice();
       const qRef = qkvRopeRef(o, { ...c, kCache: kRef, vCache: vRef });
-      const n = o.capacity * o.kvHeads * o.headDim;
+      const n = kvRows(o) * o.kvHeads * o.headDim;
       const asF32 = (w: Uint32Array) =>
         o.format === 'f16' ? unpackHalves(w, n) : new Float32Array(w.buffer);
       const toCache = (x: Float32Array) => (o.format === 'f16' ? unpackHalves(packHalves(x), n) : x);
@@ -351,6 +386,22 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
           worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / (1 + Math.abs(want[i]!)));
         expect(worst).toBeLessThanOrEqual(tol);
       }
+      if (!o.ring) return;
+      // A ring holds what a full cache written the same way holds: its last `ring` slots. The
+      // full cache gets the ring's rows at slots base - ring .. base - 1, then the reference's writes.
+      const { ring, ...flat } = o;
+      const row = o.kvHeads * o.headDim;
+      const full = (x: Float32Array) => {
+        const out = new Float32Array(o.capacity * row);
+        for (let sl = base - ring; sl < base; sl++)
+          out.set(x.subarray((sl % ring) * row, ((sl % ring) + 1) * row), sl * row);
+        return out;
+      };
+      const [kFull, vFull] = [full(c.kCache), full(c.vCache)];
+      qkvRopeRef(flat, { ...c, kCache: kFull, vCache: vFull });
+      const last = base + T - 1;
+      expect(kvRingOf(o, vFull, last)).toEqual(vRef);
+      expect(kvRingOf(o, kFull, last)).toEqual(kRef);
     },
   );
 

@@ -5,9 +5,9 @@ import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
-import { type KvFormat, type KvLayerBuffers, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
+import { type KvFormat, type KvLayerBuffers, kvRows, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
 import { rmsNormRef } from '../norm/rmsnorm.js';
-import { checkedRotaryDim, type RopeOptions, ropeRef, ropeTable } from './rope.js';
+import { attentionFactorVars, checkedRotaryDim, type RopeOptions, ropeRef, ropeTable } from './rope.js';
 
 const WG = 64; // rmsnorm.wgsl's: the QK-norm reduction must add in the same order
 const MAX_HEAD_DIM = 256;
@@ -17,6 +17,7 @@ const Params = defineUniforms('Params', {
   headDim: 'u32',
   capacity: 'u32',
   eps: 'f32',
+  ring: 'u32',
 });
 
 /**
@@ -28,6 +29,11 @@ export interface QkvRopeOptions extends RopeOptions {
   capacity: number;
   /** KV cache element type; defaults to 'f32'. */
   format?: KvFormat;
+  /**
+   * Rows of a ring cache (a sliding-window layer's; see KvShape.ring): k and v of slot s are written
+   * at row s mod ring of buffers [ring, kvHeads, headDim]. 0 or absent: no ring.
+   */
+  ring?: number;
   /** A q|k|v bias vector [qWidth + 2 · kvWidth] is added first (Qwen2). */
   bias: boolean;
   /** Per-head RMSNorm of q and k with weights [headDim] before RoPE (Qwen3): its epsilon. */
@@ -66,7 +72,10 @@ export interface QkvRopeInputs {
   bias?: Float32Array;
   qNorm?: Float32Array;
   kNorm?: Float32Array;
-  /** [capacity, kvHeads, headDim] f32 caches, written at `slots` (values as the cache holds them). */
+  /**
+   * [kvRows, kvHeads, headDim] f32 caches (capacity rows, or `ring` with a ring), written at `slots`
+   * (values as the cache holds them).
+   */
   kCache: Float32Array;
   vCache: Float32Array;
 }
@@ -101,9 +110,9 @@ export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
   }
   const R = checkedRotaryDim('qkvRopeRef', o);
   const inv = ropeTable(o, R);
-  ropeRef(q, heads, D, a.positions, inv, o.layout, R);
-  ropeRef(k, kvHeads, D, a.positions, inv, o.layout, R);
-  kvWriteRef({ capacity: o.capacity, kvHeads, headDim: D }, a.kCache, a.vCache, k, v, a.slots);
+  ropeRef(q, heads, D, a.positions, inv, o.layout, R, o.attentionFactor);
+  ropeRef(k, kvHeads, D, a.positions, inv, o.layout, R, o.attentionFactor);
+  kvWriteRef({ capacity: o.capacity, kvHeads, headDim: D, ring: o.ring }, a.kCache, a.vCache, k, v, a.slots);
   return q;
 }
 
@@ -115,6 +124,8 @@ interface Variant {
   bias: boolean;
   norm: boolean;
   interleaved: boolean;
+  /** LongRoPE's attention factor (1: none). */
+  attentionFactor: number;
 }
 
 function variantOf(o: QkvRopeOptions): Variant {
@@ -126,6 +137,7 @@ function variantOf(o: QkvRopeOptions): Variant {
     bias: o.bias,
     norm: o.qkNormEps !== undefined,
     interleaved: o.layout === 'interleaved',
+    attentionFactor: o.attentionFactor ?? 1,
   };
 }
 
@@ -142,6 +154,7 @@ function source(v: Variant): WgslVariant {
     BIAS: v.bias,
     QK_NORM: v.norm,
     INTERLEAVED: v.interleaved,
+    ...attentionFactorVars({ attentionFactor: v.attentionFactor }),
     BIAS_BINDING: bias,
     QN_BINDING: qn,
     KN_BINDING: qn + 1,
@@ -153,10 +166,11 @@ function source(v: Variant): WgslVariant {
  * (qkv_rope.wgsl): optional q|k|v bias (Qwen2), optional QK-norm (Qwen3), RoPE on q and k at
  * explicit positions (on the first rotaryDim elements of each head with partial rotary; Qwen3.5),
  * rows optionally q|k|v|gate (Qwen3.5's gated attention; the gate is read by SigmoidGate, not
- * here), q written to a [T, heads, headDim] buffer and k, v written into one layer's
- * KV cache at explicit slots. Bit-identical to AddInPlace ×3, RmsNorm ×2, Rope and KvWrite in
- * sequence (seven dispatches at most, one). Its one uniform is static and written at construction,
- * so encoding writes no buffer; owns the inv_freq buffer.
+ * here), q written to a [T, heads, headDim] buffer and k, v written into one layer's KV cache at
+ * explicit slots (at rows slot mod ring of a ring cache). Bit-identical to AddInPlace ×3, RmsNorm
+ * ×2, Rope and KvWrite (with the same ring) in sequence (seven dispatches at most, one). Its one
+ * uniform is static and written at construction, so encoding writes no buffer; owns the inv_freq
+ * buffer.
  */
 export class QkvRope {
   private readonly pipeline: GPUComputePipeline;
@@ -185,9 +199,10 @@ export class QkvRope {
       throw new InvalidInputError(`QkvRope: rotaryDim must be a multiple of 4, got ${rotaryDim}`);
     const eps = options.qkNormEps ?? 0;
     if (!(eps >= 0)) throw new InvalidInputError(`QkvRope: qkNormEps must be ≥ 0, got ${eps}`);
+    kvRows(options); // checks the ring
     this.pipeline = ctx.pipelines.get('qkv_rope', ...source(variantOf(options)));
     this.uniform = new UniformSlot(ctx, Params, 'qkv-rope-params');
-    this.uniform.write({ heads, kvHeads, headDim, capacity, eps });
+    this.uniform.write({ heads, kvHeads, headDim, capacity, eps, ring: options.ring ?? 0 });
     this.invFreq = uploadBuffer(ctx, ropeTable(options, rotaryDim), 'qkv-rope-inv-freq');
   }
 
@@ -198,7 +213,8 @@ export class QkvRope {
 
   /**
    * Encodes `rows` tokens. qkv: [rows, qkvRowWidth(options)]; positions, slots: [rows] u32;
-   * qOut: [rows, heads, headDim] (written); cache: one layer's K and V buffers (written at slots);
+   * qOut: [rows, heads, headDim] (written); cache: one layer's K and V buffers, [kvRows, kvHeads,
+   * headDim] each (written at slots, mod ring with a ring);
    * weights: the bias when options.bias, qNorm and kNorm when options.qkNormEps is set.
    */
   encode(
@@ -216,7 +232,7 @@ export class QkvRope {
     if (!Number.isInteger(rows) || rows < 1)
       throw new InvalidInputError(`QkvRope: rows must be ≥ 1, got ${rows}`);
     const W = qkvRowWidth(o);
-    const cacheBytes = kvWordsPerSlot({ ...o, format: o.format ?? 'f32' }) * o.capacity * 4;
+    const cacheBytes = kvWordsPerSlot(o) * kvRows(o) * 4;
     const norm = o.qkNormEps !== undefined;
     const check = (name: string, b: GPUBuffer | undefined, bytes: number): GPUBuffer => {
       if (!b) throw new InvalidInputError(`QkvRope: ${name} is missing (the options ask for it)`);

@@ -194,4 +194,31 @@ describe('RoPE kernel vs the TS reference', () => {
     const linear = ropeInvFreq(32, 10000, { type: 'linear', factor: 8 });
     for (let i = 0; i < base.length; i++) expect(linear[i]).toBe(Math.fround(base[i]! / 8));
   });
+
+  it('LongRoPE: cos and sin times the attention factor, in f32 (Phi-3.5 / Phi-4-mini)', async () => {
+    const ctx = await gpu();
+    const opts: RopeOptions = {
+      heads: 2,
+      kvHeads: 1,
+      headDim: 32,
+      theta: 10000,
+      layout: 'half',
+      rotaryDim: 24,
+      attentionFactor: 1.190238,
+    };
+    const positions = Uint32Array.from([0, 3, 50, 1000]);
+    const q = rand(4 * 2 * 32, 21);
+    const k = rand(4 * 32, 22);
+    const out = await runRope(ctx, q, k, positions, opts);
+    const inv = ropeInvFreq(24, 10000);
+    const [wq, wk] = [q.slice(), k.slice()];
+    ropeRef(wq, 2, 32, positions, inv, 'half', 24, opts.attentionFactor);
+    ropeRef(wk, 1, 32, positions, inv, 'half', 24, opts.attentionFactor);
+    expect(maxErr(out.q, wq)).toBeLessThan(TOL);
+    expect(maxErr(out.k, wk)).toBeLessThan(TOL);
+    // The factor shows: without it the rotated part is 1.19 times smaller.
+    const plain = q.slice();
+    ropeRef(plain, 2, 32, positions, inv, 'half', 24);
+    expect(maxErr(out.q, plain)).toBeGreaterThan(0.05);
+  });
 });

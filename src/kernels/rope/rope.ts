@@ -36,6 +36,17 @@ export interface LinearRopeScaling {
   factor: number;
 }
 
+/**
+ * LongRoPE `rope_scaling` (rope_type "longrope"); same fields as `LongRopeScaling` of
+ * src/formats/spec.ts: pair i's frequency divided by `factors[i]`, cos and sin times
+ * `attentionFactor` (not applied by these kernels yet: {@link ropeInvFreq} takes the factors).
+ */
+export interface LongRopeScaling {
+  type: 'longrope';
+  factors: readonly number[];
+  attentionFactor: number;
+}
+
 /** Static options of {@link Rope}. */
 export interface RopeOptions {
   heads: number;
@@ -45,7 +56,7 @@ export interface RopeOptions {
   theta: number;
   /** 'half': HF rotate-half pairs (i, i + headDim/2); 'interleaved': pairs (2i, 2i + 1). */
   layout: 'half' | 'interleaved';
-  scaling?: Llama3RopeScaling | LinearRopeScaling;
+  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling;
   /**
    * Partial rotary (HF `partial_rotary_factor` · headDim): only the first `rotaryDim` elements of
    * each head are rotated, pairs (i, i + rotaryDim/2), and the rest pass through. Even, at most
@@ -57,6 +68,20 @@ export interface RopeOptions {
    * are exactly 1 and 0, and the rotation leaves q and k as they are.
    */
   none?: boolean;
+  /**
+   * LongRoPE's attention factor (Phi-3.5, Phi-4-mini): cos and sin are multiplied by it, in f32,
+   * before they turn a pair. Default 1 (no multiply: another pipeline variant holds the factor).
+   */
+  attentionFactor?: number;
+}
+
+/** The WGSL variables of `o`'s attention factor: none at 1, else its f32 bits as a constant. */
+export function attentionFactorVars(
+  o: Pick<RopeOptions, 'attentionFactor'>,
+): Record<string, boolean | number> {
+  const af = Math.fround(o.attentionFactor ?? 1);
+  if (af === 1) return { ATTN_FACTOR: false };
+  return { ATTN_FACTOR: true, ATTN_FACTOR_BITS: new Uint32Array(new Float32Array([af]).buffer)[0]! };
 }
 
 /** The inverse frequencies [rotaryDim / 2] the kernels upload for `o` (zeros for a layer without RoPE). */
@@ -85,14 +110,27 @@ export function checkedRotaryDim(op: string, o: RopeOptions): number {
  * llama3 scaling, `_compute_llama3_parameters`: wavelengths above original/lowFreqFactor are divided
  * by `factor`, those below original/highFreqFactor kept, and the band between smoothly
  * interpolated. Intermediate steps run in f64 and round to f32 at the end (torch runs them in f32,
- * so the last bit may differ).
+ * so the last bit may differ). LongRoPE (`_compute_longrope_parameters`): 1 / (factors[i] ·
+ * theta^(2i / dim)), each step rounded to f32 as torch takes it, bit for bit the reference's
+ * `ropeInverseFrequencies`; throws InvalidInputError unless there are dim / 2 factors.
  */
 export function ropeInvFreq(
   dim: number,
   theta: number,
-  scaling?: Llama3RopeScaling | LinearRopeScaling,
+  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling,
 ): Float32Array {
   const half = dim / 2;
+  if (scaling?.type === 'longrope') {
+    const factors = scaling.factors;
+    if (factors.length !== half)
+      throw new InvalidInputError(
+        `ropeInvFreq: LongRoPE has ${factors.length} factors for ${half} rotary pairs (rotaryDim ${dim})`,
+      );
+    return Float32Array.from({ length: half }, (_, i) => {
+      const base = Math.fround(theta ** Math.fround((2 * i) / dim));
+      return 1 / Math.fround(Math.fround(factors[i]!) * base);
+    });
+  }
   const inv = Float32Array.from({ length: half }, (_, i) =>
     Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / dim))),
   );
@@ -124,15 +162,17 @@ export function ropeRef(
   invFreq: Float32Array,
   layout: RopeOptions['layout'],
   rotaryDim = headDim,
+  attentionFactor = 1,
 ): void {
   const half = rotaryDim / 2;
+  const af = Math.fround(attentionFactor);
   positions.forEach((pos, m) => {
     for (let h = 0; h < nHeads; h++) {
       const base = (m * nHeads + h) * headDim;
       for (let i = 0; i < half; i++) {
         const angle = Math.fround(pos * invFreq[i]!);
-        const c = Math.cos(angle);
-        const s = Math.sin(angle);
+        const c = af === 1 ? Math.cos(angle) : Math.fround(Math.cos(angle)) * af;
+        const s = af === 1 ? Math.sin(angle) : Math.fround(Math.sin(angle)) * af;
         const ia = base + (layout === 'half' ? i : 2 * i);
         const ib = base + (layout === 'half' ? i + half : 2 * i + 1);
         const a = x[ia]!;
@@ -144,8 +184,12 @@ export function ropeRef(
   });
 }
 
-function ropeSource(layout: RopeOptions['layout']): WgslVariant {
-  return wgslVariant(shaders.rope, Params, { WG, INTERLEAVED: layout === 'interleaved' });
+function ropeSource(layout: RopeOptions['layout'], attentionFactor = 1): WgslVariant {
+  return wgslVariant(shaders.rope, Params, {
+    WG,
+    INTERLEAVED: layout === 'interleaved',
+    ...attentionFactorVars({ attentionFactor }),
+  });
 }
 
 /**
@@ -173,14 +217,14 @@ export class Rope {
     if (headDim % 2 !== 0) throw new InvalidInputError(`Rope: headDim must be even, got ${headDim}`);
     if (!(theta > 0)) throw new InvalidInputError(`Rope: theta must be > 0, got ${theta}`);
     this.rotaryDim = checkedRotaryDim('Rope', options);
-    this.pipeline = ctx.pipelines.get('rope', ...ropeSource(options.layout));
+    this.pipeline = ctx.pipelines.get('rope', ...ropeSource(options.layout, options.attentionFactor));
     this.uniform = new UniformSlot(ctx, Params, 'rope-params');
     this.invFreq = uploadBuffer(ctx, ropeTable(options, this.rotaryDim), 'rope-inv-freq');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
-  static async prepare(ctx: GpuContext, layout: RopeOptions['layout']): Promise<void> {
-    await ctx.pipelines.prepare('rope', ...ropeSource(layout));
+  static async prepare(ctx: GpuContext, layout: RopeOptions['layout'], attentionFactor = 1): Promise<void> {
+    await ctx.pipelines.prepare('rope', ...ropeSource(layout, attentionFactor));
   }
 
   /** Encodes the rotation of `rows` tokens. positions: [rows] u32; q, k: rotated in place. */

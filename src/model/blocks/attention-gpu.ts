@@ -3,8 +3,9 @@
 // along an accepted path on commit).
 
 import { InvalidInputError } from '../../errors.js';
-import { linearsByInput, outputGateParts } from '../../formats/layout.js';
-import { deriveSizes } from '../../formats/spec.js';
+import { linearsByInput, normNames, outputGateParts } from '../../formats/layout.js';
+import { deriveSizes, layerAttention, type ModelSpec } from '../../formats/spec.js';
+import { type KvShape, MAX_PASS_SLOTS } from '../../kernels/kv/kv.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
@@ -17,6 +18,24 @@ import {
   type Linear,
   type Placer,
 } from './gpu.js';
+
+/**
+ * Rows a sliding layer's ring keeps beyond its window and one pass's writes: how far back a trim
+ * may go and keep the cache (see {@link ringTrimFloor}).
+ */
+export const RING_ROLLBACK = 64;
+
+/**
+ * Layer `layer`'s KV cache shape: the model's, or for a sliding-window layer a ring of its window,
+ * one pass's rows and {@link RING_ROLLBACK} more, where that is smaller than the context (its
+ * memory then stays the window's however long the context).
+ */
+export function layerKvShape(spec: ModelSpec, kv: KvShape, layer: number): KvShape {
+  const { window } = layerAttention(spec, layer);
+  if (window === undefined) return kv;
+  const ring = window + MAX_PASS_SLOTS + RING_ROLLBACK;
+  return ring < kv.capacity ? { ...kv, ring } : kv;
+}
 
 /** The attention block's weights on the GPU, under the checkpoint's names and shapes. */
 export interface AttentionGpuWeights {
@@ -56,7 +75,9 @@ export async function placeAttention(
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
   const p = layerPrefix(block.layer);
-  const [q, k, v] = linearsByInput(block.layer).qkv;
+  const linears = linearsByInput(block.layer, spec);
+  const norms = normNames(spec, block.layer);
+  const [q, k, v] = linears.qkv;
   const biases = ['q', 'k', 'v'].map((x) => `${p}.self_attn.${x}_proj.bias`);
   // With an output gate, q_proj's query rows and gate rows (see outputGateParts) stand apart:
   // the one matmul's output row is q | k | v | gate, as QkvRope and SigmoidGate read it.
@@ -83,17 +104,17 @@ export async function placeAttention(
   return {
     kind: 'attention',
     layer: block.layer,
-    inputNorm: await placer.norm(`${p}.input_layernorm.weight`, H),
+    inputNorm: await placer.norm(norms.input, H),
     qkv,
-    o: await placer.matrix(`${p}.self_attn.o_proj.weight`, H, qWidth),
+    o: await placer.matrix(linears.o[0], H, qWidth),
     qkvBias: spec.qkvBias
       ? await placer.row(`${p}.self_attn.qkv_proj.bias`, biases, qWidth + 2 * kvWidth)
       : undefined,
     qBias: spec.qkvBias ? await placer.vector(biases[0]!, qWidth, maxRows) : undefined,
     kBias: spec.qkvBias ? await placer.vector(biases[1]!, kvWidth, maxRows) : undefined,
     vBias: spec.qkvBias ? await placer.vector(biases[2]!, kvWidth, maxRows) : undefined,
-    qNorm: spec.qkNorm ? await placer.norm(`${p}.self_attn.q_norm.weight`, spec.headDim) : undefined,
-    kNorm: spec.qkNorm ? await placer.norm(`${p}.self_attn.k_norm.weight`, spec.headDim) : undefined,
+    qNorm: spec.qkNorm ? await placer.norm(norms.q, spec.headDim) : undefined,
+    kNorm: spec.qkNorm ? await placer.norm(norms.k, spec.headDim) : undefined,
     outNorm: spec.sandwichNorms ? await placer.norm(`${p}.post_attention_layernorm.weight`, H) : undefined,
   };
 }
@@ -158,7 +179,7 @@ export function encodeAttention(
       kIn = a.kn;
     }
     kinds.rope.encode(p.pass, qIn, kIn, a.positions, T);
-    p.k.kvWrite.encode(p.pass, kIn, a.v, a.slots, cache, T);
+    kinds.kvWrite.encode(p.pass, kIn, a.v, a.slots, cache, T);
   }
   p.section('attention');
   kinds.attention.encode(

@@ -4,7 +4,7 @@
 // k_layernorm and out_proj). Its tensors and reference forward here; its GPU side in
 // attention-gpu.ts.
 import { linearsByInput, normNames } from '../../formats/layout.js';
-import { deriveSizes, layerAttention, type ModelSpec } from '../../formats/spec.js';
+import { deriveSizes, layerAttention, type ModelSpec, ropeAttentionFactor } from '../../formats/spec.js';
 import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
@@ -118,8 +118,10 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   const { window, rope: ropeSpec } = layerAttention(spec, block.layer);
   const invFreq = pass.invFreq(block.layer);
   if (ropeSpec && invFreq) {
-    rope(q, spec.heads, spec.headDim, pass.positions, invFreq, ropeSpec.layout);
-    rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout);
+    // LongRoPE (Phi-3): cos and sin scaled by its attention factor; 1 for every other RoPE.
+    const af = ropeAttentionFactor(ropeSpec);
+    rope(q, spec.heads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
+    rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
   }
   const keys = pass.cache.keys[block.layer]!;
   const values = pass.cache.values[block.layer]!;

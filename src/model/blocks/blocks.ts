@@ -77,6 +77,9 @@ export const FAMILIES: Readonly<Record<ModelFamily, FamilyBlocks>> = {
   // LFM2: per layer a short convolution or attention (with QK-norm), then a SiLU-gated MLP, under
   // LFM2's own tensor names.
   lfm2: decoderLayers,
+  // Phi-3: a Llama whose fused qkv_proj and gate_up_proj the loader splits (`splitFusedView`),
+  // with partial rotary and LongRoPE as switches of the spec.
+  phi3: decoderLayers,
 };
 
 /** The blocks of a model's forward, in order. */

@@ -7,12 +7,13 @@ import type { DeltaNet } from '../../kernels/deltanet/deltanet.js';
 import type { DeltaNetState } from '../../kernels/deltanet/reference.js';
 import type { AddInPlace, SigmoidGate, SiluMul } from '../../kernels/elementwise/elementwise.js';
 import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
-import type { KvCompact, KvLayerBuffers, KvWrite } from '../../kernels/kv/kv.js';
+import type { KvCompact, KvLayerBuffers, KvShape, KvWrite } from '../../kernels/kv/kv.js';
 import type { MatmulOptions } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
 import type { QkvRope } from '../../kernels/rope/qkv_rope.js';
 import type { Rope } from '../../kernels/rope/rope.js';
+import type { ShortConv } from '../../kernels/shortconv/shortconv.js';
 import type { Quant } from '../../quant/pack.js';
 
 /**
@@ -85,7 +86,11 @@ export interface Rotations {
  * and its window. Layers of one kind share one set (Gemma 3: a sliding and a global set).
  */
 export interface LayerAttentionKernels {
+  /** The layers' KV cache shape (a sliding layer's: a ring; see layerKvShape). */
+  kv: KvShape;
   rope: Rope;
+  kvWrite: KvWrite; // the unfused path's K/V write
+  compact: KvCompact; // a commit's compaction of the layers' rows
   qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
   attention: SplitAttention;
 }
@@ -95,10 +100,8 @@ export interface SharedKernels {
   norm: RmsNorm; // n = H, every T-row norm
   qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
   kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
-  kvWrite: KvWrite;
   /** Per layer, the RoPE and attention of its kind (undefined for a linear-attention layer). */
   attn: readonly (LayerAttentionKernels | undefined)[];
-  compact: KvCompact;
   add: AddInPlace; // T * H
   addQ: AddInPlace; // T * qWidth
   addKv: AddInPlace; // T * kvWidth
@@ -107,6 +110,7 @@ export interface SharedKernels {
   rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
   gate: SigmoidGate | undefined; // attention · sigmoid(gate) of an output-gated model
   deltaNet: DeltaNet | undefined; // the linear-attention layers' conv and delta rule
+  shortConv: ShortConv | undefined; // the short-convolution layers' gated convolution
 }
 
 /** The runner's activation buffers a block reads and writes, each for MAX_FORWARD_TOKENS rows. */
@@ -127,9 +131,10 @@ export interface BlockActivations {
   gate: GPUBuffer; // [T, Ip] (Ip: the MLP width as packed)
   up: GPUBuffer; // [T, Ip]
   act: GPUBuffer; // [T, Ip] silu(gate) * up
-  // Only with linear-attention layers:
-  proj: GPUBuffer | undefined; // [T, P] an accepted path's projection rows, gathered for a commit
-  mixed: GPUBuffer | undefined; // [T, valueWidth] the delta rule's gated-norm output, input of out_proj
+  // Only with recurrent (linear-attention, short-convolution) layers:
+  proj: GPUBuffer | undefined; // [T, P | 3H] an accepted path's projection rows, gathered for a commit
+  // [T, valueWidth | H] the mixer's output, input of out_proj: the delta rule's gated norm, or C · conv
+  mixed: GPUBuffer | undefined;
   count: GPUBuffer | undefined; // [1] u32 T, staged with the pass's inputs
 }
 
@@ -149,7 +154,7 @@ export interface GpuPass {
   readonly lastSlot: number | undefined;
   readonly a: BlockActivations;
   readonly k: SharedKernels;
-  /** The version of the committed linear-attention state the pass starts from (see LinearStatePair). */
+  /** The version of the committed recurrent state the pass starts from (see LinearStatePair). */
   readonly version: number;
   /** The rows are a draft tree (depth first, `a.vis` their visibility), not a chain. */
   readonly tree: boolean;
@@ -172,10 +177,20 @@ export interface LinearStatePair {
 }
 
 /**
- * A block's state on the GPU: the KV cache of an attention block, the conv and recurrent state of
- * a linear-attention block (none for an MLP).
+ * A short-convolution layer's window [K - 1, H] (the last rows of B · x), twice, read and written
+ * by version as {@link LinearStatePair}'s state is.
  */
-export type BlockState = KvLayerBuffers | LinearStatePair | undefined;
+export interface ConvStatePair {
+  readonly windows: readonly [GPUBuffer, GPUBuffer];
+  /** [MAX_FORWARD_TOKENS, 3H] the layer's in_proj rows of the last pass, which a commit runs again. */
+  readonly proj: GPUBuffer;
+}
+
+/**
+ * A block's state on the GPU: the KV cache of an attention block, the conv and recurrent state of
+ * a linear-attention block, the window of a short-convolution block (none for an MLP).
+ */
+export type BlockState = KvLayerBuffers | LinearStatePair | ConvStatePair | undefined;
 
 /** Whether a block's state is a KV cache. */
 export function isKvCache(s: BlockState): s is KvLayerBuffers {

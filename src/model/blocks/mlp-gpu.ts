@@ -35,15 +35,21 @@ export async function placeMlp(placer: Placer, block: MlpBlock): Promise<MlpGpuW
   const { spec } = placer;
   const H = spec.hidden;
   const I = spec.intermediate;
-  const [gate, up] = linearsByInput(block.layer).gateUp;
+  const linears = linearsByInput(block.layer, spec);
+  const [gate, up] = linears.gateUp;
   const p = layerPrefix(block.layer);
   return {
     kind: 'mlp',
     activation: block.activation,
     postNorm: await placer.norm(mlpNormName(spec, block.layer), H),
     outNorm: spec.sandwichNorms ? await placer.norm(`${p}.post_feedforward_layernorm.weight`, H) : undefined,
-    gateUp: await placer.paired(`${p}.mlp.gate_up_proj.weight`, [gate!, I, H], [up!, I, H]),
-    down: await placer.matrix(`${p}.mlp.down_proj.weight`, H, I),
+    // Labelled as the gate's module, e.g. `mlp.gate_up_proj.weight` (LFM2: `feed_forward.gate_up_proj.weight`).
+    gateUp: await placer.paired(
+      gate.replace(/[^.]+\.weight$/, 'gate_up_proj.weight'),
+      [gate, I, H],
+      [up, I, H],
+    ),
+    down: await placer.matrix(linears.down[0], H, I),
   };
 }
 
