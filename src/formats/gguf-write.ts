@@ -6,9 +6,10 @@
 import { InvalidInputError } from '../errors.js';
 import { fuseProjections } from './fused-view.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
+import { gemma3QueryScalar, imropeSections, slidingPattern } from './gguf-families.js';
 import { GgufType } from './gguf-header.js';
 import { ggufNe, ggufTensorName, storedLayout, storedValues } from './gguf-names.js';
-import { gemma3QueryScalar, imropeSections, llama3RopeFactors, slidingPattern } from './gguf-spec.js';
+import { llama3RopeFactors } from './gguf-spec.js';
 import { attentionScale, layerAttention, layerKind, type ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */

@@ -1,16 +1,25 @@
 // The GPU runner's buffers: activations for MAX_FORWARD_TOKENS rows, a layer's KV cache, a draft
 // head's feature store, the children ranker's scratch, and what a device-side tree kernel reads and
 // writes of them (RunnerIo).
+
+import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import { deriveSizes, linearSizes } from '../formats/spec.js';
 import { createBuffer, STORAGE } from '../gpu/buffers.js';
 import type { GpuContext } from '../gpu/device.js';
 import { BindGroupCache } from '../kernels/bind.js';
-import { type KvLayerBuffers, type KvShape, kvRows, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import {
+  type KvFormat,
+  type KvLayerBuffers,
+  type KvShape,
+  kvRows,
+  kvWordsPerSlot,
+} from '../kernels/kv/kv.js';
 import { RowCompact, RowScatter } from '../kernels/kv/rows.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { TOPK_MAX, TopKChildren } from '../kernels/sample/topk.js';
 import type { PassBuffers } from '../kernels/tree/tree.js';
+import { isHadamardSize, type Quant, type RotationChoice } from '../quant/pack.js';
 import type { BlockActivations } from './blocks/gpu.js';
 import { projWidth } from './blocks/linear-gpu.js';
 import { MAX_FORWARD_TOKENS } from './gpu-weights.js';
@@ -175,4 +184,64 @@ export async function makeFeatureStore(
     compact: new RowCompact(ctx, binds, shape),
     staging: undefined,
   };
+}
+
+/**
+ * Checks, before any weight is read, what a runner needs of the model (widths the matmul's K
+ * blocks of 16 divide; Hadamard sizes for a rotation, whose MLP width is padded to one instead, see
+ * placeWeights; an even headDim for an f16 cache) and of its options, and returns the KV cache's
+ * shape.
+ */
+export function checkRunnerShapes(
+  spec: ModelSpec,
+  o: {
+    readonly quant: Quant;
+    readonly rotate?: RotationChoice;
+    readonly capacity: number;
+    readonly kvFormat?: KvFormat;
+    readonly head?: unknown;
+    readonly features?: boolean;
+  },
+): KvShape {
+  const { qWidth } = deriveSizes(spec);
+  // The residual and attention widths are never padded (only the MLP's is, see placedPad).
+  const widths = [
+    ['hidden_size', spec.hidden],
+    ['q width (num_attention_heads * head_dim)', qWidth],
+  ] as const;
+  for (const [field, n] of widths) {
+    if (n % 16 !== 0)
+      throw new InvalidInputError(`${field} = ${n} is not a multiple of 16 (the matmul's K block)`);
+    if (o.rotate === 'hadamard' && !isHadamardSize(n))
+      throw new InvalidInputError(
+        `rotate hadamard: ${field} = ${n} is not a Hadamard size K·2^m that is a multiple of 16`,
+      );
+  }
+  if (o.head && !o.features)
+    throw new InvalidInputError('createGpuRunner: a draft head keeps its outputs (features: true)');
+  // The kernel has no biases; LFM2's published checkpoints have none (conv_bias false).
+  if (spec.shortConv?.bias)
+    throw new InvalidInputError(
+      `a ${spec.family} model's short-convolution layers with biases (conv_bias) run on the CPU reference only (--device cpu)`,
+    );
+  if (spec.linearAttention) {
+    // The delta rule's output is out_proj's input as it stands: never padded.
+    const { valueWidth } = linearSizes(spec);
+    if (valueWidth % 16 !== 0)
+      throw new InvalidInputError(
+        `linear value width (linear_num_value_heads * linear_value_head_dim) = ${valueWidth} is not a multiple of 16 (the matmul's K block)`,
+      );
+    if (o.quant === 'w8a8' || (o.rotate ?? 'none') !== 'none')
+      throw new InvalidInputError(
+        `a ${spec.family} model runs on the GPU without input rotations and W8A8 so far (quant ${o.quant}, rotate ${o.rotate ?? 'none'}): use f32, f16, int8, q4_0, int4 or int2 with rotate 'none'`,
+      );
+  }
+  const kv: KvShape = {
+    capacity: o.capacity,
+    kvHeads: spec.kvHeads,
+    headDim: spec.headDim,
+    format: o.kvFormat ?? 'f32',
+  };
+  kvWordsPerSlot(kv);
+  return kv;
 }

@@ -1,16 +1,16 @@
 import { InvalidInputError } from '../errors.js';
-import { deriveSizes, isRecurrent, linearSizes, type ModelSpec } from '../formats/spec.js';
+import { isRecurrent, type ModelSpec } from '../formats/spec.js';
 import { writeBuffer } from '../gpu/buffers.js';
 import { countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import { createGpuContext, describeAdapter, type GpuContext } from '../gpu/device.js';
 import type { GpuTimer } from '../gpu/timing.js';
 import { visWords } from '../kernels/attention/attention_split.js';
-import { type KvFormat, type KvShape, kvWordsPerSlot } from '../kernels/kv/kv.js';
+import type { KvFormat } from '../kernels/kv/kv.js';
 import type { GpuMatrix } from '../kernels/matmul/matrix.js';
 import { maskWordsOf } from '../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../kernels/sample/topk.js';
 import type { SteerPlan } from '../kernels/steer/steer.js';
-import { isHadamardSize, packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
+import { packedWidth, type Quant, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { layerKvShape, RING_ROLLBACK } from './blocks/attention-gpu.js';
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockState, isKvCache, PROFILE_SECTIONS } from './blocks/gpu.js';
@@ -22,6 +22,7 @@ import {
   type Activations,
   allocateActivations,
   type ChildrenRanker,
+  checkRunnerShapes,
   type FeatureStore,
   kvCacheOf,
   makeChildrenRanker,
@@ -579,54 +580,4 @@ export async function createGpuRunner(
   const parts: RunnerParts = { ctx, spec, w: weights, k: kernels, blocks, states, a: acts, feats };
   if (o.head) parts.stages = o.head.stages;
   return new GpuRunner(spec, o.capacity, parts, o.ownsContext ?? !o.gpu);
-}
-
-/**
- * Checks, before any weight is read, what a runner needs of the model (widths the matmul's K
- * blocks of 16 divide; Hadamard sizes for a rotation, whose MLP width is padded to one instead, see
- * placeWeights; an even headDim for an f16 cache) and of its options, and returns the KV cache's
- * shape.
- */
-function checkRunnerShapes(spec: ModelSpec, o: GpuRunnerOptions): KvShape {
-  const { qWidth } = deriveSizes(spec);
-  // The residual and attention widths are never padded (only the MLP's is, see placedPad).
-  const widths = [
-    ['hidden_size', spec.hidden],
-    ['q width (num_attention_heads * head_dim)', qWidth],
-  ] as const;
-  for (const [field, n] of widths) {
-    if (n % 16 !== 0)
-      throw new InvalidInputError(`${field} = ${n} is not a multiple of 16 (the matmul's K block)`);
-    if (o.rotate === 'hadamard' && !isHadamardSize(n))
-      throw new InvalidInputError(
-        `rotate hadamard: ${field} = ${n} is not a Hadamard size K·2^m that is a multiple of 16`,
-      );
-  }
-  if (o.head && !o.features)
-    throw new InvalidInputError('createGpuRunner: a draft head keeps its outputs (features: true)');
-  // The kernel has no biases; LFM2's published checkpoints have none (conv_bias false).
-  if (spec.shortConv?.bias)
-    throw new InvalidInputError(
-      `a ${spec.family} model's short-convolution layers with biases (conv_bias) run on the CPU reference only (--device cpu)`,
-    );
-  if (spec.linearAttention) {
-    // The delta rule's output is out_proj's input as it stands: never padded.
-    const { valueWidth } = linearSizes(spec);
-    if (valueWidth % 16 !== 0)
-      throw new InvalidInputError(
-        `linear value width (linear_num_value_heads * linear_value_head_dim) = ${valueWidth} is not a multiple of 16 (the matmul's K block)`,
-      );
-    if (o.quant === 'w8a8' || (o.rotate ?? 'none') !== 'none')
-      throw new InvalidInputError(
-        `a ${spec.family} model runs on the GPU without input rotations and W8A8 so far (quant ${o.quant}, rotate ${o.rotate ?? 'none'}): use f32, f16, int8, q4_0, int4 or int2 with rotate 'none'`,
-      );
-  }
-  const kv: KvShape = {
-    capacity: o.capacity,
-    kvHeads: spec.kvHeads,
-    headDim: spec.headDim,
-    format: o.kvFormat ?? 'f32',
-  };
-  kvWordsPerSlot(kv);
-  return kv;
 }
