@@ -1,6 +1,6 @@
 // Real-size check of the newer families (`npm run test:scale`): a random-weight checkpoint with the
 // published config of each shape in WEFT_SCALE_FAMILIES (comma-separated ScaleShape names; default
-// Gemma 3 270M at f32 and Gemma 3 1B at f16) runs on the GPU in Node (Dawn over Mesa's lavapipe, the
+// Gemma 3 270M at f32, Gemma 3 1B at f16 and LFM2-350M at f32) runs on the GPU in Node (Dawn over Mesa's lavapipe, the
 // kernels' GPU forms), and its greedy ids for 32 tokens equal the CPU reference's on the same
 // rounded weights. What is checked at real size is the shapes (head_dim 256, one KV head, 262k
 // vocabulary split across bindings, 18 and 26 layers of sliding and global attention) and the load
@@ -29,12 +29,15 @@ const FORMATS: Partial<Record<ScaleShape, 'f32' | 'f16'>> = {
   'gemma-3-270m': 'f32',
   'gemma-3-1b': 'f16',
   'smollm3-3b': 'f16',
+  'lfm2-350m': 'f32',
 };
-const SHAPES = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b').split(',').map((s) => {
-  if (!(s in SCALE_MODELS) || !FORMATS[s as ScaleShape])
-    throw new Error(`WEFT_SCALE_FAMILIES: ${s} is not one of ${Object.keys(FORMATS).join(', ')}`);
-  return s as ScaleShape;
-});
+const SHAPES = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m')
+  .split(',')
+  .map((s) => {
+    if (!(s in SCALE_MODELS) || !FORMATS[s as ScaleShape])
+      throw new Error(`WEFT_SCALE_FAMILIES: ${s} is not one of ${Object.keys(FORMATS).join(', ')}`);
+    return s as ScaleShape;
+  });
 const PROMPT = [2, 818, 5279, 529, 506, 11211, 236764, 563, 2621, 107, 9079, 236787];
 const TOKENS = 32;
 

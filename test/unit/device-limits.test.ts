@@ -63,7 +63,7 @@ describe('model footprint', () => {
     expect(params(specOf('llama-3.2-1b')).matrices).toBe(1_235_814_400 - 16 * 2 * 2048 - 2048);
   });
 
-  it('reads Gemma 3 270M and 1B and SmolLM3-3B as published: their parameter counts, windows and RoPE-less layers', () => {
+  it('reads Gemma 3 270M and 1B, SmolLM3-3B and LFM2-350M as published: their parameter counts, windows and RoPE-less layers', () => {
     const total = (shape: ScaleShape) => {
       const { matrices, vectors } = params(specOf(shape));
       return matrices + vectors;
@@ -72,6 +72,9 @@ describe('model footprint', () => {
     expect(total('gemma-3-270m')).toBe(268_098_176);
     expect(total('gemma-3-1b')).toBe(999_885_952);
     expect(total('smollm3-3b')).toBe(3_075_098_624);
+    // 10 short-convolution and 6 attention layers; the MLP 6656 → 4437 → 4608 (block_multiple_of).
+    expect(total('lfm2-350m')).toBe(354_483_968);
+    expect(specOf('lfm2-350m').intermediate).toBe(4608);
     const g = specOf('gemma-3-1b');
     expect([g.slidingWindow, g.headDim, g.attentionScale]).toEqual([512, 256, 1 / 16]);
     expect(g.slidingLayers!.filter((s) => !s).length).toBe(4); // layers 6, 12, 18, 24 are global
