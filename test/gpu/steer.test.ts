@@ -90,6 +90,20 @@ describe('steering in the GPU forward', () => {
     dev.dispose();
   });
 
+  it.each(['gemma3', 'lfm2', 'phi3'] as const)(
+    '"add" at every layer of %s matches the reference',
+    async (family) => {
+      const files = memoryModelFiles(family, fixtureFiles(family, 'f32', 9).files);
+      const { spec } = await openModel(files);
+      const vectors = Array.from({ length: spec.layers }, (_, l) => unit(spec.hidden, 30 + l));
+      const { ref, dev } = await runners(files, { mode: 'add', scale: 3, inputs: true, vectors });
+      const want = ref.logits({ tokens: PROMPT });
+      await dev.forward({ tokens: PROMPT }, GREEDY, 'all');
+      expect(relErr(await dev.lastLogits(), want)).toBeLessThan(1e-4);
+      dev.dispose();
+    },
+  );
+
   it('ablating a direction the residual stream never uses leaves the logits bit-identical', async () => {
     const c = 5;
     const { spec, files } = deadCoordinateModel('llama', c);
