@@ -221,36 +221,57 @@ export function checkTensors(
 
 /** What {@link languageModelTensors} left out of a vision-language checkpoint, by part. */
 export interface SkippedParts {
-  /** `model.visual.*`: the vision tower. */
+  /** The vision tower and projector (Qwen3.5's `model.visual.*`, Gemma 3's `vision_tower.*`, …). */
   readonly vision: number;
+  /** The prefixes they stood under, each as `prefix*`. */
+  readonly visionParts: readonly string[];
   /** `mtp.*`: the multi-token-prediction layer (kept). */
   readonly mtp: number;
 }
 
+/** Where vision-language checkpoints keep their vision side (left out of a text engine). */
+const VISION_PARTS = [
+  'model.visual.', // Qwen3.5
+  'vision_tower.', // Gemma 3 as published
+  'multi_modal_projector.',
+  'model.vision_tower.', // Gemma 3 as Transformers 5 saves it
+  'model.multi_modal_projector.',
+];
+
 /**
  * A vision-language checkpoint's language model under the names a text-only one uses: Qwen3.5's
- * published checkpoints keep it under `model.language_model.*` (renamed to `model.*`) beside the
- * vision tower `model.visual.*` (left out and counted) and the MTP layer `mtp.*` (kept under its
- * names, and counted). A checkpoint without `model.language_model.*` names is returned as it is.
+ * published checkpoints (and Gemma 3's as Transformers 5 saves them) keep it under
+ * `model.language_model.*`, Gemma 3's published ones under `language_model.model.*` (either
+ * renamed to `model.*`), beside the vision tower and projector (left out and counted) and Qwen3.5's
+ * MTP layer `mtp.*` (kept under its names, and counted). A checkpoint with neither prefix is
+ * returned as it is.
  */
 export function languageModelTensors<T>(tensors: ReadonlyMap<string, T>): {
   tensors: ReadonlyMap<string, T>;
   skipped: SkippedParts | undefined;
 } {
-  const inner = 'model.language_model.';
-  if (![...tensors.keys()].some((n) => n.startsWith(inner))) return { tensors, skipped: undefined };
+  const names = [...tensors.keys()];
+  const inner = ['model.language_model.', 'language_model.model.'].find((p) =>
+    names.some((n) => n.startsWith(p)),
+  );
+  if (inner === undefined) return { tensors, skipped: undefined };
   const out = new Map<string, T>();
   let vision = 0;
   let mtp = 0;
+  const parts = new Set<string>();
   for (const [name, t] of tensors) {
+    const part = VISION_PARTS.find((p) => name.startsWith(p));
     if (name.startsWith(inner)) out.set(`model.${name.slice(inner.length)}`, t);
-    else if (name.startsWith('model.visual.')) vision++;
-    else {
+    else if (name === 'language_model.lm_head.weight') out.set('lm_head.weight', t);
+    else if (part !== undefined) {
+      vision++;
+      parts.add(`${part}*`);
+    } else {
       if (name.startsWith('mtp.')) mtp++;
       out.set(name, t); // lm_head.weight when untied, and the MTP layer (kept for draft: 'mtp')
     }
   }
-  return { tensors: out, skipped: { vision, mtp } };
+  return { tensors: out, skipped: { vision, mtp, visionParts: [...parts] } };
 }
 
 /** A fused projection of a checkpoint and the row ranges of it that stand for plain linears. */

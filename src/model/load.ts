@@ -167,8 +167,8 @@ function languageModel(ck: SafetensorsCheckpoint): {
     skipped.vision > 0
       ? [
           {
-            message: `the vision tower (${skipped.vision} tensors, model.visual.*) not loaded: weft runs the language model (model.language_model.*)`,
-            tensors: ['model.visual.*'],
+            message: `the vision tower (${skipped.vision} tensors) not loaded: weft runs the language model`,
+            tensors: [...skipped.visionParts],
           },
         ]
       : [];
