@@ -11,7 +11,7 @@ import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant } from '../../src/quant/pack.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import { draftFixtureFiles, fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu, gpuHost } from '../helpers/gpu.js';
 
@@ -120,6 +120,30 @@ describe('Gemma 3 on the GPU', () => {
     const next = [...p, 40, 41, 42, 43];
     expect(await greedyIds(dev, next, 8)).toEqual(await greedyIds(ref, next, 8));
     dev.dispose();
+  });
+
+  it('a smaller Gemma 3 drafts for it on the device (one submission per step): plain decoding’s ids', async () => {
+    const { files } = fixtureFiles('gemma3', 'f32', 7);
+    const engine = await createEngine({
+      model: memoryModelFiles('gemma3', files),
+      quant: 'f32',
+      contextLength: CAPACITY,
+      // One sliding layer, the MLP cut to 48 channels: a distinct model sharing the tokenizer.
+      draft: { model: memoryModelFiles('gemma3-draft', draftFixtureFiles('gemma3', 7)), quant: 'int8' },
+      gpu: await gpu(),
+    });
+    const p = [...long.slice(0, 60), 5, 17, 99, 3, 250, 17, 99, 3];
+    const run = async (o: GenerateOptions) => {
+      const out: number[] = [];
+      for await (const c of engine.generate(p, o)) out.push(...c.ids);
+      return out;
+    };
+    for (const o of [{ maxTokens: 16 }, { maxTokens: 12, temperature: 1, seed: 3 }]) {
+      const plain = await run({ ...o, drafter: 'none' });
+      expect(await run({ ...o, drafter: 'draft', treeBudget: 8 })).toEqual(plain);
+      console.log(`[gemma3] draft model: ${engine.lastStats!.tokens_per_pass.toFixed(2)} tokens per pass`);
+    }
+    await engine.unload();
   });
 
   it('speculative decoding equals plain decoding, greedy and seeded, with n-grams and int4 self-drafts', async () => {
