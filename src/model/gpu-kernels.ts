@@ -212,12 +212,16 @@ function layerAttentionKernels(
   );
   // Passes run in order, so every kind shares one buffer of chunk partials: the first made, of a
   // kind without a ring where there is one (a ring's are sized by its window, too few for the rest).
-  const keys = [...new Set(kinds.filter((k) => k !== undefined).map((k) => JSON.stringify(k)))];
-  keys.sort((a, b) => Number('ring' in JSON.parse(a).kv) - Number('ring' in JSON.parse(b).kv));
+  const distinct = new Map<string, AttentionKind>();
+  for (const k of kinds) if (k) distinct.set(JSON.stringify(k), k);
+  // Rings last: the first instance made (a kind without a ring where there is one) owns the partials.
+  const keys = [...distinct.keys()].sort(
+    (a, b) => Number(distinct.get(a)!.kv.ring !== undefined) - Number(distinct.get(b)!.kv.ring !== undefined),
+  );
   const sets = new Map<string, LayerAttentionKernels>();
   let partials: GPUBuffer | undefined;
   for (const key of keys) {
-    const kind: AttentionKind = JSON.parse(key);
+    const kind = distinct.get(key)!;
     const attention = new SplitAttention(ctx, binds, kind.attention, partials);
     partials ??= attention.partials;
     sets.set(key, {
