@@ -103,10 +103,9 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
 }
 
 /**
- * `rope_scaling` for a spec's RoPE: linear, Llama 3's, or LongRoPE with the short factors as both
- * lists (weft keeps only those), its attention factor stated, `original_max_position_embeddings`
- * equal to the context (a LongRoPE spec's `maxPositions` is the original context already), and the
- * partial rotary of a Phi-3 spec.
+ * `rope_scaling` for a spec's RoPE: linear, Llama 3's, or LongRoPE with its short and long factors
+ * (the short ones under both names, and the context stopping at the original, where the spec has
+ * no long ones), its attention factor stated, and the partial rotary of a Phi-3 spec.
  */
 function ropeScalingConfig(spec: ModelSpec): Record<string, unknown> {
   const scaling = spec.rope.scaling;
@@ -122,10 +121,10 @@ function ropeScalingConfig(spec: ModelSpec): Record<string, unknown> {
       rope_scaling: {
         rope_type: 'longrope',
         short_factor: [...scaling.factors],
-        long_factor: [...scaling.factors],
+        long_factor: [...(scaling.long?.factors ?? scaling.factors)],
         attention_factor: scaling.attentionFactor,
       },
-      original_max_position_embeddings: spec.maxPositions,
+      original_max_position_embeddings: scaling.long?.originalMaxPositions ?? spec.maxPositions,
     };
   return {
     rope_scaling: {

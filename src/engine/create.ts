@@ -2,7 +2,7 @@ import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
 import type { ModelFiles } from '../formats/files.js';
-import { deriveSizes, type ModelSpec } from '../formats/spec.js';
+import { deriveSizes, type ModelSpec, ropeForContext } from '../formats/spec.js';
 import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
@@ -189,16 +189,17 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   // Resolve and open: the model's headers, then the settings they allow and the draft's headers.
   const files = await openModelSource(resolveModel(options.model, resolve));
   progress({ phase: 'open', done: 0, total: 0 });
-  const opened = await openModel(files);
-  for (const w of opened.warnings ?? [])
-    progress({ phase: 'warning', message: w.message, linears: w.tensors });
-  const settings = await chooseSettings(options, opened);
+  const read = await openModel(files);
+  for (const w of read.warnings ?? []) progress({ phase: 'warning', message: w.message, linears: w.tensors });
+  const settings = await chooseSettings(options, read);
+  // The RoPE this context runs (LongRoPE's long factors past the original context).
+  const opened = { ...read, spec: ropeForContext(read.spec, settings.context) };
   // The checkpoint's own MTP layer (Qwen3.5), or a draft model or head of its own.
   const draft =
     options.draft === 'mtp'
       ? { head: await openMtpHead({ name: files.name, spec: opened.spec, weights: opened.weights }) }
       : options.draft && !('self' in options.draft)
-        ? await openDraft(options.draft, opened, resolve)
+        ? await openDraft(options.draft, opened, resolve, settings.context)
         : undefined;
   const draftModel = draft && 'opened' in draft ? draft : undefined;
   const head = draft && 'head' in draft ? draft.head : undefined;
@@ -258,8 +259,8 @@ async function chooseSettings(options: CreateEngineOptions, opened: OpenedModel)
   if (context > spec.maxPositions)
     throw new InvalidInputError(
       `contextLength ${context} exceeds the model's context of ${spec.maxPositions} tokens (${
-        spec.rope.scaling?.type === 'longrope'
-          ? 'original_max_position_embeddings: past it Transformers switches LongRoPE to its long factors, which weft does not run; within it the short factors weft runs are exact'
+        spec.rope.scaling?.type === 'longrope' && !spec.rope.scaling.long
+          ? 'original_max_position_embeddings: the checkpoint has no long LongRoPE factors for past it'
           : 'max_position_embeddings'
       })`,
     );
@@ -432,12 +433,14 @@ interface OpenedDraft {
 /**
  * Opens what a `{ model }` or `{ head }` draft names: a draft head (read whole: it is small, with
  * the target tensors it reads), or a draft model (its headers and tokenizer), checked to share the
- * target's tokenizer: the same vocabulary size and the same token at every id.
+ * target's tokenizer: the same vocabulary size and the same token at every id. A draft model's
+ * RoPE is the one for the engine's `context` (as the target's).
  */
 async function openDraft(
   draft: { model: ModelRef } | { head: ModelRef },
   target: OpenedModel,
   resolve: Parameters<typeof resolveModel>[1],
+  context: number,
 ): Promise<OpenedDraft | { head: DraftHead }> {
   const files = await openModelSource(resolveModel('head' in draft ? draft.head : draft.model, resolve));
   try {
@@ -459,7 +462,7 @@ async function openDraft(
         `draft model ${files.name} has another tokenizer: id ${differs} is ${token(opened.tokenizer)} there, ${token(target.tokenizer)} in the target; they must share the tokenizer`,
       );
     }
-    return { files, opened };
+    return { files, opened: { ...opened, spec: ropeForContext(opened.spec, context) } };
   } catch (err) {
     await files.close?.();
     throw err;

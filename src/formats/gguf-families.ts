@@ -169,11 +169,11 @@ export function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
  * Phi-3's own fields from its `phi3.*` metadata and tensors, as llama.cpp's converter writes them
  * (`Phi3MiniModel`, conversion/phi.py) and its loader reads them (src/models/phi3.cpp,
  * `llama_model::get_rope_factors`): `rope.dimension_count` rotated dimensions (partial rotary);
- * LongRoPE from `rope_factors_short.weight` (one factor per rotary pair) with
- * `rope.scaling.attn_factor` (1 when absent, as llama.cpp takes it) and
- * `rope.scaling.original_context_length`, where `maxPositions` is capped (llama.cpp too uses the
- * short factors while its context is at most the original; weft never goes past it, see
- * `phi3Spec` in model/config.ts); `rope_factors_long.weight` is not read. `attention.sliding_window`
+ * LongRoPE from `rope_factors_short.weight` and `rope_factors_long.weight` (one factor per rotary
+ * pair) with `rope.scaling.attn_factor` (1 when absent, as llama.cpp takes it) and
+ * `rope.scaling.original_context_length`, past which the long factors run (`ropeForContext`, as
+ * llama.cpp chooses); without long factors `maxPositions` stops at the original context.
+ * `attention.sliding_window`
  * (0: none) is kept as Transformers applies it, where shorter than the context: llama.cpp's phi3
  * loader currently ignores it (runs full attention), so its outputs differ past the window.
  * Refused: long factors without short ones, an attention factor without factors, and linear
@@ -218,13 +218,6 @@ export async function phi3Fields(g: GgufFile, base: ModelSpec): Promise<Partial<
     };
   }
   const pairs = rotaryDim / 2;
-  if (short.ne.length !== 1 || short.ne[0] !== pairs)
-    throw new ModelFormatError(
-      file,
-      'rope_factors_short.weight',
-      short.ne,
-      `must hold ${pairs} factors, one per rotary pair (rope.dimension_count ${rotaryDim})`,
-    );
   if (base.rope.scaling !== undefined)
     throw new ModelFormatError(
       file,
@@ -232,21 +225,35 @@ export async function phi3Fields(g: GgufFile, base: ModelSpec): Promise<Partial<
       base.rope.scaling,
       'linear RoPE scaling beside LongRoPE factors',
     );
-  const factors = [...(await readGgufTensorF32(short))];
-  if (!factors.every((f) => f > 0 && Number.isFinite(f)))
-    throw new ModelFormatError(
-      file,
-      'rope_factors_short.weight',
-      factors.slice(0, 8),
-      'factors must be finite and > 0',
-    );
+  const readFactors = async (name: string): Promise<number[]> => {
+    const info = g.tensors.get(name)!;
+    if (info.ne.length !== 1 || info.ne[0] !== pairs)
+      throw new ModelFormatError(
+        file,
+        name,
+        info.ne,
+        `must hold ${pairs} factors, one per rotary pair (rope.dimension_count ${rotaryDim})`,
+      );
+    const factors = [...(await readGgufTensorF32(info))];
+    if (!factors.every((f) => f > 0 && Number.isFinite(f)))
+      throw new ModelFormatError(file, name, factors.slice(0, 8), 'factors must be finite and > 0');
+    return factors;
+  };
+  const factors = await readFactors('rope_factors_short.weight');
+  const longFactors = g.tensors.has('rope_factors_long.weight')
+    ? await readFactors('rope_factors_long.weight')
+    : undefined;
   if (attn !== undefined && (typeof attn !== 'number' || !(attn > 0) || !Number.isFinite(attn)))
     throw new ModelFormatError(file, attnKey, attn, 'must be a finite number > 0');
   const attentionFactor = Math.fround(typeof attn === 'number' ? attn : 1);
   const original = metaCount(g, k('rope.scaling.original_context_length'), base.maxPositions);
-  const maxPositions = Math.min(base.maxPositions, original);
+  const long =
+    longFactors && original < base.maxPositions
+      ? { factors: longFactors, originalMaxPositions: original }
+      : undefined;
+  const maxPositions = long ? base.maxPositions : Math.min(base.maxPositions, original);
   return {
-    rope: { ...rope, scaling: { type: 'longrope', factors, attentionFactor } },
+    rope: { ...rope, scaling: { type: 'longrope', factors, ...(long ? { long } : {}), attentionFactor } },
     maxPositions,
     qkvBias: false,
     ...(window > 0 && window < maxPositions ? { slidingWindow: window } : {}),

@@ -325,9 +325,9 @@ function lfm2Metadata(spec: ModelSpec): Entries {
 
 /**
  * Phi-3's metadata in the converter's order (conversion/phi.py `Phi3MiniModel.set_gguf_parameters`,
- * then `generate_extra_tensors`'s attention factor): the context and, as
- * `rope.scaling.original_context_length`, the same count (a LongRoPE spec's `maxPositions` is
- * already the original context, see `phi3Spec`), `rope.dimension_count` the rotary width,
+ * then `generate_extra_tensors`'s attention factor): the context and
+ * `rope.scaling.original_context_length`, past which llama.cpp takes the long LongRoPE factors
+ * (the context itself where the spec has no long ones), `rope.dimension_count` the rotary width,
  * `attention.sliding_window` (0 without one; llama.cpp's phi3 loader reads it but runs full
  * attention), and with LongRoPE `rope.scaling.attn_factor`, which llama.cpp multiplies cos and
  * sin by. No key_length: llama.cpp takes hidden / heads ({@link refuseForLlamaCpp} holds to it).
@@ -337,7 +337,10 @@ function phi3Metadata(spec: ModelSpec): Entries {
   const s = spec.rope.scaling;
   return [
     [k('context_length'), u32(spec.maxPositions)],
-    [k('rope.scaling.original_context_length'), u32(spec.maxPositions)],
+    [
+      k('rope.scaling.original_context_length'),
+      u32((s?.type === 'longrope' && s.long?.originalMaxPositions) || spec.maxPositions),
+    ],
     [k('embedding_length'), u32(spec.hidden)],
     [k('feed_forward_length'), u32(spec.intermediate)],
     [k('block_count'), u32(spec.layers)],
@@ -490,8 +493,8 @@ function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType)
  * llama and smollm3 Q/K rows permuted for interleaved RoPE; Qwen3.5's and Gemma 3's norms as 1 + w;
  * Qwen3.5's `A_log` as -exp(A_log), value heads tiled), Llama 3 RoPE scaling as `rope_freqs.weight`
  * (linear scaling as metadata), Phi-3's q | k | v and gate | up fused (`attn_qkv`, `ffn_up`) and its
- * LongRoPE factors as `rope_factors_short.weight` and `rope_factors_long.weight` (the same
- * factors: weft keeps the short ones only), matrices encoded as `type` (or `type(hfName)`, for files that mix
+ * LongRoPE factors as `rope_factors_short.weight` and `rope_factors_long.weight` (the short ones
+ * under both names where the spec has no long ones), matrices encoded as `type` (or `type(hfName)`, for files that mix
  * types as llama.cpp's do) and everything else F32 ({@link ggmlTypeOf}). `extra` adds metadata
  * (e.g. the tokenizer's, from `tokenizerGgufMetadata`). Qwen3.5's MTP layer is not written (a file
  * as `convert_hf_to_gguf.py --no-mtp` writes). Throws {@link InvalidInputError} for a spec that
@@ -517,14 +520,18 @@ export function exportGguf(
   const out: GgufWriteTensor[] = [];
   const scaling = spec.rope.scaling;
   if (scaling?.type === 'longrope') {
-    // Weft holds the short factors only (what it runs, see phi3Spec): llama.cpp, which takes the
-    // long ones when its context passes the original, gets the same factors under both names.
-    for (const name of ['rope_factors_long.weight', 'rope_factors_short.weight'])
+    // llama.cpp takes the long factors when its context passes the original one (a spec without
+    // long factors stops there: the short ones go under both names).
+    const lists = [
+      ['rope_factors_long.weight', scaling.long?.factors ?? scaling.factors],
+      ['rope_factors_short.weight', scaling.factors],
+    ] as const;
+    for (const [name, factors] of lists)
       out.push({
         name,
-        ne: [scaling.factors.length],
+        ne: [factors.length],
         type: GgmlType.F32,
-        data: quantizeGgml(0, Float32Array.from(scaling.factors)),
+        data: quantizeGgml(0, Float32Array.from(factors)),
       });
   } else if (scaling && scaling.type !== 'linear') {
     const factors = llama3RopeFactors(spec.rope.theta, spec.headDim, scaling);

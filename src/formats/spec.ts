@@ -64,15 +64,31 @@ export interface LinearRopeScaling {
 /**
  * LongRoPE (`rope_type == "longrope"`, Phi-3.5 and Phi-4-mini): pair i's frequency divided by
  * `factors[i]`, i.e. inv_freq[i] = 1 / (factors[i] · theta^(2i / rotaryDim)), and cos and sin
- * multiplied by `attentionFactor` (Transformers' `_compute_longrope_parameters`). Transformers
- * switches to the `long_factor` list once a forward's largest position reaches
- * `original_max_position_embeddings` (`dynamic_rope_update`); weft caps `maxPositions` there and
- * keeps the `short_factor` list, which is what Transformers runs for every sequence weft accepts.
+ * multiplied by `attentionFactor` (Transformers' `_compute_longrope_parameters`).
+ *
+ * Which list runs is settled by the engine's context, as llama.cpp settles it
+ * (`llama_model::get_rope_factors`: the long factors when the context per sequence passes
+ * `original_context_length`) and exllamav2 too: {@link ropeForContext} puts `longFactors` in
+ * `factors` for a context longer than `originalMaxPositions`, for every position. Within the
+ * original context that is the `short_factor` list, which is what Transformers runs for every
+ * sequence there. (Transformers picks per forward, by the sequence's largest position
+ * (`dynamic_rope_update`), so past the original context the two agree for sequences that pass it,
+ * and a long-context engine's shorter sequences run the long factors where Transformers would run
+ * the short ones, as in llama.cpp.)
  */
 export interface LongRopeScaling {
   readonly type: 'longrope';
-  /** Per rotary pair (rotaryDim / 2 of them), its `short_factor`, rounded to f32 as PyTorch holds it. */
+  /**
+   * Per rotary pair (rotaryDim / 2 of them), the factors that run, rounded to f32 as PyTorch holds
+   * them: the `short_factor` list as read, the `long_factor` list after {@link ropeForContext} for a
+   * context past `originalMaxPositions`.
+   */
   readonly factors: readonly number[];
+  /**
+   * The `long_factor` list (f32), where the checkpoint has one, with the context it takes over past:
+   * `original_max_position_embeddings`. Absent, the model's context stops at the original one.
+   */
+  readonly long?: { readonly factors: readonly number[]; readonly originalMaxPositions: number };
   /**
    * What cos and sin are multiplied by, rounded to f32 (PyTorch multiplies the f32 cos by the
    * scalar in f32): the config's `attention_factor`, else √(1 + ln(s) / ln(original)) with s the
@@ -116,8 +132,8 @@ export interface ModelSpec {
   readonly rmsEps: number;
   readonly rope: RopeSpec;
   /**
-   * Longest context the checkpoint was trained for (`max_position_embeddings`; with LongRoPE
-   * `original_max_position_embeddings`, where its short factors stop being what Transformers runs).
+   * Longest context the checkpoint was trained for (`max_position_embeddings`; with LongRoPE and no
+   * long factors, `original_max_position_embeddings`, where its short factors stop).
    */
   readonly maxPositions: number;
   /** The LM head reuses the embedding table. */
@@ -181,6 +197,18 @@ export function layerAttention(spec: ModelSpec, layer: number): LayerAttention {
   const sliding = spec.slidingWindow !== undefined && (spec.slidingLayers?.[layer] ?? true);
   const rope = spec.noRopeLayers?.[layer] ? undefined : sliding ? (spec.localRope ?? spec.rope) : spec.rope;
   return { window: sliding ? spec.slidingWindow : undefined, rope };
+}
+
+/**
+ * The spec an engine with `context` tokens of KV cache runs: with LongRoPE, the long factors in
+ * place of the short ones when `context` passes the original context (see {@link LongRopeScaling});
+ * every other spec as it is.
+ */
+export function ropeForContext(spec: ModelSpec, context: number): ModelSpec {
+  const scaling = spec.rope.scaling;
+  if (scaling?.type !== 'longrope' || !scaling.long || context <= scaling.long.originalMaxPositions)
+    return spec;
+  return { ...spec, rope: { ...spec.rope, scaling: { ...scaling, factors: scaling.long.factors } } };
 }
 
 /**

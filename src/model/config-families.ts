@@ -276,11 +276,10 @@ function readLfm2LayerKinds(f: Fields, layers: number): LayerKind[] {
  * [2I, H]), which the loader splits into the usual names (`splitFusedView`), with partial rotary
  * (`partial_rotary_factor`, at the top level or in `rope_parameters`: Phi-4-mini's 0.75) and
  * LongRoPE (`rope_scaling` or Transformers 5's `rope_parameters` of type `longrope`, or `su` /
- * `yarn`, which Phi3Config renames `longrope`), read by {@link phi3LongRope}. With LongRoPE,
- * `maxPositions` is `original_max_position_embeddings` (Phi3Config's default 4096), not
- * `max_position_embeddings`: within it Transformers runs the `short_factor` list (it switches to
- * `long_factor` once a forward's largest position reaches the original context), so the short
- * factors with the attention factor equal Transformers exactly for every sequence weft accepts.
+ * `yarn`, which Phi3Config renames `longrope`), read by {@link phi3LongRope}: `short_factor` runs
+ * within `original_max_position_embeddings` (Phi3Config's default 4096), where Transformers runs it
+ * too, and `long_factor` for an engine whose context passes it, up to `max_position_embeddings`
+ * (`ropeForContext` in formats/spec.ts, as llama.cpp chooses between the two).
  * `sliding_window` (Transformers' window mask on every layer) becomes `slidingWindow` where it is
  * shorter than that context (a longer one changes nothing). Phi3Config's defaults: 4096 positions,
  * `rope_theta` 10000, an untied head. `resid_pdrop`, `embd_pdrop` and `attention_dropout` are
@@ -308,7 +307,7 @@ export function phi3Spec(f: Fields): ModelSpec {
   const trained = f.count('max_position_embeddings', 4096);
   const original = f.count('original_max_position_embeddings', 4096);
   const scaling = rs && phi3LongRope(rs, rotaryDim, trained, original);
-  const maxPositions = scaling ? Math.min(trained, original) : trained;
+  const maxPositions = trained;
   const window = f.has('sliding_window') ? f.count('sliding_window') : undefined;
   const bos = f.ids('bos_token_id');
   return {
@@ -332,8 +331,9 @@ export function phi3Spec(f: Fields): ModelSpec {
 
 /**
  * A Phi-3 config's RoPE scaling as weft runs it (see phi3Spec): none for `default`, else LongRoPE
- * (`longrope`, or the older `su` and `yarn` that Phi3Config renames) from `short_factor` (and a
- * `long_factor` list checked alike, as Phi3Config validates both: rotaryDim / 2 positive numbers),
+ * (`longrope`, or the older `su` and `yarn` that Phi3Config renames) from `short_factor` and
+ * `long_factor` (each rotaryDim / 2 positive numbers, as Phi3Config validates them; the long list
+ * takes over past `original`),
  * with the attention factor of `_compute_longrope_parameters`: `attention_factor` when given, else
  * √(1 + ln(s) / ln(original)) for s = `factor` when given, else `trained` / `original` (1 when
  * s ≤ 1). Factors and attention factor are rounded to f32, as PyTorch holds them.
@@ -360,11 +360,18 @@ function phi3LongRope(
     return v.map((x: number) => Math.fround(x));
   };
   const factors = list('short_factor');
-  list('long_factor');
+  const longFactors = list('long_factor');
+  // The long list runs only for a context past the original one, which the model must allow.
+  const long = original < trained ? { factors: longFactors, originalMaxPositions: original } : undefined;
   let attentionFactor = rs.has('attention_factor') ? rs.positive('attention_factor') : undefined;
   if (attentionFactor === undefined) {
     const s = rs.has('factor') ? rs.positive('factor') : trained / original;
     attentionFactor = s <= 1 ? 1 : Math.sqrt(1 + Math.log(s) / Math.log(original));
   }
-  return { type: 'longrope', factors, attentionFactor: Math.fround(attentionFactor) };
+  return {
+    type: 'longrope',
+    factors,
+    ...(long ? { long } : {}),
+    attentionFactor: Math.fround(attentionFactor),
+  };
 }

@@ -5,23 +5,18 @@
 //
 // Which LongRoPE factors: llama.cpp takes the long ones when its context (n_ctx_seq, which it
 // rounds up to a multiple of 256) passes `rope.scaling.original_context_length`
-// (`llama_model::get_rope_factors`); weft always runs the short ones, within that original context,
-// where it caps `maxPositions`. weft writes its short factors under both names, so the file here
-// gets the checkpoint's own long factors patched in, as llama.cpp's converter writes them, and the
-// checkpoint has an original context of 512 (and 2048 positions in all, for an attention factor
-// of √(1 + ln 4 / ln 512)): the page's context of 128 (256 once rounded) stays within it, and both
-// sides run the short factors. (With an original context of 64, llama.cpp decoded the reference's
-// ids with the long factors instead.) Runs of the reference with the long factors, without the
-// attention factor or without LongRoPE give other ids, so the match shows llama.cpp ran what the
-// spec says.
+// (`llama_model::get_rope_factors`), and so does weft's engine (`ropeForContext`), for every
+// position. The page's context is 128 (256 once rounded): with an original context of 512 both
+// run the short factors, with one of 64 both run the long ones. The checkpoint has 2048 positions
+// in all, for an attention factor of √(1 + ln 4 / ln 512) and √(1 + ln 32 / ln 64). Runs of the
+// reference with the other factors, without the attention factor or without LongRoPE give other
+// ids, so each match shows llama.cpp ran what the spec says.
 import type { Browser, Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
-import { openGguf } from '../../src/formats/gguf.js';
-import { bytesSource } from '../../src/formats/source.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
+import { type ModelSpec, ropeForContext } from '../../src/formats/spec.js';
 import { argmax } from '../../src/kernels/sample/gumbel.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
@@ -54,72 +49,83 @@ afterAll(async () => {
 const LONG_TEXT = 'a quick brown fox jumps over my lazy dog; pack my box with five dozen liquor jugs.';
 
 /**
- * The tiny Phi-3 ({@link tinyConfig}) with an original context of 512 (see the note above) and
- * its own head: with random weights a tied head's greedy text leans on the last token's own row.
+ * The tiny Phi-3 ({@link tinyConfig}) with an original context of `original` (see the note above)
+ * and its own head: with random weights a tied head's greedy text leans on the last token's own row.
  */
-const config: Record<string, unknown> = {
+const config = (original: number): Record<string, unknown> => ({
   ...tinyConfig('phi3'),
   max_position_embeddings: 2048,
-  original_max_position_embeddings: 512,
+  original_max_position_embeddings: original,
   tie_word_embeddings: false,
-};
-
-it('llama.cpp (wllama) decodes the exported phi3 GGUF to the reference’s greedy ids', async () => {
-  const { files } = configFixtureFiles(config, 11);
-  const bytes = await exportModelGguf(memoryModelFiles('phi3', files), 'F32');
-  // weft writes its short factors under both names; the checkpoint's own long ones in their place,
-  // as llama.cpp's converter writes them, so that llama.cpp's choice between the two shows.
-  const long = (config.rope_scaling as { long_factor: number[] }).long_factor.map(Math.fround);
-  const info = (await openGguf(bytesSource(bytes, 'phi3.gguf'))).tensors.get('rope_factors_long.weight')!;
-  bytes.set(new Uint8Array(Float32Array.from(long).buffer), info.offset);
-  const model = await openModel(memoryModelFiles('phi3.gguf', new Map([['phi3.gguf', bytes]])));
-  const { spec } = model;
-  expect(spec.maxPositions).toBe(512);
-  const scaling = spec.rope.scaling;
-  if (scaling?.type !== 'longrope') throw new Error('expected LongRoPE');
-  const weights = mapWeights(await readAllF32(model.weights));
-  const runner = (s: ModelSpec) => new ReferenceRunner(s, weights, { capacity: 128 });
-  // Only printable ASCII bytes and merges (ids 32-127, and 256-263) may be generated: a random
-  // model's other byte tokens would end llama.cpp's text mid-character (its server refuses that
-  // JSON), and control bytes break wllama's reading of the reply.
-  const banned = Array.from({ length: spec.vocabSize }, (_, id) => id).filter(
-    (id) => id < 32 || (id >= 128 && id < 256) || id >= 264,
-  );
-  const greedy = (ref: ReferenceRunner, ids: number[], n: number): number[] => {
-    const out: number[] = [];
-    let logits = ref.logitsFor(ids).subarray(-spec.vocabSize);
-    for (let i = 0; i < n; i++) {
-      const allowed = new Float32Array(logits);
-      for (const id of banned) allowed[id] = -Infinity;
-      out.push(argmax(allowed));
-      if (i + 1 < n) logits = ref.prefill([out[i]!]);
-    }
-    return out;
-  };
-  const ggufUrl = new URL('/phi3.gguf', pageUrl).href;
-  await page.route(ggufUrl, (route) =>
-    route.fulfill({ body: Buffer.from(bytes), contentType: 'application/octet-stream' }),
-  );
-  const ids = model.tokenizer.encode(LONG_TEXT);
-  const tokens = 32;
-  const want = greedy(runner(spec), ids, tokens);
-  const unlike: Record<string, ModelSpec> = {
-    'the long factors': { ...spec, rope: { ...spec.rope, scaling: { ...scaling, factors: long } } },
-    'no attention factor': { ...spec, rope: { ...spec.rope, scaling: { ...scaling, attentionFactor: 1 } } },
-    'no LongRoPE': { ...spec, rope: { theta: spec.rope.theta, layout: 'half', rotaryDim: 24 } },
-  };
-  for (const [what, changed] of Object.entries(unlike))
-    expect(greedy(runner(changed), ids, tokens), what).not.toEqual(want);
-  const got = await page.evaluate(([u, p, k, b]) => window.wllamaGreedy(u, p, k, b), [
-    ggufUrl,
-    LONG_TEXT,
-    tokens,
-    banned,
-  ] as const);
-  console.log(
-    `[wllama phi3] prompt ${ids.length} ids, llama.cpp saw ${got.promptTokens}; weft ${want}; llama.cpp ${got.ids} ${JSON.stringify(got.text)}`,
-  );
-  expect(got.promptTokens).toBe(ids.length);
-  expect(got.ids).toEqual(want);
-  expect(got.text).toBe(model.tokenizer.decode(want));
 });
+
+it.each([
+  [512, 'short'],
+  [64, 'long'],
+] as const)(
+  'llama.cpp (wllama) decodes the exported phi3 GGUF (original context %i: the %s factors) to the reference’s greedy ids',
+  async (original, which) => {
+    const { files } = configFixtureFiles(config(original), 11);
+    const bytes = await exportModelGguf(memoryModelFiles('phi3', files), 'F32');
+    const model = await openModel(memoryModelFiles('phi3.gguf', new Map([['phi3.gguf', bytes]])));
+    expect(model.spec.maxPositions).toBe(2048);
+    // What an engine of the page's context runs.
+    const spec = ropeForContext(model.spec, 128);
+    const scaling = spec.rope.scaling;
+    if (scaling?.type !== 'longrope' || !scaling.long) throw new Error('expected LongRoPE with long factors');
+    const lists = config(original).rope_scaling as Record<string, number[]>;
+    const [runs, other] =
+      which === 'long'
+        ? [lists.long_factor!, lists.short_factor!]
+        : [lists.short_factor!, lists.long_factor!];
+    expect(scaling.factors).toEqual(runs.map(Math.fround));
+    const weights = mapWeights(await readAllF32(model.weights));
+    const runner = (s: ModelSpec) => new ReferenceRunner(s, weights, { capacity: 128 });
+    // Only printable ASCII bytes and merges (ids 32-127, and 256-263) may be generated: a random
+    // model's other byte tokens would end llama.cpp's text mid-character (its server refuses that
+    // JSON), and control bytes break wllama's reading of the reply.
+    const banned = Array.from({ length: spec.vocabSize }, (_, id) => id).filter(
+      (id) => id < 32 || (id >= 128 && id < 256) || id >= 264,
+    );
+    const greedy = (ref: ReferenceRunner, ids: number[], n: number): number[] => {
+      const out: number[] = [];
+      let logits = ref.logitsFor(ids).subarray(-spec.vocabSize);
+      for (let i = 0; i < n; i++) {
+        const allowed = new Float32Array(logits);
+        for (const id of banned) allowed[id] = -Infinity;
+        out.push(argmax(allowed));
+        if (i + 1 < n) logits = ref.prefill([out[i]!]);
+      }
+      return out;
+    };
+    const ggufUrl = new URL('/phi3.gguf', pageUrl).href;
+    await page.route(ggufUrl, (route) =>
+      route.fulfill({ body: Buffer.from(bytes), contentType: 'application/octet-stream' }),
+    );
+    const ids = model.tokenizer.encode(LONG_TEXT);
+    const tokens = 32;
+    const want = greedy(runner(spec), ids, tokens);
+    const unlike: Record<string, ModelSpec> = {
+      [`the ${which === 'long' ? 'short' : 'long'} factors`]: {
+        ...spec,
+        rope: { ...spec.rope, scaling: { ...scaling, factors: other.map(Math.fround) } },
+      },
+      'no attention factor': { ...spec, rope: { ...spec.rope, scaling: { ...scaling, attentionFactor: 1 } } },
+      'no LongRoPE': { ...spec, rope: { theta: spec.rope.theta, layout: 'half', rotaryDim: 24 } },
+    };
+    for (const [what, changed] of Object.entries(unlike))
+      expect(greedy(runner(changed), ids, tokens), what).not.toEqual(want);
+    const got = await page.evaluate(([u, p, k, b]) => window.wllamaGreedy(u, p, k, b), [
+      ggufUrl,
+      LONG_TEXT,
+      tokens,
+      banned,
+    ] as const);
+    console.log(
+      `[wllama phi3, ${which} factors] prompt ${ids.length} ids, llama.cpp saw ${got.promptTokens}; weft ${want}; llama.cpp ${got.ids} ${JSON.stringify(got.text)}`,
+    );
+    expect(got.promptTokens).toBe(ids.length);
+    expect(got.ids).toEqual(want);
+    expect(got.text).toBe(model.tokenizer.decode(want));
+  },
+);

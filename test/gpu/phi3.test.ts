@@ -3,7 +3,7 @@ import { createEngine } from '../../src/engine/create.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
-import { ropeAttentionFactor } from '../../src/formats/spec.js';
+import { ropeAttentionFactor, ropeForContext } from '../../src/formats/spec.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough } from '../../src/model/quantized.js';
@@ -22,13 +22,15 @@ const ids: TextCodec = { encode: () => [], decode: () => '', eosIds: [] };
 const prompt = [5, 17, 99, 3, 250, 11, 42, 8, 300, 77, 5, 17];
 const CAPACITY = 64;
 
-async function open(quant: Quant = 'f32') {
+async function open(quant: Quant = 'f32', capacity = CAPACITY) {
   const { files } = fixtureFiles('phi3', 'f32', 5);
-  const opened = await openModel(memoryModelFiles('phi3', files));
-  const dev = await createGpuRunner(opened, { quant, capacity: CAPACITY, gpu: await gpu() });
+  const read = await openModel(memoryModelFiles('phi3', files));
+  // The RoPE of this context, as createEngine settles it (the long factors past the original 64).
+  const opened = { ...read, spec: ropeForContext(read.spec, capacity) };
+  const dev = await createGpuRunner(opened, { quant, capacity, gpu: await gpu() });
   const f32 = await readAllF32(opened.weights);
   const tensors = quant === 'f32' ? f32 : roundedThrough(f32, formatOf(quant));
-  const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity: CAPACITY });
+  const ref = new ReferenceRunner(opened.spec, mapWeights(tensors), { capacity });
   return { opened, dev, ref };
 }
 
@@ -45,6 +47,24 @@ describe('Phi-3 on the GPU', () => {
     expect(opened.spec.rope.rotaryDim).toBe(24);
     expect(ropeAttentionFactor(opened.spec.rope)).toBeGreaterThan(1);
     expect(await greedyIds(dev, prompt, 32, 5)).toEqual(await greedyIds(ref, prompt, 32));
+    dev.dispose();
+  });
+
+  it('past the original context (128 of 256): the long factors, greedy 24 tokens after 80 equal the reference', async () => {
+    const { opened, dev, ref } = await open('f32', 128);
+    const scaling = opened.spec.rope.scaling;
+    if (scaling?.type !== 'longrope') throw new Error('expected LongRoPE');
+    expect(scaling.factors).toEqual(scaling.long?.factors);
+    const long = Array.from({ length: 80 }, (_, i) => (i * 211 + 13) % opened.spec.vocabSize);
+    for (const r of [ref, dev] as ModelRunner[]) {
+      await r.forward({ tokens: long.slice(0, 48) }, GREEDY, 'last');
+      r.commit(long.slice(0, 48).map((_, i) => i));
+      await r.forward({ tokens: long.slice(48) }, GREEDY, 'last');
+    }
+    expect(relErr(await dev.lastLogits(), await ref.lastLogits())).toBeLessThan(1e-4);
+    ref.trim(0);
+    dev.trim(0);
+    expect(await greedyIds(dev, long, 24, 32)).toEqual(await greedyIds(ref, long, 24));
     dev.dispose();
   });
 

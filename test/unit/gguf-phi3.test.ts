@@ -81,9 +81,10 @@ describe('phi3 GGUF export follows llama.cpp', () => {
     ]);
     const m = (k: string) => g.metadata.get(`phi3.${k}`);
     expect(g.metadata.get('general.architecture')).toBe('phi3');
-    // The context is the original one (weft's cap); the window (262144, longer than any context)
-    // was dropped from the spec, so 0 as the converter writes for none.
-    expect([m('context_length'), m('rope.scaling.original_context_length')]).toEqual([64, 64]);
+    // The whole context and the original one, past which llama.cpp takes the long factors; the
+    // window (262144, longer than any context) was dropped from the spec, so 0 as the converter
+    // writes for none.
+    expect([m('context_length'), m('rope.scaling.original_context_length')]).toEqual([256, 64]);
     expect([m('embedding_length'), m('feed_forward_length'), m('block_count')]).toEqual([128, 96, 2]);
     expect([m('attention.head_count'), m('attention.head_count_kv')]).toEqual([4, 2]);
     // int(partial_rotary_factor · n_embd) // n_head = int(0.75 · 128) // 4.
@@ -123,7 +124,7 @@ describe('phi3 GGUF export follows llama.cpp', () => {
     expect(g.tensors.size).toBe(2 + 1 + 2 * 6 + 1);
   });
 
-  it('stores the fused projections as the checkpoint has them and the short factors under both names', async () => {
+  it('stores the fused projections as the checkpoint has them, and the short and long factors', async () => {
     const { bytes, files } = await exported(tinyConfig('phi3'));
     const g = await openGguf(bytesSource(bytes, 'phi3.gguf'));
     const pairs: [string, string][] = [
@@ -135,9 +136,11 @@ describe('phi3 GGUF export follows llama.cpp', () => {
     ];
     for (const [name, hfName] of pairs)
       expect(sameF32(await raw(g, name), await stored(files, hfName)), name).toBeUndefined();
-    const f32 = Float32Array.from(shortFactors);
-    expect(sameF32(await raw(g, 'rope_factors_short.weight'), f32)).toBeUndefined();
-    expect(sameF32(await raw(g, 'rope_factors_long.weight'), f32)).toBeUndefined();
+    const long = (tinyConfig('phi3').rope_scaling as { long_factor: number[] }).long_factor;
+    expect(
+      sameF32(await raw(g, 'rope_factors_short.weight'), Float32Array.from(shortFactors)),
+    ).toBeUndefined();
+    expect(sameF32(await raw(g, 'rope_factors_long.weight'), Float32Array.from(long))).toBeUndefined();
   });
 
   it('refuses a head width other than hidden / heads, which llama.cpp’s phi3 loader cannot hold', () => {
@@ -275,10 +278,18 @@ describe('phi3 GGUF metadata', () => {
     data: new Uint8Array(new Float32Array(n).fill(1.5).buffer),
   });
 
-  it('a context past the original one is capped there; a window shorter than it is kept', async () => {
+  it('long factors give the whole context, without them it stops at the original one; a window shorter than it is kept', async () => {
     const { bytes, spec } = await exported(tinyConfig('phi3'));
-    const longer = await edited(bytes, 'phi3.context_length', { type: 'u32', value: 256 });
-    expect((await ggufSpec(await openGguf(bytesSource(longer, 'm.gguf')))).maxPositions).toBe(64);
+    const scaling = spec.rope.scaling;
+    if (scaling?.type !== 'longrope') throw new Error('expected LongRoPE');
+    expect(spec.maxPositions).toBe(256);
+    expect(scaling.long?.originalMaxPositions).toBe(64);
+    const shortOnly = await edited(bytes, 'phi3.context_length', { type: 'u32', value: 256 }, [
+      'rope_factors_long.weight',
+    ]);
+    const capped = await ggufSpec(await openGguf(bytesSource(shortOnly, 'm.gguf')));
+    expect(capped.maxPositions).toBe(64);
+    expect(capped.rope.scaling).toEqual({ ...scaling, long: undefined });
     const windowed = await edited(bytes, 'phi3.attention.sliding_window', { type: 'u32', value: 16 });
     expect(await ggufSpec(await openGguf(bytesSource(windowed, 'm.gguf')))).toEqual({
       ...spec,
@@ -295,7 +306,7 @@ describe('phi3 GGUF metadata', () => {
     ]);
     const spec = await ggufSpec(await openGguf(bytesSource(plain, 'm.gguf')));
     expect(spec.rope).toEqual({ theta: 10000, layout: 'half', rotaryDim: 24 });
-    expect(spec.maxPositions).toBe(64);
+    expect(spec.maxPositions).toBe(256);
   });
 
   it.each([
@@ -306,6 +317,14 @@ describe('phi3 GGUF metadata', () => {
       ['rope_factors_short.weight'],
       [factors(11)],
       /rope_factors_short.weight = \[11\]: must hold 12 factors/,
+    ],
+    [
+      'long factors of the wrong count',
+      'phi3.rope.freq_base',
+      { type: 'f32', value: 10000 },
+      ['rope_factors_long.weight'],
+      [{ ...factors(11), name: 'rope_factors_long.weight' }],
+      /rope_factors_long.weight = \[11\]: must hold 12 factors/,
     ],
     [
       'long factors alone',

@@ -5,7 +5,7 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import { fuseProjections } from '../../src/formats/fused-view.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
 import { bytesSource } from '../../src/formats/source.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
+import { type ModelSpec, ropeForContext } from '../../src/formats/spec.js';
 import { safetensorsReader } from '../../src/formats/weft-checkpoint.js';
 import { ropeInvFreq } from '../../src/kernels/rope/rope.js';
 import { specFromConfig } from '../../src/model/config.js';
@@ -336,7 +336,7 @@ const hf = phi3Hf(config);
 const fixture = configFixtureFiles(config, 11);
 const V = fixture.spec.vocabSize;
 const layers = fixture.spec.layers;
-// 60 tokens: as long as weft's context of 64 (the original context) allows, with room for a tree.
+// 60 tokens: within the original context of 64, where the short factors run, with room for a tree.
 const prompt = Array.from({ length: 60 }, (_, i) => (i * 193 + 71) % V);
 
 let memo: Promise<{ stored: WeightSource; weft: { spec: ModelSpec; weights: WeightSource }; want: Matrix }>;
@@ -350,7 +350,7 @@ const setup = () => {
 };
 
 describe('Phi-3 reference forward vs the independent Hugging Face-style implementation', () => {
-  it('the tiny config reads as Phi3Config reads it: partial rotary, LongRoPE short factors and attention factor, capped context', async () => {
+  it('the tiny config reads as Phi3Config reads it: partial rotary, LongRoPE short and long factors and attention factor, the whole context', async () => {
     const { weft } = await setup();
     const { spec } = weft;
     expect(spec.family).toBe('phi3');
@@ -362,7 +362,11 @@ describe('Phi-3 reference forward vs the independent Hugging Face-style implemen
     expect(s.factors).toEqual(hf.longrope!.short.map(Math.fround));
     expect(s.factors.length).toBe(12);
     expect(s.attentionFactor).toBe(Math.fround(Math.sqrt(1 + Math.log(256 / 64) / Math.log(64))));
-    expect(spec.maxPositions).toBe(hf.originalMaxPositions);
+    expect(s.long).toEqual({
+      factors: hf.longrope!.long.map(Math.fround),
+      originalMaxPositions: hf.originalMaxPositions,
+    });
+    expect(spec.maxPositions).toBe(hf.maxPositions);
     expect(spec.slidingWindow).toBeUndefined(); // 262144: longer than any context
     expect(spec.tiedEmbeddings).toBe(true);
     expect(spec.qkvBias).toBe(false);
@@ -603,13 +607,53 @@ describe('Phi-3 config refusals and the context limit', () => {
     expect(refusal({ ...config, hidden_act: 'gelu' }).message).toContain('hidden_act');
   });
 
-  it('a context past the original one is refused, saying why', async () => {
+  it('past the original context the engine runs the long factors (as llama.cpp), up to max_position_embeddings', async () => {
+    const { stored, weft, want } = await setup();
     const model = () => memoryModelFiles('phi3', fixture.files);
-    const engine = await createEngine({ model: model(), device: 'cpu', contextLength: 64 });
-    expect(engine.contextLength).toBe(64);
-    await engine.unload();
-    await expect(createEngine({ model: model(), device: 'cpu', contextLength: 65 })).rejects.toThrow(
-      /contextLength 65 exceeds the model's context of 64 tokens \(original_max_position_embeddings: past it Transformers switches LongRoPE to its long factors/,
+    // 80 tokens: past the original 64, where Transformers too runs the long factors.
+    const long = Array.from({ length: 80 }, (_, i) => (i * 211 + 13) % V);
+    const at = async (context: number, tokens: readonly number[]) => {
+      const engine = await createEngine({
+        model: model(),
+        device: 'cpu',
+        quant: 'f32',
+        contextLength: context,
+      });
+      expect(engine.contextLength).toBe(context);
+      const ids: number[] = [];
+      for await (const c of engine.generate(tokens, { maxTokens: 4 })) ids.push(...c.ids);
+      await engine.unload();
+      return ids;
+    };
+    // The reference with the spec a context of 128 runs: the long factors in place of the short.
+    const spec128 = ropeForContext(weft.spec, 128);
+    const scaling = spec128.rope.scaling;
+    if (scaling?.type !== 'longrope') throw new Error('expected LongRoPE');
+    expect(scaling.factors).toEqual(hf.longrope!.long.map(Math.fround));
+    expect(ropeForContext(weft.spec, 64)).toBe(weft.spec);
+    const runner = new ReferenceRunner(spec128, weft.weights, { capacity: 128 });
+    expectAgree(runner.logitsFor(long), flat(naiveLogits(hf, stored, layers, long)), 'an 80-token sequence');
+    // Within the original context an engine of 128 still runs the long factors (llama.cpp's choice,
+    // made once per context; Transformers would run the short ones for this shorter sequence).
+    // (Its worst rows carry the random model's amplified rounding, up to ~3e-5 of the largest
+    // logit, so this check compares distances: within 1/10 of the way to the short factors'.)
+    runner.trim(0);
+    const got = runner.logitsFor(prompt);
+    const forcedLong = { ...hf, longrope: { ...hf.longrope!, short: hf.longrope!.long } };
+    const longRows = naiveLogits(forcedLong, stored, layers, prompt);
+    const toLong = compare(got, flat(longRows)).maxDiff;
+    expect(toLong).toBeLessThan(compare(got, flat(want)).maxDiff / 10);
+    for (const [r, row] of longRows.entries())
+      expect(argmax(Array.from(got.subarray(r * V, (r + 1) * V)))).toBe(argmax(row));
+    // createEngine settles the same: greedy ids of an engine of 128 are the long-factor runner's.
+    runner.trim(0);
+    const picks = await runner.forward({ tokens: long }, GREEDY, 'last');
+    expect((await at(128, long))[0]).toBe(picks[0]);
+    // And the short factors within the original context, as before.
+    const short = new ReferenceRunner(weft.spec, weft.weights, { capacity: 64 });
+    expect((await at(64, prompt))[0]).toBe((await short.forward({ tokens: prompt }, GREEDY, 'last'))[0]);
+    await expect(createEngine({ model: model(), device: 'cpu', contextLength: 257 })).rejects.toThrow(
+      /contextLength 257 exceeds the model's context of 256 tokens \(max_position_embeddings\)/,
     );
   });
 });
