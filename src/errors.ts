@@ -154,3 +154,26 @@ export class DeviceLimitError extends WeftError {
     );
   }
 }
+
+/**
+ * A request for a model's file failed: an HTTP status that retrying cannot fix (404, 403, a server
+ * that ignores `Range`), an HTML page where a model file was expected (a wrong path under a server
+ * that answers every path with its index.html), or a network failure (a closed port, an unknown
+ * host, no connection, a server that refuses this origin) that outlasted every retry. `url` is the
+ * URL requested, `status` the HTTP status (0 for a network failure), and the message says what to
+ * check.
+ */
+export class DownloadError extends WeftError {
+  override readonly name = 'DownloadError';
+
+  constructor(
+    /** The URL requested. */
+    readonly url: string,
+    /** The HTTP status, or 0 for a network failure. */
+    readonly status: number,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${url}: ${message}`, options);
+  }
+}

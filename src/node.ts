@@ -5,6 +5,9 @@
  *
  * @packageDocumentation
  */
+// The public types name WebGPU's (GPUBuffer, GPUDevice): an app's type-check finds them here.
+/// <reference types="@webgpu/types" preserve="true" />
+
 export { fileSource, pathModel } from './formats/node-file.js';
 export {
   autoVulkanDriver,

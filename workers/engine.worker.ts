@@ -2,6 +2,10 @@
 // it with createWorkerEngine. Two load shapes: the CLI host passes createEngine's options (`model`
 // as a URL or hub id); the demo page passes a serializable model choice (`choice`), which goes
 // through the weights cache (see src/engine/sources.ts) and reports `ChoiceLoadEvent`s.
+
+// The public types name WebGPU's (GPUBuffer, GPUDevice): an app's type-check finds them here.
+/// <reference types="@webgpu/types" preserve="true" />
+
 import { createEngine } from '../src/engine/create.js';
 import { loadChoice } from '../src/engine/sources.js';
 import type { EngineWorkerLoadEvent, EngineWorkerLoadOptions } from '../src/engine/worker-protocol.js';

@@ -124,7 +124,12 @@ export async function runInChromium(
     throw new GpuUnavailableError(
       'Chromium not found: install it (apt-get install chromium) or set CHROMIUM',
     );
-  const { chromium } = await import('playwright-core');
+  const { chromium } = await import('playwright-core').catch((cause: unknown) => {
+    throw new GpuUnavailableError(
+      'the Chromium host needs the npm package "playwright-core" (and the node host "webgpu"), optional peer dependencies of weft: npm install playwright-core',
+      { cause },
+    );
+  });
   const { server, origin } = await serve(hostDir(), resolve(modelDir), draftDir && resolve(draftDir));
   const browser = await chromium.launch({ executablePath, headless: true, args: chromiumFlags() });
   try {

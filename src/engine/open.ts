@@ -2,7 +2,8 @@
 // the loader reads, in place or through the weights cache.
 
 import { ModelFormatError } from '../formats/errors.js';
-import { type ModelFiles, urlModelFiles } from '../formats/files.js';
+import { type ModelFiles, modelFilePath, urlModelFiles } from '../formats/files.js';
+import { checkResponse, isHtmlAnswer, readBody, request } from '../formats/http.js';
 import { CHAT_TEMPLATE_FILE, WEFT_WEIGHTS } from '../model/load.js';
 import { type DownloadProgress, downloadModel } from '../store/download.js';
 import { openStoredFile } from '../store/reader.js';
@@ -69,18 +70,32 @@ export async function openModelSource(
  * The files a Hugging Face-layout model needs: config.json and tokenizer.json, the optional
  * generation and tokenizer configs and chat_template.jinja when the server has them, and the weights (a weft-q
  * `model.weft.safetensors` written by `weft convert` when present, else model.safetensors, or the
- * sharded index and every shard it names). Probed with HEAD; the index is fetched.
+ * sharded index and every shard it names). Probed with HEAD (an error status or an HTML page: not
+ * there); the index is fetched. A request the network cannot complete throws `DownloadError`
+ * naming its URL.
  */
 export async function remoteFileList(source: RemoteSource, fetchFn: typeof fetch): Promise<string[]> {
-  const has = async (file: string) => (await fetchFn(fileUrl(source, file), { method: 'HEAD' })).ok;
+  const has = async (file: string) => {
+    const url = fileUrl(source, file);
+    const res = await request(url, fetchFn, { method: 'HEAD' });
+    return res.ok && !isHtmlAnswer(url, res);
+  };
   const files = ['config.json', 'tokenizer.json'];
   for (const optional of ['generation_config.json', 'tokenizer_config.json', CHAT_TEMPLATE_FILE])
     if (await has(optional)) files.push(optional);
   if (await has(WEFT_WEIGHTS)) return [...files, WEFT_WEIGHTS];
   const index = 'model.safetensors.index.json';
   if (!(await has(index))) return [...files, 'model.safetensors'];
-  const res = await fetchFn(fileUrl(source, index));
-  const parsed: unknown = res.ok ? await res.json() : undefined;
+  const url = fileUrl(source, index);
+  const res = await request(url, fetchFn);
+  checkResponse(url, res);
+  const text = await readBody(url, () => res.text());
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (cause) {
+    throw new ModelFormatError(url, '(json)', text.slice(0, 40), `is not valid JSON: ${cause}`, { cause });
+  }
   const map =
     typeof parsed === 'object' && parsed !== null && 'weight_map' in parsed ? parsed.weight_map : undefined;
   if (typeof map !== 'object' || map === null)
@@ -104,7 +119,8 @@ export async function storedModelFiles(
   const manifest = await store.manifest(key);
   const present = new Set(manifest?.files.map((f) => f.name));
   const open = (file: string) => {
-    if (!present.has(file)) throw new ModelFormatError(`${name}/${file}`, '(file)', file, 'is missing');
+    if (!present.has(file))
+      throw new ModelFormatError(modelFilePath(name, file), '(file)', file, 'is missing');
     return openStoredFile(store, key, file, fetchFn ? { fetch: fetchFn } : {});
   };
   return {

@@ -10,6 +10,7 @@ import {
   ContextLengthError,
   DeviceLimitError,
   DeviceLostError,
+  DownloadError,
   EngineClosedError,
   GpuStepError,
   GpuUnavailableError,
@@ -20,7 +21,7 @@ import {
 import { ModelFormatError } from '../formats/errors.js';
 import { GrammarError, type GrammarKind } from '../grammar/errors.js';
 import { SteerMismatchError } from '../steer/errors.js';
-import { DownloadError, IntegrityError, QuotaError } from '../store/errors.js';
+import { IntegrityError, QuotaError } from '../store/errors.js';
 
 /** An error class's own fields as plain data, keyed by property name. */
 export type WireFields = Readonly<Record<string, unknown>>;

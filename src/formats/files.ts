@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { ModelFormatError } from './errors.js';
+import { checkResponse, isHtmlAnswer, readBody, request } from './http.js';
 import type { ByteSource } from './source.js';
 import { blobSource, bytesSource, urlSource } from './source.js';
 
@@ -23,6 +24,14 @@ export interface ModelFiles {
   close?(): Promise<void>;
 }
 
+/**
+ * How messages name `file` of the model called `name`: the two joined by one `/` (a folder URL
+ * already ends in one), so that a URL in a message is the URL requested.
+ */
+export function modelFilePath(name: string, file: string): string {
+  return name.endsWith('/') ? `${name}${file}` : `${name}/${file}`;
+}
+
 /** Parses a JSON file of the model, with an error naming the file when it isn't JSON. */
 export async function readJson(files: ModelFiles, file: string): Promise<unknown> {
   return parseJson(files, file, await files.text(file));
@@ -34,7 +43,7 @@ export function parseJson(files: ModelFiles, file: string, text: string): unknow
     return JSON.parse(text);
   } catch (cause) {
     throw new ModelFormatError(
-      `${files.name}/${file}`,
+      modelFilePath(files.name, file),
       '(json)',
       text.slice(0, 40),
       `is not valid JSON: ${cause}`,
@@ -57,7 +66,10 @@ export function ggufName(location: string): string | undefined {
 
 /**
  * Model files under a URL prefix (`https://host/org/model/resolve/main/`, or a relative path), or
- * one GGUF file when `base` ends in `.gguf` (its folder's files, with `gguf` naming it).
+ * one GGUF file when `base` ends in `.gguf` (its folder's files, with `gguf` naming it). A request
+ * that fails (the network, an error status, or an HTML page where a model file was expected)
+ * throws `DownloadError` naming the URL requested; `exists` answers false for an error status or an
+ * HTML page (optional files are probed with it), and throws only when the network fails.
  */
 export function urlModelFiles(base: string, fetchFn: typeof fetch = (...a) => fetch(...a)): ModelFiles {
   const gguf = ggufName(base);
@@ -68,16 +80,14 @@ export function urlModelFiles(base: string, fetchFn: typeof fetch = (...a) => fe
     name: base,
     ...(gguf === undefined ? {} : { gguf }),
     async exists(file) {
-      const res = await fetchFn(url(file), { method: 'HEAD' });
+      const res = await request(url(file), fetchFn, { method: 'HEAD' });
       // Single-page-app servers (Vite's dev server among them) answer any path with index.html.
-      const html = (res.headers.get('content-type') ?? '').includes('text/html') && !file.endsWith('.html');
-      return res.ok && !html;
+      return res.ok && !isHtmlAnswer(url(file), res);
     },
     async text(file) {
-      const res = await fetchFn(url(file));
-      if (!res.ok)
-        throw new ModelFormatError(`${base}/${file}`, '(http)', res.status, 'could not be fetched');
-      return res.text();
+      const res = await request(url(file), fetchFn);
+      checkResponse(url(file), res);
+      return readBody(url(file), () => res.text());
     },
     open: (file) => urlSource(url(file), fetchFn),
   };
@@ -91,7 +101,7 @@ export function memoryModelFiles(name: string, files: ReadonlyMap<string, Uint8A
   const gguf = ggufName(name);
   const get = (file: string) => {
     const bytes = files.get(file);
-    if (!bytes) throw new ModelFormatError(`${name}/${file}`, '(file)', file, 'is missing');
+    if (!bytes) throw new ModelFormatError(modelFilePath(name, file), '(file)', file, 'is missing');
     return bytes;
   };
   return {
@@ -168,7 +178,7 @@ export function blobsModel(byName: ReadonlyMap<string, Blob>, name: string): Loc
     exists: async (file) => byName.has(file),
     text: async (file) => {
       const blob = byName.get(file);
-      if (!blob) throw new ModelFormatError(`${name}/${file}`, '(file)', file, 'is missing');
+      if (!blob) throw new ModelFormatError(modelFilePath(name, file), '(file)', file, 'is missing');
       return blob.text();
     },
     open,

@@ -1,4 +1,5 @@
 import { ModelFormatError } from './errors.js';
+import { checkResponse, readBody, request } from './http.js';
 
 /**
  * Random access to the bytes of one file, wherever it lives: a `Blob`/`File` from a file picker, a
@@ -66,18 +67,23 @@ export function blobSource(blob: Blob, name = blob instanceof File ? blob.name :
  * A {@link ByteSource} over a URL, reading with HTTP `Range` requests (one per read). The size comes
  * from a `HEAD` request's `Content-Length` (or a 1-byte range's `Content-Range` when HEAD is not
  * allowed). A server that ignores ranges (status 200 for a partial request) is refused, rather
- * than downloading the whole file on every read. `fetchFn` defaults to the global `fetch`.
+ * than downloading the whole file on every read. `fetchFn` defaults to the global `fetch`. A
+ * failed request (the network, an error status, an HTML page) throws `DownloadError` naming `url`.
  */
 export async function urlSource(url: string, fetchFn: typeof fetch = fetch): Promise<ByteSource> {
   const name = url.split('/').pop() || url;
   let size = Number.NaN;
-  const head = await fetchFn(url, { method: 'HEAD' });
-  if (head.ok) size = Number(head.headers.get('content-length'));
+  const head = await request(url, fetchFn, { method: 'HEAD' });
+  if (head.ok) {
+    checkResponse(url, head);
+    size = Number(head.headers.get('content-length'));
+  }
   if (!Number.isSafeInteger(size)) {
-    const probe = await fetchFn(url, { headers: { Range: 'bytes=0-0' } });
+    const probe = await request(url, fetchFn, { headers: { Range: 'bytes=0-0' } });
+    await probe.body?.cancel();
+    checkResponse(url, probe);
     const total = probe.headers.get('content-range')?.split('/')[1];
     size = Number(total);
-    await probe.body?.cancel();
   }
   if (!Number.isSafeInteger(size) || size < 0) {
     throw new ModelFormatError(name, 'content-length', size, 'server did not report the file size');
@@ -88,12 +94,15 @@ export async function urlSource(url: string, fetchFn: typeof fetch = fetch): Pro
     async read(offset, length) {
       checkRange({ name, size }, offset, length);
       if (length === 0) return new Uint8Array(0);
-      const res = await fetchFn(url, { headers: { Range: `bytes=${offset}-${offset + length - 1}` } });
+      const res = await request(url, fetchFn, {
+        headers: { Range: `bytes=${offset}-${offset + length - 1}` },
+      });
       if (res.status !== 206) {
         await res.body?.cancel();
+        checkResponse(url, res);
         throw new ModelFormatError(name, 'range', [offset, length], `expected HTTP 206, got ${res.status}`);
       }
-      const bytes = new Uint8Array(await res.arrayBuffer());
+      const bytes = new Uint8Array(await readBody(url, () => res.arrayBuffer()));
       if (bytes.byteLength !== length) {
         throw new ModelFormatError(name, 'range', [offset, length], `server sent ${bytes.byteLength} bytes`);
       }

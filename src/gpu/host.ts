@@ -40,7 +40,10 @@ function loadDawn(): Promise<DawnModule> {
     try {
       mod = await import(/* @vite-ignore */ specifier);
     } catch (cause) {
-      throw new GpuUnavailableError('npm package "webgpu" (Dawn for Node) is not installed', { cause });
+      throw new GpuUnavailableError(
+        'WebGPU in Node needs the npm package "webgpu" (Dawn), an optional peer dependency of weft: npm install webgpu',
+        { cause },
+      );
     }
     // Dawn's constants (GPUBufferUsage, ...) are globals in browsers; mirror that in Node.
     for (const [k, v] of Object.entries(mod.globals)) {

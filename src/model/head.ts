@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { ModelFormatError } from '../formats/errors.js';
-import { type ModelFiles, readJson } from '../formats/files.js';
+import { type ModelFiles, modelFilePath, readJson } from '../formats/files.js';
 import { openSafetensors, readTensorBytes, readTensorF32, type TensorInfo } from '../formats/safetensors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
@@ -237,7 +237,7 @@ export async function openDraftHead(
   files: ModelFiles,
   target: { readonly spec: ModelSpec; readonly weights: TensorReader },
 ): Promise<DraftHead> {
-  const configFile = `${files.name}/config.json`;
+  const configFile = modelFilePath(files.name, 'config.json');
   const spec = headSpecFromConfig(await readJson(files, 'config.json'), configFile);
   const t = target.spec;
   for (const [field, mine, theirs] of [

@@ -1,5 +1,5 @@
 import { ModelFormatError } from '../formats/errors.js';
-import { type ModelFiles, parseJson, readJson } from '../formats/files.js';
+import { type ModelFiles, modelFilePath, parseJson, readJson } from '../formats/files.js';
 import { splitFusedView } from '../formats/fused-view.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
 import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
@@ -40,7 +40,9 @@ export interface OpenedModel {
    * rotation), the default, copies every matrix stored in a weft layout to the GPU as stored (each
    * in its own format: a GGUF may mix types); any other choice copies only the matrices stored in
    * its format and re-quantizes the rest from their dequantized values. A GGUF's format is its `*_proj` linears' most common type: Q8_0 → int8, Q4_0 → q4_0,
-   * Q4_K → int4 (rotation none); float GGUFs report none.
+   * Q4_K → int4, and the other block types to their own formats (`storedWeftFormat`: a Q4_K_M
+   * file reports int4, its Q6_K matrices placed as q6_k beside them; rotation none); float GGUFs
+   * report none.
    */
   readonly packed?: Packing;
   /** What loading left out and the user should hear of (a vision tower): in words, and the tensors' names. */
@@ -79,7 +81,10 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
   const gguf = await ggufFileOf(files);
   if (gguf !== undefined) return openGgufModel(files, gguf);
   const configText = await files.text('config.json');
-  let spec = specFromConfig(parseJson(files, 'config.json', configText), `${files.name}/config.json`);
+  let spec = specFromConfig(
+    parseJson(files, 'config.json', configText),
+    modelFilePath(files.name, 'config.json'),
+  );
   if (await files.exists('generation_config.json')) {
     spec = withGenerationConfig(spec, await readJson(files, 'generation_config.json'));
   }
@@ -87,7 +92,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
   const tokenizer = loadTokenizer(await readJson(files, 'tokenizer.json'), tokenizerConfig, spec.eosIds);
   const chat =
     typeof tokenizerConfig === 'object' && tokenizerConfig !== null && 'chat_template' in tokenizerConfig;
-  const where = (file: string) => `${files.name}/${file}`;
+  const where = (file: string) => modelFilePath(files.name, file);
   if (await files.exists(WEFT_WEIGHTS)) {
     const weights = await openWeftCheckpoint(await files.open(WEFT_WEIGHTS));
     checkTensors(spec, weights.tensors, where(WEFT_WEIGHTS));

@@ -1,4 +1,5 @@
 import { AbortError } from '../errors.js';
+import { checkResponse, readBody, request } from '../formats/http.js';
 import { DownloadError, IntegrityError } from './errors.js';
 import { Sha256, sha256Hex } from './sha256.js';
 import { fileUrl, type ModelKey, modelKey, type RemoteSource } from './source.js';
@@ -266,8 +267,8 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
  * prefix are stripped. Other ETags are kept only to notice a changed file on resume.
  */
 export async function probe(url: string, fetchFn: typeof fetch, signal?: AbortSignal): Promise<ProbeResult> {
-  const res = await network(url, signal, () => fetchFn(url, { method: 'HEAD', signal }));
-  if (!res.ok) throw new DownloadError(url, res.status, `HEAD failed with HTTP ${res.status}`);
+  const res = await request(url, fetchFn, { method: 'HEAD', signal });
+  checkResponse(url, res);
   const size = Number(res.headers.get('x-linked-size') ?? res.headers.get('content-length'));
   if (!Number.isSafeInteger(size) || size < 0)
     throw new DownloadError(url, res.status, 'server did not report the file size');
@@ -276,19 +277,6 @@ export async function probe(url: string, fetchFn: typeof fetch, signal?: AbortSi
   const candidate = linked ?? etag;
   const sha256 = candidate !== null && SHA256_HEX.test(candidate) ? candidate : null;
   return { size, etag, sha256 };
-}
-
-// Runs one network step; a failure of the network itself (fetch's TypeError, a body stream cut
-// short) becomes DownloadError with status 0, which is retryable. Aborts pass through untouched.
-async function network<T>(url: string, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
-  try {
-    return await step();
-  } catch (e) {
-    if (signal?.aborted || e instanceof DownloadError) throw e;
-    throw new DownloadError(url, 0, `network error: ${e instanceof Error ? e.message : String(e)}`, {
-      cause: e,
-    });
-  }
 }
 
 function unquote(etag: string | null): string | null {
@@ -307,11 +295,13 @@ export async function fetchRange(
   signal?: AbortSignal,
   onBytes?: (n: number) => void,
 ): Promise<Uint8Array> {
-  const res = await network(url, signal, () =>
-    fetchFn(url, { headers: { Range: `bytes=${chunk.offset}-${chunk.offset + chunk.length - 1}` }, signal }),
-  );
+  const res = await request(url, fetchFn, {
+    headers: { Range: `bytes=${chunk.offset}-${chunk.offset + chunk.length - 1}` },
+    signal,
+  });
   if (res.status !== 206) {
     await res.body?.cancel().catch(() => undefined);
+    checkResponse(url, res);
     throw new DownloadError(url, res.status, `expected HTTP 206 for a range request, got ${res.status}`);
   }
   if (!res.body) throw new DownloadError(url, res.status, 'response has no body');
@@ -320,7 +310,8 @@ export async function fetchRange(
   let filled = 0;
   const reader = res.body.getReader();
   for (;;) {
-    const { done, value } = await network(url, signal, () => reader.read());
+    // A connection cut mid-body is a network failure too (DownloadError, status 0: retryable).
+    const { done, value } = await readBody(url, () => reader.read(), signal);
     if (done) break;
     if (filled + value.byteLength > chunk.length) {
       await reader.cancel().catch(() => undefined);

@@ -1,5 +1,9 @@
 import { WeftError } from '../errors.js';
 
+// DownloadError is thrown by formats/ too (a model read in place over HTTP), so it lives with the
+// base classes; the weights cache's errors are still importable from here.
+export { DownloadError } from '../errors.js';
+
 /**
  * The browser's storage quota is too small for a download: `needed` bytes are missing from the store
  * but only `available` are free (quota minus usage, as `navigator.storage.estimate()` reports it, or
@@ -43,24 +47,5 @@ export class IntegrityError extends WeftError {
     options?: { cause?: unknown },
   ) {
     super(`${file}: ${what} mismatch: expected ${expected}, got ${actual}`, options);
-  }
-}
-
-/**
- * A request failed for good: an HTTP status that retrying cannot fix (404, 403, a server that ignores
- * `Range`), or a network failure that outlasted every retry. `status` is 0 for network errors.
- */
-export class DownloadError extends WeftError {
-  override readonly name = 'DownloadError';
-
-  constructor(
-    /** The URL that failed. */
-    readonly url: string,
-    /** The HTTP status, or 0 for a network error. */
-    readonly status: number,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`${url}: ${message}`, options);
   }
 }

@@ -2,7 +2,8 @@
 // folder (`<root>/<org>/<name>/<file>`, any revision) over HTTP on 127.0.0.1, with what weft's
 // download manager relies on (HEAD, Range → 206 + Content-Range, Content-Length, ETag, the hub's LFS
 // headers X-Linked-Etag / X-Linked-Size for large files, CORS with those headers exposed) and faults
-// a test can switch on: cut the connection mid-body N times, delay responses, answer 404.
+// a test can switch on: cut the connection mid-body N times, delay responses, answer 404, or answer
+// a missing file with an HTML page as a single-page app's server does.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -29,6 +30,8 @@ export interface HubFaults {
   delayMs: number;
   /** Files answered with 404. */
   notFound: Set<string>;
+  /** Answer a missing file with 200 and an HTML page, as Vite's servers and SPA hosts do. */
+  spa: boolean;
 }
 
 /** A running hub server. */
@@ -61,7 +64,13 @@ export async function startHubServer(
 ): Promise<HubServer> {
   const lfsThreshold = options.lfsThreshold ?? 100_000;
   const log: HubRequest[] = [];
-  const faults: HubFaults = { drops: new Map(), dropAfterBytes: 10_000, delayMs: 0, notFound: new Set() };
+  const faults: HubFaults = {
+    drops: new Map(),
+    dropAfterBytes: 10_000,
+    delayMs: 0,
+    notFound: new Set(),
+    spa: false,
+  };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const method = req.method ?? 'GET';
@@ -82,6 +91,13 @@ export async function startHubServer(
       bytes = await readFile(join(root, decodeURIComponent(m[1]!), decodeURIComponent(m[2]!), file)).catch(
         () => undefined,
       );
+    }
+    if (!bytes && faults.spa) {
+      entry.status = 200;
+      const page = '<!doctype html><html><head><title>app</title></head><body></body></html>';
+      res.writeHead(200, { ...CORS, 'content-type': 'text/html', 'content-length': String(page.length) });
+      res.end(method === 'HEAD' ? undefined : page);
+      return;
     }
     if (!bytes) {
       entry.status = 404;
