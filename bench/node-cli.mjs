@@ -137,6 +137,7 @@ if (host === 'chromium') {
     model: await pathModel(target),
     quant: 'f16',
     contextLength: 256,
+    draft: { self: 'int4' },
   });
   report.grammar = await grammarFigures(
     weft,
@@ -145,6 +146,7 @@ if (host === 'chromium') {
     engine,
     texts.map(encode),
     Number(p.get('tokens')),
+    { schemas: values.quick ? 5 : 50, draft: true },
   );
   await engine.unload();
   gpu?.destroy();

@@ -1,15 +1,11 @@
 // The demo page: pick a model, load it in a Web Worker, and chat with it (instruct models) or let
-// it continue a text (base models), with live stats and the last draft tree. Every bit of model
-// work happens in the worker; this thread only moves text and draws. Conversations are kept in
-// IndexedDB; the production build also keeps the page itself (demo/sw.ts) for offline use.
-import {
-  AbortError,
-  type ChoiceLoadOptions,
-  type DraftTreeView,
-  type GenerationStats,
-  WeightStore,
-} from '../src/index.js';
+// it continue a text (base models), with live stats and the draft trees of the last passes; or race
+// plain decoding against the chosen drafter on one prompt. Every bit of model work happens in the
+// worker; this thread only moves text and draws. Conversations are kept in IndexedDB; the
+// production build also keeps the page itself (demo/sw.ts) for offline use.
+import { AbortError, type ChoiceLoadOptions, type GenerationStats, WeightStore } from '../src/index.js';
 import { type Conversation, ConversationStore, chatMessages, newConversation } from './conversations.js';
+import { race } from './race.js';
 import { type LoadedModel, Session } from './session.js';
 import { CachePanel } from './ui/cache.js';
 import { drawConversations } from './ui/conversations.js';
@@ -18,9 +14,10 @@ import { startOfflineShell } from './ui/offline.js';
 import { BUNDLED_NAMES, ModelPicker } from './ui/picker.js';
 import { clearProblem, showNoWebGpu, showProblem } from './ui/problem.js';
 import { endProgress, showProgress, startProgress } from './ui/progress.js';
+import { endRace, finishRace, raceNeedsDrafter, raceText, startRace } from './ui/race.js';
 import { startSelftest } from './ui/selftest.js';
 import { generateOptions, loadSettings, setDrafter } from './ui/settings.js';
-import { type PageTiming, showStats } from './ui/stats.js';
+import { LiveFigures, showGpuMemory, showStats } from './ui/stats.js';
 import { steerSettings, steerSummary } from './ui/steer.js';
 import {
   drawTranscript,
@@ -30,7 +27,7 @@ import {
   showReplyText,
   type TranscriptActions,
 } from './ui/transcript.js';
-import { drawTree } from './ui/tree.js';
+import { TreeHistory } from './ui/tree.js';
 
 const loadButton = byId('load-button', HTMLButtonElement);
 const cancelButton = byId('cancel-button', HTMLButtonElement);
@@ -39,9 +36,18 @@ const promptInput = byId('prompt-input', HTMLTextAreaElement);
 const form = byId('prompt-form', HTMLFormElement);
 const sendButton = byId('send-button', HTMLButtonElement);
 const stopButton = byId('stop-button', HTMLButtonElement);
+const raceButton = byId('race-button', HTMLButtonElement);
 const clearButton = byId('clear-button', HTMLButtonElement);
 const mode = byId('mode', HTMLSpanElement);
-const treeView = byId('tree-view', HTMLDivElement);
+const trees = new TreeHistory({
+  box: byId('tree-view', HTMLDivElement),
+  detail: byId('tree-detail', HTMLParagraphElement),
+  position: byId('tree-position', HTMLSpanElement),
+  earlier: byId('tree-earlier', HTMLButtonElement),
+  later: byId('tree-later', HTMLButtonElement),
+  zoomOut: byId('tree-zoom-out', HTMLButtonElement),
+  zoomIn: byId('tree-zoom-in', HTMLButtonElement),
+});
 
 const session = new Session();
 const weights = new WeightStore();
@@ -59,6 +65,7 @@ function setBusy(state: typeof busy): void {
   loadButton.disabled = state !== 'idle';
   cancelButton.hidden = state !== 'load';
   sendButton.disabled = state !== 'idle' || !session.model;
+  raceButton.disabled = state !== 'idle' || !session.model;
   stopButton.disabled = state !== 'generate';
   clearButton.disabled = state === 'generate';
   enableRegenerate(state === 'idle' && session.model !== undefined);
@@ -116,7 +123,8 @@ async function load(): Promise<void> {
     if (picked.draft) setDrafter('draft');
     // A conversation of the other kind (chat / completion) cannot continue with this model.
     if (current.chat !== model.chat) startConversation(model.chat);
-    drawTree(treeView, undefined);
+    trees.clear();
+    showGpuMemory(undefined);
   } catch (err) {
     loaded.textContent = err instanceof AbortError ? 'Loading cancelled.' : 'Loading failed.';
     delete loaded.dataset.model;
@@ -141,7 +149,7 @@ function show(conversation: Conversation): void {
 function startConversation(chat: boolean): void {
   if (current.turns.length === 0) current.chat = chat;
   else show(newConversation(chat));
-  drawTree(treeView, undefined);
+  trees.clear();
 }
 
 async function listConversations(): Promise<void> {
@@ -222,36 +230,30 @@ async function generate(index: number): Promise<void> {
   drawTranscript(conversation, transcriptActions);
   setBusy('generate');
   // The stats say "generating" before anything is awaited, so nothing reads the last request's "done".
-  showStats({ start: performance.now(), firstToken: undefined, tokens: 0, passes: 0 });
+  showStats(new LiveFigures());
   await save(conversation);
-  const timing: PageTiming = { start: performance.now(), firstToken: undefined, tokens: 0, passes: 0 };
+  const figures = new LiveFigures();
   const options = generateOptions();
   stopper = new AbortController();
-  let tree: DraftTreeView | undefined;
   let final: GenerationStats | undefined;
   let state: 'generating' | 'done' | 'stopped' | 'failed' = 'generating';
-  showStats(timing);
+  trees.clear();
+  showStats(figures);
   setStreaming(true);
-  const ticker = setInterval(() => showStats(timing), 250);
+  const ticker = setInterval(() => showStats(figures), 250);
   try {
     const prompt = conversation.chat
       ? await model.engine.render(chatMessages(conversation, index))
       : (reply.given ?? '');
     for await (const chunk of model.engine.generate(prompt, { ...options, signal: stopper.signal })) {
-      timing.firstToken ??= performance.now();
-      timing.tokens += chunk.ids.length;
+      figures.add(chunk);
       reply.text += chunk.text;
       showReplyText(reply.text);
-      if (chunk.tree) {
-        timing.passes++;
-        // Keep the last tree that had drafts: a final empty one says less than the one before.
-        if (chunk.tree.tokens.length > 0 || !tree) {
-          tree = chunk.tree;
-          drawTree(treeView, tree);
-        }
-      }
+      if (chunk.tree) trees.add(chunk.tree, chunk.progress?.decodePasses ?? 0);
+      showStats(figures);
     }
     final = model.engine.lastStats;
+    showGpuMemory(final);
     state = 'done';
   } catch (err) {
     if (err instanceof AbortError) state = 'stopped';
@@ -269,11 +271,42 @@ async function generate(index: number): Promise<void> {
     reply.state = state === 'generating' ? 'failed' : state;
     const text = replyText();
     if (text) text.dataset.state = reply.state;
-    if (!tree) drawTree(treeView, undefined);
-    showStats(timing, final, state);
+    showStats(figures, final, state);
     stopper = undefined;
     setBusy('idle');
     await save(conversation);
+  }
+}
+
+/**
+ * Races the prompt in the box: plain decoding, then the chosen drafter, same seed and settings, on
+ * the loaded engine; the panel shows both outputs, whether they are identical, and the speed-up.
+ * (A chat model gets the prompt as one user message; the conversation is left as it is.)
+ */
+async function runRace(): Promise<void> {
+  const model = session.model;
+  const text = promptInput.value;
+  if (!model || busy !== 'idle' || !text.trim()) return;
+  const options = generateOptions();
+  if (!options.drafter || options.drafter === 'none') {
+    raceNeedsDrafter();
+    return;
+  }
+  clearProblem();
+  setBusy('generate');
+  stopper = new AbortController();
+  startRace(text, options.drafter, options.treeBudget);
+  try {
+    const prompt = model.chat ? await model.engine.render([{ role: 'user', content: text }]) : text;
+    finishRace(await race(model.engine, prompt, { ...options, signal: stopper.signal }, raceText));
+    showGpuMemory(model.engine.lastStats);
+  } catch (err) {
+    const stopped = err instanceof AbortError;
+    endRace(stopped ? 'stopped' : 'failed');
+    if (!stopped) showProblem(err);
+  } finally {
+    stopper = undefined;
+    setBusy('idle');
   }
 }
 
@@ -291,10 +324,17 @@ promptInput.addEventListener('keydown', (e) => {
   }
 });
 stopButton.addEventListener('click', () => stopper?.abort());
+raceButton.addEventListener('click', () => void runRace());
+// Escape stops a request or a race, wherever the focus is.
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && stopper) {
+    e.preventDefault();
+    stopper.abort();
+  }
+});
 clearButton.addEventListener('click', () => startConversation(session.model?.chat ?? current.chat));
 
 setBusy('idle');
-drawTree(treeView, undefined);
 if ('gpu' in navigator) void startSelftest();
 else {
   showNoWebGpu();

@@ -7,6 +7,9 @@
  * @packageDocumentation
  */
 
+// The public types name WebGPU's (GPUBuffer, GPUDevice): an app's type-check finds them here.
+/// <reference types="@webgpu/types" preserve="true" />
+
 export {
   type ConvertModelOptions,
   type ConvertQuant,
@@ -30,6 +33,8 @@ export { Engine } from './engine/engine.js';
 // Opening a named model (see resolveModel in the store), in place or through the weights cache.
 export { type OpenSourceOptions, openModelSource, remoteFileList, storedModelFiles } from './engine/open.js';
 export type { ChatApi } from './engine/openai.js';
+// OpenAI's HTTP API served in the page, for the official client and the AI SDK.
+export { createOpenAIFetch, type FetchFunction, type OpenAIFetchEngine } from './engine/openai-fetch.js';
 // Model choices as plain data, loaded through the weights cache (what weft's worker runs).
 export { type ChoiceLoadEvent, type ChoiceLoadOptions, loadChoice } from './engine/sources.js';
 export type * from './engine/types.js';

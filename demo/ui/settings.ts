@@ -8,6 +8,7 @@ const topP = byId('top-p', HTMLInputElement);
 const maxTokens = byId('max-tokens', HTMLInputElement);
 const drafter = byId('drafter', HTMLSelectElement);
 const treeBudget = byId('tree-budget', HTMLInputElement);
+const speculation = byId('speculation', HTMLSelectElement);
 const quant = byId('quant', HTMLSelectElement);
 const context = byId('context', HTMLInputElement);
 const kvCache = byId('kv-cache', HTMLSelectElement);
@@ -33,6 +34,7 @@ for (const [input, id] of [
 }
 const syncBudget = () => {
   treeBudget.disabled = drafter.value === 'none';
+  speculation.disabled = drafter.value === 'none';
 };
 drafter.addEventListener('change', syncBudget);
 syncBudget();
@@ -61,8 +63,14 @@ export function generateOptions(): GenerateOptions {
     topP: Number(topP.value),
     maxTokens: Math.max(1, Math.floor(Number(maxTokens.value) || 1)),
     drafter: kind,
-    // Speculation where it pays on this device: the engine measures and drops it where it loses.
-    ...(kind === 'none' ? {} : { treeBudget: Number(treeBudget.value), speculation: 'adaptive' as const }),
+    // By default speculation where it pays on this device: the engine measures and drops it where
+    // it loses; 'always' shows the drafter at every step, even where it is slower.
+    ...(kind === 'none'
+      ? {}
+      : {
+          treeBudget: Number(treeBudget.value),
+          speculation: speculation.value === 'always' ? ('always' as const) : ('adaptive' as const),
+        }),
     ...json,
   };
 }

@@ -22,7 +22,7 @@
 //           creation order, and writes the target's verify pass: row 0 the context's last token at
 //           slot tb, row i + 1 draft node i at slot tb + 1 + i, position tb + 1 + depth, padding
 //           rows (fewer than n nodes) as leaves under row 0 that are never accepted; and the
-//           proposal (tokens, parents) into the result.
+//           proposal (tokens, parents, scores) into the result.
 //   ACCEPT  after the target sampled every row: walks from row 0, accepting the first child (in
 //           depth-first order) whose token is the target's choice at its parent; writes the
 //           accepted nodes and the emitted tokens into the result, and the target's commit slots
@@ -45,7 +45,7 @@
 //   NONE, vis lo, vis hi, kept).
 // result: array<u32> (see RESULT_* in tree.ts): 0 nodes m, 1 accepted a, 2 passes that expanded,
 //   3 done, then tokens [NMAX], parents [NMAX] (i32 bits, -1 under the root), accepted node
-//   indices [NMAX], emitted tokens [NMAX + 1].
+//   indices [NMAX], emitted tokens [NMAX + 1], scores [NMAX] (f32 bits, each kept node's).
 // Preconditions: n ≤ NMAX ≤ 63; maxSlots ≤ 64 and L + maxSlots ≤ the draft cache's capacity;
 //   the number of GROW calls keeps count ≤ MAXN (width² new nodes each).
 
@@ -66,6 +66,7 @@ const R_TOKENS: u32 = 8u;
 const R_PARENTS: u32 = R_TOKENS + NMAX;
 const R_ACCEPTED: u32 = R_PARENTS + NMAX;
 const R_EMITTED: u32 = R_ACCEPTED + NMAX;
+const R_SCORES: u32 = R_EMITTED + NMAX + 1u;
 const NEG_INF: f32 = -3.4028234663852886e38;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -367,6 +368,7 @@ fn main() {
       state[ROW_TOKEN + r] = ids[r];
       result[R_TOKENS + r - 1u] = ids[r];
       result[R_PARENTS + r - 1u] = select(pr - 1u, NONE, pr == 0u);
+      result[R_SCORES + r - 1u] = node_at(child, 3u);
       // Descend: list the child's children first, then resume after it.
       stack[top] = child;
       top++;

@@ -34,7 +34,8 @@ export interface DeviceStepOptions {
  * the next frontier's inputs), the PICK of the kept tree as the target's verify pass, the verify
  * pass itself, the ACCEPT kernel's walk of the longest accepted path and the commit of that path's
  * K/V rows in the target's cache. The CPU reads back one result of a few hundred bytes (the
- * tree's tokens and parents, the accepted nodes, the emitted tokens): one round trip per step.
+ * tree's tokens, parents and scores, the accepted nodes, the emitted tokens): one round trip per
+ * step.
  *
  * The tree is the one ModelDrafter grows on the CPU (same ranking, same f32 scores, same bar and
  * width), except that its growth stops after `depths` passes, encoded ahead: the speculator picks
@@ -170,7 +171,7 @@ export class DeviceSpeculator {
     // it was cut short.
     this.depths = r.done ? Math.max(1, r.grown) : depths + 1;
     return {
-      draft: { tokens: r.tokens, parents: r.parents },
+      draft: { tokens: r.tokens, parents: r.parents, scores: r.scores },
       accepted: r.accepted,
       emitted: r.emitted,
       draftPasses: catchUp + 1 + depths,

@@ -1,4 +1,5 @@
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import { type DraftGrammar, extendLeaves, grammarChain } from './constrained.js';
 
 /**
  * Draft tokens proposed after the current context: nodes in depth-first order, `parents[i]` an
@@ -13,6 +14,11 @@ export interface DraftProposal {
    * drafts (n-grams), which the rule treats as one-hot proposals.
    */
   readonly probs?: readonly Float64Array[];
+  /**
+   * For a tree a model ranked: each node's score, the sum of the log weights of the children on its
+   * path from the root (see `rankChildren`), in f32 as the tree was grown.
+   */
+  readonly scores?: readonly number[];
   /**
    * Forward passes the drafter's model ran for this proposal, its catch-up on the context
    * included (a model drafter; absent for drafters without a model).
@@ -45,12 +51,16 @@ export interface Drafter {
    * Up to `budget` draft nodes that may follow `context` (every token so far; its last token is
    * the target's latest choice, not yet scored). Draft models sample with `sampler`, whose noise
    * is keyed by absolute position, so they agree with the target where their distributions do.
+   * Under a `grammar` (constrained decoding, trees only) the tree grows on the grammar's paths:
+   * nothing it refuses is proposed, and with jump-forward the tokens it forces extend branches
+   * beyond the budget (see {@link DraftGrammar}).
    */
   propose(
     context: readonly number[],
     budget: number,
     sampler: SamplerSpec,
     shape?: DraftShape,
+    grammar?: DraftGrammar,
   ): Promise<DraftProposal>;
   /**
    * Takes in a prompt before the first speculative step (a draft model runs it through its own
@@ -85,6 +95,12 @@ export const EMPTY_PROPOSAL: DraftProposal = { tokens: [], parents: [] };
  * Prompt lookup / n-gram drafting: find earlier occurrences of the context's last n tokens
  * (longest n first, most recent first) and propose what followed them. Distinct continuations
  * share their common prefix in a small tree; the most recent gets the longest branch.
+ *
+ * Under a grammar each continuation is cut where the grammar first refuses it, before it takes any
+ * of the budget (a continuation refused at once does not count, and shorter n-grams are tried).
+ * With jump-forward the tree hangs below the tokens the grammar forces after the context; the
+ * canonical spelling of the text it forces after them is the first continuation; and every leaf
+ * goes on with the tokens forced after it.
  */
 export class NgramDrafter implements Drafter {
   readonly name = 'ngram';
@@ -101,12 +117,23 @@ export class NgramDrafter implements Drafter {
     budget: number,
     _sampler?: SamplerSpec,
     shape: DraftShape = 'tree',
+    grammar?: DraftGrammar,
   ): Promise<DraftProposal> {
-    const proposal = this.lookup(context, budget);
+    const proposal = grammar
+      ? await this.underGrammar(context, budget, grammar)
+      : trie(this.lookup(context, budget), budget);
     return shape === 'chain' ? firstChain(proposal) : proposal;
   }
 
-  private lookup(context: readonly number[], budget: number): DraftProposal {
+  /**
+   * Continuations of the longest suffix of `context` that recurs (newest first), each cut by
+   * `cut` (under a grammar: to its allowed prefix); empty where none is left.
+   */
+  private lookup(
+    context: readonly number[],
+    budget: number,
+    cut: (c: number[]) => number[] = (c) => c,
+  ): number[][] {
     const L = context.length;
     for (let n = Math.min(this.maxN, L - 1); n >= 1; n--) {
       const conts: number[][] = [];
@@ -114,12 +141,40 @@ export class NgramDrafter implements Drafter {
       for (let e = L - 1; e >= n && conts.length < this.maxBranches; e--) {
         let same = true;
         for (let j = 1; j <= n && same; j++) same = context[e - j] === context[L - j];
-        if (same) conts.push(context.slice(e, Math.min(L, e + budget)));
+        if (same) {
+          const c = cut(context.slice(e, Math.min(L, e + budget)));
+          if (c.length > 0) conts.push(c);
+        }
       }
-      const useful = conts.filter((c) => c.length > 0);
-      if (useful.length > 0) return trie(useful, budget);
+      if (conts.length > 0) return conts;
     }
-    return EMPTY_PROPOSAL;
+    return [];
+  }
+
+  /** The n-gram tree grown on the grammar's paths (see the class comment). */
+  private async underGrammar(
+    context: readonly number[],
+    budget: number,
+    g: DraftGrammar,
+  ): Promise<DraftProposal> {
+    const { walk } = g;
+    const root = g.jumpForward ? await grammarChain(walk, [], g.maxNodes) : { tokens: [], forced: 0 };
+    const lead = root.tokens.slice(0, root.forced);
+    const spelled = root.tokens.slice(root.forced);
+    const room = Math.min(budget, g.maxNodes - lead.length);
+    const conts = [
+      ...(spelled.length > 0 ? [spelled] : []),
+      ...this.lookup([...context, ...lead], room, (c) => walk.allowedPrefix(lead, c)),
+    ];
+    const below = trie(conts, room);
+    // The forced lead as a chain, the tree below its last token.
+    const tokens = [...lead, ...below.tokens];
+    const parents = [
+      ...lead.map((_, i) => i - 1),
+      ...below.parents.map((p) => (p < 0 ? lead.length - 1 : p + lead.length)),
+    ];
+    const tree = { tokens, parents };
+    return g.jumpForward ? extendLeaves(g, tree) : tree;
   }
 
   dispose(): void {}

@@ -3,6 +3,7 @@ import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
 import { GpuRunner } from '../model/gpu-runner.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
+import { type DraftGrammar, extendLeaves, forcedChain, type GrammarWalk } from './constrained.js';
 import { DeviceSpeculator, type DeviceStepOptions } from './device-step.js';
 import type { Drafter, DraftProposal, DraftShape, SpeculativeStep } from './drafter.js';
 import { rankChildren, samplingProbs } from './probs.js';
@@ -30,6 +31,8 @@ interface GrowNode {
   depth: number;
   /** Sum of the children's log weights from the root (see {@link rankChildren}). */
   score: number;
+  /** Forced by the grammar (jump-forward): its parent's score, no budget. */
+  forced?: boolean;
 }
 
 /**
@@ -73,17 +76,37 @@ export class ModelDrafter implements Drafter {
     budget: number,
     sampler: SamplerSpec,
     shape: DraftShape = 'tree',
+    grammar?: DraftGrammar,
   ): Promise<DraftProposal> {
-    const room = this.runner.capacity - context.length;
-    const n = Math.min(budget, room);
-    if (n < 1) return { tokens: [], parents: [] };
-    // Chains take the sampled token after the context; trees rank the last scored row instead.
-    const synced = await this.cached.sync(context, sampler, this.chunk);
-    const drafted =
-      shape === 'chain'
-        ? await this.chain(synced.next, n, sampler)
-        : await this.tree(context.length, n, sampler);
-    return { ...drafted, passes: synced.passes + (drafted.passes ?? 0) };
+    if (grammar && shape === 'chain')
+      throw new InvalidInputError(`drafter ${this.name}: chains are not drafted under a grammar`);
+    // Jump-forward: the tokens the grammar forces after the context will be accepted, so the draft
+    // takes them in as context (its cache keeps them for the next step) and the tree hangs below.
+    const lead = grammar?.jumpForward ? await forcedChain(grammar.walk, [], grammar.maxNodes) : [];
+    const room = this.runner.capacity - context.length - lead.length;
+    const n = Math.min(budget, room, (grammar?.maxNodes ?? budget) - lead.length);
+    if (n < 1) return chainOf(lead);
+    // Chains take the sampled token after the context; trees rank the last scored row instead
+    // (under a grammar, masked by it).
+    const rootMask = grammar ? await grammar.walk.mask(lead) : undefined;
+    const synced = await this.cached.sync([...context, ...lead], sampler, this.chunk, undefined, rootMask);
+    const passes = synced.passes;
+    if (shape === 'chain') {
+      const drafted = await this.chain(synced.next, n, sampler);
+      return { ...drafted, passes: passes + (drafted.passes ?? 0) };
+    }
+    const drafted = await this.tree(context.length + lead.length, n, sampler, grammar, lead);
+    if (!grammar?.jumpForward) return { ...drafted, passes: passes + (drafted.passes ?? 0) };
+    // The lead as a chain, the tree below it, and every leaf with the tokens forced after it.
+    const tree = {
+      tokens: [...lead, ...drafted.tokens],
+      parents: [
+        ...chainOf(lead).parents,
+        ...drafted.parents.map((p) => (p < 0 ? lead.length - 1 : p + lead.length)),
+      ],
+      scores: [...lead.map(() => 0), ...(drafted.scores ?? [])],
+    };
+    return { ...(await extendLeaves(grammar, tree)), passes: passes + (drafted.passes ?? 0) };
   }
 
   async prefill(prompt: readonly number[], sampler: SamplerSpec, beforeChunk?: () => void): Promise<void> {
@@ -170,45 +193,88 @@ export class ModelDrafter implements Drafter {
   }
 
   /**
-   * A best-first tree of at most `n` nodes after a context of `L` tokens, all committed in the
-   * draft cache (its last row's logits are the runner's last scored row). Node positions are
-   * `L + depth`; the tree is recomputed from the cache at each depth (one forward over the nodes
+   * A best-first tree of at most `n` drafted nodes after a context of `L` tokens, all committed in
+   * the draft cache (its last row's logits are the runner's last scored row). Node positions are
+   * `L + depth`; the tree is recomputed from the cache at each round (one forward over the nodes
    * needed), and nothing of it is committed.
+   *
+   * Under a grammar every row of those forwards is masked by the grammar after its path (the root
+   * row by the sync), so the children ranked are tokens it allows; an end token is never proposed
+   * (the target picks it itself). Paths start with `lead` (the forced tokens the context ends with,
+   * see {@link ModelDrafter.propose}). With jump-forward, a node about to be expanded first takes
+   * the chain of tokens the grammar forces after it ("forced" nodes: no draft pass picks them, they
+   * keep the parent's score and take no budget) and its children are ranked at the chain's end.
+   * The tree keeps the `n` best drafted nodes with the forced ones under them, `maxNodes` less the
+   * lead in all.
    */
-  private async tree(L: number, n: number, sampler: SamplerSpec): Promise<DraftProposal> {
+  private async tree(
+    L: number,
+    n: number,
+    sampler: SamplerSpec,
+    g?: DraftGrammar,
+    lead: readonly number[] = [],
+  ): Promise<DraftProposal> {
     const width = Math.min(TREE_WIDTH, n);
-    const [roots] = await this.children([0], [L], sampler, width);
-    const nodes: GrowNode[] = roots!.map((c) => ({
-      token: c.token,
-      parent: -1,
-      depth: 0,
-      score: c.logWeight,
-    }));
-    let frontier = nodes.map((_, i) => i);
+    const nodes: GrowNode[] = [];
+    const pathOf = (i: number): number[] => {
+      const path: number[] = [];
+      for (let a = i; a >= 0; a = nodes[a]!.parent) path.push(nodes[a]!.token);
+      return [...lead, ...path.reverse()];
+    };
+    // The forced chain below node e; returns its last node (e itself without one).
+    const extend = async (e: number): Promise<number> => {
+      if (!g?.jumpForward) return e;
+      let tail = e;
+      for (const token of await forcedChain(g.walk, pathOf(e), g.maxNodes)) {
+        const { depth, score } = nodes[tail]!;
+        tail = nodes.push({ token, parent: tail, depth: depth + 1, score, forced: true }) - 1;
+      }
+      return tail;
+    };
+    // Ranked children of node e as new nodes (under a grammar, those after which the output goes on).
+    const grow = (e: number, ranked: readonly RankedChild[]): number[] => {
+      const parent = e < 0 ? { score: 0, depth: -1 } : nodes[e]!;
+      const path = g ? (e < 0 ? lead : pathOf(e)) : [];
+      const added: number[] = [];
+      for (const c of ranked) {
+        if (g && !g.walk.allows(path, c.token)) continue;
+        // f32 sums, as the device's tree kernel adds them (so both grow the same tree)
+        const score = e < 0 ? c.logWeight : Math.fround(parent.score + c.logWeight);
+        added.push(nodes.push({ token: c.token, parent: e, depth: parent.depth + 1, score }) - 1);
+      }
+      return added;
+    };
+    // The children of the context's end come from the synced row.
+    let frontier = grow(-1, (await this.children([0], [L], sampler, width))[0]!);
     const rowRoom = Math.min(MAX_DRAFT_ROWS, this.runner.capacity - L);
     let passes = 0;
-    for (let depth = 1; depth < n && frontier.length > 0; depth++) {
+    for (let round = 1; round < n && frontier.length > 0; round++) {
       // A child scores at most its parent, so frontier nodes below the n-th best score overall
       // cannot add a node to the final tree.
-      const bar = nodes.length >= n ? nthBest(nodes, n) : Number.NEGATIVE_INFINITY;
+      const drafted = nodes.filter((x) => !x.forced);
+      const bar = drafted.length >= n ? nthBest(drafted, n) : Number.NEGATIVE_INFINITY;
+      // The nodes whose children this round ranks (a chosen node, or the end of its forced chain).
       const expand: number[] = [];
       let rows = new Set<number>();
       for (const i of [...frontier].sort((a, b) => nodes[b]!.score - nodes[a]!.score)) {
         if (expand.length >= width || nodes[i]!.score <= bar) break;
+        const tail = await extend(i);
         const withPath = new Set(rows);
-        for (let a = i; a >= 0; a = nodes[a]!.parent) withPath.add(a);
+        for (let a = tail; a >= 0; a = nodes[a]!.parent) withPath.add(a);
         if (withPath.size > rowRoom) continue;
         rows = withPath;
-        expand.push(i);
+        expand.push(tail);
       }
       if (expand.length === 0) break;
       // One forward over the expanded nodes and their ancestors, in depth-first order.
       const order = depthFirst(nodes, rows);
       const rowOf = new Map(order.map((node, r) => [node, r]));
+      const masks = g ? await rowMasks(g.walk, order.map(pathOf)) : undefined;
       await this.runner.forward(
         {
           tokens: order.map((i) => nodes[i]!.token),
           parents: order.map((i) => (nodes[i]!.parent < 0 ? -1 : rowOf.get(nodes[i]!.parent)!)),
+          ...(masks ? { masks } : {}),
         },
         sampler,
         'all',
@@ -217,28 +283,21 @@ export class ModelDrafter implements Drafter {
       // Only the expanded nodes' children come back (their ancestors' rows are not needed).
       const ranked = await this.children(
         expand.map((e) => rowOf.get(e)!),
-        expand.map(() => L + depth),
+        expand.map((e) => L + nodes[e]!.depth + 1),
         sampler,
         width,
       );
-      frontier = [];
-      for (const [r, e] of expand.entries()) {
-        const parent = nodes[e]!;
-        for (const c of ranked[r]!) {
-          frontier.push(nodes.length);
-          // f32 sums, as the device's tree kernel adds them (so both grow the same tree)
-          nodes.push({ token: c.token, parent: e, depth, score: Math.fround(parent.score + c.logWeight) });
-        }
-      }
+      frontier = expand.flatMap((e, r) => grow(e, ranked[r]!));
     }
     // Nothing of the tree stays in the draft cache: the next forward overwrites its rows.
     this.runner.trim(L);
-    const keep = bestNodes(nodes, n);
+    const keep = g ? keptUnder(nodes, n, g.maxNodes - lead.length) : bestNodes(nodes, n);
     const order = depthFirst(nodes, keep);
     const index = new Map(order.map((node, i) => [node, i]));
     return {
       tokens: order.map((i) => nodes[i]!.token),
       parents: order.map((i) => (nodes[i]!.parent < 0 ? -1 : index.get(nodes[i]!.parent)!)),
+      scores: order.map((i) => nodes[i]!.score),
       passes,
     };
   }
@@ -258,6 +317,42 @@ function bestNodes(nodes: readonly GrowNode[], n: number): Set<number> {
     .map((_, i) => i)
     .sort((a, b) => nodes[b]!.score - nodes[a]!.score || nodes[a]!.depth - nodes[b]!.depth || a - b);
   return new Set(ranked.slice(0, n));
+}
+
+/**
+ * Under a grammar: the `n` best drafted nodes (as {@link bestNodes} ranks them) and the forced
+ * nodes below kept ones, at most `maxNodes`, taken in creation order (a parent before its
+ * children) so that the set is ancestor-closed.
+ */
+function keptUnder(nodes: readonly GrowNode[], n: number, maxNodes: number): Set<number> {
+  const drafted = nodes.map((_, i) => i).filter((i) => !nodes[i]!.forced);
+  const best = new Set(
+    drafted
+      .sort((a, b) => nodes[b]!.score - nodes[a]!.score || nodes[a]!.depth - nodes[b]!.depth || a - b)
+      .slice(0, n),
+  );
+  const keep = new Set<number>();
+  for (const [i, x] of nodes.entries()) {
+    if (keep.size >= maxNodes) break;
+    if ((x.forced || best.has(i)) && (x.parent < 0 || keep.has(x.parent))) keep.add(i);
+  }
+  return keep;
+}
+
+/** `tokens` as a chain proposal. */
+function chainOf(tokens: readonly number[]): DraftProposal {
+  return { tokens: [...tokens], parents: tokens.map((_, i) => i - 1) };
+}
+
+/** The masks of `paths` one after another, [paths.length, words] u32. */
+async function rowMasks(walk: GrammarWalk, paths: readonly (readonly number[])[]): Promise<Uint32Array> {
+  // One after another: the walk moves the grammar to each path.
+  const rows: Uint32Array[] = [];
+  for (const p of paths) rows.push(await walk.mask(p));
+  const words = rows[0]?.length ?? 0;
+  const out = new Uint32Array(rows.length * words);
+  for (const [r, m] of rows.entries()) out.set(m, r * words);
+  return out;
 }
 
 /** The n-th best score. */

@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { draftTree } from '../model/tree.js';
+import { onlyToken } from './constrained.js';
 import type { DraftProposal } from './drafter.js';
 import { samplingProbs } from './probs.js';
 import { rejectionUniform, rejectionVerify } from './rejection.js';
@@ -34,6 +35,18 @@ export async function verify(
   // choice is the one plain constrained decoding makes after the same path.
   const tokens = [last, ...draft.tokens];
   const parents = [-1, ...draft.parents.map((p) => p + 1)];
+  // A chain of forced tokens, each the only one its parent's mask allows, is the target's own choice
+  // whatever its logits: it is all accepted, and only its last row needs scoring (jump-forward).
+  if (masks && isForcedChain(draft, masks)) {
+    const words = masks.length / tokens.length;
+    const [next] = await target.forward(
+      { tokens, masks: masks.subarray(draft.tokens.length * words) },
+      sampler,
+      'last',
+    );
+    target.commit(tokens.map((_, i) => i));
+    return { accepted: draft.tokens.map((_, i) => i), emitted: [...draft.tokens, next!] };
+  }
   const choices = await target.forward({ tokens, parents, masks }, sampler, 'all');
   const path = longestAcceptedPath(draftTree(draft.parents), draft.tokens, {
     root: choices[0]!,
@@ -41,6 +54,21 @@ export async function verify(
   });
   target.commit([0, ...path.nodes.map((i) => i + 1)]);
   return { accepted: path.nodes, emitted: path.tokens };
+}
+
+/**
+ * Whether `draft` is a non-empty chain whose every node is forced: the only token allowed by its
+ * parent's row of `masks` ([1 + nodes, words], row 0 for `last`, as {@link verify} takes them).
+ */
+function isForcedChain(draft: DraftProposal, masks: Uint32Array): boolean {
+  const n = draft.tokens.length;
+  const words = masks.length / (n + 1);
+  return (
+    n > 0 &&
+    draft.tokens.every(
+      (t, i) => draft.parents[i] === i - 1 && onlyToken(masks.subarray(i * words, (i + 1) * words)) === t,
+    )
+  );
 }
 
 /**

@@ -2,7 +2,7 @@
 // a tally, which makes the request's GenerationStats at the end.
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import type { ModelRunner } from '../model/runner.js';
-import type { DecodeCounts, GenerationStats } from './types.js';
+import type { DecodeCounts, GenerationProgress, GenerationStats } from './types.js';
 
 const now = () => performance.now();
 
@@ -48,6 +48,11 @@ export class DecodeTally {
     this.emittedByDecode += emitted;
     const after = this.runner.deviceCounts?.();
     if (this.counts && before && after) this.counts = addCounts(this.counts, countsSince(after, before));
+  }
+
+  /** The counts so far, as the request's chunks carry them (the figures {@link stats} divides). */
+  progress(): GenerationProgress {
+    return { targetPasses: this.passes, decodePasses: this.decodePasses, decodeTokens: this.emittedByDecode };
   }
 
   /** The request's stats: its prompt, what it reused and generated, and what its decoding asked. */

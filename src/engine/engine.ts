@@ -1,14 +1,22 @@
-import { constrainDraft } from '../decode/constrained.js';
-import { type Drafter, type DraftProposal, NgramDrafter } from '../decode/drafter.js';
+import {
+  constrainDraft,
+  type DraftGrammar,
+  GrammarWalk,
+  jumpDraft,
+  type Spelling,
+} from '../decode/constrained.js';
+import { type Drafter, type DraftProposal, EMPTY_PROPOSAL, NgramDrafter } from '../decode/drafter.js';
 import { SpeculationGovernor, type StepKind } from '../decode/governor.js';
 import { type VerifyStep, verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
+import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
 import { DecodeTally } from './decode-stats.js';
 import { type ChatApi, chatApi } from './openai.js';
 import { TokenOutput } from './text-stream.js';
+import { draftTreeView } from './tree-view.js';
 import type {
   Acceptance,
   ChatMessage,
@@ -75,6 +83,8 @@ export class Engine implements WeftEngine {
   private readonly ngram = new NgramDrafter();
   /** Compiles constrained requests' grammars against the model's vocabulary (made on first use). */
   private grammars: Promise<GrammarCompiler> | undefined;
+  /** The tokenizer as jump-forward spells a grammar's forced text. */
+  private readonly spelling: Spelling;
 
   /** Whether the model has a chat template (an instruct model), which `render` and chat need. */
   get hasChatTemplate(): boolean {
@@ -83,6 +93,11 @@ export class Engine implements WeftEngine {
 
   constructor(private readonly model: EngineModel) {
     this.cached = new CachedPrefix(model.runner);
+    const { codec } = model;
+    this.spelling = {
+      encode: (text) => codec.encode(text, { addSpecialTokens: false }),
+      decode: (ids) => codec.decode(ids, { skipSpecialTokens: false }),
+    };
     this.chat = chatApi({
       modelId: model.id,
       contextLength: model.runner.capacity,
@@ -215,10 +230,11 @@ export class Engine implements WeftEngine {
       ...(o.jsonSchema !== undefined ? [{ kind: 'json_schema' as const, schema: o.jsonSchema }] : []),
       ...(o.grammar !== undefined ? [{ kind: 'grammar' as const, ebnf: o.grammar }] : []),
       ...(o.regex !== undefined ? [{ kind: 'regex' as const, pattern: o.regex }] : []),
+      ...(o.structuralTag !== undefined ? [{ kind: 'structural_tag' as const, tag: o.structuralTag }] : []),
     ];
     if (specs.length === 0) return undefined;
     if (specs.length > 1)
-      throw new InvalidInputError('give at most one of json, jsonSchema, grammar and regex');
+      throw new InvalidInputError('give at most one of json, jsonSchema, grammar, regex and structuralTag');
     const { codec, runner } = this.model;
     const vocabulary = codec.vocabulary?.();
     if (!vocabulary) throw new InvalidInputError("constrained decoding needs the tokenizer's vocabulary");
@@ -294,6 +310,9 @@ export class Engine implements WeftEngine {
       );
     const governor =
       drafter && speculation === 'adaptive' ? this.governorFor(drafter, budget, sampler) : undefined;
+    const jumpForward = o.jumpForward ?? true;
+    if (typeof jumpForward !== 'boolean')
+      throw new InvalidInputError(`jumpForward must be true or false, got ${JSON.stringify(jumpForward)}`);
     // Tokens the target chose and nobody has seen yet; all but the last are already in the cache.
     let pending = [prefill.next];
     let tree: DraftTreeView | undefined;
@@ -302,7 +321,7 @@ export class Engine implements WeftEngine {
     try {
       for (;;) {
         const out = output.take(pending, tree);
-        yield out.chunk;
+        yield { ...out.chunk, progress: tally.progress() };
         if (out.done) break;
         abortCheck();
         const before = runner.deviceCounts?.();
@@ -312,15 +331,22 @@ export class Engine implements WeftEngine {
         const speculator =
           drafter && room >= 1 && (governor?.next() ?? 'speculate') === 'speculate' ? drafter : undefined;
         const kind: StepKind = speculator ? 'speculate' : 'plain';
+        // Under a grammar, the tree's nodes in all (forced ones included): no more than the verify
+        // pass's rows, the cache's room, and the tokens the request may still emit after this step's
+        // own choice. With jump-forward a step without a drafter drafts what the grammar forces.
+        const grammarNodes = Math.min(MAX_FORWARD_TOKENS - 1, room, limit - output.count - 1);
+        const jump = !speculator && constraint !== undefined && jumpForward && grammarNodes >= 1;
         const tStep = now();
-        if (speculator) {
+        if (speculator || jump) {
           // Leaving the plain loop: its run-ahead step is dropped (its row was never committed).
           session?.close();
           session = undefined;
           const step = await this.speculate(speculator, last, Math.min(budget, room), sampler, tally, {
             device: loop === 'device' && !rejection && !constraint,
-            rejection,
+            rejection: rejection && speculator !== undefined,
             constraint,
+            jumpForward,
+            grammarNodes,
           });
           pending = step.emitted;
           tree = step.tree;
@@ -356,23 +382,32 @@ export class Engine implements WeftEngine {
   /**
    * One speculative step after `last`: a draft of up to `n` tokens, run whole on the device where
    * the drafter can (a draft model on the target's GPU: drafting, verification and the commit in
-   * one submission), else proposed by the drafter (cut to what a grammar allows) and verified from
-   * the host by Gumbel sample-and-match or, on chains, the rejection rule. Commits the accepted
-   * path to the cached prefix.
+   * one submission), else proposed by the drafter and verified from the host by Gumbel
+   * sample-and-match or, on chains, the rejection rule. Under a grammar the drafter grows its tree
+   * on the grammar's paths, at most `grammarNodes` nodes, with the forced tokens as free nodes
+   * under `jumpForward` (without a drafter, the draft is the grammar's forced chain: see
+   * jumpDraft), and every row is verified under its own mask. Commits the accepted path to the
+   * cached prefix.
    */
   private async speculate(
-    drafter: Drafter,
+    drafter: Drafter | undefined,
     last: number,
     n: number,
     sampler: SamplerSpec,
     tally: DecodeTally,
-    o: { device: boolean; rejection: boolean; constraint: Constraint | undefined },
+    o: {
+      device: boolean;
+      rejection: boolean;
+      constraint: Constraint | undefined;
+      jumpForward: boolean;
+      grammarNodes: number;
+    },
   ): Promise<{ emitted: number[]; tree: DraftTreeView }> {
     const { runner } = this.model;
     const t1 = now();
     const context = [...this.cached.tokens, last];
     const device =
-      o.device && drafter.speculate ? await drafter.speculate(runner, context, n, sampler) : undefined;
+      o.device && drafter?.speculate ? await drafter.speculate(runner, context, n, sampler) : undefined;
     let draft: DraftProposal;
     let step: VerifyStep;
     if (device) {
@@ -381,10 +416,21 @@ export class Engine implements WeftEngine {
       step = device;
       tally.deviceStepMs += now() - t1;
     } else {
-      const proposed = await drafter.propose(context, n, sampler, o.rejection ? 'chain' : 'tree');
+      // Under a grammar the tree grows on its paths (without a drafter: its forced chain), and
+      // constrainDraft gives every node its mask, walking the grammar back to where it was.
+      const walk = o.constraint && new GrammarWalk(o.constraint, this.spelling);
+      const grammar: DraftGrammar | undefined = walk && {
+        walk,
+        jumpForward: o.jumpForward,
+        maxNodes: o.grammarNodes,
+      };
+      const proposed: DraftProposal = drafter
+        ? await drafter.propose(context, n, sampler, o.rejection ? 'chain' : 'tree', grammar)
+        : grammar
+          ? await jumpDraft(grammar)
+          : EMPTY_PROPOSAL;
+      const constrained = walk && (await constrainDraft(walk, proposed));
       if (proposed.passes !== undefined) tally.drafted(proposed.passes);
-      // Under a grammar: only the drafts it allows along their paths, and every node's mask.
-      const constrained = o.constraint ? await constrainDraft(o.constraint, proposed) : undefined;
       draft = constrained?.draft ?? proposed;
       const t2 = now();
       step = o.rejection
@@ -396,7 +442,7 @@ export class Engine implements WeftEngine {
     this.cached.push([last, ...step.accepted.map((i) => draft.tokens[i]!)]);
     return {
       emitted: step.emitted,
-      tree: { tokens: [...draft.tokens], parents: [...draft.parents], accepted: step.accepted },
+      tree: draftTreeView(draft, step, (id) => this.model.codec.decode([id], { skipSpecialTokens: false })),
     };
   }
 

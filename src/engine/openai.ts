@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import { parseToolCalls, ToolCallParser } from './tools.js';
+import { forcedCallTag, parseToolCalls, ToolCallParser } from './tools.js';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -39,11 +39,22 @@ let counter = 0;
 
 /**
  * The tools a request offers the template: none without `tools` or with tool_choice 'none'; only
- * the named one for a named tool_choice. ('required' offers them all; nothing forces a call.)
+ * the named one for a named tool_choice. ('required' and a named choice also force a call: see
+ * {@link toolOptions}.)
  */
 function offeredTools(req: ChatCompletionRequest): ChatTool[] | undefined {
   const { tools, tool_choice: choice } = req;
-  if (tools === undefined || tools.length === 0 || choice === 'none') return undefined;
+  const known = choice === undefined || choice === 'none' || choice === 'auto' || choice === 'required';
+  if (!known && (typeof choice !== 'object' || choice === null || typeof choice.function?.name !== 'string'))
+    throw new InvalidInputError(
+      `tool_choice must be "none", "auto", "required" or { type: "function", function: { name } }, got ${JSON.stringify(choice)}`,
+    );
+  if (tools === undefined || tools.length === 0) {
+    if (choice === 'required' || !known)
+      throw new InvalidInputError(`tool_choice ${JSON.stringify(choice)} needs tools`);
+    return undefined;
+  }
+  if (choice === 'none') return undefined;
   if (!Array.isArray(tools)) throw new InvalidInputError('tools must be an array');
   if (typeof choice === 'object' && choice !== null) {
     const named = tools.filter((t) => t.function?.name === choice.function?.name);
@@ -54,6 +65,21 @@ function offeredTools(req: ChatCompletionRequest): ChatTool[] | undefined {
     return named;
   }
   return tools;
+}
+
+/**
+ * The generate options of a request's tools: with tool_choice 'required' or a named function, the
+ * reply is forced to be one call to one of `tools` (the offered ones: the named one alone), its
+ * arguments valid under the tool's schema ({@link forcedCallTag}).
+ */
+function toolOptions(req: ChatCompletionRequest, tools: readonly ChatTool[] | undefined): GenerateOptions {
+  const choice = req.tool_choice;
+  if (!tools || choice === undefined || choice === 'auto') return {};
+  if (req.response_format !== undefined && req.response_format.type !== 'text')
+    throw new InvalidInputError(
+      `tool_choice ${JSON.stringify(choice)} forces a tool call: it does not go with response_format ${JSON.stringify(req.response_format.type)}`,
+    );
+  return { structuralTag: forcedCallTag(tools) };
 }
 
 /** The generate options of OpenAI's `response_format`. */
@@ -96,6 +122,7 @@ export function chatApi(host: ChatHost): ChatApi {
       stop: req.stop,
       signal: req.signal,
       ...responseFormatOptions(req.response_format),
+      ...toolOptions(req, tools),
     };
     const id = `chatcmpl-weft-${Date.now().toString(36)}-${++counter}`;
     const created = Math.floor(Date.now() / 1000);
@@ -141,6 +168,9 @@ export function chatApi(host: ChatHost): ChatApi {
     const gen = host.generate(prompt, options);
     return (async function* (): AsyncGenerator<ChatCompletionChunk> {
       const base = { id, object: 'chat.completion.chunk' as const, created, model };
+      // The role comes with the engine's first chunk, as a server's does: so the stream's first
+      // item is there once the prompt is prefilled, or it throws what refused the request.
+      const first = await gen.next();
       yield { ...base, choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }] };
       let finish: FinishReason = 'length';
       // With tools, text inside tool-call markup becomes tool_calls deltas, one whole call each.
@@ -162,7 +192,11 @@ export function chatApi(host: ChatHost): ChatApi {
           });
         return out;
       };
-      for await (const c of gen) {
+      const chunks = async function* () {
+        if (!first.done) yield first.value;
+        yield* gen;
+      };
+      for await (const c of chunks()) {
         if (c.finishReason) finish = c.finishReason;
         if (c.text) yield* deltas(parser ? parser.push(c.text) : { content: c.text, calls: [] });
       }

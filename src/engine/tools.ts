@@ -3,8 +3,9 @@
 // object `{"name": ..., "parameters": {...}}` as the whole reply. Turned into OpenAI `tool_calls`
 // (arguments as JSON text), and back: OpenAI messages to what templates read (arguments as objects,
 // as Transformers passes them).
+import type { JSONSchemaFormat, StructuralTag, TagFormat } from '@mlc-ai/web-xgrammar';
 import { InvalidInputError } from '../errors.js';
-import type { ChatMessage, ToolCall } from './types.js';
+import type { ChatMessage, ChatTool, ToolCall } from './types.js';
 
 const OPEN = '<tool_call>';
 const CLOSE = '</tool_call>';
@@ -115,6 +116,35 @@ export function parseToolCalls(text: string): { content: string; calls: ToolCall
   const a = p.push(text);
   const b = p.finish();
   return { content: a.content + b.content, calls: [...a.calls, ...b.calls] };
+}
+
+/**
+ * The grammar of a reply that is one call to one of `tools` (XGrammar's structural tag), in the
+ * conventions {@link ToolCallParser} reads: a Qwen `<tool_call>` block, or Llama 3.1's bare JSON
+ * object. The model picks the convention with its first token, as it was trained to; then the
+ * function's name is one of the tools' and its arguments are JSON valid under that tool's
+ * `parameters` (none: `{}`), so the reply always parses into a call its tool accepts.
+ */
+export function forcedCallTag(tools: readonly ChatTool[]): StructuralTag {
+  const call = (begin: (name: string) => string, end: string) =>
+    tools.map(({ function: f }): TagFormat => {
+      if (typeof f?.name !== 'string')
+        throw new InvalidInputError(`tools: each function needs a name, got ${JSON.stringify(f)}`);
+      const schema = schemaOf(f.name, f.parameters ?? { type: 'object' });
+      return { type: 'tag', begin: begin(JSON.stringify(f.name)), content: schema, end };
+    });
+  const qwen = call((name) => `${OPEN}\n{"name": ${name}, "arguments": `, `}\n${CLOSE}`);
+  const llama = call((name) => `{"name": ${name}, "parameters": `, '}');
+  return { type: 'structural_tag', format: { type: 'or', elements: [...qwen, ...llama] } };
+}
+
+/** A tool's parameters as a structural tag's JSON schema (strict: no keys it does not name). */
+function schemaOf(name: string, parameters: unknown): JSONSchemaFormat {
+  if (typeof parameters !== 'object' || parameters === null || Array.isArray(parameters))
+    throw new InvalidInputError(
+      `tools: the parameters of ${JSON.stringify(name)} must be a JSON schema object, got ${JSON.stringify(parameters)}`,
+    );
+  return { type: 'json_schema', json_schema: { ...parameters } };
 }
 
 /** A chat message as templates read it: tool-call arguments as values, not JSON text. */

@@ -1,3 +1,5 @@
+import type { StructuralTag } from '@mlc-ai/web-xgrammar';
+
 /** One chat message, as in OpenAI's chat completions API. */
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
@@ -21,7 +23,11 @@ export interface ChatTool {
   function: { name: string; description?: string; parameters?: unknown };
 }
 
-/** OpenAI's `tool_choice`: 'none' hides the tools; 'auto', 'required' or a named function offers them. */
+/**
+ * OpenAI's `tool_choice`: 'none' hides the tools; 'auto' offers them; 'required' offers them and
+ * forces the reply to be one call to one of them, a named function offers it alone and forces a
+ * call to it (by a grammar of the calls: the arguments are valid under the tool's schema).
+ */
 export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
 /** What the engine needs from a tokenizer: text ↔ ids, its chat template, and where to stop. */
@@ -66,6 +72,16 @@ export interface GenerateOptions {
   /** Most draft tokens verified per target pass (4..32, default 8). */
   treeBudget?: number;
   /**
+   * Jump-forward under a constraint (default true): tokens the grammar forces (the only one its
+   * mask allows) go into the step's draft as a chain that costs no budget and no draft pass and is
+   * always accepted, so a pass emits them together with the next free token; with no drafter, a
+   * step drafts them itself, with the canonical tokenisation of the text the grammar forces after
+   * them. Exact: every token is still the target's own choice under its mask, so the ids equal
+   * plain constrained decoding, greedy and seeded. Forced text is never appended unverified (its
+   * canonical tokenisation may not be the one the model picks). Ignored without a constraint.
+   */
+  jumpForward?: boolean;
+  /**
    * 'always' (the default) speculates at every step a drafter can; 'adaptive' lets the engine
    * measure, step by step, what a speculative step and a plain one cost per token on this device
    * and take the cheaper (see SpeculationGovernor), so speculation never makes decoding slower
@@ -93,14 +109,21 @@ export interface GenerateOptions {
    * text), text of an EBNF grammar (`grammar`, XGrammar's GBNF-like dialect with a `root` rule), or
    * text matching a regex (`regex`). The grammar's token bitmask is applied to the logits before
    * sampling at every step (on the GPU); a bad schema, grammar or regex throws GrammarError.
-   * Under speculative decoding, drafts are cut to what the grammar allows along each tree path and
-   * every node is verified under its own mask, so the ids equal plain constrained decoding ('gumbel'
-   * acceptance; 'rejection' is refused under a constraint).
+   * Under speculative decoding, drafters grow their trees under the grammar (nothing it refuses is
+   * proposed) and every node is verified under its own mask, so the ids equal plain constrained
+   * decoding ('gumbel' acceptance; 'rejection' is refused under a constraint).
    */
   json?: boolean;
   jsonSchema?: unknown;
   grammar?: string;
   regex?: string;
+  /**
+   * XGrammar's structural tag (`{ type: 'structural_tag', format }`): constant strings, tags, JSON
+   * schemas, grammars and regexes in sequence or as alternatives, the JSON in it on one line as
+   * `json.dumps` writes it. A forced tool call (`tool_choice: 'required'`) is one. At most one
+   * constraint per request, as above.
+   */
+  structuralTag?: StructuralTag;
 }
 
 /** OpenAI's `response_format` of a chat completion request. */
@@ -131,6 +154,29 @@ export interface DraftTreeView {
   parents: number[];
   /** Node indices of the accepted path, root to leaf. */
   accepted: number[];
+  /** Text of each node's token decoded alone (a piece of a multi-byte character shows as U+FFFD). */
+  texts?: string[];
+  /**
+   * The drafter's probability of each node given its parent, as it ranked the tree: the draft
+   * model's softmax when greedy, its weight of the token under the shared sampling noise when
+   * sampling (see `rankChildren`), for a sampled chain the probability it was drawn with. Absent
+   * for drafts that are no model's (n-grams) or that a grammar cut.
+   */
+  probs?: number[];
+  /** The target's own token after the accepted path (the pass's last emitted token), and its text. */
+  bonus?: { token: number; text: string };
+}
+
+/**
+ * The engine's running counts of a request when it made a chunk: `lastStats` reports the same
+ * counts when the request ends (`target_passes`, and `tokens_per_pass` = decodeTokens / decodePasses).
+ */
+export interface GenerationProgress {
+  /** Target passes so far, prefill chunks included. */
+  targetPasses: number;
+  /** Decode steps (target passes after prefill) so far, and the tokens they produced. */
+  decodePasses: number;
+  decodeTokens: number;
 }
 
 /** Why a generation ended. */
@@ -144,6 +190,8 @@ export interface GenerationChunk {
   finishReason?: FinishReason;
   /** With speculative decoding: the tree of the pass that produced these tokens. */
   tree?: DraftTreeView;
+  /** The request's counts after the pass that produced these tokens. */
+  progress?: GenerationProgress;
 }
 
 /** Figures of one request. */

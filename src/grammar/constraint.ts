@@ -4,6 +4,7 @@
 // (kernels/sample/mask.wgsl) and in the CPU reference alike (applyMaskRef).
 
 import type {
+  StructuralTag,
   CompiledGrammar as XgCompiledGrammar,
   GrammarCompiler as XgCompiler,
   GrammarMatcher as XgMatcher,
@@ -18,13 +19,16 @@ import { engineMessages, engineQuiet, loadXGrammar, type XGrammar } from './xgra
  * What a request's output must match. 'json': any JSON object (OpenAI's `json_object`);
  * 'json_schema': JSON valid under `schema` (an object or its JSON text); 'grammar': an EBNF
  * grammar in XGrammar's dialect (GBNF-like, `root ::= ...`; `root` names the start rule);
- * 'regex': text matching `pattern` (the whole output).
+ * 'regex': text matching `pattern` (the whole output); 'structural_tag': XGrammar's structural tag
+ * (constant strings, tags, JSON schemas, grammars and regexes in sequence or as alternatives; a
+ * forced tool call is one), the JSON in it written on one line as `json.dumps` writes it.
  */
 export type ConstraintSpec =
   | { readonly kind: 'json' }
   | { readonly kind: 'json_schema'; readonly schema: unknown }
   | { readonly kind: 'grammar'; readonly ebnf: string; readonly root?: string }
-  | { readonly kind: 'regex'; readonly pattern: string };
+  | { readonly kind: 'regex'; readonly pattern: string }
+  | { readonly kind: 'structural_tag'; readonly tag: StructuralTag };
 
 /**
  * How the tokenizer spells its tokens: 'byte_level' (GPT-2 style, `Ġ` for a space), 'byte_fallback'
@@ -84,7 +88,8 @@ export class GrammarCompiler {
    * refuses throws {@link GrammarError} naming the problem.
    */
   async compile(spec: ConstraintSpec): Promise<Constraint> {
-    const kind: GrammarKind = spec.kind === 'json' ? 'json_schema' : spec.kind;
+    const kind: GrammarKind =
+      spec.kind === 'json' ? 'json_schema' : spec.kind === 'structural_tag' ? 'grammar' : spec.kind;
     const result = await engineMessages(() => this.compiled(spec));
     if (!result.ok) {
       const cause = result.error;
@@ -126,11 +131,43 @@ export class GrammarCompiler {
           type: 'structural_tag',
           format: { type: 'regex', pattern: spec.pattern },
         });
+      case 'structural_tag':
+        if (typeof spec.tag !== 'object' || spec.tag === null)
+          throw new GrammarError('grammar', 'the structural tag is not an object');
+        return this.compiler.compileStructuralTag(JSON.stringify(await this.lineJson(spec.tag)));
       default:
         throw new InvalidInputError(
           `constraint kind must be json, json_schema, grammar or regex, got ${JSON.stringify(spec)}`,
         );
     }
+  }
+
+  /**
+   * `node` (a structural tag or a part of one) with each JSON schema in it replaced by the grammar
+   * of its JSON on one line with `, ` and `: ` between items, as `json.dumps` writes it and chat
+   * templates render tool calls. XGrammar's own JSON inside a structural tag allows any whitespace
+   * between items, where a model can pad without end; `jsonSchema` is compact for the same reason.
+   */
+  private async lineJson(node: unknown): Promise<unknown> {
+    if (Array.isArray(node)) return Promise.all(node.map((n) => this.lineJson(n)));
+    if (typeof node !== 'object' || node === null) return node;
+    if ('type' in node && node.type === 'json_schema' && 'json_schema' in node) {
+      checkSchema(node.json_schema);
+      const grammar = await this.xg.Grammar.fromJSONSchema(
+        JSON.stringify(node.json_schema),
+        false,
+        -1,
+        [', ', ': '],
+        true,
+      );
+      try {
+        return { type: 'grammar', grammar: grammar.toString() };
+      } finally {
+        grammar.dispose();
+      }
+    }
+    const entries = Object.entries(node).map(async ([k, v]) => [k, await this.lineJson(v)] as const);
+    return Object.fromEntries(await Promise.all(entries));
   }
 
   /** Frees the engine's copy of the vocabulary. */
@@ -249,6 +286,15 @@ export class Constraint {
   /** Undoes the last `n` accepted tokens. */
   rollBack(n: number): void {
     if (n > 0) this.matcher.rollBack(n);
+  }
+
+  /**
+   * The longest text the grammar allows next and nothing else (XGrammar's jump-forward string:
+   * after `{` under a schema whose first required key is `a`, `"a":`); '' where several texts can
+   * follow. Which tokens spell it is still open: the mask may allow several tokenisations.
+   */
+  jumpForward(): string {
+    return this.matcher.findJumpForwardString();
   }
 
   /** Whether the output is complete (an EOS was accepted after a full match). */

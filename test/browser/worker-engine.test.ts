@@ -65,6 +65,10 @@ describe('engine in a Web Worker', () => {
     const constrained = page.getByTestId('constrained');
     expect(await constrained.textContent()).toMatch(/^[a-z]{2,5}-[0-9]$/);
     expect(await constrained.getAttribute('data-error')).toBe('GrammarError grammar');
+    const openai = page.getByTestId('openai');
+    expect(await openai.getAttribute('data-completion')).toBe(await first.textContent());
+    expect(await openai.textContent()).toBe(await openai.getAttribute('data-direct'));
+    expect(await openai.getAttribute('data-error')).toMatch(/^BadRequestError 400 temperature must be >= 0/);
     await page.close();
   });
 });

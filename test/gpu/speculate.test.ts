@@ -124,6 +124,14 @@ describe('device speculation step', () => {
         expect(dev, where).toBeDefined();
         expect(dev.draft.tokens, where).toEqual(proposal.tokens);
         expect(dev.draft.parents, where).toEqual(proposal.parents);
+        // The scores (path log-probabilities, for the demo's tree view): the host's from its
+        // read-back logits, the device's from its own log-softmax, whose reduction order differs
+        // in the GPU forms (lavapipe: a few ulps); equal ranking is what the tokens above show.
+        expect(dev.draft.scores?.length, where).toBe(proposal.tokens.length);
+        for (const [i, s] of dev.draft.scores!.entries())
+          expect(Math.abs(s - proposal.scores![i]!), `${where} node ${i}`).toBeLessThanOrEqual(
+            1e-5 * (1 + Math.abs(proposal.scores![i]!)),
+          );
         expect(dev.accepted, where).toEqual(host.accepted);
         expect(dev.emitted, where).toEqual(host.emitted);
         expect(target.kvLength, where).toBe(committed);

@@ -26,8 +26,10 @@ export const TREE_MAX_DEPTHS = Math.floor((MAXN - TREE_WIDTH) / (TREE_WIDTH * TR
 const HEADER = 8;
 const NODE = 8;
 const STATE_WORDS = HEADER + TREE_WIDTH + 2 * (TREE_NMAX + 1) + MAXN * NODE;
-/** u32 words of a step's result (see tree.wgsl): 8 header words, then four lists. */
-export const TREE_RESULT_WORDS = 8 + 3 * TREE_NMAX + TREE_NMAX + 1;
+/** Where the result's scores start (see tree.wgsl): after the header and four lists. */
+const RESULT_SCORES = 8 + 3 * TREE_NMAX + TREE_NMAX + 1;
+/** u32 words of a step's result (see tree.wgsl): 8 header words, then five lists. */
+export const TREE_RESULT_WORDS = RESULT_SCORES + TREE_NMAX;
 
 type Stage = 'INIT' | 'GROW' | 'PICK' | 'ACCEPT';
 const STAGES: readonly Stage[] = ['INIT', 'GROW', 'PICK', 'ACCEPT'];
@@ -78,6 +80,8 @@ export interface TreeStepResult {
   accepted: number[];
   /** Tokens the target emits: the accepted drafts, then its own next choice. */
   emitted: number[];
+  /** Each node's score (f32): the sum of its path's log weights, as ModelDrafter scores it. */
+  scores: number[];
   /** Draft passes that expanded at least one node. */
   grown: number;
   /** Whether the growth stopped by itself (no frontier node could still join the tree). */
@@ -92,7 +96,8 @@ export function readTreeResult(w: Uint32Array): TreeStepResult {
   const parents = Array.from(w.subarray(8 + TREE_NMAX, 8 + TREE_NMAX + m), (p) => ((p | 0) < 0 ? -1 : p));
   const accepted = Array.from(w.subarray(8 + 2 * TREE_NMAX, 8 + 2 * TREE_NMAX + a));
   const emitted = Array.from(w.subarray(8 + 3 * TREE_NMAX, 8 + 3 * TREE_NMAX + a + 1));
-  return { tokens, parents, accepted, emitted, grown: w[2]!, done: w[3] === 1 };
+  const scores = Array.from(new Float32Array(w.slice(RESULT_SCORES, RESULT_SCORES + m).buffer));
+  return { tokens, parents, accepted, emitted, scores, grown: w[2]!, done: w[3] === 1 };
 }
 
 /**

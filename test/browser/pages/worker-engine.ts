@@ -1,6 +1,8 @@
 // Drives weft's engine worker the way a web app would, on a real (tiny, random-weight) model
 // whose folder URL comes in the query: stream into the DOM, abort one request mid-stream, then
 // run another through the OpenAI-style API. The test reads the results from the page.
+import OpenAI from 'openai';
+import { createOpenAIFetch } from '../../../src/engine/openai-fetch.js';
 import { createWorkerEngine } from '../../../src/engine/worker-client.js';
 import { AbortError, ContextLengthError } from '../../../src/errors.js';
 import { GrammarError } from '../../../src/grammar/errors.js';
@@ -77,6 +79,35 @@ async function main(): Promise<void> {
     constrained.dataset.error = 'none';
   } catch (e) {
     constrained.dataset.error = e instanceof GrammarError ? `${e.name} ${e.kind}` : String(e);
+  }
+  // The OpenAI client, unchanged, over the worker engine: its streamed text is the engine's own
+  // (the greedy continuation of the first request; a chat reply), and a request the engine refuses
+  // is the client's BadRequestError.
+  const openai = el('openai');
+  const client = new OpenAI({
+    baseURL: 'https://weft.local/v1',
+    apiKey: 'unused',
+    fetch: createOpenAIFetch(engine),
+    dangerouslyAllowBrowser: true,
+  });
+  const completion = await client.completions.create({
+    model: engine.modelId,
+    prompt: PROMPT,
+    max_tokens: 24,
+    temperature: 0,
+    stream: true,
+  });
+  openai.dataset.completion = '';
+  for await (const c of completion) openai.dataset.completion += c.choices[0]?.text ?? '';
+  const request = { messages: [{ role: 'user' as const, content: 'Hello' }], max_tokens: 8, seed: 3 };
+  const stream = await client.chat.completions.create({ ...request, model: engine.modelId, stream: true });
+  for await (const c of stream) openai.textContent += c.choices[0]?.delta.content ?? '';
+  openai.dataset.direct = (await engine.chat.completions.create(request)).choices[0]?.message.content;
+  try {
+    await client.chat.completions.create({ ...request, model: engine.modelId, temperature: -1 });
+    openai.dataset.error = 'none';
+  } catch (e) {
+    openai.dataset.error = e instanceof OpenAI.BadRequestError ? `BadRequestError ${e.message}` : String(e);
   }
   el('status').textContent = 'done';
 }
