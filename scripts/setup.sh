@@ -64,3 +64,4 @@ test -f node_modules/webgpu/dist/linux-x64/dawn.node || {
   exit 1
 }
 node scripts/gen-shaders.mjs
+node scripts/gen-xgrammar.mjs

@@ -1,11 +1,12 @@
 // Loads @mlc-ai/web-xgrammar (Apache-2.0; the grammar engine of WebLLM, its WASM inlined as base64
-// in one 1.1 MB file) the same way in a page, a Web Worker and Node.
+// in one 1.1 MB file) the same way in a page, a Web Worker and Node, from the copy in src/gen that
+// scripts/gen-xgrammar.mjs writes: the package's bundle with its Node-only start-up lines made
+// invisible to bundlers (an app's browser build would otherwise warn about Node's `module` and
+// `url`) and its stand-in for `import.meta.url` replaced by `import.meta.url` itself.
 //
-// The package ships a UMD bundle marked `"type": "module"`. A bundler (vite) sees its `exports`
-// test and wraps it as CommonJS, so the module has a default export; Node runs it as an ES module,
-// where it attaches itself to `globalThis.xgrammar` instead, and its Emscripten start-up reads
-// `require('url')` and `__filename`, which an ES module lacks. Under Node this file lends both as
-// globals for the load and the WASM start-up only, then takes them back.
+// The bundle is UMD in a file marked `"type": "module"`. A bundler (vite) sees its `exports` test
+// and wraps it as CommonJS, so the module has a default export; served or run as an ES module
+// (Vite's dev server, Node), it attaches itself to `globalThis.xgrammar` instead.
 import type XGrammarDefault from '@mlc-ai/web-xgrammar';
 
 /** The grammar engine's classes (TokenizerInfo, GrammarCompiler, GrammarMatcher, ...). */
@@ -13,21 +14,6 @@ export type XGrammar = typeof XGrammarDefault;
 
 interface LoaderGlobals {
   xgrammar?: XGrammar;
-  require?: unknown;
-  __filename?: unknown;
-}
-
-interface NodeProcess {
-  versions?: { node?: string };
-  getBuiltinModule?: (id: string) => unknown;
-}
-
-interface NodeModuleApi {
-  createRequire(from: string): unknown;
-}
-
-interface NodeUrlApi {
-  fileURLToPath(url: string): string;
 }
 
 let loading: Promise<XGrammar> | undefined;
@@ -70,26 +56,8 @@ export function loadXGrammar(): Promise<XGrammar> {
   return loading;
 }
 
-/** Node's `process` when this runs under Node (with `getBuiltinModule`, Node ≥ 20.16), else undefined. */
-function nodeProcess(): NodeProcess | undefined {
-  const p = (globalThis as { process?: NodeProcess }).process;
-  return typeof p?.versions?.node === 'string' ? p : undefined;
-}
-
 async function load(): Promise<XGrammar> {
   const g = globalThis as LoaderGlobals;
-  const node = nodeProcess();
-  const saved = { require: g.require, __filename: g.__filename };
-  const lend = node !== undefined && typeof document === 'undefined' && g.require === undefined;
-  if (lend) {
-    const get = node.getBuiltinModule;
-    if (!get)
-      throw new Error('loading the grammar engine under Node needs process.getBuiltinModule (Node ≥ 20.16)');
-    const mod = get('node:module') as NodeModuleApi;
-    const url = get('node:url') as NodeUrlApi;
-    g.require = mod.createRequire(import.meta.url);
-    g.__filename = url.fileURLToPath(import.meta.url);
-  }
   // Emscripten binds its error printer to console.error when the WASM starts: route it through
   // `listener` so that engineMessages can collect what the engine says about a bad grammar.
   const consoleError = console.error;
@@ -104,20 +72,14 @@ async function load(): Promise<XGrammar> {
     else consoleLog(...args);
   };
   try {
-    const ns: { default?: XGrammar } = await import('@mlc-ai/web-xgrammar');
+    const ns: { default?: XGrammar } = await import('../gen/xgrammar.js');
     const xg = ns.default ?? g.xgrammar;
     if (!xg) throw new Error('@mlc-ai/web-xgrammar loaded but exposed no classes');
-    // Starts the WASM now, while the Node globals are lent.
+    // Starts the WASM now, with the console routed.
     (await xg.Grammar.builtinJSONGrammar()).dispose();
     return xg;
   } finally {
     console.error = consoleError;
     console.log = consoleLog;
-    if (lend) {
-      g.require = saved.require;
-      g.__filename = saved.__filename;
-      if (saved.require === undefined) delete g.require;
-      if (saved.__filename === undefined) delete g.__filename;
-    }
   }
 }
