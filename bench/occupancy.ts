@@ -27,7 +27,13 @@
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
 import { weightShapes } from '../src/formats/layout.js';
-import { blocksPerUnit, MatmulParams, splitLanes, unitsPerTrip } from '../src/kernels/matmul/matmul.js';
+import {
+  blocksPerUnit,
+  MatmulParams,
+  splitLanes,
+  unitsPerTrip,
+  wideLoads,
+} from '../src/kernels/matmul/matmul.js';
 import { specFromConfig } from '../src/model/config.js';
 import { createGpuRunner } from '../src/model/gpu-runner.js';
 import { GREEDY } from '../src/model/runner.js';
@@ -162,8 +168,13 @@ function splitKLaunch(bytes: number, rows: number, units: number, lanes: number,
  */
 export function gemvPrediction(format: WeightFormat, N: number, K: number): LaunchRow['devices'] {
   const units = K / 16 / blocksPerUnit(format, K);
-  return splitKLaunch(packedBytes(format, N, K), N, units, splitLanes(format, N, K), unitsPerTrip(format, 1))
-    .devices;
+  return splitKLaunch(
+    packedBytes(format, N, K),
+    N,
+    units,
+    splitLanes(format, N, K),
+    unitsPerTrip(format, 1, wideLoads(format, K)),
+  ).devices;
 }
 
 /** The model's row for one recorded dispatch. */

@@ -1,22 +1,31 @@
 // quant_scales: the grid of an integer weight format at a flat element, pulled in with
 // `//#include quant_scales` by matmul.wgsl, matmul_w8a8.wgsl and embed.wgsl; not a kernel of its
 // own. Needs `scales: array<u32>` (the block metadata of src/quant/formats.ts's QuantizedMatrix, indexed from
-// the part's first element) and one of INT8, Q4_0, INT4, INT2 set (none: nothing is emitted).
+// the part's first element) and the flags of `quantScaleVars` (matmul.ts): one of INT8, Q4_0,
+// Q4_1, Q5_0, Q5_1, SC6 (INT4, Q5_K), Q6_K, INT2 set (none: nothing is emitted).
 //
 // grid_at(e) = (a, b): element e dequantizes to a * q - b for its integer code q. It is
 // grid_of(scale_words(e), e): scale_words loads the metadata words e's grid needs (one load of up
 // to four words), grid_of decodes them, so a kernel may load the words of a whole unit of blocks
-// early and decode each block's grid later (the same words serve every element of a group of 32
-// (INT8, Q4_0, INT4), and every element of 64 aligned ones (INT2)).
+// early and decode each block's grid later: the same words serve every element of a group of 32
+// (INT8, Q4_0, Q4_1), of a chunk of 128 (Q5_0, Q5_1), of a super-block (SC6), of 64 aligned ones
+// (INT2, Q6_K).
 //   INT8, Q4_0: f16 d of group g = e >> 5 in half g & 1 of scales[g >> 1]; (d, 0) and (d, 8d).
 //     Words: (scales[g >> 1], 0, 0, 0).
-//   INT4: super-block s = e >> 8, sub-block j = (e >> 5) & 7: 6-bit sc_j at bit 6j and mn_j at bit
-//     48 + 6j of the little-endian words scales[4s .. 4s + 2] (a field may straddle two words),
-//     (D, M) = unpack2x16float(scales[4s + 3]); (D * sc_j, M * mn_j). Words: scales[4s .. 4s + 3].
+//   Q4_1: scales[g] = f16 d | f16 m << 16; (d, -m). Words: (scales[g], 0, 0, 0).
+//   Q5_0: d as INT8; (d, 0). Words: the chunk's (scales[2c], scales[2c + 1], 0, 0), c = e >> 7.
+//   Q5_1: scales[g] as Q4_1. Words: the chunk's scales[4c .. 4c + 3].
+//   SC6 (INT4, Q5_K): super-block s = e >> 8, sub-block j = (e >> 5) & 7: 6-bit sc_j at bit 6j and
+//     mn_j at bit 48 + 6j of the little-endian words scales[4s .. 4s + 2] (a field may straddle
+//     two words), (D, M) = unpack2x16float(scales[4s + 3]); (D * sc_j, M * mn_j). Words:
+//     scales[4s .. 4s + 3].
+//   Q6_K: s = e >> 8, j = (e >> 4) & 15, t = 9 (s >> 1): int8 sc_j in byte j & 3 of scales[t + 1 +
+//     4 (s & 1) + (j >> 2)], f16 d in half s & 1 of scales[t]; (d * sc_j, 0). Words: (that
+//     sub-scale word, scales[t], 0, 0).
 //   INT2: s = e >> 8, j = (e >> 4) & 15: byte j & 3 of scales[5s + (j >> 2)] = sc_j | mn_j << 4,
 //     (D, M) = unpack2x16float(scales[5s + 4]); (D * sc_j, M * mn_j). Words: (scales[5s + (j >> 2)],
 //     scales[5s + 4], 0, 0).
-// Every product is exact in f32 (an f16 times an integer below 64), as in src/quant/formats.ts.
+// Every product is exact in f32 (an f16 times an integer below 256), as in src/quant/formats.ts.
 
 //#if INT8
 fn scale_words(e: u32) -> vec4<u32> {
@@ -45,7 +54,7 @@ fn grid_at(e: u32) -> vec2<f32> {
   return grid_of(scale_words(e), e);
 }
 //#endif
-//#if INT4
+//#if SC6
 fn scale_words(e: u32) -> vec4<u32> {
   let s = 4u * (e >> 8u);
   return vec4<u32>(scales[s], scales[s + 1u], scales[s + 2u], scales[s + 3u]);
@@ -71,6 +80,65 @@ fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
   let j = (e >> 5u) & 7u;
   let dm = unpack2x16float(w.w);
   return dm * vec2<f32>(f32(field(w, 6u * j, 6u)), f32(field(w, 48u + 6u * j, 6u)));
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
+}
+//#endif
+//#if Q4_1
+fn scale_words(e: u32) -> vec4<u32> {
+  return vec4<u32>(scales[e >> 5u], 0u, 0u, 0u);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
+  let dm = unpack2x16float(w.x);
+  return vec2<f32>(dm.x, -dm.y);
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
+}
+//#endif
+//#if Q5_0
+fn scale_words(e: u32) -> vec4<u32> {
+  let c = 2u * (e >> 7u);
+  return vec4<u32>(scales[c], scales[c + 1u], 0u, 0u);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
+  return vec2<f32>(unpack2x16float(w[(e >> 6u) & 1u])[(e >> 5u) & 1u], 0.0);
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
+}
+//#endif
+//#if Q5_1
+fn scale_words(e: u32) -> vec4<u32> {
+  let c = 4u * (e >> 7u);
+  return vec4<u32>(scales[c], scales[c + 1u], scales[c + 2u], scales[c + 3u]);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
+  let dm = unpack2x16float(w[(e >> 5u) & 3u]);
+  return vec2<f32>(dm.x, -dm.y);
+}
+
+fn grid_at(e: u32) -> vec2<f32> {
+  return grid_of(scale_words(e), e);
+}
+//#endif
+//#if Q6_K
+fn scale_words(e: u32) -> vec4<u32> {
+  let s = e >> 8u;
+  let t = 9u * (s >> 1u);
+  return vec4<u32>(scales[t + 1u + 4u * (s & 1u) + ((e >> 6u) & 3u)], scales[t], 0u, 0u);
+}
+
+fn grid_of(w: vec4<u32>, e: u32) -> vec2<f32> {
+  let sc = bitcast<i32>(w.x << (24u - 8u * ((e >> 4u) & 3u))) >> 24u;
+  return vec2<f32>(unpack2x16float(w.y)[(e >> 8u) & 1u] * f32(sc), 0.0);
 }
 
 fn grid_at(e: u32) -> vec2<f32> {

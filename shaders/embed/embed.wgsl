@@ -7,10 +7,13 @@
 // Part layout (flat: local row v = id - row0, column j, element e = v * n + j; each part's data
 //   and scales start at its element 0, see src/quant/formats.ts's QuantizedMatrix):
 //   F32: data[e] holds the f32 bits. F16: element e in the low (e even) or high half of data[e / 2].
-//   INT8 (Q8_0): byte e % 4 of data[e / 4], two's complement q. Q4_0, INT4 (Q4_K): nibble e % 8 of
-//   data[e / 8], q in [0, 15]. INT2 (Q2_K): bits 2 * (e % 16) of data[e / 16], q in [0, 3].
+//   INT8 (Q8_0): byte e % 4 of data[e / 4], two's complement q. NIBBLES (Q4_0, Q4_1, INT4): nibble
+//   e % 8 of data[e / 8], q in [0, 15]. INT2 (Q2_K): bits 2 * (e % 16) of data[e / 16], q in [0,
+//   3]. PLANAR (Q5_0, Q5_1, Q5_K: HB = 1; Q6_K: HB = 2): chunk c = e >> 7 at word (16 + 4 HB) c,
+//   r = e & 127: nibble r % 8 of word r / 8, then HB bits at bit HB r of the high planes (word
+//   16 + HB r / 32); q = (nibble | high << 4) - BIAS.
 //   Scales (f16 d per 32; K-quant super-blocks of 256): grid_at(e) = (a, b) of quant_scales.wgsl,
-//   and w = fma(a, q, -b) (a * q is exact, so this is formats.ts's fround(a * q - b)).
+//   and w = fma(a, q, -b) (a * q is exact, or b = 0: formats.ts's fround(a * q - b)).
 // Bindings (group 0): 0 uniform Params { M, n, row0, rows }; 1 ids: array<u32> [M];
 //   2 out: array<f32> [M, n] (written where the id is in this part); 3 data: array<u32>;
 //   4 scales: array<u32> (integer formats).
@@ -57,6 +60,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 //#endif
 //#if INT2
   let q = f32((data[e / 16u] >> (2u * (e % 16u))) & 3u);
+//#endif
+//#if PLANAR
+  let hb = {{HB}}u;
+  let base = (e >> 7u) * (16u + 4u * hb);
+  let r = e & 127u;
+  let lo = (data[base + r / 8u] >> (4u * (r % 8u))) & 15u;
+  let hi = (data[base + 16u + (hb * r) / 32u] >> ((hb * r) % 32u)) & ((1u << hb) - 1u);
+  let q = f32(i32(lo | (hi << 4u)) - {{BIAS}});
 //#endif
 //#if SCALED
   let ab = grid_at(e);

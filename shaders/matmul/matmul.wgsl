@@ -3,9 +3,9 @@
 // fused in. One template serves GEMV (TM = 1) and GEMM (TM = 2, 4 or 8 rows of x per tile).
 //
 // Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of the matrix: its flat
-//   elements e = n * K + k from word 0, read as vec4<u32> for F32, F16 and INT8, and for Q4_0,
-//   INT4 and INT2 in the WIDE variant (split-K; 2 or 4 blocks of codes per load); otherwise as
-//   vec2<u32> for Q4_0 and INT4, u32 for INT2); 2 x: array<vec4<f32>> [rows, K]; 3 y: array<f32>
+//   elements e = n * K + k from word 0, read as vec4<u32> for F32, F16 and INT8, and for the 2-,
+//   4-, 5- and 6-bit codes in the WIDE variant (split-K; a unit of 2 to 8 blocks in 1 to 5 loads);
+//   otherwise as vec2<u32> for NIBBLES, u32 for INT2 and PLANAR); 2 x: array<vec4<f32>> [rows, K]; 3 y: array<f32>
 //   [M, N] (columns n_off .. n_off + n_rows written; read too with ADD); 4 scales: array<u32> (the
 //   part's block metadata from word 0, integer formats); GAMMA_AT gamma: array<vec4<f32>> [K]
 //   (NORM).
@@ -16,14 +16,23 @@
 //   F32 16 words at e; F16 8 words at e / 2 (element 2j in the low half);
 //   INT8 (Q8_0) 4 words at e / 4, byte e % 4, two's complement q; f16 d of group g = e >> 5 in
 //     half g & 1 of scales[g >> 1]; w = d * q.
-//   Q4_0 2 words at e / 8, nibble e % 8, q in [0, 15]; d as INT8; w = d * q - 8d.
-//   INT4 (Q4_K) codes as Q4_0; super-block s = e >> 8 has scales[4s .. 4s + 3]: 6-bit sc_j at bit
-//     6j and mn_j at bit 6(8 + j) of the 96-bit little-endian words 0-2 (j = (e >> 5) & 7), word
-//     3 = f16 D | f16 M << 16; w = a * q - b, a = D * sc_j, b = M * mn_j.
+//   NIBBLES (Q4_0, Q4_1, INT4) 2 words at e / 8, nibble e % 8, q in [0, 15].
+//   Q4_0: d as INT8; w = d * q - 8d. Q4_1: scales[e >> 5] = f16 d | f16 m << 16; w = d * q + m.
+//   INT4 (Q4_K): super-block s = e >> 8 has scales[4s .. 4s + 3]: 6-bit sc_j at bit 6j and mn_j at
+//     bit 6(8 + j) of the 96-bit little-endian words 0-2 (j = (e >> 5) & 7), word 3 = f16 D | f16
+//     M << 16; w = a * q - b, a = D * sc_j, b = M * mn_j.
 //   INT2 (Q2_K) 1 word at e / 16, bits 2 * (e % 16), q in [0, 3]; scales[5s .. 5s + 4]: byte j & 3
 //     of word j >> 2 = sc_j | mn_j << 4 (j = (e >> 4) & 15), word 4 = f16 D | f16 M << 16;
 //     w = a * q - b as INT4.
-//   Weights are dequantized in registers (w = fma(a, q, -b), exact as src/quant/formats.ts's dequantize) and
+//   PLANAR (5-bit codes: Q5_0, Q5_1, Q5_K, HB = 1; 6-bit: Q6_K, HB = 2), per chunk c = e >> 7 of
+//     128 elements at word CW * c (CW = 16 + 4 HB): 16 words of nibbles (nibble r % 8 of word r / 8,
+//     r = e & 127), then the high planes (HB bits at bit HB * r of the 4 HB words), so a block is
+//     2 nibble words and 16 HB bits of one high word; q = (nibble | high << 4) - BIAS (Q5_0: 16,
+//     Q6_K: 32, else 0). Q5_0: d as INT8, w = d * q; Q5_1: as Q4_1; Q5_K: as INT4; Q6_K: pair t of
+//     super-blocks s = e >> 8 in scales[9t .. 9t + 8], f16 d in half s & 1 of word 0, int8 sc_j
+//     in byte j & 3 of word 1 + 4 (s & 1) + (j >> 2) (j = (e >> 4) & 15); w = (d * sc_j) * q.
+//   Weights are dequantized in registers (w = fma(a, q, -b), exact as src/quant/formats.ts's
+//   dequantize: a * q is exact, or b = 0 (Q6_K, whose a * q may round: once, as llama.cpp's), and
 //   multiplied in f32. HALF (device with shader-f16, F16 weights): the halves are read as f16 and
 //   widened, the same values as unpack2x16float.
 // Fusions (one of each side per variant):
@@ -43,9 +52,11 @@
 //   per matrix by the TS side, RG = 64 / KL groups); group g owns columns n0 + g * R .. + R - 1,
 //   i.e. WR = R weight rows (2R with GATED: gate rows then up rows). R = 1 in the GEMV, 2 in the
 //   tiles.
-// K walk: K is cut into units of U consecutive 16-element blocks, the blocks one 16-byte load reads
-//   (U = 1, one block of UV loads: 4 for F32, 2 for F16, 1 for INT8 and the narrow q4_0 / INT4 /
-//   INT2 reads of 8 or 4 bytes; WIDE: U = 2 for Q4_0 and INT4, 4 for INT2). Lane l owns the units
+// K walk: K is cut into units of U consecutive 16-element blocks, the blocks UV 16-byte loads read
+//   (U = 1, one block of UV loads: 4 for F32, 2 for F16, 1 for INT8 and the narrow NIBBLES /
+//   INT2 / PLANAR reads of 8, 4 or 12 bytes; WIDE: U = 2 for NIBBLES, 4 for INT2, one vec4 of codes
+//   each; U = 8 (a chunk) for 5-bit PLANAR in 4 + 1 loads, U = 4 (half a chunk) for Q6_K in 2 + 1:
+//   the nibble vec4s, then the high one). Lane l owns the units
 //   l, l + KL, l + 2 KL, ... of K and takes them UT at a time (a trip): it first loads every code
 //   word and grid word of the trip's units for its WR rows (UT * WR * UV loads of 16 bytes, issued
 //   before any is used: the bytes a thread has in flight), then for each unit in increasing order
@@ -57,8 +68,8 @@
 // Tiles: the M rows of x are taken TM at a time (the last tile may be short); each weight block is
 //   loaded once per tile and multiplied by the TM rows: WR * TM accumulators per thread.
 // Preconditions (checked in TS): K % 16 == 0, each part starts at a flat index that is a multiple
-//   of 64 (INT8, Q4_0) or 256 (INT4, INT2) (with GATED, so does its up half); WIDE: K % 32 == 0
-//   (Q4_0, INT4) or K % 64 == 0 (INT2), so every unit's codes are one aligned vec4<u32>.
+//   of splitAlign (formats.ts: 32 to 512, a whole block of codes and scales; with GATED, so does
+//   its up half); WIDE: K % (16 U) == 0, so every unit's loads are aligned vec4<u32>s of one row.
 //#if HALF
 enable f16;
 //#endif
@@ -145,6 +156,36 @@ fn int2_block(c: u32, ab: vec2<f32>) -> Block {
   return Block(deq(u2x4(c, 0u), ab), deq(u2x4(c, 8u), ab), deq(u2x4(c, 16u), ab), deq(u2x4(c, 24u), ab));
 }
 //#endif
+//#if PLANAR
+// High bits per code and words per chunk of 128 codes; the bias of the stored codes.
+const HB: u32 = {{HB}}u;
+const CW: u32 = 16u + 4u * HB;
+const BIAS: i32 = {{BIAS}};
+
+// Four codes minus BIAS: nibbles from bit sh of lo, HB high bits each from bit hs of hi.
+fn p4(lo: u32, sh: u32, hi: u32, hs: u32) -> vec4<f32> {
+  let l = (vec4<u32>(lo) >> (vec4<u32>(0u, 4u, 8u, 12u) + sh)) & vec4<u32>(15u);
+  let h = (vec4<u32>(hi) >> (vec4<u32>(0u, 1u, 2u, 3u) * HB + hs)) & vec4<u32>((1u << HB) - 1u);
+  return vec4<f32>(vec4<i32>(l | (h << vec4<u32>(4u))) - vec4<i32>(BIAS));
+}
+
+// The 16 weights of a planar block: nibble words lo0, lo1 and its 16 HB high bits from bit 0 of
+// hi, on grid ab.
+fn planar_block(lo0: u32, lo1: u32, hi: u32, ab: vec2<f32>) -> Block {
+  return Block(deq(p4(lo0, 0u, hi, 0u), ab), deq(p4(lo0, 16u, hi, 4u * HB), ab), deq(p4(lo1, 0u, hi, 8u * HB), ab), deq(p4(lo1, 16u, hi, 12u * HB), ab));
+}
+
+//#if !WIDE
+// The block at flat element e (e % 16 == 0) of a planar part read as u32s: (nibble word 0, nibble
+// word 1, its high bits shifted to bit 0).
+fn planar_words(e: u32) -> vec3<u32> {
+  let base = (e >> 7u) * CW;
+  let r = e & 127u;
+  let lo = base + (r >> 3u);
+  return vec3<u32>(w[lo], w[lo + 1u], w[base + 16u + ((r * HB) >> 5u)] >> ((r * HB) & 31u));
+}
+//#endif
+//#endif
 
 //#if NORM
 fn norm_weight(j: u32) -> vec4<f32> {
@@ -196,6 +237,10 @@ fn load_codes(e: u32, ab: vec2<f32>) -> Block {
 //#endif
 //#if INT2
   return int2_block(w[e / 16u], ab);
+//#endif
+//#if PLANAR
+  let v = planar_words(e);
+  return planar_block(v.x, v.y, v.z, ab);
 //#endif
 }
 //#endif
@@ -442,6 +487,19 @@ fn unit_word(e: u32, v: u32) -> vec4<u32> {
   return vec4<u32>(w[e / 16u], 0u, 0u, 0u);
 //#endif
 //#endif
+//#if PLANAR
+//#if WIDE
+  // The unit's U / 2 nibble vec4s, then the vec4 of the high planes that holds its bits.
+  let at = (e >> 7u) * (CW / 4u);
+  let r = e & 127u;
+  if (v < U / 2u) {
+    return w[at + (r >> 5u) + v];
+  }
+  return w[at + 4u + ((r * HB) >> 7u)];
+//#else
+  return vec4<u32>(planar_words(e), 0u);
+//#endif
+//#endif
 }
 
 // Block b (< U) of the unit whose code loads start at c[at], on grid ab (integer formats).
@@ -461,6 +519,16 @@ fn unit_block(c: ptr<function, array<vec4<u32>, NC>>, at: u32, b: u32, ab: vec2<
 //#endif
 //#if INT2
   return int2_block((*c)[at][b], ab);
+//#endif
+//#if PLANAR
+//#if WIDE
+  let lo = (*c)[at + b / 2u];
+  let hi = (*c)[at + U / 2u][(b * HB) >> 1u] >> ((16u * b * HB) & 31u);
+  return planar_block(lo[2u * (b & 1u)], lo[2u * (b & 1u) + 1u], hi, ab);
+//#else
+  let v = (*c)[at];
+  return planar_block(v.x, v.y, v.z, ab);
+//#endif
 //#endif
 }
 

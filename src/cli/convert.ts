@@ -7,6 +7,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../convert/convert.js';
 import { InvalidInputError } from '../errors.js';
+import type { GgufMix } from '../formats/gguf-mix.js';
 import type { GgufExportType } from '../formats/gguf-write.js';
 import { pathModel } from '../formats/node-file.js';
 import { WEFT_WEIGHTS } from '../model/load.js';
@@ -14,7 +15,7 @@ import type { Rotation } from '../quant/pack.js';
 
 /** Usage of both commands. */
 export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--rotate hadamard|none] [--calibrate text.txt]
-       weft export-gguf <hf-dir> <out.gguf> --type f32|f16|q8_0|q4_0|q4_k|q6_k`;
+       weft export-gguf <hf-dir> <out.gguf> --type f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|q4_k_m|q5_k_m`;
 
 /** Parsed `weft convert` arguments. */
 export interface ConvertArgs {
@@ -30,7 +31,7 @@ export interface ConvertArgs {
 export interface ExportGgufArgs {
   readonly source: string;
   readonly out: string;
-  readonly type: GgufExportType;
+  readonly type: GgufExportType | GgufMix;
 }
 
 function parse(argv: readonly string[], options: Record<string, { type: 'string' }>) {

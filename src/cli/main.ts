@@ -38,8 +38,9 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --top-p P            nucleus sampling mass (default 1)
   --top-k K            keep the K most likely tokens (default 0: off)
   --seed S             sampling seed (default 0)
-  --quant Q            f32|f16|int8|q4_0|int4|int2|w8a8 (default: a converted model's or a quantized GGUF's
-                       own, its blocks placed as stored; else f16)
+  --quant Q            f32|f16|int8|int4|int2|w8a8, or a GGUF block format q4_0|q4_1|q5_0|q5_1|q5_k|q6_k
+                       (default: a converted model's or a quantized GGUF's own, its blocks placed as
+                       stored, each matrix in its own type; else f16)
   --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own;
                        for w8a8 every input whose width is a Hadamard size, the others reported; else none)
   --context N          KV cache length (default min(model, 2048))
@@ -66,7 +67,20 @@ ${STEER_GENERATE_USAGE}
        weft steer measure --help
 ${CONVERT_USAGE}`;
 
-const QUANTS: readonly Quant[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2', 'w8a8'];
+const QUANTS: readonly Quant[] = [
+  'f32',
+  'f16',
+  'int8',
+  'q4_0',
+  'q4_1',
+  'q5_0',
+  'q5_1',
+  'int4',
+  'q5_k',
+  'q6_k',
+  'int2',
+  'w8a8',
+];
 
 /** Parsed `weft generate` arguments. */
 export interface GenerateArgs {

@@ -6,6 +6,7 @@
 import { InvalidInputError } from '../errors.js';
 import { type ModelFiles, readJson } from '../formats/files.js';
 import { openGgufCheckpoint } from '../formats/gguf.js';
+import type { GgufMix } from '../formats/gguf-mix.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.js';
 import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
 import type { ModelSpec } from '../formats/spec.js';
@@ -268,8 +269,24 @@ async function calibrate(
   return { hessians, tokens: windows.reduce((n, w) => n + w.length, 0) };
 }
 
-/** GGUF types `weft export-gguf` writes (2-D weights; vectors stay F32). */
-export const EXPORT_TYPES: readonly GgufExportType[] = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+/**
+ * GGUF types `weft export-gguf` writes (2-D weights; vectors stay F32): one type for every weight,
+ * or a K-quant mix with llama-quantize's per-tensor recipe (`mixTypes`).
+ */
+export const EXPORT_TYPES: readonly (GgufExportType | GgufMix)[] = [
+  'F32',
+  'F16',
+  'Q8_0',
+  'Q4_0',
+  'Q4_1',
+  'Q5_0',
+  'Q5_1',
+  'Q4_K',
+  'Q5_K',
+  'Q6_K',
+  'Q4_K_M',
+  'Q5_K_M',
+];
 
 /**
  * The `tokenizer.ggml.*` metadata of a Hugging Face tokenizer (`tokenizerGgufMetadata`) for a
@@ -302,7 +319,10 @@ export function ggufTokenizerEntries(
  * `type`, the tokenizer as `tokenizer.ggml.*` metadata, and BOS/EOS from the config where the
  * tokenizer config does not name them. Holds every tensor in memory (small models).
  */
-export async function exportModelGguf(files: ModelFiles, type: GgufExportType): Promise<Uint8Array> {
+export async function exportModelGguf(
+  files: ModelFiles,
+  type: GgufExportType | GgufMix,
+): Promise<Uint8Array> {
   const opened = await openModel(files);
   if (opened.source !== 'safetensors')
     throw new InvalidInputError(`export-gguf: ${files.name} is ${opened.source}; give a Hugging Face folder`);

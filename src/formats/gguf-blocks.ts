@@ -1,16 +1,24 @@
 /**
  * GGML tensor types: block sizes, plain-TS dequantisation references, simple round-to-nearest
- * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), and the
- * lossless repacking of those a weft weight format holds as stored (`repackRows`). Layouts
- * follow ggml-common.h / ggml-quants.c (`dequantize_row_*`); all multi-byte fields little-endian.
+ * quantisers for the block formats weft reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q5_K, Q6_K), and the lossless repacking of those a weft weight format holds as stored
+ * (`repackRows`). Layouts follow ggml-common.h / ggml-quants.c (`dequantize_row_*`); all
+ * multi-byte fields little-endian.
  *
  *  Q8_0 (34 B / 32 values):  f16 d | i8 qs[32]                 w = d * q
  *  Q4_0 (18 B / 32 values):  f16 d | u8 qs[16]                 w = d * (q - 8); value j < 16 is the
  *                            low nibble of qs[j], value j + 16 its high nibble
+ *  Q4_1 (20 B / 32 values):  f16 d | f16 m | u8 qs[16]         w = d * q + m; nibbles as Q4_0
+ *  Q5_0 (22 B / 32 values):  f16 d | u32 qh | u8 qs[16]        w = d * (q - 16); q = nibble (as Q4_0)
+ *                            | bit j of qh << 4 for value j
+ *  Q5_1 (24 B / 32 values):  f16 d | f16 m | u32 qh | u8 qs[16] w = d * q + m; q as Q5_0
  *  Q4_K (144 B / 256 values): f16 d | f16 dmin | u8 scales[12] | u8 qs[128]
  *                            8 sub-blocks of 32 with 6-bit scale sc and min m packed in `scales`
  *                            (see scaleMinK4); w = d * sc * q - dmin * m; qs[32c + l] holds value
  *                            64c + l (low nibble, sub-block 2c) and 64c + 32 + l (high, 2c + 1)
+ *  Q5_K (176 B / 256 values): f16 d | f16 dmin | u8 scales[12] | u8 qh[32] | u8 qs[128]
+ *                            scales and nibbles as Q4_K; w = d * sc * q - dmin * m, q = nibble |
+ *                            bit (2c + h) of qh[l] << 4 for value 64c + 32h + l
  *  Q6_K (210 B / 256 values): u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d
  *                            w = d * scales[i / 16] * (q - 32), q = 4 low bits from ql, 2 high from qh
  *                            (per 128-value half n: value 32k + l reads ql[64n + l + 32 (k & 1)] low/high
@@ -19,6 +27,7 @@
 import { InvalidInputError } from '../errors.js';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../gpu/half.js';
 import {
+  CODE_BITS,
   checkShape,
   dataWords,
   type QuantizedMatrix,
@@ -65,7 +74,7 @@ export const GGML_BLOCKS: ReadonlyMap<number, { name: string; elems: number; byt
 ]);
 
 /** Types with a dequantiser here (and a quantiser, for the writer and tests). */
-export const DEQUANTIZABLE: ReadonlySet<number> = new Set([0, 1, 2, 8, 12, 14, 30]);
+export const DEQUANTIZABLE: ReadonlySet<number> = new Set([0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30]);
 
 function f16At(b: Uint8Array, at: number): number {
   return f16BitsToF32(b[at]! | (b[at + 1]! << 8));
@@ -132,6 +141,39 @@ export function dequantizeGgml(type: number, bytes: Uint8Array, count: number): 
         }
       }
       break;
+    case GgmlType.Q4_1:
+    case GgmlType.Q5_0:
+    case GgmlType.Q5_1: {
+      // w = d·q + m (Q4_1, Q5_1) or d·(q − 16) (Q5_0): d·q is exact, one rounding.
+      const raw = new Uint8Array(32);
+      for (let b = 0; b < blocks; b++) {
+        const at = b * block.bytes;
+        legacyCodes(type, bytes, at, raw);
+        const d = f16At(bytes, at);
+        if (type === GgmlType.Q5_0) for (let j = 0; j < 32; j++) out[b * 32 + j] = fr(d * (raw[j]! - 16));
+        else {
+          const m = f16At(bytes, at + 2);
+          for (let j = 0; j < 32; j++) out[b * 32 + j] = fr(d * raw[j]! + m);
+        }
+      }
+      break;
+    }
+    case GgmlType.Q5_K: {
+      const raw = new Uint8Array(256);
+      for (let b = 0; b < blocks; b++) {
+        const at = b * 176;
+        q5kCodes(bytes, at, raw);
+        const d = f16At(bytes, at);
+        const dmin = f16At(bytes, at + 2);
+        for (let j = 0; j < 8; j++) {
+          const [sc, m] = scaleMinK4(bytes, at + 4, j);
+          const d1 = fr(d * sc);
+          const m1 = fr(dmin * m);
+          for (let l = 0; l < 32; l++) out[b * 256 + 32 * j + l] = fr(fr(d1 * raw[32 * j + l]!) - m1);
+        }
+      }
+      break;
+    }
     case GgmlType.Q4_K:
       for (let b = 0; b < blocks; b++) {
         const at = b * 144;
@@ -239,8 +281,16 @@ export function quantizeGgml(type: number, x: Float32Array): Uint8Array {
         }
       }
       break;
+    case GgmlType.Q4_1:
+    case GgmlType.Q5_0:
+    case GgmlType.Q5_1:
+      for (let b = 0; b < blocks; b++) quantizeLegacyBlock(type, x, b * 32, out, b * block.bytes);
+      break;
     case GgmlType.Q4_K:
       for (let b = 0; b < blocks; b++) quantizeQ4KBlock(x, b * 256, out, b * 144);
+      break;
+    case GgmlType.Q5_K:
+      for (let b = 0; b < blocks; b++) quantizeQ5KBlock(x, b * 256, out, b * 176);
       break;
     case GgmlType.Q6_K:
       for (let b = 0; b < blocks; b++) quantizeQ6KBlock(x, b * 256, out, b * 210);
@@ -249,8 +299,19 @@ export function quantizeGgml(type: number, x: Float32Array): Uint8Array {
   return out;
 }
 
-/** One Q4_K super-block: per sub-block of 32, scale = (max - min) / 15 and min = -min(0, lo). */
-function quantizeQ4KBlock(x: Float32Array, from: number, out: Uint8Array, at: number): void {
+/**
+ * The scales of one Q4_K or Q5_K super-block (`bits` 4 or 5, L = 2^bits − 1): per sub-block of
+ * 32, scale = (max − min) / L and min = −min(0, lo); d, dmin and the 12 packed bytes of
+ * `get_scale_min_k4` go to out[at .. at + 16). Returns the 256 codes in value order.
+ */
+function quantizeKScales(
+  x: Float32Array,
+  from: number,
+  out: Uint8Array,
+  at: number,
+  bits: number,
+): Uint8Array {
+  const L = (1 << bits) - 1;
   const scales = new Float32Array(8);
   const mins = new Float32Array(8);
   for (let s = 0; s < 8; s++) {
@@ -261,7 +322,7 @@ function quantizeQ4KBlock(x: Float32Array, from: number, out: Uint8Array, at: nu
       lo = Math.min(lo, v);
       hi = Math.max(hi, v);
     }
-    scales[s] = (hi - lo) / 15;
+    scales[s] = (hi - lo) / L;
     mins[s] = -lo;
   }
   const maxScale = Math.max(...scales);
@@ -289,18 +350,107 @@ function quantizeQ4KBlock(x: Float32Array, from: number, out: Uint8Array, at: nu
       out[sc + j]! |= (lm[j]! >> 4) << 6;
     }
   }
-  for (let c = 0; c < 4; c++) {
-    for (let half = 0; half < 2; half++) {
-      const s = 2 * c + half;
-      const step = d * ls[s]!;
-      const m = dmin * lm[s]!;
-      for (let l = 0; l < 32; l++) {
-        const v = x[from + 32 * s + l]!;
-        const q = step ? Math.max(0, Math.min(15, Math.round((v + m) / step))) : 0;
-        out[at + 16 + 32 * c + l]! |= half ? q << 4 : q;
-      }
+  const q = new Uint8Array(256);
+  for (let s = 0; s < 8; s++) {
+    const step = d * ls[s]!;
+    const m = dmin * lm[s]!;
+    for (let l = 0; l < 32; l++) {
+      const v = x[from + 32 * s + l]!;
+      q[32 * s + l] = step ? Math.max(0, Math.min(L, Math.round((v + m) / step))) : 0;
     }
   }
+  return q;
+}
+
+/** One Q4_K super-block (see {@link quantizeKScales}); qs[32c + l] holds values 64c + l and 64c + 32 + l. */
+function quantizeQ4KBlock(x: Float32Array, from: number, out: Uint8Array, at: number): void {
+  const q = quantizeKScales(x, from, out, at, 4);
+  for (let c = 0; c < 4; c++)
+    for (let l = 0; l < 32; l++) out[at + 16 + 32 * c + l] = q[64 * c + l]! | (q[64 * c + 32 + l]! << 4);
+}
+
+/** One Q5_K super-block: Q4_K's scales and nibbles, the fifth bits in qh (see {@link q5kCodes}). */
+function quantizeQ5KBlock(x: Float32Array, from: number, out: Uint8Array, at: number): void {
+  const q = quantizeKScales(x, from, out, at, 5);
+  for (let c = 0; c < 4; c++)
+    for (let l = 0; l < 32; l++) {
+      const [lo, hi] = [q[64 * c + l]!, q[64 * c + 32 + l]!];
+      out[at + 48 + 32 * c + l] = (lo & 15) | ((hi & 15) << 4);
+      out[at + 16 + l]! |= ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1));
+    }
+}
+
+/**
+ * One Q4_1, Q5_0 or Q5_1 block of 32 with llama.cpp's reference formulas: Q5_0 d = max / −16 (max
+ * the signed value of largest magnitude), q = min(31, trunc(x / d + 16.5)); Q4_1, Q5_1 d = (max −
+ * min) / L, m = min, q = min(L, trunc((x − min) / d + 0.5)).
+ */
+function quantizeLegacyBlock(type: number, x: Float32Array, from: number, out: Uint8Array, at: number): void {
+  const q = new Uint8Array(32);
+  const fr = Math.fround;
+  if (type === GgmlType.Q5_0) {
+    let max = 0;
+    for (let j = 0; j < 32; j++) if (Math.abs(x[from + j]!) > Math.abs(max)) max = x[from + j]!;
+    const d = fr(max / -16);
+    const id = d ? fr(1 / d) : 0;
+    putF16(out, at, d);
+    for (let j = 0; j < 32; j++) q[j] = Math.min(31, Math.trunc(fr(fr(x[from + j]! * id) + 16.5)));
+  } else {
+    const L = type === GgmlType.Q4_1 ? 15 : 31;
+    let [lo, hi] = [x[from]!, x[from]!];
+    for (let j = 0; j < 32; j++) [lo, hi] = [Math.min(lo, x[from + j]!), Math.max(hi, x[from + j]!)];
+    const d = fr((hi - lo) / L);
+    const id = d ? fr(1 / d) : 0;
+    putF16(out, at, d);
+    putF16(out, at + 2, lo);
+    for (let j = 0; j < 32; j++) q[j] = Math.min(L, Math.trunc(fr(fr((x[from + j]! - lo) * id) + 0.5)));
+  }
+  const qs = type === GgmlType.Q4_1 ? at + 4 : type === GgmlType.Q5_0 ? at + 6 : at + 8;
+  for (let j = 0; j < 16; j++) out[qs + j] = (q[j]! & 15) | ((q[j + 16]! & 15) << 4);
+  if (type === GgmlType.Q4_1) return;
+  let qh = 0;
+  for (let j = 0; j < 32; j++) qh |= (q[j]! >> 4) << j;
+  new DataView(out.buffer, out.byteOffset).setUint32(qs - 4, qh >>> 0, true);
+}
+
+// --- Codes of a block in value order --------------------------------------------------------------
+
+/** The 32 unsigned codes of a Q4_1, Q5_0 or Q5_1 block at `at`, in value order, into `raw`. */
+function legacyCodes(type: number, b: Uint8Array, at: number, raw: Uint8Array): void {
+  const qs = type === GgmlType.Q4_1 ? at + 4 : type === GgmlType.Q5_0 ? at + 6 : at + 8;
+  const qh =
+    type === GgmlType.Q4_1
+      ? 0
+      : (b[qs - 4]! | (b[qs - 3]! << 8) | (b[qs - 2]! << 16) | (b[qs - 1]! << 24)) >>> 0;
+  for (let j = 0; j < 16; j++) {
+    raw[j] = (b[qs + j]! & 15) | (((qh >>> j) & 1) << 4);
+    raw[j + 16] = (b[qs + j]! >> 4) | (((qh >>> (j + 16)) & 1) << 4);
+  }
+}
+
+/** The 256 codes (0..31) of the Q5_K block at `at`, in value order, into `raw`. */
+function q5kCodes(b: Uint8Array, at: number, raw: Uint8Array): void {
+  for (let c = 0; c < 4; c++)
+    for (let l = 0; l < 32; l++) {
+      const q = b[at + 48 + 32 * c + l]!;
+      const h = b[at + 16 + l]! >> (2 * c);
+      raw[64 * c + l] = (q & 15) | ((h & 1) << 4);
+      raw[64 * c + 32 + l] = (q >> 4) | (((h >> 1) & 1) << 4);
+    }
+}
+
+/** The 256 codes (0..63, before the − 32) of the Q6_K block at `at`, in value order, into `raw`. */
+function q6kCodes(b: Uint8Array, at: number, raw: Uint8Array): void {
+  for (let n = 0; n < 2; n++)
+    for (let l = 0; l < 32; l++) {
+      const h = b[at + 128 + 32 * n + l]!;
+      const [l0, l1] = [b[at + 64 * n + l]!, b[at + 64 * n + l + 32]!];
+      const y = 128 * n + l;
+      raw[y] = (l0 & 15) | ((h & 3) << 4);
+      raw[y + 32] = (l1 & 15) | (((h >> 2) & 3) << 4);
+      raw[y + 64] = (l0 >> 4) | (((h >> 4) & 3) << 4);
+      raw[y + 96] = (l1 >> 4) | (((h >> 6) & 3) << 4);
+    }
 }
 
 /** One Q6_K super-block: per sub-block of 16, a signed scale so the largest value maps to -32. */
@@ -343,10 +493,9 @@ function quantizeQ6KBlock(x: Float32Array, from: number, out: Uint8Array, at: nu
 /**
  * The weft weight format that holds GGML `type` exactly as stored, so a tensor of it is repacked
  * ({@link repackRows}) rather than dequantized and rounded again: F32 → f32, F16 → f16 (both
- * byte for byte), Q8_0 → int8, Q4_0 → q4_0, Q4_K → int4 (the same codes, scales and formulas in
- * weft's flat layouts). Undefined for the others: Q6_K has 16 sub-blocks of 16 with int8 sub-scales
- * under one f16, and no weft layout holds those without a second rounding (int8 has one f16 per
- * 32, int2 4-bit sub-scales per 16); BF16 has exponents f16 lacks.
+ * byte for byte), Q8_0 → int8, Q4_0 → q4_0, Q4_1 → q4_1, Q5_0 → q5_0, Q5_1 → q5_1, Q4_K → int4,
+ * Q5_K → q5_k, Q6_K → q6_k (the same codes, scales and formulas in weft's flat layouts, as many
+ * bytes: see `QuantizedMatrix`). Undefined for the others (BF16 has exponents f16 lacks).
  */
 export function storedWeftFormat(type: number): WeightFormat | undefined {
   switch (type) {
@@ -358,8 +507,18 @@ export function storedWeftFormat(type: number): WeightFormat | undefined {
       return 'int8';
     case GgmlType.Q4_0:
       return 'q4_0';
+    case GgmlType.Q4_1:
+      return 'q4_1';
+    case GgmlType.Q5_0:
+      return 'q5_0';
+    case GgmlType.Q5_1:
+      return 'q5_1';
     case GgmlType.Q4_K:
       return 'int4';
+    case GgmlType.Q5_K:
+      return 'q5_k';
+    case GgmlType.Q6_K:
+      return 'q6_k';
     default:
       return undefined;
   }
@@ -384,11 +543,12 @@ export function emptyMatrix(format: WeightFormat, rows: number, cols: number): Q
  * `storedWeftFormat(type)`): source row r (bytes [r·rowBytes, (r + 1)·rowBytes) of `bytes`) becomes
  * row `to(r)` of `out`, so a row permutation costs nothing extra. Lossless: each row is a whole
  * number of blocks (GGUF requires `cols` % block == 0), so it starts a group or super-block of the
- * flat layout, and codes and scales move together. For Q4_0 and Q8_0 the group's f16 d goes to its
- * half of a scales word; for Q4_K, d and dmin become D and M and the 12 packed bytes of
- * `get_scale_min_k4` become the 96-bit field array of 6-bit sub-scales and sub-mins. Element order:
- * Q4_0 byte j holds elements j (low nibble) and j + 16 (high); Q4_K byte 32c + l holds elements
- * 64c + l (low) and 64c + 32 + l (high); weft's nibbles run in flat order.
+ * flat layout, and codes and scales move together. The f16 d (and m) of a legacy block go to its
+ * half (word) of the scales; for Q4_K and Q5_K, d and dmin become D and M and the 12 packed bytes of
+ * `get_scale_min_k4` become the 96-bit field array of 6-bit sub-scales and sub-mins; Q6_K's d and
+ * int8 sub-scales are copied to their words. Codes are moved from the blocks' interleaved orders
+ * (see the header) to weft's flat order: nibbles in order, and for 5- and 6-bit codes the nibble
+ * and high planes of each 128-element chunk.
  *
  * `dequantize(out)` then equals `dequantizeGgml` of the rows bit for bit, except that a q4_0 zero
  * may differ in sign: llama.cpp computes d·(q − 8), weft d·q − 8d, so q = 8 under a negative d gives
@@ -416,6 +576,9 @@ export function repackRows(
   const data = new Uint8Array(out.data.buffer, out.data.byteOffset, out.data.byteLength);
   const scales =
     out.scales && new Uint16Array(out.scales.buffer, out.scales.byteOffset, out.scales.length * 2);
+  const scaleBytes =
+    out.scales && new Uint8Array(out.scales.buffer, out.scales.byteOffset, out.scales.byteLength);
+  const raw = new Uint8Array(block.elems);
   for (let r = 0; r < bytes.byteLength / rowBytes; r++) {
     const dest = to(r);
     if (!(Number.isInteger(dest) && dest >= 0 && dest < out.rows))
@@ -447,9 +610,23 @@ export function repackRows(
             data[base + m] = (bytes[qs + 2 * m - 16]! >> 4) | (bytes[qs + 2 * m - 15]! & 0xf0);
         }
         break;
-      case GgmlType.Q4_K:
+      case GgmlType.Q4_1:
+      case GgmlType.Q5_0:
+      case GgmlType.Q5_1:
         for (let b = 0; b < perRow; b++) {
-          const at = src + 144 * b;
+          const at = src + block.bytes * b;
+          const g = e0 / 32 + b;
+          // Q5_0: d in half g & 1 of word g >> 1; Q4_1, Q5_1: d | m << 16 in word g (two halves).
+          if (type === GgmlType.Q5_0) scales![g] = bytes[at]! | (bytes[at + 1]! << 8);
+          else scaleBytes!.set(bytes.subarray(at, at + 4), 4 * g);
+          legacyCodes(type, bytes, at, raw);
+          writeCodes(out, e0 + 32 * b, raw);
+        }
+        break;
+      case GgmlType.Q4_K:
+      case GgmlType.Q5_K:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + block.bytes * b;
           const s = e0 / 256 + b;
           const w = out.scales!.subarray(4 * s, 4 * s + 4);
           w.fill(0);
@@ -459,6 +636,11 @@ export function repackRows(
             putBits(w, 6 * (8 + j), mn);
           }
           w[3] = (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
+          if (type === GgmlType.Q5_K) {
+            q5kCodes(bytes, at, raw);
+            writeCodes(out, 256 * s, raw);
+            continue;
+          }
           // Flat element e = 64c + 32h + l is nibble h of qs[32c + l].
           const qs = at + 16;
           const base = 128 * s;
@@ -471,6 +653,54 @@ export function repackRows(
               }
         }
         break;
+      case GgmlType.Q6_K:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 210 * b;
+          const s = e0 / 256 + b;
+          // Pair t = s >> 1: word 9t holds both d's (this one in half s & 1), then 4 words of
+          // int8 sub-scales per super-block.
+          const t = 9 * (s >> 1);
+          scales![2 * t + (s & 1)] = bytes[at + 208]! | (bytes[at + 209]! << 8);
+          scaleBytes!.set(bytes.subarray(at + 192, at + 208), 4 * (t + 1 + 4 * (s & 1)));
+          q6kCodes(bytes, at, raw);
+          writeCodes(out, 256 * s, raw);
+        }
+        break;
+    }
+  }
+}
+
+/**
+ * Writes unsigned codes `raw` (a multiple of 32, in flat order) of a 4-, 5- or 6-bit matrix from
+ * flat element e0 (a multiple of 32) into `q.data`, in the layout of `QuantizedMatrix`: nibbles in
+ * order, and for 5- and 6-bit codes the nibble and high planes of each 128-element chunk. Every 32
+ * codes own whole words, which are overwritten.
+ */
+function writeCodes(q: QuantizedMatrix, e0: number, raw: Uint8Array): void {
+  const bits = CODE_BITS[q.format];
+  const data = q.data;
+  const nibbles = (g: number, word: number) => {
+    for (let m = 0; m < 4; m++) {
+      let v = 0;
+      for (let k = 0; k < 8; k++) v |= (raw[g + 8 * m + k]! & 15) << (4 * k);
+      data[word + m] = v >>> 0;
+    }
+  };
+  if (bits === 4) {
+    for (let g = 0; g < raw.length; g += 32) nibbles(g, (e0 + g) / 8);
+    return;
+  }
+  const hb = bits - 4;
+  const per = 32 / hb;
+  for (let g = 0; g < raw.length; g += 32) {
+    const e = e0 + g;
+    const base = 4 * bits * Math.floor(e / 128);
+    const r = e & 127;
+    nibbles(g, base + (r >> 3));
+    for (let h = 0; h < hb; h++) {
+      let v = 0;
+      for (let k = 0; k < per; k++) v |= (raw[g + h * per + k]! >> 4) << (hb * k);
+      data[base + 16 + ((r * hb) >> 5) + h] = v >>> 0;
     }
   }
 }

@@ -8,6 +8,7 @@ import { fuseProjections } from './fused-view.js';
 import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
 import { gemma3QueryScalar, imropeSections, slidingPattern } from './gguf-families.js';
 import { GgufType } from './gguf-header.js';
+import { fallbackType, type GgufMix, isGgufMix, mixTypes } from './gguf-mix.js';
 import { ggufNe, ggufTensorName, storedLayout, storedValues } from './gguf-names.js';
 import { llama3RopeFactors } from './gguf-spec.js';
 import { attentionScale, layerAttention, layerKind, type ModelSpec } from './spec.js';
@@ -180,18 +181,18 @@ export function writeGguf(
 }
 
 /** What {@link exportGguf} stores each 2-D weight as; 1-D tensors (norms, biases) stay F32. */
-export type GgufExportType = 'F32' | 'F16' | 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K';
-
-/**
- * The GGML type a `[rows, cols]` weight gets when `wanted` is asked for: as llama.cpp does, a
- * block type whose block does not divide `cols` falls back (K-quants to Q8_0, then F16).
- */
-function typeFor(wanted: GgufExportType, cols: number): number {
-  const id = GgmlType[wanted];
-  const elems = GGML_BLOCKS.get(id)!.elems;
-  if (cols % elems === 0) return id;
-  return cols % 32 === 0 ? GgmlType.Q8_0 : GgmlType.F16;
-}
+export type GgufExportType =
+  | 'F32'
+  | 'F16'
+  | 'BF16'
+  | 'Q8_0'
+  | 'Q4_0'
+  | 'Q4_1'
+  | 'Q5_0'
+  | 'Q5_1'
+  | 'Q4_K'
+  | 'Q5_K'
+  | 'Q6_K';
 
 /** A metadata entry's list: a key and its typed value, in the order written. */
 type Entries = (readonly [string, GgufEntry])[];
@@ -471,19 +472,20 @@ function fullAttentionInterval(spec: ModelSpec): number {
 }
 
 /**
- * The GGML type llama.cpp's converter gives a tensor it writes as `name` (conversion/base.py
- * `prepare_tensors`): F32 for vectors, `*_norm.weight`, names not ending `.weight` (Qwen3.5's
- * `ssm_a`, `ssm_dt.bias`), `ssm_conv1d.weight` and LFM2's `shortconv.conv.weight` (SSM_CONV1D and
- * SHORTCONV_CONV are kept F32); else `wanted` ({@link typeFor}).
+ * Whether llama.cpp's converter keeps a tensor it writes as `name` in F32 whatever the file's type
+ * (conversion/base.py `prepare_tensors`): vectors, `*_norm.weight`, names not ending `.weight`
+ * (Qwen3.5's `ssm_a`, `ssm_dt.bias`), `ssm_conv1d.weight` and LFM2's `shortconv.conv.weight`
+ * (SSM_CONV1D and SHORTCONV_CONV are kept F32). The others take the file's type, or a fallback
+ * (`fallbackType`) where its block does not divide their rows.
  */
-function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType): number {
-  const f32 =
+function keptF32(name: string, ne: readonly number[]): boolean {
+  return (
     ne.length < 2 ||
     name.endsWith('_norm.weight') ||
     !name.endsWith('.weight') ||
     name.endsWith('.ssm_conv1d.weight') ||
-    name.endsWith('.shortconv.conv.weight');
-  return f32 ? GgmlType.F32 : typeFor(wanted, ne[0]!);
+    name.endsWith('.shortconv.conv.weight')
+  );
 }
 
 /**
@@ -495,7 +497,9 @@ function ggmlTypeOf(name: string, ne: readonly number[], wanted: GgufExportType)
  * (linear scaling as metadata), Phi-3's q | k | v and gate | up fused (`attn_qkv`, `ffn_up`) and its
  * LongRoPE factors as `rope_factors_short.weight` and `rope_factors_long.weight` (the short ones
  * under both names where the spec has no long ones), matrices encoded as `type` (or `type(hfName)`, for files that mix
- * types as llama.cpp's do) and everything else F32 ({@link ggmlTypeOf}). `extra` adds metadata
+ * types as llama.cpp's do; or a {@link GgufMix}, llama-quantize's per-tensor recipe, see `mixTypes`),
+ * falling back where a row is no whole block (`fallbackType`), and everything else F32
+ * ({@link keptF32}). `extra` adds metadata
  * (e.g. the tokenizer's, from `tokenizerGgufMetadata`). Qwen3.5's MTP layer is not written (a file
  * as `convert_hf_to_gguf.py --no-mtp` writes). Throws {@link InvalidInputError} for a spec that
  * llama.cpp's loader would run differently (see `refuseForLlamaCpp`).
@@ -507,7 +511,7 @@ export function exportGguf(
     readonly shape: readonly number[];
     readonly data: Float32Array;
   }[],
-  type: GgufExportType | ((hfName: string) => GgufExportType),
+  type: GgufExportType | GgufMix | ((hfName: string) => GgufExportType),
   extra: readonly (readonly [string, GgufEntry])[] = [],
 ): Uint8Array<ArrayBuffer> {
   // Mistral GGUFs use the llama architecture and naming; llama.cpp names Qwen3.5 qwen35.
@@ -542,13 +546,25 @@ export function exportGguf(
       data: quantizeGgml(0, factors),
     });
   }
-  for (const t of fuseProjections(spec, tensors)) {
+  const written = fuseProjections(spec, tensors).flatMap((t) => {
     const name = ggufTensorName(t.name, spec.family);
-    if (name === undefined) continue;
-    const ne = ggufNe(t.name, t.shape);
+    return name === undefined ? [] : [{ t, name, ne: ggufNe(t.name, t.shape) }];
+  });
+  const weights = written.filter((w) => !keptF32(w.name, w.ne));
+  // Each weight's type: the mix's recipe, or the type asked for (falling back where it must).
+  const types =
+    typeof type === 'function' || !isGgufMix(type)
+      ? new Map(
+          weights.map((w) => [
+            w.name,
+            fallbackType(GgmlType[typeof type === 'function' ? type(w.t.name) : type], w.ne[0]!),
+          ]),
+        )
+      : mixTypes(type, weights, spec.layers);
+  for (const { t, name, ne } of written) {
     const cols = t.shape.slice(1).reduce((a, b) => a * b, 1);
     const data = storedValues(storedLayout(spec, t.name, t.shape), t.data, cols);
-    const ggmlType = ggmlTypeOf(name, ne, typeof type === 'string' ? type : type(t.name));
+    const ggmlType = types.get(name) ?? GgmlType.F32;
     out.push({ name, ne, type: ggmlType, data: quantizeGgml(ggmlType, data) });
   }
   return writeGguf(metadata, out);

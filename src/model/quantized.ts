@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
-import { quantizeActRef } from '../kernels/w8a8/w8a8.js';
+import { isW8A8Format, quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
   alignedRowStep,
   dataWords,
@@ -48,9 +48,10 @@ export function loadsAsStored(packed: Packing | undefined, quant: Quant, rotate:
 /**
  * The format a matrix is placed in, by the GPU runner and the CPU reference alike. Placed as
  * stored ({@link loadsAsStored}), each matrix keeps the format its file stores it in where it has
- * one (`TensorReader.storedFormat`: a GGUF may mix Q4_0 linears with a Q8_0 or F16 head, or Q4_K
- * with Q8_0 fallbacks), except a float matrix among W8A8's integer linears; every other matrix
- * (a Q6_K or BF16 tensor, or any under another quant) is packed in the chosen quant's format.
+ * one (`TensorReader.storedFormat`: a GGUF may mix Q4_0 linears with a Q8_0 or F16 head, Q4_K with
+ * Q6_K (Q4_K_M) and Q5_0 or Q8_0 fallbacks), except a W8A8 linear whose format the W8A8 kernel
+ * does not multiply (a float, or a 5- or 6-bit GGUF block: `isW8A8Format`); every other matrix
+ * (a BF16 tensor, or any under another quant) is packed in the chosen quant's format.
  */
 export function placedFormat(
   weights: TensorReader,
@@ -59,7 +60,7 @@ export function placedFormat(
   asStored: boolean,
 ): WeightFormat {
   const own = asStored ? weights.storedFormat?.(name) : undefined;
-  if (own === undefined || (quant === 'w8a8' && isRotatedLinear(name) && !isIntFormat(own)))
+  if (own === undefined || (quant === 'w8a8' && isRotatedLinear(name) && !isW8A8Format(own)))
     return formatOf(quant);
   return own;
 }

@@ -5,11 +5,13 @@ import { InvalidInputError } from '../errors.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import { gridFromScales, type MatrixGrid, nearestCode } from './grid.js';
 import {
-  CODE_BITS,
   checkShape,
   checkWords,
   dataWords,
+  getCode,
   isIntFormat,
+  paddedLength,
+  putCode,
   type QuantizedMatrix,
   type WeightFormat,
 } from './layout.js';
@@ -24,16 +26,12 @@ export function encode(grid: MatrixGrid, codes: Int32Array): QuantizedMatrix {
   const n = rows * cols;
   if (codes.length !== n)
     throw new InvalidInputError(`encode: ${codes.length} codes for a [${rows}, ${cols}] matrix`);
-  const bits = CODE_BITS[format];
-  const per = 32 / bits;
-  const mask = (1 << bits) - 1;
-  const shift = Math.log2(per);
   const data = new Uint32Array(dataWords(format, n));
-  for (let i = 0; i < data.length * per; i++) {
+  for (let i = 0; i < paddedLength(format, n); i++) {
     const q = i < n ? codes[i]! : nearestCode(grid, i, 0);
     if (!Number.isInteger(q) || q < lo || q > hi)
       throw new InvalidInputError(`encode: code ${q} at ${i} is outside [${lo}, ${hi}] of ${format}`);
-    data[i >> shift]! |= (q & mask) << (bits * (i & (per - 1)));
+    putCode(format, data, i, q);
   }
   return { format, rows, cols, data, scales: grid.scales.slice() };
 }
@@ -46,16 +44,9 @@ export function decode(q: QuantizedMatrix): { grid: MatrixGrid; codes: Int32Arra
   if (!scales) throw new InvalidInputError(`decode: a ${format} matrix needs scales`);
   checkWords('decode', q);
   const grid = gridFromScales(format, rows, cols, scales);
-  const bits = CODE_BITS[format];
-  const per = 32 / bits;
-  const mask = (1 << bits) - 1;
-  const shift = Math.log2(per);
   const n = rows * cols;
   const codes = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    const raw = (data[i >> shift]! >>> (bits * (i & (per - 1)))) & mask;
-    codes[i] = format === 'int8' ? (raw << 24) >> 24 : raw;
-  }
+  for (let i = 0; i < n; i++) codes[i] = getCode(format, data, i);
   return { grid, codes };
 }
 

@@ -7,8 +7,8 @@ import { GEOMETRY, type IntFormat, paddedLength, scaleWords } from './layout.js'
 /**
  * The quantization grid of an integer-format matrix without its codes: element i dequantizes to
  * fround(scaleAt(i)·q − offsetAt(i)) for an integer code q ∈ [lo, hi] (int8: offset 0, q ∈
- * [−127, 127]; q4_0: scale d, offset 8d, q ∈ [0, 15]; int4 and int2: a and b of
- * {@link QuantizedMatrix}). `scales` is the packed metadata as {@link encode} stores it.
+ * [−127, 127]; q4_0: scale d, offset 8d, q ∈ [0, 15]; the others: a and b of
+ * {@link QuantizedMatrix}, e.g. q6_k: a = d·sc, b = 0, q ∈ [−32, 31]). `scales` is the packed metadata as {@link encode} stores it.
  * Calibrated rounding (GPTQ) picks codes on this grid; {@link gridOf} is the round-to-nearest one.
  */
 export interface MatrixGrid {
@@ -25,7 +25,12 @@ export interface MatrixGrid {
 const CODE_RANGE: Readonly<Record<IntFormat, readonly [number, number]>> = {
   int8: [-127, 127],
   q4_0: [0, 15],
+  q4_1: [0, 15],
+  q5_0: [-16, 15],
+  q5_1: [0, 31],
   int4: [0, 15],
+  q5_k: [0, 31],
+  q6_k: [-32, 31],
   int2: [0, 3],
 };
 
@@ -50,16 +55,26 @@ export function gridFromScales(
   const b = new Float32Array(units);
   const half = (word: number, hi: boolean) => f16BitsToF32(hi ? word >>> 16 : word & 0xffff);
   for (let u = 0; u < units; u++) {
-    if (format === 'int8' || format === 'q4_0') {
+    if (format === 'int8' || format === 'q4_0' || format === 'q5_0') {
       const d = half(scales[u >> 1]!, (u & 1) === 1);
       a[u] = d;
       b[u] = format === 'q4_0' ? 8 * d : 0;
-    } else if (format === 'int4') {
+    } else if (format === 'q4_1' || format === 'q5_1') {
+      a[u] = half(scales[u]!, false);
+      b[u] = -half(scales[u]!, true);
+    } else if (format === 'int4' || format === 'q5_k') {
       const s = u >> 3;
       const j = u & 7;
       const w = scales.subarray(4 * s, 4 * s + 4);
       a[u] = half(w[3]!, false) * getBits(w, 6 * j, 6);
       b[u] = half(w[3]!, true) * getBits(w, 6 * (8 + j), 6);
+    } else if (format === 'q6_k') {
+      const s = u >> 4;
+      const j = u & 15;
+      const t = 9 * (s >> 1);
+      const sc = ((scales[t + 1 + 4 * (s & 1) + (j >> 2)]! >>> (8 * (j & 3))) << 24) >> 24;
+      a[u] = half(scales[t]!, (s & 1) === 1) * sc;
+      b[u] = 0;
     } else {
       const s = u >> 4;
       const j = u & 15;

@@ -6,13 +6,33 @@ import { InvalidInputError } from '../errors.js';
 /**
  * Storage format of a weight matrix. Float: `f32`, `f16`. Integer, with f16 scales inside flat
  * blocks (see {@link QuantizedMatrix} for the byte layouts): `int8` (llama.cpp Q8_0, 8.5 bits per
- * weight), `q4_0` (GGUF Q4_0 as stored, 4.5 bits; not a user-selectable quant), `int4` (Q4_K
- * semantics, 4.5 bits) and `int2` (Q2_K semantics, 2.625 bits).
+ * weight), `int4` (Q4_K semantics, 4.5 bits) and `int2` (Q2_K semantics, 2.625 bits); and the
+ * GGUF block types a file's matrices are placed in as stored ({@link GgufOnlyFormat}): `q4_0`
+ * (Q4_0, 4.5 bits), `q4_1` (Q4_1, 5), `q5_0` (Q5_0, 5.5), `q5_1` (Q5_1, 6), `q5_k` (Q5_K, 5.5)
+ * and `q6_k` (Q6_K, 6.5625).
  */
-export type WeightFormat = 'f32' | 'f16' | 'int8' | 'q4_0' | 'int4' | 'int2';
+export type WeightFormat =
+  | 'f32'
+  | 'f16'
+  | 'int8'
+  | 'q4_0'
+  | 'q4_1'
+  | 'q5_0'
+  | 'q5_1'
+  | 'int4'
+  | 'q5_k'
+  | 'q6_k'
+  | 'int2';
 
 /** The integer formats: the ones with a {@link MatrixGrid}. */
-export type IntFormat = 'int8' | 'q4_0' | 'int4' | 'int2';
+export type IntFormat = Exclude<WeightFormat, 'f32' | 'f16'>;
+
+/**
+ * The formats that hold a GGUF block type as stored and nothing else weft makes on its own (weft-q
+ * checkpoints do not store them; asked of another model they round to nearest, as llama.cpp's
+ * reference quantizers do).
+ */
+export type GgufOnlyFormat = 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q5_k' | 'q6_k';
 
 /**
  * A weight matrix W [rows = N out features, cols = K in features], packed in two u32 arrays.
@@ -39,6 +59,26 @@ export type IntFormat = 'int8' | 'q4_0' | 'int4' | 'int2';
  *   sub-blocks j = (i >> 4) & 15 of 16. scales[5s .. 5s+4]: byte (j & 3) of word (j >> 2) =
  *   sc_j | mn_j << 4 (4 bits each); word 4 = f16 D | f16 M << 16. w_i = fround(a·q_i − b) with
  *   a, b as int4.
+ * - `q4_1` (GGUF Q4_1): codes as q4_0, q ∈ [0, 15]. Group g = i >> 5: scales[g] = f16 d | f16 m
+ *   << 16. w_i = fround(d·q_i + m) (d·q exact), i.e. a = d, b = −m.
+ *
+ * The 5- and 6-bit codes are stored in two planes per chunk c = i >> 7 of 128 elements (r = i & 127),
+ * so that a 16-element block's codes are whole words and a chunk is whole vec4<u32>s: the low
+ * nibbles, nibble (r & 7) of data[W·c + (r >> 3)] (16 words), then the high bits, 1 bit (5-bit
+ * codes: bit r & 31 of data[20c + 16 + (r >> 5)], 4 words; W = 20) or 2 bits (6-bit codes: bits
+ * 2·(r & 15) of data[24c + 16 + (r >> 4)], 8 words; W = 24). The raw code is lo | hi << 4.
+ * - `q5_0` (GGUF Q5_0): raw ∈ [0, 31], q = raw − 16 ∈ [−16, 15]; scales as int8 (one f16 d per
+ *   group of 32). w_i = fround(d·q_i) (exact), a = d, b = 0: llama.cpp's (raw − 16)·d, zeros'
+ *   signs included.
+ * - `q5_1` (GGUF Q5_1): q = raw ∈ [0, 31]; scales as q4_1. w_i = fround(d·q_i + m).
+ * - `q5_k` (GGUF Q5_K): q = raw ∈ [0, 31]; scales as int4 (super-block of 256, 8 sub-blocks of
+ *   32 with 6-bit sc, mn). w_i = fround(a·q_i − b) as int4 (a·q exact).
+ * - `q6_k` (GGUF Q6_K): 6-bit raw ∈ [0, 63], q = raw − 32 ∈ [−32, 31]. Super-block s = i >> 8 of
+ *   16 sub-blocks j = (i >> 4) & 15 of 16, pairs t = s >> 1 of super-blocks in scales[9t ..
+ *   9t+8]: word 0 = f16 d of super-block 2t (low half) | of 2t + 1 (high half); words 1–4 the
+ *   sub-scales of 2t, words 5–8 those of 2t + 1: byte (j & 3) of word (j >> 2) = sc_j, an int8.
+ *   A last unpaired super-block has words 0–4 only. w_i = fround(a·q_i), a = f32(d)·sc_j (exact),
+ *   b = 0: llama.cpp's d·sc·(raw − 32).
  */
 export interface QuantizedMatrix {
   format: WeightFormat;
@@ -58,37 +98,111 @@ export const CODE_BITS: Readonly<Record<WeightFormat, number>> = {
   f16: 16,
   int8: 8,
   q4_0: 4,
+  q4_1: 4,
+  q5_0: 5,
+  q5_1: 5,
   int4: 4,
+  q5_k: 5,
+  q6_k: 6,
   int2: 2,
 };
 
 /**
- * Block geometry of a format: `block` elements share `scaleWords` u32 of metadata (int8, q4_0:
- * two groups of 32 per word; int4, int2: one super-block of 256), and `unit` elements share one
- * (scale, offset) pair. Float formats: block 2 (one f16 word), no metadata.
+ * Block geometry of a format: the flat array is padded to a multiple of `pad` elements; `block`
+ * elements (the smallest run whose codes and metadata both start and end on a u32) share
+ * `scaleWords` u32 of metadata (int8, q4_0, q5_0: two groups of 32 per word; q4_1, q5_1: a word
+ * per group; int4, q5_k, int2: one super-block of 256; q6_k: a pair of them), of which a last
+ * partial block of `pad` elements keeps `tailWords` (int8, q4_0: one word; q6_k: 5); `unit`
+ * elements share one (scale, offset) pair. Float formats: block 2 (one f16 word), no metadata.
  */
 export interface Geometry {
+  readonly pad: number;
   readonly block: number;
   readonly scaleWords: number;
+  readonly tailWords: number;
   readonly unit: number;
 }
 
 /** The {@link Geometry} of each format. */
 export const GEOMETRY: Readonly<Record<WeightFormat, Geometry>> = {
-  f32: { block: 1, scaleWords: 0, unit: 1 },
-  f16: { block: 2, scaleWords: 0, unit: 1 },
-  int8: { block: 64, scaleWords: 1, unit: 32 },
-  q4_0: { block: 64, scaleWords: 1, unit: 32 },
-  int4: { block: 256, scaleWords: 4, unit: 32 },
-  int2: { block: 256, scaleWords: 5, unit: 16 },
+  f32: { pad: 1, block: 1, scaleWords: 0, tailWords: 0, unit: 1 },
+  f16: { pad: 1, block: 2, scaleWords: 0, tailWords: 0, unit: 1 },
+  int8: { pad: 32, block: 64, scaleWords: 1, tailWords: 1, unit: 32 },
+  q4_0: { pad: 32, block: 64, scaleWords: 1, tailWords: 1, unit: 32 },
+  q4_1: { pad: 32, block: 32, scaleWords: 1, tailWords: 0, unit: 32 },
+  q5_0: { pad: 128, block: 128, scaleWords: 2, tailWords: 0, unit: 32 },
+  q5_1: { pad: 128, block: 128, scaleWords: 4, tailWords: 0, unit: 32 },
+  int4: { pad: 256, block: 256, scaleWords: 4, tailWords: 0, unit: 32 },
+  q5_k: { pad: 256, block: 256, scaleWords: 4, tailWords: 0, unit: 32 },
+  q6_k: { pad: 256, block: 512, scaleWords: 9, tailWords: 5, unit: 16 },
+  int2: { pad: 256, block: 256, scaleWords: 5, tailWords: 0, unit: 16 },
 };
 
 /**
+ * Bias of the stored (unsigned) code field: the code is raw − bias (q5_0: 16, q6_k: 32; int8
+ * stores two's complement instead, see {@link getCode}).
+ */
+export function codeBias(format: WeightFormat): number {
+  return format === 'q5_0' ? 16 : format === 'q6_k' ? 32 : 0;
+}
+
+/** u32 words of one 128-element chunk of a planar format (5- or 6-bit codes), else 0. */
+function chunkWords(format: WeightFormat): number {
+  const bits = CODE_BITS[format];
+  return bits === 5 || bits === 6 ? 4 * bits : 0;
+}
+
+/**
+ * Code i (flat) of a packed integer matrix's `data`, as the layouts of {@link QuantizedMatrix}
+ * store it: int8 sign-extended, q5_0 and q6_k minus their {@link codeBias}.
+ */
+export function getCode(format: IntFormat, data: Uint32Array, i: number): number {
+  const bits = CODE_BITS[format];
+  const cw = chunkWords(format);
+  if (cw === 0) {
+    const per = 32 / bits;
+    const raw = (data[Math.floor(i / per)]! >>> (bits * (i % per))) & ((1 << bits) - 1);
+    return format === 'int8' ? (raw << 24) >> 24 : raw;
+  }
+  // Planar: the nibble plane, then the high plane of hb bits per element.
+  const base = cw * Math.floor(i / 128);
+  const r = i & 127;
+  const hb = bits - 4;
+  const lo = (data[base + (r >> 3)]! >>> (4 * (r & 7))) & 15;
+  const hi = (data[base + 16 + ((r * hb) >> 5)]! >>> ((r * hb) & 31)) & ((1 << hb) - 1);
+  return (lo | (hi << 4)) - codeBias(format);
+}
+
+/**
+ * Stores code q at flat index i of a zeroed `data` (the inverse of {@link getCode}); q must be in
+ * the format's range.
+ */
+export function putCode(format: IntFormat, data: Uint32Array, i: number, q: number): void {
+  const bits = CODE_BITS[format];
+  const raw = (q + codeBias(format)) & ((1 << bits) - 1);
+  const cw = chunkWords(format);
+  if (cw === 0) {
+    const per = 32 / bits;
+    const w = Math.floor(i / per);
+    data[w] = (data[w]! | (raw << (bits * (i % per)))) >>> 0;
+    return;
+  }
+  const base = cw * Math.floor(i / 128);
+  const r = i & 127;
+  const hb = bits - 4;
+  const lw = base + (r >> 3);
+  const hw = base + 16 + ((r * hb) >> 5);
+  data[lw] = (data[lw]! | ((raw & 15) << (4 * (r & 7)))) >>> 0;
+  data[hw] = (data[hw]! | ((raw >> 4) << ((r * hb) & 31))) >>> 0;
+}
+
+/**
  * WGSL type the matmul kernels read one format's codes as (matmul.wgsl, matmul_w8a8.wgsl): one
- * 16-element block per load where a block is 16 bytes or less (int8, q4_0, int4, int2), vec4<u32>
- * for the wider floats. matmul.wgsl's split-K layout reads q4_0, int4 and int2 as vec4<u32> where
- * K allows (2 or 4 blocks per load, see `wideLoads` in matmul.ts). Every part's data array is a
- * whole number of these, and of vec4<u32>.
+ * 16-element block per load where a block is 16 bytes or less (int8, the 4-bit formats, int2),
+ * vec4<u32> for the wider floats, u32 for the planar 5- and 6-bit codes (a block's three words are
+ * not adjacent). matmul.wgsl's split-K layout reads the 2-, 4-, 5- and 6-bit codes as vec4<u32>
+ * where K allows (see `wideLoads` in matmul.ts). Every part's data array is a whole number of
+ * these, and of vec4<u32>.
  */
 export function codeWordType(format: WeightFormat): string {
   const bits = CODE_BITS[format];
@@ -103,16 +217,17 @@ export function isIntFormat(format: WeightFormat): format is IntFormat {
 /**
  * Elements at which the data and the scales of a format both start on a u32: a row range of a
  * matrix can be stored on its own (a part, see `uploadMatrix`) when its first flat index is a
- * multiple of this (int8, q4_0: 64, two f16 scales per word; int4, int2: 256; f32: 1; f16: 2).
+ * multiple of this (int8, q4_0: 64, two f16 scales per word; q4_1: 32; q5_0, q5_1: 128, a chunk
+ * of planar codes; int4, q5_k, int2: 256; q6_k: 512, a pair of super-blocks; f32: 1; f16: 2).
  */
 export function splitAlign(format: WeightFormat): number {
   return GEOMETRY[format].block;
 }
 
-/** Elements the flat array holds for `n` weights: padded to whole groups / super-blocks. */
+/** Elements the flat array holds for `n` weights: padded to whole groups / chunks / super-blocks. */
 export function paddedLength(format: WeightFormat, n: number): number {
-  const unit = format === 'int4' || format === 'int2' ? 256 : isIntFormat(format) ? 32 : 1;
-  return Math.ceil(n / unit) * unit;
+  const { pad } = GEOMETRY[format];
+  return Math.ceil(n / pad) * pad;
 }
 
 /** u32 words of the `data` array of `n` flat elements (codes or floats). */
@@ -120,13 +235,14 @@ export function dataWords(format: WeightFormat, n: number): number {
   return (paddedLength(format, n) * CODE_BITS[format]) / 32;
 }
 
-/** u32 words of the `scales` array of `n` flat elements (0 for float formats). */
+/**
+ * u32 words of the `scales` array of `n` flat elements (0 for float formats): whole blocks, and
+ * for a last partial block of int8, q4_0 (one group) or q6_k (one super-block) its words.
+ */
 export function scaleWords(format: WeightFormat, n: number): number {
   const g = GEOMETRY[format];
-  if (g.scaleWords === 0) return 0;
-  return format === 'int4' || format === 'int2'
-    ? (paddedLength(format, n) / 256) * g.scaleWords
-    : Math.ceil(paddedLength(format, n) / 64);
+  const padded = paddedLength(format, n);
+  return Math.floor(padded / g.block) * g.scaleWords + (padded % g.block === 0 ? 0 : g.tailWords);
 }
 
 /**
@@ -153,8 +269,9 @@ export function packedBytes(format: WeightFormat, rows: number, cols: number): n
 
 /**
  * Bits per weight of a [rows, cols] matrix, from {@link packedBytes}: 32, 16, then 8.5 (int8),
- * 4.5 (q4_0, int4) and 2.625 (int2) when rows·cols fills whole super-blocks, slightly more
- * otherwise (the padding of the last block).
+ * 4.5 (q4_0, int4), 5 (q4_1), 5.5 (q5_0, q5_k), 6 (q5_1), 6.5625 (q6_k) and 2.625 (int2) when
+ * rows·cols fills whole blocks (their GGUF types' sizes), slightly more otherwise (the padding of
+ * the last block; q6_k: 2 bytes when the super-blocks are odd in number).
  */
 export function bitsPerWeight(format: WeightFormat, rows: number, cols: number): number {
   return (packedBytes(format, rows, cols) * 8) / (rows * cols);

@@ -5,6 +5,7 @@ import { InvalidInputError } from '../errors.js';
 import {
   dequantize,
   encode,
+  type GgufOnlyFormat,
   gridOf,
   isIntFormat,
   type QuantizedMatrix,
@@ -16,11 +17,13 @@ import { blockButterflies, hadamardFactor, hadamardPlan, hadamardRef, hadamardSi
 import { refineKQuant } from './refine.js';
 
 /**
- * Weight precision on the device. `q4_0` is GGUF Q4_0 (an f16 scale per 32, 4.5 bits): the format a
- * Q4_0 GGUF is placed in as stored, and so its default; asked of another model it rounds to nearest
- * as llama.cpp's quantizer does (weft-q checkpoints do not store it, see {@link QuantFormat}).
+ * Weight precision on the device: a weight format, or `w8a8` (int8 weights, activations rounded
+ * per token). The GGUF block formats (`q4_0`, `q4_1`, `q5_0`, `q5_1`, `q5_k`, `q6_k`, see
+ * {@link GgufOnlyFormat}) are what a GGUF of that type is placed in as stored, and so its default;
+ * asked of another model they round to nearest as llama.cpp's reference quantizers do (weft-q
+ * checkpoints do not store them, see {@link QuantFormat}).
  */
-export type Quant = 'f32' | 'f16' | 'int8' | 'q4_0' | 'int4' | 'int2' | 'w8a8';
+export type Quant = WeightFormat | 'w8a8';
 
 /**
  * Rotation of a linear's input: `'hadamard'` multiplies the activations by R = H·D/√n on the GPU
@@ -47,8 +50,8 @@ export function rotationFor(choice: RotationChoice, width: number): Rotation {
 /** Seed of the sign vector D of every rotation (offline packing and online kernel must agree). */
 export const ROTATION_SEED = 0x77656674;
 
-/** The weight formats weft-q checkpoints store: every format but q4_0 (which only GGUF files carry). */
-export type QuantFormat = Exclude<WeightFormat, 'q4_0'>;
+/** The weight formats weft-q checkpoints store: every format but the GGUF block formats. */
+export type QuantFormat = Exclude<WeightFormat, GgufOnlyFormat>;
 
 /** Weight format of each quant choice (w8a8 keeps int8 weights and rounds activations per token). */
 export function formatOf(quant: Quant): WeightFormat {

@@ -1,5 +1,6 @@
-// The round-to-nearest scale choice of the integer formats (gridOf): an f16 scale per group of
-// int8 and q4_0, and the searched (D, M, sc, mn) of the K-quants int4 and int2.
+// The round-to-nearest scale choice of the integer formats (gridOf): an f16 scale (and min) per
+// group of int8 and the legacy GGUF types, the searched (D, M, sc, mn) of the K-quants int4, q5_k
+// and int2, and q6_k's signed sub-block scales.
 import { InvalidInputError } from '../errors.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import { gridFromScales, type MatrixGrid } from './grid.js';
@@ -10,13 +11,17 @@ import { checkShape, type IntFormat, isIntFormat, paddedLength, scaleWords } fro
  * The round-to-nearest grid of `w` [rows, cols] (row-major) in an integer format: the scales are
  * chosen, the codes are not (see {@link nearestCode}, {@link encode}).
  * - int8: d = f16(max|w| / 127) per group of 32.
- * - q4_0 (llama.cpp's RTN): d = f16(max / −8), max the signed element of largest magnitude.
- * - int4 / int2: per sub-block, (d ≥ 0, m ≥ 0) with x ≈ d·q − m from a small search that shrinks
+ * - q4_0, q5_0 (llama.cpp's RTN): d = f16(max / −8) (q5_0: / −16), max the signed element of
+ *   largest magnitude.
+ * - q4_1, q5_1 (llama.cpp's RTN): d = f16((max − min) / 15) (q5_1: / 31), m = f16(min).
+ * - q6_k: per sub-block of 16, s_j = max / −32 (max signed, as q4_0); d = f16(s / −128) with s the
+ *   s_j of largest magnitude, sc_j = clamp(round(s_j / d), −128, 127).
+ * - int4 / q5_k / int2: per sub-block, (d ≥ 0, m ≥ 0) with x ≈ d·q − m from a small search that shrinks
  *   the range [min(0, lo), max(0, hi)] at each end and keeps the least squared error; then
  *   D = f16(max d / S), M = f16(max m / S) (S = 63 for int4's 6-bit sub-scales, 15 for int2's
  *   4-bit ones), sc = min(S, round(d / D)), mn likewise, and finally sc and mn each moved by ±1
- *   where that lowers the sub-block's error.
- * `importance` [cols] weighs each column's squared error in those searches (int4 / int2 only): the
+ *   where that lowers the sub-block's error (q5_k: int4's search with 5-bit codes).
+ * `importance` [cols] weighs each column's squared error in those searches (K-quants only): the
  * diagonal of a linear's input Hessian (Σ x_k² on calibration text) makes the scales favour the
  * inputs that carry the most energy, as llama.cpp's importance matrix does.
  */
@@ -35,13 +40,25 @@ export function gridOf(
   const x = new Float32Array(paddedLength(format, n));
   x.set(w);
   const scales = new Uint32Array(scaleWords(format, n));
-  if (format === 'int8' || format === 'q4_0') {
+  if (format === 'int8' || format === 'q4_0' || format === 'q5_0') {
     for (let g = 0; g < x.length / 32; g++) {
-      let max = 0;
-      for (let j = g * 32; j < g * 32 + 32; j++) if (Math.abs(x[j]!) > Math.abs(max)) max = x[j]!;
-      const d = f32ToF16Bits(format === 'int8' ? Math.abs(max) / 127 : max / -8);
+      const max = signedMax(x, g * 32, g * 32 + 32);
+      // An all-zero group gets d = +0 (max / −8 would be −0, and q5_0's d·q a −0 weight).
+      const d =
+        max === 0
+          ? 0
+          : f32ToF16Bits(format === 'int8' ? Math.abs(max) / 127 : max / (format === 'q4_0' ? -8 : -16));
       scales[g >> 1]! |= d << (g & 1 ? 16 : 0);
     }
+  } else if (format === 'q4_1' || format === 'q5_1') {
+    const L = format === 'q4_1' ? 15 : 31;
+    for (let g = 0; g < x.length / 32; g++) {
+      let [lo, hi] = [x[g * 32]!, x[g * 32]!];
+      for (let j = g * 32; j < g * 32 + 32; j++) [lo, hi] = [Math.min(lo, x[j]!), Math.max(hi, x[j]!)];
+      scales[g] = (f32ToF16Bits((hi - lo) / L) | (f32ToF16Bits(lo) << 16)) >>> 0;
+    }
+  } else if (format === 'q6_k') {
+    q6kScales(x, scales);
   } else {
     if (importance !== undefined && importance.length !== cols)
       throw new InvalidInputError(`gridOf: importance has ${importance.length} weights for ${cols} columns`);
@@ -49,9 +66,40 @@ export function gridOf(
     const weights = importance && new Float32Array(x.length);
     if (weights && importance) for (let i = 0; i < n; i++) weights[i] = importance[i % cols]!;
     if (format === 'int4') kQuantScales(x, scales, { bits: 4, sub: 32, scaleBits: 6 }, weights);
+    else if (format === 'q5_k') kQuantScales(x, scales, { bits: 5, sub: 32, scaleBits: 6 }, weights);
     else kQuantScales(x, scales, { bits: 2, sub: 16, scaleBits: 4 }, weights);
   }
   return gridFromScales(format, rows, cols, scales);
+}
+
+/** The element of x[from, to) of largest magnitude, with its sign (the first of equals). */
+function signedMax(x: Float32Array, from: number, to: number): number {
+  let max = 0;
+  for (let j = from; j < to; j++) if (Math.abs(x[j]!) > Math.abs(max)) max = x[j]!;
+  return max;
+}
+
+/**
+ * q6_k's scales for the zero-padded flat array x (see {@link gridOf}), written into `scales` in the
+ * layout of {@link QuantizedMatrix}: per super-block s, f16 d in half s & 1 of word 9(s >> 1) and
+ * its 16 int8 sub-scales in the four words from 9(s >> 1) + 1 + 4(s & 1).
+ */
+function q6kScales(x: Float32Array, scales: Uint32Array): void {
+  const sub = new Float64Array(16);
+  for (let s = 0; s < x.length / 256; s++) {
+    for (let j = 0; j < 16; j++) sub[j] = signedMax(x, 256 * s + 16 * j, 256 * s + 16 * j + 16) / -32;
+    let top = 0;
+    for (const v of sub) if (Math.abs(v) > Math.abs(top)) top = v;
+    const dh = top === 0 ? 0 : f32ToF16Bits(top / -128);
+    const d = f16BitsToF32(dh);
+    const t = 9 * (s >> 1);
+    scales[t] = (scales[t]! | (dh << (s & 1 ? 16 : 0))) >>> 0;
+    for (let j = 0; j < 16; j++) {
+      const sc = d === 0 ? 0 : Math.max(-128, Math.min(127, Math.round(sub[j]! / d)));
+      const w = t + 1 + 4 * (s & 1) + (j >> 2);
+      scales[w] = (scales[w]! | ((sc & 0xff) << (8 * (j & 3)))) >>> 0;
+    }
+  }
 }
 
 /** Fractions of each range end cut off by the coarse range search of a K-quant sub-block. */

@@ -4,12 +4,13 @@
 import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/convert/convert.js';
 import { type ModelFiles, memoryModelFiles } from '../../src/formats/files.js';
+import { openGguf } from '../../src/formats/gguf.js';
 import { weightShapes } from '../../src/formats/layout.js';
+import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { createGpuRunner } from '../../src/model/gpu-runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { referenceTensors } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
@@ -172,7 +173,9 @@ describe('GGUF files on the GPU', () => {
   // The file's own blocks on the GPU: a quantized GGUF loads at its own format (the default quant)
   // and every matrix whose GGML type has a weft layout is copied as stored, never decoded to f32;
   // the reference runs on the same blocks dequantized with llama.cpp's formulas (readF32).
-  // Mixes as llama.cpp writes them: another type for the head, the embedding, one linear.
+  // Mixes as llama.cpp writes them: another type for the head, the embedding, one linear; and
+  // llama-quantize's K-quant mixes (Q6_K for the head or tied embedding, and for attn_v and
+  // ffn_down of layer 1 of 2: use_more_bits).
   const MIXES = {
     none: () => undefined,
     'Q8_0 head, F16 embedding': (n: string) =>
@@ -193,40 +196,68 @@ describe('GGUF files on the GPU', () => {
     ['llama', 'Q4_K', 'int4', 'none'],
     ['llama', 'Q4_0', 'q4_0', 'Q8_0 head, F16 embedding'],
     ['llama', 'Q4_K', 'int4', 'Q6_K head, Q8_0 embedding, an F16 down_proj'],
+    ['llama', 'Q6_K', 'q6_k', 'none'],
+    ['qwen3', 'Q5_K', 'q5_k', 'none'],
+    ['llama', 'Q4_K_M', 'int4', 'none'],
+    ['qwen3', 'Q4_K_M', 'int4', 'none'],
+    ['llama', 'Q5_K_M', 'q5_k', 'none'],
+    ['qwen3', 'Q4_1', 'q4_1', 'none'],
+    ['llama', 'Q5_0', 'q5_0', 'none'],
+    ['qwen3', 'Q5_1', 'q5_1', 'none'],
   ] as const)(
     '%s %s → %s (mixed: %s): placed as stored, logits equal the dequantized blocks',
     async (family, variant, format, mix) => {
-      const { bytes } = ggufFixture(family, variant, 14, { types: MIXES[mix] });
+      const types = MIXES[mix];
+      const { bytes } = ggufFixture(family, variant, 14, mix === 'none' ? {} : { types });
       const opened = await openModel(
         memoryModelFiles(`${family}.gguf`, new Map([[`${family}.gguf`, bytes]])),
       );
       expect(opened.packed).toEqual({ format, rotation: 'none' });
       const { model, copied, formats } = counting(opened);
-      const got = await logits(model, format, 'none');
+      const runner = await createGpuRunner(model, {
+        quant: format,
+        rotate: 'none',
+        capacity: 32,
+        gpu: await gpu(),
+      });
+      const got = {
+        ids: await runner.forward({ tokens: PROMPT }, GREEDY, 'all'),
+        logits: await runner.lastLogits(),
+      };
+      const bytesPerPass = runner.weightBytesPerPass;
+      runner.dispose();
       const stats = { ...opened.weights.stats! };
       const spec = opened.spec;
       const matrices = [...weightShapes(spec)].filter(([, s]) => s.length === 2).map(([n]) => n);
-      // Every matrix with a weft layout was copied, in its own format; only a Q6_K head was not.
-      const q6 = mix.startsWith('Q6_K') ? ['lm_head.weight'] : [];
-      expect([...copied].sort()).toEqual(matrices.filter((n) => !q6.includes(n)).sort());
+      // Every matrix was copied as stored, each in its own format: none was decoded to f32 (the
+      // largest f32 array is a vector: norms, biases).
+      expect([...copied].sort()).toEqual(matrices.sort());
       for (const name of copied) expect(formats.get(name), name).toBe(opened.weights.storedFormat?.(name));
+      expect(stats.largestF32).toBe(Math.max(spec.hidden, spec.headDim));
+      const used = [...new Set(formats.values())].sort();
+      console.log(
+        `${family} ${variant} (mixed: ${mix}): formats ${used.join(', ')}; f32 decoded while placing ${JSON.stringify(stats)}`,
+      );
       if (mix === 'Q8_0 head, F16 embedding') {
         expect(formats.get('lm_head.weight')).toBe('int8');
         expect(formats.get('model.embed_tokens.weight')).toBe('f16');
       }
-      // No weight matrix was held as f32: the largest f32 array is a vector (norms, biases; the
-      // Q6_K head is decoded to be rounded to int4).
-      const vector = Math.max(spec.hidden, spec.headDim);
-      const [V, H] = [spec.vocabSize, spec.hidden];
-      expect(stats.largestF32).toBe(q6.length ? V * H : vector);
-      console.log(`${family} ${variant} (mixed: ${mix}): f32 decoded while placing ${JSON.stringify(stats)}`);
-      const tensors = q6.length
-        ? await referenceTensors(opened, format, 'none')
-        : await readAllF32(opened.weights);
-      const ref = new ReferenceRunner(spec, mapWeights(tensors), { capacity: 32 });
-      const want = await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
+      if (variant.endsWith('_K_M')) expect(used).toContain('q6_k');
+      // The bytes a pass reads are the file's: every linear and the head (a tied head: the
+      // embedding) as stored, plus one embedding row (q6_k: the 2 bytes of an unpaired super-block
+      // scale per matrix at most).
+      const file = await openGguf(bytesSource(bytes, `${family}.gguf`));
+      const embed = file.tensors.get('token_embd.weight')!;
+      const tied = !file.tensors.has('output.weight');
+      let want = embed.byteLength / embed.ne[1]!;
+      for (const t of file.tensors.values())
+        if (t.ne.length === 2 && (t !== embed || tied)) want += t.byteLength;
+      console.log(`${family} ${variant}: weight bytes per pass ${bytesPerPass}, the file's ${want}`);
+      expect(Math.abs(bytesPerPass - want) / want).toBeLessThan(0.01);
+      const ref = new ReferenceRunner(spec, mapWeights(await readAllF32(opened.weights)), { capacity: 32 });
+      const wantIds = await ref.forward({ tokens: PROMPT }, GREEDY, 'all');
       expect(relErr(got.logits, ref.logits({ tokens: PROMPT }))).toBeLessThan(1e-4);
-      expect(Array.from(got.ids)).toEqual(Array.from(want));
+      expect(Array.from(got.ids)).toEqual(Array.from(wantIds));
     },
   );
 });

@@ -476,15 +476,18 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
     ['qwen2', 'F16', 'f16'],
     ['qwen3', 'F32', 'f32'],
     ['llama', 'Q6_K', 'int4'],
+    ['llama', 'Q6_K', 'q6_k'],
+    ['qwen3', 'Q5_0', 'q5_0'],
   ] as const)(
-    'GGUF %s %s: stored blocks copied by rows, others decoded by rows',
+    'GGUF %s %s placed as %s: stored blocks copied by rows, others decoded by rows',
     async (family, variant, quant) => {
       const ctx = await gpu();
       const { bytes } = ggufFixture(family, variant as GgufVariant, 6);
       const opened = await openModel(memoryModelFiles('g', new Map([['model.gguf', bytes]])));
       const w = await placeWeights(ctx, opened, { quant, rotate: 'none', sliceElements: 1000 });
-      // Whatever was decoded to f32 was decoded a slice at a time (Q6_K has no weft layout; F16 and
-      // F32 matrices are read by rows), and blocks stored in the chosen format not at all.
+      // Whatever was decoded to f32 was decoded a slice at a time (a file placed at another format
+      // than its own; F16 and F32 matrices are read by rows), and blocks stored in the chosen
+      // format not at all (q6_k: slices on pairs of super-blocks, q5_0: on chunks of 128).
       const { vocabSize: V, hidden: H } = opened.spec;
       const stats = { ...opened.weights.stats! };
       expect(stats.largestF32).toBeLessThan(V * H);

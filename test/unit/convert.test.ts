@@ -13,6 +13,8 @@ import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
+import { openGguf } from '../../src/formats/gguf.js';
+import { GGML_BLOCKS } from '../../src/formats/gguf-blocks.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import { pathModel } from '../../src/formats/node-file.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
@@ -240,6 +242,29 @@ describe('weft export-gguf', () => {
   });
 });
 
+describe('weft export-gguf --type q4_k_m', () => {
+  it('writes llama-quantize’s per-tensor types, falling back where a row is no whole super-block', async () => {
+    // qwen3's tiny fixture: rows of 64 (hidden) and 96 (MLP), no whole super-block of 256, and a
+    // tied embedding; 2 layers, so layer 1's attn_v and ffn_down want Q6_K (use_more_bits).
+    const src = join(dir, 'mix-src');
+    await writeFixtureDir(src, 'qwen3', 'f32', 12);
+    const out = join(dir, 'mix.gguf');
+    const args = parseExportGgufArgs([src, out, '--type', 'q4_k_m']);
+    expect(args.type).toBe('Q4_K_M');
+    await runExportGguf(args, quiet);
+    const file = await openGguf(bytesSource(new Uint8Array(await readFile(out)), 'mix.gguf'));
+    const type = (name: string) => GGML_BLOCKS.get(file.tensors.get(name)!.type)!.name;
+    // Q6_K → Q8_0 and Q4_K → Q5_0 (tensor_type_fallback); the tied embedding Q8_0 (its rule).
+    expect(type('token_embd.weight')).toBe('Q8_0');
+    expect([type('blk.1.attn_v.weight'), type('blk.1.ffn_down.weight')]).toEqual(['Q8_0', 'Q8_0']);
+    expect([type('blk.0.attn_v.weight'), type('blk.0.ffn_down.weight')]).toEqual(['Q5_0', 'Q5_0']);
+    expect([type('blk.0.attn_q.weight'), type('blk.1.ffn_up.weight')]).toEqual(['Q5_0', 'Q5_0']);
+    expect(type('blk.0.attn_norm.weight')).toBe('F32');
+    const opened = await openModel(await pathModel(out));
+    expect(opened.packed).toEqual({ format: 'q5_0', rotation: 'none' });
+  });
+});
+
 describe('weft convert --calibrate', () => {
   it.each(['none', 'hadamard'] as const)(
     'int2, rotate %s: GPTQ codes from the calibration text, recorded, with less output error than round-to-nearest',
@@ -330,7 +355,7 @@ describe('bad arguments and failures', () => {
       expect(() => parseConvertArgs(argv)).toThrow(InvalidInputError);
       expect(() => parseConvertArgs(argv)).toThrow(message);
     }
-    expect(() => parseExportGgufArgs(['a', 'b.gguf', '--type', 'q5_0'])).toThrow(/--type: "q5_0"/);
+    expect(() => parseExportGgufArgs(['a', 'b.gguf', '--type', 'q2_k'])).toThrow(/--type: "q2_k"/);
     expect(() => parseExportGgufArgs(['a', 'b.bin', '--type', 'f16'])).toThrow(/<out.gguf>: "b.bin"/);
   });
 

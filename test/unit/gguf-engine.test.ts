@@ -1,7 +1,7 @@
 // A quantized GGUF through createEngine's CPU reference path: placed as stored by default, so the
 // reference runs on the file's own blocks dequantized with llama.cpp's formulas (dequantizeGgml),
-// each matrix in its own format when the file mixes types; what has no weft layout (Q6_K) is
-// rounded to the linears' format.
+// each matrix in its own format when the file mixes types (a Q4_K_M file's Q4_K and Q6_K); what
+// has no weft layout (BF16) is rounded to the linears' format.
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
@@ -50,8 +50,21 @@ describe('createEngine on a quantized GGUF (CPU reference path)', () => {
     expect(await engineIds(bytes)).toEqual(greedy(ref, PROMPT, N));
   });
 
-  it('Q4_K with a Q6_K head: the reference keeps every stored matrix and rounds the head alone to int4', async () => {
-    const types = (n: string) => (n === 'lm_head.weight' ? 'Q6_K' : undefined);
+  it('Q4_K_M: the reference is the file dequantized, Q4_K and Q6_K matrices alike', async () => {
+    const { bytes } = ggufFixture('llama', 'Q4_K_M', 9);
+    const opened = await openModel(memoryModelFiles('m.gguf', new Map([['m.gguf', bytes]])));
+    expect(opened.packed).toEqual({ format: 'int4', rotation: 'none' });
+    expect(opened.weights.storedFormat?.('lm_head.weight')).toBe('q6_k');
+    const dequantized = await readAllF32(opened.weights);
+    const got = await referenceTensors(opened, 'int4', 'none');
+    for (const [name, t] of Object.entries(got))
+      expect(sameF32(t.data, dequantized[name]!.data), name).toBeUndefined();
+    const ref = new ReferenceRunner(opened.spec, mapWeights(got), { capacity: 64 });
+    expect(await engineIds(bytes)).toEqual(greedy(ref, PROMPT, N));
+  });
+
+  it('Q4_K with a BF16 head: the reference keeps every stored matrix and rounds the head alone to int4', async () => {
+    const types = (n: string) => (n === 'lm_head.weight' ? 'BF16' : undefined);
     const { bytes } = ggufFixture('llama', 'Q4_K', 9, { types });
     const opened = await openModel(memoryModelFiles('m.gguf', new Map([['m.gguf', bytes]])));
     expect(opened.packed).toEqual({ format: 'int4', rotation: 'none' });

@@ -21,13 +21,13 @@ import {
   storedWeftFormat,
 } from '../../src/formats/gguf-blocks.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
-import { type GgufEntry, writeGguf } from '../../src/formats/gguf-write.js';
+import { type GgufEntry, type GgufExportType, writeGguf } from '../../src/formats/gguf-write.js';
 import { bytesSource } from '../../src/formats/source.js';
 import type { ModelFamily } from '../../src/formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
 import { dequantize } from '../../src/quant/formats.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
-import { type GgufVariant, ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
+import { ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 
 function randomBytes(n: number, seed: number): Uint8Array {
   const r = rng(seed);
@@ -102,7 +102,7 @@ describe('GGML block dequantisation', () => {
     }
   });
   it('refuses unsupported types and short buffers', () => {
-    expect(() => dequantizeGgml(GgmlType.Q5_K, new Uint8Array(176), 256)).toThrow(/unsupported/);
+    expect(() => dequantizeGgml(GgmlType.Q2_K, new Uint8Array(84), 256)).toThrow(/unsupported/);
     expect(() => dequantizeGgml(GgmlType.Q8_0, new Uint8Array(33), 32)).toThrow(/need 34 bytes/);
   });
 });
@@ -144,7 +144,8 @@ describe('GGML blocks repacked into weft layouts as stored', () => {
     expect(storedWeftFormat(GgmlType.Q4_K)).toBe('int4');
     expect(storedWeftFormat(GgmlType.F16)).toBe('f16');
     expect(storedWeftFormat(GgmlType.F32)).toBe('f32');
-    for (const t of [GgmlType.Q6_K, GgmlType.BF16, GgmlType.Q4_1, GgmlType.Q2_K])
+    // Q4_1, Q5_0, Q5_1, Q5_K and Q6_K: gguf-blocks.test.ts.
+    for (const t of [GgmlType.BF16, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q8_1])
       expect(storedWeftFormat(t)).toBeUndefined();
   });
 
@@ -186,7 +187,7 @@ describe('GGML blocks repacked into weft layouts as stored', () => {
   });
 
   it('refuses a type without a layout and a byte count that is not the shape', () => {
-    expect(() => repackGgml(GgmlType.Q6_K, new Uint8Array(210), 1, 256)).toThrow(/no weft layout/);
+    expect(() => repackGgml(GgmlType.Q2_K, new Uint8Array(84), 1, 256)).toThrow(/no weft layout/);
     expect(() => repackGgml(GgmlType.Q8_0, new Uint8Array(34), 2, 32)).toThrow(/bytes for Q8_0/);
   });
 });
@@ -233,7 +234,7 @@ describe('GGML quantisers', () => {
     for (const t of [GgmlType.F32, GgmlType.F16, GgmlType.BF16]) {
       expect(dequantizeGgml(t, quantizeGgml(t, v), v.length)).toEqual(v);
     }
-    expect(DEQUANTIZABLE.has(GgmlType.Q5_K)).toBe(false);
+    expect(DEQUANTIZABLE.has(GgmlType.Q2_K)).toBe(false);
   });
 });
 
@@ -280,46 +281,50 @@ describe('GGUF names and Q/K permutation', () => {
 });
 
 const families: ModelFamily[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
-const variants: GgufVariant[] = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+const variants: GgufExportType[] = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+// The other block types weft places as stored, on one family with permuted rows and one without.
+const moreVariants: GgufExportType[] = ['Q4_1', 'Q5_0', 'Q5_1', 'Q5_K'];
 
 describe('GGUF fixtures load back', () => {
-  for (const family of families) {
-    for (const variant of variants) {
-      it(`${family} ${variant}: spec, shapes and tensors equal the dequantised source`, async () => {
-        const { bytes, spec, tensors } = ggufFixture(family, variant, 21);
-        const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
-        // Mistral GGUFs are written as architecture llama (as llama.cpp does), so they read back
-        // as a llama spec; every other field is the same.
-        const arch = family === 'mistral' ? 'llama' : family;
-        expect(ck.file.metadata.get('general.architecture')).toBe(arch);
-        expect(ck.spec).toEqual({ ...spec, family: arch, bosId: 300, eosIds: [302] });
-        const type = GgmlType[variant];
-        for (const t of tensors) {
-          const got = await ck.readF32(t.name);
-          const info = ck.tensors.get(t.name)!.info;
-          // 2-D weights are stored as the variant, 1-D ones as F32, as llama.cpp does.
-          const stored = t.shape.length === 2 ? type : GgmlType.F32;
-          expect(info.type).toBe(stored);
-          const want = dequantizeGgml(stored, quantizeGgml(stored, t.data), t.data.length);
-          expect(sameF32(got, want), t.name).toBeUndefined();
-        }
-        if (arch === 'llama') {
-          // The file itself holds Q rows permuted, so the un-permutation above was needed.
-          const q = tensors.find((t) => t.name === 'model.layers.0.self_attn.q_proj.weight')!;
-          const raw = await readGgufTensorF32(ck.file.tensors.get('blk.0.attn_q.weight')!);
-          const expected = permuteRows(
-            dequantizeGgml(type, quantizeGgml(type, q.data), q.data.length),
-            q.shape[0]!,
-            q.shape[1]!,
-            spec.heads,
-            false,
-          );
-          expect(sameF32(raw, expected)).toBeUndefined();
-          // Only the llama fixture has Llama 3 RoPE scaling (stored as per-frequency factors).
-          expect(ck.file.tensors.has('rope_freqs.weight')).toBe(family === 'llama');
-        }
-      }, 60_000);
-    }
+  const cases = [
+    ...families.flatMap((f) => variants.map((v) => [f, v] as const)),
+    ...(['llama', 'qwen3'] as const).flatMap((f) => moreVariants.map((v) => [f, v] as const)),
+  ];
+  for (const [family, variant] of cases) {
+    it(`${family} ${variant}: spec, shapes and tensors equal the dequantised source`, async () => {
+      const { bytes, spec, tensors } = ggufFixture(family, variant, 21);
+      const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
+      // Mistral GGUFs are written as architecture llama (as llama.cpp does), so they read back
+      // as a llama spec; every other field is the same.
+      const arch = family === 'mistral' ? 'llama' : family;
+      expect(ck.file.metadata.get('general.architecture')).toBe(arch);
+      expect(ck.spec).toEqual({ ...spec, family: arch, bosId: 300, eosIds: [302] });
+      const type = GgmlType[variant];
+      for (const t of tensors) {
+        const got = await ck.readF32(t.name);
+        const info = ck.tensors.get(t.name)!.info;
+        // 2-D weights are stored as the variant, 1-D ones as F32, as llama.cpp does.
+        const stored = t.shape.length === 2 ? type : GgmlType.F32;
+        expect(info.type).toBe(stored);
+        const want = dequantizeGgml(stored, quantizeGgml(stored, t.data), t.data.length);
+        expect(sameF32(got, want), t.name).toBeUndefined();
+      }
+      if (arch === 'llama') {
+        // The file itself holds Q rows permuted, so the un-permutation above was needed.
+        const q = tensors.find((t) => t.name === 'model.layers.0.self_attn.q_proj.weight')!;
+        const raw = await readGgufTensorF32(ck.file.tensors.get('blk.0.attn_q.weight')!);
+        const expected = permuteRows(
+          dequantizeGgml(type, quantizeGgml(type, q.data), q.data.length),
+          q.shape[0]!,
+          q.shape[1]!,
+          spec.heads,
+          false,
+        );
+        expect(sameF32(raw, expected)).toBeUndefined();
+        // Only the llama fixture has Llama 3 RoPE scaling (stored as per-frequency factors).
+        expect(ck.file.tensors.has('rope_freqs.weight')).toBe(family === 'llama');
+      }
+    }, 60_000);
   }
   it.each([
     ['llama', 'Q4_0'],
@@ -328,6 +333,10 @@ describe('GGUF fixtures load back', () => {
     ['qwen3', 'Q4_0'],
     ['llama', 'F16'],
     ['llama', 'Q6_K'],
+    ['llama', 'Q5_K'],
+    ['qwen3', 'Q5_0'],
+    ['llama', 'Q4_1'],
+    ['llama', 'Q5_1'],
   ] as const)(
     '%s %s: readPacked gives the stored blocks, rows un-permuted, with no f32 decoded',
     async (family, variant) => {
@@ -338,7 +347,7 @@ describe('GGUF fixtures load back', () => {
       for (const t of matrices) {
         const [rows = 0, cols = 0] = t.shape;
         const format = ck.storedFormat(t.name);
-        expect(format).toBe(variant === 'Q6_K' ? undefined : (storedWeftFormat(t.info.type) ?? 'none'));
+        expect(format).toBe(storedWeftFormat(t.info.type) ?? 'none');
         const want = { format: format ?? 'int8', rows, cols, rotation: 'none' } as const;
         // Another format, shape or a rotation is not as stored.
         expect(
@@ -351,17 +360,14 @@ describe('GGUF fixtures load back', () => {
       expect(ck.stats).toEqual({ f32Bytes: 0, largestF32: 0 });
       for (const [name, m] of packed) {
         const f32 = await ck.readF32(name);
-        if (variant === 'Q6_K') expect(m).toBeUndefined();
-        else expect(sameUpToZeroSign(dequantize(m!), f32), name).toBeUndefined();
+        expect(sameUpToZeroSign(dequantize(m!), f32), name).toBeUndefined();
       }
       // Read in pieces of one and of three rows: the same matrix as in one piece.
-      if (variant !== 'Q6_K') {
-        const info = matrices.find((t) => t.name.endsWith('down_proj.weight'))!.info;
-        const whole = await readGgufTensorPacked(info);
-        const rowBytes = info.byteLength / info.ne[1]!;
-        for (const rows of [1, 3])
-          expect(await readGgufTensorPacked(info, (r) => r, rows * rowBytes)).toEqual(whole);
-      }
+      const info = matrices.find((t) => t.name.endsWith('down_proj.weight'))!.info;
+      const whole = await readGgufTensorPacked(info);
+      const rowBytes = info.byteLength / info.ne[1]!;
+      for (const rows of [1, 3])
+        expect(await readGgufTensorPacked(info, (r) => r, rows * rowBytes)).toEqual(whole);
       const elems = matrices.map((t) => t.shape[0]! * t.shape[1]!);
       expect(ck.stats.largestF32).toBe(Math.max(...elems));
       expect(ck.stats.f32Bytes).toBe(4 * elems.reduce((a, b) => a + b, 0));

@@ -6,6 +6,7 @@ import { memoryModelFiles } from '../../src/formats/files.js';
 import { exportGguf } from '../../src/formats/gguf-write.js';
 import { convert } from '../../src/formats/weft-checkpoint.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
+import { placedFormat } from '../../src/model/quantized.js';
 import {
   type FixtureTensor,
   fixtureFiles,
@@ -179,7 +180,10 @@ describe('a quantized GGUF opens as stored', () => {
     ['Q4_0', 'q4_0'],
     ['Q4_K', 'int4'],
     ['F16', undefined],
-    ['Q6_K', undefined],
+    ['Q6_K', 'q6_k'],
+    ['Q5_K', 'q5_k'],
+    ['Q5_0', 'q5_0'],
+    ['Q4_K_M', 'int4'],
   ] as const)('%s: packed %s (the default quant), rotation none', async (variant, format) => {
     const opened = await open(ggufFixture('llama', variant, 5).bytes);
     expect(opened.packed).toEqual(format === undefined ? undefined : { format, rotation: 'none' });
@@ -203,5 +207,22 @@ describe('a quantized GGUF opens as stored', () => {
     expect(weights.storedFormat?.('model.layers.1.mlp.down_proj.weight')).toBe('f16');
     expect(weights.storedFormat?.('model.layers.0.self_attn.q_proj.weight')).toBe('q4_0');
     expect(weights.storedFormat?.('model.norm.weight')).toBeUndefined();
+  });
+
+  it('W8A8 takes a Q6_K linear of a Q8_0 file as int8 (its kernel has no 6-bit codes), the head as stored', async () => {
+    // Rows of 256 (a Q6_K fixture's) so Q6_K blocks fit; all but the head and one down_proj Q8_0.
+    const { bytes } = ggufFixture('llama', 'Q6_K', 5, {
+      types: (name) =>
+        name === 'lm_head.weight' || name === 'model.layers.0.mlp.down_proj.weight' ? undefined : 'Q8_0',
+    });
+    const { packed, weights } = await open(bytes);
+    expect(packed).toEqual({ format: 'int8', rotation: 'none' });
+    const down = 'model.layers.0.mlp.down_proj.weight';
+    expect(weights.storedFormat?.(down)).toBe('q6_k');
+    expect(placedFormat(weights, down, 'int8', true)).toBe('q6_k');
+    expect(placedFormat(weights, down, 'w8a8', true)).toBe('int8');
+    expect(placedFormat(weights, 'model.layers.1.mlp.down_proj.weight', 'w8a8', true)).toBe('int8');
+    // The head is a weight-only matmul whatever the quant.
+    expect(placedFormat(weights, 'lm_head.weight', 'w8a8', true)).toBe('q6_k');
   });
 });

@@ -57,7 +57,7 @@ describe('GGUF row reads', () => {
       await expectRowsEqual(ck, name, ck.tensors.get(name)!.shape);
   });
 
-  it.each(['Q4_0', 'Q8_0', 'Q4_K', 'F16'] as const)(
+  it.each(['Q4_0', 'Q8_0', 'Q4_K', 'F16', 'Q6_K', 'Q5_0'] as const)(
     'llama %s: readPacked of a range is those rows of the stored matrix',
     async (variant) => {
       const { bytes } = ggufFixture('llama', variant, 4);

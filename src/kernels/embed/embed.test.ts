@@ -53,6 +53,14 @@ describe('embedding lookup vs dequantize (bit-exact)', () => {
     ['int2', 33, 96, [32, 16, 0, 1], undefined],
     ['int2', 500, 48, [499, 250, 3], 64 * 12],
     ['int2', 19, 688, [18, 15, 16], undefined],
+    // The GGUF block formats: parts on a q4_1 group, a q5_0 / q5_1 chunk of 128 and a pair of
+    // q6_k super-blocks, flat blocks spanning rows at 688.
+    ['q4_1', 37, 688, [36, 0, 16, 17], 9 * 344],
+    ['q5_0', 41, 688, [40, 1, 20], 9 * 430],
+    ['q5_1', 20, 96, [19, 5, 4], 8 * 60],
+    ['q5_k', 37, 688, [36, 0, 16, 17], 20 * 430],
+    ['q6_k', 33, 256, [32, 2, 0, 3], 6 * 192],
+    ['q6_k', 19, 688, [18, 15, 16], undefined],
   ];
   it.each(cases)('%s table [%i, %i] ids %o, part limit %s bytes', async (format, V, n, idList, limit) => {
     const ctx = await gpu();

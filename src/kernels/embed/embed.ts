@@ -12,6 +12,7 @@ import {
 } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
+import { codeVars, quantScaleVars } from '../matmul/matmul.js';
 import type { GpuMatrix } from '../matmul/matrix.js';
 
 const WG = 64;
@@ -35,11 +36,8 @@ function embedSource(format: WeightFormat, scale = 1): WgslVariant {
     WG,
     F32: format === 'f32',
     F16: format === 'f16',
-    INT8: format === 'int8',
-    Q4_0: format === 'q4_0',
-    INT4: format === 'int4',
-    INT2: format === 'int2',
-    NIBBLES: format === 'q4_0' || format === 'int4',
+    ...quantScaleVars(format),
+    ...codeVars(format),
     SCALED: isIntFormat(format),
   });
 }
@@ -67,7 +65,7 @@ export function embedRef(table: QuantizedMatrix, ids: Uint32Array, scale = 1): F
 
 /**
  * Embedding lookup on the GPU: out [M, n] = rows ids [M] of a table [V, n] in any weight format
- * (f32, f16, int8, q4_0, int4, int2), dequantized bit-identically to `dequantize` (embed.wgsl),
+ * (the float, integer and GGUF block formats), dequantized bit-identically to `dequantize` (embed.wgsl),
  * times the f32 scale of its options.
  */
 export class Embedding {

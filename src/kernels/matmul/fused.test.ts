@@ -7,6 +7,7 @@ import { InvalidInputError } from '../../errors.js';
 import { readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import {
+  CODE_BITS,
   concatRows,
   type QuantizedMatrix,
   quantize,
@@ -225,6 +226,43 @@ describe.each(LAYOUTS)('fused matmul, %s', (_layout, kernels) => {
   });
 });
 
+// The GGUF block formats a K-quant mix places as stored and the runner fuses: q6_k (6-bit planar
+// codes), q5_k (5-bit, Q4_K's sub-scales) and q5_0 (5-bit, the fallback of a Q4_K row that is no
+// whole super-block; q4_1 and q5_1 differ from these only in their grid, matmul.test.ts's). The
+// fusions the runner picks (norm before q|k|v, add after o and down, the gate after a norm or a
+// rotation; the activation is gate_act.wgsl's whatever the format), in the GEMV (wide loads) and
+// in an 8-row tile run twice and once short (K = 1088: q6_k's wide loads, the 5-bit formats'
+// narrow ones). N·K is a multiple of 512 so that a gated pair's up half starts on a block.
+const GGUF_FORMATS: WeightFormat[] = ['q5_0', 'q5_k', 'q6_k'];
+const GGUF_SHAPES: [number, number, number][] = [
+  [1, 34, 256],
+  [17, 16, 1088],
+];
+const RUNNER_FUSIONS: Fusion[] = [
+  { norm: true },
+  { epilogue: 'add' },
+  { epilogue: 'silu' },
+  { norm: true, epilogue: 'silu' },
+];
+
+describe.each(LAYOUTS)('fused matmul on GGUF block formats, %s', (_layout, kernels) => {
+  // The serial form's q5_0 walks K as q5_k's does (a grid per 32, two blocks per GEMV trip), its
+  // fusions costing SwiftShader 20 s of compiles: q5_k and q6_k stand for the planar codes there.
+  it.each(kernels === 'serial' ? GGUF_FORMATS.filter((f) => f !== 'q5_0') : GGUF_FORMATS)(
+    "%s: the runner's fusions give the unfused bits, close to the TS reference",
+    async (format) => {
+      const ctx = await gpu({ kernels });
+      for (const f of RUNNER_FUSIONS)
+        for (const [i, shape] of GGUF_SHAPES.entries()) {
+          const c = makeCase(format, shape, 300 + 10 * i);
+          const got = await fused(ctx, c, f);
+          expect(Array.from(got)).toEqual(Array.from(await unfused(ctx, c, f)));
+          expectClose(got, reference(c, f));
+        }
+    },
+  );
+});
+
 describe.each(LAYOUTS)('stacked matrices, %s', (_layout, kernels) => {
   it.each(FORMATS)('%s: q;k;v as one matrix gives each piece its own matmul bits', async (format) => {
     const ctx = await gpu({ kernels });
@@ -286,7 +324,7 @@ describe.each(LAYOUTS)('stacked matrices, %s', (_layout, kernels) => {
     const f: Fusion = { epilogue: 'silu' };
     const whole = await fused(ctx, c, f);
     // Parts of 16 rows (two copies each): 16, 16, 8.
-    const bytes = (2 * 16 * 256 * { f32: 32, f16: 16, int8: 8, q4_0: 4, int4: 4, int2: 2 }[format]) / 8;
+    const bytes = (2 * 16 * 256 * CODE_BITS[format]) / 8;
     const parts = uploadGatedPair(ctx, c.w, c.up!, 'gu', bytes);
     expect(parts.parts.map((p) => p.rows)).toEqual([16, 16, 8]);
     await prepareMatmul(ctx, format, { rows: 3, cols: 256 }, 2, { epilogue: 'silu' });

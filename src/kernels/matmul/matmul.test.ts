@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpu, projectForms, runOnce } from '../../../test/helpers/gpu.js';
+import { gpu, gpuHost, projectForms, runOnce } from '../../../test/helpers/gpu.js';
 import { randomF32 } from '../../../test/helpers/random.js';
 import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
@@ -115,6 +115,91 @@ describe.each(LAYOUTS)('matmul, %s', (_layout, kernels) => {
           expect(Array.from(batch)).toEqual(Array.from(rowsAlone.subarray(0, rows * N)));
         }
     }
+  });
+});
+
+// The GGUF block formats placed as stored: 4-bit nibbles with a min (q4_1), and the planar 5- and
+// 6-bit codes (q5_0, q5_1, q5_k; q6_k), on shapes that take each one's wide and narrow loads
+// (wideLoads: K % 32 for q4_1, % 64 for q6_k, % 128 for the 5-bit ones; 688 none, 1088 those of
+// q4_1 and q6_k, 256 all), N no multiple of a workgroup's columns, M = 5 a short 8-row tile (the
+// serial form: its 8-row tile, short), and flat blocks spanning rows at K = 688. Batch invariance
+// and parts do not depend on how a block is decoded: q6_k and q5_0 run them.
+const GGUF_FORMATS: WeightFormat[] = ['q4_1', 'q5_0', 'q5_1', 'q5_k', 'q6_k'];
+const GGUF_SHAPES: [number, number, number][] = [
+  [5, 70, 256],
+  [1, 21, 1088],
+  [5, 11, 688],
+];
+
+// On a project that pins the GPU forms (lavapipe, where compiling is what a test costs), q4_1,
+// q5_0 and q5_1 take the wide shape alone: their narrow reads are q4_0's / q5_k's code with their
+// own grid, which every shape of the other project covers.
+const ggufShapes = (format: WeightFormat) =>
+  gpuHost().kernels === undefined || format === 'q5_k' || format === 'q6_k'
+    ? GGUF_SHAPES
+    : GGUF_SHAPES.slice(0, 1);
+
+describe.each(LAYOUTS)('matmul on GGUF block formats, %s', (_layout, kernels) => {
+  const context = () => gpu({ kernels });
+  it.each(GGUF_FORMATS)('%s equals dequantize + f32 matmul on random shapes', async (format) => {
+    const ctx = await context();
+    let seed = 51;
+    for (const [M, N, K] of ggufShapes(format)) {
+      const q = quantize(randomF32(N * K, seed++), N, K, format);
+      const x = randomF32(M * K, seed++);
+      const ref = matmulRef(q, x, M);
+      expectClose(await runMatmul(ctx, q, x, M), ref.y, ref.magnitude);
+    }
+  });
+
+  it.each(['q6_k', 'q5_0'] as const)('%s: row r is bit-identical at M = 1 and in a batch', async (format) => {
+    const ctx = await context();
+    // K = 1088: q6_k's wide loads, q5_0's narrow ones; 17 rows: the 8-row tile twice and a short one.
+    const [N, K, T] = [13, 1088, 17];
+    const q = quantize(randomF32(N * K, 3), N, K, format);
+    const x = randomF32(T * K, 4);
+    const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
+    const batch = await batchBits(ctx, q, x, T, 64);
+    expect(Array.from(batch)).toEqual(Array.from(rowsAlone));
+  });
+
+  it.each([
+    ['q6_k', 256, [10, 10, 10, 7]],
+    ['q5_0', 128, [10, 10, 10, 7]],
+  ] as const)('%s, K = %i: a split matrix gives the bits of a whole one', async (format, K, rows) => {
+    const ctx = await context();
+    // Parts start on a pair of q6_k super-blocks (2 rows of 256) or a q5_0 chunk (1 row of 128).
+    const [N, T] = [37, 5];
+    const q = quantize(randomF32(N * K, 25), N, K, format);
+    const x = randomF32(T * K, 26);
+    const limit = (10 * K * CODE_BITS[format]) / 8;
+    const parts = uploadMatrix(ctx, q, 'w', limit);
+    expect(parts.parts.map((p) => p.rows)).toEqual(rows);
+    for (const p of parts.parts) expect((p.row0 * K) % splitAlign(format)).toBe(0);
+    parts.destroy();
+    expect(Array.from(await batchBits(ctx, q, x, T, T, limit))).toEqual(
+      Array.from(await batchBits(ctx, q, x, T, T)),
+    );
+  });
+
+  // The gated epilogue in the GPU forms on lavapipe (fused.test.ts runs every fusion of q5_0,
+  // q5_k and q6_k against the unfused kernels).
+  it('q6_k: a gated pair (gelu) equals dequantize + f32 matmuls + gelu_tanh(gate) · up', async () => {
+    const ctx = await context();
+    // N·K a multiple of 512 (q6_k's pair of super-blocks): the up half starts on a block.
+    const [N, K, M] = [13, 512, 5];
+    const gate = quantize(randomF32(N * K, 61), N, K, 'q6_k');
+    const up = quantize(randomF32(N * K, 62), N, K, 'q6_k');
+    const x = randomF32(M * K, 63, 3);
+    await prepareMatmul(ctx, 'q6_k', gate, M, { epilogue: 'gelu' });
+    const got = await runOnce(ctx, 'gelu', (run) => {
+      const w = run.own(uploadGatedPair(ctx, gate, up, 'gu'));
+      const mm = run.own(new Matmul(ctx, run.binds, w, { maxM: M, epilogue: 'gelu' }));
+      const [xb, yb] = [run.upload(x), run.empty(M * N * 4)];
+      return { encode: (pass) => mm.encode(pass, xb, yb, M), read: () => readF32(ctx, yb, M * N) };
+    });
+    const ref = gatedMatmulRef(gate, up, x, M, 'gelu');
+    expectClose(got, ref.y, ref.magnitude);
   });
 });
 
@@ -268,6 +353,19 @@ describe('wideLoads', () => {
     expect(narrowKey).not.toMatch(/\bWIDE\b/);
     expect(narrow().code).toMatch(/var<storage, read> w: array<u32>/);
     expect(matmulVariant(device('serial'), 'int2', shape(128)).wide).toBe(false);
+  });
+
+  it('reads the planar codes a unit at a time: q6_k when K % 64 == 0, the 5-bit formats when K % 128 == 0', () => {
+    expect([64, 192, 1088].map((K) => wideLoads('q6_k', K))).toEqual([true, true, true]);
+    expect([32, 96, 688].map((K) => wideLoads('q6_k', K))).toEqual([false, false, false]);
+    for (const format of ['q5_0', 'q5_1', 'q5_k'] as const) {
+      expect([128, 256, 896].map((K) => wideLoads(format, K))).toEqual([true, true, true]);
+      expect([64, 688, 1088].map((K) => wideLoads(format, K))).toEqual([false, false, false]);
+    }
+    expect([32, 1088].map((K) => wideLoads('q4_1', K))).toEqual([true, true]);
+    // The GGUF test shapes take both widths of each.
+    for (const format of GGUF_FORMATS)
+      expect(new Set(GGUF_SHAPES.map(([, , K]) => wideLoads(format, K)))).toEqual(new Set([true, false]));
   });
 
   it('the test shapes take both load widths of q4_0, int4 and int2', () => {

@@ -6,6 +6,7 @@ import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
 import {
   CODE_BITS,
+  codeBias,
   codeWordType,
   dequantize,
   isIntFormat,
@@ -121,29 +122,46 @@ export const SERIAL_THREADS = 4;
  */
 export const SERIAL_COLUMNS = 8;
 
+/** Blocks of 16 codes in a unit of the WIDE split-K form, by bits per code (see {@link blocksPerUnit}). */
+const WIDE_BLOCKS: Readonly<Record<number, number>> = { 2: 4, 4: 2, 5: 8, 6: 4 };
+
 /**
- * Blocks of 16 elements one 16-byte code load of the split-K form covers for a `format` matrix of
- * K columns (its unit, the WGSL constant U): 2 for q4_0 and int4 and 4 for int2 where
- * {@link wideLoads} holds, else 1 (a block of f32 takes four loads, of f16 two).
+ * Blocks of 16 elements one unit of the split-K form covers for a `format` matrix of K columns
+ * (the WGSL constant U) where {@link wideLoads} holds: 2 for the 4-bit formats and 4 for int2 (one
+ * 16-byte load of codes), 8 for the 5-bit formats (a chunk of 128: four loads of nibbles and one
+ * of high bits) and 4 for q6_k (half a chunk: two loads of nibbles and one of high bits); else 1
+ * (a block of f32 takes four loads, of f16 two).
  */
 export function blocksPerUnit(format: WeightFormat, K: number): number {
-  if (!wideLoads(format, K)) return 1;
-  return format === 'int2' ? 4 : 2;
-}
-
-/** 16-byte loads per unit (the WGSL constant UV): the f32 and f16 blocks are 64 and 32 bytes. */
-function loadsPerUnit(format: WeightFormat): number {
-  return format === 'f32' ? 4 : format === 'f16' ? 2 : 1;
+  return wideLoads(format, K) ? WIDE_BLOCKS[CODE_BITS[format]]! : 1;
 }
 
 /**
- * Units each lane loads before it uses any, per trip (the WGSL constant UT): 64 bytes of codes per
- * weight row in the GEMV (one unit of f32, two of f16, four of the others: 16 bytes each, or 8 and
- * 4 in the narrow reads), half that in the tiles, which hold twice the rows and TM accumulators per
- * row. The sums do not depend on it.
+ * 16-byte loads per unit (the WGSL constant UV): the f32 and f16 blocks are 64 and 32 bytes; a
+ * wide planar unit (5- and 6-bit codes) is U / 2 loads of nibbles and one of high bits; the others
+ * one load (the narrow planar read is three u32 words as one).
  */
-export function unitsPerTrip(format: WeightFormat, tm: number): number {
-  const gemv = format === 'f32' ? 1 : format === 'f16' ? 2 : 4;
+function loadsPerUnit(format: WeightFormat, wide: boolean): number {
+  if (format === 'f32') return 4;
+  if (format === 'f16') return 2;
+  return wide && planar(format) ? WIDE_BLOCKS[CODE_BITS[format]]! / 2 + 1 : 1;
+}
+
+/** Formats whose codes are stored in a nibble plane and a high plane (5- and 6-bit codes). */
+function planar(format: WeightFormat): boolean {
+  const bits = CODE_BITS[format];
+  return bits === 5 || bits === 6;
+}
+
+/**
+ * Units each lane loads before it uses any, per trip (the WGSL constant UT), for a `format` matrix
+ * read `wide` or not ({@link wideLoads}): 64 bytes of codes per weight row in the GEMV (one unit of f32, two of f16, four of
+ * the others: 16 bytes each, or 8, 4 and 12 in the narrow reads; one wide planar unit, 80 or 48
+ * bytes), half that in the tiles, which hold twice the rows and TM accumulators per row. The sums
+ * do not depend on it.
+ */
+export function unitsPerTrip(format: WeightFormat, tm: number, wide: boolean): number {
+  const gemv = format === 'f32' ? 1 : format === 'f16' ? 2 : planar(format) && wide ? 1 : 4;
   return tm === 1 ? gemv : Math.max(1, gemv / 2);
 }
 
@@ -164,7 +182,7 @@ export const GEMV_MAX_THREADS = 262144;
  */
 export function splitLanes(format: WeightFormat, N: number, K: number): number {
   const units = K / 16 / blocksPerUnit(format, K);
-  const trip = unitsPerTrip(format, 1);
+  const trip = unitsPerTrip(format, 1, wideLoads(format, K));
   let kl = 4;
   while (kl < 64 && 2 * kl <= units && N * kl < GEMV_TARGET_THREADS) kl *= 2;
   while (kl < 64 && 2 * kl <= units && Math.ceil(units / kl) > trip && 2 * kl * N <= GEMV_MAX_THREADS)
@@ -225,7 +243,7 @@ export interface MatmulVariant {
   readonly serial: boolean;
   /** Split-K only: lanes per output ({@link splitLanes} of the matrix); 0 in the serial form. */
   readonly lanes: number;
-  /** Split-K only: q4_0, int4 and int2 codes read 16 bytes per load (see {@link wideLoads}). */
+  /** Split-K only: 2- to 6-bit codes read 16 bytes per load (see {@link wideLoads}). */
   readonly wide: boolean;
   /** Serial GEMV only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
   readonly pairs: boolean;
@@ -242,19 +260,22 @@ export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat)
 
 /**
  * Whether the split-K matmul.wgsl reads the codes of a `format` matrix with K columns 16 bytes at a
- * time (its WIDE variant: one vec4<u32> holds 32 nibble or 64 2-bit codes): for q4_0 and int4 when
- * K % 32 == 0, for int2 when K % 64 == 0, so that every row starts on a load. Other K read 8 (q4_0,
- * int4) or 4 (int2) bytes per 16-element block; f32, f16 and int8 read 16 bytes per block anyway.
+ * time (its WIDE variant: one vec4<u32> holds 32 nibble or 64 2-bit codes, or a planar unit's
+ * nibbles or high bits): when K is a multiple of the unit ({@link blocksPerUnit}: 32 elements for
+ * the 4-bit formats, 64 for int2 and q6_k, 128 for the 5-bit ones), so that every row starts on a
+ * unit. Other K read 8 (4-bit), 4 (int2) or 12 (planar) bytes per 16-element block; f32, f16 and
+ * int8 read 16 bytes per block anyway.
  */
 export function wideLoads(format: WeightFormat, K: number): boolean {
-  const bits = CODE_BITS[format];
-  return bits < 8 && K % (128 / bits) === 0;
+  const blocks = WIDE_BLOCKS[CODE_BITS[format]];
+  return blocks !== undefined && K % (16 * blocks) === 0;
 }
 
 /**
  * Whether the serial matmul.wgsl's GEMV walks a `format` matrix of K columns a group (32 elements,
- * two blocks) per loop trip, computing each row's grid once per trip: for int8, q4_0 and int4 when
- * K % 32 == 0, so that every row starts on a group. The sums are the same, block after block. On
+ * two blocks) per loop trip, computing each row's grid once per trip: for the formats with a grid
+ * per 32 (all but int2 and q6_k) when K % 32 == 0, so that every row starts on a group. The sums
+ * are the same, block after block. On
  * SwiftShader this took the int4 GEMV at 4096x11008 from 1.08x to 0.87x the f16 one's time (q4_0
  * from 0.88x to 0.71x), the branch that picked each group's first block gone.
  */
@@ -262,9 +283,42 @@ export function groupPairs(format: WeightFormat, K: number): boolean {
   return gridPerGroup(format) && K % 32 === 0;
 }
 
-/** Formats whose grid is one per 32 elements (a group, or an int4 sub-block). */
+/** Formats whose grid is one per 32 elements (a group, or a Q4_K / Q5_K sub-block). */
 function gridPerGroup(format: WeightFormat): boolean {
-  return format === 'int8' || format === 'q4_0' || format === 'int4';
+  return isIntFormat(format) && format !== 'int2' && format !== 'q6_k';
+}
+
+/**
+ * The flags of quant_scales.wgsl for `format` (which grid its scales decode to), set by every
+ * kernel that includes it (matmul, matmul_w8a8, embed): each integer format's own, Q4_K's and
+ * Q5_K's shared 6-bit sub-scale fields as SC6.
+ */
+export function quantScaleVars(format: WeightFormat): WgslVars {
+  return {
+    INT8: format === 'int8',
+    Q4_0: format === 'q4_0',
+    Q4_1: format === 'q4_1',
+    Q5_0: format === 'q5_0',
+    Q5_1: format === 'q5_1',
+    SC6: format === 'int4' || format === 'q5_k',
+    Q6_K: format === 'q6_k',
+    INT2: format === 'int2',
+  };
+}
+
+/**
+ * The code-layout flags of `format` (matmul.wgsl, embed.wgsl): NIBBLES (4-bit codes, flat
+ * nibbles), PLANAR (5- and 6-bit codes in a nibble plane and a high plane of HB bits, minus BIAS);
+ * INT8 and INT2 are {@link quantScaleVars}'.
+ */
+export function codeVars(format: WeightFormat): WgslVars {
+  const bits = CODE_BITS[format];
+  return {
+    NIBBLES: isIntFormat(format) && bits === 4,
+    PLANAR: planar(format),
+    HB: planar(format) ? bits - 4 : 0,
+    BIAS: codeBias(format),
+  };
 }
 
 /** A matrix's shape: N output rows (a gated pair's outputs), K columns. */
@@ -315,19 +369,16 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     ...(v.serial
       ? {}
       : {
-          U: v.wide ? (format === 'int2' ? 4 : 2) : 1,
-          UV: loadsPerUnit(format),
-          UT: unitsPerTrip(format, tm),
+          U: v.wide ? WIDE_BLOCKS[CODE_BITS[format]]! : 1,
+          UV: loadsPerUnit(format, v.wide),
+          UT: unitsPerTrip(format, tm, v.wide),
         }),
     HALF: v.half,
     WTYPE: v.wide ? 'vec4<u32>' : codeWordType(format),
     F32: format === 'f32',
     F16: format === 'f16',
-    INT8: format === 'int8',
-    Q4_0: format === 'q4_0',
-    INT4: format === 'int4',
-    INT2: format === 'int2',
-    NIBBLES: format === 'q4_0' || format === 'int4',
+    ...quantScaleVars(format),
+    ...codeVars(format),
     WIDE: v.wide,
     SCALES: isIntFormat(format),
     NORM: v.norm !== false,

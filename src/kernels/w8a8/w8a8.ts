@@ -4,10 +4,10 @@ import { shaders } from '../../gen/shaders.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { codeWordType, decode, type IntFormat, type QuantizedMatrix } from '../../quant/formats.js';
+import { codeWordType, decode, type QuantizedMatrix } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { gemmVariants, MatmulParams, PartedMatmul } from '../matmul/matmul.js';
+import { gemmVariants, MatmulParams, PartedMatmul, quantScaleVars } from '../matmul/matmul.js';
 import type { GpuMatrix } from '../matmul/matrix.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
@@ -79,8 +79,16 @@ export function w8a8Ref(
   return { y, magnitude };
 }
 
-function checkIntFormat(format: string, where: string): asserts format is IntFormat {
-  if (format !== 'int8' && format !== 'q4_0' && format !== 'int4' && format !== 'int2')
+/** The weight formats the W8A8 kernel multiplies (integer codes of at most 8 bits, one word per block). */
+export type W8A8Format = 'int8' | 'q4_0' | 'int4' | 'int2';
+
+/** Whether MatmulW8A8 takes weights in `format` (see {@link W8A8Format}). */
+export function isW8A8Format(format: string): format is W8A8Format {
+  return format === 'int8' || format === 'q4_0' || format === 'int4' || format === 'int2';
+}
+
+function checkIntFormat(format: string, where: string): asserts format is W8A8Format {
+  if (!isW8A8Format(format))
     throw new InvalidInputError(`${where}: weight format ${format} is not int8, q4_0, int4 or int2`);
 }
 
@@ -96,17 +104,14 @@ function actSource(): WgslVariant {
 /** Weight rows per workgroup of the serial form (one per thread; see {@link GpuContext.kernels}). */
 const SERIAL_ROWS = 4;
 
-function w8a8Source(format: IntFormat, mt: number, serial: boolean): WgslVariant {
+function w8a8Source(format: W8A8Format, mt: number, serial: boolean): WgslVariant {
   return wgslVariant(shaders.matmul_w8a8, MmParams, {
     SERIAL: serial,
     ST: SERIAL_ROWS,
     MT: mt,
     RC: Math.min(mt, 16),
     WTYPE: codeWordType(format),
-    INT8: format === 'int8',
-    Q4_0: format === 'q4_0',
-    INT4: format === 'int4',
-    INT2: format === 'int2',
+    ...quantScaleVars(format),
     NIBBLES: format === 'q4_0' || format === 'int4',
     OFFSET: format === 'int4' || format === 'int2',
   });
