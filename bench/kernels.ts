@@ -17,7 +17,7 @@ import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../src/kernels/ma
 import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
 import { Rope } from '../src/kernels/rope/rope.js';
-import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
+import { isW8A8Format, MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
 import {
   bitsPerWeight,
   dataWords,
@@ -94,7 +94,10 @@ export async function runKernelBench(ctx: GpuContext, opts: KernelBenchOptions =
   for (const [N, K] of shapes)
     for (const M of batches)
       for (const format of formats) {
-        const kernels: BenchRow['kernel'][] = ['matmul', ...(isIntFormat(format) ? (['w8a8'] as const) : [])];
+        const kernels: BenchRow['kernel'][] = [
+          'matmul',
+          ...(isW8A8Format(format) ? (['w8a8'] as const) : []),
+        ];
         for (const kernel of kernels) {
           const row = await benchMatmul(ctx, binds, timer, { kernel, format, M, N, K, reps, copyGbps });
           log(
@@ -358,8 +361,10 @@ export async function runBatchCurve(
 }
 
 /**
- * Packed weights of the right size with arbitrary codes; scales of integer formats are f16 0.01
- * (and, for int4/int2, sub-scales and sub-mins of arbitrary bits), so values stay finite and small.
+ * Packed weights of the right size with arbitrary codes (any words are valid codes, the lattice
+ * formats' included); scales of integer formats are f16 0.01 (and, for int4/int2, sub-scales and
+ * sub-mins of arbitrary bits; the other formats' sub-scale fields read 0x211f's bits), so values
+ * stay finite and small.
  */
 function syntheticMatrix(format: WeightFormat, rows: number, cols: number): QuantizedMatrix {
   const data = new Uint32Array(dataWords(format, rows * cols));
@@ -636,6 +641,30 @@ export interface GemvBandwidthRow {
   skipped?: string;
 }
 
+/**
+ * The formats {@link runGemvBandwidthBench} times by default: weft's own, then the GGUF block
+ * formats a file's matrices are placed in as stored, from 6.56 down to 2.06 bits per weight (which
+ * of the i-quants could be weft formats too depends on these rows: issue 40).
+ */
+export const GEMV_FORMATS: readonly WeightFormat[] = [
+  'f32',
+  'f16',
+  'int8',
+  'q4_0',
+  'int4',
+  'int2',
+  'q6_k',
+  'q5_k',
+  'iq4_nl',
+  'iq4_xs',
+  'q3_k',
+  'iq3_s',
+  'iq3_xxs',
+  'iq2_s',
+  'iq2_xs',
+  'iq2_xxs',
+];
+
 /** Options of {@link runGemvBandwidthBench}. */
 export interface GemvBandwidthOptions {
   /** [N, K] shapes; default Llama-3.2-1B's decode GEMVs (q/o, gate/up, down, LM head). */
@@ -670,7 +699,7 @@ export async function runGemvBandwidthBench(
     [2048, 8192],
     [128256, 2048],
   ];
-  const formats = opts.formats ?? ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
+  const formats = opts.formats ?? [...GEMV_FORMATS];
   const timer = new GpuTimer(ctx, reps);
   const binds = new BindGroupCache(ctx.device);
   const copyGbps = await repeatedCopyGbps(ctx, binds, timer, reps, spreadBytes, passBytes);

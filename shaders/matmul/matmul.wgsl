@@ -16,7 +16,10 @@
 //   F32 16 words at e; F16 8 words at e / 2 (element 2j in the low half);
 //   INT8 (Q8_0) 4 words at e / 4, byte e % 4, two's complement q; f16 d of group g = e >> 5 in
 //     half g & 1 of scales[g >> 1]; w = d * q.
-//   NIBBLES (Q4_0, Q4_1, INT4) 2 words at e / 8, nibble e % 8, q in [0, 15].
+//   NIBBLES (Q4_0, Q4_1, INT4, IQ4_NL, IQ4_XS) 2 words at e / 8, nibble e % 8, q in [0, 15]; with
+//     IQ4 the code is IQ4_VALUES[nibble] (src/quant/layout.ts; the int8 table in 4 words, IQ4_TABLE).
+//   IQ4_NL: d as INT8; w = d * q. IQ4_XS: scales[2s], scales[2s + 1] per super-block s = e >> 8
+//     (quant_scales.wgsl); w = d * (ls_j - 32) * q.
 //   Q4_0: d as INT8; w = d * q - 8d. Q4_1: scales[e >> 5] = f16 d | f16 m << 16; w = d * q + m.
 //   INT4 (Q4_K): super-block s = e >> 8 has scales[4s .. 4s + 3]: 6-bit sc_j at bit 6j and mn_j at
 //     bit 6(8 + j) of the 96-bit little-endian words 0-2 (j = (e >> 5) & 7), word 3 = f16 D | f16
@@ -24,13 +27,19 @@
 //   INT2 (Q2_K) 1 word at e / 16, bits 2 * (e % 16), q in [0, 3]; scales[5s .. 5s + 4]: byte j & 3
 //     of word j >> 2 = sc_j | mn_j << 4 (j = (e >> 4) & 15), word 4 = f16 D | f16 M << 16;
 //     w = a * q - b as INT4.
-//   PLANAR (5-bit codes: Q5_0, Q5_1, Q5_K, HB = 1; 6-bit: Q6_K, HB = 2), per chunk c = e >> 7 of
-//     128 elements at word CW * c (CW = 16 + 4 HB): 16 words of nibbles (nibble r % 8 of word r / 8,
-//     r = e & 127), then the high planes (HB bits at bit HB * r of the 4 HB words), so a block is
-//     2 nibble words and 16 HB bits of one high word; q = (nibble | high << 4) - BIAS (Q5_0: 16,
-//     Q6_K: 32, else 0). Q5_0: d as INT8, w = d * q; Q5_1: as Q4_1; Q5_K: as INT4; Q6_K: pair t of
-//     super-blocks s = e >> 8 in scales[9t .. 9t + 8], f16 d in half s & 1 of word 0, int8 sc_j
-//     in byte j & 3 of word 1 + 4 (s & 1) + (j >> 2) (j = (e >> 4) & 15); w = (d * sc_j) * q.
+//   PLANAR (5-bit codes: Q5_0, Q5_1, Q5_K, LB = 4, HB = 1; 6-bit: Q6_K, LB = 4, HB = 2; 3-bit:
+//     Q3_K, LB = 2, HB = 1), per chunk c = e >> 7 of 128 elements at word CW * c (CW = 4 (LB +
+//     HB)): the low plane of 4 LB words (LB bits at bit LB * r, r = e & 127), then the high plane
+//     (HB bits at bit HB * r of the 4 HB words), so a block is LB / 2 low words and 16 HB bits of
+//     one high word; q = (low | high << LB) - BIAS (Q5_0: 16, Q6_K: 32, Q3_K: 4, else 0). Q5_0: d
+//     as INT8, w = d * q; Q5_1: as Q4_1; Q5_K: as INT4; Q6_K: pair t of super-blocks s = e >> 8
+//     in scales[9t .. 9t + 8], f16 d in half s & 1 of word 0, int8 sc_j in byte j & 3 of word 1 +
+//     4 (s & 1) + (j >> 2) (j = (e >> 4) & 15); w = (d * sc_j) * q. Q3_K: pairs in scales[7t ..
+//     7t + 6], 6-bit sub-scale fields (quant_scales.wgsl); w = (d * (sc_j - 32)) * q.
+//   LATTICE (the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), 5 lattice: array<u32>
+//     (the codebook): super-block s = e >> 8 at word DW * s, the GGUF block less its d (in half s &
+//     1 of scales[s >> 1]); a block's indices, signs and sub-scale decoded by lattice.wgsl, w =
+//     (d * sub-scale) * (+-magnitude), exact. Read a block (u32 words) at a time, U = 1.
 //   Weights are dequantized in registers (w = fma(a, q, -b), exact as src/quant/formats.ts's
 //   dequantize: a * q is exact, or b = 0 (Q6_K, whose a * q may round: once, as llama.cpp's), and
 //   multiplied in f32. HALF (device with shader-f16, F16 weights): the halves are read as f16 and
@@ -55,8 +64,8 @@
 // K walk: K is cut into units of U consecutive 16-element blocks, the blocks UV 16-byte loads read
 //   (U = 1, one block of UV loads: 4 for F32, 2 for F16, 1 for INT8 and the narrow NIBBLES /
 //   INT2 / PLANAR reads of 8, 4 or 12 bytes; WIDE: U = 2 for NIBBLES, 4 for INT2, one vec4 of codes
-//   each; U = 8 (a chunk) for 5-bit PLANAR in 4 + 1 loads, U = 4 (half a chunk) for Q6_K in 2 + 1:
-//   the nibble vec4s, then the high one). Lane l owns the units
+//   each; U = 8 (a chunk) for 5-bit PLANAR in 4 + 1 loads and for Q3_K in 2 + 1, U = 4 (half a
+//   chunk) for Q6_K in 2 + 1: the low vec4s, then the high one). Lane l owns the units
 //   l, l + KL, l + 2 KL, ... of K and takes them UT at a time (a trip): it first loads every code
 //   word and grid word of the trip's units for its WR rows (UT * WR * UV loads of 16 bytes, issued
 //   before any is used: the bytes a thread has in flight), then for each unit in increasing order
@@ -82,6 +91,9 @@ enable f16;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 //#if SCALES
 @group(0) @binding(4) var<storage, read> scales: array<u32>;
+//#endif
+//#if LATTICE
+@group(0) @binding(5) var<storage, read> lattice: array<u32>;
 //#endif
 //#if NORM
 @group(0) @binding({{GAMMA_AT}}) var<storage, read> gamma: array<vec4<f32>>;
@@ -118,6 +130,24 @@ fn u2x4(v: u32, sh: u32) -> vec4<f32> {
   return vec4<f32>((vec4<u32>(v) >> (vec4<u32>(0u, 2u, 4u, 6u) + sh)) & vec4<u32>(3u));
 }
 
+//#if IQ4
+// The IQ4 value (an int8 of IQ4_TABLE) of nibble k.
+fn iq4(k: u32) -> f32 {
+  let t = vec4<u32>({{IQ4_TABLE}});
+  return f32(bitcast<i32>(t[k >> 2u] << (24u - 8u * (k & 3u))) >> 24u);
+}
+//#endif
+
+// Four codes of nibbles from bit sh of v: the nibbles, or with IQ4 their table values.
+fn n4(v: u32, sh: u32) -> vec4<f32> {
+//#if IQ4
+  let k = (vec4<u32>(v) >> (vec4<u32>(0u, 4u, 8u, 12u) + sh)) & vec4<u32>(15u);
+  return vec4<f32>(iq4(k.x), iq4(k.y), iq4(k.z), iq4(k.w));
+//#else
+  return u4x4(v, sh);
+//#endif
+}
+
 // Four f16 weights of two words, widened to f32.
 fn h4(a: u32, b: u32) -> vec4<f32> {
 //#if HALF
@@ -147,7 +177,7 @@ fn int8_block(v: vec4<u32>, ab: vec2<f32>) -> Block {
 //#if NIBBLES
 // The 16 weights of a block of nibble codes (words lo, hi) on grid ab.
 fn nibble_block(lo: u32, hi: u32, ab: vec2<f32>) -> Block {
-  return Block(deq(u4x4(lo, 0u), ab), deq(u4x4(lo, 16u), ab), deq(u4x4(hi, 0u), ab), deq(u4x4(hi, 16u), ab));
+  return Block(deq(n4(lo, 0u), ab), deq(n4(lo, 16u), ab), deq(n4(hi, 0u), ab), deq(n4(hi, 16u), ab));
 }
 //#endif
 //#if INT2
@@ -157,34 +187,53 @@ fn int2_block(c: u32, ab: vec2<f32>) -> Block {
 }
 //#endif
 //#if PLANAR
-// High bits per code and words per chunk of 128 codes; the bias of the stored codes.
+// Low and high bits per code, words per chunk of 128 codes (LW of them the low plane); the bias of
+// the stored codes.
+const LB: u32 = {{LB}}u;
 const HB: u32 = {{HB}}u;
-const CW: u32 = 16u + 4u * HB;
+const LW: u32 = 4u * LB;
+const CW: u32 = 4u * (LB + HB);
 const BIAS: i32 = {{BIAS}};
 
-// Four codes minus BIAS: nibbles from bit sh of lo, HB high bits each from bit hs of hi.
+// Four codes minus BIAS: LB low bits each from bit sh of lo, HB high bits each from bit hs of hi.
 fn p4(lo: u32, sh: u32, hi: u32, hs: u32) -> vec4<f32> {
-  let l = (vec4<u32>(lo) >> (vec4<u32>(0u, 4u, 8u, 12u) + sh)) & vec4<u32>(15u);
+  let l = (vec4<u32>(lo) >> (vec4<u32>(0u, 1u, 2u, 3u) * LB + sh)) & vec4<u32>((1u << LB) - 1u);
   let h = (vec4<u32>(hi) >> (vec4<u32>(0u, 1u, 2u, 3u) * HB + hs)) & vec4<u32>((1u << HB) - 1u);
-  return vec4<f32>(vec4<i32>(l | (h << vec4<u32>(4u))) - vec4<i32>(BIAS));
+  return vec4<f32>(vec4<i32>(l | (h << vec4<u32>(LB))) - vec4<i32>(BIAS));
 }
 
-// The 16 weights of a planar block: nibble words lo0, lo1 and its 16 HB high bits from bit 0 of
-// hi, on grid ab.
+// The 16 weights of a planar block: its low words lo0, lo1 (LB = 4: 8 codes each; LB = 2: lo0
+// holds all 16) and its 16 HB high bits from bit 0 of hi, on grid ab. Quad k of 4 codes starts at
+// bit 4 LB k of the low words.
 fn planar_block(lo0: u32, lo1: u32, hi: u32, ab: vec2<f32>) -> Block {
-  return Block(deq(p4(lo0, 0u, hi, 0u), ab), deq(p4(lo0, 16u, hi, 4u * HB), ab), deq(p4(lo1, 0u, hi, 8u * HB), ab), deq(p4(lo1, 16u, hi, 12u * HB), ab));
+  let q = 4u * LB;
+  return Block(deq(p4(lo0, 0u, hi, 0u), ab), deq(p4(select(lo0, lo1, q >= 32u), q & 31u, hi, 4u * HB), ab), deq(p4(select(lo0, lo1, 2u * q >= 32u), (2u * q) & 31u, hi, 8u * HB), ab), deq(p4(select(lo0, lo1, 3u * q >= 32u), (3u * q) & 31u, hi, 12u * HB), ab));
 }
 
 //#if !WIDE
-// The block at flat element e (e % 16 == 0) of a planar part read as u32s: (nibble word 0, nibble
-// word 1, its high bits shifted to bit 0).
+// The block at flat element e (e % 16 == 0) of a planar part read as u32s: (low word 0, low word 1
+// (LB = 2: word 0 again), its high bits shifted to bit 0).
 fn planar_words(e: u32) -> vec3<u32> {
   let base = (e >> 7u) * CW;
   let r = e & 127u;
-  let lo = base + (r >> 3u);
-  return vec3<u32>(w[lo], w[lo + 1u], w[base + 16u + ((r * HB) >> 5u)] >> ((r * HB) & 31u));
+  let lo = base + ((r * LB) >> 5u);
+  return vec3<u32>(w[lo], w[lo + LB / 4u], w[base + LW + ((r * HB) >> 5u)] >> ((r * HB) & 31u));
 }
 //#endif
+//#endif
+
+//#if LATTICE
+fn code_word(i: u32) -> u32 {
+  return w[i];
+}
+
+//#include lattice
+
+// The 16 weights of the lattice block whose lattice_words are v, in a super-block of scale d.
+fn lattice_block(v: vec4<u32>, d: f32) -> Block {
+  let ab = vec2<f32>(lattice_scale(v, d), 0.0);
+  return Block(deq(lattice_quad(v, 0u), ab), deq(lattice_quad(v, 1u), ab), deq(lattice_quad(v, 2u), ab), deq(lattice_quad(v, 3u), ab));
+}
 //#endif
 
 //#if NORM
@@ -241,6 +290,9 @@ fn load_codes(e: u32, ab: vec2<f32>) -> Block {
 //#if PLANAR
   let v = planar_words(e);
   return planar_block(v.x, v.y, v.z, ab);
+//#endif
+//#if LATTICE
+  return lattice_block(lattice_words(e), ab.x);
 //#endif
 }
 //#endif
@@ -489,16 +541,19 @@ fn unit_word(e: u32, v: u32) -> vec4<u32> {
 //#endif
 //#if PLANAR
 //#if WIDE
-  // The unit's U / 2 nibble vec4s, then the vec4 of the high planes that holds its bits.
+  // The unit's U LB / 8 low vec4s, then the vec4 of the high planes that holds its bits.
   let at = (e >> 7u) * (CW / 4u);
   let r = e & 127u;
-  if (v < U / 2u) {
-    return w[at + (r >> 5u) + v];
+  if (v < U * LB / 8u) {
+    return w[at + ((r * LB) >> 7u) + v];
   }
-  return w[at + 4u + ((r * HB) >> 7u)];
+  return w[at + LB + ((r * HB) >> 7u)];
 //#else
   return vec4<u32>(planar_words(e), 0u);
 //#endif
+//#endif
+//#if LATTICE
+  return lattice_words(e);
 //#endif
 }
 
@@ -522,13 +577,18 @@ fn unit_block(c: ptr<function, array<vec4<u32>, NC>>, at: u32, b: u32, ab: vec2<
 //#endif
 //#if PLANAR
 //#if WIDE
-  let lo = (*c)[at + b / 2u];
-  let hi = (*c)[at + U / 2u][(b * HB) >> 1u] >> ((16u * b * HB) & 31u);
-  return planar_block(lo[2u * (b & 1u)], lo[2u * (b & 1u) + 1u], hi, ab);
+  // Block b's low words: word (LB b / 2) % 4 of low vec4 LB b / 8 (and the next, LB = 4).
+  let lo = (*c)[at + (b * LB) / 8u];
+  let i = ((b * LB) / 2u) & 3u;
+  let hi = (*c)[at + U * LB / 8u][(b * HB) >> 1u] >> ((16u * b * HB) & 31u);
+  return planar_block(lo[i], lo[min(i + 1u, 3u)], hi, ab);
 //#else
   let v = (*c)[at];
   return planar_block(v.x, v.y, v.z, ab);
 //#endif
+//#endif
+//#if LATTICE
+  return lattice_block((*c)[at], ab.x);
 //#endif
 }
 

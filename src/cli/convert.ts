@@ -15,7 +15,8 @@ import type { Rotation } from '../quant/pack.js';
 
 /** Usage of both commands. */
 export const CONVERT_USAGE = `usage: weft convert <hf-dir|file.gguf> <out-dir> --quant int8|int4|int2 [--rotate hadamard|none] [--calibrate text.txt]
-       weft export-gguf <hf-dir> <out.gguf> --type f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|q4_k_m|q5_k_m`;
+       weft export-gguf <hf-dir> <out.gguf> --type T [--calibrate text.txt]
+         T: ${EXPORT_TYPES.map((t) => t.toLowerCase()).join('|')}`;
 
 /** Parsed `weft convert` arguments. */
 export interface ConvertArgs {
@@ -32,6 +33,8 @@ export interface ExportGgufArgs {
   readonly source: string;
   readonly out: string;
   readonly type: GgufExportType | GgufMix;
+  /** A text file whose activations weigh the encoders' errors (an importance matrix), or undefined. */
+  readonly calibrate: string | undefined;
 }
 
 function parse(argv: readonly string[], options: Record<string, { type: 'string' }>) {
@@ -68,15 +71,19 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   const rotate = rotations.find((r) => r === (values.rotate ?? 'none'));
   if (rotate === undefined)
     throw new InvalidInputError(`--rotate: "${values.rotate}" is not one of ${rotations.join(', ')}`);
-  const calibrate = values.calibrate;
+  return { source, out, quant, rotate, calibrate: calibrationFile(values.calibrate) };
+}
+
+/** The `--calibrate` file, which must exist (or undefined without the option). */
+function calibrationFile(calibrate: string | undefined): string | undefined {
   if (calibrate !== undefined && !(existsSync(calibrate) && statSync(calibrate).isFile()))
     throw new InvalidInputError(`--calibrate: "${calibrate}" is not a text file`);
-  return { source, out, quant, rotate, calibrate };
+  return calibrate;
 }
 
 /** Parses the arguments after `weft export-gguf`. */
 export function parseExportGgufArgs(argv: readonly string[]): ExportGgufArgs {
-  const { values, positionals } = parse(argv, { type: { type: 'string' } });
+  const { values, positionals } = parse(argv, { type: { type: 'string' }, calibrate: { type: 'string' } });
   const [source, out, ...more] = positionals;
   if (source === undefined || out === undefined || more.length > 0)
     throw new InvalidInputError(
@@ -88,8 +95,15 @@ export function parseExportGgufArgs(argv: readonly string[]): ExportGgufArgs {
     throw new InvalidInputError(
       `--type: "${values.type ?? ''}" is not one of ${EXPORT_TYPES.map((t) => t.toLowerCase()).join(', ')}`,
     );
-  return { source, out, type };
+  return { source, out, type, calibrate: calibrationFile(values.calibrate) };
 }
+
+/**
+ * The types llama-quantize refuses to write without an importance matrix (its
+ * `tensor_requires_imatrix`): the 2-bit lattices and IQ3_XXS. weft writes them unweighted, with a
+ * warning.
+ */
+const WANT_IMPORTANCE: ReadonlySet<string> = new Set(['IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS']);
 
 /** A sibling temporary name for `path`, unique to this process. */
 function tempNear(path: string): string {
@@ -162,13 +176,33 @@ export async function runExportGguf(args: ExportGgufArgs, log: (line: string) =>
   if (!(existsSync(args.source) && statSync(args.source).isDirectory()))
     throw new InvalidInputError(`<hf-dir>: "${args.source}" is not a model folder`);
   refuseExisting(args.out, '<out.gguf>');
+  if (args.calibrate === undefined && WANT_IMPORTANCE.has(args.type))
+    log(
+      `weft export-gguf: warning: ${args.type} without --calibrate is encoded unweighted; llama-quantize refuses it without an importance matrix, as its quality needs one`,
+    );
   const files = await pathModel(args.source);
   const tmp = tempNear(args.out);
   try {
-    const bytes = await exportModelGguf(files, args.type);
+    let last = '';
+    const bytes = await exportModelGguf(
+      files,
+      args.type,
+      args.calibrate === undefined
+        ? {}
+        : {
+            calibration: { text: await readFile(args.calibrate, 'utf8'), name: basename(args.calibrate) },
+            onProgress: (e) => {
+              const line = `weft export-gguf: calibrate ${Math.floor((10 * e.done) / e.total) * 10}%`;
+              if (line !== last || e.done === e.total) log(`${line} (${e.done}/${e.total})`);
+              last = line;
+            },
+          },
+    );
     await writeFile(tmp, bytes);
     await rename(tmp, args.out);
-    log(`weft export-gguf: wrote ${args.out} (${(bytes.byteLength / 2 ** 20).toFixed(1)} MiB, ${args.type})`);
+    log(
+      `weft export-gguf: wrote ${args.out} (${(bytes.byteLength / 2 ** 20).toFixed(1)} MiB, ${args.type}${args.calibrate === undefined ? '' : `, calibrated on ${args.calibrate}`})`,
+    );
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;

@@ -38,7 +38,8 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --top-p P            nucleus sampling mass (default 1)
   --top-k K            keep the K most likely tokens (default 0: off)
   --seed S             sampling seed (default 0)
-  --quant Q            f32|f16|int8|int4|int2|w8a8, or a GGUF block format q4_0|q4_1|q5_0|q5_1|q5_k|q6_k
+  --quant Q            f32|f16|int8|int4|int2|w8a8, or a GGUF block format
+                       q4_0|q4_1|q5_0|q5_1|q5_k|q6_k|q3_k|iq4_nl|iq4_xs
                        (default: a converted model's or a quantized GGUF's own, its blocks placed as
                        stored, each matrix in its own type; else f16)
   --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own;
@@ -78,6 +79,9 @@ const QUANTS: readonly Quant[] = [
   'int4',
   'q5_k',
   'q6_k',
+  'q3_k',
+  'iq4_nl',
+  'iq4_xs',
   'int2',
   'w8a8',
 ];

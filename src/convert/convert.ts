@@ -251,22 +251,23 @@ async function calibrate(
   opened: OpenedModel,
   text: string,
   rotate: Rotation,
-  options: ConvertModelOptions,
-): Promise<{ hessians: Map<string, Float64Array>; tokens: number }> {
+  options: Pick<ConvertModelOptions, 'onProgress'>,
+  command = 'convert',
+): Promise<{ hessians: Map<string, Float64Array>; tokens: number; windows: number }> {
   const bos = opened.spec.bosId;
   if (bos === undefined)
     throw new InvalidInputError(
-      'convert --calibrate: the model has no BOS id to start calibration windows with',
+      `${command} --calibrate: the model has no BOS id to start calibration windows with`,
     );
   const windows = calibrationWindows(opened.tokenizer, text, bos);
   if (windows.length === 0 || text.trim() === '')
-    throw new InvalidInputError('convert --calibrate: the calibration text is empty');
+    throw new InvalidInputError(`${command} --calibrate: the calibration text is empty`);
   const source = mapWeights(await readAllF32(opened.weights));
   const hessians = collectHessians(opened.spec, source, windows, {
     rotate,
     onWindow: (done, total) => options.onProgress?.({ phase: 'calibrate', done, total, tensor: '' }),
   });
-  return { hessians, tokens: windows.reduce((n, w) => n + w.length, 0) };
+  return { hessians, tokens: windows.reduce((n, w) => n + w.length, 0), windows: windows.length };
 }
 
 /**
@@ -284,8 +285,18 @@ export const EXPORT_TYPES: readonly (GgufExportType | GgufMix)[] = [
   'Q4_K',
   'Q5_K',
   'Q6_K',
+  'Q2_K',
+  'Q3_K',
+  'IQ4_NL',
+  'IQ4_XS',
+  'IQ3_XXS',
+  'IQ3_S',
+  'IQ2_XXS',
+  'IQ2_XS',
+  'IQ2_S',
   'Q4_K_M',
   'Q5_K_M',
+  'Q3_K_M',
 ];
 
 /**
@@ -314,14 +325,48 @@ export function ggufTokenizerEntries(
   return extra;
 }
 
+/** Options of {@link exportModelGguf}. */
+export interface ExportModelGgufOptions {
+  /**
+   * Calibration text (disjoint from any text the model is evaluated on), run through the f32 model
+   * as `weft convert --calibrate` runs it: each weight's importance, the energy Σ x_k² of each of
+   * its input columns (the diagonal of the Hessian `collectHessians` measures, llama.cpp's imatrix
+   * up to a constant), weighs the squared error of the Q2_K, Q3_K and i-quant encoders. `name` is
+   * written as `quantize.imatrix.file`, as llama-quantize writes its imatrix file's.
+   */
+  readonly calibration?: { readonly text: string; readonly name: string };
+  /** Called as calibration windows run. */
+  readonly onProgress?: ConvertModelOptions['onProgress'];
+}
+
+/**
+ * The importance of each calibrated weight (by checkpoint name): the diagonal of its Hessian
+ * [n, n] (n its input width padded to 16), its first `cols` entries. Weights without a Hessian (the
+ * embedding of an untied head, conv and norm weights) get none.
+ */
+function importanceOf(
+  hessians: ReadonlyMap<string, Float64Array>,
+  shapes: ReadonlyMap<string, { readonly shape: readonly number[] }>,
+): (hfName: string) => Float32Array | undefined {
+  return (hfName) => {
+    const h = hessians.get(hfName);
+    const cols = shapes.get(hfName)?.shape[1];
+    if (h === undefined || cols === undefined) return undefined;
+    const n = Math.round(Math.sqrt(h.length));
+    return Float32Array.from({ length: cols }, (_, k) => h[k * n + k]!);
+  };
+}
+
 /**
  * A Hugging Face folder (safetensors) as one GGUF file in memory: weights through `exportGguf` as
- * `type`, the tokenizer as `tokenizer.ggml.*` metadata, and BOS/EOS from the config where the
- * tokenizer config does not name them. Holds every tensor in memory (small models).
+ * `type` (with importance from `options.calibration`, when given), the tokenizer as
+ * `tokenizer.ggml.*` metadata, and BOS/EOS from the config where the tokenizer config does not name
+ * them. Holds every tensor in memory (small models).
  */
 export async function exportModelGguf(
   files: ModelFiles,
   type: GgufExportType | GgufMix,
+  options: ExportModelGgufOptions = {},
 ): Promise<Uint8Array> {
   const opened = await openModel(files);
   if (opened.source !== 'safetensors')
@@ -336,5 +381,17 @@ export async function exportModelGguf(
   const tensors = [];
   for (const [name, { shape }] of opened.weights.tensors)
     tensors.push({ name, shape, data: await opened.weights.readF32(name) });
-  return exportGguf(opened.spec, tensors, type, extra);
+  const calibration = options.calibration;
+  if (calibration === undefined) return exportGguf(opened.spec, tensors, type, extra);
+  const calibrated = await calibrate(opened, calibration.text, 'none', options, 'export-gguf');
+  // llama-quantize's record of its imatrix: the file, how many weights it covered, and how many
+  // chunks (here windows) it ran.
+  extra.push(
+    ['quantize.imatrix.file', { type: 'string', value: calibration.name }],
+    ['quantize.imatrix.entries_count', { type: 'u32', value: calibrated.hessians.size }],
+    ['quantize.imatrix.chunks_count', { type: 'u32', value: calibrated.windows }],
+  );
+  return exportGguf(opened.spec, tensors, type, extra, {
+    importance: importanceOf(calibrated.hessians, opened.weights.tensors),
+  });
 }

@@ -30,10 +30,14 @@ import {
   CODE_BITS,
   checkShape,
   dataWords,
+  lowPlaneBits,
   type QuantizedMatrix,
   scaleWords,
   type WeightFormat,
 } from '../quant/formats.js';
+import type { GgmlCodec } from './gguf-codec.js';
+import { IQUANT_CODECS } from './gguf-iquant.js';
+import { KLOW_CODECS } from './gguf-klow.js';
 
 /** GGML type ids (the `ggml_type` enum) that weft knows the block size of. */
 export const GgmlType = {
@@ -51,6 +55,13 @@ export const GgmlType = {
   Q5_K: 13,
   Q6_K: 14,
   Q8_K: 15,
+  IQ2_XXS: 16,
+  IQ2_XS: 17,
+  IQ3_XXS: 18,
+  IQ4_NL: 20,
+  IQ3_S: 21,
+  IQ2_S: 22,
+  IQ4_XS: 23,
   BF16: 30,
 } as const;
 
@@ -70,11 +81,34 @@ export const GGML_BLOCKS: ReadonlyMap<number, { name: string; elems: number; byt
   [13, { name: 'Q5_K', elems: 256, bytes: 176 }],
   [14, { name: 'Q6_K', elems: 256, bytes: 210 }],
   [15, { name: 'Q8_K', elems: 256, bytes: 292 }],
+  [16, { name: 'IQ2_XXS', elems: 256, bytes: 66 }],
+  [17, { name: 'IQ2_XS', elems: 256, bytes: 74 }],
+  [18, { name: 'IQ3_XXS', elems: 256, bytes: 98 }],
+  [20, { name: 'IQ4_NL', elems: 32, bytes: 18 }],
+  [21, { name: 'IQ3_S', elems: 256, bytes: 110 }],
+  [22, { name: 'IQ2_S', elems: 256, bytes: 82 }],
+  [23, { name: 'IQ4_XS', elems: 256, bytes: 136 }],
   [30, { name: 'BF16', elems: 1, bytes: 2 }],
 ]);
 
+/** Codecs of the types whose references live in modules of their own: Q2_K, Q3_K and the i-quants. */
+const MODULE_CODECS: ReadonlyMap<number, GgmlCodec> = new Map([...KLOW_CODECS, ...IQUANT_CODECS]);
+
 /** Types with a dequantiser here (and a quantiser, for the writer and tests). */
-export const DEQUANTIZABLE: ReadonlySet<number> = new Set([0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30]);
+export const DEQUANTIZABLE: ReadonlySet<number> = new Set([
+  0,
+  1,
+  2,
+  3,
+  6,
+  7,
+  8,
+  12,
+  13,
+  14,
+  30,
+  ...MODULE_CODECS.keys(),
+]);
 
 function f16At(b: Uint8Array, at: number): number {
   return f16BitsToF32(b[at]! | (b[at + 1]! << 8));
@@ -109,6 +143,8 @@ export function dequantizeGgml(type: number, bytes: Uint8Array, count: number): 
       `dequantizeGgml: ${count} ${block.name} values need ${(count / block.elems) * block.bytes} bytes in whole blocks, got ${bytes.byteLength}`,
     );
   }
+  const codec = MODULE_CODECS.get(type);
+  if (codec) return codec.dequantize(bytes, count);
   const out = new Float32Array(count);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const fr = Math.fround;
@@ -232,10 +268,12 @@ function absMax(x: Float32Array, from: number, to: number): number {
 /**
  * Quantises f32 values to GGML `type` with plain round-to-nearest (llama.cpp's reference formulas
  * for Q8_0/Q4_0; min/max scales for the K-quants rather than its iterative search, so files are
- * valid but slightly less accurate than llama-quantize's). Used by the GGUF writer and tests.
- * `x.length` must be a whole number of blocks.
+ * valid but slightly less accurate than llama-quantize's); Q2_K, Q3_K and the i-quants by their
+ * modules' quantisers, which weigh each column's squared error by `importance` where given (rows of
+ * `importance.length` values; see `GgmlCodec`; the other types ignore it). Used by the GGUF writer
+ * and tests. `x.length` must be a whole number of blocks.
  */
-export function quantizeGgml(type: number, x: Float32Array): Uint8Array {
+export function quantizeGgml(type: number, x: Float32Array, importance?: Float32Array): Uint8Array {
   const block = GGML_BLOCKS.get(type);
   if (block === undefined || !DEQUANTIZABLE.has(type)) {
     throw new InvalidInputError(`quantizeGgml: unsupported GGML type ${block?.name ?? type}`);
@@ -245,6 +283,12 @@ export function quantizeGgml(type: number, x: Float32Array): Uint8Array {
       `quantizeGgml: ${x.length} values are not whole ${block.name} blocks of ${block.elems}`,
     );
   }
+  if (importance !== undefined && (importance.length === 0 || x.length % importance.length !== 0))
+    throw new InvalidInputError(
+      `quantizeGgml: ${x.length} values are not whole rows of the ${importance.length} importance weights`,
+    );
+  const codec = MODULE_CODECS.get(type);
+  if (codec) return codec.quantize(x, importance);
   const blocks = x.length / block.elems;
   const out = new Uint8Array(blocks * block.bytes);
   const dv = new DataView(out.buffer);
@@ -494,8 +538,11 @@ function quantizeQ6KBlock(x: Float32Array, from: number, out: Uint8Array, at: nu
  * The weft weight format that holds GGML `type` exactly as stored, so a tensor of it is repacked
  * ({@link repackRows}) rather than dequantized and rounded again: F32 → f32, F16 → f16 (both
  * byte for byte), Q8_0 → int8, Q4_0 → q4_0, Q4_1 → q4_1, Q5_0 → q5_0, Q5_1 → q5_1, Q4_K → int4,
- * Q5_K → q5_k, Q6_K → q6_k (the same codes, scales and formulas in weft's flat layouts, as many
- * bytes: see `QuantizedMatrix`). Undefined for the others (BF16 has exponents f16 lacks).
+ * Q5_K → q5_k, Q6_K → q6_k, Q2_K → int2, Q3_K → q3_k, IQ4_NL → iq4_nl, IQ4_XS → iq4_xs (the same
+ * codes, scales and formulas in weft's flat layouts, as many bytes: see `QuantizedMatrix`), and
+ * the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S → iq2_xxs, iq2_xs, iq2_s, iq3_xxs,
+ * iq3_s (each block as it is, its d moved to the scales). Undefined for the others (BF16 has
+ * exponents f16 lacks).
  */
 export function storedWeftFormat(type: number): WeightFormat | undefined {
   switch (type) {
@@ -519,6 +566,24 @@ export function storedWeftFormat(type: number): WeightFormat | undefined {
       return 'q5_k';
     case GgmlType.Q6_K:
       return 'q6_k';
+    case GgmlType.Q2_K:
+      return 'int2';
+    case GgmlType.Q3_K:
+      return 'q3_k';
+    case GgmlType.IQ4_NL:
+      return 'iq4_nl';
+    case GgmlType.IQ4_XS:
+      return 'iq4_xs';
+    case GgmlType.IQ2_XXS:
+      return 'iq2_xxs';
+    case GgmlType.IQ2_XS:
+      return 'iq2_xs';
+    case GgmlType.IQ2_S:
+      return 'iq2_s';
+    case GgmlType.IQ3_XXS:
+      return 'iq3_xxs';
+    case GgmlType.IQ3_S:
+      return 'iq3_s';
     default:
       return undefined;
   }
@@ -598,6 +663,7 @@ export function repackRows(
         }
         break;
       case GgmlType.Q4_0:
+      case GgmlType.IQ4_NL:
         for (let b = 0; b < perRow; b++) {
           const at = src + 18 * b;
           scales![e0 / 32 + b] = bytes[at]! | (bytes[at + 1]! << 8);
@@ -653,6 +719,67 @@ export function repackRows(
               }
         }
         break;
+      case GgmlType.IQ4_XS:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 136 * b;
+          const s = e0 / 256 + b;
+          // d | scales_h, scales_l: the layout's two words are the block's first 8 bytes.
+          scaleBytes!.set(bytes.subarray(at, at + 8), 8 * s);
+          // Sub-block ib's 32 codes: nibbles of qs[16·ib ..] as Q4_0's block.
+          for (let ib = 0; ib < 8; ib++)
+            for (let j = 0; j < 16; j++) {
+              raw[32 * ib + j] = bytes[at + 8 + 16 * ib + j]! & 15;
+              raw[32 * ib + 16 + j] = bytes[at + 8 + 16 * ib + j]! >> 4;
+            }
+          writeCodes(out, 256 * s, raw);
+        }
+        break;
+      case GgmlType.Q2_K:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 84 * b;
+          const s = e0 / 256 + b;
+          // scales[16] (sc | mn << 4) and then d | dmin: words 0–3 and 4 of the super-block's five.
+          scaleBytes!.set(bytes.subarray(at, at + 16), 20 * s);
+          scaleBytes!.set(bytes.subarray(at + 80, at + 84), 20 * s + 16);
+          // Value e reads bits 2·((e >> 5) & 3) of qs[32·(e >> 7) + (e & 31)].
+          for (let e = 0; e < 256; e++)
+            raw[e] = (bytes[at + 16 + 32 * (e >> 7) + (e & 31)]! >> (2 * ((e >> 5) & 3))) & 3;
+          writeCodes(out, 256 * s, raw);
+        }
+        break;
+      case GgmlType.Q3_K:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + 110 * b;
+          const s = e0 / 256 + b;
+          // Pair t = s >> 1: word 7t holds both d's (this one in half s & 1), then 3 words of
+          // 6-bit sub-scale fields per super-block.
+          const t = 7 * (s >> 1);
+          scales![2 * t + (s & 1)] = bytes[at + 108]! | (bytes[at + 109]! << 8);
+          const fields = out.scales!.subarray(t + 1 + 3 * (s & 1), t + 4 + 3 * (s & 1));
+          fields.fill(0);
+          for (let j = 0; j < 16; j++) putBits(fields, 6 * j, q3kScale(bytes, at + 96, j));
+          // Value e: 2 bits of qs[32·(e >> 7) + (e & 31)] at 2·((e >> 5) & 3), and bit (e >> 5) of
+          // hmask[e & 31] (set: q = low, clear: low − 4; raw = low | bit << 2, q = raw − 4).
+          for (let e = 0; e < 256; e++) {
+            const low = (bytes[at + 32 + 32 * (e >> 7) + (e & 31)]! >> (2 * ((e >> 5) & 3))) & 3;
+            raw[e] = low | (((bytes[at + (e & 31)]! >> (e >> 5)) & 1) << 2);
+          }
+          writeCodes(out, 256 * s, raw);
+        }
+        break;
+      case GgmlType.IQ2_XXS:
+      case GgmlType.IQ2_XS:
+      case GgmlType.IQ2_S:
+      case GgmlType.IQ3_XXS:
+      case GgmlType.IQ3_S:
+        for (let b = 0; b < perRow; b++) {
+          const at = src + block.bytes * b;
+          const s = e0 / 256 + b;
+          // d in half s & 1 of word s >> 1; the rest of the block, byte for byte, is the codes.
+          scales![s] = bytes[at]! | (bytes[at + 1]! << 8);
+          data.set(bytes.subarray(at + 2, at + block.bytes), (block.bytes - 2) * s);
+        }
+        break;
       case GgmlType.Q6_K:
         for (let b = 0; b < perRow; b++) {
           const at = src + 210 * b;
@@ -670,38 +797,43 @@ export function repackRows(
   }
 }
 
+/** Q3_K's raw 6-bit sub-scale j (0..15; the scale is raw − 32) from the 12 packed bytes at `s`. */
+function q3kScale(b: Uint8Array, s: number, j: number): number {
+  const low = j < 8 ? b[s + j]! & 15 : b[s + j - 8]! >> 4;
+  return low | (((b[s + 8 + (j & 3)]! >> (2 * (j >> 2))) & 3) << 4);
+}
+
 /**
- * Writes unsigned codes `raw` (a multiple of 32, in flat order) of a 4-, 5- or 6-bit matrix from
- * flat element e0 (a multiple of 32) into `q.data`, in the layout of `QuantizedMatrix`: nibbles in
- * order, and for 5- and 6-bit codes the nibble and high planes of each 128-element chunk. Every 32
- * codes own whole words, which are overwritten.
+ * Writes unsigned codes `raw` (a multiple of 32, in flat order) of a 2-, 3-, 4-, 5- or 6-bit matrix
+ * from flat element e0 (a multiple of 32) into `q.data`, in the layout of `QuantizedMatrix`: 2-bit
+ * codes and nibbles in order, and for 3-, 5- and 6-bit codes the low plane (2 or 4 bits) and the
+ * high plane of each 128-element chunk. Every 32 codes own whole words, which are overwritten.
  */
 function writeCodes(q: QuantizedMatrix, e0: number, raw: Uint8Array): void {
   const bits = CODE_BITS[q.format];
   const data = q.data;
-  const nibbles = (g: number, word: number) => {
-    for (let m = 0; m < 4; m++) {
+  // The 32 codes from raw[g] as `width`-bit fields (their low bits), into words from `word`.
+  const plane = (g: number, word: number, width: number, shift: number) => {
+    const per = 32 / width;
+    for (let m = 0; m < width; m++) {
       let v = 0;
-      for (let k = 0; k < 8; k++) v |= (raw[g + 8 * m + k]! & 15) << (4 * k);
+      for (let k = 0; k < per; k++)
+        v |= ((raw[g + per * m + k]! >> shift) & ((1 << width) - 1)) << (width * k);
       data[word + m] = v >>> 0;
     }
   };
-  if (bits === 4) {
-    for (let g = 0; g < raw.length; g += 32) nibbles(g, (e0 + g) / 8);
+  if (bits === 2 || bits === 4) {
+    for (let g = 0; g < raw.length; g += 32) plane(g, (e0 + g) / (32 / bits), bits, 0);
     return;
   }
-  const hb = bits - 4;
-  const per = 32 / hb;
+  const lb = lowPlaneBits(q.format);
+  const hb = bits - lb;
   for (let g = 0; g < raw.length; g += 32) {
     const e = e0 + g;
     const base = 4 * bits * Math.floor(e / 128);
     const r = e & 127;
-    nibbles(g, base + (r >> 3));
-    for (let h = 0; h < hb; h++) {
-      let v = 0;
-      for (let k = 0; k < per; k++) v |= (raw[g + h * per + k]! >> 4) << (hb * k);
-      data[base + 16 + ((r * hb) >> 5) + h] = v >>> 0;
-    }
+    plane(g, base + ((r * lb) >> 5), lb, 0);
+    plane(g, base + 4 * lb + ((r * hb) >> 5), hb, lb);
   }
 }
 

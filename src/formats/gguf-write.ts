@@ -9,8 +9,9 @@ import { GGML_BLOCKS, GgmlType, quantizeGgml } from './gguf-blocks.js';
 import { gemma3QueryScalar, imropeSections, slidingPattern } from './gguf-families.js';
 import { GgufType } from './gguf-header.js';
 import { fallbackType, type GgufMix, isGgufMix, mixTypes } from './gguf-mix.js';
-import { ggufNe, ggufTensorName, storedLayout, storedValues } from './gguf-names.js';
+import { ggufNe, ggufTensorName, type StoredLayout, storedLayout, storedValues } from './gguf-names.js';
 import { llama3RopeFactors } from './gguf-spec.js';
+import { fusedProjections } from './layout.js';
 import { attentionScale, layerAttention, layerKind, type ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */
@@ -192,7 +193,28 @@ export type GgufExportType =
   | 'Q5_1'
   | 'Q4_K'
   | 'Q5_K'
-  | 'Q6_K';
+  | 'Q6_K'
+  | 'Q2_K'
+  | 'Q3_K'
+  | 'IQ4_NL'
+  | 'IQ4_XS'
+  | 'IQ3_XXS'
+  | 'IQ3_S'
+  | 'IQ2_XXS'
+  | 'IQ2_XS'
+  | 'IQ2_S';
+
+/** Options of {@link exportGguf}. */
+export interface GgufExportOptions {
+  /**
+   * Importance weights of a weight's input columns (by its Hugging Face name, as in `tensors`;
+   * length = its columns, in Hugging Face order), from calibration: the quantisers of Q2_K, Q3_K
+   * and the i-quants weigh each column's squared error by them (llama.cpp's importance matrix).
+   * Undefined: unweighted. A Phi-3 projection written fused is asked for by its first part's name
+   * (q_proj, gate_proj: the parts share an input); columns are permuted as the layout stores them.
+   */
+  readonly importance?: (hfName: string) => Float32Array | undefined;
+}
 
 /** A metadata entry's list: a key and its typed value, in the order written. */
 type Entries = (readonly [string, GgufEntry])[];
@@ -513,6 +535,7 @@ export function exportGguf(
   }[],
   type: GgufExportType | GgufMix | ((hfName: string) => GgufExportType),
   extra: readonly (readonly [string, GgufEntry])[] = [],
+  options: GgufExportOptions = {},
 ): Uint8Array<ArrayBuffer> {
   // Mistral GGUFs use the llama architecture and naming; llama.cpp names Qwen3.5 qwen35.
   const arch = spec.family === 'mistral' ? 'llama' : spec.family === 'qwen3_5' ? 'qwen35' : spec.family;
@@ -561,11 +584,42 @@ export function exportGguf(
           ]),
         )
       : mixTypes(type, weights, spec.layers);
+  // A fused projection (Phi-3's) takes its first part's importance: its parts read one input.
+  const firstPart = new Map(
+    Array.from({ length: spec.layers }, (_, l) => fusedProjections(spec, l))
+      .flat()
+      .map((fp) => [fp.name, fp.parts[0]!.name]),
+  );
   for (const { t, name, ne } of written) {
     const cols = t.shape.slice(1).reduce((a, b) => a * b, 1);
-    const data = storedValues(storedLayout(spec, t.name, t.shape), t.data, cols);
+    const layout = storedLayout(spec, t.name, t.shape);
+    const data = storedValues(layout, t.data, cols);
     const ggmlType = types.get(name) ?? GgmlType.F32;
-    out.push({ name, ne, type: ggmlType, data: quantizeGgml(ggmlType, data) });
+    const importance =
+      ggmlType === GgmlType.F32
+        ? undefined
+        : storedImportance(options.importance?.(firstPart.get(t.name) ?? t.name), layout, t.name, cols);
+    out.push({ name, ne, type: ggmlType, data: quantizeGgml(ggmlType, data, importance) });
   }
   return writeGguf(metadata, out);
+}
+
+/**
+ * A weight's column importance (Hugging Face column order) in the order `layout` stores its columns
+ * (Qwen3.5's out_proj tiles its value heads); throws {@link InvalidInputError} unless it has one
+ * value per column.
+ */
+function storedImportance(
+  importance: Float32Array | undefined,
+  layout: StoredLayout,
+  hfName: string,
+  cols: number,
+): Float32Array | undefined {
+  if (importance === undefined) return undefined;
+  if (importance.length !== cols)
+    throw new InvalidInputError(
+      `exportGguf: importance of ${hfName} has ${importance.length} values for its ${cols} columns`,
+    );
+  const hfCol = layout.hfCol;
+  return hfCol ? Float32Array.from({ length: cols }, (_, c) => importance[hfCol(c)]!) : importance;
 }

@@ -4,12 +4,14 @@
 import { InvalidInputError } from '../errors.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import { gridFromScales, type MatrixGrid, nearestCode } from './grid.js';
+import { latticeDequantize } from './lattice.js';
 import {
   checkShape,
   checkWords,
   dataWords,
   getCode,
   isIntFormat,
+  latticeFormat,
   paddedLength,
   putCode,
   type QuantizedMatrix,
@@ -89,6 +91,7 @@ export function dequantize(q: QuantizedMatrix): Float32Array {
     for (let i = 0; i < n; i++) out[i] = f16BitsToF32((data[i >> 1]! >>> (i & 1 ? 16 : 0)) & 0xffff);
     return out;
   }
+  if (latticeFormat(format)) return latticeDequantize({ ...q, format });
   const { grid, codes } = decode(q);
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) out[i] = grid.scaleAt(i) * codes[i]! - grid.offsetAt(i);

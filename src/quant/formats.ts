@@ -8,6 +8,7 @@ export { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 export { decode, dequantize, encode, quantize } from './codec.js';
 export { type MatrixGrid, nearestCode } from './grid.js';
 export { type KQuantParams, kQuantGrid, kQuantParams } from './kquant.js';
+export { ksign, latticeBlockWords, latticeDequantize, latticeGrid } from './lattice.js';
 export {
   bitsPerWeight,
   CODE_BITS,
@@ -15,9 +16,15 @@ export {
   codeBias,
   codeWordType,
   dataWords,
+  GEOMETRY,
   type GgufOnlyFormat,
   type IntFormat,
+  IQ4_VALUES,
+  iq4Format,
   isIntFormat,
+  type LatticeFormat,
+  latticeFormat,
+  lowPlaneBits,
   packedBytes,
   type QuantizedMatrix,
   scaleWords,

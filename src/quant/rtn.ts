@@ -5,7 +5,14 @@ import { InvalidInputError } from '../errors.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import { gridFromScales, type MatrixGrid } from './grid.js';
 import { writeSub } from './kquant.js';
-import { checkShape, type IntFormat, isIntFormat, paddedLength, scaleWords } from './layout.js';
+import {
+  checkShape,
+  type IntFormat,
+  isIntFormat,
+  latticeFormat,
+  paddedLength,
+  scaleWords,
+} from './layout.js';
 
 /**
  * The round-to-nearest grid of `w` [rows, cols] (row-major) in an integer format: the scales are
@@ -16,6 +23,9 @@ import { checkShape, type IntFormat, isIntFormat, paddedLength, scaleWords } fro
  * - q4_1, q5_1 (llama.cpp's RTN): d = f16((max − min) / 15) (q5_1: / 31), m = f16(min).
  * - q6_k: per sub-block of 16, s_j = max / −32 (max signed, as q4_0); d = f16(s / −128) with s the
  *   s_j of largest magnitude, sc_j = clamp(round(s_j / d), −128, 127).
+ * - q3_k (sub-blocks of 16, codes to −4) and iq4_xs (sub-blocks of 32, values to −127) likewise
+ *   with 6-bit sub-scales: d = f16(s / −32), sc_j − 32 = clamp(round(s_j / d), −32, 31).
+ * - iq4_nl: d = f16(max / −127) per group of 32, max signed (its extreme value is −127).
  * - int4 / q5_k / int2: per sub-block, (d ≥ 0, m ≥ 0) with x ≈ d·q − m from a small search that shrinks
  *   the range [min(0, lo), max(0, hi)] at each end and keeps the least squared error; then
  *   D = f16(max d / S), M = f16(max m / S) (S = 63 for int4's 6-bit sub-scales, 15 for int2's
@@ -34,6 +44,10 @@ export function gridOf(
 ): MatrixGrid {
   checkShape(format, rows, cols);
   if (!isIntFormat(format)) throw new InvalidInputError(`gridOf: ${format} is not an integer format`);
+  if (latticeFormat(format))
+    throw new InvalidInputError(
+      `gridOf: weft does not quantize to ${format}, a lattice format it reads from GGUF files as stored (weft export-gguf writes it)`,
+    );
   if (w.length !== rows * cols)
     throw new InvalidInputError(`gridOf: w has ${w.length} elements, expected ${rows} * ${cols}`);
   const n = rows * cols;
@@ -57,8 +71,15 @@ export function gridOf(
       for (let j = g * 32; j < g * 32 + 32; j++) [lo, hi] = [Math.min(lo, x[j]!), Math.max(hi, x[j]!)];
       scales[g] = (f32ToF16Bits((hi - lo) / L) | (f32ToF16Bits(lo) << 16)) >>> 0;
     }
+  } else if (format === 'iq4_nl') {
+    for (let g = 0; g < x.length / 32; g++) {
+      const max = signedMax(x, g * 32, g * 32 + 32);
+      scales[g >> 1]! |= (max === 0 ? 0 : f32ToF16Bits(max / -127)) << (g & 1 ? 16 : 0);
+    }
   } else if (format === 'q6_k') {
     q6kScales(x, scales);
+  } else if (format === 'q3_k' || format === 'iq4_xs') {
+    subScales6(x, scales, format);
   } else {
     if (importance !== undefined && importance.length !== cols)
       throw new InvalidInputError(`gridOf: importance has ${importance.length} weights for ${cols} columns`);
@@ -98,6 +119,45 @@ function q6kScales(x: Float32Array, scales: Uint32Array): void {
       const sc = d === 0 ? 0 : Math.max(-128, Math.min(127, Math.round(sub[j]! / d)));
       const w = t + 1 + 4 * (s & 1) + (j >> 2);
       scales[w] = (scales[w]! | ((sc & 0xff) << (8 * (j & 3)))) >>> 0;
+    }
+  }
+}
+
+/**
+ * The scales of q3_k or iq4_xs (see {@link gridOf}) for the zero-padded flat array x, written into
+ * `scales` in the layout of {@link QuantizedMatrix}: an f16 d per super-block and a 6-bit sub-scale
+ * per sub-block of 16 (q3_k) or 32 (iq4_xs), d·(sc − 32) the sub-block's scale.
+ */
+function subScales6(x: Float32Array, scales: Uint32Array, format: 'q3_k' | 'iq4_xs'): void {
+  const [size, lowest] = format === 'q3_k' ? [16, -4] : [32, -127];
+  const n = 256 / size;
+  const sub = new Float64Array(n);
+  for (let s = 0; s < x.length / 256; s++) {
+    for (let j = 0; j < n; j++) sub[j] = signedMax(x, 256 * s + size * j, 256 * s + size * (j + 1)) / lowest;
+    let top = 0;
+    for (const v of sub) if (Math.abs(v) > Math.abs(top)) top = v;
+    const dh = top === 0 ? 0 : f32ToF16Bits(top / -32);
+    const d = f16BitsToF32(dh);
+    const sc = (j: number) => (d === 0 ? 0 : Math.max(-32, Math.min(31, Math.round(sub[j]! / d)))) + 32;
+    if (format === 'iq4_xs') {
+      let high = 0;
+      let low = 0;
+      for (let j = 0; j < 8; j++) {
+        high |= (sc(j) >> 4) << (2 * j);
+        low |= (sc(j) & 15) << (4 * j);
+      }
+      scales[2 * s] = (dh | (high << 16)) >>> 0;
+      scales[2 * s + 1] = low >>> 0;
+      continue;
+    }
+    const t = 7 * (s >> 1);
+    scales[t] = (scales[t]! | (dh << (s & 1 ? 16 : 0))) >>> 0;
+    const fields = scales.subarray(t + 1 + 3 * (s & 1), t + 4 + 3 * (s & 1));
+    for (let j = 0; j < 16; j++) {
+      const pos = 6 * j;
+      const w = pos >> 5;
+      fields[w] = (fields[w]! | (sc(j) << (pos & 31))) >>> 0;
+      if ((pos & 31) + 6 > 32) fields[w + 1] = (fields[w + 1]! | (sc(j) >>> (32 - (pos & 31)))) >>> 0;
     }
   }
 }

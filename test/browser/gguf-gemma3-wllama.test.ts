@@ -4,8 +4,7 @@
 // than its 64-token window, so the sliding layers drop keys; a second Gemma 3 slides in a period of
 // 2 with a local RoPE base of its own, which llama.cpp reads from attention.sliding_window_pattern
 // and rope.freq_base_swa.
-import type { Browser, Page } from 'playwright-core';
-import type { ViteDevServer } from 'vite';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
@@ -20,28 +19,17 @@ import {
   tinyGemma3LlamaCppConfig,
   tinySmolLM3LlamaCppConfig,
 } from '../fixtures/write.js';
-import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { setUpWllamaPage } from '../helpers/wllama-parity.js';
 
-let browser: Browser;
-let server: ViteDevServer;
 let page: Page;
 let pageUrl: string;
+let close: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  let url: string;
-  ({ url, server } = await startServer());
-  pageUrl = new URL('test/browser/pages/wllama-greedy.html', url).href;
-  browser = await launchChromium();
-  page = await browser.newPage();
-  logPageErrors(page);
-  await page.goto(pageUrl);
-  await page.getByTestId('wllama-ready').getByText('ready', { exact: true }).waitFor({ timeout: 60_000 });
+  ({ page, pageUrl, close } = await setUpWllamaPage());
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
+afterAll(() => close?.());
 
 /** 81 ids in the tiny byte-level tokenizer (few of its merges apply): past Gemma's 64-token window. */
 const LONG_TEXT = 'a quick brown fox jumps over my lazy dog; pack my box with five dozen liquor jugs.';

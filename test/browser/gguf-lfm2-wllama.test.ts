@@ -5,8 +5,7 @@
 // way (taps reversed, B and C swapped, no window) or its RoPE paired otherwise or left out, so the
 // match shows llama.cpp ran the short convolution, its state across tokens and the attention as the
 // reference does.
-import type { Browser, Page } from 'playwright-core';
-import type { ViteDevServer } from 'vite';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
@@ -16,28 +15,17 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, readAllF32, type Tensor } from '../../src/model/weights.js';
 import { configFixtureFiles, tinyConfig } from '../fixtures/write.js';
-import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { setUpWllamaPage } from '../helpers/wllama-parity.js';
 
-let browser: Browser;
-let server: ViteDevServer;
 let page: Page;
 let pageUrl: string;
+let close: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  let url: string;
-  ({ url, server } = await startServer());
-  pageUrl = new URL('test/browser/pages/wllama-greedy.html', url).href;
-  browser = await launchChromium();
-  page = await browser.newPage();
-  logPageErrors(page);
-  await page.goto(pageUrl);
-  await page.getByTestId('wllama-ready').getByText('ready', { exact: true }).waitFor({ timeout: 60_000 });
+  ({ page, pageUrl, close } = await setUpWllamaPage());
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
+afterAll(() => close?.());
 
 /** 81 ids in the tiny byte-level tokenizer (few of its merges apply). */
 const TEXT = 'a quick brown fox jumps over my lazy dog; pack my box with five dozen liquor jugs.';

@@ -11,8 +11,7 @@
 // in all, for an attention factor of √(1 + ln 4 / ln 512) and √(1 + ln 32 / ln 64). Runs of the
 // reference with the other factors, without the attention factor or without LongRoPE give other
 // ids, so each match shows llama.cpp ran what the spec says.
-import type { Browser, Page } from 'playwright-core';
-import type { ViteDevServer } from 'vite';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
@@ -22,28 +21,17 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { configFixtureFiles, tinyConfig } from '../fixtures/write.js';
-import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { setUpWllamaPage } from '../helpers/wllama-parity.js';
 
-let browser: Browser;
-let server: ViteDevServer;
 let page: Page;
 let pageUrl: string;
+let close: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  let url: string;
-  ({ url, server } = await startServer());
-  pageUrl = new URL('test/browser/pages/wllama-greedy.html', url).href;
-  browser = await launchChromium();
-  page = await browser.newPage();
-  logPageErrors(page);
-  await page.goto(pageUrl);
-  await page.getByTestId('wllama-ready').getByText('ready', { exact: true }).waitFor({ timeout: 60_000 });
+  ({ page, pageUrl, close } = await setUpWllamaPage());
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
+afterAll(() => close?.());
 
 /** 81 ids in the tiny byte-level tokenizer (few of its merges apply). */
 const LONG_TEXT = 'a quick brown fox jumps over my lazy dog; pack my box with five dozen liquor jugs.';

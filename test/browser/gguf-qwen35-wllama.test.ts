@@ -2,8 +2,7 @@
 // CPU) loads the f32 file of a Qwen3.5 fixture in headless Chromium and decodes greedily; its ids
 // are the CPU reference's on the same file. The fixture's DeltaNet heads are 16 wide for keys and
 // values alike: llama.cpp's qwen35 loader sizes ssm_norm by ssm.state_size (the key width).
-import type { Browser, Page } from 'playwright-core';
-import type { ViteDevServer } from 'vite';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
@@ -12,26 +11,17 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { qwen35FixtureFiles, tinyQwen35TextConfig } from '../fixtures/write.js';
-import { launchChromium, logPageErrors, startServer } from '../helpers/browser.js';
+import { setUpWllamaPage } from '../helpers/wllama-parity.js';
 
-let browser: Browser;
-let server: ViteDevServer;
 let page: Page;
 let pageUrl: string;
+let close: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  let url: string;
-  ({ url, server } = await startServer());
-  pageUrl = new URL('test/browser/pages/wllama-greedy.html', url).href;
-  browser = await launchChromium();
-  page = await browser.newPage();
-  logPageErrors(page);
+  ({ page, pageUrl, close } = await setUpWllamaPage());
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
+afterAll(() => close?.());
 
 it('llama.cpp (wllama) decodes the exported qwen35 GGUF to the reference’s greedy ids', async () => {
   const config = { ...tinyQwen35TextConfig(), linear_value_head_dim: 16 };
@@ -63,8 +53,6 @@ it('llama.cpp (wllama) decodes the exported qwen35 GGUF to the reference’s gre
   await page.route(ggufUrl, (route) =>
     route.fulfill({ body: Buffer.from(bytes), contentType: 'application/octet-stream' }),
   );
-  await page.goto(pageUrl);
-  await expect.poll(() => page.getByTestId('wllama-ready').textContent(), { timeout: 60_000 }).toBe('ready');
   const text = 'the cat sat on the mat';
   const ids = model.tokenizer.encode(text);
   const want = greedy(ids, 32);

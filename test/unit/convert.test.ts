@@ -14,7 +14,9 @@ import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/formats/files.js';
 import { openGguf } from '../../src/formats/gguf.js';
-import { GGML_BLOCKS } from '../../src/formats/gguf-blocks.js';
+import { GGML_BLOCKS, GgmlType, quantizeGgml } from '../../src/formats/gguf-blocks.js';
+import { ggufTensorName, storedLayout, storedValues } from '../../src/formats/gguf-names.js';
+import { exportGguf } from '../../src/formats/gguf-write.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import { pathModel } from '../../src/formats/node-file.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
@@ -34,7 +36,14 @@ import {
   type Rotation,
   zeroPad,
 } from '../../src/quant/pack.js';
-import { ggufFixture, roundTrip, sameF32, tinyConfig } from '../fixtures/write.js';
+import {
+  ggufFixture,
+  randomTensors,
+  roundTrip,
+  sameF32,
+  tinyConfig,
+  tinyQwen35TextConfig,
+} from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 
 let dir: string;
@@ -265,6 +274,124 @@ describe('weft export-gguf --type q4_k_m', () => {
   });
 });
 
+describe('weft export-gguf --calibrate', () => {
+  it('weighs each weight’s columns by their energy on the text (diag H), records it, and warns without it', async () => {
+    const src = join(dir, 'iq-src');
+    const { tensors } = await writeFixtureDir(src, 'llama', 'f32', 14);
+    const textFile = join(dir, 'iq-cal.txt');
+    const text = 'In the beginning God created the heaven and the earth. '.repeat(12);
+    await writeFile(textFile, text);
+    const out = join(dir, 'iq.gguf');
+    const args = parseExportGgufArgs([src, out, '--type', 'iq2_xs', '--calibrate', textFile]);
+    expect(args).toMatchObject({ type: 'IQ2_XS', calibrate: textFile });
+    const lines: string[] = [];
+    await runExportGguf(args, (l) => lines.push(l));
+    expect(lines.some((l) => /^weft export-gguf: calibrate \d+%/.test(l))).toBe(true);
+    expect(lines.at(-1)).toContain(`calibrated on ${textFile}`);
+    expect(lines.some((l) => l.includes('warning'))).toBe(false);
+
+    // The statistics the exporter measured: H of every linear's input on the same windows.
+    const srcFiles = await pathModel(src);
+    const source = await openModel(srcFiles);
+    const windows = calibrationWindows(source.tokenizer, text, source.spec.bosId!);
+    const hessians = collectHessians(source.spec, mapWeights(await readAllF32(source.weights)), windows, {
+      rotate: 'none',
+    });
+    const file = await openGguf(bytesSource(new Uint8Array(await readFile(out)), 'iq.gguf'));
+    expect(file.metadata.get('quantize.imatrix.file')).toBe('iq-cal.txt');
+    expect(file.metadata.get('quantize.imatrix.chunks_count')).toBe(windows.length);
+    expect(file.metadata.get('quantize.imatrix.entries_count')).toBe(hessians.size);
+    for (const [hf, gguf] of [
+      ['model.layers.0.mlp.down_proj.weight', 'blk.0.ffn_down.weight'],
+      ['model.layers.1.self_attn.v_proj.weight', 'blk.1.attn_v.weight'],
+    ] as const) {
+      const info = file.tensors.get(gguf)!;
+      // Rows of 96 and 64 are no IQ2_XS super-block: llama.cpp's fallback, IQ4_NL, which weighs too.
+      expect(info.type).toBe(GgmlType.IQ4_NL);
+      const t = tensors.find((x) => x.name === hf)!;
+      const H = hessians.get(hf)!;
+      const n = Math.sqrt(H.length);
+      const importance = Float32Array.from({ length: t.shape[1]! }, (_, k) => H[k * n + k]!);
+      const stored = await info.source.read(info.offset, info.byteLength);
+      expect(stored).toEqual(quantizeGgml(GgmlType.IQ4_NL, t.data, importance));
+      expect(stored).not.toEqual(quantizeGgml(GgmlType.IQ4_NL, t.data));
+    }
+    await srcFiles.close?.();
+
+    // Without --calibrate the file is written unweighted, with one warning line.
+    const warned: string[] = [];
+    await runExportGguf(parseExportGgufArgs([src, join(dir, 'iq-plain.gguf'), '--type', 'iq2_xs']), (l) =>
+      warned.push(l),
+    );
+    expect(warned.filter((l) => l.includes('warning'))).toEqual([
+      expect.stringMatching(/warning: IQ2_XS without --calibrate is encoded unweighted/),
+    ]);
+    expect(() =>
+      parseExportGgufArgs([src, out, '--type', 'iq4_xs', '--calibrate', join(dir, 'nope.txt')]),
+    ).toThrow(/--calibrate: ".*nope.txt" is not a text file/);
+  }, 60_000);
+
+  it('a fused Phi-3 projection takes its first part’s importance, Qwen3.5’s out_proj its columns’ in stored order', async () => {
+    const tensorBytes = async (bytes: Uint8Array, name: string) => {
+      const info = (await openGguf(bytesSource(bytes, 'x.gguf'))).tensors.get(name)!;
+      return info.source.read(info.offset, info.byteLength);
+    };
+    const ramp = (cols: number) => Float32Array.from({ length: cols }, (_, k) => 1 + ((5 * k) % 17));
+    // Phi-3: q, k and v (gate and up) read one input; the writer fuses them into attn_qkv (ffn_up).
+    const phi3 = specFromConfig(tinyConfig('phi3'));
+    const phiTensors = randomTensors(phi3, 3);
+    const asked: string[] = [];
+    const cols = new Map(phiTensors.map((t) => [t.name, t.shape[1]]));
+    const importance = (name: string) => {
+      asked.push(name);
+      const c = cols.get(name);
+      return c === undefined ? undefined : ramp(c);
+    };
+    const phiBytes = exportGguf(phi3, phiTensors, 'IQ4_NL', [], { importance });
+    const p = 'model.layers.0';
+    expect(asked).toContain(`${p}.self_attn.q_proj.weight`);
+    expect(asked).toContain(`${p}.mlp.gate_proj.weight`);
+    for (const part of [
+      'self_attn.k_proj',
+      'self_attn.v_proj',
+      'mlp.up_proj',
+      'self_attn.qkv_proj',
+      'mlp.gate_up_proj',
+    ])
+      expect(asked).not.toContain(`${p}.${part}.weight`);
+    const qkv = ['q_proj', 'k_proj', 'v_proj'].map(
+      (n) => phiTensors.find((t) => t.name === `${p}.self_attn.${n}.weight`)!,
+    );
+    const fused = Float32Array.from(qkv.flatMap((t) => [...t.data]));
+    expect(await tensorBytes(phiBytes, 'blk.0.attn_qkv.weight')).toEqual(
+      quantizeGgml(GgmlType.IQ4_NL, fused, ramp(phi3.hidden)),
+    );
+
+    // Qwen3.5 stores out_proj's columns with its value heads tiled (value heads of 16, so its 64
+    // columns are whole IQ4_NL blocks).
+    const qwen = specFromConfig({ ...tinyQwen35TextConfig(), linear_value_head_dim: 16 });
+    const qwenTensors = randomTensors(qwen, 4);
+    const hf = 'model.layers.0.linear_attn.out_proj.weight';
+    const t = qwenTensors.find((x) => x.name === hf)!;
+    const [, width = 0] = t.shape;
+    const layout = storedLayout(qwen, hf, t.shape);
+    const hfCol = layout.hfCol!;
+    expect(Array.from({ length: width }, (_, c) => hfCol(c)).some((h, c) => h !== c)).toBe(true);
+    const qwenBytes = exportGguf(qwen, qwenTensors, 'IQ4_NL', [], {
+      importance: (name) => (name === hf ? ramp(width) : undefined),
+    });
+    const got = await tensorBytes(qwenBytes, ggufTensorName(hf, 'qwen3_5')!);
+    const data = storedValues(layout, t.data, width);
+    const inStoredOrder = Float32Array.from({ length: width }, (_, c) => ramp(width)[hfCol(c)]!);
+    expect(got).toEqual(quantizeGgml(GgmlType.IQ4_NL, data, inStoredOrder));
+    expect(got).not.toEqual(quantizeGgml(GgmlType.IQ4_NL, data, ramp(width)));
+    // One weight per column, or the writer refuses.
+    expect(() =>
+      exportGguf(qwen, qwenTensors, 'IQ4_NL', [], { importance: (n) => (n === hf ? ramp(3) : undefined) }),
+    ).toThrow(/importance of .*out_proj.weight has 3 values for its 64 columns/);
+  });
+});
+
 describe('weft convert --calibrate', () => {
   it.each(['none', 'hadamard'] as const)(
     'int2, rotate %s: GPTQ codes from the calibration text, recorded, with less output error than round-to-nearest',
@@ -355,7 +482,7 @@ describe('bad arguments and failures', () => {
       expect(() => parseConvertArgs(argv)).toThrow(InvalidInputError);
       expect(() => parseConvertArgs(argv)).toThrow(message);
     }
-    expect(() => parseExportGgufArgs(['a', 'b.gguf', '--type', 'q2_k'])).toThrow(/--type: "q2_k"/);
+    expect(() => parseExportGgufArgs(['a', 'b.gguf', '--type', 'iq1_s'])).toThrow(/--type: "iq1_s"/);
     expect(() => parseExportGgufArgs(['a', 'b.bin', '--type', 'f16'])).toThrow(/<out.gguf>: "b.bin"/);
   });
 

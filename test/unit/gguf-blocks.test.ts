@@ -12,7 +12,7 @@ import {
   repackGgml,
   storedWeftFormat,
 } from '../../src/formats/gguf-blocks.js';
-import { mixTypes } from '../../src/formats/gguf-mix.js';
+import { fallbackType, mixTypes } from '../../src/formats/gguf-mix.js';
 import { f16BitsToF32 } from '../../src/gpu/half.js';
 import { dequantize, packedBytes, sliceRows } from '../../src/quant/formats.js';
 import { rng, sameF32 } from '../fixtures/write.js';
@@ -137,6 +137,22 @@ const TYPES = [
   ['Q6_K', GgmlType.Q6_K, 'q6_k', [208]],
 ] as const;
 
+// The types whose references are tested against llama.cpp's in their own modules' tests
+// (gguf-klow.test.ts, gguf-iquant.test.ts), placed here as stored: Q2_K in weft's int2 (the same
+// semantics), the others in formats of their own.
+const PLACED = [
+  ...TYPES,
+  ['Q2_K', GgmlType.Q2_K, 'int2', [80, 82]],
+  ['Q3_K', GgmlType.Q3_K, 'q3_k', [108]],
+  ['IQ4_NL', GgmlType.IQ4_NL, 'iq4_nl', [0]],
+  ['IQ4_XS', GgmlType.IQ4_XS, 'iq4_xs', [0]],
+  ['IQ2_XXS', GgmlType.IQ2_XXS, 'iq2_xxs', [0]],
+  ['IQ2_XS', GgmlType.IQ2_XS, 'iq2_xs', [0]],
+  ['IQ2_S', GgmlType.IQ2_S, 'iq2_s', [0]],
+  ['IQ3_XXS', GgmlType.IQ3_XXS, 'iq3_xxs', [0]],
+  ['IQ3_S', GgmlType.IQ3_S, 'iq3_s', [0]],
+] as const;
+
 describe('dequantizeGgml equals a decoder written from the block structs', () => {
   it.each(TYPES)('%s: 40 random blocks bit for bit', (_name, type, _format, fields) => {
     const { elems } = GGML_BLOCKS.get(type)!;
@@ -150,7 +166,7 @@ describe('dequantizeGgml equals a decoder written from the block structs', () =>
 
 describe('GGUF blocks placed as stored in weft layouts', () => {
   it('each type has its own weft format', () => {
-    for (const [, type, format] of TYPES) expect(storedWeftFormat(type)).toBe(format);
+    for (const [, type, format] of PLACED) expect(storedWeftFormat(type)).toBe(format);
   });
 
   // Rows of an odd number of groups or super-blocks, so a chunk of 128 codes (q5_0, q5_1), a scale
@@ -165,8 +181,19 @@ describe('GGUF blocks placed as stored in weft layouts', () => {
     ['Q5_K', 2, 768],
     ['Q6_K', 3, 256],
     ['Q6_K', 2, 768],
+    ['Q2_K', 3, 256],
+    ['Q3_K', 3, 256],
+    ['Q3_K', 2, 768],
+    ['IQ4_NL', 5, 96],
+    ['IQ4_NL', 3, 32],
+    ['IQ4_XS', 3, 256],
+    ['IQ2_XXS', 3, 256],
+    ['IQ2_XS', 3, 256],
+    ['IQ2_S', 2, 768],
+    ['IQ3_XXS', 3, 256],
+    ['IQ3_S', 3, 256],
   ] as const)('%s [%i, %i]: dequantize(repacked) equals dequantizeGgml bit for bit', (name, rows, cols) => {
-    const [, type, format, fields] = TYPES.find(([n]) => n === name)!;
+    const [, type, format, fields] = PLACED.find(([n]) => n === name)!;
     const { elems } = GGML_BLOCKS.get(type)!;
     for (let seed = 1; seed <= 4; seed++) {
       const bytes = randomBlocks(type, (rows * cols) / elems, fields, seed);
@@ -197,8 +224,20 @@ describe('GGUF blocks placed as stored in weft layouts', () => {
     ['Q5_K', 3, 256, 0],
     ['Q6_K', 151936, 1024, 0],
     ['Q6_K', 3, 256, 2], // 3 super-blocks: the last d has a word to itself
+    ['Q2_K', 896, 4864, 0],
+    ['Q3_K', 1024, 3072, 0],
+    ['Q3_K', 3, 256, 2], // as Q6_K
+    ['IQ4_NL', 896, 4864, 0],
+    ['IQ4_NL', 3, 96, 2], // 9 groups: the last d has a word to itself (as Q4_0's)
+    ['IQ4_XS', 1024, 3072, 0],
+    ['IQ2_XXS', 896, 4864, 0],
+    ['IQ2_XS', 1024, 3072, 0],
+    ['IQ2_S', 1024, 3072, 0],
+    ['IQ3_XXS', 896, 4864, 0],
+    ['IQ3_S', 1024, 3072, 0],
+    ['IQ3_S', 3, 256, 2], // as Q6_K
   ] as const)('%s [%i, %i]: GPU bytes = file bytes + %i', (name, rows, cols, extra) => {
-    const [, type, format] = TYPES.find(([n]) => n === name)!;
+    const [, type, format] = PLACED.find(([n]) => n === name)!;
     const { elems, bytes } = GGML_BLOCKS.get(type)!;
     expect(packedBytes(format, rows, cols)).toBe((rows * cols * bytes) / elems + extra);
   });
@@ -289,5 +328,103 @@ describe("llama-quantize's Q4_K_M and Q5_K_M recipes (mixTypes)", () => {
       'blk.1.attn_q.weight': GgmlType.Q5_0,
       'blk.1.ffn_down.weight': GgmlType.Q6_K,
     });
+  });
+});
+
+describe("llama-quantize's Q3_K_M recipe and its fallbacks (mixTypes, fallbackType)", () => {
+  it('Q3_K_M of a 32-layer model: Q5_K for the first two attn_v and the ffn_down of layers < 32/16, Q4_K for the other attn_v, ffn_down and every attn_output', () => {
+    // llama_tensor_get_type_impl for LLAMA_FTYPE_MOSTLY_Q3_K_M, dense and not Falcon: attn_v-like
+    // → i_attention_wv < 2 ? Q5_K : Q4_K; ffn_down → i_layer < n_layer/16 ? Q5_K : Q4_K;
+    // attn_output → Q4_K; the head → Q6_K; everything else the base Q3_K.
+    const layers = 32;
+    const weights = [
+      { name: 'token_embd.weight', ne: [2048, 32000] },
+      { name: 'output.weight', ne: [2048, 32000] },
+      ...Array.from({ length: layers }, (_, l) =>
+        ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down'].map((t) => ({
+          name: `blk.${l}.${t}.weight`,
+          ne: t === 'ffn_down' ? [5632, 2048] : [2048, t === 'ffn_gate' || t === 'ffn_up' ? 5632 : 2048],
+        })),
+      ).flat(),
+    ];
+    const types = mixTypes('Q3_K_M', weights, layers);
+    expect(types.get('output.weight')).toBe(GgmlType.Q6_K);
+    expect(types.get('token_embd.weight')).toBe(GgmlType.Q3_K);
+    for (let l = 0; l < layers; l++) {
+      const early = l < 2 ? GgmlType.Q5_K : GgmlType.Q4_K;
+      expect(types.get(`blk.${l}.attn_v.weight`), `layer ${l} attn_v`).toBe(early);
+      expect(types.get(`blk.${l}.ffn_down.weight`), `layer ${l} ffn_down`).toBe(early);
+      expect(types.get(`blk.${l}.attn_output.weight`)).toBe(GgmlType.Q4_K);
+      for (const t of ['attn_q', 'attn_k', 'ffn_gate', 'ffn_up'])
+        expect(types.get(`blk.${l}.${t}.weight`)).toBe(GgmlType.Q3_K);
+    }
+    // Below 16 layers n_layer/16 is 0: no ffn_down gets Q5_K; attn_v still counts to 2.
+    const small = mixTypes(
+      'Q3_K_M',
+      weights.filter((w) => /^blk\.[0-7]\./.test(w.name)),
+      8,
+    );
+    expect([0, 1, 2].map((l) => small.get(`blk.${l}.ffn_down.weight`))).toEqual([
+      GgmlType.Q4_K,
+      GgmlType.Q4_K,
+      GgmlType.Q4_K,
+    ]);
+    expect([0, 1, 2].map((l) => small.get(`blk.${l}.attn_v.weight`))).toEqual([
+      GgmlType.Q5_K,
+      GgmlType.Q5_K,
+      GgmlType.Q4_K,
+    ]);
+  });
+
+  it('Q3_K_M, tied head, rows of 896: Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1, the head Q8_0', () => {
+    const tied = mixTypes(
+      'Q3_K_M',
+      [
+        { name: 'token_embd.weight', ne: [896, 1000] },
+        { name: 'blk.0.attn_q.weight', ne: [896, 896] },
+        { name: 'blk.0.attn_v.weight', ne: [896, 128] },
+        { name: 'blk.0.attn_output.weight', ne: [896, 896] },
+        { name: 'blk.0.ffn_down.weight', ne: [4864, 896] },
+        { name: 'blk.1.attn_qkv.weight', ne: [896, 1152] },
+        { name: 'blk.1.attn_v.weight', ne: [896, 128] },
+      ],
+      2,
+    );
+    expect(Object.fromEntries(tied)).toEqual({
+      'token_embd.weight': GgmlType.Q8_0, // the head's rule: 896 % 256 != 0 gives Q8_0
+      'blk.0.attn_q.weight': GgmlType.Q4_0, // Q3_K falls back to Q4_0 (llama.cpp since #19770)
+      'blk.0.attn_v.weight': GgmlType.Q5_1, // first attn_v-like: Q5_K, falls back to Q5_1
+      'blk.0.attn_output.weight': GgmlType.Q5_0, // Q4_K falls back to Q5_0
+      'blk.0.ffn_down.weight': GgmlType.Q4_K, // 4864 = 19 super-blocks; 2/16 = 0 layers of Q5_K
+      'blk.1.attn_qkv.weight': GgmlType.Q5_1, // attn_qkv is attn_v-like: the second, Q5_K
+      'blk.1.attn_v.weight': GgmlType.Q5_0, // the third: Q4_K
+    });
+  });
+
+  // tensor_type_fallback: i-quants → IQ4_NL; Q2_K, Q3_K → Q4_0; Q4_K → Q5_0; Q5_K → Q5_1;
+  // Q6_K → Q8_0; F16 when 32 does not divide the row either.
+  it.each([
+    ['IQ2_XXS', 'IQ4_NL'],
+    ['IQ2_XS', 'IQ4_NL'],
+    ['IQ2_S', 'IQ4_NL'],
+    ['IQ3_XXS', 'IQ4_NL'],
+    ['IQ3_S', 'IQ4_NL'],
+    ['IQ4_XS', 'IQ4_NL'],
+    ['Q2_K', 'Q4_0'],
+    ['Q3_K', 'Q4_0'],
+    ['Q4_K', 'Q5_0'],
+    ['Q5_K', 'Q5_1'],
+    ['Q6_K', 'Q8_0'],
+  ] as const)('fallbackType: %s keeps rows of 1024, gives %s for 896 and F16 for 100', (from, to) => {
+    expect(fallbackType(GgmlType[from], 1024)).toBe(GgmlType[from]);
+    expect(fallbackType(GgmlType[from], 896)).toBe(GgmlType[to]);
+    expect(fallbackType(GgmlType[from], 100)).toBe(GgmlType.F16);
+  });
+
+  it('fallbackType: a block of 32 has no fallback in llama.cpp; weft keeps it where it divides, else F16', () => {
+    expect(fallbackType(GgmlType.Q8_0, 96)).toBe(GgmlType.Q8_0);
+    expect(fallbackType(GgmlType.Q8_0, 100)).toBe(GgmlType.F16);
+    expect(fallbackType(GgmlType.IQ4_NL, 100)).toBe(GgmlType.F16);
+    expect(fallbackType(GgmlType.F32, 7)).toBe(GgmlType.F32);
   });
 });

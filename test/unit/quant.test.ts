@@ -9,6 +9,7 @@ import {
   f32ToF16Bits,
   gridOf,
   type IntFormat,
+  IQ4_VALUES,
   kQuantGrid,
   kQuantParams,
   nearestCode,
@@ -20,7 +21,20 @@ import {
 } from '../../src/quant/formats.js';
 import { randomF32 } from '../helpers/random.js';
 
-const INT_FORMATS: IntFormat[] = ['int8', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'int4', 'q5_k', 'q6_k', 'int2'];
+const INT_FORMATS: IntFormat[] = [
+  'int8',
+  'q4_0',
+  'q4_1',
+  'q5_0',
+  'q5_1',
+  'int4',
+  'q5_k',
+  'q6_k',
+  'q3_k',
+  'iq4_nl',
+  'iq4_xs',
+  'int2',
+];
 const FORMATS: WeightFormat[] = ['f32', 'f16', ...INT_FORMATS];
 // [rows, cols]: whole super-blocks, and rows·cols not a multiple of 256 (flat padding, blocks
 // spanning rows: 688 = 2.6875 super-blocks).
@@ -58,8 +72,15 @@ describe('quantize / dequantize round trip', () => {
         const at = (c: number) => Math.fround(grid.scaleAt(i) * c - grid.offsetAt(i));
         expect(back[i]).toBe(at(codes[i]!));
         const err = Math.abs(back[i]! - w[i]!);
-        for (const c of [codes[i]! - 1, codes[i]! + 1])
-          if (c >= grid.lo && c <= grid.hi) expect(err).toBeLessThanOrEqual(Math.abs(at(c) - w[i]!));
+        // The neighbouring codes: ±1, or the neighbouring values of the IQ4 table.
+        const k = IQ4_VALUES.indexOf(codes[i]!);
+        const near =
+          format === 'iq4_nl' || format === 'iq4_xs'
+            ? [IQ4_VALUES[k - 1], IQ4_VALUES[k + 1]]
+            : [codes[i]! - 1, codes[i]! + 1];
+        for (const c of near)
+          if (c !== undefined && c >= grid.lo && c <= grid.hi)
+            expect(err).toBeLessThanOrEqual(Math.abs(at(c) - w[i]!));
       }
     },
   );
@@ -73,6 +94,9 @@ describe('quantize / dequantize round trip', () => {
     ['int4', 0.034],
     ['q5_k', 0.017],
     ['q6_k', 0.01],
+    ['q3_k', 0.09],
+    ['iq4_nl', 0.04],
+    ['iq4_xs', 0.04],
     ['int2', 0.14],
   ] as const)('%s: RMS error on uniform [-1, 1) weights stays below %f', (format, bound) => {
     const [rows, cols] = [64, 688];
@@ -104,7 +128,7 @@ describe('quantize / dequantize round trip', () => {
 });
 
 describe('bits per weight, from the bytes', () => {
-  const nominal: Record<IntFormat, number> = {
+  const nominal: Record<string, number> = {
     int8: 8.5,
     q4_0: 4.5,
     q4_1: 5,
@@ -113,6 +137,9 @@ describe('bits per weight, from the bytes', () => {
     int4: 4.5,
     q5_k: 5.5,
     q6_k: 6.5625,
+    q3_k: 3.4375,
+    iq4_nl: 4.5,
+    iq4_xs: 4.25,
     int2: 2.625,
   };
   // The demo target's shapes: K = 688 (down_proj) and K = 256 (the others).
@@ -130,8 +157,9 @@ describe('bits per weight, from the bytes', () => {
     const bits = ((q.data.length + q.scales!.length) * 32) / (rows * cols);
     expect(bits).toBe(bitsPerWeight(format, rows, cols));
     // q6_k keeps its f16 d's two to a word: an odd count of super-blocks leaves 2 bytes unpaired.
-    const unpaired = format === 'q6_k' && (rows * cols) % 512 !== 0 ? 16 / (rows * cols) : 0;
-    expect(bits).toBeLessThanOrEqual(nominal[format] + unpaired);
+    const unpaired =
+      (format === 'q6_k' || format === 'q3_k') && (rows * cols) % 512 !== 0 ? 16 / (rows * cols) : 0;
+    expect(bits).toBeLessThanOrEqual(nominal[format]! + unpaired);
     if (format === 'q4_0') expect(bits).toBe(4.5);
   });
 
@@ -273,8 +301,11 @@ describe('grid and codes apart (for calibrated rounding)', () => {
       const grid = gridOf(w, rows, cols, format);
       const nearest = Int32Array.from(w, (v, i) => nearestCode(grid, i, v));
       expect(encode(grid, nearest)).toEqual(quantize(w, rows, cols, format));
-      // Any codes in [lo, hi] survive the packing.
-      const codes = Int32Array.from(w, (_, i) => grid.lo + ((i * 7) % (grid.hi - grid.lo + 1)));
+      // Any codes in [lo, hi] survive the packing (the IQ4 formats' codes: any of the table's values).
+      const iq4 = format === 'iq4_nl' || format === 'iq4_xs';
+      const codes = Int32Array.from(w, (_, i) =>
+        iq4 ? IQ4_VALUES[(i * 7) % 16]! : grid.lo + ((i * 7) % (grid.hi - grid.lo + 1)),
+      );
       const back = decode(encode(grid, codes));
       expect(back.codes).toEqual(codes);
       expect(back.grid.scales).toEqual(grid.scales);
@@ -285,6 +316,13 @@ describe('grid and codes apart (for calibrated rounding)', () => {
         ),
       ).toThrow(/outside/);
       expect(() => encode(grid, codes.subarray(1))).toThrow(/codes for/);
+      if (iq4)
+        expect(() =>
+          encode(
+            grid,
+            codes.map((c, i) => (i === 5 ? 0 : c)),
+          ),
+        ).toThrow(/IQ4 values/);
     },
   );
 

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
+import { randomMatrix } from '../../../test/helpers/random.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { type QuantizedMatrix, quantize, type WeightFormat } from '../../quant/formats.js';
+import { latticeFormat, type QuantizedMatrix, quantize, type WeightFormat } from '../../quant/formats.js';
 import { uploadMatrix } from '../matmul/matrix.js';
 import { Embedding, type EmbeddingOptions, embedRef } from './embed.js';
 
@@ -61,6 +62,19 @@ describe('embedding lookup vs dequantize (bit-exact)', () => {
     ['q5_k', 37, 688, [36, 0, 16, 17], 20 * 430],
     ['q6_k', 33, 256, [32, 2, 0, 3], 6 * 192],
     ['q6_k', 19, 688, [18, 15, 16], undefined],
+    // q3_k's pairs of super-blocks and 2-bit low plane; the IQ4 table's values on q4_0's layout
+    // (iq4_nl) and under 6-bit sub-scales (iq4_xs).
+    ['q3_k', 33, 256, [32, 2, 0, 3], 6 * 96],
+    ['q3_k', 19, 688, [18, 15, 16], undefined],
+    ['iq4_nl', 41, 688, [40, 1, 20], 9 * 344],
+    ['iq4_xs', 37, 688, [36, 0, 16, 17], 20 * 344],
+    // The lattice i-quants (random code words), parts on a pair of super-blocks, blocks spanning
+    // rows at 688.
+    ['iq2_xxs', 33, 256, [32, 2, 0, 3], 6 * 64],
+    ['iq2_xs', 19, 688, [18, 15, 16], undefined],
+    ['iq2_s', 33, 256, [32, 2, 0, 3], 6 * 80],
+    ['iq3_xxs', 19, 688, [18, 15, 16], undefined],
+    ['iq3_s', 33, 256, [32, 2, 0, 3], 6 * 108],
   ];
   it.each(cases)('%s table [%i, %i] ids %o, part limit %s bytes', async (format, V, n, idList, limit) => {
     const ctx = await gpu();
@@ -68,7 +82,7 @@ describe('embedding lookup vs dequantize (bit-exact)', () => {
     // Tiny values exercise f16 subnormals.
     w[3] = 3e-6;
     w[4] = -1e-7;
-    const q = quantize(w, V, n, format);
+    const q = latticeFormat(format) ? randomMatrix(format, V, n, V * n) : quantize(w, V, n, format);
     const ids = Uint32Array.from(idList);
     const got = await runEmbedding(ctx, q, ids, limit);
     expect(Array.from(got)).toEqual(Array.from(embedRef(q, ids)));

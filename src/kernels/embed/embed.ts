@@ -7,12 +7,13 @@ import {
   checkShape,
   dequantize,
   isIntFormat,
+  latticeFormat,
   type QuantizedMatrix,
   type WeightFormat,
 } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { codeVars, quantScaleVars } from '../matmul/matmul.js';
+import { codeVars, latticeTable, quantScaleVars } from '../matmul/matmul.js';
 import type { GpuMatrix } from '../matmul/matrix.js';
 
 const WG = 64;
@@ -70,6 +71,8 @@ export function embedRef(table: QuantizedMatrix, ids: Uint32Array, scale = 1): F
  */
 export class Embedding {
   private readonly pipeline: GPUComputePipeline;
+  /** A lattice format's codebook (binding 5). */
+  private readonly codebook: GPUBuffer | undefined;
   /** One uniform per part of the table: each part is its own dispatch in the same pass. */
   private readonly uniforms: UniformSlot<LayoutKeys<typeof Params>>[];
 
@@ -94,6 +97,7 @@ export class Embedding {
         throw new InvalidInputError(`Embedding: ${format} part ${i} needs scales`);
     });
     this.pipeline = ctx.pipelines.get('embed', ...embedSource(format, this.scale));
+    this.codebook = latticeFormat(format) ? latticeTable(ctx, format) : undefined;
     this.uniforms = table.parts.map((_, i) => new UniformSlot(ctx, Params, `embed-params-${i}`));
   }
 
@@ -123,6 +127,7 @@ export class Embedding {
       });
       const bufs = [uniform.buffer, ids, out, part.data];
       if (part.scales) bufs.push(part.scales);
+      if (this.codebook) bufs.push(this.codebook);
       pass.setBindGroup(0, this.binds.get(this.pipeline, bufs));
       this.ctx.counter.dispatch(pass, ...wgs);
     });

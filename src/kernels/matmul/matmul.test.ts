@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { gpu, gpuHost, projectForms, runOnce } from '../../../test/helpers/gpu.js';
-import { randomF32 } from '../../../test/helpers/random.js';
+import { randomF32, randomMatrix } from '../../../test/helpers/random.js';
 import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, readU32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
@@ -118,13 +118,30 @@ describe.each(LAYOUTS)('matmul, %s', (_layout, kernels) => {
   });
 });
 
-// The GGUF block formats placed as stored: 4-bit nibbles with a min (q4_1), and the planar 5- and
-// 6-bit codes (q5_0, q5_1, q5_k; q6_k), on shapes that take each one's wide and narrow loads
-// (wideLoads: K % 32 for q4_1, % 64 for q6_k, % 128 for the 5-bit ones; 688 none, 1088 those of
-// q4_1 and q6_k, 256 all), N no multiple of a workgroup's columns, M = 5 a short 8-row tile (the
-// serial form: its 8-row tile, short), and flat blocks spanning rows at K = 688. Batch invariance
-// and parts do not depend on how a block is decoded: q6_k and q5_0 run them.
-const GGUF_FORMATS: WeightFormat[] = ['q4_1', 'q5_0', 'q5_1', 'q5_k', 'q6_k'];
+// The GGUF block formats placed as stored: 4-bit nibbles with a min (q4_1) or standing for the IQ4
+// table's values (iq4_nl, iq4_xs), and the planar 3-, 5- and 6-bit codes (q3_k; q5_0, q5_1, q5_k;
+// q6_k), on shapes that take each one's wide and narrow loads (wideLoads: K % 32 for the 4-bit
+// ones, % 64 for q6_k, % 128 for q3_k and the 5-bit ones; 688 none, 1088 those of the 4-bit ones
+// and q6_k, 256 all), N no multiple of a workgroup's columns, M = 5 a short 8-row tile (the serial
+// form: its 8-row tile, short), and flat blocks spanning rows at K = 688. Batch invariance and parts
+// do not depend on how a block is decoded: q6_k, q3_k and q5_0 run them.
+// The lattice i-quants (random code words: any is a valid block) read a block of u32 words at a
+// time whatever K is.
+const GGUF_FORMATS: WeightFormat[] = [
+  'q4_1',
+  'q5_0',
+  'q5_1',
+  'q5_k',
+  'q6_k',
+  'q3_k',
+  'iq4_nl',
+  'iq4_xs',
+  'iq2_xxs',
+  'iq2_xs',
+  'iq2_s',
+  'iq3_xxs',
+  'iq3_s',
+];
 const GGUF_SHAPES: [number, number, number][] = [
   [5, 70, 256],
   [1, 21, 1088],
@@ -133,11 +150,15 @@ const GGUF_SHAPES: [number, number, number][] = [
 
 // On a project that pins the GPU forms (lavapipe, where compiling is what a test costs), q4_1,
 // q5_0 and q5_1 take the wide shape alone: their narrow reads are q4_0's / q5_k's code with their
-// own grid, which every shape of the other project covers.
+// own grid, which every shape of the other project covers; iq4_nl and iq4_xs one wide and one
+// narrow shape (their table lookup is the code both share); the lattice formats, read the same way
+// at every K, one shape.
 const ggufShapes = (format: WeightFormat) =>
-  gpuHost().kernels === undefined || format === 'q5_k' || format === 'q6_k'
+  gpuHost().kernels === undefined || format === 'q5_k' || format === 'q6_k' || format === 'q3_k'
     ? GGUF_SHAPES
-    : GGUF_SHAPES.slice(0, 1);
+    : format === 'iq4_nl' || format === 'iq4_xs'
+      ? [GGUF_SHAPES[0]!, GGUF_SHAPES[2]!]
+      : GGUF_SHAPES.slice(0, 1);
 
 describe.each(LAYOUTS)('matmul on GGUF block formats, %s', (_layout, kernels) => {
   const context = () => gpu({ kernels });
@@ -145,32 +166,39 @@ describe.each(LAYOUTS)('matmul on GGUF block formats, %s', (_layout, kernels) =>
     const ctx = await context();
     let seed = 51;
     for (const [M, N, K] of ggufShapes(format)) {
-      const q = quantize(randomF32(N * K, seed++), N, K, format);
+      const q = randomMatrix(format, N, K, seed++);
       const x = randomF32(M * K, seed++);
       const ref = matmulRef(q, x, M);
       expectClose(await runMatmul(ctx, q, x, M), ref.y, ref.magnitude);
     }
   });
 
-  it.each(['q6_k', 'q5_0'] as const)('%s: row r is bit-identical at M = 1 and in a batch', async (format) => {
-    const ctx = await context();
-    // K = 1088: q6_k's wide loads, q5_0's narrow ones; 17 rows: the 8-row tile twice and a short one.
-    const [N, K, T] = [13, 1088, 17];
-    const q = quantize(randomF32(N * K, 3), N, K, format);
-    const x = randomF32(T * K, 4);
-    const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
-    const batch = await batchBits(ctx, q, x, T, 64);
-    expect(Array.from(batch)).toEqual(Array.from(rowsAlone));
-  });
+  it.each(['q6_k', 'q5_0', 'q3_k', 'iq2_xs'] as const)(
+    '%s: row r is bit-identical at M = 1 and in a batch',
+    async (format) => {
+      const ctx = await context();
+      // K = 1088: q6_k's wide loads, q5_0's and q3_k's narrow ones; 17 rows: the 8-row tile twice
+      // and a short one.
+      const [N, K, T] = [13, 1088, 17];
+      const q = randomMatrix(format, N, K, 3);
+      const x = randomF32(T * K, 4);
+      const rowsAlone = await rowsOneByOne(ctx, q.format, uploadMatrix(ctx, q, 'w'), x, T);
+      const batch = await batchBits(ctx, q, x, T, 64);
+      expect(Array.from(batch)).toEqual(Array.from(rowsAlone));
+    },
+  );
 
   it.each([
     ['q6_k', 256, [10, 10, 10, 7]],
+    ['q3_k', 256, [10, 10, 10, 7]],
+    ['iq3_s', 256, [10, 10, 10, 7]],
     ['q5_0', 128, [10, 10, 10, 7]],
   ] as const)('%s, K = %i: a split matrix gives the bits of a whole one', async (format, K, rows) => {
     const ctx = await context();
-    // Parts start on a pair of q6_k super-blocks (2 rows of 256) or a q5_0 chunk (1 row of 128).
+    // Parts start on a pair of q6_k or q3_k super-blocks (2 rows of 256) or a q5_0 chunk (1 row of
+    // 128).
     const [N, T] = [37, 5];
-    const q = quantize(randomF32(N * K, 25), N, K, format);
+    const q = randomMatrix(format, N, K, 25);
     const x = randomF32(T * K, 26);
     const limit = (10 * K * CODE_BITS[format]) / 8;
     const parts = uploadMatrix(ctx, q, 'w', limit);
@@ -355,14 +383,15 @@ describe('wideLoads', () => {
     expect(matmulVariant(device('serial'), 'int2', shape(128)).wide).toBe(false);
   });
 
-  it('reads the planar codes a unit at a time: q6_k when K % 64 == 0, the 5-bit formats when K % 128 == 0', () => {
+  it('reads the planar codes a unit at a time: q6_k when K % 64 == 0, q3_k and the 5-bit formats when K % 128 == 0', () => {
     expect([64, 192, 1088].map((K) => wideLoads('q6_k', K))).toEqual([true, true, true]);
     expect([32, 96, 688].map((K) => wideLoads('q6_k', K))).toEqual([false, false, false]);
-    for (const format of ['q5_0', 'q5_1', 'q5_k'] as const) {
+    for (const format of ['q5_0', 'q5_1', 'q5_k', 'q3_k'] as const) {
       expect([128, 256, 896].map((K) => wideLoads(format, K))).toEqual([true, true, true]);
       expect([64, 688, 1088].map((K) => wideLoads(format, K))).toEqual([false, false, false]);
     }
-    expect([32, 1088].map((K) => wideLoads('q4_1', K))).toEqual([true, true]);
+    for (const format of ['q4_1', 'iq4_nl', 'iq4_xs'] as const)
+      expect([32, 1088].map((K) => wideLoads(format, K))).toEqual([true, true]);
     // The GGUF test shapes take both widths of each.
     for (const format of GGUF_FORMATS)
       expect(new Set(GGUF_SHAPES.map(([, , K]) => wideLoads(format, K)))).toEqual(new Set([true, false]));

@@ -1,6 +1,7 @@
 // Matmul with fused dequantisation: y [M, N] = x [M, K] · Wᵀ, W [N, K] in any WeightFormat.
 import { InvalidInputError } from '../../errors.js';
 import { shaders } from '../../gen/shaders.js';
+import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, type WgslVars, wgslVariant } from '../../gpu/wgsl.js';
@@ -9,7 +10,15 @@ import {
   codeBias,
   codeWordType,
   dequantize,
+  GEOMETRY,
+  IQ4_VALUES,
+  iq4Format,
   isIntFormat,
+  type LatticeFormat,
+  latticeBlockWords,
+  latticeFormat,
+  latticeGrid,
+  lowPlaneBits,
   type QuantizedMatrix,
   type WeightFormat,
 } from '../../quant/formats.js';
@@ -123,14 +132,15 @@ export const SERIAL_THREADS = 4;
 export const SERIAL_COLUMNS = 8;
 
 /** Blocks of 16 codes in a unit of the WIDE split-K form, by bits per code (see {@link blocksPerUnit}). */
-const WIDE_BLOCKS: Readonly<Record<number, number>> = { 2: 4, 4: 2, 5: 8, 6: 4 };
+const WIDE_BLOCKS: Readonly<Record<number, number>> = { 2: 4, 3: 8, 4: 2, 5: 8, 6: 4 };
 
 /**
  * Blocks of 16 elements one unit of the split-K form covers for a `format` matrix of K columns
  * (the WGSL constant U) where {@link wideLoads} holds: 2 for the 4-bit formats and 4 for int2 (one
  * 16-byte load of codes), 8 for the 5-bit formats (a chunk of 128: four loads of nibbles and one
  * of high bits) and 4 for q6_k (half a chunk: two loads of nibbles and one of high bits); else 1
- * (a block of f32 takes four loads, of f16 two).
+ * (a block of f32 takes four loads, of f16 two); q3_k's unit is a chunk of 128 too, in two loads of
+ * 2-bit codes and one of high bits.
  */
 export function blocksPerUnit(format: WeightFormat, K: number): number {
   return wideLoads(format, K) ? WIDE_BLOCKS[CODE_BITS[format]]! : 1;
@@ -138,19 +148,18 @@ export function blocksPerUnit(format: WeightFormat, K: number): number {
 
 /**
  * 16-byte loads per unit (the WGSL constant UV): the f32 and f16 blocks are 64 and 32 bytes; a
- * wide planar unit (5- and 6-bit codes) is U / 2 loads of nibbles and one of high bits; the others
- * one load (the narrow planar read is three u32 words as one).
+ * wide planar unit (3-, 5- and 6-bit codes) is U · LB / 8 loads of its low plane (LB bits per code)
+ * and one of high bits; the others one load (the narrow planar read is three u32 words as one).
  */
 function loadsPerUnit(format: WeightFormat, wide: boolean): number {
   if (format === 'f32') return 4;
   if (format === 'f16') return 2;
-  return wide && planar(format) ? WIDE_BLOCKS[CODE_BITS[format]]! / 2 + 1 : 1;
+  return wide && planar(format) ? (WIDE_BLOCKS[CODE_BITS[format]]! * lowPlaneBits(format)) / 8 + 1 : 1;
 }
 
-/** Formats whose codes are stored in a nibble plane and a high plane (5- and 6-bit codes). */
+/** Formats whose codes are stored in a low plane and a high plane (3-, 5- and 6-bit codes). */
 function planar(format: WeightFormat): boolean {
-  const bits = CODE_BITS[format];
-  return bits === 5 || bits === 6;
+  return lowPlaneBits(format) > 0;
 }
 
 /**
@@ -267,6 +276,7 @@ export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat)
  * int8 read 16 bytes per block anyway.
  */
 export function wideLoads(format: WeightFormat, K: number): boolean {
+  if (latticeFormat(format)) return false;
   const blocks = WIDE_BLOCKS[CODE_BITS[format]];
   return blocks !== undefined && K % (16 * blocks) === 0;
 }
@@ -283,9 +293,9 @@ export function groupPairs(format: WeightFormat, K: number): boolean {
   return gridPerGroup(format) && K % 32 === 0;
 }
 
-/** Formats whose grid is one per 32 elements (a group, or a Q4_K / Q5_K sub-block). */
+/** Formats whose grid is one per 32 elements (a group, or a Q4_K / Q5_K / IQ4_XS sub-block). */
 function gridPerGroup(format: WeightFormat): boolean {
-  return isIntFormat(format) && format !== 'int2' && format !== 'q6_k';
+  return isIntFormat(format) && GEOMETRY[format].unit === 32;
 }
 
 /**
@@ -302,24 +312,69 @@ export function quantScaleVars(format: WeightFormat): WgslVars {
     Q5_1: format === 'q5_1',
     SC6: format === 'int4' || format === 'q5_k',
     Q6_K: format === 'q6_k',
+    Q3_K: format === 'q3_k',
+    IQ4_NL: format === 'iq4_nl',
+    IQ4_XS: format === 'iq4_xs',
     INT2: format === 'int2',
+    LATTICE: latticeFormat(format),
+    IQ2_XXS: format === 'iq2_xxs',
+    IQ2_XS: format === 'iq2_xs',
+    IQ2_S: format === 'iq2_s',
+    IQ3_XXS: format === 'iq3_xxs',
+    IQ3_S: format === 'iq3_s',
+    DW: latticeFormat(format) ? latticeBlockWords(format) : 0,
   };
+}
+
+/** Each context's lattice codebooks, uploaded on first use. */
+const LATTICE_TABLES = new WeakMap<GpuContext, Map<LatticeFormat, GPUBuffer>>();
+
+/**
+ * The codebook of a lattice format (src/quant/iq-grids.ts: 2 to 8 KiB) as a storage buffer of
+ * `ctx`, uploaded once per context and shared by every matmul and embedding of that format.
+ */
+export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer {
+  let tables = LATTICE_TABLES.get(ctx);
+  if (!tables) {
+    tables = new Map();
+    LATTICE_TABLES.set(ctx, tables);
+  }
+  let buf = tables.get(format);
+  if (!buf) {
+    buf = uploadBuffer(ctx, latticeGrid(format), `${format}-codebook`);
+    tables.set(format, buf);
+  }
+  return buf;
 }
 
 /**
  * The code-layout flags of `format` (matmul.wgsl, embed.wgsl): NIBBLES (4-bit codes, flat
- * nibbles), PLANAR (5- and 6-bit codes in a nibble plane and a high plane of HB bits, minus BIAS);
- * INT8 and INT2 are {@link quantScaleVars}'.
+ * nibbles; IQ4: each nibble stands for its value in IQ4_TABLE, the int8s of `IQ4_VALUES` packed
+ * little-endian in four words), PLANAR (3-, 5- and 6-bit codes in a low plane of LB bits and a high
+ * plane of HB bits, minus BIAS); INT8 and INT2 are {@link quantScaleVars}'.
  */
 export function codeVars(format: WeightFormat): WgslVars {
   const bits = CODE_BITS[format];
+  const lb = lowPlaneBits(format);
   return {
     NIBBLES: isIntFormat(format) && bits === 4,
+    IQ4: iq4Format(format),
+    IQ4_TABLE: IQ4_TABLE,
     PLANAR: planar(format),
-    HB: planar(format) ? bits - 4 : 0,
+    LB: lb,
+    HB: planar(format) ? bits - lb : 0,
     BIAS: codeBias(format),
   };
 }
+
+/** `IQ4_VALUES` as WGSL: four u32 literals, byte k of word j the int8 of nibble 4j + k. */
+const IQ4_TABLE = [0, 1, 2, 3]
+  .map((j) => {
+    let v = 0;
+    for (let k = 0; k < 4; k++) v |= (IQ4_VALUES[4 * j + k]! & 0xff) << (8 * k);
+    return `0x${(v >>> 0).toString(16)}u`;
+  })
+  .join(', ');
 
 /** A matrix's shape: N output rows (a gated pair's outputs), K columns. */
 export interface MatrixShape {
@@ -383,7 +438,7 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     SCALES: isIntFormat(format),
     NORM: v.norm !== false,
     ONE_PLUS: v.norm === 'one-plus',
-    GAMMA_AT: isIntFormat(format) ? 5 : 4,
+    GAMMA_AT: latticeFormat(format) ? 6 : isIntFormat(format) ? 5 : 4,
     ADD: v.epilogue === 'add',
     GATED: gatedEpilogue(v.epilogue),
     GELU: v.epilogue === 'gelu',
@@ -519,6 +574,8 @@ export abstract class PartedMatmul {
  */
 export class Matmul extends PartedMatmul {
   private readonly norm: MatmulNorm | undefined;
+  /** A lattice format's codebook (binding 5), shared per context (see {@link latticeTable}). */
+  private readonly table: GPUBuffer | undefined;
   readonly epilogue: MatmulEpilogue;
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
@@ -546,6 +603,7 @@ export class Matmul extends PartedMatmul {
     this.norm = norm;
     this.epilogue = v.epilogue;
     this.lanes = v.lanes;
+    this.table = latticeFormat(w.format) ? latticeTable(ctx, w.format) : undefined;
   }
 
   /**
@@ -566,7 +624,8 @@ export class Matmul extends PartedMatmul {
         `Matmul.encode: y has ${y.size} bytes, needs ${M * N * 4} for [${M}, ${N}]`,
       );
     const norm = this.norm;
-    this.dispatch(pass, [x], y, M, xOffsetRows, norm ? [norm.weight] : [], norm?.eps ?? 0);
+    const after = [...(this.table ? [this.table] : []), ...(norm ? [norm.weight] : [])];
+    this.dispatch(pass, [x], y, M, xOffsetRows, after, norm?.eps ?? 0);
   }
 }
 
