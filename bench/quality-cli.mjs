@@ -2,9 +2,17 @@
 // SSR loader (no build needed) and prints the markdown table; with --json, one JSON object on
 // stdout and the table on stderr.
 // Usage: node bench/quality-cli.mjs [--json] [--chunks N|all] [--model DIR] [--text FILE]
-//   [--calibration FILE] [--calibrated int4,int2|none]
+//   [--calibration FILE] [--calibrated int4,int2|none] [--quants int8,int4,int2,w8a8|none]
+//   [--rotations none,hadamard] [--gguf q4_k_m,q3_k,iq2_xs,...|all]
 //   --chunks N  chunks of 256 held-out tokens to score (default 4, about 10 minutes on a busy 2-core machine, most of it calibrating: Hessians, GPTQ and the K-quant refinement; --chunks all took 33 minutes; the text has 82). The run scores
-//               each chunk with f16 once and with each of the 8 configurations once.
+//               each chunk with f16 once and with each configuration (8 by default) once.
+//   --quants    the round-to-nearest weft rows (default int8,int4,int2,w8a8); --calibrated the
+//               GPTQ ones; each at every rotation of --rotations (default none,hadamard).
+//   --gguf      GGUF rows: each GGML type or llama-quantize mix (case-insensitive; all: every one
+//               weft writes) as weft's GGUF writer stores the model with the calibration text's
+//               importance matrix, read back through the GGUF loader; needs --calibration. Each
+//               row costs one more forward per chunk (about 1.4 s on a busy 2-core machine) and
+//               its quantisation (up to 2 minutes there for IQ3_S).
 import { parseArgs } from 'node:util';
 import { printReport, withBareSources } from './ssr.mjs';
 
@@ -16,30 +24,49 @@ const { values } = parseArgs({
     text: { type: 'string', default: 'models/kjv-heldout.txt' },
     calibration: { type: 'string', default: 'models/kjv-calibration.txt' },
     calibrated: { type: 'string', default: 'int4,int2' },
+    quants: { type: 'string', default: 'int8,int4,int2,w8a8' },
+    rotations: { type: 'string', default: 'none,hadamard' },
+    gguf: { type: 'string', default: 'none' },
   },
 });
-// --calibrated none: round-to-nearest rows only (no Hessians, which take a few minutes here).
-const calibrated = values.calibrated === 'none' ? [] : values.calibrated.split(',');
-if (calibrated.some((q) => !['int8', 'int4', 'int2', 'w8a8'].includes(q))) {
-  process.stderr.write(
-    `quality: --calibrated "${values.calibrated}" must be none or a list of int8,int4,int2,w8a8\n`,
-  );
+const fail = (message) => {
+  process.stderr.write(`quality: ${message}\n`);
   process.exit(1);
-}
+};
+/** A comma list of `allowed` names (none: empty, unless `none` is a name), or exits naming the option. */
+const list = (option, allowed, value = values[option]) => {
+  const names = value === 'none' && !allowed.includes('none') ? [] : value.split(',');
+  if (names.some((q) => !allowed.includes(q)))
+    fail(`--${option} "${values[option]}" must be none or a list of ${allowed.join(',')}`);
+  return names;
+};
+// --calibrated none: no GPTQ rows (and, without --gguf, no Hessians, which take a few minutes here).
+const calibrated = list('calibrated', ['int8', 'int4', 'int2', 'w8a8']);
+const quants = list('quants', ['int8', 'int4', 'int2', 'w8a8']);
+const rotations = list('rotations', ['none', 'hadamard']);
 const chunks = values.chunks === 'all' ? Number.POSITIVE_INFINITY : Number(values.chunks);
-if (chunks !== Number.POSITIVE_INFINITY && (!Number.isInteger(chunks) || chunks < 1)) {
-  process.stderr.write(`quality: --chunks "${values.chunks}" must be a positive integer\n`);
-  process.exit(1);
-}
+if (chunks !== Number.POSITIVE_INFINITY && (!Number.isInteger(chunks) || chunks < 1))
+  fail(`--chunks "${values.chunks}" must be a positive integer`);
 
 await withBareSources(async (load) => {
-  const { measureQuality, qualityTable } = await load('/bench/quality.ts');
+  const { GGUF_QUANTS, measureQuality, qualityTable } = await load('/bench/quality.ts');
+  const gguf =
+    values.gguf.toLowerCase() === 'all'
+      ? GGUF_QUANTS
+      : list(
+          'gguf',
+          GGUF_QUANTS.map((q) => q.toLowerCase()),
+          values.gguf.toLowerCase(),
+        ).map((q) => q.toUpperCase());
+  const calibrating = calibrated.length > 0 || gguf.length > 0;
   const report = await measureQuality({
     model: values.model,
     text: values.text,
     chunks,
-    quants: ['int8', 'int4', 'int2', 'w8a8'],
-    ...(calibrated.length > 0 ? { calibration: { text: values.calibration, quants: calibrated } } : {}),
+    quants,
+    rotations,
+    ...(calibrating ? { calibration: { text: values.calibration, quants: calibrated } } : {}),
+    ...(gguf.length > 0 ? { gguf } : {}),
     onChunk: (done, total) => process.stderr.write(`quality: chunk ${done}/${total}\n`),
   });
   report.date = new Date().toISOString();
