@@ -35,9 +35,8 @@ import {
   scaleWords,
   type WeightFormat,
 } from '../quant/formats.js';
-import type { GgmlCodec } from './gguf-codec.js';
-import { IQUANT_CODECS } from './gguf-iquant.js';
-import { KLOW_CODECS } from './gguf-klow.js';
+import { IQUANT_DECODERS, IQUANT_ENCODERS } from './gguf-iquant.js';
+import { KLOW_CODECS, KLOW_DECODERS } from './gguf-klow.js';
 
 /** GGML type ids (the `ggml_type` enum) that weft knows the block size of. */
 export const GgmlType = {
@@ -91,23 +90,12 @@ export const GGML_BLOCKS: ReadonlyMap<number, { name: string; elems: number; byt
   [30, { name: 'BF16', elems: 1, bytes: 2 }],
 ]);
 
-/** Codecs of the types whose references live in modules of their own: Q2_K, Q3_K and the i-quants. */
-const MODULE_CODECS: ReadonlyMap<number, GgmlCodec> = new Map([...KLOW_CODECS, ...IQUANT_CODECS]);
-
-/** Types with a dequantiser here (and a quantiser, for the writer and tests). */
+/**
+ * Types with a dequantiser here (and a quantiser, for the writer and tests): those of this module,
+ * Q2_K (10) and Q3_K (11) in gguf-klow.ts and the i-quants (16–18, 20–23) in gguf-iquant.ts.
+ */
 export const DEQUANTIZABLE: ReadonlySet<number> = new Set([
-  0,
-  1,
-  2,
-  3,
-  6,
-  7,
-  8,
-  12,
-  13,
-  14,
-  30,
-  ...MODULE_CODECS.keys(),
+  0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 16, 17, 18, 20, 21, 22, 23, 30,
 ]);
 
 function f16At(b: Uint8Array, at: number): number {
@@ -143,8 +131,8 @@ export function dequantizeGgml(type: number, bytes: Uint8Array, count: number): 
       `dequantizeGgml: ${count} ${block.name} values need ${(count / block.elems) * block.bytes} bytes in whole blocks, got ${bytes.byteLength}`,
     );
   }
-  const codec = MODULE_CODECS.get(type);
-  if (codec) return codec.dequantize(bytes, count);
+  const decode = KLOW_DECODERS.get(type) ?? IQUANT_DECODERS.get(type);
+  if (decode) return decode(bytes, count);
   const out = new Float32Array(count);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const fr = Math.fround;
@@ -287,8 +275,8 @@ export function quantizeGgml(type: number, x: Float32Array, importance?: Float32
     throw new InvalidInputError(
       `quantizeGgml: ${x.length} values are not whole rows of the ${importance.length} importance weights`,
     );
-  const codec = MODULE_CODECS.get(type);
-  if (codec) return codec.quantize(x, importance);
+  const encode = KLOW_CODECS.get(type)?.quantize ?? IQUANT_ENCODERS.get(type);
+  if (encode) return encode(x, importance);
   const blocks = x.length / block.elems;
   const out = new Uint8Array(blocks * block.bytes);
   const dv = new DataView(out.buffer);

@@ -1020,11 +1020,11 @@ function gridBytes(words: Uint32Array): Uint8Array {
   return Uint8Array.from({ length: 4 * words.length }, (_, b) => (words[b >> 2]! >>> (8 * (b & 3))) & 255);
 }
 
-const IQ2XXS_BYTES = gridBytes(IQ2XXS_GRID);
-const IQ2XS_BYTES = gridBytes(IQ2XS_GRID);
-const IQ2S_BYTES = gridBytes(IQ2S_GRID);
-const IQ3XXS_BYTES = gridBytes(IQ3XXS_GRID);
-const IQ3S_BYTES = gridBytes(IQ3S_GRID);
+const IQ2XXS_BYTES = /* @__PURE__ */ gridBytes(IQ2XXS_GRID);
+const IQ2XS_BYTES = /* @__PURE__ */ gridBytes(IQ2XS_GRID);
+const IQ2S_BYTES = /* @__PURE__ */ gridBytes(IQ2S_GRID);
+const IQ3XXS_BYTES = /* @__PURE__ */ gridBytes(IQ3XXS_GRID);
+const IQ3S_BYTES = /* @__PURE__ */ gridBytes(IQ3S_GRID);
 
 // --- The codecs ------------------------------------------------------------------------------------
 
@@ -1034,7 +1034,7 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
     {
       name: 'IQ2_XXS',
       bytes: 66,
-      lattice: prepareLattice(IQ2XXS_BYTES, 8),
+      lattice: /* @__PURE__ */ prepareLattice(IQ2XXS_BYTES, 8),
       parity: true,
       sub: 32,
       sigma: 1,
@@ -1048,7 +1048,7 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
     {
       name: 'IQ2_XS',
       bytes: 74,
-      lattice: prepareLattice(IQ2XS_BYTES, 8),
+      lattice: /* @__PURE__ */ prepareLattice(IQ2XS_BYTES, 8),
       parity: true,
       sub: 16,
       sigma: 1,
@@ -1062,7 +1062,7 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
     {
       name: 'IQ2_S',
       bytes: 82,
-      lattice: prepareLattice(IQ2S_BYTES, 8),
+      lattice: /* @__PURE__ */ prepareLattice(IQ2S_BYTES, 8),
       parity: false,
       sub: 16,
       sigma: 2,
@@ -1076,7 +1076,7 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
     {
       name: 'IQ3_XXS',
       bytes: 98,
-      lattice: prepareLattice(IQ3XXS_BYTES, 4),
+      lattice: /* @__PURE__ */ prepareLattice(IQ3XXS_BYTES, 4),
       parity: true,
       sub: 32,
       sigma: 2,
@@ -1090,7 +1090,7 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
     {
       name: 'IQ3_S',
       bytes: 110,
-      lattice: prepareLattice(IQ3S_BYTES, 4),
+      lattice: /* @__PURE__ */ prepareLattice(IQ3S_BYTES, 4),
       parity: false,
       sub: 32,
       sigma: 2,
@@ -1101,27 +1101,36 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
   ],
 ];
 
-const LATTICE_DECODERS: ReadonlyMap<number, (bytes: Uint8Array, count: number) => Float32Array> = new Map([
-  [16, dequantizeIq2xxs],
-  [17, dequantizeIq2xs],
-  [22, dequantizeIq2s],
-  [18, dequantizeIq3xxs],
-  [21, dequantizeIq3s],
+/**
+ * The i-quant decoders by GGML type id: IQ2_XXS (16), IQ2_XS (17), IQ3_XXS (18), IQ4_NL (20),
+ * IQ3_S (21), IQ2_S (22), IQ4_XS (23). Bad sizes throw {@link InvalidInputError}. Kept apart from
+ * the encoders (and every table here marked pure) so that an app that only reads GGUF files, the
+ * engine worker, bundles no encoder.
+ */
+export const IQUANT_DECODERS: ReadonlyMap<number, GgmlCodec['dequantize']> = /* @__PURE__ */ new Map([
+  [16, /* @__PURE__ */ checked('IQ2_XXS', QK, 66, dequantizeIq2xxs)],
+  [17, /* @__PURE__ */ checked('IQ2_XS', QK, 74, dequantizeIq2xs)],
+  [18, /* @__PURE__ */ checked('IQ3_XXS', QK, 98, dequantizeIq3xxs)],
+  [20, /* @__PURE__ */ checked('IQ4_NL', 32, 18, dequantizeIq4nl)],
+  [21, /* @__PURE__ */ checked('IQ3_S', QK, 110, dequantizeIq3s)],
+  [22, /* @__PURE__ */ checked('IQ2_S', QK, 82, dequantizeIq2s)],
+  [23, /* @__PURE__ */ checked('IQ4_XS', QK, 136, dequantizeIq4xs)],
 ]);
 
 /**
- * The i-quant codecs by GGML type id: IQ2_XXS (16), IQ2_XS (17), IQ3_XXS (18), IQ4_NL (20), IQ3_S
- * (21), IQ2_S (22), IQ4_XS (23). Bad sizes, non-finite values and bad importance throw
- * {@link InvalidInputError}.
+ * The i-quant encoders by GGML type id (as {@link IQUANT_DECODERS}). Non-finite values and bad
+ * importance throw {@link InvalidInputError}.
  */
-export const IQUANT_CODECS: ReadonlyMap<number, GgmlCodec> = new Map<number, GgmlCodec>([
-  ...LATTICE_TYPES.map(([id, t]): [number, GgmlCodec] => [
+export const IQUANT_ENCODERS: ReadonlyMap<number, GgmlCodec['quantize']> = /* @__PURE__ */ new Map([
+  ...LATTICE_TYPES.map(([id, t]): [number, GgmlCodec['quantize']] => [
     id,
-    {
-      dequantize: checked(t.name, QK, t.bytes, LATTICE_DECODERS.get(id)!),
-      quantize: (x, importance) => quantizeLattice(t, x, importance),
-    },
+    (x, importance) => quantizeLattice(t, x, importance),
   ]),
-  [20, { dequantize: checked('IQ4_NL', 32, 18, dequantizeIq4nl), quantize: quantizeIq4nl }],
-  [23, { dequantize: checked('IQ4_XS', QK, 136, dequantizeIq4xs), quantize: quantizeIq4xs }],
+  [20, quantizeIq4nl],
+  [23, quantizeIq4xs],
 ]);
+
+/** Both directions of each i-quant, by GGML type id (tests, and tools that write files). */
+export const IQUANT_CODECS: ReadonlyMap<number, GgmlCodec> = /* @__PURE__ */ new Map(
+  [...IQUANT_DECODERS].map(([id, dequantize]) => [id, { dequantize, quantize: IQUANT_ENCODERS.get(id)! }]),
+);

@@ -522,7 +522,28 @@ function codec(
 }
 
 /** The Q2_K (GGML type 10) and Q3_K (11) codecs, by GGML type id. */
-export const KLOW_CODECS: ReadonlyMap<number, GgmlCodec> = new Map([
-  [10, codec('Q2_K', Q2K_BYTES, dequantizeQ2K, quantizeQ2KBlock)],
-  [11, codec('Q3_K', Q3K_BYTES, dequantizeQ3K, quantizeQ3KBlock)],
+export const KLOW_CODECS: ReadonlyMap<number, GgmlCodec> = /* @__PURE__ */ new Map([
+  [10, /* @__PURE__ */ codec('Q2_K', Q2K_BYTES, dequantizeQ2K, quantizeQ2KBlock)],
+  [11, /* @__PURE__ */ codec('Q3_K', Q3K_BYTES, dequantizeQ3K, quantizeQ3KBlock)],
+]);
+
+/**
+ * The Q2_K and Q3_K decoders alone, by GGML type id: what reading a file needs, without the
+ * encoders (an app that only reads GGUF files bundles none).
+ */
+export const KLOW_DECODERS: ReadonlyMap<number, GgmlCodec['dequantize']> = /* @__PURE__ */ new Map([
+  [
+    10,
+    (bytes: Uint8Array, count: number) => {
+      checkDequantizeInput('Q2_K', bytes, count, Q2K_BYTES);
+      return dequantizeQ2K(bytes, count);
+    },
+  ],
+  [
+    11,
+    (bytes: Uint8Array, count: number) => {
+      checkDequantizeInput('Q3_K', bytes, count, Q3K_BYTES);
+      return dequantizeQ3K(bytes, count);
+    },
+  ],
 ]);

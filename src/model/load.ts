@@ -1,8 +1,6 @@
 import { ModelFormatError } from '../formats/errors.js';
 import { type ModelFiles, modelFilePath, parseJson, readJson } from '../formats/files.js';
 import { splitFusedView } from '../formats/fused-view.js';
-import { openGgufCheckpoint } from '../formats/gguf.js';
-import { ggufTokenizer } from '../formats/gguf-tokenizer.js';
 import { checkTensors, languageModelTensors } from '../formats/layout.js';
 import {
   openSafetensors,
@@ -242,9 +240,15 @@ export async function ggufFileOf(files: ModelFiles): Promise<string | undefined>
  * A GGUF model: the spec from its metadata, the tokenizer rebuilt from its embedded vocabulary,
  * and its tensors read as stored where a weft layout holds their blocks (`readPacked`), else
  * dequantized to f32 and packed to the chosen runtime format like any f32 checkpoint. `packed`
- * names the format of its linears ({@link OpenedModel.packed}).
+ * names the format of its linears ({@link OpenedModel.packed}). The GGUF reader and its block
+ * decoders load with the first GGUF file: a bundle (the engine worker) keeps them in a chunk of
+ * their own, which an app that loads safetensors or weft folders never fetches.
  */
 async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedModel> {
+  const [{ openGgufCheckpoint }, { ggufTokenizer }] = await Promise.all([
+    import('../formats/gguf.js'),
+    import('../formats/gguf-tokenizer.js'),
+  ]);
   const ck = await openGgufCheckpoint(await files.open(file));
   const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, ck.spec.eosIds, file);
