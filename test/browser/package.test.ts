@@ -63,11 +63,11 @@ describe('examples/vite-app against the packed package', () => {
     ];
     const shipped = files.map((f) => f.path);
     expect(shipped).toContain('LICENSE');
-    // No demo site, self-test worker or kernel (the demo's); the CLI's host page (dist/host) stays.
+    // No demo site, self-test worker or kernel (the demo's), and no bundle for the CLI's Chromium
+    // host: it serves the compiled modules every user gets (src/cli/chromium-host.ts).
     expect(
-      shipped.filter((f) => /^dist\/(demo\/|workers\/selftest|src\/kernels\/selftest\/)/.test(f)),
+      shipped.filter((f) => /^dist\/(demo\/|host\/|workers\/selftest|src\/kernels\/selftest\/)/.test(f)),
     ).toEqual([]);
-    expect(shipped).toContain('dist/host/index.html');
     expect(shipped).toContain('dist/src/gen/xgrammar.js');
 
     // A copy of the example, with weft from the tarball instead of the repository.
@@ -173,5 +173,47 @@ describe('examples/vite-app against the packed package', () => {
     expect(await page.locator('#stop').isDisabled()).toBe(true);
     expect(await page.locator('#send').isEnabled()).toBe(true);
     expect(await typecheck).toBe('no errors');
+  });
+
+  // The CLI from the same install, once its optional Node part is added as the README says: the
+  // Chromium host serves the installed package's compiled modules (no bundle ships for it) and
+  // finds the packages they import in the app's node_modules.
+  it('runs `weft generate` on the Chromium host from the install, with the reference ids', {
+    timeout: 300_000,
+  }, async () => {
+    const app = join(dir, 'app');
+    const { devDependencies } = JSON.parse(await readFile('package.json', 'utf8')) as {
+      devDependencies: Record<string, string>;
+    };
+    await run(
+      'npm',
+      ['install', '--no-save', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'].concat(
+        `playwright-core@${devDependencies['playwright-core']}`,
+      ),
+      { cwd: app, maxBuffer: 1 << 24 },
+    );
+    const args = (device: string) => [
+      'generate',
+      '--model',
+      'public/models/kjv-target',
+      '--prompt',
+      'And God said',
+      '--max-tokens',
+      '12',
+      '--quant',
+      'f32',
+      '--json',
+      '--device',
+      device,
+    ];
+    const cli = join(app, 'node_modules', 'weft', 'bin', 'weft.js');
+    const gpu = await run('node', [cli, ...args('gpu'), '--host', 'chromium'], { cwd: app });
+    const cpu = await run('node', [cli, ...args('cpu')], { cwd: app });
+    expect(gpu.stderr).toBe('');
+    type Out = { ids: number[]; stats: { adapter?: string } };
+    const [g, c] = [JSON.parse(gpu.stdout) as Out, JSON.parse(cpu.stdout) as Out];
+    console.log(`installed CLI on the Chromium host: ${g.ids.length} ids, adapter ${g.stats.adapter}`);
+    expect(c.ids.length).toBe(12);
+    expect(g.ids).toEqual(c.ids);
   });
 });

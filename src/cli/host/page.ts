@@ -1,5 +1,7 @@
 // The page the CLI drives in headless Chromium when Node's own WebGPU can't run kernels: it runs
 // the engine in its Web Worker and relays every event to Node through functions the CLI exposes.
+// It runs as compiled (dist/src/cli/host/page.js, served by chromium-host.ts), never bundled: the
+// worker is the compiled dist/workers/engine.worker.js.
 
 import type { ChoiceLoadOptions } from '../../engine/sources.js';
 import type { GenerateOptions, GenerationChunk, GenerationStats } from '../../engine/types.js';
@@ -26,7 +28,7 @@ declare global {
 let engine: WorkerEngine | undefined;
 
 window.weftRun = async (job) => {
-  const worker = new Worker(new URL('../../../workers/engine.worker.ts', import.meta.url), {
+  const worker = new Worker(new URL('../../../workers/engine.worker.js', import.meta.url), {
     type: 'module',
   });
   engine = await createWorkerEngine(worker, job.load, (e) => void window.weftProgress(e));
