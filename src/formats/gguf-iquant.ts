@@ -38,13 +38,16 @@
  *                               qh[i] << 8; signs[4i + l] the 8 sign bits of values 32i + 8l ..;
  *                               s = nibble (i & 1) of scales[i >> 1]; db = d·(1 + 2s)
  *
- * In each decoder every f32 product is rounded where ggml's C code rounds it (Math.fround); the
- * sign is applied last, as C's multiplication by ±1.0f, so a zero d gives −0 under a set sign bit.
+ * The lattice types decode through src/quant/lattice.ts (a block less its d is weft's layout of
+ * them); the IQ4 decoders here. In both, every f32 product is rounded where ggml's C code rounds it
+ * (Math.fround), and a zero d gives −0 under a set sign bit, as C's multiplication by ±1.0f.
  */
 import { InvalidInputError } from '../errors.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
 import { IQ4_VALUES } from '../quant/formats.js';
 import { IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID } from '../quant/iq-grids.js';
+import { ksign, latticeBlockWords, latticeDequantize } from '../quant/lattice.js';
+import { dataWords, type LatticeFormat, scaleWords } from '../quant/layout.js';
 import type { GgmlCodec } from './gguf-codec.js';
 
 export { IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID };
@@ -56,10 +59,6 @@ function f16At(b: Uint8Array, at: number): number {
   return f16BitsToF32(b[at]! | (b[at + 1]! << 8));
 }
 
-function u32At(b: Uint8Array, at: number): number {
-  return (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
-}
-
 /** f32 value of the f16 nearest to `x` (what a stored d decodes as). */
 function asF16(x: number): number {
   return f16BitsToF32(f32ToF16Bits(x));
@@ -67,119 +66,29 @@ function asF16(x: number): number {
 
 // --- Decoding ------------------------------------------------------------------------------------
 
-/** `v` with the sign of bit `bit` of `signs` applied as C's `v * (bit ? -1.f : 1.f)`. */
-function signed(v: number, signs: number, bit: number): number {
-  return (signs >> bit) & 1 ? -v : v;
-}
-
-function dequantizeIq2xxs(bytes: Uint8Array, count: number): Float32Array {
-  const out = new Float32Array(count);
-  for (let b = 0; b < count / QK; b++) {
-    const at = b * 66;
-    const d = f16At(bytes, at);
-    for (let i = 0; i < 8; i++) {
-      const q = at + 2 + 8 * i;
-      const aux = u32At(bytes, q + 4);
-      const db = fr(fr(d * (0.5 + (aux >>> 28))) * 0.25);
-      for (let l = 0; l < 4; l++) {
-        const g = 8 * bytes[q + l]!;
-        const signs = KSIGNS_IQ2XS[(aux >>> (7 * l)) & 127]!;
-        const y = b * QK + 32 * i + 8 * l;
-        for (let j = 0; j < 8; j++) out[y + j] = signed(fr(db * IQ2XXS_BYTES[g + j]!), signs, j);
-      }
+/**
+ * The decoder of a lattice type (`blockBytes` per 256 values): its blocks are weft's layout of
+ * `format` once each block's leading f16 d moves to the scales (see `QuantizedMatrix`), so they
+ * decode through the GPU kernels' own reference, {@link latticeDequantize}, which follows ggml's
+ * `dequantize_row_iq*` product for product (the golden vectors in the tests hold it to gguf-py's).
+ */
+function latticeDecoder(format: LatticeFormat, blockBytes: number) {
+  return (bytes: Uint8Array, count: number): Float32Array => {
+    const blocks = count / QK;
+    const data = new Uint32Array(dataWords(format, count));
+    const scales = new Uint32Array(scaleWords(format, count));
+    const codes = new Uint8Array(data.buffer);
+    const d = new Uint16Array(scales.buffer);
+    const W = 4 * latticeBlockWords(format); // bytes of a block's codes: blockBytes − 2
+    for (let s = 0; s < blocks; s++) {
+      const at = s * blockBytes;
+      d[s] = bytes[at]! | (bytes[at + 1]! << 8);
+      codes.set(bytes.subarray(at + 2, at + blockBytes), W * s);
     }
-  }
-  return out;
-}
-
-function dequantizeIq2xs(bytes: Uint8Array, count: number): Float32Array {
-  const out = new Float32Array(count);
-  for (let b = 0; b < count / QK; b++) {
-    const at = b * 74;
-    const d = f16At(bytes, at);
-    for (let i = 0; i < 8; i++) {
-      const sc = bytes[at + 66 + i]!;
-      const db0 = fr(fr(d * (0.5 + (sc & 15))) * 0.25);
-      const db1 = fr(fr(d * (0.5 + (sc >> 4))) * 0.25);
-      for (let l = 0; l < 4; l++) {
-        const q = bytes[at + 2 + 8 * i + 2 * l]! | (bytes[at + 3 + 8 * i + 2 * l]! << 8);
-        const g = 8 * (q & 511);
-        const signs = KSIGNS_IQ2XS[q >> 9]!;
-        const db = l < 2 ? db0 : db1;
-        const y = b * QK + 32 * i + 8 * l;
-        for (let j = 0; j < 8; j++) out[y + j] = signed(fr(db * IQ2XS_BYTES[g + j]!), signs, j);
-      }
-    }
-  }
-  return out;
-}
-
-function dequantizeIq2s(bytes: Uint8Array, count: number): Float32Array {
-  const out = new Float32Array(count);
-  for (let b = 0; b < count / QK; b++) {
-    const at = b * 82;
-    const d = f16At(bytes, at);
-    for (let i = 0; i < 8; i++) {
-      const sc = bytes[at + 74 + i]!;
-      const db0 = fr(fr(d * (0.5 + (sc & 15))) * 0.25);
-      const db1 = fr(fr(d * (0.5 + (sc >> 4))) * 0.25);
-      const qh = bytes[at + 66 + i]!;
-      for (let l = 0; l < 4; l++) {
-        const g = 8 * (bytes[at + 2 + 4 * i + l]! | (((qh >> (2 * l)) & 3) << 8));
-        const signs = bytes[at + 34 + 4 * i + l]!;
-        const db = l < 2 ? db0 : db1;
-        const y = b * QK + 32 * i + 8 * l;
-        for (let j = 0; j < 8; j++) out[y + j] = signed(fr(db * IQ2S_BYTES[g + j]!), signs, j);
-      }
-    }
-  }
-  return out;
-}
-
-function dequantizeIq3xxs(bytes: Uint8Array, count: number): Float32Array {
-  const out = new Float32Array(count);
-  for (let b = 0; b < count / QK; b++) {
-    const at = b * 98;
-    const d = f16At(bytes, at);
-    for (let i = 0; i < 8; i++) {
-      const aux = u32At(bytes, at + 66 + 4 * i);
-      const db = fr(fr(d * (0.5 + (aux >>> 28))) * 0.5);
-      for (let l = 0; l < 4; l++) {
-        const signs = KSIGNS_IQ2XS[(aux >>> (7 * l)) & 127]!;
-        const g1 = 4 * bytes[at + 2 + 8 * i + 2 * l]!;
-        const g2 = 4 * bytes[at + 3 + 8 * i + 2 * l]!;
-        const y = b * QK + 32 * i + 8 * l;
-        for (let j = 0; j < 4; j++) {
-          out[y + j] = signed(fr(db * IQ3XXS_BYTES[g1 + j]!), signs, j);
-          out[y + j + 4] = signed(fr(db * IQ3XXS_BYTES[g2 + j]!), signs, j + 4);
-        }
-      }
-    }
-  }
-  return out;
-}
-
-function dequantizeIq3s(bytes: Uint8Array, count: number): Float32Array {
-  const out = new Float32Array(count);
-  for (let b = 0; b < count / QK; b++) {
-    const at = b * 110;
-    const d = f16At(bytes, at);
-    for (let i = 0; i < 8; i++) {
-      const db = fr(d * (1 + 2 * ((bytes[at + 106 + (i >> 1)]! >> (4 * (i & 1))) & 15)));
-      const qh = bytes[at + 66 + i]!;
-      for (let l = 0; l < 4; l++) {
-        const g1 = 4 * (bytes[at + 2 + 8 * i + 2 * l]! | (((qh >> (2 * l)) & 1) << 8));
-        const g2 = 4 * (bytes[at + 3 + 8 * i + 2 * l]! | (((qh >> (2 * l + 1)) & 1) << 8));
-        const signs = bytes[at + 74 + 4 * i + l]!;
-        const y = b * QK + 32 * i + 8 * l;
-        for (let j = 0; j < 4; j++) {
-          out[y + j] = signed(fr(db * IQ3S_BYTES[g1 + j]!), signs, j);
-          out[y + j + 4] = signed(fr(db * IQ3S_BYTES[g2 + j]!), signs, j + 4);
-        }
-      }
-    }
-  }
-  return out;
+    return count === 0
+      ? new Float32Array(0)
+      : latticeDequantize({ format, rows: 1, cols: count, data, scales });
+  };
 }
 
 function dequantizeIq4nl(bytes: Uint8Array, count: number): Float32Array {
@@ -229,10 +138,7 @@ const IQ4NL_LIST: readonly number[] = [...IQ4NL_VALUES];
  * an even number of negative values (ggml-common.h `ksigns_iq2xs`, llama.cpp, MIT; entry i is
  * i | parity(i) << 7, computed here). Bit j set: value j of the 8 is negative.
  */
-export const KSIGNS_IQ2XS: Uint8Array = Uint8Array.from(
-  { length: 128 },
-  (_, i) => i | ((popcount8(i) & 1) << 7),
-);
+export const KSIGNS_IQ2XS: Uint8Array = Uint8Array.from({ length: 128 }, (_, i) => ksign(i));
 
 // --- Encoding ------------------------------------------------------------------------------------
 //
@@ -382,6 +288,19 @@ function cheapestFlip(lat: Lattice, e: number): number {
   return j0;
 }
 
+/**
+ * Writes a block at `out[at ..]`: f16 bits of d, the 256 / sub 4-bit scales, an index per grid
+ * group, and a sign byte per 8 values.
+ */
+type PackBlock = (
+  out: Uint8Array,
+  at: number,
+  d: number,
+  ls: Uint8Array,
+  idx: Uint16Array,
+  signs: Uint8Array,
+) => void;
+
 /** One lattice type: its codebook, sign rule, sub-blocks, scale formula and byte packing. */
 interface LatticeType {
   readonly name: string;
@@ -397,8 +316,7 @@ interface LatticeType {
   scale(d: number, l: number): number;
   /** The real l whose (unrounded) scale is t·d. */
   level(t: number): number;
-  /** Writes a block: f16 bits of d, the 256 / sub 4-bit scales, an index per grid group, and a sign byte per 8 values. */
-  pack(out: Uint8Array, at: number, d: number, ls: Uint8Array, idx: Uint16Array, signs: Uint8Array): void;
+  readonly pack: PackBlock;
 }
 
 /** Per-block working state of the lattice encoder. */
@@ -720,14 +638,7 @@ function putF16Bits(out: Uint8Array, at: number, bits: number): void {
   out[at + 1] = bits >> 8;
 }
 
-function packIq2xxs(
-  out: Uint8Array,
-  at: number,
-  d: number,
-  ls: Uint8Array,
-  idx: Uint16Array,
-  signs: Uint8Array,
-): void {
+const packIq2xxs: PackBlock = (out, at, d, ls, idx, signs) => {
   putF16Bits(out, at, d);
   for (let i = 0; i < 8; i++) {
     const q = at + 2 + 8 * i;
@@ -736,16 +647,9 @@ function packIq2xxs(
     for (let l = 0; l < 4; l++) aux |= (signs[4 * i + l]! & 127) << (7 * l);
     putU32(out, q + 4, aux >>> 0);
   }
-}
+};
 
-function packIq2xs(
-  out: Uint8Array,
-  at: number,
-  d: number,
-  ls: Uint8Array,
-  idx: Uint16Array,
-  signs: Uint8Array,
-): void {
+const packIq2xs: PackBlock = (out, at, d, ls, idx, signs) => {
   putF16Bits(out, at, d);
   for (let g = 0; g < 32; g++) {
     const q = idx[g]! | ((signs[g]! & 127) << 9);
@@ -753,16 +657,9 @@ function packIq2xs(
     out[at + 3 + 2 * g] = q >> 8;
   }
   for (let i = 0; i < 8; i++) out[at + 66 + i] = ls[2 * i]! | (ls[2 * i + 1]! << 4);
-}
+};
 
-function packIq2s(
-  out: Uint8Array,
-  at: number,
-  d: number,
-  ls: Uint8Array,
-  idx: Uint16Array,
-  signs: Uint8Array,
-): void {
+const packIq2s: PackBlock = (out, at, d, ls, idx, signs) => {
   putF16Bits(out, at, d);
   for (let g = 0; g < 32; g++) {
     out[at + 2 + g] = idx[g]! & 255;
@@ -774,16 +671,9 @@ function packIq2s(
     out[at + 66 + i] = qh;
     out[at + 74 + i] = ls[2 * i]! | (ls[2 * i + 1]! << 4);
   }
-}
+};
 
-function packIq3xxs(
-  out: Uint8Array,
-  at: number,
-  d: number,
-  ls: Uint8Array,
-  idx: Uint16Array,
-  signs: Uint8Array,
-): void {
+const packIq3xxs: PackBlock = (out, at, d, ls, idx, signs) => {
   putF16Bits(out, at, d);
   for (let k = 0; k < 64; k++) out[at + 2 + k] = idx[k]!;
   for (let i = 0; i < 8; i++) {
@@ -791,16 +681,9 @@ function packIq3xxs(
     for (let l = 0; l < 4; l++) aux |= (signs[4 * i + l]! & 127) << (7 * l);
     putU32(out, at + 66 + 4 * i, aux >>> 0);
   }
-}
+};
 
-function packIq3s(
-  out: Uint8Array,
-  at: number,
-  d: number,
-  ls: Uint8Array,
-  idx: Uint16Array,
-  signs: Uint8Array,
-): void {
+const packIq3s: PackBlock = (out, at, d, ls, idx, signs) => {
   putF16Bits(out, at, d);
   for (let i = 0; i < 8; i++) {
     let qh = 0;
@@ -812,7 +695,7 @@ function packIq3s(
   }
   out.set(signs, at + 74);
   for (let i = 0; i < 4; i++) out[at + 106 + i] = ls[2 * i]! | (ls[2 * i + 1]! << 4);
-}
+};
 
 // --- IQ4_NL and IQ4_XS ----------------------------------------------------------------------------
 
@@ -1108,12 +991,12 @@ const LATTICE_TYPES: readonly (readonly [number, LatticeType])[] = [
  * engine worker, bundles no encoder.
  */
 export const IQUANT_DECODERS: ReadonlyMap<number, GgmlCodec['dequantize']> = /* @__PURE__ */ new Map([
-  [16, /* @__PURE__ */ checked('IQ2_XXS', QK, 66, dequantizeIq2xxs)],
-  [17, /* @__PURE__ */ checked('IQ2_XS', QK, 74, dequantizeIq2xs)],
-  [18, /* @__PURE__ */ checked('IQ3_XXS', QK, 98, dequantizeIq3xxs)],
+  [16, /* @__PURE__ */ checked('IQ2_XXS', QK, 66, /* @__PURE__ */ latticeDecoder('iq2_xxs', 66))],
+  [17, /* @__PURE__ */ checked('IQ2_XS', QK, 74, /* @__PURE__ */ latticeDecoder('iq2_xs', 74))],
+  [18, /* @__PURE__ */ checked('IQ3_XXS', QK, 98, /* @__PURE__ */ latticeDecoder('iq3_xxs', 98))],
   [20, /* @__PURE__ */ checked('IQ4_NL', 32, 18, dequantizeIq4nl)],
-  [21, /* @__PURE__ */ checked('IQ3_S', QK, 110, dequantizeIq3s)],
-  [22, /* @__PURE__ */ checked('IQ2_S', QK, 82, dequantizeIq2s)],
+  [21, /* @__PURE__ */ checked('IQ3_S', QK, 110, /* @__PURE__ */ latticeDecoder('iq3_s', 110))],
+  [22, /* @__PURE__ */ checked('IQ2_S', QK, 82, /* @__PURE__ */ latticeDecoder('iq2_s', 82))],
   [23, /* @__PURE__ */ checked('IQ4_XS', QK, 136, dequantizeIq4xs)],
 ]);
 
