@@ -63,7 +63,7 @@ describe('model footprint', () => {
     expect(params(specOf('llama-3.2-1b')).matrices).toBe(1_235_814_400 - 16 * 2 * 2048 - 2048);
   });
 
-  it('reads Gemma 3 270M and 1B, SmolLM3-3B and LFM2-350M as published: their parameter counts, windows and RoPE-less layers', () => {
+  it('reads Gemma 3 270M and 1B, SmolLM3-3B, Phi-4-mini and LFM2-350M as published: their parameter counts, windows, partial rotary and RoPE-less layers', () => {
     const total = (shape: ScaleShape) => {
       const { matrices, vectors } = params(specOf(shape));
       return matrices + vectors;
@@ -72,6 +72,7 @@ describe('model footprint', () => {
     expect(total('gemma-3-270m')).toBe(268_098_176);
     expect(total('gemma-3-1b')).toBe(999_885_952);
     expect(total('smollm3-3b')).toBe(3_075_098_624);
+    expect(total('phi-4-mini')).toBe(3_836_021_760);
     // 10 short-convolution and 6 attention layers; the MLP 6656 → 4437 → 4608 (block_multiple_of).
     expect(total('lfm2-350m')).toBe(354_483_968);
     expect(specOf('lfm2-350m').intermediate).toBe(4608);
@@ -80,6 +81,12 @@ describe('model footprint', () => {
     expect(g.slidingLayers!.filter((s) => !s).length).toBe(4); // layers 6, 12, 18, 24 are global
     expect(g.eosIds).toEqual([1, 106]);
     expect(specOf('smollm3-3b').noRopeLayers!.filter(Boolean).length).toBe(9);
+    expect(specOf('phi-4-mini').rope.rotaryDim).toBe(96);
+    // Qwen3.5-0.8B's text model: 18 Gated DeltaNet layers and 6 of gated attention (every fourth).
+    const q = specOf('qwen3.5-0.8b');
+    expect(q.layerKinds!.filter((k) => k === 'linear').length).toBe(18);
+    expect([q.family, q.headDim, q.rope.rotaryDim, q.tiedEmbeddings]).toEqual(['qwen3_5', 256, 64, true]);
+    console.log(`[scale] qwen3.5-0.8b: ${total('qwen3.5-0.8b')} parameters`);
   });
 });
 
