@@ -45,7 +45,22 @@ export interface GpuWeights {
    * padded or rotated copy) plus its packed words, or a vector and its repeated rows.
    */
   peakTransientBytes: number;
+  /**
+   * The most bytes of weights written to the queue and not yet known done, at once: placing waits
+   * for the device each `uploadBytesInFlight` (see {@link PlaceWeightsOptions}), so the staging
+   * copies an implementation keeps for pending writes never hold the whole model.
+   */
+  peakUploadBytes: number;
 }
+
+/**
+ * Bytes of weights placing writes to the queue before it waits for the device to take them
+ * (default of {@link PlaceWeightsOptions.uploadBytesInFlight}): `queue.writeBuffer` copies into
+ * staging memory that is freed only once the copy has run, and without a submission in between
+ * Dawn in Node keeps every write staged (Qwen-sized models: a second copy of the weights in host
+ * memory). One wait per 64 MiB is a few per second of loading.
+ */
+export const UPLOAD_BYTES_IN_FLIGHT = 64 << 20;
 
 /** A weights progress event: the tensor just placed, and the peak transient bytes so far. */
 export interface PlaceProgress {
@@ -65,6 +80,8 @@ export interface PlaceWeightsOptions {
   onProgress?: (e: PlaceProgress) => void;
   /** Elements of f32 packed at once (default `PACK_SLICE_ELEMENTS`; tests force many slices). */
   sliceElements?: number;
+  /** Bytes written to the queue between waits for the device (default {@link UPLOAD_BYTES_IN_FLIGHT}). */
+  uploadBytesInFlight?: number;
   /**
    * An embedding table already on the device (another model's, borrowed: a draft head embeds its
    * target's tokens) instead of `model.embed_tokens.weight`.
@@ -155,12 +172,19 @@ export async function fillPiece(
   weights: TensorReader,
   p: MatrixPlacement,
   at: PieceAt,
-  o: { sliceElements?: number; onSlice?: (transientBytes: number) => void } = {},
+  o: {
+    sliceElements?: number;
+    onSlice?: (transientBytes: number) => void;
+    /** Awaited after each slice's writes, with their bytes (the placer's flow control). */
+    written?: (bytes: number) => Promise<void>;
+  } = {},
 ): Promise<void> {
   const slices = placedSlices(weights, p.name, p.rows, p.cols, p.pad, p.format, p.rotation, o.sliceElements);
   for await (const { row0, q, f32Bytes } of slices) {
-    o.onSlice?.(f32Bytes + q.data.byteLength + (q.scales?.byteLength ?? 0));
+    const packed = q.data.byteLength + (q.scales?.byteLength ?? 0);
+    o.onSlice?.(f32Bytes + packed);
     writeRows(ctx, m, q, at.row0 + row0, at.half);
+    await o.written?.(packed);
   }
 }
 
@@ -214,6 +238,7 @@ export async function placeWeights(
     norm,
     lmHead,
     peakTransientBytes: placer.peakTransientBytes,
+    peakUploadBytes: placer.peakUploadBytes,
     ...(o.embed ? { borrowed: [o.embed] } : {}),
   };
 }
@@ -226,6 +251,9 @@ class CheckpointPlacer implements Placer {
   readonly spec: ModelSpec;
   readonly quant: Quant;
   peakTransientBytes = 0;
+  peakUploadBytes = 0;
+  /** Bytes written since the last wait for the device. */
+  private pendingUploadBytes = 0;
   private done = 0;
   private readonly weights: TensorReader;
   private readonly asStored: boolean;
@@ -244,6 +272,16 @@ class CheckpointPlacer implements Placer {
 
   private held(bytes: number): void {
     this.peakTransientBytes = Math.max(this.peakTransientBytes, bytes);
+  }
+
+  /** Counts a slice's writes; at the limit, submits them and waits until the device has run them. */
+  private async written(bytes: number): Promise<void> {
+    this.pendingUploadBytes += bytes;
+    this.peakUploadBytes = Math.max(this.peakUploadBytes, this.pendingUploadBytes);
+    if (this.pendingUploadBytes < (this.o.uploadBytesInFlight ?? UPLOAD_BYTES_IN_FLIGHT)) return;
+    this.ctx.counter.submit([]);
+    await this.ctx.device.queue.onSubmittedWorkDone();
+    this.pendingUploadBytes = 0;
   }
 
   private step(tensor: string): void {
@@ -270,6 +308,7 @@ class CheckpointPlacer implements Placer {
       if (!this.o.allocateOnly)
         await fillPiece(this.ctx, m, this.weights, p, at, {
           onSlice: (bytes) => this.held(bytes),
+          written: (bytes) => this.written(bytes),
           ...sliceOption(this.o),
         });
     } catch (e) {

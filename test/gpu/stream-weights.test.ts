@@ -390,14 +390,23 @@ describe('placeWeights streams every matrix into the buffers a whole upload give
     files.set('model.safetensors', safetensorsBytes(randomTensors(spec, 9), 'BF16'));
     const opened = await openModel(memoryModelFiles('m', files));
     const events: number[] = [];
+    const before = ctx.counter.snapshot();
+    // Waits for the device after every 2 KiB written: placing is the same, with bounded staging.
     const w = await placeWeights(ctx, opened, {
       quant,
       rotate,
       sliceElements: 1000,
+      uploadBytesInFlight: 2048,
       onProgress: (e) => events.push(e.peakTransientBytes),
     });
+    const waits = ctx.counter.snapshot().submits - before.submits;
     const want = await placeWhole(ctx, opened, quant, rotate);
     await expectSameWeights(ctx, w, want, `${quant} ${rotate}`);
+    // At most the limit and one slice's packed words (under its transient bytes) written and not
+    // yet done; a wait at every 2 KiB of the model's packed bytes.
+    expect(w.peakUploadBytes).toBeGreaterThan(0);
+    expect(w.peakUploadBytes).toBeLessThan(2048 + w.peakTransientBytes);
+    expect(waits).toBeGreaterThan(4);
     // The peak: one slice (≤ 1000 f32 elements rounded up to an aligned step of rows, its padded or
     // rotated copy, its packed words) or a repeated bias, never a whole matrix's f32.
     const { vocabSize: V, hidden: H } = opened.spec;
