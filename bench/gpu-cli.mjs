@@ -3,7 +3,9 @@
 //   2. decode tok/s of a random-weight Llama-3.2-1B-shaped checkpoint at f16, int8, int4 and int2
 //      with the GPU-resident loop, and what each token asks of the device,
 //   3. decode attention at 512 and 4096 keys, split against unsplit,
-//   4. the verify-cost curve of that checkpoint at f16.
+//   4. the verify-cost curve of that checkpoint at f16,
+//   5. prefill and decode of random-weight Qwen3-0.6B- and Qwen3.5-0.8B-shaped checkpoints at f16
+//      and int4 in the same run (the hybrid against the transformer of about its size).
 // The checkpoint is written once into bench/.cache (test/fixtures/scale-dir.ts) and served from
 // there over HTTP with Range; the kernel sections run first, so a software adapter is refused
 // before it is written.
@@ -31,6 +33,38 @@ const SMOKE_CONFIG = {
   vocab_size: 4096,
 };
 
+/** Shapes of section 5, and the keys their smoke models override (4 layers: Qwen3.5's 3 + 1). */
+const FAMILIES = [
+  [
+    'qwen3-0.6b',
+    {
+      hidden_size: 256,
+      intermediate_size: 512,
+      num_hidden_layers: 4,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 64,
+      vocab_size: 4096,
+    },
+  ],
+  [
+    'qwen3.5-0.8b',
+    {
+      hidden_size: 256,
+      intermediate_size: 512,
+      num_hidden_layers: 4,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 64,
+      linear_num_key_heads: 2,
+      linear_num_value_heads: 2,
+      linear_key_head_dim: 64,
+      linear_value_head_dim: 64,
+      vocab_size: 4096,
+    },
+  ],
+];
+
 /** Bandwidths: three significant digits, so that a SwiftShader figure does not print as 0.0. */
 const gbps = (x) => (x >= 100 ? x.toFixed(0) : x.toPrecision(3));
 
@@ -50,13 +84,22 @@ let model;
 try {
   kernels = await runBenchPage(`bench/gpu.html?${query('kernels')}`);
   printKernels(kernels, await vite.ssrLoadModule('/bench/occupancy.ts'));
-  const dir = await writeModel(vite);
+  const dir = await writeModel(vite, 'llama-3.2-1b', SMOKE_CONFIG);
   const { serveDir } = await vite.ssrLoadModule('/test/scale/serve-dir.ts');
   const files = await serveDir(dir);
   try {
     model = await runBenchPage(`bench/gpu.html?${query('model', { model: files.url })}`);
   } finally {
     await files.close();
+  }
+  const served = [];
+  try {
+    for (const [shape, overrides] of FAMILIES)
+      served.push({ shape, ...(await serveDir(await writeModel(vite, shape, overrides))) });
+    const models = served.map((m) => `${m.shape}=${m.url}`).join(',');
+    model.families = (await runBenchPage(`bench/gpu.html?${query('families', { models })}`)).families;
+  } finally {
+    for (const m of served) await m.close();
   }
 } finally {
   await vite.close();
@@ -65,20 +108,21 @@ printModel(model);
 if (values.json) await writeFile(values.json, `${JSON.stringify({ smoke, kernels, model }, null, 2)}\n`);
 
 /**
- * Writes the random checkpoint into bench/.cache/<name> unless a finished one is there (its
- * `written.json` is the last file written); returns the folder.
+ * Writes the random checkpoint of `shape` (with `smokeConfig` over its config in a smoke run) into
+ * bench/.cache/<shape>-random (or -smoke) unless a finished one is there (its `written.json` is
+ * the last file written); returns the folder.
  */
-async function writeModel(server) {
-  const name = smoke ? 'llama-3.2-1b-smoke' : 'llama-3.2-1b-random';
-  const dir = `bench/.cache/${name}`;
+async function writeModel(server, shape, smokeConfig) {
+  const dir = `bench/.cache/${shape}-${smoke ? 'smoke' : 'random'}`;
   const marker = `${dir}/written.json`;
-  const wanted = JSON.stringify({ shape: 'llama-3.2-1b', seed: 1, config: smoke ? SMOKE_CONFIG : {} });
+  const config = smoke ? smokeConfig : {};
+  const wanted = JSON.stringify({ shape, seed: 1, config });
   if ((await readFile(marker, 'utf8').catch(() => '')) === wanted) return dir;
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
   const { writeScaleDir } = await server.ssrLoadModule('/test/fixtures/scale-dir.ts');
   const t0 = performance.now();
-  const { weightBytes } = await writeScaleDir(dir, 'llama-3.2-1b', 1, smoke ? SMOKE_CONFIG : {});
+  const { weightBytes } = await writeScaleDir(dir, shape, 1, config);
   await writeFile(marker, wanted);
   console.error(
     `gpu-cli: wrote ${dir} (${weightBytes} bytes) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
@@ -153,4 +197,24 @@ function printModel(out) {
   console.log('\n## 4. Verify cost at f16: median time of one target pass over T tokens, / T = 1');
   for (const v of out.verifyCost)
     console.log(`T=${String(v.T).padStart(2)}  ${v.ms.toFixed(2).padStart(9)} ms  ${v.ratio.toFixed(2)}`);
+  console.log(
+    `\n## 5. Qwen3.5 (Gated DeltaNet hybrid) beside Qwen3, random weights of each shape${smoke ? ' (smoke: hidden 256, 4 layers, vocab 4096)' : ''}, same run`,
+  );
+  console.log(
+    'model          quant  layers (attn+linear)  prefill tok/s (T)  decode tok/s  dispatches/tok  writes/tok  readbacks/tok  MB/pass',
+  );
+  for (const r of out.families)
+    console.log(
+      `${r.model.padEnd(13)}  ${r.quant.padEnd(5)}  ${`${r.attentionLayers}+${r.linearLayers}`.padStart(20)}  ${`${r.prefillTokS.toPrecision(3)} (${r.prefillTokens})`.padStart(17)}  ${r.tokS.toPrecision(3).padStart(12)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${r.writesPerToken.toFixed(2).padStart(10)}  ${r.readbacksPerToken.toFixed(2).padStart(13)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(7)}`,
+    );
+  const ratio = (quant, key) => {
+    const [a, b] = ['qwen3.5-0.8b', 'qwen3-0.6b'].map(
+      (m) => out.families.find((r) => r.model === m && r.quant === quant)?.[key],
+    );
+    return a && b ? (a / b).toFixed(2) : '-';
+  };
+  for (const quant of ['f16', 'int4'])
+    console.log(
+      `qwen3.5-0.8b / qwen3-0.6b at ${quant}: prefill ${ratio(quant, 'prefillTokS')}x, decode ${ratio(quant, 'tokS')}x`,
+    );
 }

@@ -1,12 +1,13 @@
 // Page driver of bench/gpu-run.sh's sections, for bench/gpu-cli.mjs: `?part=kernels` measures GEMV
 // bandwidth per format against a copy and decode attention split vs unsplit; `?part=model&model=URL`
-// decodes the checkpoint there per format and measures its verify-cost curve. Rows go as JSON into
+// decodes the checkpoint there per format and measures its verify-cost curve; `?part=families&models=
+// name=URL,...` times prefill and decode of each checkpoint at f16 and int4 in one run. Rows go as JSON into
 // #result (data-done when finished, data-error on failure). `?smoke=1` shrinks every shape and
 // accepts a software adapter; otherwise a software adapter (SwiftShader) is refused before anything
 // runs, since its figures would say nothing about a GPU.
 
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import { runDecodeBench } from './gpu.js';
+import { runDecodeBench, runFamilyBench } from './gpu.js';
 import { runAttentionBench, runGemvBandwidthBench } from './kernels.js';
 import { reportPage } from './page-result.js';
 
@@ -61,6 +62,22 @@ reportPage(async () => {
       verifyReps: smoke ? 1 : 5,
       log,
     });
-  } else throw new Error(`?part must be kernels or model, got ${part}`);
+  } else if (part === 'families') {
+    // name=url pairs, comma-separated: each shape's checkpoint folder.
+    const models = (params.get('models') ?? '').split(',').map((pair) => {
+      const at = pair.indexOf('=');
+      return { name: pair.slice(0, at), url: pair.slice(at + 1) };
+    });
+    if (models.some((m) => !m.name || !m.url)) throw new Error('?part=families needs ?models=name=url,...');
+    out = {
+      families: await runFamilyBench(ctx, {
+        models,
+        quants: ['f16', 'int4'],
+        promptTokens: smoke ? 16 : 512,
+        tokens: smoke ? 8 : 64,
+        log,
+      }),
+    };
+  } else throw new Error(`?part must be kernels, model or families, got ${part}`);
   return { adapter, features: ctx.features, timing: ctx.features.timestamps ? 'timestamp' : 'wall', ...out };
 });

@@ -7,11 +7,13 @@
 #      buffer writes per token,
 #   3. decode attention at 512 and 4096 keys, split against unsplit,
 #   4. the verify-cost curve of that checkpoint (one pass over T tokens / T = 1),
-#   5. `npm run bench:browser` as before.
+#   5. prefill and decode of random-weight Qwen3-0.6B- and Qwen3.5-0.8B-shaped checkpoints at f16
+#      and int4, side by side (the Gated DeltaNet hybrid against the transformer),
+#   6. `npm run bench:browser` as before.
 # Run from the repository root on a machine with a GPU and its Vulkan driver, after
 # `bash scripts/setup.sh`:
 #   bash bench/gpu-run.sh [bench:browser options, e.g. --quick or --runs 5]
-# Sections 1-4 are kept as bench/.cache/gpu-run-<time>.txt and gpu-run-<time>-sections.json, the
+# Sections 1-5 are kept as bench/.cache/gpu-run-<time>.txt and gpu-run-<time>-sections.json, the
 # browser report as bench/.cache/gpu-run-<time>.json (WEFT_GPU_RUN_STAMP replaces <time>). The run fails if Chromium's adapter turns out to be SwiftShader
 # (no usable GPU driver): such a run says nothing about a GPU.
 #
@@ -54,7 +56,7 @@ else
   browser=(--wllama-gpu)
 fi
 
-# Sections 1-4; the page refuses a software adapter unless --smoke, before the checkpoint is written.
+# Sections 1-5; the page refuses a software adapter unless --smoke, before the checkpoint is written.
 text="bench/.cache/gpu-run-$stamp.txt"
 node bench/gpu-cli.mjs ${sections[@]+"${sections[@]}"} --json "bench/.cache/gpu-run-$stamp-sections.json" | tee "$text"
 

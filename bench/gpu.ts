@@ -167,3 +167,108 @@ export function formatProfile(profile: readonly SectionTime[]): string {
     .map((t) => `${t.section} ${(t.ns / 1e6).toFixed(3)} ms (${(100 * t.share).toFixed(0)}%)`)
     .join(', ');
 }
+
+/** One model and format of {@link runFamilyBench}. */
+export interface FamilyRow {
+  /** The shape's name (e.g. qwen3-0.6b). */
+  model: string;
+  quant: Quant;
+  /** Layers by kind: attention, and linear (Gated DeltaNet; 0 for a transformer). */
+  attentionLayers: number;
+  linearLayers: number;
+  /** Prompt tokens prefilled in one forward, and that forward's time to its first sampled id. */
+  prefillTokens: number;
+  prefillMs: number;
+  prefillTokS: number;
+  /** The timed decode session (GPU-resident loop), as {@link DecodeRow}. */
+  tokens: number;
+  tokS: number;
+  dispatchesPerToken: number;
+  writesPerToken: number;
+  readbacksPerToken: number;
+  weightBytesPerPass: number;
+}
+
+/** Options of {@link runFamilyBench}. */
+export interface FamilyBenchOptions {
+  /** Checkpoint folder URLs (trailing slash) by shape name, measured in this order. */
+  models: { name: string; url: string }[];
+  quants: Quant[];
+  /** Prompt length: ids spread over the vocabulary, the same for every model. */
+  promptTokens: number;
+  /** Tokens of the timed decode session. */
+  tokens: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * Prefill and decode of each model at each format, in one run, so that families compare on one
+ * device (Qwen3.5's hybrid against Qwen3's transformer, the rows issue 38 asks for). Every timed
+ * pass starts from an empty cache (a recurrent model's state rolls back only to 0): a warm-up
+ * prefill and 4-step session, then a timed prefill of the prompt (one forward, to its sampled id)
+ * and a session of 1 + `tokens` greedy steps, the last `tokens` timed with the device's counters
+ * around them.
+ */
+export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Promise<FamilyRow[]> {
+  const log = o.log ?? (() => {});
+  const rows: FamilyRow[] = [];
+  for (const { name, url } of o.models) {
+    const opened = await openModel(urlModelFiles(url));
+    const spec = opened.spec;
+    const prompt = Array.from({ length: o.promptTokens }, (_, i) => (7919 * i + 13) % spec.vocabSize);
+    const linearLayers = spec.layerKinds?.filter((k) => k === 'linear').length ?? 0;
+    for (const quant of o.quants) {
+      const runner = await createGpuRunner(opened, {
+        quant,
+        capacity: o.promptTokens + o.tokens + 8,
+        gpu: ctx,
+      });
+      try {
+        const pass = async (steps: number) => {
+          runner.trim(0);
+          const t0 = performance.now();
+          const first = (await runner.forward({ tokens: prompt }, GREEDY, 'last'))[0]!;
+          const prefillMs = performance.now() - t0;
+          runner.commit(prompt.map((_, i) => i));
+          // Timed from the session's first token on: the step after a prefill rewrites what the
+          // prompt's pass changed (once per request, not per token).
+          const s = runner.decode(first, GREEDY, steps + 1);
+          try {
+            await s.next();
+            const before = runner.deviceCounts();
+            const t1 = performance.now();
+            for (let i = 0; i < steps; i++) await s.next();
+            const ms = performance.now() - t1;
+            return { prefillMs, ms, counts: countsSince(runner.deviceCounts(), before) };
+          } finally {
+            s.close();
+          }
+        };
+        await pass(4);
+        const { prefillMs, ms, counts } = await pass(o.tokens);
+        const row: FamilyRow = {
+          model: name,
+          quant,
+          attentionLayers: spec.layers - linearLayers,
+          linearLayers,
+          prefillTokens: prompt.length,
+          prefillMs,
+          prefillTokS: prompt.length / (prefillMs / 1000),
+          tokens: o.tokens,
+          tokS: o.tokens / (ms / 1000),
+          dispatchesPerToken: counts.dispatches / o.tokens,
+          writesPerToken: counts.writes / o.tokens,
+          readbacksPerToken: counts.readbacks / o.tokens,
+          weightBytesPerPass: runner.weightBytesPerPass,
+        };
+        rows.push(row);
+        log(
+          `${name} ${quant}: prefill ${row.prefillTokS.toFixed(1)} tok/s (${prompt.length} tokens), decode ${row.tokS.toFixed(2)} tok/s, ${row.dispatchesPerToken.toFixed(1)} dispatches, ${row.writesPerToken.toFixed(2)} writes, ${row.readbacksPerToken.toFixed(2)} readbacks per token`,
+        );
+      } finally {
+        runner.dispose();
+      }
+    }
+  }
+  return rows;
+}

@@ -1,6 +1,6 @@
 // `bash bench/gpu-run.sh --smoke` end to end on SwiftShader: every section of the real-GPU run
 // (GEMV bandwidth per format, decode per format of a Llama-3.2-1B-shaped checkpoint shrunk to 2
-// layers, attention at 512 and 4096 keys, the verify-cost curve, bench:browser) runs at tiny sizes,
+// layers, attention at 512 and 4096 keys, the verify-cost curve, Qwen3.5 beside Qwen3, bench:browser) runs at tiny sizes,
 // prints its table, and the run is appended to a results file. The figures checked are the run's
 // own (its JSON beside the printed text); only their presence and sanity are asserted, never values.
 import { execFile } from 'node:child_process';
@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, expect, it } from 'vitest';
+import { GEMV_FORMATS } from '../../bench/kernels.js';
 
 const run = promisify(execFile);
 const stamp = `test-${process.pid}`;
@@ -45,8 +46,8 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
   // 1. GEMV bandwidth: every format at every shape, against a measured copy bandwidth.
   const gemv: { format: string; gbps: number; ratio: number; copyGbps: number; skipped?: string }[] =
     sections.kernels.gemv;
-  expect([...new Set(gemv.map((r) => r.format))]).toEqual(['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2']);
-  expect(gemv).toHaveLength(4 * 6);
+  expect([...new Set(gemv.map((r) => r.format))]).toEqual([...GEMV_FORMATS]);
+  expect(gemv).toHaveLength(4 * GEMV_FORMATS.length);
   for (const r of gemv) {
     expect(r.skipped).toBeUndefined();
     expect([r.gbps, r.ratio, r.copyGbps].every(positive)).toBe(true);
@@ -98,7 +99,31 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
   for (const v of verify) expect([v.ms, v.ratio].every(positive)).toBe(true);
   expect(stdout).toMatch(/^T=64 +[\d.]+ ms +[\d.]+$/m);
 
-  // 5. bench:browser, and the whole run appended to the results file.
+  // 5. Qwen3.5 beside Qwen3 in the same run: prefill and decode at f16 and int4, the hybrid's
+  // 3 linear and 1 attention layer, one readback per token.
+  const families: {
+    model: string;
+    quant: string;
+    linearLayers: number;
+    prefillTokS: number;
+    tokS: number;
+    dispatchesPerToken: number;
+    readbacksPerToken: number;
+  }[] = sections.model.families;
+  expect(families.map((f) => `${f.model} ${f.quant}`)).toEqual([
+    'qwen3-0.6b f16',
+    'qwen3-0.6b int4',
+    'qwen3.5-0.8b f16',
+    'qwen3.5-0.8b int4',
+  ]);
+  for (const f of families) {
+    expect([f.prefillTokS, f.tokS, f.dispatchesPerToken].every(positive)).toBe(true);
+    expect(f.readbacksPerToken).toBeLessThanOrEqual(1.5);
+    expect(f.linearLayers).toBe(f.model === 'qwen3.5-0.8b' ? 3 : 0);
+  }
+  expect(stdout).toMatch(/^qwen3\.5-0\.8b \/ qwen3-0\.6b at int4: prefill [\d.]+x, decode [\d.]+x$/m);
+
+  // 6. bench:browser, and the whole run appended to the results file.
   const browser = JSON.parse(await readFile(`bench/.cache/gpu-run-smoke-${stamp}.json`, 'utf8'));
   expect(browser.weft.length).toBeGreaterThan(0);
   for (const w of browser.weft) expect(positive(w.decodeTokS)).toBe(true);

@@ -76,6 +76,10 @@ describe('newer families at their published shapes, on the GPU in Node (lavapipe
         const tGpu = performance.now();
         const kvBytes = dev.kvBytes;
         dev.dispose();
+        // The device goes too (the next shape makes its own): lavapipe's memory is the process's,
+        // and the reference's f32 weights need it (Phi-4-mini's are 15 GB).
+        ctx.destroy();
+        ctx = undefined;
         const tensors = await readAllF32(opened.weights);
         // Rounded one tensor at a time, each replacing its f32 source: the reference's weights
         // are held once (SmolLM3-3B's are 12 GB in f32).
