@@ -10,5 +10,7 @@ export default defineConfig({
     fileParallelism: false,
     testTimeout: 3_600_000,
     hookTimeout: 600_000,
+    // test/scale/families.test.ts frees the reference's weights (gigabytes) before the GPU loads.
+    execArgv: ['--expose-gc'],
   },
 });
