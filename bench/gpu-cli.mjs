@@ -34,33 +34,25 @@ const SMOKE_CONFIG = {
 };
 
 /** Shapes of section 5, and the keys their smoke models override (4 layers: Qwen3.5's 3 + 1). */
+const SMOKE_FAMILY = {
+  hidden_size: 256,
+  intermediate_size: 512,
+  num_hidden_layers: 4,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 64,
+  vocab_size: 4096,
+};
 const FAMILIES = [
-  [
-    'qwen3-0.6b',
-    {
-      hidden_size: 256,
-      intermediate_size: 512,
-      num_hidden_layers: 4,
-      num_attention_heads: 4,
-      num_key_value_heads: 2,
-      head_dim: 64,
-      vocab_size: 4096,
-    },
-  ],
+  ['qwen3-0.6b', SMOKE_FAMILY],
   [
     'qwen3.5-0.8b',
     {
-      hidden_size: 256,
-      intermediate_size: 512,
-      num_hidden_layers: 4,
-      num_attention_heads: 4,
-      num_key_value_heads: 2,
-      head_dim: 64,
+      ...SMOKE_FAMILY,
       linear_num_key_heads: 2,
       linear_num_value_heads: 2,
       linear_key_head_dim: 64,
       linear_value_head_dim: 64,
-      vocab_size: 4096,
     },
   ],
 ];

@@ -10,39 +10,25 @@ import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { packedBytes } from '../../src/quant/formats.js';
 import { randomWeights, tinyHybridSpec } from '../fixtures/reference.js';
+import { SCALE_MODELS } from '../fixtures/scale.js';
 import { fixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';
 import { greedy } from '../helpers/reference.js';
 
 // The layout of Qwen3.5's published config.json: a vision-language wrapper whose language model sits
-// under `text_config`. Sizes: hidden 1024, 24 layers, 8 query and 2 KV heads of 256 (Qwen3.5-0.8B as
-// its model card and llama.cpp's type table give them); the DeltaNet sizes are Qwen3-Next's defaults
-// where the public pages do not state them.
+// under `text_config`, here Qwen3.5-0.8B's scale shape (test/fixtures/scale.ts says where its sizes
+// come from), with the wrapper's multimodal RoPE sections.
+const published = SCALE_MODELS['qwen3.5-0.8b'].config;
 const text = {
-  model_type: 'qwen3_5_text',
-  hidden_size: 1024,
-  intermediate_size: 3584,
-  num_hidden_layers: 24,
-  num_attention_heads: 8,
-  num_key_value_heads: 2,
-  head_dim: 256,
-  linear_conv_kernel_dim: 4,
-  linear_key_head_dim: 128,
-  linear_value_head_dim: 128,
-  linear_num_key_heads: 16,
-  linear_num_value_heads: 16,
-  full_attention_interval: 4,
-  rms_norm_eps: 1e-6,
-  max_position_embeddings: 262144,
+  ...Object.fromEntries(
+    Object.entries(published).filter(
+      ([k]) => !['architectures', 'tie_word_embeddings', 'torch_dtype'].includes(k),
+    ),
+  ),
   rope_parameters: {
-    rope_type: 'default',
-    rope_theta: 10_000_000,
-    partial_rotary_factor: 0.25,
+    ...(published.rope_parameters as Record<string, unknown>),
     mrope_section: [11, 11, 10],
     mrope_interleaved: true,
   },
-  vocab_size: 248320,
-  hidden_act: 'silu',
-  eos_token_id: 248044,
 };
 const wrapper = {
   architectures: ['Qwen3_5ForConditionalGeneration'],
