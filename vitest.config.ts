@@ -23,7 +23,7 @@ const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
 // The model-level GPU tests the lavapipe project runs in the GPU forms: every family and format
 // against the reference, the decode session, tree verification, every drafter and the draft head,
 // grammar, steering, the f16 KV cache, rotations, the counters, Qwen3.5's and LFM2's hybrid layers,
-// and Gemma 3's sliding windows and SmolLM3's RoPE-less layers. (The others check placement,
+// Gemma 3's sliding windows, SmolLM3's RoPE-less layers, and Ministral 3's YaRN and query temperature. (The others check placement,
 // conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
 const LAVAPIPE_MODEL_TESTS = [
   'test/gpu/forward.test.ts',
@@ -38,6 +38,7 @@ const LAVAPIPE_MODEL_TESTS = [
   'test/gpu/gemma3.test.ts',
   'test/gpu/lfm2.test.ts',
   'test/gpu/phi3.test.ts',
+  'test/gpu/ministral3.test.ts',
 ];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];

@@ -22,6 +22,8 @@
 //   partial_rotary_factor), units u ≥ ROT / 4 hold elements 4u .. 4u + 3, which pass through
 //   unrotated (+ bias, · norm: the norm spans all D). A v unit is copied (+ bias) into the V cache.
 //   Slots ≥ capacity are skipped, as kv_write does.
+// Q_TEMP (Llama 4's query temperature, Ministral 3): q's elements, rotated or passed through, are
+//   then multiplied by 1 + beta · ln(1 + floor(pos / FLOOR)) (q_temp, as rope.wgsl); k's are not.
 // Grid and threads (row m = workgroup y; T = num_workgroups.y, so a decode step writes no uniform):
 //   with QK_NORM, one workgroup of WG per head (x = hh: query head hh < heads, else KV head
 //   hh - heads): thread t sums squares of elements t, t + WG, ... and reduces with wg_sum
@@ -65,6 +67,13 @@ const HALF: u32 = ROT / 2u;
 //#include half_bits
 //#endif
 //#include kv_ring
+
+//#if Q_TEMP
+// Llama 4's query temperature at position pos: 1 + beta · ln(1 + floor(pos / FLOOR)).
+fn q_temp(pos: u32) -> f32 {
+  return 1.0 + bitcast<f32>({{Q_TEMP_BETA_BITS}}u) * log(1.0 + f32(pos / {{Q_TEMP_FLOOR}}u));
+}
+//#endif
 
 const U: u32 = D / 4u; // units per head
 const UR: u32 = ROT / 4u; // rope units per head (the first UR); the rest pass through
@@ -122,10 +131,18 @@ fn pass_unit(m: u32, W: u32, col: u32, hh: u32, u: u32, isQ: bool, inv: f32) {
   );
   if (isQ) {
     let o = (m * p.heads + hh) * D + e;
+//#if Q_TEMP
+    let t = q_temp(positions[m]);
+    q_out[o] = x.x * t;
+    q_out[o + 1u] = x.y * t;
+    q_out[o + 2u] = x.z * t;
+    q_out[o + 3u] = x.w * t;
+//#else
     q_out[o] = x.x;
     q_out[o + 1u] = x.y;
     q_out[o + 2u] = x.z;
     q_out[o + 3u] = x.w;
+//#endif
     return;
   }
   let slot = slots[m];
@@ -175,10 +192,18 @@ fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
   let r1 = rotated(m, W, col, a1, b1, 2u * u + 1u, pos, isQ, inv);
   if (isQ) {
     let o = (m * p.heads + hh) * D;
+//#if Q_TEMP
+    let t = q_temp(positions[m]);
+    q_out[o + a0] = r0.x * t;
+    q_out[o + b0] = r0.y * t;
+    q_out[o + a1] = r1.x * t;
+    q_out[o + b1] = r1.y * t;
+//#else
     q_out[o + a0] = r0.x;
     q_out[o + b0] = r0.y;
     q_out[o + a1] = r1.x;
     q_out[o + b1] = r1.y;
+//#endif
     return;
   }
   let slot = slots[m];

@@ -13,6 +13,8 @@
 //   4.838267948966482e-4 (k * 1.5703125 is exact for |k| < 2^16, i.e. angles below ~1e5), then
 //   Taylor polynomials on [-π/4, π/4] (truncation < 1e-10), so the result is within a few f32 ulps
 //   of the exact cos/sin of the f32 angle.
+// Q_TEMP (Llama 4's query temperature, Ministral 3): a rotated query pair is then multiplied by
+//   1 + beta · ln(1 + floor(pos / FLOOR)) (q_temp); the keys are not. Needs rotaryDim = headDim.
 // Threads: one invocation per pair, flat index over (m, head of q then k, i), over the grid.
 // Preconditions: rotaryDim even, ≤ headDim; positions < 102900 (so |k| < 2^16 in the reduction).
 
@@ -27,6 +29,13 @@ const WG: u32 = {{WG}}u;
 @group(0) @binding(4) var<storage, read_write> k: array<f32>;
 
 //#include rope_trig
+
+//#if Q_TEMP
+// Llama 4's query temperature at position pos: 1 + beta · ln(1 + floor(pos / FLOOR)).
+fn q_temp(pos: u32) -> f32 {
+  return 1.0 + bitcast<f32>({{Q_TEMP_BETA_BITS}}u) * log(1.0 + f32(pos / {{Q_TEMP_FLOOR}}u));
+}
+//#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -56,7 +65,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 //#endif
   if (hh < p.heads) {
     let base = (m * p.heads + hh) * p.headDim;
+//#if Q_TEMP
+    let o = rotate(q[base + ia], q[base + ib], c, s) * q_temp(positions[m]);
+//#else
     let o = rotate(q[base + ia], q[base + ib], c, s);
+//#endif
     q[base + ia] = o.x;
     q[base + ib] = o.y;
   } else {

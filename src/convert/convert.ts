@@ -78,6 +78,7 @@ export function configFromSpec(spec: ModelSpec): Record<string, unknown> {
         smollm3: 'SmolLM3ForCausalLM',
         lfm2: 'Lfm2ForCausalLM',
         phi3: 'Phi3ForCausalLM',
+        ministral3: 'Ministral3ForCausalLM',
       }[spec.family],
     ],
     model_type:
@@ -127,6 +128,25 @@ function ropeScalingConfig(spec: ModelSpec): Record<string, unknown> {
       },
       original_max_position_embeddings: scaling.long?.originalMaxPositions ?? spec.maxPositions,
     };
+  if (scaling.type === 'yarn') {
+    const qt = spec.queryTemperature;
+    // Transformers 5's form, which Ministral3Config reads (the query temperature inside it).
+    return {
+      rope_parameters: {
+        rope_type: 'yarn',
+        rope_theta: spec.rope.theta,
+        factor: scaling.factor,
+        original_max_position_embeddings: scaling.originalMaxPositions,
+        beta_fast: scaling.betaFast,
+        beta_slow: scaling.betaSlow,
+        truncate: scaling.truncate,
+        ...(scaling.mscale === undefined ? {} : { mscale: scaling.mscale }),
+        ...(scaling.mscaleAllDim === undefined ? {} : { mscale_all_dim: scaling.mscaleAllDim }),
+        attention_factor: scaling.attentionFactor,
+        ...(qt ? { llama_4_scaling_beta: qt.beta } : {}),
+      },
+    };
+  }
   return {
     rope_scaling: {
       rope_type: 'llama3',

@@ -85,6 +85,21 @@ export function smollm3Fields(base: ModelSpec): Partial<ModelSpec> {
 }
 
 /**
+ * Ministral 3's query temperature (`mistral3.attention.temperature_scale`, 0 or absent: none), its
+ * floor scale YaRN's original context as llama.cpp's mistral3 loader takes it (`n_ctx_orig_yarn`);
+ * a file with a temperature and no YaRN is refused, as llama.cpp refuses it.
+ */
+export function ministral3Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
+  const key = 'mistral3.attention.temperature_scale';
+  if (meta(g, key) === undefined || meta(g, key) === 0) return {};
+  const beta = metaNumber(g, key);
+  const s = base.rope.scaling;
+  if (s?.type !== 'yarn')
+    throw new ModelFormatError(g.source.name, key, beta, 'a query temperature needs YaRN RoPE scaling');
+  return { queryTemperature: { beta, floorScale: s.originalMaxPositions } };
+}
+
+/**
  * LFM2's layers from `lfm2.attention.head_count_kv`: one count per block, 0 for a
  * short-convolution layer (`LFM2Model.set_gguf_parameters`, conversion/lfm2.py; llama.cpp's loader
  * makes a layer recurrent where it is 0, src/models/lfm2.cpp), the attention layers sharing one

@@ -275,8 +275,8 @@ const PLUS_ONE: StoredLayout = { toHf: (x) => x - 1, toStored: (x) => x + 1 };
 
 /**
  * How the tensor `hfName` (Hugging Face shape `shape`) of a model of `spec` is stored in a GGUF
- * written by llama.cpp's converter. llama and smollm3 (conversion/llama.py, `LlamaModel`, which
- * `SmolLM3Model` extends): Q and K rows permuted ({@link permuteRows}). Gemma 3 (conversion/gemma.py,
+ * written by llama.cpp's converter. llama, smollm3 and mistral3 (conversion/llama.py, `LlamaModel`,
+ * which `SmolLM3Model` and Ministral 3's converter extend): Q and K rows permuted ({@link permuteRows}). Gemma 3 (conversion/gemma.py,
  * `Gemma3Model.modify_tensors`): every `*norm.weight` stored as 1 + w ({@link PLUS_ONE}). Qwen3.5
  * (conversion/qwen.py, `Qwen3NextModel.modify_tensors` and `_LinearAttentionVReorderBase`): the
  * zero-centred norms (every `*norm.weight` but the DeltaNet's `linear_attn.norm.weight`) stored as
@@ -287,8 +287,14 @@ const PLUS_ONE: StoredLayout = { toHf: (x) => x - 1, toStored: (x) => x + 1 };
  * value as it is (plain norms, NEOX RoPE; Phi-3's fused rows in the checkpoint's order).
  */
 export function storedLayout(spec: ModelSpec, hfName: string, shape: readonly number[]): StoredLayout {
-  if (spec.family === 'llama' || spec.family === 'mistral' || spec.family === 'smollm3') {
-    // Mistral GGUFs are written as llama (and read back as llama).
+  if (
+    spec.family === 'llama' ||
+    spec.family === 'mistral' ||
+    spec.family === 'smollm3' ||
+    spec.family === 'ministral3'
+  ) {
+    // Mistral GGUFs are written as llama (and read back as llama); Ministral 3's as mistral3, whose
+    // converter (conversion/mistral3.py) is a LlamaModel.
     const rows = shape[0] ?? 0;
     const heads = hfName.endsWith('self_attn.q_proj.weight')
       ? spec.heads

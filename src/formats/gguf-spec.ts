@@ -12,6 +12,7 @@ import {
   gemma3Fields,
   lfm2Fields,
   lfm2Layers,
+  ministral3Fields,
   phi3Fields,
   qwen35Fields,
   smollm3Fields,
@@ -19,7 +20,14 @@ import {
 import type { GgufFile } from './gguf-header.js';
 import { meta, metaCount, metaNumber } from './gguf-meta.js';
 import { readGgufTensorF32 } from './gguf-tensors.js';
-import type { Llama3RopeScaling, ModelFamily, ModelSpec, RopeSpec } from './spec.js';
+import {
+  type Llama3RopeScaling,
+  type ModelFamily,
+  type ModelSpec,
+  type RopeSpec,
+  type YarnRopeScaling,
+  yarnAttentionFactor,
+} from './spec.js';
 
 /** `general.architecture` → family: llama.cpp names Qwen3.5 (dense) `qwen35`. */
 const ARCHES: Readonly<Record<string, ModelFamily>> = {
@@ -31,6 +39,7 @@ const ARCHES: Readonly<Record<string, ModelFamily>> = {
   smollm3: 'smollm3',
   lfm2: 'lfm2',
   phi3: 'phi3',
+  mistral3: 'ministral3',
 };
 
 /**
@@ -105,7 +114,7 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
       file,
       'general.architecture',
       arch,
-      'unsupported architecture (llama, qwen2, qwen3, qwen35, gemma3, smollm3, lfm2, phi3)',
+      'unsupported architecture (llama, qwen2, qwen3, qwen35, gemma3, smollm3, lfm2, phi3, mistral3)',
     );
   }
   const k = (key: string) => `${arch}.${key}`;
@@ -155,6 +164,7 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
   if (family === 'smollm3') return { ...spec, ...smollm3Fields(spec) };
   if (family === 'lfm2') return { ...spec, ...lfm2Fields(g, spec) };
   if (family === 'phi3') return { ...spec, ...(await phi3Fields(g, spec)) };
+  if (family === 'ministral3') return { ...spec, ...ministral3Fields(g, spec) };
   return spec;
 }
 
@@ -176,8 +186,14 @@ async function ggufRope(
   const file = g.source.name;
   const typeKey = k('rope.scaling.type');
   const type = meta(g, typeKey) ?? 'linear';
+  if (type === 'yarn' && family === 'ministral3') return { theta, layout: 'half', scaling: ggufYarn(g, k) };
   if (type !== 'none' && type !== 'linear')
-    throw new ModelFormatError(file, typeKey, type, 'unsupported RoPE scaling (linear or none)');
+    throw new ModelFormatError(
+      file,
+      typeKey,
+      type,
+      `unsupported RoPE scaling (linear or none${family === 'ministral3' ? ', or yarn' : ''})`,
+    );
   const factorKey = [k('rope.scaling.factor'), k('rope.scale_linear')].find(
     (key) => meta(g, key) !== undefined,
   );
@@ -192,4 +208,33 @@ async function ggufRope(
     return { theta, layout: 'half', scaling: { type: 'linear', factor } };
   }
   return freqs ? ropeFromFreqs(g, theta, headDim, await readGgufTensorF32(freqs)) : { theta, layout: 'half' };
+}
+
+/**
+ * YaRN as llama.cpp's loader reads it: `rope.scaling.factor`, `rope.scaling.original_context_length`
+ * (default `context_length`), `rope.scaling.yarn_beta_fast` and `_slow` (default 32 and 1), and the
+ * attention factor it derives (llama_context's constructor): mscale(factor, 1) /
+ * mscale(factor, yarn_log_multiplier) where the multiplier is not 0, else mscale(factor, 1); the
+ * range is always truncated.
+ */
+function ggufYarn(g: GgufFile, k: (key: string) => string): YarnRopeScaling {
+  const factor = metaNumber(g, k('rope.scaling.factor'));
+  if (!(factor > 0))
+    throw new ModelFormatError(g.source.name, k('rope.scaling.factor'), factor, 'YaRN needs a factor > 0');
+  const logKey = k('rope.scaling.yarn_log_multiplier');
+  const logMul = meta(g, logKey) === undefined || meta(g, logKey) === 0 ? 0 : metaNumber(g, logKey);
+  return {
+    type: 'yarn',
+    factor,
+    originalMaxPositions: metaCount(
+      g,
+      k('rope.scaling.original_context_length'),
+      metaCount(g, k('context_length')),
+    ),
+    betaFast: metaNumber(g, k('rope.scaling.yarn_beta_fast'), 32),
+    betaSlow: metaNumber(g, k('rope.scaling.yarn_beta_slow'), 1),
+    truncate: true,
+    ...(logMul === 0 ? {} : { mscale: 1, mscaleAllDim: logMul }),
+    attentionFactor: yarnAttentionFactor(factor, logMul === 0 ? undefined : 1, logMul || undefined),
+  };
 }

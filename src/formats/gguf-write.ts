@@ -12,7 +12,7 @@ import { fallbackType, type GgufMix, isGgufMix, mixTypes } from './gguf-mix.js';
 import { ggufNe, ggufTensorName, type StoredLayout, storedLayout, storedValues } from './gguf-names.js';
 import { llama3RopeFactors } from './gguf-spec.js';
 import { fusedProjections } from './layout.js';
-import { attentionScale, layerAttention, layerKind, type ModelSpec } from './spec.js';
+import { attentionScale, layerAttention, layerKind, type ModelSpec, yarnAttentionFactor } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */
 export type GgufEntry =
@@ -247,6 +247,7 @@ function archMetadata(spec: ModelSpec, arch: string): Entries {
       [k('attention.value_length'), u32(spec.headDim)],
       [k('rope.dimension_count'), u32(spec.headDim)],
       ...linearRopeScaling(spec, arch),
+      ...yarnRopeScaling(spec, arch),
       [k('rope.freq_base'), f32(spec.rope.theta)],
       [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
     ];
@@ -283,6 +284,31 @@ function linearRopeScaling(spec: ModelSpec, arch: string): Entries {
   return [
     [`${arch}.rope.scaling.type`, { type: 'string', value: 'linear' }],
     [`${arch}.rope.scaling.factor`, f32(s.factor)],
+  ];
+}
+
+/**
+ * YaRN as llama.cpp's converter writes it (conversion/base.py, then conversion/mistral3.py for
+ * Ministral 3): `rope.scaling.type` yarn, its factor, the original context, the two betas, and
+ * `mscale_all_dim` as `rope.scaling.yarn_log_multiplier` (llama.cpp takes mscale as 1 and
+ * derives the attention factor from these, as Transformers does); Llama 4's query temperature as
+ * `attention.temperature_scale`.
+ */
+function yarnRopeScaling(spec: ModelSpec, arch: string): Entries {
+  const s = spec.rope.scaling;
+  const qt = spec.queryTemperature;
+  const temperature: Entries = qt ? [[`${arch}.attention.temperature_scale`, f32(qt.beta)]] : [];
+  if (s?.type !== 'yarn') return temperature;
+  return [
+    [`${arch}.rope.scaling.type`, { type: 'string', value: 'yarn' }],
+    [`${arch}.rope.scaling.factor`, f32(s.factor)],
+    [`${arch}.rope.scaling.original_context_length`, u32(s.originalMaxPositions)],
+    [`${arch}.rope.scaling.yarn_beta_fast`, f32(s.betaFast)],
+    [`${arch}.rope.scaling.yarn_beta_slow`, f32(s.betaSlow)],
+    ...(s.mscaleAllDim
+      ? ([[`${arch}.rope.scaling.yarn_log_multiplier`, f32(s.mscaleAllDim)]] as Entries)
+      : []),
+    ...temperature,
   ];
 }
 
@@ -464,6 +490,7 @@ function refuseForLlamaCpp(spec: ModelSpec): void {
     if (scaling && scaling.type !== 'longrope')
       refuse('rope_scaling', scaling, 'llama.cpp’s phi3 graph takes LongRoPE factors only');
   }
+  if (spec.family === 'ministral3') refuseMinistral3(spec, refuse);
   if (spec.family === 'smollm3') {
     const noRope = spec.noRopeLayers ?? [];
     if (noRope.some((none, i) => none !== ((i + 1) % 4 === 0)))
@@ -473,6 +500,45 @@ function refuseForLlamaCpp(spec: ModelSpec): void {
         'llama.cpp’s smollm3 loader leaves out RoPE in every 4th layer exactly (n_no_rope_layer_step = 4, no GGUF key)',
       );
   }
+}
+
+/**
+ * What llama.cpp's mistral3 loader and graph (src/models/mistral3.cpp) cannot state: a sliding
+ * window (its graph attends to the whole context), RoPE scalings other than YaRN, linear or none,
+ * a YaRN attention factor other than the one it derives (mscale taken as 1: mscale(s, 1) /
+ * mscale(s, mscale_all_dim), or mscale(s, 1) without a log multiplier), truncation turned off, and
+ * a query temperature whose floor scale is not YaRN's original context.
+ */
+function refuseMinistral3(
+  spec: ModelSpec,
+  refuse: (what: string, value: unknown, why: string) => never,
+): void {
+  const s = spec.rope.scaling;
+  if (spec.slidingWindow !== undefined)
+    refuse('sliding_window', spec.slidingWindow, 'llama.cpp’s mistral3 graph has no sliding window');
+  if (s && s.type !== 'yarn' && s.type !== 'linear')
+    refuse('rope_scaling', s, 'llama.cpp’s mistral3 loader takes YaRN or linear scaling here');
+  if (s?.type === 'yarn') {
+    if (!s.truncate) refuse('rope_parameters.truncate', false, 'llama.cpp always truncates the YaRN range');
+    const derived = yarnAttentionFactor(
+      s.factor,
+      s.mscaleAllDim ? 1 : undefined,
+      s.mscaleAllDim || undefined,
+    );
+    if (Math.fround(derived) !== Math.fround(s.attentionFactor))
+      refuse(
+        'rope_parameters.attention_factor',
+        s.attentionFactor,
+        `llama.cpp derives ${derived} from the factor and mscale_all_dim (it takes mscale as 1)`,
+      );
+  }
+  const qt = spec.queryTemperature;
+  if (qt && (s?.type !== 'yarn' || qt.floorScale !== s.originalMaxPositions))
+    refuse(
+      'llama_4_scaling_beta',
+      qt,
+      'llama.cpp scales queries by floors of YaRN’s original context only (no key of its own)',
+    );
 }
 
 /**
@@ -537,8 +603,16 @@ export function exportGguf(
   extra: readonly (readonly [string, GgufEntry])[] = [],
   options: GgufExportOptions = {},
 ): Uint8Array<ArrayBuffer> {
-  // Mistral GGUFs use the llama architecture and naming; llama.cpp names Qwen3.5 qwen35.
-  const arch = spec.family === 'mistral' ? 'llama' : spec.family === 'qwen3_5' ? 'qwen35' : spec.family;
+  // Mistral GGUFs use the llama architecture and naming; llama.cpp names Qwen3.5 qwen35 and
+  // Ministral 3 mistral3.
+  const arch =
+    spec.family === 'mistral'
+      ? 'llama'
+      : spec.family === 'qwen3_5'
+        ? 'qwen35'
+        : spec.family === 'ministral3'
+          ? 'mistral3'
+          : spec.family;
   const metadata: (readonly [string, GgufEntry])[] = [
     ['general.architecture', { type: 'string', value: arch }],
     ...archMetadata(spec, arch),
@@ -560,7 +634,7 @@ export function exportGguf(
         type: GgmlType.F32,
         data: quantizeGgml(0, Float32Array.from(factors)),
       });
-  } else if (scaling && scaling.type !== 'linear') {
+  } else if (scaling && scaling.type !== 'linear' && scaling.type !== 'yarn') {
     const factors = llama3RopeFactors(spec.rope.theta, spec.headDim, scaling);
     out.push({
       name: 'rope_freqs.weight',

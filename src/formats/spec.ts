@@ -3,6 +3,8 @@
  * cache and the loaders need to know, derived once from a checkpoint's config (config.json or GGUF
  * metadata). Families differ only by the switches below (mlx-lm style), not by separate code.
  */
+import type { QueryTemperature, YarnRopeScaling } from '../kernels/rope/rope.js';
+
 export type ModelFamily =
   | 'llama'
   | 'mistral'
@@ -12,7 +14,8 @@ export type ModelFamily =
   | 'gemma3'
   | 'smollm3'
   | 'lfm2'
-  | 'phi3';
+  | 'phi3'
+  | 'ministral3';
 
 /**
  * A decoder layer's token mixer: softmax attention over a KV cache, Gated DeltaNet linear
@@ -97,11 +100,28 @@ export interface LongRopeScaling {
   readonly attentionFactor: number;
 }
 
+export { queryTemperatureAt } from '../kernels/rope/rope.js';
+/** YaRN and Llama 4's query temperature (Ministral 3): defined beside the kernels that apply them. */
+export type { QueryTemperature, YarnRopeScaling };
+
+/** YaRN's attention factor from its config fields (see {@link YarnRopeScaling.attentionFactor}). */
+export function yarnAttentionFactor(
+  factor: number,
+  mscale?: number,
+  mscaleAllDim?: number,
+  attentionFactor?: number,
+): number {
+  if (attentionFactor !== undefined) return Math.fround(attentionFactor);
+  const m = (s: number, k: number) => (s <= 1 ? 1 : 0.1 * k * Math.log(s) + 1);
+  if (mscale && mscaleAllDim) return Math.fround(m(factor, mscale) / m(factor, mscaleAllDim));
+  return Math.fround(m(factor, 1));
+}
+
 /** Rotary position embedding settings. */
 export interface RopeSpec {
   /** Base of the inverse frequencies (`rope_theta`). */
   readonly theta: number;
-  readonly scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling;
+  readonly scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling;
   /**
    * Pairing of the rotated dimensions: `'half'` rotates (i, i + d/2) as Hugging Face checkpoints do;
    * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's llama GGUFs store Q and K.
@@ -184,6 +204,8 @@ export interface ModelSpec {
   readonly activation?: 'silu' | 'gelu_tanh';
   /** Attention's softmax scale; default 1/√headDim (Gemma 3: `query_pre_attn_scalar`^-½). */
   readonly attentionScale?: number;
+  /** Llama 4's per-position query temperature (Ministral 3's `llama_4_scaling_beta`). */
+  readonly queryTemperature?: QueryTemperature;
 }
 
 /** How layer `layer` attends: its window (undefined: the whole context) and its RoPE (undefined: none). */
@@ -212,12 +234,13 @@ export function ropeForContext(spec: ModelSpec, context: number): ModelSpec {
 }
 
 /**
- * What a RoPE multiplies cos and sin by: LongRoPE's attention factor, else 1. The rotated
+ * What a RoPE multiplies cos and sin by: LongRoPE's or YaRN's attention factor, else 1. The rotated
  * dimensions of q and of k are both scaled by it (so their dot products by its square); the
  * dimensions past `rotaryDim` are not.
  */
 export function ropeAttentionFactor(rope: RopeSpec): number {
-  return rope.scaling?.type === 'longrope' ? rope.scaling.attentionFactor : 1;
+  const s = rope.scaling;
+  return s?.type === 'longrope' || s?.type === 'yarn' ? s.attentionFactor : 1;
 }
 
 /** The softmax scale of a spec's attention. */

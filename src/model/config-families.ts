@@ -1,6 +1,12 @@
 // The spec builders of the families whose config.json carries keys of their own beyond the
-// Llama-shaped ones specFromConfig reads: Qwen3.5, Gemma 3, LFM2 and Phi-3.
-import type { LayerKind, LongRopeScaling, ModelSpec } from '../formats/spec.js';
+// Llama-shaped ones specFromConfig reads: Qwen3.5, Gemma 3, LFM2, Phi-3 and Ministral 3.
+import {
+  type LayerKind,
+  type LongRopeScaling,
+  type ModelSpec,
+  type YarnRopeScaling,
+  yarnAttentionFactor,
+} from '../formats/spec.js';
 import {
   type Fields,
   readAttentionShape,
@@ -373,5 +379,79 @@ function phi3LongRope(
     factors,
     ...(long ? { long } : {}),
     attentionFactor: Math.fround(attentionFactor),
+  };
+}
+
+/**
+ * Ministral 3 (`ministral3`, the language model inside Mistral's `mistral3` wrapper, or
+ * `Ministral3ForCausalLM` alone): a Llama with an explicit `head_dim`, YaRN RoPE and Llama 4's
+ * query temperature, both read from Transformers 5's `rope_parameters` (or the older `rope_scaling`
+ * with `rope_theta` and a top-level `llama_4_scaling_beta`). The temperature's floor scale is
+ * YaRN's `original_max_position_embeddings`, as Transformers and llama.cpp take it. A
+ * `sliding_window` applies to every layer, as Mistral's. `outer` is the file's root (the
+ * wrapper's `tie_word_embeddings` applies when the text config has none).
+ */
+export function ministral3Spec(f: Fields, outer: Fields): ModelSpec {
+  refusePrequantized(f);
+  refuseActivation(f);
+  if (f.boolean('attention_bias', false)) f.refuse('attention_bias', 'ministral3 attention has no biases');
+  if (f.boolean('mlp_bias', false)) f.refuse('mlp_bias', 'MLP biases are not supported');
+  const shape = readAttentionShape(f);
+  const rp = f.object('rope_parameters') ?? f.object('rope_scaling');
+  const theta = (rp?.has('rope_theta') ? rp : f).positive('rope_theta', 1_000_000);
+  const kind = rp?.string(rp.has('rope_type') ? 'rope_type' : 'type');
+  let scaling: ModelSpec['rope']['scaling'];
+  if (rp && kind === 'yarn') scaling = yarnOf(rp, f.count('max_position_embeddings'));
+  else if (rp) scaling = ropeScalingOf(rp);
+  const betaAt = rp?.has('llama_4_scaling_beta') ? rp : f;
+  const beta = betaAt.number('llama_4_scaling_beta', 0);
+  let queryTemperature: ModelSpec['queryTemperature'];
+  if (beta !== 0) {
+    const floorScale = rp?.has('original_max_position_embeddings')
+      ? rp.count('original_max_position_embeddings')
+      : betaAt.refuse(
+          'llama_4_scaling_beta',
+          'needs rope_parameters.original_max_position_embeddings (its floor scale)',
+        );
+    queryTemperature = { beta, floorScale };
+  }
+  const tied = f.has('tie_word_embeddings') ? f : outer;
+  const window = f.has('sliding_window') ? f.count('sliding_window') : undefined;
+  return {
+    family: 'ministral3',
+    ...shape,
+    rope: scaling ? { theta, scaling, layout: 'half' } : { theta, layout: 'half' },
+    maxPositions: f.count('max_position_embeddings'),
+    tiedEmbeddings: tied.boolean('tie_word_embeddings', false),
+    qkvBias: false,
+    qkNorm: false,
+    bosId: (f.has('bos_token_id') ? f : outer).ids('bos_token_id')[0],
+    eosIds: (f.has('eos_token_id') ? f : outer).ids('eos_token_id'),
+    ...(queryTemperature ? { queryTemperature } : {}),
+    ...(window === undefined ? {} : { slidingWindow: window }),
+  };
+}
+
+/**
+ * YaRN's fields (`_compute_yarn_parameters`): `factor`; `original_max_position_embeddings`
+ * (default the model's `max_position_embeddings`); `beta_fast` 32 and `beta_slow` 1 by default;
+ * `truncate` true by default; the attention factor from `attention_factor`, or `mscale` and
+ * `mscale_all_dim` (see yarnAttentionFactor).
+ */
+function yarnOf(rs: Fields, maxPositions: number): YarnRopeScaling {
+  const factor = rs.positive('factor');
+  const mscale = rs.has('mscale') ? rs.number('mscale') : undefined;
+  const mscaleAllDim = rs.has('mscale_all_dim') ? rs.number('mscale_all_dim') : undefined;
+  const explicit = rs.has('attention_factor') ? rs.positive('attention_factor') : undefined;
+  return {
+    type: 'yarn',
+    factor,
+    originalMaxPositions: rs.count('original_max_position_embeddings', maxPositions),
+    betaFast: rs.positive('beta_fast', 32),
+    betaSlow: rs.positive('beta_slow', 1),
+    truncate: rs.boolean('truncate', true),
+    ...(mscale === undefined ? {} : { mscale }),
+    ...(mscaleAllDim === undefined ? {} : { mscaleAllDim }),
+    attentionFactor: yarnAttentionFactor(factor, mscale, mscaleAllDim, explicit),
   };
 }

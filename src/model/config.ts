@@ -1,6 +1,6 @@
 import { ModelFormatError } from '../formats/errors.js';
 import type { ModelFamily, ModelSpec } from '../formats/spec.js';
-import { gemma3Spec, lfm2Spec, phi3Spec, qwen35Spec } from './config-families.js';
+import { gemma3Spec, lfm2Spec, ministral3Spec, phi3Spec, qwen35Spec } from './config-families.js';
 import {
   Fields,
   isObject,
@@ -24,7 +24,8 @@ const FAMILIES: Readonly<Record<string, ModelFamily>> = {
  * weft runs: `llama` (Llama 1/2/3, SmolLM2, TinyLlama), `mistral` (its sliding window on every
  * layer), `qwen2` (q/k/v biases), `qwen3` (per-head QK RMSNorm, explicit `head_dim`), `smollm3`
  * (layers without RoPE), `qwen3_5` (see qwen35Spec), `gemma3` (see gemma3Spec), `lfm2` (see
- * lfm2Spec) and `phi3` (Phi-3, Phi-3.5, Phi-4-mini: see phi3Spec). Defaults follow
+ * lfm2Spec), `phi3` (Phi-3, Phi-3.5, Phi-4-mini: see phi3Spec) and `ministral3` (Ministral 3,
+ * alone or in its `mistral3` wrapper: see ministral3Spec). Defaults follow
  * the Transformers config classes (`num_key_value_heads` = heads, `head_dim` = hidden / heads,
  * `rope_theta` 10000, untied head). Qwen2's `use_sliding_window` is honoured by capping
  * `maxPositions` at the window, where full attention and windowed attention agree. Unknown
@@ -53,13 +54,23 @@ export function specFromConfig(json: unknown, file = 'config.json'): ModelSpec {
     return gemma3Spec(text, f);
   }
   if (modelType === 'gemma3_text') return gemma3Spec(f, f);
+  if (modelType === 'mistral3') {
+    // Mistral's vision-language wrapper (Ministral 3 as published).
+    const text = f.object('text_config');
+    if (text === undefined)
+      f.refuse('text_config', 'missing (a mistral3 config holds its language model there)');
+    if (text.string('model_type') !== 'ministral3')
+      text.refuse('model_type', 'unsupported language model in a mistral3 wrapper (weft runs ministral3)');
+    return ministral3Spec(text, f);
+  }
+  if (modelType === 'ministral3') return ministral3Spec(f, f);
   if (modelType === 'lfm2') return lfm2Spec(f);
   if (modelType === 'phi3') return phi3Spec(f);
   const family = modelType === undefined ? undefined : FAMILIES[modelType];
   if (family === undefined) {
     f.refuse(
       'model_type',
-      'unsupported architecture (weft runs llama, mistral, qwen2, qwen3, qwen3_5, gemma3, smollm3, lfm2, phi3)',
+      'unsupported architecture (weft runs llama, mistral, ministral3, qwen2, qwen3, qwen3_5, gemma3, smollm3, lfm2, phi3)',
     );
   }
   refuseActivation(f);

@@ -304,6 +304,7 @@ function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
     kvHeads: spec.kvHeads,
     headDim: D,
     ...ropeOptionsOf(spec.rope),
+    ...(spec.queryTemperature ? { queryTemperature: spec.queryTemperature } : {}),
   };
   return {
     H: spec.hidden,
@@ -369,7 +370,7 @@ async function prepareKernels(
   await Promise.all([
     RmsNorm.prepare(ctx),
     Embedding.prepare(ctx, w.embed.format, spec.embedScale ? Math.sqrt(spec.hidden) : 1),
-    Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope)),
+    Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope), spec.queryTemperature),
     AddInPlace.prepare(ctx),
     SiluMul.prepare(ctx, false, gelu ? 'gelu' : 'silu'),
     ...(spec.sandwichNorms ? [RmsNormAdd.prepare(ctx)] : []),

@@ -4,6 +4,7 @@
 import { InvalidInputError } from '../errors.js';
 import { attentionScale, deriveSizes, type ModelSpec, type RopeSpec } from '../formats/spec.js';
 import { f16BitsToF32, f32ToF16Bits } from '../gpu/half.js';
+import { yarnInvFreq } from '../kernels/rope/rope.js';
 
 /** Rounds every value to the nearest IEEE half (ties to even), in place. */
 export function roundToHalves(x: Float32Array): void {
@@ -18,7 +19,8 @@ export function roundToHalves(x: Float32Array): void {
  * `originalMaxPositions / lowFreqFactor` are divided by `factor`, and the band between is
  * interpolated smoothly. LongRoPE (`_compute_longrope_parameters`): `1 / (factors[i] ·
  * theta^(2i / rotaryDim))` with each step rounded to f32 as PyTorch takes it (the exponent, the
- * power, the product, the quotient), as the kernels' `ropeInvFreq` computes it too.
+ * power, the product, the quotient), as the kernels' `ropeInvFreq` computes it too. YaRN: the
+ * kernels' `yarnInvFreq` (one computation of Transformers' `_compute_yarn_parameters`).
  */
 export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32Array {
   const dim = rope.rotaryDim ?? headDim; // partial rotary: the frequencies span the rotated width
@@ -37,6 +39,10 @@ export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32
     if (s.type === 'linear') {
       inv[i] = f / s.factor;
       continue;
+    }
+    if (s.type === 'yarn') {
+      inv.set(yarnInvFreq(dim, rope.theta, s));
+      break;
     }
     if (s.type === 'longrope') {
       const base = Math.fround(rope.theta ** Math.fround((2 * i) / dim));

@@ -83,9 +83,13 @@ describe('constrained decoding on WebGPU', () => {
     await expectConstrained('qwen35', qwen35FixtureFiles(3).files, [{ jsonSchema: schema, maxTokens: 40 }]);
   });
 
-  it.each(['gemma3', 'lfm2'] as const)('the same on %s, greedy', { timeout: 120_000 }, async (family) => {
-    await expectConstrained(family, fixtureFiles(family, 'f32', 3).files, [
-      { jsonSchema: schema, maxTokens: 40 },
-    ]);
-  });
+  it.each(['gemma3', 'lfm2', 'ministral3'] as const)(
+    'the same on %s, greedy',
+    { timeout: 120_000 },
+    async (family) => {
+      await expectConstrained(family, fixtureFiles(family, 'f32', 3).files, [
+        { jsonSchema: schema, maxTokens: 40 },
+      ]);
+    },
+  );
 });

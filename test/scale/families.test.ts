@@ -4,8 +4,9 @@
 // kernels' GPU forms), and its greedy ids for 32 tokens equal the CPU reference's on the same
 // rounded weights. What is checked at real size is the shapes (head_dim 256, one KV head, 262k
 // vocabulary split across bindings, 18 and 26 layers of sliding and global attention) and the load
-// path; the windows themselves are checked on tiny models in `npm test`. SmolLM3-3B and Phi-4-mini
-// (f16) need about 13 and 16 GB for the reference's f32 weights: name them to run them. The
+// path; the windows themselves are checked on tiny models in `npm test`. SmolLM3-3B, Phi-4-mini and
+// Ministral 3 3B (f16) need about 13, 16 and 14 GB for the reference's f32 weights: name them to
+// run them. The
 // reference runs first, and its weights are collected before the GPU holds the model.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -32,6 +33,7 @@ const FORMATS: Partial<Record<ScaleShape, 'f32' | 'f16' | 'int4'>> = {
   'smollm3-3b': 'f16',
   'phi-4-mini': 'f16',
   'lfm2-350m': 'f32',
+  'ministral-3-3b': 'f16',
 };
 const SHAPES = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m')
   .split(',')

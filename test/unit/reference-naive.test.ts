@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ModelSpec } from '../../src/formats/spec.js';
+import { type ModelSpec, queryTemperatureAt, yarnAttentionFactor } from '../../src/formats/spec.js';
 import { ropeInverseFrequencies } from '../../src/model/ops.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
@@ -9,7 +9,8 @@ import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 // oracle for src/model/reference.ts: whole-sequence (no KV cache), f64 throughout, matrices as
 // number[][], RoPE as an explicit rotation matrix per position, attention with a dense causal mask
 // of -Infinity and KV heads repeated as in Hugging Face's repeat_kv, Llama 3 frequency scaling in
-// the vectorised `torch.where` form of `_compute_llama3_parameters`. It reads weights by name from
+// the vectorised `torch.where` form of `_compute_llama3_parameters`, YaRN from the paper's
+// turns-per-context definition and Ministral 3's query temperature. It reads weights by name from
 // the source, not through readWeights.
 
 type Matrix = number[][];
@@ -41,6 +42,21 @@ function invFreqs(spec: ModelSpec): number[] {
   if (!s) return base;
   if (s.type === 'linear') return base.map((f) => f / s.factor);
   if (s.type === 'longrope') throw new Error('oracle: LongRoPE is modelled in phi3-naive.test.ts');
+  if (s.type === 'yarn') {
+    // YaRN from the paper's definition: a pair whose wavelength fits more than betaFast turns in the
+    // original context keeps its frequency, one fitting fewer than betaSlow turns is interpolated
+    // (÷ factor), and the pairs between blend linearly in the pair index. Pair i fits
+    // original · f_i / 2π turns; the boundary index is where that equals beta.
+    const boundary = (beta: number) =>
+      (d / 2) * (Math.log(s.originalMaxPositions / (2 * Math.PI * beta)) / Math.log(spec.rope.theta));
+    const lo = Math.max(s.truncate ? Math.floor(boundary(s.betaFast)) : boundary(s.betaFast), 0);
+    let hi = Math.min(s.truncate ? Math.ceil(boundary(s.betaSlow)) : boundary(s.betaSlow), d - 1);
+    if (hi === lo) hi += 0.001;
+    return base.map((f, i) => {
+      const toInterpolated = Math.min(1, Math.max(0, (i - lo) / (hi - lo)));
+      return (1 - toInterpolated) * f + toInterpolated * (f / s.factor);
+    });
+  }
   const lowWl = s.originalMaxPositions / s.lowFreqFactor;
   const highWl = s.originalMaxPositions / s.highFreqFactor;
   return base.map((f) => {
@@ -53,14 +69,26 @@ function invFreqs(spec: ModelSpec): number[] {
   });
 }
 
+/** YaRN's magnitude correction of cos and sin (1 for every other RoPE). */
+function attentionFactorOf(spec: ModelSpec): number {
+  const s = spec.rope.scaling;
+  return s?.type === 'yarn' ? s.attentionFactor : 1;
+}
+
+/** Ministral 3's query multiplier at `pos` (Llama 4's temperature), 1 without one. */
+function queryTemperature(spec: ModelSpec, pos: number): number {
+  const t = spec.queryTemperature;
+  return t ? 1 + t.beta * Math.log(1 + Math.floor(pos / t.floorScale)) : 1;
+}
+
 /** The d×d rotation RoPE applies at `pos`, for the spec's pairing of dimensions. */
 function rotation(spec: ModelSpec, freqs: number[], pos: number): Matrix {
   const d = spec.headDim;
   const r: Matrix = Array.from({ length: d }, () => new Array<number>(d).fill(0));
   freqs.forEach((f, i) => {
     const [a, b] = spec.rope.layout === 'half' ? [i, i + d / 2] : [2 * i, 2 * i + 1];
-    const c = Math.cos(pos * f);
-    const s = Math.sin(pos * f);
+    const c = Math.cos(pos * f) * attentionFactorOf(spec);
+    const s = Math.sin(pos * f) * attentionFactorOf(spec);
     r[a]![a] = c;
     r[a]![b] = -s;
     r[b]![a] = s;
@@ -101,7 +129,7 @@ function naiveForward(spec: ModelSpec, source: WeightSource, tokens: readonly nu
       kh = kh.map((head) => head.map((row) => rmsnorm(row, kn, spec.rmsEps)));
     }
     const rotate = (head: Matrix): Matrix => head.map((row, t) => matmulT([row], rotations[t]!)[0]!);
-    qh = qh.map(rotate);
+    qh = qh.map(rotate).map((head) => head.map((row, t) => row.map((v) => v * queryTemperature(spec, t))));
     kh = kh.map(rotate);
     // repeat_kv: query head h uses KV head floor(h / (heads / kvHeads)).
     const rep = spec.heads / spec.kvHeads;
@@ -231,6 +259,57 @@ describe('reference forward: a micro case worked out by hand', () => {
     const tokens = [2, 0, 1, 1, 2, 0];
     const want = naiveForward(micro, source, tokens).flat();
     expectClose(new ReferenceRunner(micro, source).logitsFor(tokens), want, 2e-5);
+  });
+});
+
+describe('YaRN and the query temperature (Ministral 3)', () => {
+  const yarn = {
+    type: 'yarn',
+    factor: 4,
+    originalMaxPositions: 16,
+    betaFast: 8,
+    betaSlow: 0.25,
+    truncate: true,
+    mscale: 1,
+    mscaleAllDim: 0.5,
+    attentionFactor: yarnAttentionFactor(4, 1, 0.5),
+  } as const;
+  const ministral: ModelSpec = {
+    ...tinySpecs.llama,
+    family: 'ministral3',
+    rope: { theta: 500, layout: 'half', scaling: yarn },
+    queryTemperature: { beta: 0.3, floorScale: 3 },
+  };
+
+  it('YaRN by hand: the kept, blended and interpolated pairs, and the attention factor', () => {
+    // theta 500, headDim 8: f_i = 1, 0.2114743, 0.0447214, 0.0094574. Correction dims within
+    // original 16: beta 8 → 8 · ln(16 / 16π) / (2 ln 500) = -0.737 → floor, clamp → 0; beta 0.25 →
+    // 8 · ln(16 / 0.5π) / (2 ln 500) = 1.494 → ceil → 2. Ramp i / 2 = 0, 0.5, 1, 1: pair 1 is
+    // f_1 · (0.5 / 4 + 0.5) = 0.1321714, pairs 2 and 3 are f / 4.
+    const inv = ropeInverseFrequencies(ministral.rope, 8);
+    expectClose(inv, [1, 0.1321714375, 0.0447213595 / 4, 0.0094574161 / 4], 1e-7);
+    // mscale(4, 1) / mscale(4, 0.5) = (1 + 0.1 ln 4) / (1 + 0.05 ln 4) = 1.1386294 / 1.0693147.
+    expect(yarn.attentionFactor).toBeCloseTo(1.0648215, 6);
+    // Ministral 3's own: mscale = mscale_all_dim = 1 → 1; neither stated → 1 + 0.1 ln 16.
+    expect(yarnAttentionFactor(16, 1, 1)).toBe(1);
+    expect(yarnAttentionFactor(16)).toBeCloseTo(1.2772589, 6);
+  });
+
+  it('the query temperature: 1 below the floor scale, 1 + beta · ln(1 + floor(p / scale)) past it', () => {
+    const t = { beta: 0.1, floorScale: 16384 };
+    expect(queryTemperatureAt(t, 0)).toBe(1);
+    expect(queryTemperatureAt(t, 16383)).toBe(1);
+    expect(queryTemperatureAt(t, 16384)).toBe(Math.fround(1 + 0.1 * Math.log(2)));
+    expect(queryTemperatureAt(t, 3 * 16384 + 5)).toBe(
+      Math.fround(1 + Math.fround(0.1 * Math.fround(Math.log(4)))),
+    );
+  });
+
+  it('a Ministral 3 spec (YaRN, attention factor, temperature past positions 3 and 6) agrees with the matrix implementation', () => {
+    const source = randomWeights(ministral, 23);
+    const tokens = [3, 1, 4, 1, 5, 9, 2, 6, 5];
+    const want = naiveForward(ministral, source, tokens).flat();
+    expectClose(new ReferenceRunner(ministral, source).logitsFor(tokens), want, 2e-5);
   });
 });
 

@@ -340,6 +340,32 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       4,
     ],
     [
+      'YaRN, its attention factor and the query temperature (Ministral 3), interleaved, f16 cache, rows past the floor',
+      {
+        heads: 3,
+        kvHeads: 1,
+        headDim: 40,
+        theta: 1000,
+        layout: 'interleaved',
+        scaling: {
+          type: 'yarn',
+          factor: 16,
+          originalMaxPositions: 32,
+          betaFast: 32,
+          betaSlow: 1,
+          truncate: true,
+          attentionFactor: 1.0696,
+        },
+        attentionFactor: 1.0696,
+        queryTemperature: { beta: 0.1, floorScale: 32 },
+        capacity: 48,
+        bias: false,
+        format: 'f16',
+      },
+      6,
+      29,
+    ],
+    [
       'output gate with full rotary, llama3 scaling, QK-norm, f32 cache',
       {
         heads: 4,

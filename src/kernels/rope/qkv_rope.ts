@@ -7,7 +7,16 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { type KvFormat, type KvLayerBuffers, kvRows, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
 import { rmsNormRef } from '../norm/rmsnorm.js';
-import { attentionFactorVars, checkedRotaryDim, type RopeOptions, ropeRef, ropeTable } from './rope.js';
+import {
+  attentionFactorVars,
+  checkedRotaryDim,
+  type QueryTemperature,
+  queryTemperatureRef,
+  queryTemperatureVars,
+  type RopeOptions,
+  ropeRef,
+  ropeTable,
+} from './rope.js';
 
 const WG = 64; // rmsnorm.wgsl's: the QK-norm reduction must add in the same order
 const MAX_HEAD_DIM = 256;
@@ -112,6 +121,7 @@ export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
   const inv = ropeTable(o, R);
   ropeRef(q, heads, D, a.positions, inv, o.layout, R, o.attentionFactor);
   ropeRef(k, kvHeads, D, a.positions, inv, o.layout, R, o.attentionFactor);
+  if (o.queryTemperature) queryTemperatureRef(q, qW, a.positions, o.queryTemperature);
   kvWriteRef({ capacity: o.capacity, kvHeads, headDim: D, ring: o.ring }, a.kCache, a.vCache, k, v, a.slots);
   return q;
 }
@@ -124,8 +134,9 @@ interface Variant {
   bias: boolean;
   norm: boolean;
   interleaved: boolean;
-  /** LongRoPE's attention factor (1: none). */
+  /** LongRoPE's or YaRN's attention factor (1: none). */
   attentionFactor: number;
+  queryTemperature: QueryTemperature | undefined;
 }
 
 function variantOf(o: QkvRopeOptions): Variant {
@@ -138,6 +149,7 @@ function variantOf(o: QkvRopeOptions): Variant {
     norm: o.qkNormEps !== undefined,
     interleaved: o.layout === 'interleaved',
     attentionFactor: o.attentionFactor ?? 1,
+    queryTemperature: o.queryTemperature,
   };
 }
 
@@ -155,6 +167,7 @@ function source(v: Variant): WgslVariant {
     QK_NORM: v.norm,
     INTERLEAVED: v.interleaved,
     ...attentionFactorVars({ attentionFactor: v.attentionFactor }),
+    ...queryTemperatureVars({ queryTemperature: v.queryTemperature }),
     BIAS_BINDING: bias,
     QN_BINDING: qn,
     KN_BINDING: qn + 1,

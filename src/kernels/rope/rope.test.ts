@@ -3,7 +3,15 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
-import { Rope, type RopeOptions, ropeInvFreq, ropeRef } from './rope.js';
+import {
+  queryTemperatureAt,
+  queryTemperatureRef,
+  Rope,
+  type RopeOptions,
+  ropeInvFreq,
+  ropeRef,
+  type YarnRopeScaling,
+} from './rope.js';
 
 /** Uploads q, k and positions, runs {@link Rope} once and reads the rotated q and k back. */
 async function runRope(
@@ -13,7 +21,7 @@ async function runRope(
   positions: Uint32Array,
   options: RopeOptions,
 ): Promise<{ q: Float32Array; k: Float32Array }> {
-  await Rope.prepare(ctx, options.layout);
+  await Rope.prepare(ctx, options.layout, options.attentionFactor, options.queryTemperature);
   return runOnce(ctx, 'rope', (run) => {
     const rope = run.own(new Rope(ctx, run.binds, options));
     const [bq, bk, bp] = [run.upload(q), run.upload(k), run.upload(positions)];
@@ -193,6 +201,78 @@ describe('RoPE kernel vs the TS reference', () => {
     const base = ropeInvFreq(32, 10000);
     const linear = ropeInvFreq(32, 10000, { type: 'linear', factor: 8 });
     for (let i = 0; i < base.length; i++) expect(linear[i]).toBe(Math.fround(base[i]! / 8));
+  });
+
+  it('YaRN inv_freq matches HF _compute_yarn_parameters run in float32 (Ministral 3: theta 1e6, headDim 128)', () => {
+    // Computed with numpy float32 mirroring the torch float32 code of transformers'
+    // _compute_yarn_parameters (factor 16, original 16384, betas 32 and 1, truncate): the
+    // correction range is pairs 20 .. 37, kept below it and divided by 16 above it.
+    const yarn: YarnRopeScaling = {
+      type: 'yarn',
+      factor: 16,
+      originalMaxPositions: 16384,
+      betaFast: 32,
+      betaSlow: 1,
+      truncate: true,
+      attentionFactor: 1,
+    };
+    const hf: [number, number][] = [
+      [0, 1.0],
+      [10, 0.11547820270061493],
+      [20, 0.01333521492779255],
+      [23, 0.005823807325214148],
+      [24, 0.004382954444736242],
+      [25, 0.00328206573612988],
+      [30, 0.000690702348947525],
+      [40, 1.1114246262877714e-5],
+      [45, 3.7768522815895267e-6],
+      [63, 7.75586102008674e-8],
+    ];
+    const got = ropeInvFreq(128, 1e6, yarn);
+    for (const [i, want] of hf) expect(Math.abs(got[i]! - want) / want, `inv_freq[${i}]`).toBeLessThan(1e-6);
+  });
+
+  it('YaRN with its attention factor and the query temperature (Ministral 3): q scaled past each floor, k not', async () => {
+    const ctx = await gpu();
+    const yarn: YarnRopeScaling = {
+      type: 'yarn',
+      factor: 16,
+      originalMaxPositions: 32,
+      betaFast: 32,
+      betaSlow: 1,
+      truncate: true,
+      attentionFactor: 1.0696,
+    };
+    const opts: RopeOptions = {
+      heads: 3,
+      kvHeads: 1,
+      headDim: 40,
+      theta: 1000,
+      layout: 'interleaved',
+      scaling: yarn,
+      attentionFactor: yarn.attentionFactor,
+      queryTemperature: { beta: 0.1, floorScale: 32 },
+    };
+    const positions = Uint32Array.from([0, 31, 32, 33, 95, 96, 5000]);
+    const q = rand(7 * 3 * 40, 31);
+    const k = rand(7 * 40, 32);
+    const out = await runRope(ctx, q, k, positions, opts);
+    const inv = ropeInvFreq(40, 1000, yarn);
+    const [wq, wk] = [q.slice(), k.slice()];
+    ropeRef(wq, 3, 40, positions, inv, 'interleaved', 40, yarn.attentionFactor);
+    ropeRef(wk, 1, 40, positions, inv, 'interleaved', 40, yarn.attentionFactor);
+    queryTemperatureRef(wq, 3 * 40, positions, opts.queryTemperature!);
+    expect(maxErr(out.q, wq)).toBeLessThan(TOL);
+    expect(maxErr(out.k, wk)).toBeLessThan(TOL);
+    // 1 + 0.1 ln 2 at 32 .. 63, 1 + 0.1 ln 4 at 96; the temperature shows against a plain run.
+    expect(queryTemperatureAt(opts.queryTemperature!, 95)).toBe(
+      Math.fround(1 + Math.fround(0.1 * Math.fround(Math.log(3)))),
+    );
+    const plain = await runRope(ctx, q, k, positions, { ...opts, queryTemperature: undefined });
+    const row = 3 * 40;
+    expect(maxErr(plain.q.subarray(0, 2 * row), out.q.subarray(0, 2 * row))).toBe(0);
+    expect(maxErr(plain.q.subarray(2 * row), out.q.subarray(2 * row))).toBeGreaterThan(0.01);
+    expect(Array.from(plain.k)).toEqual(Array.from(out.k));
   });
 
   it('LongRoPE: cos and sin times the attention factor, in f32 (Phi-3.5 / Phi-4-mini)', async () => {

@@ -47,6 +47,50 @@ export interface LongRopeScaling {
   attentionFactor: number;
 }
 
+/**
+ * YaRN (`rope_type == "yarn"`, Ministral 3), as Transformers' `_compute_yarn_parameters` computes
+ * it: pair i blends the interpolated frequency (divided by `factor`) and the original one, the
+ * blend ramping linearly over the pairs between the correction dimensions of `betaFast` and
+ * `betaSlow` rotations within `originalMaxPositions` (rounded outward to whole pairs when
+ * `truncate`); cos and sin are multiplied by `attentionFactor`. llama.cpp's `rope_yarn` with
+ * `ext_factor` 1 is the same blend (see {@link yarnInvFreq}).
+ */
+export interface YarnRopeScaling {
+  readonly type: 'yarn';
+  readonly factor: number;
+  readonly originalMaxPositions: number;
+  readonly betaFast: number;
+  readonly betaSlow: number;
+  /** Transformers' `truncate` (default true): the correction range is floor(low) .. ceil(high). */
+  readonly truncate: boolean;
+  /** The config's `mscale` and `mscale_all_dim`, where it states them (the GGUF writer needs them). */
+  readonly mscale?: number;
+  readonly mscaleAllDim?: number;
+  /**
+   * What cos and sin are multiplied by (f32): the config's `attention_factor`, else
+   * mscale(factor, mscale) / mscale(factor, mscaleAllDim) when both are stated and non-zero, else
+   * mscale(factor, 1), with mscale(s, m) = 0.1 · m · ln(s) + 1 (1 when s ≤ 1).
+   */
+  readonly attentionFactor: number;
+}
+
+/**
+ * Llama 4's attention temperature tuning, as Ministral 3 runs it (`llama_4_scaling_beta`;
+ * llama.cpp's `attention.temperature_scale`): after RoPE, the query at position p is multiplied by
+ * 1 + beta · ln(1 + floor(p / floorScale)), floorScale being the YaRN original context. It is 1
+ * for every position below floorScale.
+ */
+export interface QueryTemperature {
+  readonly beta: number;
+  readonly floorScale: number;
+}
+
+/** The query multiplier of {@link QueryTemperature} at `position`, in f32 as PyTorch computes it. */
+export function queryTemperatureAt(t: QueryTemperature, position: number): number {
+  const steps = Math.floor(position / t.floorScale);
+  return Math.fround(1 + Math.fround(t.beta * Math.fround(Math.log(Math.fround(1 + steps)))));
+}
+
 /** Static options of {@link Rope}. */
 export interface RopeOptions {
   heads: number;
@@ -56,7 +100,7 @@ export interface RopeOptions {
   theta: number;
   /** 'half': HF rotate-half pairs (i, i + headDim/2); 'interleaved': pairs (2i, 2i + 1). */
   layout: 'half' | 'interleaved';
-  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling;
+  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling;
   /**
    * Partial rotary (HF `partial_rotary_factor` · headDim): only the first `rotaryDim` elements of
    * each head are rotated, pairs (i, i + rotaryDim/2), and the rest pass through. Even, at most
@@ -73,6 +117,25 @@ export interface RopeOptions {
    * before they turn a pair. Default 1 (no multiply: another pipeline variant holds the factor).
    */
   attentionFactor?: number;
+  /** Llama 4's query temperature (Ministral 3): q, after its rotation, times {@link queryTemperatureAt}. */
+  queryTemperature?: QueryTemperature;
+}
+
+/** The WGSL variables of `o`'s query temperature: none, or its beta's f32 bits and its floor scale. */
+export function queryTemperatureVars(
+  o: Pick<RopeOptions, 'queryTemperature'>,
+): Record<string, boolean | number> {
+  const t = o.queryTemperature;
+  if (t === undefined) return { Q_TEMP: false };
+  if (!Number.isSafeInteger(t.floorScale) || t.floorScale < 1 || !Number.isFinite(t.beta))
+    throw new InvalidInputError(
+      `rope: query temperature needs a finite beta and a positive integer floor scale, got ${t.beta}, ${t.floorScale}`,
+    );
+  return {
+    Q_TEMP: true,
+    Q_TEMP_BETA_BITS: new Uint32Array(new Float32Array([t.beta]).buffer)[0]!,
+    Q_TEMP_FLOOR: t.floorScale,
+  };
 }
 
 /** The WGSL variables of `o`'s attention factor: none at 1, else its f32 bits as a constant. */
@@ -105,6 +168,39 @@ export function checkedRotaryDim(op: string, o: RopeOptions): number {
 }
 
 /**
+ * YaRN's inv_freq [dim / 2] as Transformers' `_compute_yarn_parameters` computes it, each step in
+ * f32 as PyTorch takes it: pos = theta^(2i / dim), extrapolated 1 / pos and interpolated
+ * 1 / (factor · pos), and the extrapolation weight 1 - clamp((i - low) / (high - low), 0, 1) over
+ * the correction range [low, high] (dims where `betaFast` and `betaSlow` rotations fit in the
+ * original context: dim · ln(original / (2π · beta)) / (2 ln theta), floored and ceiled when
+ * `truncate`, clamped to 0 .. dim - 1; high - low at least 0.001). The reference forward uses it
+ * too.
+ */
+export function yarnInvFreq(dim: number, theta: number, s: YarnRopeScaling): Float32Array {
+  const f = Math.fround;
+  const corr = (rotations: number) =>
+    (dim * Math.log(s.originalMaxPositions / (rotations * 2 * Math.PI))) / (2 * Math.log(theta));
+  let low = corr(s.betaFast);
+  let high = corr(s.betaSlow);
+  if (s.truncate) {
+    low = Math.floor(low);
+    high = Math.ceil(high);
+  }
+  low = Math.max(low, 0);
+  high = Math.min(high, dim - 1);
+  if (low === high) high += 0.001;
+  const factor = f(s.factor);
+  return Float32Array.from({ length: dim / 2 }, (_, i) => {
+    const pos = f(theta ** f((2 * i) / dim));
+    const extrapolated = f(1 / pos);
+    const interpolated = f(1 / f(factor * pos));
+    const ramp = Math.min(Math.max(f(f(i - low) / f(high - low)), 0), 1);
+    const keep = f(1 - ramp);
+    return f(f(interpolated * f(1 - keep)) + f(extrapolated * keep));
+  });
+}
+
+/**
  * inv_freq [dim / 2] as Hugging Face computes it, dim the rotary width (headDim, or rotaryDim for
  * partial rotary): 1 / theta^(2i / dim) in f32, then, with linear scaling, divided by its factor, or with
  * llama3 scaling, `_compute_llama3_parameters`: wavelengths above original/lowFreqFactor are divided
@@ -112,14 +208,16 @@ export function checkedRotaryDim(op: string, o: RopeOptions): number {
  * interpolated. Intermediate steps run in f64 and round to f32 at the end (torch runs them in f32,
  * so the last bit may differ). LongRoPE (`_compute_longrope_parameters`): 1 / (factors[i] ·
  * theta^(2i / dim)), each step rounded to f32 as torch takes it, bit for bit the reference's
- * `ropeInverseFrequencies`; throws InvalidInputError unless there are dim / 2 factors.
+ * `ropeInverseFrequencies`; throws InvalidInputError unless there are dim / 2 factors. YaRN:
+ * {@link yarnInvFreq}.
  */
 export function ropeInvFreq(
   dim: number,
   theta: number,
-  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling,
+  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling,
 ): Float32Array {
   const half = dim / 2;
+  if (scaling?.type === 'yarn') return yarnInvFreq(dim, theta, scaling);
   if (scaling?.type === 'longrope') {
     const factors = scaling.factors;
     if (factors.length !== half)
@@ -184,12 +282,34 @@ export function ropeRef(
   });
 }
 
-function ropeSource(layout: RopeOptions['layout'], attentionFactor = 1): WgslVariant {
+function ropeSource(
+  layout: RopeOptions['layout'],
+  attentionFactor = 1,
+  queryTemperature?: QueryTemperature,
+): WgslVariant {
   return wgslVariant(shaders.rope, Params, {
     WG,
     INTERLEAVED: layout === 'interleaved',
     ...attentionFactorVars({ attentionFactor }),
+    ...queryTemperatureVars({ queryTemperature }),
   });
+}
+
+/**
+ * Multiplies each query row m of x [M, heads, headDim] by the query temperature at positions[m]
+ * (in f32), as Ministral 3 does after RoPE; the reference of the kernels' Q_TEMP variant.
+ */
+export function queryTemperatureRef(
+  x: Float32Array,
+  rowWidth: number,
+  positions: ArrayLike<number>,
+  t: QueryTemperature,
+): void {
+  for (let m = 0; m < positions.length; m++) {
+    const scale = queryTemperatureAt(t, positions[m]!);
+    if (scale === 1) continue;
+    for (let i = m * rowWidth; i < (m + 1) * rowWidth; i++) x[i] = Math.fround(x[i]! * scale);
+  }
 }
 
 /**
@@ -217,14 +337,24 @@ export class Rope {
     if (headDim % 2 !== 0) throw new InvalidInputError(`Rope: headDim must be even, got ${headDim}`);
     if (!(theta > 0)) throw new InvalidInputError(`Rope: theta must be > 0, got ${theta}`);
     this.rotaryDim = checkedRotaryDim('Rope', options);
-    this.pipeline = ctx.pipelines.get('rope', ...ropeSource(options.layout, options.attentionFactor));
+    if (options.queryTemperature && this.rotaryDim !== headDim)
+      throw new InvalidInputError('Rope: a query temperature needs RoPE on the whole head');
+    this.pipeline = ctx.pipelines.get(
+      'rope',
+      ...ropeSource(options.layout, options.attentionFactor, options.queryTemperature),
+    );
     this.uniform = new UniformSlot(ctx, Params, 'rope-params');
     this.invFreq = uploadBuffer(ctx, ropeTable(options, this.rotaryDim), 'rope-inv-freq');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
-  static async prepare(ctx: GpuContext, layout: RopeOptions['layout'], attentionFactor = 1): Promise<void> {
-    await ctx.pipelines.prepare('rope', ...ropeSource(layout, attentionFactor));
+  static async prepare(
+    ctx: GpuContext,
+    layout: RopeOptions['layout'],
+    attentionFactor = 1,
+    queryTemperature?: QueryTemperature,
+  ): Promise<void> {
+    await ctx.pipelines.prepare('rope', ...ropeSource(layout, attentionFactor, queryTemperature));
   }
 
   /** Encodes the rotation of `rows` tokens. positions: [rows] u32; q, k: rotated in place. */

@@ -80,6 +80,8 @@ export const FAMILIES: Readonly<Record<ModelFamily, FamilyBlocks>> = {
   // Phi-3: a Llama whose fused qkv_proj and gate_up_proj the loader splits (`splitFusedView`),
   // with partial rotary and LongRoPE as switches of the spec.
   phi3: decoderLayers,
+  // Ministral 3: a Llama whose YaRN RoPE and query temperature are switches of the spec.
+  ministral3: decoderLayers,
 };
 
 /** The blocks of a model's forward, in order. */
