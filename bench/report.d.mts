@@ -29,6 +29,8 @@ export interface SpeedReport extends Omit<PageOutput, 'userAgent'> {
   machine: string;
   host: string;
   hostNote?: string;
+  /** The model the rows ran, where it is not the demo target (`--gguf-family`). */
+  model?: string;
   quick: boolean;
   browser: string | null;
   comparisons: Comparison[];
@@ -37,7 +39,7 @@ export interface SpeedReport extends Omit<PageOutput, 'userAgent'> {
 /** The machine this process runs on. */
 export function machine(): string;
 /** The report of one run, with the weft/peer ratios. */
-export function speedReport(out: PageOutput, meta: { host: string; hostNote?: string; quick?: boolean }): SpeedReport;
+export function speedReport(out: PageOutput, meta: { host: string; hostNote?: string; model?: string; quick?: boolean }): SpeedReport;
 /** Prints the report as text tables. */
 export function printSpeedTables(r: SpeedReport, print: (line: string) => void): void;
 /** The report as Markdown lines. */

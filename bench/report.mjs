@@ -6,6 +6,7 @@ import { cpus, release } from 'node:os';
 const PAIRS = [
   { quant: 'int8', runtime: 'wllama', format: 'GGUF Q8_0' },
   { quant: 'int4', runtime: 'wllama', format: 'GGUF Q4_0' },
+  { quant: 'f16', runtime: 'wllama', format: 'GGUF F16' },
   { quant: 'f16', runtime: 'transformers.js', format: 'ONNX fp32' },
 ];
 
@@ -45,6 +46,7 @@ export function speedReport(out, meta) {
     machine: machine(),
     host: meta.host,
     ...(meta.hostNote ? { hostNote: meta.hostNote } : {}),
+    ...(meta.model ? { model: meta.model } : {}),
     quick: Boolean(meta.quick),
     browser: out.userAgent ?? null,
     adapter: out.adapter,
@@ -166,6 +168,7 @@ export function printSpeedTables(r, print) {
   print(`${r.date}  ${r.machine}`);
   print(`host: ${r.host}${r.hostNote ? ` (${r.hostNote})` : ''}; adapter: ${r.adapter}`);
   if (r.browser) print(`browser: ${r.browser}`);
+  if (r.model) print(`model: ${r.model}`);
   const s = r.settings;
   print(
     `greedy, ${s.maxTokens} tokens per prompt, ${r.prompts.length} prompts, median of ${s.runs} run(s) after ${s.warmup} warm-up, tree budget ${s.treeBudget}`,
@@ -193,6 +196,7 @@ export function speedMarkdown(r) {
     `- host: ${r.host}${r.hostNote ? ` (${r.hostNote})` : ''}`,
     `- browser: ${r.browser ?? '-'}`,
     `- WebGPU adapter: ${r.adapter}`,
+    ...(r.model ? [`- model: ${r.model}`] : []),
     `- settings: greedy, ${s.maxTokens} generated tokens per prompt, ${r.prompts.length} prompts, median of ${s.runs} run(s) after ${s.warmup} warm-up request, tree budget ${s.treeBudget}${r.quick ? ' (--quick)' : ''}`,
     '',
     ...markdownTable(t.weft),
