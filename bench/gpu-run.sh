@@ -9,12 +9,14 @@
 #   4. the verify-cost curve of that checkpoint (one pass over T tokens / T = 1),
 #   5. prefill and decode of random-weight Qwen3-0.6B- and Qwen3.5-0.8B-shaped checkpoints at f16
 #      and int4, side by side (the Gated DeltaNet hybrid against the transformer),
-#   6. `npm run bench:browser` as before.
+#   6. `npm run bench:browser` as before,
+#   7. weft against wllama on the same GGUF of a random-weight Qwen3.5-0.8B-shaped checkpoint (Q8_0
+#      and F16; `bench:browser --gguf-family qwen35`), llama.cpp on its WebGPU backend.
 # Run from the repository root on a machine with a GPU and its Vulkan driver, after
 # `bash scripts/setup.sh`:
 #   bash bench/gpu-run.sh [bench:browser options, e.g. --quick or --runs 5]
 # Sections 1-5 are kept as bench/.cache/gpu-run-<time>.txt and gpu-run-<time>-sections.json, the
-# browser report as bench/.cache/gpu-run-<time>.json (WEFT_GPU_RUN_STAMP replaces <time>). The run fails if Chromium's adapter turns out to be SwiftShader
+# browser reports as bench/.cache/gpu-run-<time>.json and gpu-run-<time>-qwen35.json (WEFT_GPU_RUN_STAMP replaces <time>). The run fails if Chromium's adapter turns out to be SwiftShader
 # (no usable GPU driver): such a run says nothing about a GPU.
 #
 # --smoke (or WEFT_GPU_RUN_SMOKE=1): the same steps at tiny sizes on whatever adapter Chromium has,
@@ -36,6 +38,7 @@ if [[ -n "$smoke" ]]; then
   sections=(--smoke)
   # bench:browser at its smallest: the tiny demo model, one format, 3 tokens, no peers.
   browser=(--quants f16 --drafters none --tokens 3 --prompts 1 --runs 1 --peers none --target kjv-draft)
+  qwen35=(--shape tiny --gguf-types Q8_0 --tokens 3 --prompts 1 --runs 1)
   stamp="smoke-$stamp"
 else
   # NVIDIA's Vulkan ICD where the container carries it outside the loader's search path.
@@ -54,6 +57,7 @@ else
   sections=()
   # wllama too gets the GPU (llama.cpp's WebGPU backend) on a real adapter.
   browser=(--wllama-gpu)
+  qwen35=(--shape qwen3.5-0.8b --gguf-types Q8_0,F16 --wllama-gpu)
 fi
 
 # Sections 1-5; the page refuses a software adapter unless --smoke, before the checkpoint is written.
@@ -74,3 +78,12 @@ import { readFileSync } from "node:fs";
 import { printSpeedTables } from "./bench/report.mjs";
 printSpeedTables(JSON.parse(readFileSync(process.argv[1], "utf8")), (l) => console.log(l));' "$out"
 node bench/results.mjs --append-gpu "$out" --gpu-sections "$text"
+
+# Section 7: weft and wllama on one Qwen3.5 GGUF (its report appended as a run of its own).
+out35="bench/.cache/gpu-run-$stamp-qwen35.json"
+node bench/browser-cli.mjs --json --gguf-family qwen35 "${qwen35[@]}" >"$out35"
+node --input-type=module -e '
+import { readFileSync } from "node:fs";
+import { printSpeedTables } from "./bench/report.mjs";
+printSpeedTables(JSON.parse(readFileSync(process.argv[1], "utf8")), (l) => console.log(l));' "$out35"
+node bench/results.mjs --append-gpu "$out35"

@@ -1,6 +1,7 @@
 // `bash bench/gpu-run.sh --smoke` end to end on SwiftShader: every section of the real-GPU run
 // (GEMV bandwidth per format, decode per format of a Llama-3.2-1B-shaped checkpoint shrunk to 2
-// layers, attention at 512 and 4096 keys, the verify-cost curve, Qwen3.5 beside Qwen3, bench:browser) runs at tiny sizes,
+// layers, attention at 512 and 4096 keys, the verify-cost curve, Qwen3.5 beside Qwen3, bench:browser,
+// weft against wllama on one Qwen3.5 GGUF) runs at tiny sizes,
 // prints its table, and the run is appended to a results file. The figures checked are the run's
 // own (its JSON beside the printed text); only their presence and sanity are asserted, never values.
 import { execFile } from 'node:child_process';
@@ -21,6 +22,7 @@ afterAll(async () => {
     `gpu-run-smoke-${stamp}.txt`,
     `gpu-run-smoke-${stamp}.json`,
     `gpu-run-smoke-${stamp}-sections.json`,
+    `gpu-run-smoke-${stamp}-qwen35.json`,
   ])
     await rm(join('bench/.cache', f), { force: true });
 });
@@ -131,4 +133,15 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
   expect(appended).toContain(`(${browser.adapter})`);
   expect(appended).toContain('## 4. Verify cost at f16');
   expect(appended).toContain('weft');
+
+  // 7. weft and wllama on the same Qwen3.5 GGUF, appended as a run of its own.
+  const q35 = JSON.parse(await readFile(`bench/.cache/gpu-run-smoke-${stamp}-qwen35.json`, 'utf8'));
+  expect(q35.model).toMatch(/Qwen3\.5 \(qwen35\), shape tiny/);
+  expect(q35.weft.map((w: { source: string }) => w.source)).toEqual(['GGUF Q8_0']);
+  expect(q35.peers.map((p: { runtime: string; format: string }) => `${p.runtime} ${p.format}`)).toEqual([
+    'wllama GGUF Q8_0',
+  ]);
+  for (const r of [...q35.weft, ...q35.peers]) expect(positive(r.decodeTokS)).toBe(true);
+  expect(stdout).toMatch(/model: random-weight Qwen3\.5/);
+  expect(appended).toContain('- model: random-weight Qwen3.5 (qwen35), shape tiny');
 });

@@ -6,12 +6,11 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
-import { argmax } from '../../src/kernels/sample/gumbel.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { qwen35FixtureFiles, tinyQwen35TextConfig } from '../fixtures/write.js';
-import { setUpWllamaPage } from '../helpers/wllama-parity.js';
+import { greedyAllowed, setUpWllamaPage, unprintableIds } from '../helpers/wllama-parity.js';
 
 let page: Page;
 let pageUrl: string;
@@ -32,23 +31,9 @@ it('llama.cpp (wllama) decodes the exported qwen35 GGUF to the reference’s gre
   // ends in an error inside wllama's reading of the reply ("Invalid typed array length"), which a
   // request of the same size on other models does not (not chased further here).
   const ref = new ReferenceRunner(model.spec, mapWeights(await readAllF32(model.weights)), { capacity: 96 });
-  // Only printable ASCII bytes and merges (ids 32-127, and 256-263) may be generated: a random
-  // model's other byte tokens would end llama.cpp's text mid-character (its server refuses that
-  // JSON), and control bytes break wllama's reading of the reply.
-  const banned = Array.from({ length: model.spec.vocabSize }, (_, id) => id).filter(
-    (id) => id < 32 || (id >= 128 && id < 256) || id >= 264,
-  );
-  const greedy = (ids: number[], n: number): number[] => {
-    const out: number[] = [];
-    let logits = ref.logitsFor(ids).subarray(-model.spec.vocabSize);
-    for (let i = 0; i < n; i++) {
-      const allowed = new Float32Array(logits);
-      for (const id of banned) allowed[id] = -Infinity;
-      out.push(argmax(allowed));
-      if (i + 1 < n) logits = ref.prefill([out[i]!]);
-    }
-    return out;
-  };
+  // Only printable ids may be generated (see unprintableIds).
+  const banned = unprintableIds(model.spec.vocabSize);
+  const greedy = (ids: number[], n: number): number[] => greedyAllowed(ref, ids, n, banned);
   const ggufUrl = new URL('/q35.gguf', pageUrl).href;
   await page.route(ggufUrl, (route) =>
     route.fulfill({ body: Buffer.from(bytes), contentType: 'application/octet-stream' }),

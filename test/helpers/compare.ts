@@ -1,3 +1,5 @@
+import { ModelFormatError } from '../../src/formats/errors.js';
+
 /**
  * Largest |a − b| relative to the largest |b|: how the forward tests compare GPU logits with the
  * reference (an error relative to the scale of the logits, not to each one).
@@ -10,4 +12,15 @@ export function relErr(a: Float32Array, b: Float32Array): number {
     scale = Math.max(scale, Math.abs(b[i]!));
   }
   return err / scale;
+}
+
+/** The ModelFormatError `fn` throws (anything else thrown is rethrown; nothing thrown fails). */
+export function formatError(fn: () => unknown): ModelFormatError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ModelFormatError) return e;
+    throw e;
+  }
+  throw new Error('expected a ModelFormatError');
 }

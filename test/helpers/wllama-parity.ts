@@ -58,6 +58,37 @@ export async function setUpWllamaPage(): Promise<WllamaPage> {
   }
 }
 
+/**
+ * The ids a random model must not generate on the wllama page: only printable ASCII bytes and the
+ * tiny tokenizer's merges (ids 32-127, and 256-263) may be, since a random model's other byte
+ * tokens would end llama.cpp's text mid-character (its server refuses that JSON) and control bytes
+ * break wllama's reading of the reply.
+ */
+export function unprintableIds(vocabSize: number): number[] {
+  return Array.from({ length: vocabSize }, (_, id) => id).filter(
+    (id) => id < 32 || (id >= 128 && id < 256) || id >= 264,
+  );
+}
+
+/** `ref`'s greedy ids for `n` tokens after `ids`, never picking one of `banned` (as the page bans them). */
+export function greedyAllowed(
+  ref: ReferenceRunner,
+  ids: readonly number[],
+  n: number,
+  banned: readonly number[],
+): number[] {
+  const V = ref.spec.vocabSize;
+  const out: number[] = [];
+  let logits = ref.logitsFor([...ids]).subarray(-V);
+  for (let i = 0; i < n; i++) {
+    const allowed = new Float32Array(logits);
+    for (const id of banned) allowed[id] = -Infinity;
+    out.push(argmax(allowed));
+    if (i + 1 < n) logits = ref.prefill([out[i]!]);
+  }
+  return out;
+}
+
 /** Each row's blocks of 256 rounded as llama.cpp's quantize_row_q8_K: q = round(−127·x / max), x = q / (−127 / max). */
 export function q8k(x: Float32Array): Float32Array {
   const y = new Float32Array(x.length);
@@ -106,12 +137,7 @@ export async function expectLlamaCppGreedy(
   const exact = new ReferenceRunner(model.spec, weights, { capacity: 128 });
   const rounded = new ReferenceRunner(model.spec, weights, { capacity: 128 });
   rounded.linearInput = q8k;
-  // Only printable ASCII bytes and merges (ids 32-127, and 256-263) may be generated: a random
-  // model's other byte tokens would end llama.cpp's text mid-character (its server refuses that
-  // JSON), and control bytes break wllama's reading of the reply.
-  const banned = Array.from({ length: V }, (_, id) => id).filter(
-    (id) => id < 32 || (id >= 128 && id < 256) || id >= 264,
-  );
+  const banned = unprintableIds(V);
   const allowed = (logits: Float32Array) => {
     const a = new Float32Array(logits);
     for (const id of banned) a[id] = -Infinity;

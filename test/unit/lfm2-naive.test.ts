@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { configFromSpec } from '../../src/convert/convert.js';
-import { ModelFormatError } from '../../src/formats/errors.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import type { ModelSpec } from '../../src/formats/spec.js';
 import { specFromConfig } from '../../src/model/config.js';
@@ -8,6 +7,7 @@ import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights } from '../fixtures/reference.js';
 import { tinyConfig } from '../fixtures/write.js';
+import { formatError } from '../helpers/compare.js';
 
 // An independent oracle for the LFM2 reference forward (src/model/reference.ts with the short
 // convolution of src/model/blocks/shortconv.ts and LFM2's names in the attention and MLP blocks),
@@ -368,16 +368,6 @@ describe('LFM2 reference: chunks, decoding and draft trees carry the convolution
     );
   });
 });
-
-function formatError(fn: () => unknown): ModelFormatError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ModelFormatError) return e;
-    throw e;
-  }
-  throw new Error('expected a ModelFormatError');
-}
 
 describe('LFM2 config', () => {
   // Shaped as LiquidAI's published LFM2 config.json files: the original keys beside Transformers'.

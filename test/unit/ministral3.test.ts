@@ -7,7 +7,6 @@ import { describe, expect, it } from 'vitest';
 import { configFromSpec, convertModel, exportModelGguf } from '../../src/convert/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { ModelFormatError } from '../../src/formats/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { openGguf } from '../../src/formats/gguf.js';
 import { weightShapes } from '../../src/formats/layout.js';
@@ -19,21 +18,11 @@ import { ReferenceRunner } from '../../src/model/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { SCALE_MODELS } from '../fixtures/scale.js';
 import { configFixtureFiles, ministral3FixtureFiles, sameF32, tinyConfig } from '../fixtures/write.js';
-import { relErr } from '../helpers/compare.js';
+import { formatError, relErr } from '../helpers/compare.js';
 import { greedy } from '../helpers/reference.js';
 
 const PROMPT = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 300);
 const ggufFiles = (bytes: Uint8Array) => memoryModelFiles('m.gguf', new Map([['m.gguf', bytes]]));
-
-function formatError(fn: () => unknown): ModelFormatError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ModelFormatError) return e;
-    throw e;
-  }
-  throw new Error('expected a ModelFormatError');
-}
 
 describe('Ministral 3 config', () => {
   it('reads the mistral3 wrapper: YaRN, its attention factor and the query temperature', () => {

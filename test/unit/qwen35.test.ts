@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { configFromSpec } from '../../src/convert/convert.js';
 import { createEngine, type LoadProgress } from '../../src/engine/create.js';
 import { modelFootprint } from '../../src/engine/limits.js';
-import { ModelFormatError } from '../../src/formats/errors.js';
 import { memoryModelFiles } from '../../src/formats/files.js';
 import { weightShapes } from '../../src/formats/layout.js';
 import { specFromConfig } from '../../src/model/config.js';
@@ -12,6 +11,7 @@ import { packedBytes } from '../../src/quant/formats.js';
 import { randomWeights, tinyHybridSpec } from '../fixtures/reference.js';
 import { SCALE_MODELS } from '../fixtures/scale.js';
 import { fixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';
+import { formatError } from '../helpers/compare.js';
 import { greedy } from '../helpers/reference.js';
 
 // The layout of Qwen3.5's published config.json: a vision-language wrapper whose language model sits
@@ -37,16 +37,6 @@ const wrapper = {
   vision_config: { depth: 12, hidden_size: 768 },
   tie_word_embeddings: true,
 };
-
-function formatError(fn: () => unknown): ModelFormatError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ModelFormatError) return e;
-    throw e;
-  }
-  throw new Error('expected a ModelFormatError');
-}
 
 describe('Qwen3.5 config', () => {
   it('reads the wrapper: text_config, every fourth layer full attention, partial rotary, the wrapper’s tied head', () => {
