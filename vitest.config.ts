@@ -35,6 +35,7 @@ const LAVAPIPE_MODEL_TESTS = [
   'test/gpu/kv-f16.test.ts',
   'test/gpu/rotate.test.ts',
   'test/gpu/qwen35.test.ts',
+  'test/gpu/qwen35-trained.test.ts',
   'test/gpu/gemma3.test.ts',
   'test/gpu/lfm2.test.ts',
   'test/gpu/phi3.test.ts',

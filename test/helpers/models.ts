@@ -9,3 +9,14 @@ export async function bundledModel(name: string): Promise<ModelFiles> {
   const { pathModel } = await import('../../src/formats/node-file.js');
   return pathModel(`models/${name}`);
 }
+
+/**
+ * The trained tiny Qwen3.5 of test/fixtures/qwen35-trained (tools/train/train_qwen35_tiny.py), from
+ * whichever host runs the test.
+ */
+export async function trainedQwen35(): Promise<ModelFiles> {
+  const dir = 'test/fixtures/qwen35-trained';
+  if (typeof window !== 'undefined') return urlModelFiles(`/${dir}/`);
+  const { pathModel } = await import('../../src/formats/node-file.js');
+  return pathModel(dir);
+}
