@@ -1,6 +1,6 @@
 // Real-size check of the newer families (`npm run test:scale`): a random-weight checkpoint with the
 // published config of each shape in WEFT_SCALE_FAMILIES (comma-separated ScaleShape names; default
-// Gemma 3 270M at f32, Gemma 3 1B at f16 and LFM2-350M at f32) runs on the GPU in Node (Dawn over Mesa's lavapipe, the
+// Gemma 3 270M at f32, Gemma 3 1B at f16, LFM2-350M and the Qwen3.5-0.8B shape at f32) runs on the GPU in Node (Dawn over Mesa's lavapipe, the
 // kernels' GPU forms), and its greedy ids for 32 tokens equal the CPU reference's on the same
 // rounded weights. What is checked at real size is the shapes (head_dim 256, one KV head, 262k
 // vocabulary split across bindings, 18 and 26 layers of sliding and global attention) and the load
@@ -34,8 +34,9 @@ const FORMATS: Partial<Record<ScaleShape, 'f32' | 'f16' | 'int4'>> = {
   'phi-4-mini': 'f16',
   'lfm2-350m': 'f32',
   'ministral-3-3b': 'f16',
+  'qwen3.5-0.8b': 'f32',
 };
-const SHAPES = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m')
+const SHAPES = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m,qwen3.5-0.8b')
   .split(',')
   .map((s) => {
     if (!(s in SCALE_MODELS) || !FORMATS[s as ScaleShape])
