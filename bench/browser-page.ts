@@ -4,11 +4,11 @@
 
 import { createEngine } from '../src/engine/create.js';
 import { urlModelFiles } from '../src/formats/files.js';
-import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { openModel } from '../src/model/load.js';
 import type { Quant } from '../src/quant/pack.js';
-import { benchPrompts, runWeftBench } from './browser.js';
+import { runWeftBench } from './browser.js';
 import { reportPage } from './page-result.js';
+import { heldOutPrompts, pageGpuContext } from './page-setup.js';
 import { type PeerRow, runTransformersJs, runWllama } from './peers.js';
 
 const QUANTS: readonly Quant[] = ['f16', 'int8', 'int4', 'int2', 'w8a8'];
@@ -44,17 +44,9 @@ reportPage(async () => {
     throw new Error(`target: "${name}" is not one of kjv-target, kjv-draft`);
   const target = `/models/${name}/`;
   const { tokenizer } = await openModel(urlModelFiles(target));
-  const heldout = await (await fetch('/models/kjv-heldout.txt')).text();
-  const { texts, warmup: warmupText } = benchPrompts(heldout, nPrompts);
-  const prompts = texts.map((t) => tokenizer.encode(t, { addSpecialTokens: true }));
-  const warmup = tokenizer.encode(warmupText, { addSpecialTokens: true });
+  const { texts, prompts, warmupText, warmup } = await heldOutPrompts(tokenizer, nPrompts);
 
-  const kernels = q.get('kernels');
-  if (kernels !== null && kernels !== 'gpu' && kernels !== 'serial')
-    throw new Error(`kernels: "${kernels}" is not one of gpu, serial`);
-  const ctx = await createGpuContext(kernels ? { kernels } : {});
-  const adapter = describeAdapter(ctx.adapter);
-  log(`adapter: ${adapter}`);
+  const { ctx, adapter } = await pageGpuContext(q, log);
   const weft = await runWeftBench({
     load: (o) => createEngine({ ...o, gpu: ctx }),
     target,

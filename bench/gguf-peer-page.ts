@@ -6,11 +6,11 @@
 
 import { createEngine } from '../src/engine/create.js';
 import { urlModelFiles } from '../src/formats/files.js';
-import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
 import { openModel } from '../src/model/load.js';
 import type { Quant } from '../src/quant/pack.js';
-import { benchPrompts, runWeftBench, type WeftRow } from './browser.js';
+import { runWeftBench, type WeftRow } from './browser.js';
 import { reportPage } from './page-result.js';
+import { heldOutPrompts, pageGpuContext } from './page-setup.js';
 import { type PeerRow, runWllama } from './peers.js';
 
 /** The weft format each GGUF type loads at: the file's own (bench/peer-files.mjs's QWEN35_TYPES). */
@@ -32,17 +32,9 @@ reportPage(async () => {
   // The GGUF's own tokenizer (what llama.cpp reads too) makes the ids; wllama gets the text and
   // must find the same number of prompt tokens (runWllama checks it).
   const { tokenizer } = await openModel(urlModelFiles(gguf(types[0]!)));
-  const heldout = await (await fetch('/models/kjv-heldout.txt')).text();
-  const { texts, warmup: warmupText } = benchPrompts(heldout, nPrompts);
-  const prompts = texts.map((t) => tokenizer.encode(t, { addSpecialTokens: true }));
-  const warmup = tokenizer.encode(warmupText, { addSpecialTokens: true });
+  const { texts, prompts, warmupText, warmup } = await heldOutPrompts(tokenizer, nPrompts);
 
-  const kernels = q.get('kernels');
-  if (kernels !== null && kernels !== 'gpu' && kernels !== 'serial')
-    throw new Error(`kernels: "${kernels}" is not one of gpu, serial`);
-  const ctx = await createGpuContext(kernels ? { kernels } : {});
-  const adapter = describeAdapter(ctx.adapter);
-  log(`adapter: ${adapter}`);
+  const { ctx, adapter } = await pageGpuContext(q, log);
   const treeBudget = 8;
   const weft: WeftRow[] = [];
   for (const type of types)

@@ -219,8 +219,6 @@ async function ggufRope(
  */
 function ggufYarn(g: GgufFile, k: (key: string) => string): YarnRopeScaling {
   const factor = metaNumber(g, k('rope.scaling.factor'));
-  if (!(factor > 0))
-    throw new ModelFormatError(g.source.name, k('rope.scaling.factor'), factor, 'YaRN needs a factor > 0');
   const logKey = k('rope.scaling.yarn_log_multiplier');
   const logMul = meta(g, logKey) === undefined || meta(g, logKey) === 0 ? 0 : metaNumber(g, logKey);
   return {
@@ -235,6 +233,15 @@ function ggufYarn(g: GgufFile, k: (key: string) => string): YarnRopeScaling {
     betaSlow: metaNumber(g, k('rope.scaling.yarn_beta_slow'), 1),
     truncate: true,
     ...(logMul === 0 ? {} : { mscale: 1, mscaleAllDim: logMul }),
-    attentionFactor: yarnAttentionFactor(factor, logMul === 0 ? undefined : 1, logMul || undefined),
+    attentionFactor: llamaCppYarnFactor(factor, logMul),
   };
+}
+
+/**
+ * The YaRN attention factor llama.cpp derives (llama_context's constructor, which takes mscale as
+ * 1): mscale(factor, 1) / mscale(factor, logMul) for a log multiplier (`mscale_all_dim`) other than
+ * 0, else mscale(factor, 1).
+ */
+export function llamaCppYarnFactor(factor: number, logMul: number): number {
+  return logMul === 0 ? yarnAttentionFactor(factor) : yarnAttentionFactor(factor, 1, logMul);
 }

@@ -10,9 +10,9 @@ import { gemma3QueryScalar, imropeSections, slidingPattern } from './gguf-famili
 import { GgufType } from './gguf-header.js';
 import { fallbackType, type GgufMix, isGgufMix, mixTypes } from './gguf-mix.js';
 import { ggufNe, ggufTensorName, type StoredLayout, storedLayout, storedValues } from './gguf-names.js';
-import { llama3RopeFactors } from './gguf-spec.js';
+import { llama3RopeFactors, llamaCppYarnFactor } from './gguf-spec.js';
 import { fusedProjections } from './layout.js';
-import { attentionScale, layerAttention, layerKind, type ModelSpec, yarnAttentionFactor } from './spec.js';
+import { attentionScale, layerAttention, layerKind, type ModelSpec } from './spec.js';
 
 /** A metadata entry with its GGUF type (arrays name their item type). */
 export type GgufEntry =
@@ -520,11 +520,7 @@ function refuseMinistral3(
     refuse('rope_scaling', s, 'llama.cpp’s mistral3 loader takes YaRN or linear scaling here');
   if (s?.type === 'yarn') {
     if (!s.truncate) refuse('rope_parameters.truncate', false, 'llama.cpp always truncates the YaRN range');
-    const derived = yarnAttentionFactor(
-      s.factor,
-      s.mscaleAllDim ? 1 : undefined,
-      s.mscaleAllDim || undefined,
-    );
+    const derived = llamaCppYarnFactor(s.factor, s.mscaleAllDim ?? 0);
     if (Math.fround(derived) !== Math.fround(s.attentionFactor))
       refuse(
         'rope_parameters.attention_factor',

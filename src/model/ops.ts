@@ -24,8 +24,9 @@ export function roundToHalves(x: Float32Array): void {
  */
 export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32Array {
   const dim = rope.rotaryDim ?? headDim; // partial rotary: the frequencies span the rotated width
-  const inv = new Float32Array(dim / 2);
   const s = rope.scaling;
+  if (s?.type === 'yarn') return yarnInvFreq(dim, rope.theta, s);
+  const inv = new Float32Array(dim / 2);
   if (s?.type === 'longrope' && s.factors.length !== inv.length)
     throw new InvalidInputError(
       `rope: LongRoPE has ${s.factors.length} factors for ${inv.length} rotary pairs (rotaryDim ${dim})`,
@@ -39,10 +40,6 @@ export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32
     if (s.type === 'linear') {
       inv[i] = f / s.factor;
       continue;
-    }
-    if (s.type === 'yarn') {
-      inv.set(yarnInvFreq(dim, rope.theta, s));
-      break;
     }
     if (s.type === 'longrope') {
       const base = Math.fround(rope.theta ** Math.fround((2 * i) / dim));

@@ -36,12 +36,16 @@ const FORMATS: Partial<Record<ScaleShape, 'f32' | 'f16' | 'int4'>> = {
   'ministral-3-3b': 'f16',
   'qwen3.5-0.8b': 'f32',
 };
-const SHAPES = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m,qwen3.5-0.8b')
+// Each entry `shape` runs at its FORMATS format; `shape:format` (f32, f16, int4) at the one named.
+const RUNS = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m,qwen3.5-0.8b')
   .split(',')
-  .map((s) => {
-    if (!(s in SCALE_MODELS) || !FORMATS[s as ScaleShape])
+  .map((entry) => {
+    const [s, format] = entry.split(':');
+    if (!s || !(s in SCALE_MODELS) || !FORMATS[s as ScaleShape])
       throw new Error(`WEFT_SCALE_FAMILIES: ${s} is not one of ${Object.keys(FORMATS).join(', ')}`);
-    return s as ScaleShape;
+    if (format !== undefined && format !== 'f32' && format !== 'f16' && format !== 'int4')
+      throw new Error(`WEFT_SCALE_FAMILIES: ${entry}: the format must be f32, f16 or int4`);
+    return { shape: s as ScaleShape, quant: format ?? FORMATS[s as ScaleShape]! };
   });
 const PROMPT = [2, 818, 5279, 529, 506, 11211, 236764, 563, 2621, 107, 9079, 236787];
 const TOKENS = 32;
@@ -50,8 +54,7 @@ let ctx: GpuContext | undefined;
 afterAll(() => ctx?.destroy());
 
 describe('newer families at their published shapes, on the GPU in Node (lavapipe)', () => {
-  for (const shape of SHAPES) {
-    const quant = FORMATS[shape]!;
+  for (const { shape, quant } of RUNS) {
     it(`${shape} at ${quant}: greedy ${TOKENS} ids equal the CPU reference's`, async () => {
       const dir = await mkdtemp(join(tmpdir(), `weft-scale-${shape}-`));
       try {

@@ -4,13 +4,8 @@
 // k_layernorm and out_proj). Its tensors and reference forward here; its GPU side in
 // attention-gpu.ts.
 import { linearsByInput, normNames } from '../../formats/layout.js';
-import {
-  deriveSizes,
-  layerAttention,
-  type ModelSpec,
-  queryTemperatureAt,
-  ropeAttentionFactor,
-} from '../../formats/spec.js';
+import { deriveSizes, layerAttention, type ModelSpec, ropeAttentionFactor } from '../../formats/spec.js';
+import { queryTemperatureRef } from '../../kernels/rope/rope.js';
 import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
 import type { AttentionBlock } from './blocks.js';
 import { layerPrefix } from './blocks.js';
@@ -130,12 +125,7 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
     rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
   }
   // Ministral 3 (Llama 4's temperature tuning): each query row times its position's multiplier.
-  const qt = spec.queryTemperature;
-  if (qt)
-    pass.positions.forEach((pos, t) => {
-      const scale = queryTemperatureAt(qt, pos);
-      for (let i = t * qWidth; i < (t + 1) * qWidth; i++) q[i] = q[i]! * scale;
-    });
+  if (spec.queryTemperature) queryTemperatureRef(q, qWidth, pass.positions, spec.queryTemperature);
   const keys = pass.cache.keys[block.layer]!;
   const values = pass.cache.values[block.layer]!;
   if (pass.kvFormat === 'f16') {
