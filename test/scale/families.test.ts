@@ -1,12 +1,12 @@
 // Real-size check of the newer families (`npm run test:scale`): a random-weight checkpoint with the
 // published config of each shape in WEFT_SCALE_FAMILIES (comma-separated ScaleShape names; default
-// Gemma 3 270M at f32, Gemma 3 1B at f16, LFM2-350M and the Qwen3.5-0.8B shape at f32) runs on the GPU in Node (Dawn over Mesa's lavapipe, the
-// kernels' GPU forms), and its greedy ids for 32 tokens equal the CPU reference's on the same
-// rounded weights. What is checked at real size is the shapes (head_dim 256, one KV head, 262k
-// vocabulary split across bindings, 18 and 26 layers of sliding and global attention) and the load
-// path; the windows themselves are checked on tiny models in `npm test`. SmolLM3-3B, Phi-4-mini and
-// Ministral 3 3B (f16) need about 13, 16 and 14 GB for the reference's f32 weights: name them to
-// run them. The
+// Gemma 3 270M and 1B, LFM2-350M, Qwen3.5-0.8B and 2B, all at f32) runs on the GPU in Node (Dawn
+// over Mesa's lavapipe, the kernels' GPU forms), and its greedy ids for 32 tokens equal the CPU
+// reference's on the same rounded weights. What is checked at real size is the shapes (head_dim
+// 256, one KV head, 262k vocabulary split across bindings, 18 and 26 layers of sliding and global
+// attention) and the load path; the windows themselves are checked on tiny models in `npm test`.
+// SmolLM3-3B, Phi-4-mini and Ministral 3 3B need about 13, 16 and 14 GB for the reference's f32
+// weights: name them to run them (at f16 by default; `shape:f32` for f32 on the GPU too). The
 // reference runs first, and its weights are collected before the GPU holds the model.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,15 +29,16 @@ import { greedy } from '../helpers/reference.js';
 
 const FORMATS: Partial<Record<ScaleShape, 'f32' | 'f16' | 'int4'>> = {
   'gemma-3-270m': 'f32',
-  'gemma-3-1b': 'f16',
+  'gemma-3-1b': 'f32',
   'smollm3-3b': 'f16',
   'phi-4-mini': 'f16',
   'lfm2-350m': 'f32',
   'ministral-3-3b': 'f16',
   'qwen3.5-0.8b': 'f32',
+  'qwen3.5-2b': 'f32',
 };
 // Each entry `shape` runs at its FORMATS format; `shape:format` (f32, f16, int4) at the one named.
-const RUNS = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m,qwen3.5-0.8b')
+const RUNS = (process.env.WEFT_SCALE_FAMILIES ?? 'gemma-3-270m,gemma-3-1b,lfm2-350m,qwen3.5-0.8b,qwen3.5-2b')
   .split(',')
   .map((entry) => {
     const [s, format] = entry.split(':');

@@ -87,6 +87,11 @@ describe('model footprint', () => {
     expect(q.layerKinds!.filter((k) => k === 'linear').length).toBe(18);
     expect([q.family, q.headDim, q.rope.rotaryDim, q.tiedEmbeddings]).toEqual(['qwen3_5', 256, 64, true]);
     console.log(`[scale] qwen3.5-0.8b: ${total('qwen3.5-0.8b')} parameters`);
+    // The 2B: the same layer plan at twice the width, its MLP 6144.
+    const q2 = specOf('qwen3.5-2b');
+    expect(q2.layerKinds).toEqual(q.layerKinds);
+    expect([q2.hidden, q2.intermediate, q2.headDim, q2.tiedEmbeddings]).toEqual([2048, 6144, 256, true]);
+    expect(total('qwen3.5-2b')).toBe(1_881_825_088);
   });
 });
 
