@@ -250,9 +250,10 @@ def main():
     ap.add_argument('--seq', type=int, default=64)
     ap.add_argument('--batch', type=int, default=8)
     ap.add_argument('--seed', type=int, default=7)
+    ap.add_argument('--threads', type=int, default=2)
     args = ap.parse_args()
     torch.manual_seed(args.seed)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     tok = tiny_tokenizer()
     lines = [l for l in open(args.text, encoding='utf-8').read().split('\n') if l.strip()]
     held = lines[::20]  # every 20th verse held out
