@@ -10,17 +10,55 @@
 // there over HTTP with Range; the kernel sections run first, so a software adapter is refused
 // before it is written.
 // Usage: node bench/gpu-cli.mjs [--smoke] [--json <file>]
+//        node bench/gpu-cli.mjs --vulkan lavapipe|swiftshader|system [--kernels gpu|serial]
+//          [--prompt N] [--tokens N] [--smoke] [--json <file>]
 // --smoke: every shape shrunk (the model: 2 layers, hidden 256, vocab 4096) and SwiftShader
 // accepted, so the whole run is tested on a CPU.
+// --vulkan: section 5 alone, in Node through Dawn on that Vulkan driver (src/host/vulkan.ts), with
+// the adapter's kernel forms (serial on a CPU driver) unless --kernels names them. On this
+// project's CPU-only machines, `--vulkan lavapipe --kernels gpu` runs the GPU forms at the real
+// shapes: its tok/s are a CPU's, so only the ratios between the two families in one run say
+// anything. --prompt and --tokens set the timed prefill and decode (default 512 and 64; 16 and 8
+// with --smoke).
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { createServer } from 'vite';
 import { runBenchPage } from './run-page.mjs';
 
 const { values } = parseArgs({
-  options: { smoke: { type: 'boolean', default: false }, json: { type: 'string' } },
+  options: {
+    smoke: { type: 'boolean', default: false },
+    json: { type: 'string' },
+    vulkan: { type: 'string' },
+    kernels: { type: 'string' },
+    prompt: { type: 'string' },
+    tokens: { type: 'string' },
+  },
 });
 const smoke = values.smoke;
+const count = (name, fallback) => {
+  const raw = values[name];
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`--${name}: "${raw}" is not a whole number of tokens ≥ 1`);
+    process.exit(2);
+  }
+  return n;
+};
+const familyTokens = { prompt: count('prompt', smoke ? 16 : 512), tokens: count('tokens', smoke ? 8 : 64) };
+if (values.vulkan !== undefined && !['swiftshader', 'lavapipe', 'system'].includes(values.vulkan)) {
+  console.error(`--vulkan: "${values.vulkan}" is not one of swiftshader, lavapipe, system`);
+  process.exit(2);
+}
+if (values.kernels !== undefined && !['gpu', 'serial'].includes(values.kernels)) {
+  console.error(`--kernels: "${values.kernels}" is not one of gpu, serial`);
+  process.exit(2);
+}
+if (values.vulkan === undefined && (values.kernels ?? values.prompt ?? values.tokens) !== undefined) {
+  console.error('--kernels, --prompt and --tokens go with --vulkan (section 5 in Node)');
+  process.exit(2);
+}
 
 /** Config keys the smoke model overrides in Llama-3.2-1B's config.json. */
 const SMOKE_CONFIG = {
@@ -73,6 +111,17 @@ const vite = await createServer({
 });
 let kernels;
 let model;
+if (values.vulkan !== undefined) {
+  try {
+    model = await nodeFamilies(vite);
+  } finally {
+    await vite.close();
+  }
+  printFamilies(model);
+  if (values.json)
+    await writeFile(values.json, `${JSON.stringify({ smoke, host: 'node', model }, null, 2)}\n`);
+  process.exit(0);
+}
 try {
   kernels = await runBenchPage(`bench/gpu.html?${query('kernels')}`);
   printKernels(kernels, await vite.ssrLoadModule('/bench/occupancy.ts'));
@@ -98,6 +147,36 @@ try {
 }
 printModel(model);
 if (values.json) await writeFile(values.json, `${JSON.stringify({ smoke, kernels, model }, null, 2)}\n`);
+
+/**
+ * Section 5 in Node: Dawn on --vulkan's driver, each shape's checkpoint served over HTTP as in the
+ * page, measured by the page's own runFamilyBench.
+ */
+async function nodeFamilies(server) {
+  const { useVulkanDriver } = await server.ssrLoadModule('/src/host/vulkan.ts');
+  useVulkanDriver(values.vulkan);
+  const { createGpuContext } = await server.ssrLoadModule('/src/gpu/index.ts');
+  const ctx = await createGpuContext(values.kernels ? { kernels: values.kernels } : {});
+  const adapter = `${ctx.adapter.vendor} ${ctx.adapter.description}`.trim();
+  console.log(`adapter: ${adapter} (Node, Dawn, --vulkan ${values.vulkan}); kernels: ${ctx.kernels}`);
+  const { serveDir } = await server.ssrLoadModule('/test/scale/serve-dir.ts');
+  const { runFamilyBench } = await server.ssrLoadModule('/bench/gpu.ts');
+  const served = [];
+  try {
+    for (const [shape, overrides] of FAMILIES)
+      served.push({ name: shape, ...(await serveDir(await writeModel(server, shape, overrides))) });
+    const families = await runFamilyBench(ctx, {
+      models: served.map(({ name, url }) => ({ name, url })),
+      quants: ['f16', 'int4'],
+      promptTokens: familyTokens.prompt,
+      tokens: familyTokens.tokens,
+      log: (line) => console.error(`gpu-cli: ${line}`),
+    });
+    return { adapter, kernels: ctx.kernels, features: ctx.features, timing: 'wall', families };
+  } finally {
+    for (const m of served) await m.close();
+  }
+}
 
 /**
  * Writes the random checkpoint of `shape` (with `smokeConfig` over its config in a smoke run) into
@@ -189,6 +268,11 @@ function printModel(out) {
   console.log('\n## 4. Verify cost at f16: median time of one target pass over T tokens, / T = 1');
   for (const v of out.verifyCost)
     console.log(`T=${String(v.T).padStart(2)}  ${v.ms.toFixed(2).padStart(9)} ms  ${v.ratio.toFixed(2)}`);
+  printFamilies(out);
+}
+
+/** Section 5's table and the hybrid/transformer ratios. */
+function printFamilies(out) {
   console.log(
     `\n## 5. Qwen3.5 (Gated DeltaNet hybrid) beside Qwen3, random weights of each shape${smoke ? ' (smoke: hidden 256, 4 layers, vocab 4096)' : ''}, same run`,
   );

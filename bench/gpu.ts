@@ -12,6 +12,7 @@ import {
   profileSections,
   type SectionTime,
 } from '../src/model/gpu-runner.js';
+import { MAX_FORWARD_TOKENS } from '../src/model/gpu-weights.js';
 import { openModel } from '../src/model/load.js';
 import { GREEDY } from '../src/model/runner.js';
 import type { Quant } from '../src/quant/pack.js';
@@ -176,7 +177,10 @@ export interface FamilyRow {
   /** Layers by kind: attention, and linear (Gated DeltaNet; 0 for a transformer). */
   attentionLayers: number;
   linearLayers: number;
-  /** Prompt tokens prefilled in one forward, and that forward's time to its first sampled id. */
+  /**
+   * Prompt tokens prefilled (in forwards of up to MAX_FORWARD_TOKENS, as the engine prefills), and
+   * the time to the first sampled id.
+   */
   prefillTokens: number;
   prefillMs: number;
   prefillTokS: number;
@@ -205,9 +209,9 @@ export interface FamilyBenchOptions {
  * Prefill and decode of each model at each format, in one run, so that families compare on one
  * device (Qwen3.5's hybrid against Qwen3's transformer, the rows issue 38 asks for). Every timed
  * pass starts from an empty cache (a recurrent model's state rolls back only to 0): a warm-up
- * prefill and 4-step session, then a timed prefill of the prompt (one forward, to its sampled id)
- * and a session of 1 + `tokens` greedy steps, the last `tokens` timed with the device's counters
- * around them.
+ * prefill and 4-step session, then a timed prefill of the prompt (in chunks of MAX_FORWARD_TOKENS,
+ * each committed, to its sampled id) and a session of 1 + `tokens` greedy steps, the last `tokens`
+ * timed with the device's counters around them.
  */
 export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Promise<FamilyRow[]> {
   const log = o.log ?? (() => {});
@@ -227,9 +231,14 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
         const pass = async (steps: number) => {
           runner.trim(0);
           const t0 = performance.now();
-          const first = (await runner.forward({ tokens: prompt }, GREEDY, 'last'))[0]!;
+          // In chunks of the runner's widest forward, as the engine prefills (CachedPrefix).
+          let first = 0;
+          for (let at = 0; at < prompt.length; at += MAX_FORWARD_TOKENS) {
+            const part = prompt.slice(at, at + MAX_FORWARD_TOKENS);
+            first = (await runner.forward({ tokens: part }, GREEDY, 'last'))[0]!;
+            runner.commit(part.map((_, i) => i));
+          }
           const prefillMs = performance.now() - t0;
-          runner.commit(prompt.map((_, i) => i));
           // Timed from the session's first token on: the step after a prefill rewrites what the
           // prompt's pass changed (once per request, not per token).
           const s = runner.decode(first, GREEDY, steps + 1);

@@ -29,6 +29,35 @@ afterAll(async () => {
 
 const positive = (x: unknown) => typeof x === 'number' && Number.isFinite(x) && x > 0;
 
+/** Section 5's rows: both shapes at f16 and int4, figures from the run, the hybrid's 3 linear layers. */
+function expectFamilyRows(
+  families: {
+    model: string;
+    quant: string;
+    linearLayers: number;
+    prefillTokens: number;
+    tokens: number;
+    prefillTokS: number;
+    tokS: number;
+    dispatchesPerToken: number;
+    readbacksPerToken: number;
+  }[],
+  sizes: { prompt: number; tokens: number },
+): void {
+  expect(families.map((f) => `${f.model} ${f.quant}`)).toEqual([
+    'qwen3-0.6b f16',
+    'qwen3-0.6b int4',
+    'qwen3.5-0.8b f16',
+    'qwen3.5-0.8b int4',
+  ]);
+  for (const f of families) {
+    expect([f.prefillTokS, f.tokS, f.dispatchesPerToken].every(positive)).toBe(true);
+    expect([f.prefillTokens, f.tokens]).toEqual([sizes.prompt, sizes.tokens]);
+    expect(f.readbacksPerToken).toBeLessThanOrEqual(1.5);
+    expect(f.linearLayers).toBe(f.model === 'qwen3.5-0.8b' ? 3 : 0);
+  }
+}
+
 // About 3 minutes on an idle 2-core machine; SwiftShader shares the cores with whatever else runs.
 const LIMIT_MS = 900_000;
 
@@ -103,26 +132,7 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
 
   // 5. Qwen3.5 beside Qwen3 in the same run: prefill and decode at f16 and int4, the hybrid's
   // 3 linear and 1 attention layer, one readback per token.
-  const families: {
-    model: string;
-    quant: string;
-    linearLayers: number;
-    prefillTokS: number;
-    tokS: number;
-    dispatchesPerToken: number;
-    readbacksPerToken: number;
-  }[] = sections.model.families;
-  expect(families.map((f) => `${f.model} ${f.quant}`)).toEqual([
-    'qwen3-0.6b f16',
-    'qwen3-0.6b int4',
-    'qwen3.5-0.8b f16',
-    'qwen3.5-0.8b int4',
-  ]);
-  for (const f of families) {
-    expect([f.prefillTokS, f.tokS, f.dispatchesPerToken].every(positive)).toBe(true);
-    expect(f.readbacksPerToken).toBeLessThanOrEqual(1.5);
-    expect(f.linearLayers).toBe(f.model === 'qwen3.5-0.8b' ? 3 : 0);
-  }
+  expectFamilyRows(sections.model.families, { prompt: 16, tokens: 8 });
   expect(stdout).toMatch(/^qwen3\.5-0\.8b \/ qwen3-0\.6b at int4: prefill [\d.]+x, decode [\d.]+x$/m);
 
   // 6. bench:browser, and the whole run appended to the results file.
@@ -144,4 +154,43 @@ it('gpu-run.sh --smoke prints every section with figures from the run and append
   for (const r of [...q35.weft, ...q35.peers]) expect(positive(r.decodeTokS)).toBe(true);
   expect(stdout).toMatch(/model: random-weight Qwen3\.5/);
   expect(appended).toContain('- model: random-weight Qwen3.5 (qwen35), shape tiny');
+});
+
+// Section 5 alone in Node (Dawn on lavapipe, the GPU forms): the rows issue 38 asks for, on the
+// machine's CPU driver where no GPU is lent. Same assertions as the page's section 5, with a prompt
+// longer than one forward (64 tokens), prefilled in chunks as the engine does.
+it('gpu-cli.mjs --vulkan lavapipe runs section 5 in Node on the GPU forms', {
+  timeout: LIMIT_MS,
+}, async () => {
+  const out = await mkdtemp(join(tmpdir(), 'weft-gpu-cli-'));
+  try {
+    const json = join(out, 'families.json');
+    const { stdout } = await run(
+      'node',
+      [
+        'bench/gpu-cli.mjs',
+        '--vulkan',
+        'lavapipe',
+        '--kernels',
+        'gpu',
+        '--smoke',
+        '--prompt',
+        '70',
+        '--tokens',
+        '4',
+        '--json',
+        json,
+      ],
+      { timeout: LIMIT_MS - 20_000, maxBuffer: 64 * 1024 * 1024 },
+    );
+    const report = JSON.parse(await readFile(json, 'utf8'));
+    expect(report.host).toBe('node');
+    expect(report.model.adapter).toMatch(/llvmpipe/);
+    expect(report.model.kernels).toBe('gpu');
+    expectFamilyRows(report.model.families, { prompt: 70, tokens: 4 });
+    expect(stdout).toMatch(/^adapter: .*llvmpipe.* \(Node, Dawn, --vulkan lavapipe\); kernels: gpu$/m);
+    expect(stdout).toMatch(/^qwen3\.5-0\.8b \/ qwen3-0\.6b at f16: prefill [\d.]+x, decode [\d.]+x$/m);
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
 });
