@@ -11,16 +11,19 @@
 // before it is written.
 // Usage: node bench/gpu-cli.mjs [--smoke] [--json <file>]
 //        node bench/gpu-cli.mjs --vulkan lavapipe|swiftshader|system [--kernels gpu|serial]
-//          [--prompt N] [--tokens N] [--smoke] [--json <file>]
+//          [--parts kernels,model,families] [--prompt N] [--tokens N] [--smoke] [--json <file>]
+//        node bench/gpu-cli.mjs --report <file>
 // --smoke: every shape shrunk (the model: 2 layers, hidden 256, vocab 4096) and SwiftShader
 // accepted, so the whole run is tested on a CPU.
-// --vulkan: section 5 alone, in Node through Dawn on that Vulkan driver (src/host/vulkan.ts), with
-// the adapter's kernel forms (serial on a CPU driver) unless --kernels names them. On this
-// project's CPU-only machines, `--vulkan lavapipe --kernels gpu` runs the GPU forms at the real
-// shapes: its tok/s are a CPU's, so only the ratios between the two families in one run say
-// anything. --prompt and --tokens set the timed prefill and decode (default 512 and 64; 16 and 8
-// with --smoke).
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+// --vulkan: the sections in Node through Dawn on that Vulkan driver (bench/gpu-node.ts;
+// src/host/vulkan.ts), with the adapter's kernel forms (serial on a CPU driver) unless --kernels
+// names them; --parts picks kernels (sections 1 and 3), model (2 and 4) and families (5), default
+// all. On this project's CPU-only machines, `--vulkan lavapipe --kernels gpu --parts families` runs
+// the GPU forms at the real shapes: its tok/s are a CPU's, so only the ratios between the two
+// families in one run say anything. --prompt and --tokens set section 5's timed prefill and decode
+// (default 512 and 64; 16 and 8 with --smoke).
+// --report: prints a report written by --json, or by the device kit's run (bench/device-run.sh).
+import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { createServer } from 'vite';
 import { runBenchPage } from './run-page.mjs';
@@ -33,9 +36,12 @@ const { values } = parseArgs({
     kernels: { type: 'string' },
     prompt: { type: 'string' },
     tokens: { type: 'string' },
+    parts: { type: 'string' },
+    report: { type: 'string' },
   },
 });
-const smoke = values.smoke;
+// A saved report (--report) says whether it was a smoke run.
+let smoke = values.smoke;
 const count = (name, fallback) => {
   const raw = values[name];
   if (raw === undefined) return fallback;
@@ -55,45 +61,20 @@ if (values.kernels !== undefined && !['gpu', 'serial'].includes(values.kernels))
   console.error(`--kernels: "${values.kernels}" is not one of gpu, serial`);
   process.exit(2);
 }
-if (values.vulkan === undefined && (values.kernels ?? values.prompt ?? values.tokens) !== undefined) {
-  console.error('--kernels, --prompt and --tokens go with --vulkan (section 5 in Node)');
+if (
+  values.vulkan === undefined &&
+  (values.kernels ?? values.prompt ?? values.tokens ?? values.parts) !== undefined
+) {
+  console.error('--kernels, --parts, --prompt and --tokens go with --vulkan (the sections in Node)');
   process.exit(2);
 }
-
-/** Config keys the smoke model overrides in Llama-3.2-1B's config.json. */
-const SMOKE_CONFIG = {
-  hidden_size: 256,
-  intermediate_size: 1024,
-  num_hidden_layers: 2,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  head_dim: 64,
-  vocab_size: 4096,
-};
-
-/** Shapes of section 5, and the keys their smoke models override (4 layers: Qwen3.5's 3 + 1). */
-const SMOKE_FAMILY = {
-  hidden_size: 256,
-  intermediate_size: 512,
-  num_hidden_layers: 4,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  head_dim: 64,
-  vocab_size: 4096,
-};
-const FAMILIES = [
-  ['qwen3-0.6b', SMOKE_FAMILY],
-  [
-    'qwen3.5-0.8b',
-    {
-      ...SMOKE_FAMILY,
-      linear_num_key_heads: 2,
-      linear_num_value_heads: 2,
-      linear_key_head_dim: 64,
-      linear_value_head_dim: 64,
-    },
-  ],
-];
+const PARTS = ['kernels', 'model', 'families'];
+const parts = (values.parts ?? PARTS.join(',')).split(',');
+for (const p of parts)
+  if (!PARTS.includes(p)) {
+    console.error(`--parts: "${p}" is not one of ${PARTS.join(', ')}`);
+    process.exit(2);
+  }
 
 /** Bandwidths: three significant digits, so that a SwiftShader figure does not print as 0.0. */
 const gbps = (x) => (x >= 100 ? x.toFixed(0) : x.toPrecision(3));
@@ -111,21 +92,56 @@ const vite = await createServer({
 });
 let kernels;
 let model;
-if (values.vulkan !== undefined) {
+if (values.report !== undefined) {
+  // A saved report: printed as a run prints it.
+  const saved = JSON.parse(await readFile(values.report, 'utf8'));
+  smoke = saved.smoke === true;
   try {
-    model = await nodeFamilies(vite);
+    printReport(saved, await vite.ssrLoadModule('/bench/occupancy.ts'));
   } finally {
     await vite.close();
   }
-  printFamilies(model);
-  if (values.json)
-    await writeFile(values.json, `${JSON.stringify({ smoke, host: 'node', model }, null, 2)}\n`);
+  process.exit(0);
+}
+const {
+  FAMILIES,
+  SMOKE_CONFIG,
+  runNodeSections,
+  writeModel: writeCached,
+} = await vite.ssrLoadModule('/bench/gpu-node.ts');
+const writeModel = (shape, overrides) =>
+  writeCached('bench/.cache', shape, overrides, smoke, (line) => console.error(`gpu-cli: ${line}`));
+if (values.vulkan !== undefined) {
+  let report;
+  try {
+    const { useVulkanDriver } = await vite.ssrLoadModule('/src/host/vulkan.ts');
+    useVulkanDriver(values.vulkan);
+    const { createGpuContext } = await vite.ssrLoadModule('/src/gpu/index.ts');
+    const ctx = await createGpuContext(values.kernels ? { kernels: values.kernels } : {});
+    console.log(
+      `adapter: ${ctx.adapter.vendor} ${ctx.adapter.description} (Node, Dawn, --vulkan ${values.vulkan}); kernels: ${ctx.kernels}`,
+    );
+    report = await runNodeSections(ctx, {
+      smoke,
+      parts,
+      cache: 'bench/.cache',
+      promptTokens: familyTokens.prompt,
+      tokens: familyTokens.tokens,
+      log: (line) => console.error(`gpu-cli: ${line}`),
+      onPart: async (r) => {
+        if (values.json) await writeFile(values.json, `${JSON.stringify(r, null, 2)}\n`);
+      },
+    });
+    printReport(report, await vite.ssrLoadModule('/bench/occupancy.ts'));
+  } finally {
+    await vite.close();
+  }
   process.exit(0);
 }
 try {
   kernels = await runBenchPage(`bench/gpu.html?${query('kernels')}`);
   printKernels(kernels, await vite.ssrLoadModule('/bench/occupancy.ts'));
-  const dir = await writeModel(vite, 'llama-3.2-1b', SMOKE_CONFIG);
+  const dir = await writeModel('llama-3.2-1b', SMOKE_CONFIG);
   const { serveDir } = await vite.ssrLoadModule('/test/scale/serve-dir.ts');
   const files = await serveDir(dir);
   try {
@@ -136,7 +152,7 @@ try {
   const served = [];
   try {
     for (const [shape, overrides] of FAMILIES)
-      served.push({ shape, ...(await serveDir(await writeModel(vite, shape, overrides))) });
+      served.push({ shape, ...(await serveDir(await writeModel(shape, overrides))) });
     const models = served.map((m) => `${m.shape}=${m.url}`).join(',');
     model.families = (await runBenchPage(`bench/gpu.html?${query('families', { models })}`)).families;
   } finally {
@@ -146,60 +162,8 @@ try {
   await vite.close();
 }
 printModel(model);
+printFamilies(model);
 if (values.json) await writeFile(values.json, `${JSON.stringify({ smoke, kernels, model }, null, 2)}\n`);
-
-/**
- * Section 5 in Node: Dawn on --vulkan's driver, each shape's checkpoint served over HTTP as in the
- * page, measured by the page's own runFamilyBench.
- */
-async function nodeFamilies(server) {
-  const { useVulkanDriver } = await server.ssrLoadModule('/src/host/vulkan.ts');
-  useVulkanDriver(values.vulkan);
-  const { createGpuContext } = await server.ssrLoadModule('/src/gpu/index.ts');
-  const ctx = await createGpuContext(values.kernels ? { kernels: values.kernels } : {});
-  const adapter = `${ctx.adapter.vendor} ${ctx.adapter.description}`.trim();
-  console.log(`adapter: ${adapter} (Node, Dawn, --vulkan ${values.vulkan}); kernels: ${ctx.kernels}`);
-  const { serveDir } = await server.ssrLoadModule('/test/scale/serve-dir.ts');
-  const { runFamilyBench } = await server.ssrLoadModule('/bench/gpu.ts');
-  const served = [];
-  try {
-    for (const [shape, overrides] of FAMILIES)
-      served.push({ name: shape, ...(await serveDir(await writeModel(server, shape, overrides))) });
-    const families = await runFamilyBench(ctx, {
-      models: served.map(({ name, url }) => ({ name, url })),
-      quants: ['f16', 'int4'],
-      promptTokens: familyTokens.prompt,
-      tokens: familyTokens.tokens,
-      log: (line) => console.error(`gpu-cli: ${line}`),
-    });
-    return { adapter, kernels: ctx.kernels, features: ctx.features, timing: 'wall', families };
-  } finally {
-    for (const m of served) await m.close();
-  }
-}
-
-/**
- * Writes the random checkpoint of `shape` (with `smokeConfig` over its config in a smoke run) into
- * bench/.cache/<shape>-random (or -smoke) unless a finished one is there (its `written.json` is
- * the last file written); returns the folder.
- */
-async function writeModel(server, shape, smokeConfig) {
-  const dir = `bench/.cache/${shape}-${smoke ? 'smoke' : 'random'}`;
-  const marker = `${dir}/written.json`;
-  const config = smoke ? smokeConfig : {};
-  const wanted = JSON.stringify({ shape, seed: 1, config });
-  if ((await readFile(marker, 'utf8').catch(() => '')) === wanted) return dir;
-  await rm(dir, { recursive: true, force: true });
-  await mkdir(dir, { recursive: true });
-  const { writeScaleDir } = await server.ssrLoadModule('/test/fixtures/scale-dir.ts');
-  const t0 = performance.now();
-  const { weightBytes } = await writeScaleDir(dir, shape, 1, config);
-  await writeFile(marker, wanted);
-  console.error(
-    `gpu-cli: wrote ${dir} (${weightBytes} bytes) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
-  );
-  return dir;
-}
 
 /** The occupancy model's device this adapter is, by name (H100, RTX 4090, M3 Max), or undefined. */
 function modelDevice(adapter) {
@@ -268,7 +232,13 @@ function printModel(out) {
   console.log('\n## 4. Verify cost at f16: median time of one target pass over T tokens, / T = 1');
   for (const v of out.verifyCost)
     console.log(`T=${String(v.T).padStart(2)}  ${v.ms.toFixed(2).padStart(9)} ms  ${v.ratio.toFixed(2)}`);
-  printFamilies(out);
+}
+
+/** A report's sections, whichever it has (a Node run may measure some parts only). */
+function printReport(report, occupancy) {
+  if (report.kernels) printKernels(report.kernels, occupancy);
+  if (report.model?.decode) printModel(report.model);
+  if (report.model?.families) printFamilies(report.model);
 }
 
 /** Section 5's table and the hybrid/transformer ratios. */

@@ -7,25 +7,8 @@
 // runs, since its figures would say nothing about a GPU.
 
 import { createGpuContext, describeAdapter } from '../src/gpu/device.js';
-import { runDecodeBench, runFamilyBench } from './gpu.js';
-import { runAttentionBench, runGemvBandwidthBench } from './kernels.js';
+import { runFamiliesPart, runKernelsPart, runModelPart } from './gpu-sections.js';
 import { reportPage } from './page-result.js';
-
-/** Llama-3.2-1B's decode GEMVs [N, K]: q/o, gate/up, down, the tied LM head; smoke: the same at hidden 256. */
-const SHAPES: Record<'full' | 'smoke', [number, number][]> = {
-  full: [
-    [2048, 2048],
-    [8192, 2048],
-    [2048, 8192],
-    [128256, 2048],
-  ],
-  smoke: [
-    [96, 256],
-    [384, 256],
-    [256, 512],
-    [1024, 256],
-  ],
-};
 
 reportPage(async () => {
   const params = new URLSearchParams(location.search);
@@ -38,30 +21,11 @@ reportPage(async () => {
   const log = (line: string) => console.log(`[gpu-run] ${line}`);
   const part = params.get('part');
   let out: Record<string, unknown>;
-  if (part === 'kernels') {
-    const gemv = await runGemvBandwidthBench(ctx, {
-      shapes: SHAPES[smoke ? 'smoke' : 'full'],
-      ...(smoke ? { passBytes: 1 << 20, spreadBytes: 256 << 10, reps: 2 } : {}),
-      log,
-    });
-    const attention = await runAttentionBench(ctx, {
-      quick: smoke,
-      contexts: [512, 4096],
-      ...(smoke ? { formats: ['f16' as const] } : {}),
-      log,
-    });
-    out = { gemv, attention };
-  } else if (part === 'model') {
+  if (part === 'kernels') out = await runKernelsPart(ctx, { smoke, log });
+  else if (part === 'model') {
     const model = params.get('model');
     if (!model) throw new Error('?part=model needs ?model=<checkpoint folder URL>');
-    out = await runDecodeBench(ctx, {
-      model,
-      quants: ['f16', 'int8', 'int4', 'int2'],
-      prompt: [791, 4062, 1403, 2162, 927, 279, 3290, 13], // ids under the smoke vocabulary's 4096
-      tokens: smoke ? 8 : 64,
-      verifyReps: smoke ? 1 : 5,
-      log,
-    });
+    out = await runModelPart(ctx, model, { smoke, log });
   } else if (part === 'families') {
     // name=url pairs, comma-separated: each shape's checkpoint folder.
     const models = (params.get('models') ?? '').split(',').map((pair) => {
@@ -69,15 +33,7 @@ reportPage(async () => {
       return { name: pair.slice(0, at), url: pair.slice(at + 1) };
     });
     if (models.some((m) => !m.name || !m.url)) throw new Error('?part=families needs ?models=name=url,...');
-    out = {
-      families: await runFamilyBench(ctx, {
-        models,
-        quants: ['f16', 'int4'],
-        promptTokens: smoke ? 16 : 512,
-        tokens: smoke ? 8 : 64,
-        log,
-      }),
-    };
+    out = await runFamiliesPart(ctx, models, { smoke, log });
   } else throw new Error(`?part must be kernels, model or families, got ${part}`);
   return { adapter, features: ctx.features, timing: ctx.features.timestamps ? 'timestamp' : 'wall', ...out };
 });

@@ -13,7 +13,8 @@
 #   7. weft against wllama on the same GGUF of a random-weight Qwen3.5-0.8B-shaped checkpoint (Q8_0
 #      and F16; `bench:browser --gguf-family qwen35`), llama.cpp on its WebGPU backend.
 # Run from the repository root on a machine with a GPU and its Vulkan driver, after
-# `bash scripts/setup.sh`:
+# `bash scripts/setup.sh` (on a bare, offline machine such as the `device` tool's, sections 1-5 run
+# from a kit instead: bench/device-kit.sh, bench/device-run.sh):
 #   bash bench/gpu-run.sh [bench:browser options, e.g. --quick or --runs 5]
 # Sections 1-5 are kept as bench/.cache/gpu-run-<time>.txt and gpu-run-<time>-sections.json, the
 # browser reports as bench/.cache/gpu-run-<time>.json and gpu-run-<time>-qwen35.json (WEFT_GPU_RUN_STAMP replaces <time>). The run fails if Chromium's adapter turns out to be SwiftShader

@@ -173,6 +173,8 @@ it('gpu-cli.mjs --vulkan lavapipe runs section 5 in Node on the GPU forms', {
         'lavapipe',
         '--kernels',
         'gpu',
+        '--parts',
+        'families',
         '--smoke',
         '--prompt',
         '70',
@@ -190,6 +192,51 @@ it('gpu-cli.mjs --vulkan lavapipe runs section 5 in Node on the GPU forms', {
     expectFamilyRows(report.model.families, { prompt: 70, tokens: 4 });
     expect(stdout).toMatch(/^adapter: .*llvmpipe.* \(Node, Dawn, --vulkan lavapipe\); kernels: gpu$/m);
     expect(stdout).toMatch(/^qwen3\.5-0\.8b \/ qwen3-0\.6b at f16: prefill [\d.]+x, decode [\d.]+x$/m);
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+});
+
+// The device kit: what a lent GPU machine (bare and offline: no Node.js, no npm packages, no
+// Chromium; 64 MiB travel with the working tree) runs sections 1-5 from. Built here, then run as
+// the device would run it, on lavapipe, at smoke sizes: the kernels part (the bundle's WGSL) and the
+// families part (checkpoints written with the carried tokenizers, Dawn loaded from the kit); the
+// model part is the same code as the Node test above. Its report prints through gpu-cli --report.
+it('device-kit.sh builds a kit under 45 MiB and device-run.sh runs the sections from it', {
+  timeout: LIMIT_MS,
+}, async () => {
+  const out = await mkdtemp(join(tmpdir(), 'weft-device-'));
+  try {
+    await run('bash', ['bench/device-kit.sh'], { timeout: LIMIT_MS / 2, maxBuffer: 64 * 1024 * 1024 });
+    const { stdout: size } = await run('du', ['-sb', 'bench/.cache/kit']);
+    const bytes = Number(size.split('\t')[0]);
+    console.log(`[device-kit] ${bytes} bytes`);
+    expect(bytes).toBeGreaterThan(20 << 20);
+    expect(bytes).toBeLessThan(45 << 20);
+    const { stdout } = await run(
+      'bash',
+      ['bench/device-run.sh', '--smoke', '--vulkan', 'lavapipe', '--parts', 'kernels,families'],
+      {
+        timeout: LIMIT_MS / 2,
+        maxBuffer: 64 * 1024 * 1024,
+        // 128-bit llvmpipe vectors: lavapipe compiles the shaders several times faster.
+        env: { ...process.env, OUT: out, LP_NATIVE_VECTOR_WIDTH: '128' },
+      },
+    );
+    expect(stdout).toMatch(/^\[device\] adapter: .*llvmpipe/m);
+    const report = JSON.parse(await readFile(join(out, 'device-sections.json'), 'utf8'));
+    expect(report).toMatchObject({ smoke: true, host: 'node' });
+    expect(report.kernels.gemv).toHaveLength(4 * GEMV_FORMATS.length);
+    expectFamilyRows(report.model.families, { prompt: 16, tokens: 8 });
+    expect(await readFile(join(out, 'device-run.log'), 'utf8')).toContain('part done');
+    const { stdout: printed } = await run(
+      'node',
+      ['bench/gpu-cli.mjs', '--report', join(out, 'device-sections.json')],
+      {
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
+    for (const heading of ['## 1.', '## 3.', '## 5.']) expect(printed).toContain(heading);
   } finally {
     await rm(out, { recursive: true, force: true });
   }

@@ -1,0 +1,142 @@
+// bench/gpu-run.sh's sections 1-5 in Node, through Dawn (npm `webgpu`) on the Vulkan driver the
+// caller chose: what `bench/gpu-cli.mjs --vulkan` runs here, and what the device kit
+// (bench/device-kit.sh) bundles for a lent GPU machine, which has no Chromium to run the page.
+// The random checkpoints (test/fixtures/scale-dir.ts) are written once into a cache folder and
+// served over HTTP with Range, as for the page, so the runner reads them as it reads a hub.
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { GpuContext } from '../src/gpu/device.js';
+import type { ScaleShape } from '../test/fixtures/scale.js';
+import { writeScaleDir } from '../test/fixtures/scale-dir.js';
+import { serveDir } from '../test/scale/serve-dir.js';
+import { runFamiliesPart, runKernelsPart, runModelPart } from './gpu-sections.js';
+
+/** Config keys the smoke model overrides in Llama-3.2-1B's config.json. */
+export const SMOKE_CONFIG = {
+  hidden_size: 256,
+  intermediate_size: 1024,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 64,
+  vocab_size: 4096,
+};
+
+/** Shapes of section 5, and the keys their smoke models override (4 layers: Qwen3.5's 3 + 1). */
+const SMOKE_FAMILY = {
+  hidden_size: 256,
+  intermediate_size: 512,
+  num_hidden_layers: 4,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 64,
+  vocab_size: 4096,
+};
+export const FAMILIES: [ScaleShape, Record<string, unknown>][] = [
+  ['qwen3-0.6b', SMOKE_FAMILY],
+  [
+    'qwen3.5-0.8b',
+    {
+      ...SMOKE_FAMILY,
+      linear_num_key_heads: 2,
+      linear_num_value_heads: 2,
+      linear_key_head_dim: 64,
+      linear_value_head_dim: 64,
+    },
+  ],
+];
+
+/**
+ * Writes the random checkpoint of `shape` (with `smokeConfig` over its config in a smoke run) into
+ * <cache>/<shape>-random (or -smoke) unless a finished one is there (its `written.json` is the
+ * last file written); returns the folder.
+ */
+export async function writeModel(
+  cache: string,
+  shape: ScaleShape,
+  smokeConfig: Record<string, unknown>,
+  smoke: boolean,
+  log: (line: string) => void,
+): Promise<string> {
+  const dir = join(cache, `${shape}-${smoke ? 'smoke' : 'random'}`);
+  const marker = `${dir}/written.json`;
+  const config = smoke ? smokeConfig : {};
+  const wanted = JSON.stringify({ shape, seed: 1, config });
+  if ((await readFile(marker, 'utf8').catch(() => '')) === wanted) return dir;
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  const t0 = performance.now();
+  const { weightBytes } = await writeScaleDir(dir, shape, 1, config);
+  await writeFile(marker, wanted);
+  log(`wrote ${dir} (${weightBytes} bytes) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  return dir;
+}
+
+/** The parts of {@link runNodeSections}: sections 1 and 3, 2 and 4, and 5. */
+export type NodePart = 'kernels' | 'model' | 'families';
+
+export interface NodeSectionsOptions {
+  smoke: boolean;
+  parts: readonly NodePart[];
+  /** Folder of the random checkpoints (bench/.cache here). */
+  cache: string;
+  /** Section 5's prompt and decode tokens (default 512 and 64; 16 and 8 smoke). */
+  promptTokens?: number;
+  tokens?: number;
+  log: (line: string) => void;
+  /** Called with the report so far after each part, so a run cut short keeps what it measured. */
+  onPart?: (report: NodeReport) => Promise<void>;
+}
+
+/** What the page's parts return, gathered as bench/gpu-cli.mjs prints it. */
+export interface NodeReport {
+  smoke: boolean;
+  host: 'node';
+  kernels?: Record<string, unknown>;
+  model: Record<string, unknown>;
+}
+
+/** Runs the chosen parts on `ctx`, in the page's order. */
+export async function runNodeSections(ctx: GpuContext, o: NodeSectionsOptions): Promise<NodeReport> {
+  const adapter = `${ctx.adapter.vendor} ${ctx.adapter.description}`.trim();
+  const head = {
+    adapter,
+    kernels: ctx.kernels,
+    features: ctx.features,
+    timing: ctx.features.timestamps ? 'timestamp' : 'wall',
+  };
+  const report: NodeReport = { smoke: o.smoke, host: 'node', model: { ...head } };
+  const part = { smoke: o.smoke, log: o.log };
+  if (o.parts.includes('kernels')) {
+    report.kernels = { ...head, ...(await runKernelsPart(ctx, part)) };
+    await o.onPart?.(report);
+  }
+  if (o.parts.includes('model')) {
+    const files = await serveDir(await writeModel(o.cache, 'llama-3.2-1b', SMOKE_CONFIG, o.smoke, o.log));
+    try {
+      Object.assign(report.model, await runModelPart(ctx, files.url, part));
+    } finally {
+      await files.close();
+    }
+    await o.onPart?.(report);
+  }
+  if (o.parts.includes('families')) {
+    const served: { name: string; url: string; close(): Promise<void> }[] = [];
+    try {
+      for (const [shape, overrides] of FAMILIES)
+        served.push({
+          name: shape,
+          ...(await serveDir(await writeModel(o.cache, shape, overrides, o.smoke, o.log))),
+        });
+      const models = served.map(({ name, url }) => ({ name, url }));
+      Object.assign(
+        report.model,
+        await runFamiliesPart(ctx, models, { ...part, promptTokens: o.promptTokens, tokens: o.tokens }),
+      );
+    } finally {
+      for (const m of served) await m.close();
+    }
+    await o.onPart?.(report);
+  }
+  return report;
+}
