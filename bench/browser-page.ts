@@ -3,7 +3,7 @@
 // drafters, specQuants (formats with speculative rows) (comma lists), peers (wllama,transformers.js,transformers.js-wasm or none), budget, wllamaGpu=1 (llama.cpp's WebGPU backend), target (kjv-target or kjv-draft).
 
 import { createEngine } from '../src/engine/create.js';
-import { urlModelFiles } from '../src/formats/files.js';
+import { urlModelFiles } from '../src/formats/io/files.js';
 import { openModel } from '../src/model/load.js';
 import type { Quant } from '../src/quant/pack.js';
 import { runWeftBench } from './browser.js';

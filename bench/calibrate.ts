@@ -5,7 +5,7 @@
 // the calibration inputs and on held-out inputs (H collected the same way from the held-out text).
 import { readFile } from 'node:fs/promises';
 import { calibrationWindows, collectHessians } from '../src/convert/calibrate.js';
-import { pathModel } from '../src/formats/node-file.js';
+import { pathModel } from '../src/formats/io/node-file.js';
 import { openModel } from '../src/model/load.js';
 import { mapWeights, readAllF32 } from '../src/model/weights.js';
 import { gptqCodes, type RoundingGrid } from '../src/quant/gptq.js';

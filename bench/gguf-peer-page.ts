@@ -5,7 +5,7 @@
 // tokens, prompts, wllamaGpu=1 (llama.cpp's WebGPU backend), kernels (gpu or serial).
 
 import { createEngine } from '../src/engine/create.js';
-import { urlModelFiles } from '../src/formats/files.js';
+import { urlModelFiles } from '../src/formats/io/files.js';
 import { openModel } from '../src/model/load.js';
 import type { Quant } from '../src/quant/pack.js';
 import { runWeftBench, type WeftRow } from './browser.js';

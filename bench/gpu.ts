@@ -1,7 +1,7 @@
 // The model sections of bench/gpu-run.sh (engine code only: no DOM, no node:): plain greedy decode
 // with the GPU-resident loop per weight format on a random-weight checkpoint of Llama-3.2-1B's shape,
 // with what each token asks of the device, and the verify-cost curve of the f16 target.
-import { urlModelFiles } from '../src/formats/files.js';
+import { urlModelFiles } from '../src/formats/io/files.js';
 import { countsSince } from '../src/gpu/counters.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
@@ -11,8 +11,8 @@ import {
   profilePasses,
   profileSections,
   type SectionTime,
-} from '../src/model/gpu-runner.js';
-import { MAX_FORWARD_TOKENS } from '../src/model/gpu-weights.js';
+} from '../src/model/gpu/runner.js';
+import { MAX_FORWARD_TOKENS } from '../src/model/gpu/weights.js';
 import { openModel } from '../src/model/load.js';
 import { GREEDY } from '../src/model/runner.js';
 import type { Quant } from '../src/quant/pack.js';

@@ -7,7 +7,7 @@ import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
 import { defineUniforms } from '../src/gpu/uniforms.js';
 import { renderWgsl } from '../src/gpu/wgsl.js';
-import { SplitAttention, visWords } from '../src/kernels/attention/attention_split.js';
+import { SplitAttention, visWords } from '../src/kernels/attention/attention-split.js';
 import { BindGroupCache, UniformSlot } from '../src/kernels/bind.js';
 import { grid } from '../src/kernels/dispatch.js';
 import { AddInPlace } from '../src/kernels/elementwise/elementwise.js';
@@ -15,7 +15,7 @@ import { type KvFormat, KvWrite, kvWordsPerSlot, packHalves } from '../src/kerne
 import { Matmul, prepareMatmul } from '../src/kernels/matmul/matmul.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../src/kernels/matmul/matrix.js';
 import { RmsNorm } from '../src/kernels/norm/rmsnorm.js';
-import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv_rope.js';
+import { QkvRope, type QkvRopeOptions } from '../src/kernels/rope/qkv-rope.js';
 import { Rope } from '../src/kernels/rope/rope.js';
 import { isW8A8Format, MatmulW8A8, prepareW8A8, QuantizeAct } from '../src/kernels/w8a8/w8a8.js';
 import {

@@ -26,7 +26,6 @@
 // Registers can lower residency below these; the split-K GEMV keeps ≤ 64 B of codes and 64 B of grid
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
-import { weightShapes } from '../src/formats/layout.js';
 import {
   blocksPerUnit,
   MatmulParams,
@@ -34,9 +33,10 @@ import {
   unitsPerTrip,
   wideLoads,
 } from '../src/kernels/matmul/matmul.js';
-import { specFromConfig } from '../src/model/config.js';
-import { createGpuRunner } from '../src/model/gpu-runner.js';
+import { specFromConfig } from '../src/model/families/config.js';
+import { createGpuRunner } from '../src/model/gpu/runner.js';
 import { GREEDY } from '../src/model/runner.js';
+import { weightShapes } from '../src/model/tensors.js';
 import { packedBytes, type WeightFormat } from '../src/quant/formats.js';
 import type { Quant } from '../src/quant/pack.js';
 import { SCALE_MODELS, type ScaleShape } from '../test/fixtures/scale.js';

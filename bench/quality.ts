@@ -10,18 +10,18 @@
 // back (`ggufWeights`).
 import { readFile } from 'node:fs/promises';
 import { calibrationWindows, collectHessians } from '../src/convert/calibrate.js';
-import { openGgufCheckpoint } from '../src/formats/gguf.js';
-import { GGML_BLOCKS, GgmlType } from '../src/formats/gguf-blocks.js';
-import { type GgufMix, isGgufMix } from '../src/formats/gguf-mix.js';
-import { exportGguf, type GgufExportType } from '../src/formats/gguf-write.js';
-import { pathModel } from '../src/formats/node-file.js';
-import { bytesSource } from '../src/formats/source.js';
-import type { ModelSpec } from '../src/formats/spec.js';
+import { exportGguf, type GgufExportType } from '../src/convert/gguf-export.js';
+import { type GgufMix, isGgufMix } from '../src/convert/gguf-mix.js';
+import { bytesSource } from '../src/formats/io/bytes.js';
+import { pathModel } from '../src/formats/io/node-file.js';
+import { openGgufCheckpoint } from '../src/model/gguf.js';
 import { openModel } from '../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../src/model/quantized.js';
-import { ReferenceRunner } from '../src/model/reference.js';
+import { ReferenceRunner } from '../src/model/reference/reference.js';
+import type { ModelSpec } from '../src/model/spec/spec.js';
 import { mapWeights, readAllF32, type Tensor } from '../src/model/weights.js';
 import { packedBytes, type WeightFormat } from '../src/quant/formats.js';
+import { GGML_BLOCKS, GgmlType } from '../src/quant/ggml/blocks.js';
 import { formatOf, isRotatedLinear, packedWidth, type Quant, type Rotation } from '../src/quant/pack.js';
 
 /** Chunk length of the model card's evaluation protocol (models/README.md). */

@@ -7,9 +7,9 @@
 import { type CreateEngineOptions, createEngine } from '../src/engine/create.js';
 import type { Engine } from '../src/engine/engine.js';
 import type { Acceptance, DrafterKind } from '../src/engine/types.js';
-import { urlModelFiles } from '../src/formats/files.js';
+import { urlModelFiles } from '../src/formats/io/files.js';
 import type { GpuContext } from '../src/gpu/device.js';
-import { createGpuRunner } from '../src/model/gpu-runner.js';
+import { createGpuRunner } from '../src/model/gpu/runner.js';
 import { openModel } from '../src/model/load.js';
 import type { ModelRunner, SamplerSpec } from '../src/model/runner.js';
 

@@ -8,12 +8,12 @@
 // an order that rotates every step) so that load from other processes hits them alike. Also a 64-token prefill pass per runner. Medians
 // over every timed step; results as JSON in #result for bench/steer-cli.mjs.
 
-import { urlModelFiles } from '../src/formats/files.js';
+import { urlModelFiles } from '../src/formats/io/files.js';
 import { uploadBuffer } from '../src/gpu/buffers.js';
 import { createGpuContext, describeAdapter, type GpuContext } from '../src/gpu/device.js';
 import { BindGroupCache } from '../src/kernels/bind.js';
 import { Steer, type SteerPlan } from '../src/kernels/steer/steer.js';
-import { createGpuRunner } from '../src/model/gpu-runner.js';
+import { createGpuRunner } from '../src/model/gpu/runner.js';
 import { openModel } from '../src/model/load.js';
 import { GREEDY, type ModelRunner } from '../src/model/runner.js';
 import { reportPage } from './page-result.js';

@@ -18,6 +18,7 @@ export {
   EXPORT_TYPES,
   exportModelGguf,
 } from './convert/convert.js';
+export { exportGguf } from './convert/gguf-export.js';
 // Speculative decoding.
 export type { Drafter, DraftProposal, DraftShape } from './decode/drafter.js';
 export { firstChain, NgramDrafter } from './decode/drafter.js';
@@ -52,6 +53,7 @@ export { serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
 // Models and formats.
 export { ModelFormatError } from './formats/errors.js';
+export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/io/bytes.js';
 export {
   blobsModel,
   type DirectoryEntry,
@@ -62,11 +64,8 @@ export {
   type ModelFiles,
   memoryModelFiles,
   urlModelFiles,
-} from './formats/files.js';
-export { exportGguf } from './formats/gguf-write.js';
+} from './formats/io/files.js';
 export { openSafetensors, openShardedSafetensors } from './formats/safetensors.js';
-export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/source.js';
-export type { ModelFamily, ModelSpec } from './formats/spec.js';
 export type { TensorReader } from './formats/weft-checkpoint.js';
 // WebGPU plumbing, for custom kernels and hosts.
 export * from './gpu/index.js';
@@ -83,9 +82,10 @@ export { GrammarError, type GrammarKind } from './grammar/errors.js';
 export type { KvFormat } from './kernels/kv/kv.js';
 // Activation steering.
 export type { SteerMode, SteerPlan } from './kernels/steer/steer.js';
-export { specFromConfig, withGenerationConfig } from './model/config.js';
+export { specFromConfig, withGenerationConfig } from './model/families/config.js';
 export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
+export type { ModelFamily, ModelSpec } from './model/spec/spec.js';
 export { type DraftTree, draftTree } from './model/tree.js';
 export type { Quant, Rotation } from './quant/pack.js';
 export { SteerMismatchError } from './steer/errors.js';

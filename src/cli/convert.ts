@@ -6,10 +6,10 @@ import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type ConvertQuant, convertModel, EXPORT_TYPES, exportModelGguf } from '../convert/convert.js';
+import type { GgufExportType } from '../convert/gguf-export.js';
+import type { GgufMix } from '../convert/gguf-mix.js';
 import { InvalidInputError } from '../errors.js';
-import type { GgufMix } from '../formats/gguf-mix.js';
-import type { GgufExportType } from '../formats/gguf-write.js';
-import { pathModel } from '../formats/node-file.js';
+import { pathModel } from '../formats/io/node-file.js';
 import { WEFT_WEIGHTS } from '../model/load.js';
 import type { Rotation } from '../quant/pack.js';
 

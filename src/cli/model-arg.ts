@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { openModelSource } from '../engine/open.js';
 import { InvalidInputError } from '../errors.js';
-import { ggufName, type ModelFiles } from '../formats/files.js';
+import { ggufName, type ModelFiles } from '../formats/io/files.js';
 import { resolveNodeModel } from '../store/node-source.js';
 
 /** Whether `model` is a local model: a folder, or a `.gguf` file. */

@@ -4,11 +4,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../errors.js';
-import type { ModelFiles } from '../formats/files.js';
-import type { ModelSpec } from '../formats/spec.js';
+import type { ModelFiles } from '../formats/io/files.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import { modelChecksum, openModel } from '../model/load.js';
-import { ReferenceRunner } from '../model/reference.js';
+import { ReferenceRunner } from '../model/reference/reference.js';
+import type { ModelSpec } from '../model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../model/weights.js';
 import { checkSteerModel, parseLayers, readSteerFile, writeSteerFile } from '../steer/format.js';
 import { measureDirections } from '../steer/measure.js';

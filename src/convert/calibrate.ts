@@ -1,9 +1,9 @@
 // Calibration for GPTQ (quant/gptq): run the plain-TS reference forward over calibration text and sum
 // H = Σ x xᵀ of every linear's input (quant/hessian), keyed by the linear's checkpoint name.
 import { InvalidInputError } from '../errors.js';
-import type { ModelSpec } from '../formats/spec.js';
 import { rmsNormRef } from '../kernels/norm/rmsnorm.js';
-import { ReferenceRunner } from '../model/reference.js';
+import { ReferenceRunner } from '../model/reference/reference.js';
+import type { ModelSpec } from '../model/spec/spec.js';
 import type { WeightSource } from '../model/weights.js';
 import { HessianSum } from '../quant/hessian.js';
 import type { Rotation } from '../quant/pack.js';

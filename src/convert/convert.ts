@@ -4,17 +4,18 @@
  * to disk) and in a page (tests keep the bytes in memory).
  */
 import { InvalidInputError } from '../errors.js';
-import { type ModelFiles, readJson } from '../formats/files.js';
-import { openGgufCheckpoint } from '../formats/gguf.js';
-import type { GgufMix } from '../formats/gguf-mix.js';
-import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf-tokenizer.js';
-import { exportGguf, type GgufEntry, type GgufExportType } from '../formats/gguf-write.js';
-import type { ModelSpec } from '../formats/spec.js';
+import { ggufTokenizer, tokenizerGgufMetadata } from '../formats/gguf/tokenizer.js';
+import type { GgufEntry } from '../formats/gguf/write.js';
+import { type ModelFiles, readJson } from '../formats/io/files.js';
 import { convert } from '../formats/weft-checkpoint.js';
+import { openGgufCheckpoint } from '../model/gguf.js';
 import { ggufFileOf, type OpenedModel, openModel, readTokenizerConfig, WEFT_WEIGHTS } from '../model/load.js';
+import type { ModelSpec } from '../model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../model/weights.js';
 import type { Rotation } from '../quant/pack.js';
 import { calibrationWindows, collectHessians } from './calibrate.js';
+import { exportGguf, type GgufExportType } from './gguf-export.js';
+import type { GgufMix } from './gguf-mix.js';
 
 /** Formats `weft convert` writes (the float formats need no converted checkpoint). */
 export type ConvertQuant = 'int8' | 'int4' | 'int2';

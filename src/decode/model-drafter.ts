@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
-import { GpuRunner } from '../model/gpu-runner.js';
+import { GpuRunner } from '../model/gpu/runner.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type DraftGrammar, extendLeaves, forcedChain, type GrammarWalk } from './constrained.js';

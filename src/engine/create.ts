@@ -1,18 +1,18 @@
 import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
-import type { ModelFiles } from '../formats/files.js';
-import { deriveSizes, type ModelSpec, ropeForContext } from '../formats/spec.js';
+import type { ModelFiles } from '../formats/io/files.js';
 import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
-import { type DraftHead, HeadRunner, isDraftHead, openDraftHead } from '../model/head.js';
+import { type DraftHead, HeadRunner, isDraftHead, openDraftHead } from '../model/draft/head.js';
+import { openMtpHead } from '../model/draft/mtp.js';
 import { type OpenedModel, openModel } from '../model/load.js';
-import { openMtpHead } from '../model/mtp.js';
 import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
-import { ReferenceRunner } from '../model/reference.js';
+import { ReferenceRunner } from '../model/reference/reference.js';
 import type { ModelRunner } from '../model/runner.js';
+import { deriveSizes, type ModelSpec, ropeForContext } from '../model/spec/spec.js';
 import { mapWeights } from '../model/weights.js';
 import { formatOf, type Quant, type Rotation, type RotationChoice, rotationFor } from '../quant/pack.js';
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
@@ -372,7 +372,7 @@ class Placer {
       if (q === 'w8a8') ref.linearInput = w8a8Inputs(rotate);
       return ref;
     }
-    const { createGpuRunner } = await import('../model/gpu-runner.js');
+    const { createGpuRunner } = await import('../model/gpu/runner.js');
     return createGpuRunner(model, {
       quant: q,
       capacity: context,
@@ -409,13 +409,13 @@ async function makeDrafter(
     return new ModelDrafter(draftModel.files.name, placed);
   }
   if (!head) return undefined;
-  const { GpuRunner } = await import('../model/gpu-runner.js');
+  const { GpuRunner } = await import('../model/gpu/runner.js');
   // An MTP layer drafts on the CPU for now (the GPU head runs the EAGLE layer only).
   const onCpu =
     head.mtp !== undefined || (typeof draft === 'object' && 'head' in draft && draft.on === 'cpu');
   const onGpu = runner instanceof GpuRunner && !onCpu;
   const headRunner = onGpu
-    ? await (await import('../model/gpu-head.js')).createGpuHeadRunner(head, runner, {
+    ? await (await import('../model/draft/gpu-head.js')).createGpuHeadRunner(head, runner, {
         capacity: context,
         quant: quant === 'f32' ? 'f32' : 'f16',
       })

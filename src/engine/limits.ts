@@ -4,12 +4,12 @@
 // the KV cache, the activations of MAX_FORWARD_TOKENS rows); matrices need no check of their own,
 // since `uploadMatrix` splits them into parts that fit the binding limit.
 import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
-import { deriveSizes, layerKind, linearSizes, type ModelSpec } from '../formats/spec.js';
 import { type KvFormat, kvRows, kvWordsPerSlot } from '../kernels/kv/kv.js';
-import { layerKvShape } from '../model/blocks/attention-gpu.js';
-import { linearStateBytes, projWidth } from '../model/blocks/linear-gpu.js';
-import { shortConvStateBytes } from '../model/blocks/shortconv-gpu.js';
-import { MAX_FORWARD_TOKENS } from '../model/gpu-weights.js';
+import { layerKvShape } from '../model/blocks/attention/gpu.js';
+import { linearStateBytes, projWidth } from '../model/blocks/deltanet/gpu.js';
+import { shortConvStateBytes } from '../model/blocks/shortconv/gpu.js';
+import { MAX_FORWARD_TOKENS } from '../model/gpu/weights.js';
+import { deriveSizes, layerKind, linearSizes, type ModelSpec } from '../model/spec/spec.js';
 import { packedBytes, type WeightFormat } from '../quant/formats.js';
 
 /** The weight formats a model's size is reported in, most precise first. */

@@ -2,8 +2,8 @@
 // the loader reads, in place or through the weights cache.
 
 import { ModelFormatError } from '../formats/errors.js';
-import { type ModelFiles, modelFilePath, urlModelFiles } from '../formats/files.js';
-import { checkResponse, isHtmlAnswer, readBody, request } from '../formats/http.js';
+import { type ModelFiles, modelFilePath, urlModelFiles } from '../formats/io/files.js';
+import { checkResponse, isHtmlAnswer, readBody, request } from '../formats/io/http.js';
 import { CHAT_TEMPLATE_FILE, WEFT_WEIGHTS } from '../model/load.js';
 import { type DownloadProgress, downloadModel } from '../store/download.js';
 import { openStoredFile } from '../store/reader.js';

@@ -1,6 +1,6 @@
 import { bf16ToF32Array, f16ToF32Array } from '../gpu/half.js';
 import { ModelFormatError } from './errors.js';
-import type { ByteSource } from './source.js';
+import type { ByteSource } from './io/bytes.js';
 
 /** Element types weft reads from safetensors files. */
 export type SafetensorsDtype = 'BF16' | 'F16' | 'F32' | 'I8' | 'U8' | 'I32';

@@ -44,6 +44,7 @@ import {
   type Rotation,
 } from '../quant/pack.js';
 import { ModelFormatError } from './errors.js';
+import type { ByteSource } from './io/bytes.js';
 import {
   openSafetensors,
   readTensorByteRange,
@@ -53,7 +54,6 @@ import {
   type SafetensorsCheckpoint,
   type SafetensorsDtype,
 } from './safetensors.js';
-import type { ByteSource } from './source.js';
 
 /** How the GPU runner wants one matrix placed: the packed format, padded size and rotation. */
 export interface PackedWant {

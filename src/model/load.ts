@@ -1,19 +1,19 @@
 import { ModelFormatError } from '../formats/errors.js';
-import { type ModelFiles, modelFilePath, parseJson, readJson } from '../formats/files.js';
-import { splitFusedView } from '../formats/fused-view.js';
-import { checkTensors, languageModelTensors } from '../formats/layout.js';
+import { type ModelFiles, modelFilePath, parseJson, readJson } from '../formats/io/files.js';
 import {
   openSafetensors,
   openShardedSafetensors,
   type SafetensorsCheckpoint,
 } from '../formats/safetensors.js';
-import type { ModelSpec } from '../formats/spec.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import { isIntFormat, type WeightFormat } from '../quant/formats.js';
 import { isRotatedLinear } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
-import { specFromConfig, withGenerationConfig } from './config.js';
+import { specFromConfig, withGenerationConfig } from './families/config.js';
+import { splitFusedView } from './fused-view.js';
 import type { Packing } from './quantized.js';
+import type { ModelSpec } from './spec/spec.js';
+import { checkTensors, languageModelTensors } from './tensors.js';
 
 /** weft's own quantized checkpoint, next to config.json and the tokenizer files. */
 export const WEFT_WEIGHTS = 'model.weft.safetensors';
@@ -246,8 +246,8 @@ export async function ggufFileOf(files: ModelFiles): Promise<string | undefined>
  */
 async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedModel> {
   const [{ openGgufCheckpoint }, { ggufTokenizer }] = await Promise.all([
-    import('../formats/gguf.js'),
-    import('../formats/gguf-tokenizer.js'),
+    import('./gguf.js'),
+    import('../formats/gguf/tokenizer.js'),
   ]);
   const ck = await openGgufCheckpoint(await files.open(file));
   const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);

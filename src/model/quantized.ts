@@ -1,5 +1,4 @@
 import { InvalidInputError } from '../errors.js';
-import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { isW8A8Format, quantizeActRef } from '../kernels/w8a8/w8a8.js';
 import {
@@ -29,6 +28,7 @@ import {
   unrotateRows,
   zeroPad,
 } from '../quant/pack.js';
+import type { ModelSpec } from './spec/spec.js';
 import { readAllF32, type Tensor } from './weights.js';
 
 /** How a file stores its linears: format and input rotation (`OpenedModel.packed`). */

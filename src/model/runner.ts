@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors.js';
-import type { ModelSpec } from '../formats/spec.js';
 import type { GpuCounts } from '../gpu/counters.js';
 import type { Children } from '../kernels/sample/topk.js';
+import type { ModelSpec } from './spec/spec.js';
 
 /**
  * How the next token is chosen at a scored position. Greedy when `temperature` is 0. Sampling is

@@ -1,10 +1,10 @@
 import { InvalidInputError } from '../errors.js';
-import { finalNormName } from '../formats/layout.js';
-import type { ModelSpec } from '../formats/spec.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { modelBlocks } from './blocks/blocks.js';
 import { type BlockWeights, readBlock } from './blocks/kinds.js';
-import { normWeight } from './ops.js';
+import { normWeight } from './blocks/ops.js';
+import type { ModelSpec } from './spec/spec.js';
+import { finalNormName } from './tensors.js';
 
 /** A dense f32 tensor, row-major: the last dimension is contiguous. */
 export interface Tensor {

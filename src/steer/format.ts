@@ -5,8 +5,8 @@
 // `model_checksum` ties a file to the model it was measured on (the model's `checksum()` from openModel); loading it for
 // another model is refused with a SteerMismatchError.
 import { ModelFormatError } from '../formats/errors.js';
+import { bytesSource } from '../formats/io/bytes.js';
 import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
-import { bytesSource } from '../formats/source.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import { SteerMismatchError } from './errors.js';
 

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import type { ReferenceRunner } from '../model/reference.js';
+import type { ReferenceRunner } from '../model/reference/reference.js';
 import { l2 } from './format.js';
 
 /** Directions measured per layer, and how far apart the two sets' means were. */

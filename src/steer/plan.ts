@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
-import type { ModelSpec } from '../formats/spec.js';
 import type { SteerMode, SteerPlan } from '../kernels/steer/steer.js';
+import type { ModelSpec } from '../model/spec/spec.js';
 import { checkSteerModel, l2, readSteerFile } from './format.js';
 
 /**

@@ -1,5 +1,5 @@
 import { AbortError } from '../errors.js';
-import { checkResponse, readBody, request } from '../formats/http.js';
+import { checkResponse, readBody, request } from '../formats/io/http.js';
 import { DownloadError, IntegrityError } from './errors.js';
 import { Sha256, sha256Hex } from './sha256.js';
 import { fileUrl, type ModelKey, modelKey, type RemoteSource } from './source.js';

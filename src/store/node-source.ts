@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { pathModel } from '../formats/node-file.js';
+import { pathModel } from '../formats/io/node-file.js';
 import { type ModelRef, type ModelSource, type ResolveOptions, resolveModel } from './source.js';
 
 /**

@@ -1,5 +1,5 @@
-import type { ByteSource } from '../formats/source.js';
-import { checkRange } from '../formats/source.js';
+import type { ByteSource } from '../formats/io/bytes.js';
+import { checkRange } from '../formats/io/bytes.js';
 import { DEFAULT_RETRY, fetchRange, planChunks, type RetryPolicy, withRetry } from './download.js';
 import { IntegrityError } from './errors.js';
 import { sha256Hex } from './sha256.js';

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../errors.js';
-import { ggufName, localFilesModel, type ModelFiles } from '../formats/files.js';
+import { ggufName, localFilesModel, type ModelFiles } from '../formats/io/files.js';
 
 /** The hub weft resolves model ids against unless told otherwise. */
 export const DEFAULT_HUB_URL = 'https://huggingface.co';

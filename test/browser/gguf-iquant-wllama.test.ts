@@ -4,7 +4,7 @@
 // greedily. Every matrix (embedding and head included) is IQ2_XS, or IQ4_XS, encoded with
 // importance from a short calibration text run through the f32 model, as --calibrate measures it
 // (the diagonal of each linear's input Hessian); weft's reference runs on the blocks dequantized
-// with llama.cpp's formulas (src/formats/gguf-iquant.ts, bit for bit gguf-py's and ggml's decoders).
+// with llama.cpp's formulas (src/quant/ggml/iquant.ts, bit for bit gguf-py's and ggml's decoders).
 //
 // What the two can agree on is what gguf-kquant-wllama.test.ts argues (in full in
 // test/helpers/wllama-parity.ts): llama.cpp's CPU multiplies an IQ2_XS or IQ4_XS matrix by
@@ -16,13 +16,13 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { calibrationWindows, collectHessians } from '../../src/convert/calibrate.js';
-import { openGguf } from '../../src/formats/gguf.js';
-import { GgmlType } from '../../src/formats/gguf-blocks.js';
-import { tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
-import { exportGguf } from '../../src/formats/gguf-write.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { exportGguf } from '../../src/convert/gguf-export.js';
+import { tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { openGguf } from '../../src/model/gguf.js';
 import { mapWeights } from '../../src/model/weights.js';
+import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { randomTensors, tinyConfig, tinyTokenizerJson } from '../fixtures/write.js';
 import { expectLlamaCppGreedy, setUpWllamaPage } from '../helpers/wllama-parity.js';

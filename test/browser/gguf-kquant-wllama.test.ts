@@ -14,12 +14,12 @@
 // moves the logits by 0.7 of their spread), and the test prints every step's lead, margin and shift.
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { openGguf } from '../../src/formats/gguf.js';
-import { GgmlType } from '../../src/formats/gguf-blocks.js';
-import { tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
-import { exportGguf } from '../../src/formats/gguf-write.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { exportGguf } from '../../src/convert/gguf-export.js';
+import { tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { openGguf } from '../../src/model/gguf.js';
+import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { randomTensors, tinyConfig, tinyTokenizerJson } from '../fixtures/write.js';
 import { expectLlamaCppGreedy, setUpWllamaPage } from '../helpers/wllama-parity.js';
 

@@ -5,9 +5,9 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { qwen35FixtureFiles, tinyQwen35TextConfig } from '../fixtures/write.js';
 import { greedyAllowed, setUpWllamaPage, unprintableIds } from '../helpers/wllama-parity.js';

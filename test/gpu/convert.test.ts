@@ -3,16 +3,16 @@
 // copied from the file, and a GGUF loads through openModel with logits equal to the reference.
 import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/convert/convert.js';
-import { type ModelFiles, memoryModelFiles } from '../../src/formats/files.js';
-import { openGguf } from '../../src/formats/gguf.js';
-import { weightShapes } from '../../src/formats/layout.js';
-import { bytesSource } from '../../src/formats/source.js';
-import type { ModelFamily } from '../../src/formats/spec.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { type ModelFiles, memoryModelFiles } from '../../src/formats/io/files.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
-import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { openGguf } from '../../src/model/gguf.js';
+import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import type { ModelFamily } from '../../src/model/spec/spec.js';
+import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import type { WeightFormat } from '../../src/quant/formats.js';
 import type { Quant, Rotation } from '../../src/quant/pack.js';

@@ -9,16 +9,16 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import { deriveSizes, type ModelFamily, type ModelSpec } from '../../src/formats/spec.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { readBuffer } from '../../src/gpu/buffers.js';
 import { countsSince } from '../../src/gpu/counters.js';
 import type { KernelForms } from '../../src/gpu/device.js';
 import { defineUniforms } from '../../src/gpu/uniforms.js';
 import { UNIFORM_POOL, UniformSlot } from '../../src/kernels/bind.js';
-import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
+import { deriveSizes, type ModelFamily, type ModelSpec } from '../../src/model/spec/spec.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 

@@ -4,13 +4,13 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import type { ModelFamily } from '../../src/formats/spec.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import type { GpuCounts } from '../../src/gpu/counters.js';
-import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
+import { createGpuRunner, type GpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { type ForwardInput, GREEDY, type ModelRunner, type SamplerSpec } from '../../src/model/runner.js';
+import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';

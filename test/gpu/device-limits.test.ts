@@ -11,7 +11,7 @@ import {
   memoryModelFiles,
 } from '../../src/index.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';

@@ -4,10 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { rankChildren } from '../../src/decode/probs.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { countsSince, type GpuCounts } from '../../src/gpu/counters.js';
 import { childrenOfRow } from '../../src/kernels/sample/topk.js';
-import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
+import { createGpuRunner, type GpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { GREEDY, type ModelRunner, type SamplerSpec } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';

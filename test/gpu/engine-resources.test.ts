@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import { DeviceLostError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { createGpuContext, type GpuContext } from '../../src/gpu/index.js';
 import { fixtureFiles } from '../fixtures/write.js';
 

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import type { ModelFamily } from '../../src/formats/spec.js';
-import { createGpuRunner, type GpuRunner } from '../../src/model/gpu-runner.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { createGpuRunner, type GpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
+import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { fixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 

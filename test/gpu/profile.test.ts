@@ -2,14 +2,14 @@
 // forward runs the same dispatches and gives the same ids as an unprofiled one, and every section
 // is timed once per forward (per layer for the layer sections).
 import { describe, expect, it } from 'vitest';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { GpuTimer } from '../../src/gpu/timing.js';
 import {
   createGpuRunner,
   PROFILE_SECTIONS,
   profilePasses,
   profileSections,
-} from '../../src/model/gpu-runner.js';
+} from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/engine/engine.js';
 import type { TextCodec } from '../../src/engine/types.js';
-import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { gpu } from '../helpers/gpu.js';

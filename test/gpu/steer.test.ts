@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { readF32 } from '../../src/gpu/buffers.js';
 import { type SteerPlan, steerHook } from '../../src/kernels/steer/steer.js';
-import { createGpuRunner } from '../../src/model/gpu-runner.js';
+import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';

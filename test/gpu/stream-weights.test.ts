@@ -5,16 +5,15 @@
 // (q | k | v) and paired (gate | up), with slices that end mid-part and parts forced small.
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { deriveSizes, type ModelFamily } from '../../src/formats/spec.js';
 import { safetensorsReader, type TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matrix.js';
 import { blockMatrices } from '../../src/model/blocks/kinds-gpu.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { specFromConfig } from '../../src/model/families/config.js';
 import {
   allocatePlaced,
   destroyWeights,
@@ -22,9 +21,10 @@ import {
   type GpuWeights,
   type MatrixPlacement,
   placeWeights,
-} from '../../src/model/gpu-weights.js';
+} from '../../src/model/gpu/weights.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { loadsAsStored, placedFormat, placedPad } from '../../src/model/quantized.js';
+import { deriveSizes, type ModelFamily } from '../../src/model/spec/spec.js';
 import {
   alignedRowStep,
   concatRows,

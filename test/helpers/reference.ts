@@ -1,5 +1,5 @@
 import { argmax } from '../../src/kernels/sample/gumbel.js';
-import type { ReferenceRunner } from '../../src/model/reference.js';
+import type { ReferenceRunner } from '../../src/model/reference/reference.js';
 
 /**
  * Greedy generation from scratch on the CPU reference: the `n` argmax tokens (lowest id on ties)

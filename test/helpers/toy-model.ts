@@ -3,8 +3,8 @@
 // over a character vocabulary, and records every forward call.
 
 import type { TextCodec } from '../../src/engine/types.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from '../../src/model/runner.js';
+import type { ModelSpec } from '../../src/model/spec/spec.js';
 
 export const TOY_VOCAB = 'abcdefghijklmnopqrstuvwxyz .\n#';
 export const TOY_EOS = TOY_VOCAB.indexOf('#');

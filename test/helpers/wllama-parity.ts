@@ -14,11 +14,11 @@
 // exactly (gguf-phi3-wllama.test.ts).
 import type { Page } from 'playwright-core';
 import { expect } from 'vitest';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { argmax } from '../../src/kernels/sample/gumbel.js';
+import { linear, rmsNorm } from '../../src/model/blocks/ops.js';
 import { openModel } from '../../src/model/load.js';
-import { linear, rmsNorm } from '../../src/model/ops.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32, readWeights } from '../../src/model/weights.js';
 import { launchChromium, logPageErrors, startServer } from './browser.js';
 

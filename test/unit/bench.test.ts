@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { benchPrompts, median, type SpeedFigures, summarize, type WeftRow } from '../../bench/browser.js';
 import type { PeerRow } from '../../bench/peers.js';
 import { speedMarkdown, speedReport } from '../../bench/report.mjs';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { openModel } from '../../src/model/load.js';
 
 const fig = (decode: number, extra: Partial<SpeedFigures> = {}): SpeedFigures => ({

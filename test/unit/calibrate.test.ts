@@ -7,12 +7,12 @@ import {
   headHessian,
   headWeightName,
 } from '../../src/convert/calibrate.js';
-import { linearsByInput } from '../../src/formats/layout.js';
-import { pathModel } from '../../src/formats/node-file.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { rmsNormRef } from '../../src/kernels/norm/rmsnorm.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
+import type { ModelSpec } from '../../src/model/spec/spec.js';
+import { linearsByInput } from '../../src/model/tensors.js';
 import { hadamardRef } from '../../src/quant/hadamard.js';
 import { HessianSum } from '../../src/quant/hessian.js';
 import { packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../../src/quant/pack.js';

@@ -6,7 +6,7 @@ import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import { nodeProbs } from '../../src/engine/tree-view.js';
 import type { GenerateOptions, GenerationChunk } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { fixtureFiles } from '../fixtures/write.js';
 
 const PROMPT = [300, 12, 45, 12, 45, 12];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { specFromConfig, withGenerationConfig } from '../../src/model/config.js';
+import { specFromConfig, withGenerationConfig } from '../../src/model/families/config.js';
 
 // Key fields of published config.json files (values copied from the Hugging Face repos named).
 const llama32_1b = {

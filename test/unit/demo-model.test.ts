@@ -4,9 +4,9 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 
 /** The card's evaluation window: the training context. */

@@ -4,9 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import { checkDeviceFit, modelFootprint, SIZE_FORMATS } from '../../src/engine/limits.js';
 import { DeviceLimitError } from '../../src/errors.js';
-import { weightShapes } from '../../src/formats/layout.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
-import { specFromConfig, withGenerationConfig } from '../../src/model/config.js';
+import { specFromConfig, withGenerationConfig } from '../../src/model/families/config.js';
+import type { ModelSpec } from '../../src/model/spec/spec.js';
+import { weightShapes } from '../../src/model/tensors.js';
 import { SCALE_MODELS, type ScaleShape } from '../fixtures/scale.js';
 
 const specOf = (shape: ScaleShape): ModelSpec => {

@@ -4,7 +4,7 @@ import { Engine } from '../../src/engine/engine.js';
 import { TextStream } from '../../src/engine/text-stream.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { AbortError, EngineClosedError, InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import type { DecodeSession, SamplerSpec } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { TOY_EOS, TOY_VOCAB, ToyRunner, toyCodec } from '../helpers/toy-model.js';

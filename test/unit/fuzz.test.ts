@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { openGguf, openGgufCheckpoint } from '../../src/formats/gguf.js';
-import { ggufTokenizer } from '../../src/formats/gguf-tokenizer.js';
+import { ggufTokenizer } from '../../src/formats/gguf/tokenizer.js';
+import { type ByteSource, bytesSource } from '../../src/formats/io/bytes.js';
 import { openSafetensors, readTensorF32 } from '../../src/formats/safetensors.js';
-import { type ByteSource, bytesSource } from '../../src/formats/source.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { openGguf, openGgufCheckpoint } from '../../src/model/gguf.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { ggufFixture, randomTensors, rng, safetensorsBytes, tinyConfig } from '../fixtures/write.js';
 

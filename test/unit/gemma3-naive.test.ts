@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { layerAttention } from '../../src/formats/spec.js';
-import { specFromConfig } from '../../src/model/config.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import { layerAttention } from '../../src/model/spec/spec.js';
 import { mapWeights, type WeightSource } from '../../src/model/weights.js';
 import { type FixtureTensor, fixtureFiles, randomTensors, tinyConfig } from '../fixtures/write.js';
 
-// An independent oracle for the Gemma 3 reference forward (src/model/reference.ts with the sandwich
+// An independent oracle for the Gemma 3 reference forward (src/model/reference/reference.ts with the sandwich
 // norms, GeGLU, sliding windows and per-layer RoPE of model/blocks/), written from Hugging Face's
 // `Gemma3ForCausalLM` (transformers models/gemma3/modeling_gemma3.py and the config class's
 // `layer_types` / `convert_rope_params_to_dict`), not from weft's code: it reads the config.json

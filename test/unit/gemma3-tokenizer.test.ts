@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import type { ChatMessage } from '../../src/engine/types.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { type OpenedModel, openModel } from '../../src/model/load.js';
 import {
   type FixtureTensor,

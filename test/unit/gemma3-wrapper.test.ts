@@ -4,8 +4,8 @@
 // language model out of it, warns once about the rest, and runs it as the text checkpoint.
 import { describe, expect, it } from 'vitest';
 import { createEngine, type LoadProgress } from '../../src/engine/create.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { specFromConfig } from '../../src/model/families/config.js';
 import { fixtureFiles, safetensorsBytes, tinyConfig } from '../fixtures/write.js';
 
 describe('Gemma 3 as a vision-language checkpoint', () => {

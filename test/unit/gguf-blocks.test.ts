@@ -4,6 +4,9 @@
 // ggml-quants.c's dequantize_row_*), the lossless repacking into weft's layouts (repackGgml, then
 // the weft reference `dequantize`), and the bytes each layout takes against the file's.
 import { describe, expect, it } from 'vitest';
+import { fallbackType, mixTypes } from '../../src/convert/gguf-mix.js';
+import { f16BitsToF32 } from '../../src/gpu/half.js';
+import { dequantize, packedBytes, sliceRows } from '../../src/quant/formats.js';
 import {
   dequantizeGgml,
   GGML_BLOCKS,
@@ -11,10 +14,7 @@ import {
   quantizeGgml,
   repackGgml,
   storedWeftFormat,
-} from '../../src/formats/gguf-blocks.js';
-import { fallbackType, mixTypes } from '../../src/formats/gguf-mix.js';
-import { f16BitsToF32 } from '../../src/gpu/half.js';
-import { dequantize, packedBytes, sliceRows } from '../../src/quant/formats.js';
+} from '../../src/quant/ggml/blocks.js';
 import { rng, sameF32 } from '../fixtures/write.js';
 
 const fr = Math.fround;

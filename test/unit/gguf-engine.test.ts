@@ -4,10 +4,10 @@
 // has no weft layout (BF16) is rounded to the linears' format.
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openModel } from '../../src/model/load.js';
 import { referenceTensors, roundedThrough } from '../../src/model/quantized.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { type GgufVariant, ggufFixture, sameF32 } from '../fixtures/write.js';
 import { greedy } from '../helpers/reference.js';

@@ -6,10 +6,15 @@
 // gguf-py/gguf/constants.py), not from weft's code.
 import { describe, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
+import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { normWeight } from '../../src/model/blocks/ops.js';
+import { specFromConfig } from '../../src/model/families/config.js';
 import {
   type GgufFile,
   ggufSpec,
@@ -17,22 +22,12 @@ import {
   openGgufCheckpoint,
   permuteRows,
   readGgufTensorF32,
-} from '../../src/formats/gguf.js';
-import { GgmlType } from '../../src/formats/gguf-blocks.js';
-import {
-  exportGguf,
-  type GgufEntry,
-  type GgufExportType,
-  type GgufWriteTensor,
-  writeGguf,
-} from '../../src/formats/gguf-write.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { layerAttention } from '../../src/formats/spec.js';
-import { specFromConfig } from '../../src/model/config.js';
+} from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
-import { normWeight } from '../../src/model/ops.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
+import { layerAttention } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import {
   configFixtureFiles,
   randomTensors,

@@ -1,4 +1,4 @@
-// GGML's i-quants (src/formats/gguf-iquant.ts): the decoders bit for bit against gguf-py's numpy
+// GGML's i-quants (src/quant/ggml/iquant.ts): the decoders bit for bit against gguf-py's numpy
 // dequantizers on random blocks (test/fixtures/gguf-iquant-golden.json, written by
 // scripts/gguf-iquant-golden.py, which also checks numpy against llama.cpp's compiled C decoders),
 // the codebooks against gguf-py's independent copy, and the encoders: error against llama.cpp's own
@@ -7,7 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { dequantizeGgml, GGML_BLOCKS, quantizeGgml } from '../../src/formats/gguf-blocks.js';
+import { f16BitsToF32 } from '../../src/gpu/half.js';
+import { dequantizeGgml, GGML_BLOCKS, quantizeGgml } from '../../src/quant/ggml/blocks.js';
 import {
   IQ2S_GRID,
   IQ2XS_GRID,
@@ -17,8 +18,7 @@ import {
   IQ4NL_VALUES,
   IQUANT_CODECS,
   KSIGNS_IQ2XS,
-} from '../../src/formats/gguf-iquant.js';
-import { f16BitsToF32 } from '../../src/gpu/half.js';
+} from '../../src/quant/ggml/iquant.js';
 import { randomBytes } from '../helpers/random.js';
 
 const TYPES = {

@@ -1,4 +1,4 @@
-// GGML's Q2_K and Q3_K (src/formats/gguf-klow.ts): the decoders bit for bit against gguf-py's numpy
+// GGML's Q2_K and Q3_K (src/quant/ggml/klow.ts): the decoders bit for bit against gguf-py's numpy
 // dequantizers on random blocks (test/fixtures/gguf-klow-golden.json, written by
 // scripts/gguf-klow-golden.py, which also checks that numpy rounds where ggml's C code does), the
 // field readers a GPU repack uses against the same values, and the encoders: error against
@@ -7,9 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { dequantizeGgml, GgmlType, quantizeGgml } from '../../src/formats/gguf-blocks.js';
-import { KLOW_CODECS, q2kCodes, q3kCodes, q3kScales } from '../../src/formats/gguf-klow.js';
 import { f16BitsToF32 } from '../../src/gpu/half.js';
+import { dequantizeGgml, GgmlType, quantizeGgml } from '../../src/quant/ggml/blocks.js';
+import { KLOW_CODECS, q2kCodes, q3kCodes, q3kScales } from '../../src/quant/ggml/klow.js';
 import { rng } from '../helpers/random.js';
 
 const fr = Math.fround;

@@ -6,30 +6,25 @@
 // gguf-py/gguf/constants.py and tensor_mapping.py), not from weft's code.
 import { describe, expect, it } from 'vitest';
 import { configFromSpec, exportModelGguf } from '../../src/convert/convert.js';
+import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { specFromConfig } from '../../src/model/families/config.js';
 import {
   type GgufFile,
   ggufSpec,
   openGguf,
   openGgufCheckpoint,
   readGgufTensorF32,
-} from '../../src/formats/gguf.js';
-import { GgmlType } from '../../src/formats/gguf-blocks.js';
-import {
-  exportGguf,
-  type GgufEntry,
-  type GgufExportType,
-  type GgufWriteTensor,
-  writeGguf,
-} from '../../src/formats/gguf-write.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { specFromConfig } from '../../src/model/config.js';
+} from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { configFixtureFiles, randomTensors, sameF32, tinyConfig } from '../fixtures/write.js';
 import { greedy } from '../helpers/reference.js';
 

@@ -4,29 +4,25 @@
 // The expectations are written from llama.cpp's own files, cited at each, not from weft's code.
 import { describe, expect, it } from 'vitest';
 import { convertModel, exportModelGguf } from '../../src/convert/convert.js';
+import type { GgufExportType } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { specFromConfig } from '../../src/model/families/config.js';
 import {
   type GgufFile,
   ggufSpec,
   openGguf,
   openGgufCheckpoint,
   readGgufTensorF32,
-} from '../../src/formats/gguf.js';
-import { GgmlType } from '../../src/formats/gguf-blocks.js';
-import {
-  type GgufEntry,
-  type GgufExportType,
-  type GgufWriteTensor,
-  writeGguf,
-} from '../../src/formats/gguf-write.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { linearSizes } from '../../src/formats/spec.js';
-import { specFromConfig } from '../../src/model/config.js';
+} from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
+import { linearSizes } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { qwen35FixtureFiles, sameF32 } from '../fixtures/write.js';
 import { greedy } from '../helpers/reference.js';
 

@@ -1,6 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import type { GgufExportType } from '../../src/convert/gguf-export.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
+import { type GgufEntry, writeGguf } from '../../src/formats/gguf/write.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
 import {
   ggufSpec,
   ggufTensorName,
@@ -10,7 +15,9 @@ import {
   permuteRows,
   readGgufTensorF32,
   readGgufTensorPacked,
-} from '../../src/formats/gguf.js';
+} from '../../src/model/gguf.js';
+import type { ModelFamily } from '../../src/model/spec/spec.js';
+import { dequantize } from '../../src/quant/formats.js';
 import {
   DEQUANTIZABLE,
   dequantizeGgml,
@@ -19,13 +26,7 @@ import {
   quantizeGgml,
   repackGgml,
   storedWeftFormat,
-} from '../../src/formats/gguf-blocks.js';
-import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf-tokenizer.js';
-import { type GgufEntry, type GgufExportType, writeGguf } from '../../src/formats/gguf-write.js';
-import { bytesSource } from '../../src/formats/source.js';
-import type { ModelFamily } from '../../src/formats/spec.js';
-import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
-import { dequantize } from '../../src/quant/formats.js';
+} from '../../src/quant/ggml/blocks.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 

@@ -9,7 +9,7 @@ import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { GrammarError } from '../../src/grammar/errors.js';
 import { generateSchemas } from '../fixtures/schemas.js';
 

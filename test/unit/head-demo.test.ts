@@ -3,10 +3,10 @@
 // into reference.json, so weft runs the architecture the head was trained as.
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { pathModel } from '../../src/formats/node-file.js';
-import { HeadRunner, openDraftHead } from '../../src/model/head.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
+import { HeadRunner, openDraftHead } from '../../src/model/draft/head.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 

@@ -20,11 +20,11 @@ import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { type Constraint, GrammarCompiler, maskAllows } from '../../src/grammar/constraint.js';
 import { openModel } from '../../src/model/load.js';
 import { referenceTensors } from '../../src/model/quantized.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 

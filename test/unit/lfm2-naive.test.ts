@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { configFromSpec } from '../../src/convert/convert.js';
-import { weightShapes } from '../../src/formats/layout.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
-import { specFromConfig } from '../../src/model/config.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
+import type { ModelSpec } from '../../src/model/spec/spec.js';
+import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights } from '../fixtures/reference.js';
 import { tinyConfig } from '../fixtures/write.js';
 import { formatError } from '../helpers/compare.js';
 
-// An independent oracle for the LFM2 reference forward (src/model/reference.ts with the short
-// convolution of src/model/blocks/shortconv.ts and LFM2's names in the attention and MLP blocks),
+// An independent oracle for the LFM2 reference forward (src/model/reference/reference.ts with the short
+// convolution of src/model/blocks/shortconv/reference.ts and LFM2's names in the attention and MLP blocks),
 // written from Hugging Face's `Lfm2ForCausalLM` (transformers src/transformers/models/lfm2/
 // modeling_lfm2.py, `Lfm2ShortConv.slow_forward` without a cache, `Lfm2Attention`, `Lfm2MLP`,
 // `Lfm2DecoderLayer`, `Lfm2Model`) and not from weft's code: whole sequence at once, f64

@@ -1,9 +1,9 @@
 // openModel on broken checkpoints and files: every fault is a ModelFormatError naming the file
 // (as `<model>/<file>`, or the GGUF file), the field or tensor, and the shapes or the problem.
 import { describe, expect, it } from 'vitest';
+import { exportGguf } from '../../src/convert/gguf-export.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import { exportGguf } from '../../src/formats/gguf-write.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { convert } from '../../src/formats/weft-checkpoint.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { placedFormat } from '../../src/model/quantized.js';

@@ -3,9 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { ModelDrafter } from '../../src/decode/model-drafter.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';

@@ -16,7 +16,7 @@ import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import { createOpenAIFetch, type FetchFunction } from '../../src/engine/openai-fetch.js';
 import type { ChatCompletion, ChatCompletionRequest, ChatMessage } from '../../src/engine/types.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { qwen3Template, withChatTemplate } from '../helpers/chat-template.js';
 
 const BASE_URL = 'https://weft.local/v1';

@@ -1,7 +1,7 @@
 // Packing a matrix a slice of rows at a time gives the words of packing it whole, in every format,
 // whatever the slice size; and a safetensors matrix is placed that way, never decoded whole.
 import { describe, expect, it } from 'vitest';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openModel } from '../../src/model/load.js';
 import { PACK_SLICE_ELEMENTS, packInSlices, placedMatrix } from '../../src/model/quantized.js';
 import { quantize, type WeightFormat } from '../../src/quant/formats.js';

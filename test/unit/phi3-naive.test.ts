@@ -1,22 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import { fuseProjections } from '../../src/formats/fused-view.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
-import { bytesSource } from '../../src/formats/source.js';
-import { type ModelSpec, ropeForContext } from '../../src/formats/spec.js';
 import { safetensorsReader } from '../../src/formats/weft-checkpoint.js';
 import { ropeInvFreq } from '../../src/kernels/rope/rope.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { ropeInverseFrequencies } from '../../src/model/blocks/ops.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { fuseProjections } from '../../src/model/fused-view.js';
 import { openModel } from '../../src/model/load.js';
-import { ropeInverseFrequencies } from '../../src/model/ops.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import { type ModelSpec, ropeForContext } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { configFixtureFiles, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 
-// An independent oracle for the Phi-3 reference forward (src/model/reference.ts over the loader's
+// An independent oracle for the Phi-3 reference forward (src/model/reference/reference.ts over the loader's
 // split of the fused projections, partial rotary and LongRoPE), written from Hugging Face's
 // `Phi3ForCausalLM` (transformers models/phi3/modeling_phi3.py, configuration_phi3.py and
 // modeling_rope_utils.py's `_compute_longrope_parameters` and `dynamic_rope_update`), not from

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConvertArgs, runConvert } from '../../src/cli/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { openModel } from '../../src/model/load.js';
 import { qwen35FixtureFiles } from '../fixtures/write.js';
 

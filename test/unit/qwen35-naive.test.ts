@@ -1,18 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import { weightShapes } from '../../src/formats/layout.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
-import { HeadRunner } from '../../src/model/head.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { HeadRunner } from '../../src/model/draft/head.js';
+import { openMtpHead } from '../../src/model/draft/mtp.js';
 import { openModel } from '../../src/model/load.js';
-import { openMtpHead } from '../../src/model/mtp.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
+import type { ModelSpec } from '../../src/model/spec/spec.js';
+import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights, readAllF32, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights, seededRandom, tinyHybridSpec } from '../fixtures/reference.js';
 import { qwen35FixtureFiles } from '../fixtures/write.js';
 
-// An independent oracle for the Qwen3.5 reference forward (src/model/reference.ts with the Gated
-// DeltaNet block of src/model/blocks/linear.ts and the gated attention of blocks/attention.ts),
+// An independent oracle for the Qwen3.5 reference forward (src/model/reference/reference.ts with the Gated
+// DeltaNet block of src/model/blocks/deltanet/reference.ts and the gated attention of blocks/attention.ts),
 // written from Hugging Face's `Qwen3_5TextModel` and not from weft's code: whole sequence at once,
 // f64 throughout, matrices as number[][], weights read by name from the source. The linear layers
 // run the *chunked* gated delta rule (the form of transformers' `torch_chunk_gated_delta_rule`:

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { type ModelSpec, queryTemperatureAt, yarnAttentionFactor } from '../../src/formats/spec.js';
-import { ropeInverseFrequencies } from '../../src/model/ops.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ropeInverseFrequencies } from '../../src/model/blocks/ops.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
+import { type ModelSpec, queryTemperatureAt, yarnAttentionFactor } from '../../src/model/spec/spec.js';
 import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 
 // A second, deliberately different implementation of the same forward pass, used only as a test
-// oracle for src/model/reference.ts: whole-sequence (no KV cache), f64 throughout, matrices as
+// oracle for src/model/reference/reference.ts: whole-sequence (no KV cache), f64 throughout, matrices as
 // number[][], RoPE as an explicit rotation matrix per position, attention with a dense causal mask
 // of -Infinity and KV heads repeated as in Hugging Face's repeat_kv, Llama 3 frequency scaling in
 // the vectorised `torch.where` form of `_compute_llama3_parameters`, YaRN from the paper's

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { longestAcceptedPath } from '../../src/decode/tree.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { weightShapes } from '../../src/formats/layout.js';
-import type { ModelSpec } from '../../src/formats/spec.js';
 import { argmax } from '../../src/kernels/sample/gumbel.js';
-import { ReferenceKvCache, ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceKvCache, ReferenceRunner } from '../../src/model/reference/reference.js';
+import type { ModelSpec } from '../../src/model/spec/spec.js';
+import { weightShapes } from '../../src/model/tensors.js';
 import { chainParents, draftTree, pathTo } from '../../src/model/tree.js';
 import { mapWeights, readWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
 import { randomWeights, seededRandom, tinySpecs } from '../fixtures/reference.js';

@@ -3,10 +3,10 @@
 // dequantized and un-rotated from the stored words around them) and the stored words of a range of
 // rows (readPacked with a range, GGUF and weft-q) equal the same rows of the whole read.
 import { describe, expect, it } from 'vitest';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import { openGgufCheckpoint } from '../../src/formats/gguf.js';
-import { bytesSource } from '../../src/formats/source.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openWeftCheckpoint, type TensorReader } from '../../src/formats/weft-checkpoint.js';
+import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
 import { alignedRowStep, type QuantizedMatrix, sliceRows } from '../../src/quant/formats.js';
 import { fixtureFiles, ggufFixture, weftCheckpointBytes } from '../fixtures/write.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { bytesSource } from '../../src/formats/io/bytes.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
-import { bytesSource } from '../../src/formats/source.js';
 import {
   convert,
   openWeftCheckpoint,
@@ -9,7 +9,7 @@ import {
   sourceChecksum,
   type TensorReader,
 } from '../../src/formats/weft-checkpoint.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { specFromConfig } from '../../src/model/families/config.js';
 import { dequantize, quantize } from '../../src/quant/formats.js';
 import { randomTensors, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { checkTensors } from '../../src/formats/layout.js';
-import { fileSource } from '../../src/formats/node-file.js';
+import { blobSource, bytesSource, urlSource } from '../../src/formats/io/bytes.js';
+import { fileSource } from '../../src/formats/io/node-file.js';
 import {
   openSafetensors,
   openShardedSafetensors,
@@ -13,10 +13,10 @@ import {
   readTensorF32,
   writeSafetensors,
 } from '../../src/formats/safetensors.js';
-import { blobSource, bytesSource, urlSource } from '../../src/formats/source.js';
-import type { ModelFamily } from '../../src/formats/spec.js';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../../src/gpu/half.js';
-import { specFromConfig, withGenerationConfig } from '../../src/model/config.js';
+import { specFromConfig, withGenerationConfig } from '../../src/model/families/config.js';
+import type { ModelFamily } from '../../src/model/spec/spec.js';
+import { checkTensors } from '../../src/model/tensors.js';
 import { randomTensors, rng, roundTrip, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { layerAttention } from '../../src/formats/spec.js';
-import { specFromConfig } from '../../src/model/config.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
+import { layerAttention } from '../../src/model/spec/spec.js';
 import { mapWeights, type WeightSource } from '../../src/model/weights.js';
 import { type FixtureTensor, fixtureFiles, randomTensors, tinyConfig } from '../fixtures/write.js';
 
-// An independent oracle for the SmolLM3 reference forward (src/model/reference.ts, a Llama whose
+// An independent oracle for the SmolLM3 reference forward (src/model/reference/reference.ts, a Llama whose
 // NoPE layers skip RoPE), written from Hugging Face's `SmolLM3ForCausalLM` (transformers
 // models/smollm3/modeling_smollm3.py and SmolLM3Config's `no_rope_layers` default), not from weft's
 // code: it reads the config.json itself rather than weft's spec; the whole sequence at once, no KV

@@ -6,7 +6,7 @@ import { convertModel } from '../../src/convert/convert.js';
 import { type OpenSourceOptions, openModelSource } from '../../src/engine/open.js';
 import { type ChoiceLoadEvent, loadChoice } from '../../src/engine/sources.js';
 import { InvalidInputError } from '../../src/errors.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { type ModelChoice, parseHubRef, resolveModel } from '../../src/store/source.js';
 import { memoryBackend, WeightStore } from '../../src/store/store.js';

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { type CreateEngineOptions, createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 
 /** Held-out prompts as bench:spec picks them: the first 8 words of evenly spaced long verses. */
 async function heldoutPrompts(n: number): Promise<string[]> {

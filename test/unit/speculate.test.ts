@@ -3,9 +3,9 @@ import { firstChain, NgramDrafter, trie } from '../../src/decode/drafter.js';
 import { type CreateEngineOptions, createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
-import type { ModelFamily } from '../../src/formats/spec.js';
-import { specFromConfig } from '../../src/model/config.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { specFromConfig } from '../../src/model/families/config.js';
+import type { ModelFamily } from '../../src/model/spec/spec.js';
 import {
   draftFixtureFiles,
   fixtureFiles,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { modelChecksum } from '../../src/model/load.js';
 import { readSteerFile } from '../../src/steer/format.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';

@@ -2,7 +2,7 @@
 // model into its `weft convert` output and that a GGUF file has an identity of its own.
 import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/convert/convert.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { modelChecksum, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { SteerMismatchError } from '../../src/steer/errors.js';
 import { checkSteerModel, readSteerFile, writeSteerFile } from '../../src/steer/format.js';

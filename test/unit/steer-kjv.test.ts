@@ -18,10 +18,10 @@
 //    G by more than a fifth of the measured direction's effect.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { type SteerPlan, steerHook } from '../../src/kernels/steer/steer.js';
 import { openModel } from '../../src/model/load.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { lastTokenResiduals, measureDirections } from '../../src/steer/measure.js';
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { blobsModel, localFilesModel, memoryModelFiles } from '../../src/formats/files.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { blobsModel, localFilesModel, memoryModelFiles } from '../../src/formats/io/files.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { resolveNodeModel } from '../../src/store/node-source.js';
 import {
   DEFAULT_HUB_URL,

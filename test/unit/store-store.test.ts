@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { openModelSource } from '../../src/engine/open.js';
-import { type DirectoryEntry, type DirectoryLike, directoryModel } from '../../src/formats/files.js';
+import { type DirectoryEntry, type DirectoryLike, directoryModel } from '../../src/formats/io/files.js';
 import { downloadModel } from '../../src/store/download.js';
 import { QuotaError } from '../../src/store/errors.js';
 import { openStoredFile } from '../../src/store/reader.js';

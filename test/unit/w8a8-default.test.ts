@@ -8,10 +8,10 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { type CreateEngineOptions, createEngine, type LoadProgress } from '../../src/engine/create.js';
-import { pathModel } from '../../src/formats/node-file.js';
+import { pathModel } from '../../src/formats/io/node-file.js';
 import { openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
-import { ReferenceRunner } from '../../src/model/reference.js';
+import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import type { RotationChoice } from '../../src/quant/pack.js';
 

@@ -8,7 +8,7 @@ import type { ChatMessage, ChatTool } from '../../src/engine/types.js';
 import { createWorkerEngine, type WorkerEngine } from '../../src/engine/worker-client.js';
 import type { EngineWorkerLoadEvent } from '../../src/engine/worker-protocol.js';
 import { serveEngine } from '../../src/engine/worker-server.js';
-import { memoryModelFiles } from '../../src/formats/files.js';
+import { memoryModelFiles } from '../../src/formats/io/files.js';
 
 function calls(worker: Worker): void {
   void createWorkerEngine(worker, { model: '/models/kjv-target/', quant: 'int4', kvCache: 'f16' });

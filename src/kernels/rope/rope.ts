@@ -21,7 +21,7 @@ const Params = defineUniforms('Params', {
  */
 export const ROPE_MAX_POSITION = 102_900;
 
-/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/formats/spec.ts. */
+/** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/model/spec/spec.ts. */
 export interface Llama3RopeScaling {
   type?: 'llama3';
   factor: number;
@@ -38,7 +38,7 @@ export interface LinearRopeScaling {
 
 /**
  * LongRoPE `rope_scaling` (rope_type "longrope"); same fields as `LongRopeScaling` of
- * src/formats/spec.ts: pair i's frequency divided by `factors[i]`, cos and sin times
+ * src/model/spec/spec.ts: pair i's frequency divided by `factors[i]`, cos and sin times
  * `attentionFactor` (not applied by these kernels yet: {@link ropeInvFreq} takes the factors).
  */
 export interface LongRopeScaling {

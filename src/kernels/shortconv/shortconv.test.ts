@@ -3,7 +3,7 @@ import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { InvalidInputError } from '../../errors.js';
 import { readF32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { visWords } from '../attention/attention_split.js';
+import { visWords } from '../attention/attention-split.js';
 import { BindGroupCache } from '../bind.js';
 import { type ShortConvShape, shortConvKernelRef } from './reference.js';
 import { ShortConv } from './shortconv.js';

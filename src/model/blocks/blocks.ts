@@ -4,7 +4,7 @@
 // structure. Each block kind lives in its own file (attention.ts, mlp.ts) with everything it owns:
 // its tensors, its reference forward, its placement on the GPU, its kernels, its encode and its state
 // (the attention block's KV cache). A new architecture adds a kind there and a family here.
-import { layerKind, type ModelFamily, type ModelSpec } from '../../formats/spec.js';
+import { layerKind, type ModelFamily, type ModelSpec } from '../spec/spec.js';
 
 /**
  * Self-attention of one decoder layer: its input norm, q | k | v (with the family's bias or QK-norm),

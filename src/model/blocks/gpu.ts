@@ -1,8 +1,8 @@
 // What a block's GPU side is handed by the runner: a placer for its weights (gpu-weights.ts), a
 // kernel builder for its linears (gpu-kernels.ts), and, per forward, the pass it encodes into with
 // the runner's activation buffers and shared kernels (gpu-runner.ts).
-import type { ModelSpec } from '../../formats/spec.js';
-import type { SplitAttention } from '../../kernels/attention/attention_split.js';
+
+import type { SplitAttention } from '../../kernels/attention/attention-split.js';
 import type { DeltaNet } from '../../kernels/deltanet/deltanet.js';
 import type { DeltaNetState } from '../../kernels/deltanet/reference.js';
 import type { AddInPlace, SigmoidGate, SiluMul } from '../../kernels/elementwise/elementwise.js';
@@ -11,10 +11,11 @@ import type { KvCompact, KvLayerBuffers, KvShape, KvWrite } from '../../kernels/
 import type { MatmulOptions } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
-import type { QkvRope } from '../../kernels/rope/qkv_rope.js';
+import type { QkvRope } from '../../kernels/rope/qkv-rope.js';
 import type { Rope } from '../../kernels/rope/rope.js';
 import type { ShortConv } from '../../kernels/shortconv/shortconv.js';
 import type { Quant } from '../../quant/pack.js';
+import type { ModelSpec } from '../spec/spec.js';
 
 /**
  * Places a block's tensors on the GPU (each in its planned format, padding and rotation, filled a

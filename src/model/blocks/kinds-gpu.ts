@@ -9,9 +9,8 @@ import {
   attentionMatrices,
   encodeAttention,
   placeAttention,
-} from './attention-gpu.js';
+} from './attention/gpu.js';
 import type { Block } from './blocks.js';
-import type { BlockState, GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
 import {
   encodeLinear,
   type LinearGpuWeights,
@@ -20,7 +19,8 @@ import {
   linearMatrices,
   linearVectors,
   placeLinear,
-} from './linear-gpu.js';
+} from './deltanet/gpu.js';
+import type { BlockState, GpuPass, KernelBuilder, Linear, Placer } from './gpu.js';
 import {
   encodeMlp,
   type MlpGpuWeights,
@@ -28,7 +28,7 @@ import {
   mlpKernels,
   mlpMatrices,
   placeMlp,
-} from './mlp-gpu.js';
+} from './mlp/gpu.js';
 import {
   encodeShortConv,
   placeShortConv,
@@ -37,7 +37,7 @@ import {
   shortConvKernels,
   shortConvMatrices,
   shortConvVectors,
-} from './shortconv-gpu.js';
+} from './shortconv/gpu.js';
 
 /** A block's weights on the GPU, tagged with its kind. */
 export type GpuBlockWeights = AttentionGpuWeights | LinearGpuWeights | ShortConvGpuWeights | MlpGpuWeights;

@@ -1,12 +1,22 @@
 // Every block kind's reference side behind one switch: its tensors, its weights and its forward.
 // A new kind adds an arm to each (the compiler's exhaustiveness check lists them).
-import type { ModelSpec } from '../../formats/spec.js';
-import { type AttentionWeights, attentionRef, attentionTensors, readAttention } from './attention.js';
+import type { ModelSpec } from '../spec/spec.js';
+import {
+  type AttentionWeights,
+  attentionRef,
+  attentionTensors,
+  readAttention,
+} from './attention/reference.js';
 import type { Block } from './blocks.js';
-import { type LinearWeights, linearRef, linearTensors, readLinear } from './linear.js';
-import { type MlpWeights, mlpRef, mlpTensors, readMlp } from './mlp.js';
+import { type LinearWeights, linearRef, linearTensors, readLinear } from './deltanet/reference.js';
+import { type MlpWeights, mlpRef, mlpTensors, readMlp } from './mlp/reference.js';
 import type { RefPass, TakeTensor } from './pass.js';
-import { readShortConv, type ShortConvWeights, shortConvRef, shortConvTensors } from './shortconv.js';
+import {
+  readShortConv,
+  type ShortConvWeights,
+  shortConvRef,
+  shortConvTensors,
+} from './shortconv/reference.js';
 
 /** A block's weights for the reference, tagged with its kind. */
 export type BlockWeights = AttentionWeights | LinearWeights | ShortConvWeights | MlpWeights;

@@ -1,8 +1,9 @@
 // What a block's reference forward is handed (model/reference.ts builds it once per forward), and how
 // a block reads its tensors from a checkpoint.
-import type { ModelSpec } from '../../formats/spec.js';
+
 import type { KvFormat } from '../../kernels/kv/kv.js';
-import type { LinearStates } from './linear-state.js';
+import type { ModelSpec } from '../spec/spec.js';
+import type { LinearStates } from './recurrent-state.js';
 
 /** Reads a checked tensor by checkpoint name and expected shape (see `readWeights`). */
 export type TakeTensor = (name: string, shape: readonly number[]) => Float32Array;

@@ -1,0 +1,189 @@
+// The attention block (blocks.ts): a decoder layer's input norm, q | k | v (Qwen2's bias, Qwen3's
+// QK-norm), RoPE, the KV cache write, attention over the cache and o, added into the residual
+// stream, its tensors under the family's names (layout.ts: LFM2's operator_norm, q_layernorm,
+// k_layernorm and out_proj). Its tensors and reference forward here; its GPU side in
+// attention-gpu.ts.
+
+import { queryTemperatureRef } from '../../../kernels/rope/rope.js';
+import { deriveSizes, layerAttention, type ModelSpec, ropeAttentionFactor } from '../../spec/spec.js';
+import { linearsByInput, normNames } from '../../tensors.js';
+import type { AttentionBlock } from '../blocks.js';
+import { layerPrefix } from '../blocks.js';
+import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
+import type { RefPass, TakeTensor } from '../pass.js';
+
+/** The attention block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
+export interface AttentionWeights {
+  readonly kind: 'attention';
+  /** [H] */
+  readonly inputNorm: Float32Array;
+  /** [qWidth, H] (with an output gate [2 · qWidth, H]: per head its query rows, then its gate rows), [kvWidth, H], [kvWidth, H] */
+  readonly q: Float32Array;
+  readonly k: Float32Array;
+  readonly v: Float32Array;
+  /** [H, qWidth] */
+  readonly o: Float32Array;
+  /** [qWidth], [kvWidth], [kvWidth] when `spec.qkvBias`. */
+  readonly qBias: Float32Array | undefined;
+  readonly kBias: Float32Array | undefined;
+  readonly vBias: Float32Array | undefined;
+  /** [headDim] each, when `spec.qkNorm`. */
+  readonly qNorm: Float32Array | undefined;
+  readonly kNorm: Float32Array | undefined;
+  /** [H] the norm of the block's output before the residual add, when `spec.sandwichNorms`. */
+  readonly outNorm: Float32Array | undefined;
+}
+
+/** The block's tensors under the checkpoint's names, with their shapes. */
+export function attentionTensors(spec: ModelSpec, block: AttentionBlock): [string, number[]][] {
+  const p = layerPrefix(block.layer);
+  const H = spec.hidden;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const linears = linearsByInput(block.layer, spec);
+  const [q, k, v] = linears.qkv;
+  const norms = normNames(spec, block.layer);
+  return [
+    [norms.input, [H]],
+    [q, [spec.outputGate ? 2 * qWidth : qWidth, H]],
+    [k, [kvWidth, H]],
+    [v, [kvWidth, H]],
+    ...(spec.qkvBias
+      ? ([
+          [`${p}.self_attn.q_proj.bias`, [qWidth]],
+          [`${p}.self_attn.k_proj.bias`, [kvWidth]],
+          [`${p}.self_attn.v_proj.bias`, [kvWidth]],
+        ] as [string, number[]][])
+      : []),
+    ...(spec.qkNorm
+      ? ([
+          [norms.q, [spec.headDim]],
+          [norms.k, [spec.headDim]],
+        ] as [string, number[]][])
+      : []),
+    [linears.o[0], [H, qWidth]],
+    ...(spec.sandwichNorms ? ([[`${p}.post_attention_layernorm.weight`, [H]]] as [string, number[]][]) : []),
+  ];
+}
+
+/** Reads the block's weights. */
+export function readAttention(take: TakeTensor, spec: ModelSpec, block: AttentionBlock): AttentionWeights {
+  const shapes = new Map(attentionTensors(spec, block));
+  const get = (name: string) => take(name, shapes.get(name)!);
+  const getIf = (on: boolean, name: string) => (on ? get(name) : undefined);
+  const p = `${layerPrefix(block.layer)}.self_attn`;
+  const linears = linearsByInput(block.layer, spec);
+  const norms = normNames(spec, block.layer);
+  return {
+    kind: 'attention',
+    inputNorm: normWeight(spec, get(norms.input)),
+    q: get(linears.qkv[0]),
+    k: get(linears.qkv[1]),
+    v: get(linears.qkv[2]),
+    o: get(linears.o[0]),
+    qBias: getIf(spec.qkvBias, `${p}.q_proj.bias`),
+    kBias: getIf(spec.qkvBias, `${p}.k_proj.bias`),
+    vBias: getIf(spec.qkvBias, `${p}.v_proj.bias`),
+    qNorm: spec.qkNorm ? normWeight(spec, get(norms.q)) : undefined,
+    kNorm: spec.qkNorm ? normWeight(spec, get(norms.k)) : undefined,
+    outNorm: spec.sandwichNorms
+      ? normWeight(spec, get(`${layerPrefix(block.layer)}.post_attention_layernorm.weight`))
+      : undefined,
+  };
+}
+
+/**
+ * The block's reference forward over the pass's rows: x += o(attention(rope(qk_norm(q)),
+ * rope(qk_norm(k)), v)) of rmsnorm(x), writing each row's K/V at its cache slot (rounded to halves
+ * for an f16 cache) before any row attends.
+ */
+export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionWeights): void {
+  const { spec, T, x } = pass;
+  const H = spec.hidden;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const names = linearsByInput(block.layer, spec);
+  const h = new Float32Array(T * H); // [T, H] the normed input
+  const q = new Float32Array(T * qWidth); // [T, heads, headDim]
+  const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+  const v = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+  const attn = new Float32Array(T * qWidth); // [T, heads, headDim]
+  const proj = new Float32Array(T * H); // [T, H] the block's output before the residual add
+  rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
+  const hq = pass.input(h, H, names.qkv); // q, k and v share one input, as on the GPU
+  const gate = spec.outputGate ? new Float32Array(T * qWidth) : undefined; // [T, heads, headDim]
+  if (gate) splitGate(spec, T, hq, w.q, q, gate);
+  else linear(hq, H, w.q, qWidth, w.qBias, q);
+  linear(hq, H, w.k, kvWidth, w.kBias, k);
+  linear(hq, H, w.v, kvWidth, w.vBias, v);
+  // Qwen3: RMSNorm over each head's headDim values, before RoPE.
+  if (w.qNorm) rmsNorm(q, spec.headDim, w.qNorm, spec.rmsEps, q);
+  if (w.kNorm) rmsNorm(k, spec.headDim, w.kNorm, spec.rmsEps, k);
+  const { window, rope: ropeSpec } = layerAttention(spec, block.layer);
+  const invFreq = pass.invFreq(block.layer);
+  if (ropeSpec && invFreq) {
+    // LongRoPE (Phi-3): cos and sin scaled by its attention factor; 1 for every other RoPE.
+    const af = ropeAttentionFactor(ropeSpec);
+    rope(q, spec.heads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
+    rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
+  }
+  // Ministral 3 (Llama 4's temperature tuning): each query row times its position's multiplier.
+  if (spec.queryTemperature) queryTemperatureRef(q, qWidth, pass.positions, spec.queryTemperature);
+  const keys = pass.cache.keys[block.layer]!;
+  const values = pass.cache.values[block.layer]!;
+  if (pass.kvFormat === 'f16') {
+    roundToHalves(k);
+    roundToHalves(v);
+  }
+  for (let t = 0; t < T; t++) {
+    keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
+    values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
+  }
+  for (let t = 0; t < T; t++) {
+    const slots = window === undefined ? pass.attended[t]! : inWindow(pass, t, window);
+    attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, slots, attn, t * qWidth);
+  }
+  // Qwen3.5: attention · sigmoid(gate), in f32.
+  if (gate)
+    for (let i = 0; i < attn.length; i++)
+      attn[i] = Math.fround(attn[i]! * Math.fround(1 / (1 + Math.exp(-gate[i]!))));
+  linear(pass.input(attn, qWidth, names.o), qWidth, w.o, H, undefined, proj);
+  if (w.outNorm) rmsNorm(proj, H, w.outNorm, spec.rmsEps, proj); // Gemma: normed before the add
+  addInto(x, proj);
+}
+
+/**
+ * The slots row t attends to within a sliding window: those whose position p' has
+ * p - p' < window, p the row's position. A prefix slot stands at its own position, a slot of this
+ * pass at its row's.
+ */
+function inWindow(pass: RefPass, t: number, window: number): number[] {
+  const base = pass.cacheSlots[0]!;
+  const at = (slot: number) => (slot < base ? slot : pass.positions[slot - base]!);
+  const p = pass.positions[t]!;
+  return pass.attended[t]!.filter((slot) => p - at(slot) < window);
+}
+
+/**
+ * q_proj with an output gate: its [2 · qWidth] outputs hold, per head, headDim query values then
+ * headDim gate values (transformers' `view(..., heads, 2 · headDim)` then `chunk(2)`): split into
+ * q and gate [T, heads, headDim].
+ */
+function splitGate(
+  spec: ModelSpec,
+  T: number,
+  h: Float32Array,
+  wq: Float32Array,
+  q: Float32Array,
+  gate: Float32Array,
+): void {
+  const { qWidth } = deriveSizes(spec);
+  const D = spec.headDim;
+  const both = new Float32Array(T * 2 * qWidth); // [T, heads, 2 · headDim]
+  linear(h, spec.hidden, wq, 2 * qWidth, undefined, both);
+  for (let t = 0; t < T; t++)
+    for (let hd = 0; hd < spec.heads; hd++) {
+      const from = (t * spec.heads + hd) * 2 * D;
+      const to = (t * spec.heads + hd) * D;
+      q.set(both.subarray(from, from + D), to);
+      gate.set(both.subarray(from + D, from + 2 * D), to);
+    }
+}

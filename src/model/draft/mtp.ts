@@ -1,0 +1,117 @@
+// A checkpoint's own multi-token-prediction layer as a draft head (Qwen3.5's `mtp.*`; vLLM's and
+// SGLang's Qwen3-Next MTP): the entry at position p reads the next token x_p and the target's
+// hidden state h_{p-1} after its final norm,
+//   x = fc · [rmsnorm(E[x_p]; 1 + w_embed) ; rmsnorm(norm_target(h_{p-1}); 1 + w_hidden)]
+// then one decoder layer shaped as the model's full-attention layers (an output-gated q_proj,
+// QK-norm, partial rotary, zero-centred norms) with its MLP, and scores the token at p + 1 through
+// the target's LM head after its own final norm (mtp.norm, 1 + w). Fed its own outputs, it drafts
+// several depths: the draft head's runner (HeadRunner) drives it, its layer run by the model's own
+// reference blocks.
+import { InvalidInputError } from '../../errors.js';
+import type { TensorReader } from '../../formats/weft-checkpoint.js';
+import { attentionRef, readAttention } from '../blocks/attention/reference.js';
+import type { AttentionBlock, MlpBlock } from '../blocks/blocks.js';
+import { mlpRef, readMlp } from '../blocks/mlp/reference.js';
+import { normWeight, ropeInverseFrequencies } from '../blocks/ops.js';
+import type { RefPass } from '../blocks/pass.js';
+import { LinearStates } from '../blocks/recurrent-state.js';
+import type { ModelSpec } from '../spec/spec.js';
+import { mtpShapes } from '../tensors.js';
+import type { DraftHead, HeadSpec } from './head.js';
+
+/** Whether a checkpoint holds an MTP layer. */
+export function hasMtp(weights: TensorReader): boolean {
+  return weights.tensors.has('mtp.fc.weight');
+}
+
+/**
+ * The MTP layer of `target`'s checkpoint as a {@link DraftHead} over the whole vocabulary, its
+ * tensors checked against {@link mtpShapes}. Throws InvalidInputError when the checkpoint has none.
+ */
+export async function openMtpHead(target: {
+  readonly name: string;
+  readonly spec: ModelSpec;
+  readonly weights: TensorReader;
+}): Promise<DraftHead> {
+  const { spec, weights } = target;
+  if (!hasMtp(weights))
+    throw new InvalidInputError(
+      `draft 'mtp': ${target.name} has no multi-token-prediction layer (mtp.fc.weight and the rest of mtp.*)`,
+    );
+  const tensors = new Map<string, Float32Array>();
+  for (const [name, shape] of mtpShapes(spec)) {
+    const info = weights.tensors.get(name);
+    if (!info || info.shape.join() !== shape.join())
+      throw new InvalidInputError(
+        `draft 'mtp': ${target.name}: ${name} is ${info ? `[${info.shape}]` : 'missing'}, expected [${shape}]`,
+      );
+    tensors.set(name, await weights.readF32(name));
+  }
+  const get = (name: string) => tensors.get(name)!;
+  // The layer as the model's attention and MLP blocks of a one-layer spec, under mtp.layers.0.
+  const layer: ModelSpec = { ...spec, layers: 1, layerKinds: ['attention'] };
+  const take = (name: string) => get(name.replace(/^model\.layers\.0\./, 'mtp.layers.0.'));
+  const attentionBlock: AttentionBlock = { kind: 'attention', layer: 0 };
+  const mlpBlock: MlpBlock = { kind: 'mlp', layer: 0, activation: 'silu' };
+  const attention = readAttention(take, layer, attentionBlock);
+  const mlp = readMlp(take, layer, mlpBlock);
+  const invFreq = ropeInverseFrequencies(layer.rope, layer.headDim);
+  const linear = new LinearStates(layer);
+  const embed = await weights.readF32('model.embed_tokens.weight');
+  const lm = spec.tiedEmbeddings ? embed : await weights.readF32('lm_head.weight');
+  const p = 'mtp.layers.0';
+  const headSpec: HeadSpec = {
+    hidden: spec.hidden,
+    intermediate: spec.intermediate,
+    heads: spec.heads,
+    kvHeads: spec.kvHeads,
+    headDim: spec.headDim,
+    rmsEps: spec.rmsEps,
+    ropeTheta: spec.rope.theta,
+    draftVocab: spec.vocabSize,
+    target: { hidden: spec.hidden, vocabSize: spec.vocabSize, layers: spec.layers },
+  };
+  return {
+    name: `${target.name} mtp`,
+    spec: headSpec,
+    weights: {
+      fc: get('mtp.fc.weight'),
+      normEmbed: normWeight(spec, get('mtp.pre_fc_norm_embedding.weight')),
+      normHidden: normWeight(spec, get('mtp.pre_fc_norm_hidden.weight')),
+      inputNorm: attention.inputNorm,
+      q: get(`${p}.self_attn.q_proj.weight`),
+      k: attention.k,
+      v: attention.v,
+      o: attention.o,
+      postNorm: mlp.postNorm,
+      gate: mlp.gate,
+      up: mlp.up,
+      down: mlp.down,
+      d2t: Int32Array.from({ length: spec.vocabSize }, (_, i) => i),
+    },
+    embed,
+    norm: normWeight(spec, get('mtp.norm.weight')),
+    lmRows: lm,
+    mtp: {
+      featureNorm: normWeight(spec, await weights.readF32('model.norm.weight')),
+      body(x, positions, slots, attended, cache) {
+        const pass: RefPass = {
+          spec: layer,
+          T: positions.length,
+          x,
+          positions,
+          cacheSlots: slots,
+          parents: positions.map(() => -1),
+          attended,
+          invFreq: () => invFreq,
+          kvFormat: 'f32',
+          cache,
+          linear,
+          input: (a) => a,
+        };
+        attentionRef(pass, attentionBlock, attention);
+        mlpRef(pass, mlpBlock, mlp);
+      },
+    },
+  };
+}

@@ -1,0 +1,65 @@
+// How a draft head (model/gpu-head.ts) is placed as a one-layer GPU runner: the stages it puts
+// around its decoder layer, the runner buffers they use, and the waves of a tree forward.
+import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
+import type { DraftTree } from '../tree.js';
+
+/**
+ * How a draft head is placed as a one-layer runner: it borrows its target's embedding table, its
+ * LM head holds the draft vocabulary's rows, its stages do the rest, and its attention never sees
+ * the entry at slot 0 (no feature precedes position 0).
+ */
+export interface HeadPlacement {
+  embed: GpuMatrix;
+  lmRows: number;
+  stages: HeadStages;
+}
+
+/**
+ * The waves of a draft head's forward of `tree` after `base` rows: 0 for a row whose input is
+ * known before the forward (the target's feature p - 1 when p - 1 < known, or a committed row's
+ * output), else one more than its parent's. Rows of one wave run in one pass.
+ */
+export function headWaves(tree: DraftTree, base: number, known: number): number[] {
+  const waves: number[] = [];
+  tree.parents.forEach((parent, i) => {
+    const p = base + tree.depth[i]!;
+    waves.push((p >= 1 && p - 1 < known) || parent < 0 ? 0 : waves[parent]! + 1);
+  });
+  return waves;
+}
+
+/**
+ * What a draft head (model/gpu-head.ts) puts around its decoder layer: its rows' input in place of
+ * the embedding gather, and its LM head's draft-vocabulary rows mapped onto the full vocabulary.
+ * A head's row reads another row's output (its parent's), so a tree forward whose rows read rows of
+ * the same forward runs in waves (see {@link GpuRunner.forward}).
+ */
+export interface HeadStages {
+  /** The rows' input x [T, H] from their ids, positions, slots and visibility. */
+  encodeInput(pass: GPUComputePassEncoder, a: HeadStageBuffers, T: number): void;
+  /** logits [R, V] of the scored rows from the LM head's output [R, Vd] in `small`. */
+  encodeLogits(pass: GPUComputePassEncoder, logits: GPUBuffer, R: number): void;
+  /** [MAX_FORWARD_TOKENS, Vd] the LM head's output. */
+  readonly small: GPUBuffer;
+  /** Bytes of the stages' own weights one pass reads for one row. */
+  readonly weightBytes: number;
+  /**
+   * Positions below which the rows' inputs come from elsewhere (the target's committed length):
+   * a row at position p reads row p - 1 there when p - 1 is below it, else its parent's output.
+   */
+  known(): number;
+  destroy(): void;
+}
+
+/** The runner's buffers a {@link HeadStages} input reads and writes. */
+export interface HeadStageBuffers {
+  ids: GPUBuffer; // [T] u32
+  positions: GPUBuffer; // [T] u32
+  slots: GPUBuffer; // [T] u32
+  vis: GPUBuffer; // [T, 2] u32
+  x: GPUBuffer; // [T, H] written
+  tmp: GPUBuffer; // [T, H] scratch
+  hr: GPUBuffer; // [T, H] scratch
+  /** [capacity, H] the runner's own features (its rows' outputs, see GpuRunnerOptions.features). */
+  own: GPUBuffer;
+}

@@ -1,0 +1,263 @@
+// One forward pass of the GPU runner, encoded: its small inputs staged in one queue write, then
+// the embedding (or a draft head's input), the block list, the LM head, a constraint's masks and
+// the sampler, in one compute pass (or one per profiled section).
+import { InvalidInputError } from '../../errors.js';
+import { mapForRead, writeBuffer } from '../../gpu/buffers.js';
+import type { GpuContext } from '../../gpu/device.js';
+import type { GpuTimer } from '../../gpu/timing.js';
+import type { Block } from '../blocks/blocks.js';
+import { layerEdges } from '../blocks/blocks.js';
+import { type BlockState, type GpuPass, isKvCache, type ProfileSection } from '../blocks/gpu.js';
+import { encodeBlock } from '../blocks/kinds-gpu.js';
+import type { SamplerSpec } from '../runner.js';
+import type { ModelSpec } from '../spec/spec.js';
+import type { Activations, FeatureStore } from './buffers.js';
+import type { HeadStages } from './head-stages.js';
+import type { Kernels } from './kernels.js';
+import type { GpuWeights } from './weights.js';
+
+/** What a pass runs on: the runner's device, weights, kernels, blocks, states and buffers. */
+export interface RunnerParts {
+  ctx: GpuContext;
+  spec: ModelSpec;
+  w: GpuWeights;
+  k: Kernels;
+  /** The model's blocks, in forward order. */
+  blocks: readonly Block[];
+  /** Each block's state: an attention block's K and V caches [capacity, kvHeads, headDim]. */
+  states: readonly BlockState[];
+  a: Activations;
+  /** The features of every cache slot, when kept (see GpuRunnerOptions.features). */
+  feats?: FeatureStore;
+  /** A draft head's input and vocabulary stages (model/gpu-head.ts). */
+  stages?: HeadStages;
+}
+
+/** What else {@link encodePass} is told. */
+export interface PassOptions {
+  /** [R, ceil(V / 32)] allowed-token bits of the scored rows (a constraint). */
+  masks?: Uint32Array;
+  /** Largest cache slot a row may hold (rows placed by a kernel); default base + T - 1. */
+  lastSlot?: number;
+  /** false: stop after the logits (a draft pass whose children are ranked instead). */
+  sample?: boolean;
+  /** false: stop after the layers and the feature scatter (a wave of a head's tree forward). */
+  score?: boolean;
+  /**
+   * false: skip the input and the layers; the rows' final stream is already in `x` (a head's
+   * outputs copied from its feature store) and only the scoring runs.
+   */
+  layers?: boolean;
+  /** The version of the committed linear-attention state the pass starts from (default 0). */
+  version?: number;
+  /** The rows are a draft tree (depth first), not a chain (default false). */
+  tree?: boolean;
+}
+
+/** The per-pass u32 arrays the kernels read, as {@link stageInputs} writes them. */
+export interface PassInputs {
+  positions: ArrayLike<number>; // [T] RoPE positions
+  slots: ArrayLike<number>; // [T] cache slots
+  vis: ArrayLike<number>; // [2T] visible-slot masks (visWords)
+  rows: ArrayLike<number>; // [R] rows to score
+  samplePositions: ArrayLike<number>; // [R] position of each sampled token
+  /** [T] token ids; absent: the one id is the last pass's sampled id, copied on the GPU. */
+  ids?: ArrayLike<number>;
+}
+
+/** A decode step's visibility: one row that sees every slot up to its own (visWords of a chain). */
+export const DECODE_VIS = [0xffffffff, 0xffffffff];
+
+/**
+ * Writes a pass's small inputs to `a.inputs` in one queue write and encodes their copies into the
+ * buffers the kernels bind (copies are GPU commands, not host writes). Without `ids`, the pass
+ * runs the id the last pass sampled: `out → ids` on the GPU.
+ */
+export function stageInputs(ctx: GpuContext, a: Activations, enc: GPUCommandEncoder, p: PassInputs): void {
+  const T = p.positions.length;
+  const parts: [GPUBuffer, ArrayLike<number>][] = [
+    // T, for the kernels that walk the rows in order (a recurrent layer's).
+    ...(a.count ? [[a.count, [T]] as [GPUBuffer, ArrayLike<number>]] : []),
+    [a.positions, p.positions],
+    [a.slots, p.slots],
+    [a.vis, p.vis],
+    [a.rows, p.rows],
+    [a.samplePositions, p.samplePositions],
+    ...(p.ids ? [[a.ids, p.ids] as [GPUBuffer, ArrayLike<number>]] : []),
+  ];
+  const words = new Uint32Array(parts.reduce((n, [, v]) => n + v.length, 0));
+  let at = 0;
+  for (const [, values] of parts) {
+    words.set(values, at);
+    at += values.length;
+  }
+  writeBuffer(ctx, a.inputs, words);
+  at = 0;
+  for (const [dst, values] of parts) {
+    if (values.length > 0) enc.copyBufferToBuffer(a.inputs, at * 4, dst, 0, values.length * 4);
+    at += values.length;
+  }
+  if (!p.ids && T > 0) enc.copyBufferToBuffer(a.out, 0, a.ids, 0, 4);
+}
+
+/**
+ * Encodes one forward pass of T tokens after `base` cached ones, scoring R rows into `a.out`:
+ * the compute pass alone (its inputs staged, its readback encoded by the caller). With a
+ * `profiler`, each section ({@link ProfileSection}) is its own timed compute pass.
+ */
+export function encodePass(
+  r: RunnerParts,
+  profiler: GpuTimer | undefined,
+  enc: GPUCommandEncoder,
+  T: number,
+  R: number,
+  base: number,
+  sampler: SamplerSpec,
+  o: PassOptions = {},
+): void {
+  const { masks } = o;
+  const { spec, a, k, w, stages, feats } = r;
+  let pass = enc.beginComputePass(profiler ? profiler.passDescriptor('embed') : { label: 'forward' });
+  // Profiling: the work from here on goes into its own timed pass.
+  const section = (name: ProfileSection): void => {
+    if (!profiler) return;
+    pass.end();
+    pass = enc.beginComputePass(profiler.passDescriptor(name));
+  };
+  if (o.layers === false) {
+    // The rows' final stream is in x already.
+  } else if (stages && feats) {
+    const { ids, positions, slots, vis, x, tmp, hr } = a;
+    stages.encodeInput(pass, { ids, positions, slots, vis, x, tmp, hr, own: feats.store }, T);
+  } else {
+    k.embed.encode(pass, a.ids, a.x, T);
+  }
+  const blockPass: GpuPass = {
+    get pass() {
+      return pass;
+    },
+    spec,
+    T,
+    base,
+    lastSlot: o.lastSlot,
+    a,
+    k,
+    version: o.version ?? 0,
+    tree: o.tree ?? false,
+    section,
+  };
+  for (const [i, block] of (o.layers === false ? [] : r.blocks).entries()) {
+    const edges = layerEdges(r.blocks, i);
+    const steer = k.steer[block.layer];
+    // Steering: the layer's input (SteerPlan.inputs), timed with the section before it (a block
+    // opens its own sections).
+    if (edges.first) steer?.in?.encode(pass, a.x, T);
+    encodeBlock(blockPass, w.blocks[i]!, k.blocks[i]!, r.states[i]);
+    if (edges.last) steer?.out?.encode(pass, a.x, T); // steering: the layer's output
+  }
+  section('head');
+  // A draft head's features: the stream after the last block, at the rows' cache slots.
+  if (o.layers !== false) feats?.scatter.encode(pass, a.x, a.slots, feats.store, T);
+  if (o.score === false) {
+    pass.end();
+    return;
+  }
+  // The scored rows of the stream (the LM head applies the final norm itself: a row's norm does
+  // not depend on the others, so gathering first gives the same bits).
+  let head = a.x;
+  if (R < T) {
+    k.gather.encode(pass, a.x, a.rows, a.hr, R);
+    head = a.hr;
+  }
+  if (stages) {
+    k.lmHead.encode(pass, head, stages.small, R);
+    stages.encodeLogits(pass, a.logits, R);
+  } else {
+    k.lmHead.encode(pass, head, a.logits, R);
+  }
+  if (masks) {
+    writeBuffer(r.ctx, a.masks, masks);
+    k.mask.encode(pass, a.masks, a.logits, R);
+  }
+  if (o.sample === false) {
+    pass.end();
+    return;
+  }
+  section('sample');
+  const s = sampler.temperature > 0 ? k.sample.gumbel : k.sample.greedy;
+  s.encode(pass, a.logits, a.samplePositions, a.out, R, {
+    seed: sampler.seed,
+    temperature: sampler.temperature,
+    topK: sampler.topK,
+    topP: sampler.topP,
+  });
+  pass.end();
+}
+
+/**
+ * Copies `bytes` of `src` (from `srcOffset`) into the MAP_READ buffer `staging`, waits for it and
+ * returns a copy of the bytes: one submission, one readback.
+ */
+export async function readBack(
+  ctx: GpuContext,
+  src: GPUBuffer,
+  srcOffset: number,
+  staging: GPUBuffer,
+  bytes: number,
+  label: string,
+): Promise<ArrayBuffer> {
+  const enc = ctx.device.createCommandEncoder({ label });
+  enc.copyBufferToBuffer(src, srcOffset, staging, 0, bytes);
+  ctx.counter.submit([enc.finish()]);
+  return await readStaging(ctx, staging, bytes);
+}
+
+/** Maps the first `bytes` of a MAP_READ buffer whose copy was submitted, and returns a copy. */
+export async function readStaging(ctx: GpuContext, staging: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
+  await mapForRead(ctx, staging, 0, bytes);
+  const out = staging.getMappedRange(0, bytes).slice(0);
+  staging.unmap();
+  return out;
+}
+
+/** Where a runner's cache stands; the runner and its {@link ResidentPasses} share one. */
+export interface RunnerCursor {
+  /** Rows committed to the cache. */
+  committed: number;
+  /** Tokens of the last forward (a commit picks among them); 0 once they cannot be committed. */
+  lastTokens: number;
+  /** The committed length the last forward ran after. */
+  lastBase: number;
+  /** Rows the last forward scored (their logits are in `a.logits`). */
+  lastRows: number;
+  /**
+   * The version of the committed linear-attention state (see LinearStatePair): a pass reads this
+   * one and writes the next, and committing its chain steps to it.
+   */
+  version: number;
+  /** The last forward's rows were a tree (its pass wrote no linear-attention state). */
+  lastTree: boolean;
+  /** The open decode session: forward, commit and trim throw until it closes. */
+  session: object | undefined;
+}
+
+export function assertNoSession(cur: RunnerCursor, what: string): void {
+  if (cur.session) throw new InvalidInputError(`${what}: a decode session is open; close it first`);
+}
+
+/**
+ * Encodes the move of `count` rows at `a.commitSlots` to the committed prefix (`committed`), in
+ * every block's state (an attention block's KV cache) and the feature store.
+ */
+export function encodeCompaction(
+  r: RunnerParts,
+  pass: GPUComputePassEncoder,
+  count: number,
+  committed: number,
+): void {
+  r.states.forEach((state, i) => {
+    const layer = r.k.attn[r.blocks[i]!.layer];
+    if (isKvCache(state) && layer) layer.compact.encode(pass, [state], r.a.commitSlots, count, committed);
+  });
+  r.feats?.compact.encode(pass, r.feats.store, r.a.commitSlots, count, committed);
+}
