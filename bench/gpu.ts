@@ -5,14 +5,9 @@ import { urlModelFiles } from '../src/formats/io/files.js';
 import { countsSince } from '../src/gpu/counters.js';
 import type { GpuContext } from '../src/gpu/device.js';
 import { GpuTimer } from '../src/gpu/timing.js';
-import {
-  createGpuRunner,
-  type GpuRunner,
-  profilePasses,
-  profileSections,
-  type SectionTime,
-} from '../src/model/gpu/runner.js';
-import { MAX_FORWARD_TOKENS } from '../src/model/gpu/weights.js';
+import { MAX_FORWARD_TOKENS } from '../src/model/blocks/gpu.js';
+import { profilePasses, profileSections, type SectionTime } from '../src/model/gpu/profile.js';
+import { createGpuRunner, type GpuRunner } from '../src/model/gpu/runner.js';
 import { openModel } from '../src/model/load.js';
 import { GREEDY } from '../src/model/runner.js';
 import type { Quant } from '../src/quant/pack.js';
@@ -220,7 +215,7 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
     const opened = await openModel(urlModelFiles(url));
     const spec = opened.spec;
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => (7919 * i + 13) % spec.vocabSize);
-    const linearLayers = spec.layerKinds?.filter((k) => k === 'linear').length ?? 0;
+    const linearLayers = spec.layerKinds?.filter((k) => k === 'deltanet').length ?? 0;
     for (const quant of o.quants) {
       const runner = await createGpuRunner(opened, {
         quant,

@@ -33,7 +33,7 @@ import {
   unitsPerTrip,
   wideLoads,
 } from '../src/kernels/matmul/matmul.js';
-import { specFromConfig } from '../src/model/families/config.js';
+import { specFromConfig } from '../src/model/families/index.js';
 import { createGpuRunner } from '../src/model/gpu/runner.js';
 import { GREEDY } from '../src/model/runner.js';
 import { weightShapes } from '../src/model/tensors.js';

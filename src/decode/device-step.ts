@@ -9,8 +9,8 @@ import {
   TREE_RESULT_WORDS,
   TREE_WIDTH,
 } from '../kernels/tree/tree.js';
+import { MAX_FORWARD_TOKENS } from '../model/blocks/gpu.js';
 import type { ResidentPasses } from '../model/gpu/resident.js';
-import { MAX_FORWARD_TOKENS } from '../model/gpu/weights.js';
 import type { CachedPrefix } from '../model/prefix.js';
 import type { SamplerSpec } from '../model/runner.js';
 import type { SpeculativeStep } from './drafter.js';

@@ -10,7 +10,7 @@ import { SpeculationGovernor, type StepKind } from '../decode/governor.js';
 import { type VerifyStep, verify, verifyChain } from '../decode/speculate.js';
 import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
 import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
-import { MAX_FORWARD_TOKENS } from '../model/gpu/weights.js';
+import { MAX_FORWARD_TOKENS } from '../model/blocks/gpu.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
 import { DecodeTally } from './decode-stats.js';

@@ -4,12 +4,11 @@
 // the KV cache, the activations of MAX_FORWARD_TOKENS rows); matrices need no check of their own,
 // since `uploadMatrix` splits them into parts that fit the binding limit.
 import { type BytesPerFormat, DeviceLimitError } from '../errors.js';
-import { type KvFormat, kvRows, kvWordsPerSlot } from '../kernels/kv/kv.js';
-import { layerKvShape } from '../model/blocks/attention/gpu.js';
-import { linearStateBytes, projWidth } from '../model/blocks/deltanet/gpu.js';
-import { shortConvStateBytes } from '../model/blocks/shortconv/gpu.js';
-import { MAX_FORWARD_TOKENS } from '../model/gpu/weights.js';
-import { deriveSizes, layerKind, linearSizes, type ModelSpec } from '../model/spec/spec.js';
+import { MAX_FORWARD_TOKENS } from '../model/blocks/gpu.js';
+import { blocksFootprint } from '../model/blocks/index.js';
+import type { BoundBuffer, FootprintOptions } from '../model/blocks/kind.js';
+import { modelBlocks } from '../model/families/index.js';
+import type { ModelSpec } from '../model/spec/spec.js';
 import { packedBytes, type WeightFormat } from '../quant/formats.js';
 
 /** The weight formats a model's size is reported in, most precise first. */
@@ -21,13 +20,6 @@ export interface DeviceLimits {
   readonly maxStorageBufferBindingSize: number;
   /** Estimated bytes of memory the device can give the model; Infinity when unknown. */
   readonly deviceMemory: number;
-}
-
-/** One GPU buffer the runner allocates and binds whole. */
-export interface BoundBuffer {
-  /** Its label, e.g. `model.layers.*.k_cache [2048, 8, 128] f32`. */
-  readonly what: string;
-  readonly bytes: number;
 }
 
 /** Bytes a model takes on the GPU in one weight format, and its largest buffers bound whole. */
@@ -46,112 +38,30 @@ export interface ModelFootprint {
   readonly bound: readonly BoundBuffer[];
 }
 
-/** What the runner's sizes depend on besides the spec. */
-export interface FootprintOptions {
-  /** Tokens the KV cache holds. */
-  readonly context: number;
-  readonly kvFormat: KvFormat;
-}
-
 /**
  * The bytes `spec` takes on the GPU with every matrix packed in `format` (a GGUF that keeps some
  * matrices in their own formats differs a little), a KV cache of `o.context` tokens and the
- * activations of one forward pass.
+ * activations of one forward pass: its blocks' through their kinds (`blocksFootprint`: weights, KV
+ * cache, recurrent state, scratch rows), and the embedding, LM head, final norm and the rows every
+ * pass uses.
  */
 export function modelFootprint(spec: ModelSpec, format: WeightFormat, o: FootprintOptions): ModelFootprint {
-  const { qWidth, kvWidth } = deriveSizes(spec);
   const H = spec.hidden;
-  const I = spec.intermediate;
   const V = spec.vocabSize;
   const maxT = MAX_FORWARD_TOKENS;
-  const kinds = Array.from({ length: spec.layers }, (_, l) => layerKind(spec, l));
-  const attentionLayers = kinds.filter((k) => k === 'attention').length;
-  const linearLayers = kinds.filter((k) => k === 'linear').length;
-  const convLayers = kinds.filter((k) => k === 'conv').length;
-  const mlp = 2 * packedBytes(format, I, H) + packedBytes(format, H, I);
-  // q_proj with an output gate holds each head's query and gate rows.
-  const attentionMatrices =
-    packedBytes(format, (spec.outputGate ? 2 : 1) * qWidth, H) +
-    2 * packedBytes(format, kvWidth, H) +
-    packedBytes(format, H, qWidth);
-  // Norms, and biases repeated for every forward row (see LayerWeights).
-  const attentionVectors =
-    4 * (2 * H + (spec.qkvBias ? maxT * (qWidth + 2 * kvWidth) : 0) + (spec.qkNorm ? 2 * spec.headDim : 0));
-  const none = { matrices: 0, vectors: 0, state: 0 };
-  const linear = linearLayers > 0 ? linearFootprint(spec, format) : none;
-  const conv = convLayers > 0 ? convFootprint(spec, format) : none;
+  const blocks = blocksFootprint(spec, modelBlocks(spec), format, o);
   const heads = packedBytes(format, V, H) * (spec.tiedEmbeddings ? 1 : 2);
-  const weights =
-    attentionLayers * (attentionMatrices + attentionVectors) +
-    linearLayers * (linear.matrices + linear.vectors) +
-    convLayers * (conv.matrices + conv.vectors) +
-    spec.layers * mlp +
-    heads +
-    4 * H;
-  const kv = { capacity: o.context, kvHeads: spec.kvHeads, headDim: spec.headDim, format: o.kvFormat };
-  const kvLayer = o.context * kvWordsPerSlot(kv) * 4; // [context, kvHeads, headDim]
-  // A sliding layer's ring holds its window and a little more, not the context (layerKvShape).
-  const kvCache = kinds.reduce(
-    (sum, k, l) =>
-      sum + (k === 'attention' ? 2 * kvRows(layerKvShape(spec, kv, l)) * kvWordsPerSlot(kv) * 4 : 0),
-    0,
-  );
-  const state = linearLayers * linear.state + convLayers * conv.state;
+  const weights = blocks.weights + heads + 4 * H;
   const logits = maxT * V * 4; // [maxT, V] f32, and its readback copy
-  // (With an output gate the q | k | v row holds the gate too.)
-  const gate = spec.outputGate ? qWidth : 0;
-  const activations = 4 * maxT * (4 * H + 3 * qWidth + 3 * kvWidth + 3 * I + 8 + gate) + 2 * logits;
-  const kvShape = `[${o.context}, ${spec.kvHeads}, ${spec.headDim}] ${o.kvFormat}`;
+  // x, h, tmp, the gathered rows and the pass's small inputs; the kinds' scratch rows.
+  const activations = 4 * maxT * (4 * H + 8) + blocks.activations + 2 * logits;
   return {
     weights,
-    kvCache,
-    state,
+    kvCache: blocks.kvCache,
+    state: blocks.state,
     activations,
-    total: weights + kvCache + state + activations,
-    bound: [
-      ...(attentionLayers > 0 ? [{ what: `model.layers.*.k_cache ${kvShape}`, bytes: kvLayer }] : []),
-      { what: `logits [${maxT}, ${V}] f32`, bytes: logits },
-    ],
-  };
-}
-
-/**
- * A linear-attention layer's bytes: its matrices (the fused projection, out_proj), its vectors
- * (input norm, conv, decay, gated norm) and its state (two copies, and the projection rows of
- * MAX_FORWARD_TOKENS rows a commit reads again).
- */
-function linearFootprint(
-  spec: ModelSpec,
-  format: WeightFormat,
-): { matrices: number; vectors: number; state: number } {
-  const la = spec.linearAttention!;
-  const { convChannels: C, valueWidth } = linearSizes(spec);
-  const P = projWidth(spec);
-  const H = spec.hidden;
-  return {
-    matrices: packedBytes(format, P, H) + packedBytes(format, H, valueWidth),
-    vectors: 4 * (2 * H + C * la.convKernel + 2 * la.valueHeads + la.valueDim), // its two norms among them
-    // Two state copies and the kept projection rows; the gathered rows and the mixer's output.
-    state: linearStateBytes(spec) + 4 * MAX_FORWARD_TOKENS * P + 4 * MAX_FORWARD_TOKENS * (P + valueWidth),
-  };
-}
-
-/**
- * A short-convolution layer's bytes: its matrices (in_proj [3H, H], out_proj), its vectors (input
- * norm, conv [H, K]) and its state (two windows of the last K - 1 rows, the in_proj rows of
- * MAX_FORWARD_TOKENS rows a commit reads again; the gathered rows and the mixer's output).
- */
-function convFootprint(
-  spec: ModelSpec,
-  format: WeightFormat,
-): { matrices: number; vectors: number; state: number } {
-  const H = spec.hidden;
-  const K = spec.shortConv!.kernel;
-  const rows = 4 * MAX_FORWARD_TOKENS;
-  return {
-    matrices: packedBytes(format, 3 * H, H) + packedBytes(format, H, H),
-    vectors: 4 * (2 * H + H * K), // its two norms among them
-    state: shortConvStateBytes(spec) + rows * 3 * H + rows * (3 * H + H),
+    total: weights + blocks.kvCache + blocks.state + activations,
+    bound: [...blocks.bound, { what: `logits [${maxT}, ${V}] f32`, bytes: logits }],
   };
 }
 

@@ -134,8 +134,8 @@ export function forcedCallTag(tools: readonly ChatTool[]): StructuralTag {
       return { type: 'tag', begin: begin(JSON.stringify(f.name)), content: schema, end };
     });
   const qwen = call((name) => `${OPEN}\n{"name": ${name}, "arguments": `, `}\n${CLOSE}`);
-  const llama = call((name) => `{"name": ${name}, "parameters": `, '}');
-  return { type: 'structural_tag', format: { type: 'or', elements: [...qwen, ...llama] } };
+  const llamaCall = call((name) => `{"name": ${name}, "parameters": `, '}');
+  return { type: 'structural_tag', format: { type: 'or', elements: [...qwen, ...llamaCall] } };
 }
 
 /** A tool's parameters as a structural tag's JSON schema (strict: no keys it does not name). */

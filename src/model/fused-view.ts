@@ -1,12 +1,12 @@
-// Phi-3's fused projections seen as the plain linears every other family stores (layout.ts's
-// `fusedProjections`): q_proj, k_proj and v_proj are row ranges of qkv_proj, gate_proj and up_proj
-// of gate_up_proj. The loader wraps a checkpoint's reader in this view, so the reference, the GPU
+// A family's fused projections (its `fused`: Phi-3's) seen as the plain linears every other family
+// stores: q_proj, k_proj and v_proj are row ranges of qkv_proj, gate_proj and up_proj of
+// gate_up_proj. The loader wraps a checkpoint's reader in this view, so the reference, the GPU
 // placement, `weft convert` and `weft export-gguf` see the plain names only; a checkpoint that
 // already holds them (one `weft convert` wrote) passes through.
 import { ModelFormatError } from '../formats/errors.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
+import { fusedProjections } from './families/index.js';
 import type { ModelSpec } from './spec/spec.js';
-import { fusedProjections } from './tensors.js';
 
 /** Where a plain linear's rows lie: rows [row0, row0 + rows) of the fused tensor `fused` [·, cols]. */
 interface Part {
@@ -73,7 +73,7 @@ export function splitFusedShapes(
   tensors: ReadonlyMap<string, { readonly shape: readonly number[] }>,
   fileOf: (name: string) => string,
 ): ReadonlyMap<string, { readonly shape: readonly number[] }> {
-  return spec.family === 'phi3' ? splitNames(spec, tensors, fileOf).tensors : tensors;
+  return splitNames(spec, tensors, fileOf).tensors;
 }
 
 /**
@@ -91,7 +91,6 @@ export function splitFusedView(
   spec: ModelSpec,
   fileOf: (name: string) => string,
 ): TensorReader {
-  if (spec.family !== 'phi3') return reader;
   const { tensors, parts } = splitNames(spec, reader.tensors, fileOf);
   if (parts.size === 0) return reader;
   const rowsOf = (name: string, row0: number, rows: number): Promise<Float32Array> => {
@@ -138,7 +137,7 @@ export function splitFusedView(
 }
 
 /**
- * The inverse of {@link splitFusedView}: tensors under the plain names with each phi3 layer's q, k
+ * The inverse of {@link splitFusedView}: tensors under the plain names with each fused layer's q, k
  * and v rows stacked as `self_attn.qkv_proj` and its gate and up rows as `mlp.gate_up_proj`, in the
  * place of the first part, as the published checkpoints and llama.cpp's GGUFs hold them
  * (`weft export-gguf`, the test fixtures). Tensors fused already stay; any other family's are
@@ -150,7 +149,6 @@ export function fuseProjections<
   spec: ModelSpec,
   tensors: readonly T[],
 ): (T | { name: string; shape: readonly number[]; data: Float32Array })[] {
-  if (spec.family !== 'phi3') return [...tensors];
   const byName = new Map(tensors.map((t) => [t.name, t]));
   const fusedAt = new Map<string, { name: string; shape: readonly number[]; data: Float32Array }>();
   const folded = new Set<string>();

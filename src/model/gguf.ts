@@ -1,11 +1,7 @@
-/**
- * GGUF (llama.cpp's single-file format) as a Hugging Face checkpoint: tensors under HF names and
- * layouts, dequantised to f32 or, where a weft layout holds their blocks, repacked as stored
- * (`readPacked`). The entry point for GGUF files: it re-exports the header parser
- * (gguf-header.ts), the tensor reads (gguf-tensors.ts), the name and row-order mapping
- * (gguf-names.ts) and the {@link ModelSpec} from metadata (gguf-spec.ts), so importers need only
- * this module. The embedded vocabulary becomes a tokenizer.json in gguf-tokenizer.ts.
- */
+// GGUF (llama.cpp's single-file format) as a Hugging Face checkpoint: tensors under HF names and
+// shapes, dequantised to f32 or, where a weft layout holds their blocks, repacked as stored
+// (`readPacked`). The container is formats/gguf/ (header, tensor reads, tokenizer); the spec, the
+// names and the stored forms are the file's family's (families/).
 
 import { ModelFormatError } from '../formats/errors.js';
 import { type GgufFile, type GgufTensorInfo, openGguf } from '../formats/gguf/header.js';
@@ -19,29 +15,11 @@ import type { ByteSource } from '../formats/io/bytes.js';
 import type { PackedWant, ReadStats, RowRange, TensorReader } from '../formats/weft-checkpoint.js';
 import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
 import { storedWeftFormat } from '../quant/ggml/blocks.js';
-import { hfRows, hfShape, hfTensorName, storedLayout, storedRowsFor } from './families/gguf-names.js';
-import { ggufSpec } from './families/gguf-spec.js';
+import { ggufSpec, hfShape, hfTensorName, storedForm } from './families/index.js';
+import { hfRows, storedRowsFor } from './families/stored.js';
 import { splitFusedShapes } from './fused-view.js';
 import type { ModelSpec } from './spec/spec.js';
 import { checkTensors } from './tensors.js';
-
-export {
-  type GgufFile,
-  type GgufTensorInfo,
-  GgufType,
-  type GgufValue,
-  openGguf,
-} from '../formats/gguf/header.js';
-export { readGgufTensorF32, readGgufTensorPacked } from '../formats/gguf/tensors.js';
-export {
-  ggufTensorName,
-  hfRowOf,
-  hfShape,
-  hfTensorName,
-  permuteRows,
-  storedLayout,
-} from './families/gguf-names.js';
-export { ggufSpec, llama3RopeFactors } from './families/gguf-spec.js';
 
 /** One tensor of a GGUF checkpoint under its Hugging Face name and shape. */
 export interface GgufTensor {
@@ -54,12 +32,12 @@ export interface GgufTensor {
 /**
  * A GGUF file seen as a Hugging Face checkpoint: spec, tensors by HF name and HF shape,
  * `readF32(name)` that dequantises and undoes how llama.cpp's converter stored the values
- * (`storedLayout`: llama and smollm3 Q/K rows permuted for interleaved RoPE, so one RoPE path at
+ * (the family's `storedForm`: Q/K rows permuted for interleaved RoPE, so one RoPE path at
  * run time; Qwen3.5's tiled value heads, 1 + w norms and -exp(A_log); Gemma 3's 1 + w norms), and
  * `readPacked` that gives a matrix whose GGML type has a weft layout ({@link storedWeftFormat}) as
  * stored, rows moved back the same way, without an f32 copy (not a matrix whose columns or values
  * were changed: Qwen3.5's out_proj); both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
- * what `readF32` and `readRowsF32` decoded. A phi3 file's fused `attn_qkv` and `ffn_up` stay
+ * what `readF32` and `readRowsF32` decoded. A family's fused projections (Phi-3's `attn_qkv` and `ffn_up`) stay
  * fused here, as `self_attn.qkv_proj` and `mlp.gate_up_proj`: the loader reads them through
  * `splitFusedView`, and the spec check sees them split. Tensors weft does not use are left out (a qwen35
  * file's MTP blocks among them).
@@ -84,10 +62,10 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
   const tensors = new Map<string, GgufTensor>();
   for (const info of file.tensors.values()) {
     const name = hfTensorName(info.name, spec);
-    if (name !== undefined) tensors.set(name, { name, shape: hfShape(name, info.ne), info });
+    if (name !== undefined) tensors.set(name, { name, shape: hfShape(name, info.ne, spec), info });
   }
   // Shapes must match the spec before a stored layout trusts its sizes (heads, head widths); a
-  // phi3 file's fused attn_qkv and ffn_up as the plain linears the loader reads them as.
+  // family's fused projections as the plain linears the loader reads them as.
   checkTensors(
     spec,
     splitFusedShapes(spec, tensors, () => source.name),
@@ -98,12 +76,12 @@ export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckp
     if (t === undefined) throw new ModelFormatError(source.name, name, undefined, 'missing tensor');
     return t;
   };
-  // A tensor as rows × cols (a vector is a column) and how llama.cpp stored it (see storedLayout).
+  // A tensor as rows × cols (a vector is a column) and how llama.cpp stored it (see storedForm).
   const viewOf = (name: string) => {
     const t = tensor(name);
     const rows = t.shape[0] ?? 1;
     const cols = t.shape.slice(1).reduce((a, b) => a * b, 1);
-    return { t, rows, cols, layout: storedLayout(spec, name, t.shape) };
+    return { t, rows, cols, layout: storedForm(spec, name, t.shape) };
   };
   const stats = { f32Bytes: 0, largestF32: 0 };
   const counted = (values: Float32Array) => {

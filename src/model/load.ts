@@ -9,9 +9,10 @@ import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../for
 import { isIntFormat, type WeightFormat } from '../quant/formats.js';
 import { isRotatedLinear } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
-import { specFromConfig, withGenerationConfig } from './families/config.js';
+import { specFromConfig } from './families/index.js';
 import { splitFusedView } from './fused-view.js';
 import type { Packing } from './quantized.js';
+import { withGenerationConfig } from './spec/generation.js';
 import type { ModelSpec } from './spec/spec.js';
 import { checkTensors, languageModelTensors } from './tensors.js';
 
@@ -259,7 +260,7 @@ async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedMod
   return {
     spec: ck.spec,
     tokenizer,
-    // A phi3 file's fused attn_qkv and ffn_up read as the plain linears (splitFusedView).
+    // A family's fused projections (Phi-3's) read as the plain linears (splitFusedView).
     weights: splitFusedView(ck, ck.spec, () => file),
     chat: 'chat_template' in tokenizerConfig,
     source: 'gguf',

@@ -1,10 +1,10 @@
 import { InvalidInputError } from '../errors.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
-import { modelBlocks } from './blocks/blocks.js';
-import { type BlockWeights, readBlock } from './blocks/kinds.js';
+import { referenceBlock } from './blocks/index.js';
+import type { RefBlock } from './blocks/kind.js';
 import { normWeight } from './blocks/ops.js';
+import { finalNormName, modelBlocks } from './families/index.js';
 import type { ModelSpec } from './spec/spec.js';
-import { finalNormName } from './tensors.js';
 
 /** A dense f32 tensor, row-major: the last dimension is contiguous. */
 export interface Tensor {
@@ -51,8 +51,8 @@ export async function readAllF32(weights: TensorReader): Promise<Record<string, 
 export interface ModelWeights {
   /** [V, H] */
   readonly embed: Float32Array;
-  /** Each block's weights, in forward order (`modelBlocks`). */
-  readonly blocks: readonly BlockWeights[];
+  /** Each block's reference forward over its weights, in forward order (`modelBlocks`). */
+  readonly blocks: readonly RefBlock[];
   /** [H] */
   readonly norm: Float32Array;
   /** [V, H]; the same array as `embed` when `spec.tiedEmbeddings`. */
@@ -71,7 +71,7 @@ export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights
   const embed = take('model.embed_tokens.weight', [spec.vocabSize, H]);
   return {
     embed,
-    blocks: modelBlocks(spec).map((b) => readBlock(take, spec, b)),
+    blocks: modelBlocks(spec).map((b) => referenceBlock(take, spec, b)),
     norm: normWeight(spec, take(finalNormName(spec), [H])),
     lmHead: spec.tiedEmbeddings ? embed : take('lm_head.weight', [spec.vocabSize, H]),
   };

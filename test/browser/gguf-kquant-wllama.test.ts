@@ -15,10 +15,10 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportGguf } from '../../src/convert/gguf-export.js';
+import { openGguf } from '../../src/formats/gguf/header.js';
 import { tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import { openGguf } from '../../src/model/gguf.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { randomTensors, tinyConfig, tinyTokenizerJson } from '../fixtures/write.js';
 import { expectLlamaCppGreedy, setUpWllamaPage } from '../helpers/wllama-parity.js';

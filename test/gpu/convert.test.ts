@@ -3,10 +3,10 @@
 // copied from the file, and a GGUF loads through openModel with logits equal to the reference.
 import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/convert/convert.js';
+import { openGguf } from '../../src/formats/gguf/header.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { type ModelFiles, memoryModelFiles } from '../../src/formats/io/files.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
-import { openGguf } from '../../src/model/gguf.js';
 import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';

@@ -50,7 +50,7 @@ async function greedyIds(runner: ModelRunner, p: number[], n: number, prefillChu
 describe('LFM2 on the GPU', () => {
   it('greedy 32 tokens at f32 equal the reference, across prefill chunks, and the next request reuses the window', async () => {
     const { opened, dev } = await open();
-    expect(opened.spec.layerKinds).toEqual(['conv', 'conv', 'attention', 'conv']);
+    expect(opened.spec.layerKinds).toEqual(['shortconv', 'shortconv', 'attention', 'shortconv']);
     const ref = await reference(opened);
     const want = await greedyIds(ref, prompt, 32);
     expect(await greedyIds(dev, prompt, 32, 4)).toEqual(want);
@@ -73,7 +73,7 @@ describe('LFM2 on the GPU', () => {
     await session.next();
     const step = dev.lastForward;
     session.close();
-    const conv = spec.layerKinds!.filter((k) => k === 'conv').length;
+    const conv = spec.layerKinds!.filter((k) => k === 'shortconv').length;
     const attention = spec.layers - conv;
     // Per conv layer: in_proj (its norm folded in), the gated convolution, out_proj (adding into
     // the stream). Per attention layer: q|k|v, QkvRope, attention (and its merge on the GPU forms), o.
@@ -90,7 +90,7 @@ describe('LFM2 on the GPU', () => {
     // No state per tree node: a node keeps its in_proj rows of each conv layer (for a commit).
     const H = spec.hidden;
     const K = spec.shortConv!.kernel;
-    expect(dev.linearMemory).toEqual({
+    expect(dev.recurrentMemory).toEqual({
       stateBytes: conv * 2 * 4 * (K - 1) * H,
       bytesPerTreeNode: conv * 3 * H * 4,
     });

@@ -4,12 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { GpuTimer } from '../../src/gpu/timing.js';
-import {
-  createGpuRunner,
-  PROFILE_SECTIONS,
-  profilePasses,
-  profileSections,
-} from '../../src/model/gpu/runner.js';
+import { PROFILE_SECTIONS } from '../../src/model/blocks/gpu.js';
+import { profilePasses, profileSections } from '../../src/model/gpu/profile.js';
+import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { fixtureFiles } from '../fixtures/write.js';

@@ -62,7 +62,7 @@ describe('Qwen3.5 on the GPU', () => {
     await session.next();
     const step = dev.lastForward;
     session.close();
-    const linear = spec.layerKinds!.filter((k) => k === 'linear').length;
+    const linear = spec.layerKinds!.filter((k) => k === 'deltanet').length;
     const attention = spec.layers - linear;
     // Per linear layer: the fused projection, the conv, the delta rule, out_proj; gate|up, down.
     // Per attention layer: q|k|v|gate, QkvRope, attention (and its merge on the GPU forms), the
@@ -239,8 +239,8 @@ describe('Qwen3.5 on the GPU', () => {
     const p = [5, 17, 99, 3, 250, 17, 99, 3];
     // No state per tree node: a node keeps its projection rows of each linear layer (for a commit).
     const { dev } = await open();
-    const la = dev.linearMemory!;
-    const s = dev.spec.linearAttention!;
+    const la = dev.recurrentMemory!;
+    const s = dev.spec.deltaNet!;
     const P = 2 * s.keyHeads * s.keyDim + 2 * s.valueHeads * s.valueDim + 2 * s.valueHeads;
     expect(la.bytesPerTreeNode).toBe(3 * P * 4);
     expect(la.stateBytes).toBe(

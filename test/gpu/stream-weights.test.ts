@@ -12,8 +12,7 @@ import { safetensorsReader, type TensorReader } from '../../src/formats/weft-che
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matrix.js';
-import { blockMatrices } from '../../src/model/blocks/kinds-gpu.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import {
   allocatePlaced,
   destroyWeights,
@@ -324,13 +323,13 @@ async function expectSameWeights(
     ['embed', w.embed, want.embed],
     ['lm_head', w.lmHead, want.lmHead],
   ];
-  // The blocks in forward order: each layer's attention block (q|k|v, o), then its MLP (gate|up, down).
+  // The blocks in forward order: each layer's attention block (its matrices q|k|v, o), then its
+  // MLP (gate|up, down).
   w.blocks.forEach((b, j) => {
     const i = Math.floor(j / 2);
     const v = want.layers[i]!;
-    if (b.kind === 'attention') pairs.push([`${i}.qkv`, b.qkv, v.qkv], [`${i}.o`, b.o, v.o]);
-    else if (b.kind === 'mlp')
-      pairs.push([`${i}.gate_up`, b.gateUp, v.gateUp], [`${i}.down`, b.down, v.down]);
+    const exp = j % 2 === 0 ? [...list(v.qkv), v.o] : [...list(v.gateUp), v.down];
+    pairs.push([`${i}.${j % 2 === 0 ? 'attention' : 'mlp'}`, b.matrices, exp]);
   });
   for (const [name, got, exp] of pairs) {
     const [g, e] = [list(got), list(exp)];
@@ -338,8 +337,8 @@ async function expectSameWeights(
     for (let j = 0; j < g.length; j++)
       expect(await strip(g[j]!), `${what} ${name}[${j}]`).toEqual(await strip(e[j]!));
   }
-  // Every matrix counted once by blockMatrices is one of those compared.
-  expect(w.blocks.flatMap(blockMatrices).length).toBe(
+  // Every matrix a block counts once is one of those compared.
+  expect(w.blocks.flatMap((b) => b.matrices).length).toBe(
     want.layers.flatMap((l) => [...list(l.qkv), l.o, ...list(l.gateUp), l.down]).length,
   );
 }

@@ -9,10 +9,11 @@ import {
 } from '../../src/convert/calibrate.js';
 import { pathModel } from '../../src/formats/io/node-file.js';
 import { rmsNormRef } from '../../src/kernels/norm/rmsnorm.js';
+import { attentionBlock } from '../../src/model/blocks/attention/block.js';
+import { mlpBlock } from '../../src/model/blocks/mlp/block.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
-import { linearsByInput } from '../../src/model/tensors.js';
 import { hadamardRef } from '../../src/quant/hadamard.js';
 import { HessianSum } from '../../src/quant/hessian.js';
 import { packedWidth, ROTATION_SEED, type Rotation, zeroPad } from '../../src/quant/pack.js';
@@ -84,7 +85,9 @@ describe('collectHessians', () => {
       const hessians = collectHessians(spec, source, windows, { rotate });
       expect(hessians.size).toBe(7 * spec.layers + 1); // and the LM head
       for (let l = 0; l < spec.layers; l++) {
-        const { qkv, o, gateUp, down } = linearsByInput(l);
+        const a = attentionBlock(l).names;
+        const m = mlpBlock(l, 'silu').names;
+        const [qkv, o, gateUp, down] = [[a.q, a.k, a.v], [a.o], [m.gate, m.up], [m.down]] as const;
         const [q, k, v] = qkv.map((name) => hessians.get(name));
         expect(q).toBe(k);
         expect(q).toBe(v);
@@ -95,7 +98,7 @@ describe('collectHessians', () => {
       }
 
       // One linear's input captured from a second model over the same windows, summed directly.
-      const target = linearsByInput(1).down[0];
+      const target = mlpBlock(1, 'silu').names.down;
       const model = new ReferenceRunner(spec, source, { capacity: 17 });
       const rows: number[] = [];
       model.linearInput = (x, _width, linears) => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { specFromConfig, withGenerationConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
+import { withGenerationConfig } from '../../src/model/spec/generation.js';
 
 // Key fields of published config.json files (values copied from the Hugging Face repos named).
 const llama32_1b = {
@@ -264,7 +265,7 @@ describe('specFromConfig refusals', () => {
     expectFormatError(
       () => specFromConfig({ ...tinyllama, attention_bias: true }),
       'attention_bias',
-      /qwen2/,
+      /attention biases \(q, k, v and o\) are not supported for llama/,
     );
   });
   it('refuses MLP biases, partial RoPE and pre-quantized checkpoints, naming the value', () => {

@@ -8,19 +8,23 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConvertArgs, parseExportGgufArgs, runConvert, runExportGguf } from '../../src/cli/convert.js';
 import { calibrationWindows, collectHessians } from '../../src/convert/calibrate.js';
-import { configFromSpec } from '../../src/convert/convert.js';
 import { exportGguf } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { openGguf } from '../../src/formats/gguf/header.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/formats/io/files.js';
 import { pathModel } from '../../src/formats/io/node-file.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
 import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats/weft-checkpoint.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import { ggufTensorName, storedLayout, storedValues } from '../../src/model/families/gguf-names.js';
-import { openGguf } from '../../src/model/gguf.js';
+import {
+  configFromSpec,
+  ggufTensorName,
+  specFromConfig,
+  storedForm,
+} from '../../src/model/families/index.js';
+import { storedValues } from '../../src/model/families/stored.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
@@ -374,14 +378,14 @@ describe('weft export-gguf --calibrate', () => {
     const hf = 'model.layers.0.linear_attn.out_proj.weight';
     const t = qwenTensors.find((x) => x.name === hf)!;
     const [, width = 0] = t.shape;
-    const layout = storedLayout(qwen, hf, t.shape);
-    const hfCol = layout.hfCol!;
+    const form = storedForm(qwen, hf, t.shape);
+    const hfCol = form.hfCol!;
     expect(Array.from({ length: width }, (_, c) => hfCol(c)).some((h, c) => h !== c)).toBe(true);
     const qwenBytes = exportGguf(qwen, qwenTensors, 'IQ4_NL', [], {
       importance: (name) => (name === hf ? ramp(width) : undefined),
     });
-    const got = await tensorBytes(qwenBytes, ggufTensorName(hf, 'qwen3_5')!);
-    const data = storedValues(layout, t.data, width);
+    const got = await tensorBytes(qwenBytes, ggufTensorName(hf, qwen)!);
+    const data = storedValues(form, t.data, width);
     const inStoredOrder = Float32Array.from({ length: width }, (_, c) => ramp(width)[hfCol(c)]!);
     expect(got).toEqual(quantizeGgml(GgmlType.IQ4_NL, data, inStoredOrder));
     expect(got).not.toEqual(quantizeGgml(GgmlType.IQ4_NL, data, ramp(width)));

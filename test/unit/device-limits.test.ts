@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { checkDeviceFit, modelFootprint, SIZE_FORMATS } from '../../src/engine/limits.js';
 import { DeviceLimitError } from '../../src/errors.js';
-import { specFromConfig, withGenerationConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
+import { withGenerationConfig } from '../../src/model/spec/generation.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
 import { SCALE_MODELS, type ScaleShape } from '../fixtures/scale.js';
@@ -84,7 +85,7 @@ describe('model footprint', () => {
     expect(specOf('phi-4-mini').rope.rotaryDim).toBe(96);
     // Qwen3.5-0.8B's text model: 18 Gated DeltaNet layers and 6 of gated attention (every fourth).
     const q = specOf('qwen3.5-0.8b');
-    expect(q.layerKinds!.filter((k) => k === 'linear').length).toBe(18);
+    expect(q.layerKinds!.filter((k) => k === 'deltanet').length).toBe(18);
     expect([q.family, q.headDim, q.rope.rotaryDim, q.tiedEmbeddings]).toEqual(['qwen3_5', 256, 64, true]);
     console.log(`[scale] qwen3.5-0.8b: ${total('qwen3.5-0.8b')} parameters`);
     // The 2B: the same layer plan at twice the width, its MLP 6144.

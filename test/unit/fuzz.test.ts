@@ -1,10 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { openGguf } from '../../src/formats/gguf/header.js';
 import { ggufTokenizer } from '../../src/formats/gguf/tokenizer.js';
 import { type ByteSource, bytesSource } from '../../src/formats/io/bytes.js';
 import { openSafetensors, readTensorF32 } from '../../src/formats/safetensors.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import { openGguf, openGgufCheckpoint } from '../../src/model/gguf.js';
+import { specFromConfig } from '../../src/model/families/index.js';
+import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { ggufFixture, randomTensors, rng, safetensorsBytes, tinyConfig } from '../fixtures/write.js';
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createEngine, type LoadProgress } from '../../src/engine/create.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import { fixtureFiles, safetensorsBytes, tinyConfig } from '../fixtures/write.js';
 
 describe('Gemma 3 as a vision-language checkpoint', () => {

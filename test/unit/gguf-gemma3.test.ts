@@ -10,19 +10,15 @@ import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.j
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
+import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { normWeight } from '../../src/model/blocks/ops.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import {
-  type GgufFile,
-  ggufSpec,
-  openGguf,
-  openGgufCheckpoint,
-  permuteRows,
-  readGgufTensorF32,
-} from '../../src/model/gguf.js';
+import { ggufSpec, specFromConfig } from '../../src/model/families/index.js';
+import { permuteRows } from '../../src/model/families/stored.js';
+import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { layerAttention } from '../../src/model/spec/spec.js';

@@ -5,22 +5,18 @@
 // (src/models/lfm2.cpp, src/llama-arch.cpp, conversion/lfm2.py, conversion/base.py,
 // gguf-py/gguf/constants.py and tensor_mapping.py), not from weft's code.
 import { describe, expect, it } from 'vitest';
-import { configFromSpec, exportModelGguf } from '../../src/convert/convert.js';
+import { exportModelGguf } from '../../src/convert/convert.js';
 import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
+import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import {
-  type GgufFile,
-  ggufSpec,
-  openGguf,
-  openGgufCheckpoint,
-  readGgufTensorF32,
-} from '../../src/model/gguf.js';
+import { configFromSpec, ggufSpec, specFromConfig } from '../../src/model/families/index.js';
+import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';

@@ -6,18 +6,19 @@
 // The expectations are written from llama.cpp's own files, cited at each (src/models/phi3.cpp,
 // src/llama-model.cpp, conversion/phi.py, gguf-py/gguf/constants.py and tensor_mapping.py).
 import { describe, expect, it } from 'vitest';
-import { configFromSpec, convertModel, exportModelGguf } from '../../src/convert/convert.js';
+import { convertModel, exportModelGguf } from '../../src/convert/convert.js';
 import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
+import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
 import { safetensorsReader } from '../../src/formats/weft-checkpoint.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import { type GgufFile, ggufSpec, openGguf, readGgufTensorF32 } from '../../src/model/gguf.js';
+import { configFromSpec, ggufSpec, specFromConfig } from '../../src/model/families/index.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';

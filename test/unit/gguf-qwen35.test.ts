@@ -7,20 +7,16 @@ import { convertModel, exportModelGguf } from '../../src/convert/convert.js';
 import type { GgufExportType } from '../../src/convert/gguf-export.js';
 import { createEngine } from '../../src/engine/create.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
+import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import {
-  type GgufFile,
-  ggufSpec,
-  openGguf,
-  openGgufCheckpoint,
-  readGgufTensorF32,
-} from '../../src/model/gguf.js';
+import { ggufSpec, specFromConfig } from '../../src/model/families/index.js';
+import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
-import { linearSizes } from '../../src/model/spec/spec.js';
+import { deltaNetWidths } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { qwen35FixtureFiles, sameF32 } from '../fixtures/write.js';
@@ -117,7 +113,7 @@ describe('qwen35 GGUF export follows llama.cpp', () => {
     // Tensor names from gguf-py/gguf/constants.py (MODEL_TENSORS[QWEN35], TENSOR_NAMES) and their
     // GGML shapes (ne, fastest first) from `load_arch_tensors` in src/models/qwen35.cpp; types
     // from conversion/base.py `prepare_tensors` (vectors, *_norm, non-.weight names and SSM_CONV1D F32).
-    const { convChannels } = linearSizes(spec);
+    const { convChannels } = deltaNetWidths(spec);
     const expected: [string, number[], number][] = [
       ['token_embd.weight', [64, 512], GgmlType.Q8_0],
       ['output_norm.weight', [64], GgmlType.F32],
@@ -162,10 +158,10 @@ describe('qwen35 GGUF export follows llama.cpp', () => {
     const { bytes, spec, tensors } = await exported('F32');
     const g = await openGguf(bytesSource(bytes, 'q35.gguf'));
     const hf = (name: string) => tensors.get(name)!.data;
-    const la = spec.linearAttention!;
+    const la = spec.deltaNet!;
     const hk = la.keyHeads;
     const r = la.valueHeads / hk;
-    const { keyWidth, convChannels } = linearSizes(spec);
+    const { keyWidth, convChannels } = deltaNetWidths(spec);
     const p = 'model.layers.0.linear_attn';
     // Qwen3NextModel.modify_tensors: A_log → -exp(A_log); every norm.weight but
     // linear_attn.norm.weight → w + 1; conv1d squeezed; then _LinearAttentionVReorderBase tiles
@@ -489,6 +485,6 @@ describe('qwen35 GGUF metadata', () => {
     const metadata = new Map(g.metadata);
     metadata.set('qwen35.attention.recurrent_layers', bools);
     const spec = await ggufSpec({ ...g, metadata });
-    expect(spec.layerKinds).toEqual(['linear', 'attention', 'linear', 'linear']);
+    expect(spec.layerKinds).toEqual(['deltanet', 'attention', 'deltanet', 'deltanet']);
   });
 });

@@ -2,20 +2,15 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { GgufExportType } from '../../src/convert/gguf-export.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
+import { openGguf } from '../../src/formats/gguf/header.js';
+import { readGgufTensorF32, readGgufTensorPacked } from '../../src/formats/gguf/tensors.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
 import { type GgufEntry, writeGguf } from '../../src/formats/gguf/write.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
-import {
-  ggufSpec,
-  ggufTensorName,
-  hfTensorName,
-  openGguf,
-  openGgufCheckpoint,
-  permuteRows,
-  readGgufTensorF32,
-  readGgufTensorPacked,
-} from '../../src/model/gguf.js';
+import { ggufSpec, ggufTensorName, hfTensorName } from '../../src/model/families/index.js';
+import { permuteRows } from '../../src/model/families/stored.js';
+import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { dequantize } from '../../src/quant/formats.js';
 import {
@@ -255,11 +250,12 @@ describe('GGUF names and Q/K permutation', () => {
       ['blk.4.ffn_up.weight', 'model.layers.4.mlp.up_proj.weight'],
       ['blk.4.ffn_down.weight', 'model.layers.4.mlp.down_proj.weight'],
     ];
+    const llama = { family: 'llama' } as const;
     for (const [g, h] of pairs) {
-      expect(hfTensorName(g)).toBe(h);
-      expect(ggufTensorName(h)).toBe(g);
+      expect(hfTensorName(g, llama)).toBe(h);
+      expect(ggufTensorName(h, llama)).toBe(g);
     }
-    expect(hfTensorName('rope_freqs.weight')).toBeUndefined();
+    expect(hfTensorName('rope_freqs.weight', llama)).toBeUndefined();
   });
   it('permutes like convert_hf_to_gguf.py: reshape(heads, 2, d/2, cols).swapaxes(1, 2)', () => {
     const heads = 3;

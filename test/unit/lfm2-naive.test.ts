@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFromSpec } from '../../src/convert/convert.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { configFromSpec, specFromConfig } from '../../src/model/families/index.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
@@ -455,7 +454,13 @@ describe('LFM2 config', () => {
     });
     expect(s.rope.theta).toBe(50_000);
     expect(s.tiedEmbeddings).toBe(false);
-    expect(s.layerKinds!.slice(0, 5)).toEqual(['conv', 'attention', 'conv', 'attention', 'conv']);
+    expect(s.layerKinds!.slice(0, 5)).toEqual([
+      'shortconv',
+      'attention',
+      'shortconv',
+      'attention',
+      'shortconv',
+    ]);
     const all = specFromConfig({ ...rest, num_hidden_layers: 2 });
     expect(all.layerKinds).toEqual(['attention', 'attention']);
     expect(all.shortConv).toBeUndefined();
@@ -496,7 +501,7 @@ describe('LFM2 config', () => {
 describe('LFM2 spec switches', () => {
   it('the fixture is four layers, conv conv attention conv, with an adjusted MLP of 104', () => {
     const s: ModelSpec = specFromConfig(CONFIG);
-    expect(s.layerKinds).toEqual(['conv', 'conv', 'attention', 'conv']);
+    expect(s.layerKinds).toEqual(['shortconv', 'shortconv', 'attention', 'shortconv']);
     expect([s.hidden, s.heads, s.kvHeads, s.headDim, s.intermediate]).toEqual([64, 4, 2, 16, 104]);
     expect(s.shortConv).toEqual({ kernel: 3, bias: false });
     expect(

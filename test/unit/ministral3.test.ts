@@ -4,13 +4,13 @@
 // GGUF both ways (the keys its converter writes, conversion/mistral3.py and conversion/base.py;
 // what its loader reads, src/models/mistral3.cpp and llama-context.cpp), and `weft convert`.
 import { describe, expect, it } from 'vitest';
-import { configFromSpec, convertModel, exportModelGguf } from '../../src/convert/convert.js';
+import { convertModel, exportModelGguf } from '../../src/convert/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
+import { openGguf } from '../../src/formats/gguf/header.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
-import { specFromConfig } from '../../src/model/families/config.js';
-import { openGguf } from '../../src/model/gguf.js';
+import { configFromSpec, specFromConfig } from '../../src/model/families/index.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { type ModelSpec, yarnAttentionFactor } from '../../src/model/spec/spec.js';

@@ -7,7 +7,7 @@ import { openSafetensors } from '../../src/formats/safetensors.js';
 import { safetensorsReader } from '../../src/formats/weft-checkpoint.js';
 import { ropeInvFreq } from '../../src/kernels/rope/rope.js';
 import { ropeInverseFrequencies } from '../../src/model/blocks/ops.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import { fuseProjections } from '../../src/model/fused-view.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';

@@ -233,7 +233,7 @@ function gatedDeltaNet(
   h: Matrix,
   form: DeltaForm,
 ): Matrix {
-  const la = spec.linearAttention!;
+  const la = spec.deltaNet!;
   const { keyHeads: Hk, valueHeads: Hv, keyDim: dk, valueDim: dv, convKernel: Kc } = la;
   const keyWidth = Hk * dk;
   const p = `model.layers.${layer}.linear_attn`;
@@ -315,7 +315,7 @@ function naiveQwen35(
     const p = `model.layers.${l}`;
     const h = x.map((row) => rmsnorm(row, vector(source, `${p}.input_layernorm.weight`), eps, true));
     add(
-      spec.layerKinds![l] === 'linear'
+      spec.layerKinds![l] === 'deltanet'
         ? gatedDeltaNet(spec, source, l, h, form)
         : gatedAttention(spec, source, l, h),
     );

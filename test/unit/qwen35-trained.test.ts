@@ -16,7 +16,7 @@ describe('the trained tiny Qwen3.5', () => {
   it('has the odd shapes of the tests’ Qwen3.5 and weft’s reference gives PyTorch’s held-out loss', async () => {
     const m = await openModel(await trainedQwen35());
     expect(m.spec).toMatchObject({ family: 'qwen3_5', hidden: 64, layers: 4, vocabSize: 512, headDim: 32 });
-    expect(m.spec.linearAttention).toEqual({
+    expect(m.spec.deltaNet).toEqual({
       keyHeads: 2,
       valueHeads: 4,
       keyDim: 16,

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { configFromSpec } from '../../src/convert/convert.js';
 import { createEngine, type LoadProgress } from '../../src/engine/create.js';
 import { modelFootprint } from '../../src/engine/limits.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { configFromSpec, specFromConfig } from '../../src/model/families/index.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights } from '../../src/model/weights.js';
@@ -54,7 +53,7 @@ describe('Qwen3.5 config', () => {
       qkvBias: false,
       outputGate: true,
       zeroCentredNorms: true,
-      linearAttention: { keyHeads: 16, valueHeads: 16, keyDim: 128, valueDim: 128, convKernel: 4 },
+      deltaNet: { keyHeads: 16, valueHeads: 16, keyDim: 128, valueDim: 128, convKernel: 4 },
       eosIds: [248044],
     });
     expect(s.layerKinds).toHaveLength(24);
@@ -74,7 +73,7 @@ describe('Qwen3.5 config', () => {
       partial_rotary_factor: 0.5,
       tie_word_embeddings: false,
     });
-    expect(s.layerKinds).toEqual(['linear', 'attention', 'linear']);
+    expect(s.layerKinds).toEqual(['deltanet', 'attention', 'deltanet']);
     expect(s.rope).toEqual({ theta: 1e6, layout: 'half', rotaryDim: 128 });
     expect(s.tiedEmbeddings).toBe(false);
   });

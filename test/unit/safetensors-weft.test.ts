@@ -9,7 +9,7 @@ import {
   sourceChecksum,
   type TensorReader,
 } from '../../src/formats/weft-checkpoint.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import { dequantize, quantize } from '../../src/quant/formats.js';
 import { randomTensors, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 

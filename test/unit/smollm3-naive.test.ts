@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { layerAttention } from '../../src/model/spec/spec.js';
 import { mapWeights, type WeightSource } from '../../src/model/weights.js';

@@ -11,7 +11,7 @@ import { verifyChain } from '../../src/decode/speculate.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions, TextCodec } from '../../src/engine/types.js';
 import { sampleRef } from '../../src/kernels/sample/gumbel.js';
-import { specFromConfig } from '../../src/model/families/config.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import type { ForwardInput, ModelRunner, SamplerSpec } from '../../src/model/runner.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { draftTree } from '../../src/model/tree.js';

@@ -1,21 +1,20 @@
-// What a block's GPU side is handed by the runner: a placer for its weights (gpu-weights.ts), a
-// kernel builder for its linears (gpu-kernels.ts), and, per forward, the pass it encodes into with
-// the runner's activation buffers and shared kernels (gpu-runner.ts).
-
-import type { SplitAttention } from '../../kernels/attention/attention-split.js';
-import type { DeltaNet } from '../../kernels/deltanet/deltanet.js';
-import type { DeltaNetState } from '../../kernels/deltanet/reference.js';
-import type { AddInPlace, SigmoidGate, SiluMul } from '../../kernels/elementwise/elementwise.js';
+// What a block kind's GPU side is handed by the runner (model/gpu/), and what it hands back: a
+// placer for its weights, a kernel context for its per-model kernels, its scratch and its state,
+// and, per forward, the pass it encodes into with the runner's row buffers and common kernels. A
+// placed block (GpuBlock) binds into a BoundBlock that encodes, commits and owns its state.
+import type { GpuContext } from '../../gpu/device.js';
+import type { BindGroupCache } from '../../kernels/bind.js';
+import type { AddInPlace } from '../../kernels/elementwise/elementwise.js';
 import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
-import type { KvCompact, KvLayerBuffers, KvShape, KvWrite } from '../../kernels/kv/kv.js';
+import type { KvShape } from '../../kernels/kv/kv.js';
 import type { MatmulOptions } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
-import type { QkvRope } from '../../kernels/rope/qkv-rope.js';
-import type { Rope } from '../../kernels/rope/rope.js';
-import type { ShortConv } from '../../kernels/shortconv/shortconv.js';
-import type { Quant } from '../../quant/pack.js';
+import type { Quant, RotationChoice } from '../../quant/pack.js';
 import type { ModelSpec } from '../spec/spec.js';
+
+/** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
+export const MAX_FORWARD_TOKENS = 64;
 
 /**
  * Places a block's tensors on the GPU (each in its planned format, padding and rotation, filled a
@@ -82,61 +81,23 @@ export interface Rotations {
   out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
 }
 
-/**
- * The RoPE and attention kernels of one kind of attention layer: its RoPE (base, scaling, or none)
- * and its window. Layers of one kind share one set (Gemma 3: a sliding and a global set).
- */
-export interface LayerAttentionKernels {
-  /** The layers' KV cache shape (a sliding layer's: a ring; see layerKvShape). */
-  kv: KvShape;
-  rope: Rope;
-  kvWrite: KvWrite; // the unfused path's K/V write
-  compact: KvCompact; // a commit's compaction of the layers' rows
-  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
-  attention: SplitAttention;
-}
-
-/** The kernel instances every block shares (their uniforms never differ between blocks). */
-export interface SharedKernels {
+/** The kernels every kind's blocks share (their uniforms never differ between blocks). */
+export interface CommonKernels {
   norm: RmsNorm; // n = H, every T-row norm
-  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
-  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
-  /** Per layer, the RoPE and attention of its kind (undefined for a linear-attention layer). */
-  attn: readonly (LayerAttentionKernels | undefined)[];
   add: AddInPlace; // T * H
-  addQ: AddInPlace; // T * qWidth
-  addKv: AddInPlace; // T * kvWidth
-  silu: SiluMul; // act(gate) · up of an unpaired MLP (SiLU, or Gemma's GELU)
   normAdd: RmsNormAdd | undefined; // x += rmsnorm(y) · w: Gemma's norms of a block's output
   rot: Rotations | undefined; // the input rotations the `*_proj` weights were packed for
-  gate: SigmoidGate | undefined; // attention · sigmoid(gate) of an output-gated model
-  deltaNet: DeltaNet | undefined; // the linear-attention layers' conv and delta rule
-  shortConv: ShortConv | undefined; // the short-convolution layers' gated convolution
 }
 
-/** The runner's activation buffers a block reads and writes, each for MAX_FORWARD_TOKENS rows. */
-export interface BlockActivations {
+/** The runner's row buffers every kind reads and writes, each for MAX_FORWARD_TOKENS rows. */
+export interface RowBuffers {
   positions: GPUBuffer; // [T] u32 RoPE positions
   slots: GPUBuffer; // [T] u32 cache slots
   vis: GPUBuffer; // [T, 2] u32 each row's visible slots among the 64 up to its own (visWords)
   x: GPUBuffer; // [T, H] residual stream
   h: GPUBuffer; // [T, H] normed
-  qkv: GPUBuffer; // [T, qWidth + 2·kvWidth] a stacked q | k | v matmul's output
-  q: GPUBuffer; // [T, qWidth] (roped, when from qkv)
-  k: GPUBuffer; // [T, kvWidth]
-  v: GPUBuffer; // [T, kvWidth]
-  qn: GPUBuffer; // [T, qWidth] q after QK-norm
-  kn: GPUBuffer; // [T, kvWidth] k after QK-norm
-  attn: GPUBuffer; // [T, qWidth]
   tmp: GPUBuffer; // [T, H]
-  gate: GPUBuffer; // [T, Ip] (Ip: the MLP width as packed)
-  up: GPUBuffer; // [T, Ip]
-  act: GPUBuffer; // [T, Ip] silu(gate) * up
-  // Only with recurrent (linear-attention, short-convolution) layers:
-  proj: GPUBuffer | undefined; // [T, P | 3H] an accepted path's projection rows, gathered for a commit
-  // [T, valueWidth | H] the mixer's output, input of out_proj: the delta rule's gated norm, or C · conv
-  mixed: GPUBuffer | undefined;
-  count: GPUBuffer | undefined; // [1] u32 T, staged with the pass's inputs
+  count: GPUBuffer | undefined; // [1] u32 T, staged with the pass's inputs (models with recurrent blocks)
 }
 
 /** The sections a profiled forward is split into, in the order they run (see GpuRunner.profiler). */
@@ -153,9 +114,9 @@ export interface GpuPass {
   readonly base: number;
   /** Largest cache slot a row may hold (rows placed by a kernel); default base + T - 1. */
   readonly lastSlot: number | undefined;
-  readonly a: BlockActivations;
-  readonly k: SharedKernels;
-  /** The version of the committed recurrent state the pass starts from (see LinearStatePair). */
+  readonly a: RowBuffers;
+  readonly k: CommonKernels;
+  /** The version of the committed recurrent state the pass starts from (see StatePair). */
   readonly version: number;
   /** The rows are a draft tree (depth first, `a.vis` their visibility), not a chain. */
   readonly tree: boolean;
@@ -164,36 +125,112 @@ export interface GpuPass {
 }
 
 /**
- * A linear-attention layer's state, twice: a pass reads the committed one (`pair[version % 2]`)
- * and writes the other, so a pass never committed (a decode step run ahead, then dropped) leaves
- * the committed state as it was, and committing a chain is a version step.
+ * What a block kind's GPU side is given, once per model, to make its kernels, scratch and state:
+ * the device, the model, how its weights were placed, and the runner's common kernels and row
+ * buffers.
  */
-export interface LinearStatePair {
-  readonly pair: readonly [DeltaNetState<GPUBuffer>, DeltaNetState<GPUBuffer>];
+export interface KindContext {
+  readonly ctx: GpuContext;
+  readonly binds: BindGroupCache;
+  readonly spec: ModelSpec;
+  readonly quant: Quant;
+  readonly rotate: RotationChoice;
+  /** The KV cache's shape (an attention layer's, before a sliding layer's ring). */
+  readonly kv: KvShape;
+  /** The MLP width as the weights were packed (padded for a rotation). */
+  readonly Ip: number;
+  /**
+   * The input norm folds into the matmuls after it, unless a rotation of its output sits in
+   * between (R·norm(x) is the linears' input then).
+   */
+  readonly normFused: boolean;
+  /** Attention never sees slots below this one but a row's own (a draft head's: 1). */
+  readonly firstSlot: number | undefined;
+  readonly builder: KernelBuilder;
+  readonly common: CommonKernels;
+  /** Registers what to destroy when the runner's kernels go (a kind's per-model kernels). */
+  onDestroy(destroy: () => void): void;
+}
+
+/**
+ * Something a kind makes once per model (its per-model kernels and scratch), on the first block
+ * that asks, keyed by the model's {@link KindContext}.
+ */
+export class PerModel<T> {
+  private readonly made = new WeakMap<KindContext, Promise<T>>();
+
+  constructor(private readonly make: (c: KindContext) => Promise<T>) {}
+
+  /** The model's one instance, made on first call. */
+  of(c: KindContext): Promise<T> {
+    let made = this.made.get(c);
+    if (made === undefined) {
+      made = this.make(c);
+      this.made.set(c, made);
+    }
+    return made;
+  }
+}
+
+/** What committing an accepted path asks of a block's state (see BoundBlock.commit). */
+export interface CommitInputs {
+  /** [n] u32 each path node's source slot (0xffffffff past a device-side path's end). */
+  readonly slots: GPUBuffer;
+  /** Path nodes (at most, for a device-side path). */
+  readonly count: number;
+  /** Rows committed before the path: its nodes move to rows committed, committed + 1, …. */
+  readonly committed: number;
+  /** Some node is not at its own row already: rows move (a KV cache compacts). */
+  readonly moved: boolean;
+  /**
+   * The path staged for a recurrent state, which runs it again as a chain from the committed
+   * state of `version` into the other copy; absent when the pass left the state after the path.
+   */
+  readonly rerun?: {
+    readonly rows: GPUBuffer; // [n] u32 the path's rows in the last pass
+    readonly count: GPUBuffer; // [1] u32 n
+    readonly base: GPUBuffer; // [1] u32 the committed length (0: the state starts from zeros)
+    readonly n: number;
+    readonly version: number;
+  };
+}
+
+/** A block's weights on the GPU, before its kernels are made. */
+export interface GpuBlock {
+  /** Its matrices, each once: what a pass reads of its weights, and what unloading destroys. */
+  readonly matrices: readonly GpuMatrix[];
+  /** Its other weight buffers (norms, biases, a convolution's weights). */
+  readonly vectors: readonly GPUBuffer[];
+  /** Makes its kernels (compiling what they need), binds its linears and allocates its state. */
+  bind(c: KindContext): Promise<BoundBlock>;
+}
+
+/** A placed block with its kernels and state: what the runner encodes. */
+export interface BoundBlock {
+  /** Encodes the block over the pass's rows, with its state. */
+  encode(p: GpuPass): void;
+  /** Encodes what committing an accepted path does to its state (nothing for a stateless block). */
+  commit(pass: GPUComputePassEncoder, c: CommitInputs): void;
+  /** Bytes of its KV cache (0 without one). */
+  readonly kvBytes: number;
+  /** A recurrent state's bytes (both copies), and its rows kept per tree node for a commit. */
+  readonly recurrent: { readonly stateBytes: number; readonly bytesPerTreeNode: number } | undefined;
+  /** Its KV cache is a sliding window's ring: a trim may go back only a little (RING_ROLLBACK). */
+  readonly ring: boolean;
+  /** Destroys its linears and its state. */
+  destroy(): void;
+}
+
+/**
+ * A recurrent state, twice: a pass reads the committed copy (`pair[version % 2]`) and writes the
+ * other, so a pass never committed (a decode step run ahead, then dropped) leaves the committed
+ * state as it was, and committing a chain is a version step.
+ */
+export interface StatePair<S> {
+  readonly pair: readonly [S, S];
   /**
    * [MAX_FORWARD_TOKENS, P] the layer's projection rows of the last pass, kept until the next: a
    * commit after a tree runs the accepted path's rows from here as a chain.
    */
   readonly proj: GPUBuffer;
-}
-
-/**
- * A short-convolution layer's window [K - 1, H] (the last rows of B · x), twice, read and written
- * by version as {@link LinearStatePair}'s state is.
- */
-export interface ConvStatePair {
-  readonly windows: readonly [GPUBuffer, GPUBuffer];
-  /** [MAX_FORWARD_TOKENS, 3H] the layer's in_proj rows of the last pass, which a commit runs again. */
-  readonly proj: GPUBuffer;
-}
-
-/**
- * A block's state on the GPU: the KV cache of an attention block, the conv and recurrent state of
- * a linear-attention block, the window of a short-convolution block (none for an MLP).
- */
-export type BlockState = KvLayerBuffers | LinearStatePair | ConvStatePair | undefined;
-
-/** Whether a block's state is a KV cache. */
-export function isKvCache(s: BlockState): s is KvLayerBuffers {
-  return s !== undefined && 'k' in s;
 }

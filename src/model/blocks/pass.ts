@@ -3,7 +3,7 @@
 
 import type { KvFormat } from '../../kernels/kv/kv.js';
 import type { ModelSpec } from '../spec/spec.js';
-import type { LinearStates } from './recurrent-state.js';
+import type { RecurrentStates } from './recurrent-state.js';
 
 /** Reads a checked tensor by checkpoint name and expected shape (see `readWeights`). */
 export type TakeTensor = (name: string, shape: readonly number[]) => Float32Array;
@@ -31,8 +31,8 @@ export interface RefPass {
   readonly kvFormat: KvFormat;
   /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim]. */
   readonly cache: { readonly keys: readonly Float32Array[]; readonly values: readonly Float32Array[] };
-  /** The recurrent layers' states: Gated DeltaNet (linear.ts) and short convolution (shortconv.ts). */
-  readonly linear: LinearStates;
+  /** The recurrent blocks' states (deltanet/, shortconv/). */
+  readonly recurrent: RecurrentStates;
   /** A `*_proj` linear's input as it multiplies (W8A8's rounding, calibration's statistics). */
   input(a: Float32Array, width: number, linears: readonly string[]): Float32Array;
 }

@@ -1,13 +1,11 @@
-// The reference's state of the recurrent layers, the linear-attention (Gated DeltaNet) and the
-// short-convolution (LFM2) ones: per layer, the state after the committed prefix and after each row
-// of the last forward (linear.ts and shortconv.ts advance it).
-import { layerKind, linearSizes, type ModelSpec } from '../spec/spec.js';
+// The reference's state of the recurrent blocks (deltanet/, shortconv/): per layer, the state after
+// the committed prefix and after each row of the last forward, which those blocks advance.
 
 /**
  * A recurrent layer's state after some token: the convolution's window and, for a Gated DeltaNet,
  * the recurrent state.
  */
-export interface LinearState {
+export interface RecurrentState {
   /**
    * [convKernel - 1, convChannels] the last inputs of q | k | v, oldest first; a short convolution's
    * [kernel - 1, H] last rows of B · x.
@@ -23,30 +21,22 @@ export interface LinearState {
  * token, so no row sees a sibling's). Committing a path keeps the state after its last node; the
  * state cannot roll back to an earlier length, only start again from zeros.
  */
-export class LinearStates {
-  private committed = new Map<number, LinearState>();
-  private rows = new Map<number, LinearState[]>();
+export class RecurrentStates {
+  private committed = new Map<number, RecurrentState>();
+  private rows = new Map<number, RecurrentState[]>();
 
-  constructor(private readonly spec: ModelSpec) {}
-
-  /** The state row `parent` left (-1: the committed prefix's; zeros on an empty cache), copied. */
-  before(layer: number, parent: number, empty: boolean): LinearState {
+  /**
+   * The state row `parent` left (-1: the committed prefix's), copied; `zeros()` on an empty cache
+   * or before the layer's first commit.
+   */
+  before(layer: number, parent: number, empty: boolean, zeros: () => RecurrentState): RecurrentState {
     const from = parent >= 0 ? this.rows.get(layer)![parent]! : empty ? undefined : this.committed.get(layer);
-    if (from) return { conv: from.conv.slice(), S: from.S.slice() };
-    if (layerKind(this.spec, layer) === 'conv') {
-      const window = (this.spec.shortConv!.kernel - 1) * this.spec.hidden;
-      return { conv: new Float32Array(window), S: new Float32Array(0) };
-    }
-    const la = this.spec.linearAttention!;
-    return {
-      conv: new Float32Array((la.convKernel - 1) * linearSizes(this.spec).convChannels),
-      S: new Float32Array(la.valueHeads * la.keyDim * la.valueDim),
-    };
+    return from ? { conv: from.conv.slice(), S: from.S.slice() } : zeros();
   }
 
   /** Starts a forward's rows for `layer`. */
-  beginRows(layer: number): LinearState[] {
-    const list: LinearState[] = [];
+  beginRows(layer: number): RecurrentState[] {
+    const list: RecurrentState[] = [];
     this.rows.set(layer, list);
     return list;
   }

@@ -7,8 +7,9 @@ import { HeadFeatures, VocabScatter } from '../../kernels/head/head.js';
 import { Matmul, prepareMatmul } from '../../kernels/matmul/matmul.js';
 import { type GpuMatrix, uploadMatrix } from '../../kernels/matmul/matrix.js';
 import { quantize } from '../../quant/formats.js';
-import { createGpuRunner, type GpuRunner, type HeadStageBuffers, type HeadStages } from '../gpu/runner.js';
-import { MAX_FORWARD_TOKENS } from '../gpu/weights.js';
+import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
+import type { HeadStageBuffers, HeadStages } from '../gpu/head-stages.js';
+import { createGpuRunner, type GpuRunner } from '../gpu/runner.js';
 import { type DraftHead, headModelSpec } from './head.js';
 
 // A draft head on the GPU (the architecture: model/head.ts). It runs as a one-layer GpuRunner over

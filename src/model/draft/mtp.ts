@@ -9,15 +9,42 @@
 // reference blocks.
 import { InvalidInputError } from '../../errors.js';
 import type { TensorReader } from '../../formats/weft-checkpoint.js';
+import { attentionBlock, attentionTensors } from '../blocks/attention/block.js';
 import { attentionRef, readAttention } from '../blocks/attention/reference.js';
-import type { AttentionBlock, MlpBlock } from '../blocks/blocks.js';
+import { mlpBlock, mlpTensors } from '../blocks/mlp/block.js';
 import { mlpRef, readMlp } from '../blocks/mlp/reference.js';
 import { normWeight, ropeInverseFrequencies } from '../blocks/ops.js';
 import type { RefPass } from '../blocks/pass.js';
-import { LinearStates } from '../blocks/recurrent-state.js';
+import { RecurrentStates } from '../blocks/recurrent-state.js';
 import type { ModelSpec } from '../spec/spec.js';
-import { mtpShapes } from '../tensors.js';
 import type { DraftHead, HeadSpec } from './head.js';
+
+/** Where the MTP layer's decoder layer keeps its tensors. */
+const MTP_LAYER = 'mtp.layers.0';
+
+/**
+ * The tensors of a Qwen3.5 checkpoint's multi-token-prediction layer (`mtp.*`), in checkpoint
+ * order: the norms of the next token's embedding and of the target's hidden state, their joint
+ * projection `fc` [H, 2H], one full-attention decoder layer (as the model's attention layers: an
+ * output-gated q_proj, QK-norm) with its MLP, and its final norm. It reads the target's embedding
+ * table and LM head.
+ */
+export function mtpShapes(spec: ModelSpec): (readonly [string, readonly number[]])[] {
+  const H = spec.hidden;
+  // The layer's tensors: an attention and an MLP block of a one-layer spec, under mtp.layers.0.
+  const layer: ModelSpec = { ...spec, layers: 1, layerKinds: ['attention'] };
+  const decoder = [
+    ...attentionTensors(layer, attentionBlock(0, MTP_LAYER)),
+    ...mlpTensors(layer, mlpBlock(0, 'silu', MTP_LAYER)),
+  ];
+  return [
+    ['mtp.pre_fc_norm_embedding.weight', [H]],
+    ['mtp.pre_fc_norm_hidden.weight', [H]],
+    ['mtp.fc.weight', [H, 2 * H]],
+    ...decoder,
+    ['mtp.norm.weight', [H]],
+  ];
+}
 
 /** Whether a checkpoint holds an MTP layer. */
 export function hasMtp(weights: TensorReader): boolean {
@@ -50,16 +77,14 @@ export async function openMtpHead(target: {
   const get = (name: string) => tensors.get(name)!;
   // The layer as the model's attention and MLP blocks of a one-layer spec, under mtp.layers.0.
   const layer: ModelSpec = { ...spec, layers: 1, layerKinds: ['attention'] };
-  const take = (name: string) => get(name.replace(/^model\.layers\.0\./, 'mtp.layers.0.'));
-  const attentionBlock: AttentionBlock = { kind: 'attention', layer: 0 };
-  const mlpBlock: MlpBlock = { kind: 'mlp', layer: 0, activation: 'silu' };
-  const attention = readAttention(take, layer, attentionBlock);
-  const mlp = readMlp(take, layer, mlpBlock);
+  const attentionLayer = attentionBlock(0, MTP_LAYER);
+  const mlpLayer = mlpBlock(0, 'silu', MTP_LAYER);
+  const attention = readAttention(get, layer, attentionLayer);
+  const mlp = readMlp(get, layer, mlpLayer);
   const invFreq = ropeInverseFrequencies(layer.rope, layer.headDim);
-  const linear = new LinearStates(layer);
+  const recurrent = new RecurrentStates();
   const embed = await weights.readF32('model.embed_tokens.weight');
   const lm = spec.tiedEmbeddings ? embed : await weights.readF32('lm_head.weight');
-  const p = 'mtp.layers.0';
   const headSpec: HeadSpec = {
     hidden: spec.hidden,
     intermediate: spec.intermediate,
@@ -79,7 +104,7 @@ export async function openMtpHead(target: {
       normEmbed: normWeight(spec, get('mtp.pre_fc_norm_embedding.weight')),
       normHidden: normWeight(spec, get('mtp.pre_fc_norm_hidden.weight')),
       inputNorm: attention.inputNorm,
-      q: get(`${p}.self_attn.q_proj.weight`),
+      q: get(attentionLayer.names.q),
       k: attention.k,
       v: attention.v,
       o: attention.o,
@@ -106,11 +131,11 @@ export async function openMtpHead(target: {
           invFreq: () => invFreq,
           kvFormat: 'f32',
           cache,
-          linear,
+          recurrent,
           input: (a) => a,
         };
-        attentionRef(pass, attentionBlock, attention);
-        mlpRef(pass, mlpBlock, mlp);
+        attentionRef(pass, attentionLayer, attention);
+        mlpRef(pass, mlpLayer, mlp);
       },
     },
   };

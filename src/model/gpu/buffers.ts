@@ -1,34 +1,26 @@
-// The GPU runner's buffers: activations for MAX_FORWARD_TOKENS rows, a layer's KV cache, a draft
-// head's feature store, the children ranker's scratch, and what a device-side tree kernel reads and
-// writes of them (RunnerIo).
+// The GPU runner's buffers: its rows for MAX_FORWARD_TOKENS tokens (the ones every block kind
+// reads, the pass's inputs, logits and sampled ids), a draft head's feature store, the children
+// ranker's scratch, and what a device-side tree kernel reads and writes of them (RunnerIo). Each
+// block kind allocates its own scratch rows and state (blocks/).
 
 import { InvalidInputError } from '../../errors.js';
 import { createBuffer, STORAGE } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../../kernels/bind.js';
-import {
-  type KvFormat,
-  type KvLayerBuffers,
-  type KvShape,
-  kvRows,
-  kvWordsPerSlot,
-} from '../../kernels/kv/kv.js';
+import { type KvFormat, type KvShape, kvWordsPerSlot } from '../../kernels/kv/kv.js';
 import { RowCompact, RowScatter } from '../../kernels/kv/rows.js';
 import { maskWordsOf } from '../../kernels/sample/mask.js';
 import { TOPK_MAX, TopKChildren } from '../../kernels/sample/topk.js';
 import type { PassBuffers } from '../../kernels/tree/tree.js';
 import { isHadamardSize, type Quant, type RotationChoice } from '../../quant/pack.js';
-import { projWidth } from '../blocks/deltanet/gpu.js';
-import type { BlockActivations } from '../blocks/gpu.js';
-import type { ModelSpec } from '../spec/spec.js';
-import { deriveSizes, linearSizes } from '../spec/spec.js';
-import { MAX_FORWARD_TOKENS } from './weights.js';
+import { MAX_FORWARD_TOKENS, type RowBuffers } from '../blocks/gpu.js';
+import { deltaNetWidths, deriveSizes, type ModelSpec } from '../spec/spec.js';
 
 /**
- * Activation buffers for up to MAX_FORWARD_TOKENS rows, allocated once: what the blocks use
- * ({@link BlockActivations}), and the pass's inputs, scored rows, logits and sampled ids.
+ * The runner's rows for up to MAX_FORWARD_TOKENS tokens, allocated once: what every block kind
+ * reads ({@link RowBuffers}), and the pass's inputs, scored rows, logits and sampled ids.
  */
-export interface Activations extends BlockActivations {
+export interface Activations extends RowBuffers {
   ids: GPUBuffer; // [T] u32 token ids
   rows: GPUBuffer; // [T] u32 rows to score
   hr: GPUBuffer; // [T, H] gathered rows
@@ -39,17 +31,17 @@ export interface Activations extends BlockActivations {
   commitSlots: GPUBuffer; // [T] u32 source slots of an accepted path
   // [7T + 1] u32 a pass's small inputs, written at once and copied into the buffers above (see
   // stageInputs): positions [T], slots [T], vis [2T], rows [R], sample positions [R], ids [T]
-  // (when the CPU supplies them), and T itself (count) for a model with recurrent layers
+  // (when the CPU supplies them), and T itself (count) for a model with recurrent blocks
   inputs: GPUBuffer;
   staging: GPUBuffer; // [T] u32, MAP_READ
   // The readback ring of a decode session: step n's id comes back through stepStaging[n % 2].
   stepStaging0: GPUBuffer; // [1] u32, MAP_READ
   stepStaging1: GPUBuffer; // [1] u32, MAP_READ
-  // With recurrent layers, what a commit along a tree's path reads (see GpuRunner.commit):
-  linCommit: GPUBuffer | undefined; // [2 + 2T] u32 staged: n, base, the path's rows, its slots
-  linCount: GPUBuffer | undefined; // [1] u32 n
-  linBase: GPUBuffer | undefined; // [1] u32 the committed length
-  linRows: GPUBuffer | undefined; // [T] u32 the path's rows
+  // With recurrent blocks, what a commit along a tree's path stages (see GpuRunner.commit):
+  rerun: GPUBuffer | undefined; // [2 + 2T] u32 staged: n, base, the path's rows, its slots
+  rerunCount: GPUBuffer | undefined; // [1] u32 n
+  rerunBase: GPUBuffer | undefined; // [1] u32 the committed length
+  rerunRows: GPUBuffer | undefined; // [T] u32 the path's rows
 }
 
 /** The buffers of `GpuRunner.io`: the pass inputs a tree kernel writes, and what it reads. */
@@ -90,25 +82,9 @@ export function makeChildrenRanker(ctx: GpuContext, vocab: number): ChildrenRank
   };
 }
 
-/**
- * A layer's K and V buffers, each [capacity, kvHeads, headDim] in the cache's format, or [ring, …]
- * for a sliding layer's ring (see layerKvShape).
- */
-export function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerBuffers {
-  const bytes = kvRows(kv) * kvWordsPerSlot(kv) * 4;
-  return {
-    k: createBuffer(ctx, bytes, `model.layers.${layer}.k_cache`),
-    v: createBuffer(ctx, bytes, `model.layers.${layer}.v_cache`),
-  };
-}
-
-/** The activation buffers, each for {@link MAX_FORWARD_TOKENS} rows; `Ip` is the packed MLP width. */
-export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number): Activations {
-  const { qWidth, kvWidth } = deriveSizes(spec);
+/** The runner's rows, each for {@link MAX_FORWARD_TOKENS} tokens; `recurrent`: some block's state is. */
+export function allocateActivations(ctx: GpuContext, spec: ModelSpec, recurrent: boolean): Activations {
   const H = spec.hidden;
-  // A recurrent layer's projection row (a linear-attention layer's q | k | v | z | b | a, a
-  // short-convolution layer's B | C | x) and its mixer's output, the widest of the model's kinds.
-  const rec = recurrentWidths(spec);
   const maxT = MAX_FORWARD_TOKENS;
   const f = (n: number, label: string) => createBuffer(ctx, maxT * n * 4, label, STORAGE);
   const readback = (size: number, label: string) =>
@@ -120,25 +96,13 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     vis: f(2, 'visible-slots'),
     x: f(H, 'x'),
     h: f(H, 'h'),
-    qkv: f((spec.outputGate ? 2 * qWidth : qWidth) + 2 * kvWidth, 'qkv'), // q | k | v (| gate)
-    q: f(qWidth, 'q'),
-    k: f(kvWidth, 'k'),
-    v: f(kvWidth, 'v'),
-    qn: f(qWidth, 'qn'),
-    kn: f(kvWidth, 'kn'),
-    attn: f(qWidth, 'attn'),
     tmp: f(H, 'tmp'),
-    gate: f(Ip, 'gate'),
-    up: f(Ip, 'up'),
-    act: f(Ip, 'act'),
-    proj: rec ? f(rec.proj, 'linear-proj') : undefined,
-    mixed: rec ? f(rec.mixed, 'linear-mixed') : undefined,
-    count: rec ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
+    count: recurrent ? createBuffer(ctx, 4, 'pass-rows', STORAGE) : undefined,
     // A commit along a tree's path: [n, base, rows (n), slots (n)] written at once, then copied.
-    linCommit: rec ? createBuffer(ctx, (2 + 2 * maxT) * 4, 'linear-commit', STORAGE) : undefined,
-    linCount: rec ? createBuffer(ctx, 4, 'linear-commit-count', STORAGE) : undefined,
-    linBase: rec ? createBuffer(ctx, 4, 'linear-commit-base', STORAGE) : undefined,
-    linRows: rec ? createBuffer(ctx, maxT * 4, 'linear-commit-rows', STORAGE) : undefined,
+    rerun: recurrent ? createBuffer(ctx, (2 + 2 * maxT) * 4, 'rerun-commit', STORAGE) : undefined,
+    rerunCount: recurrent ? createBuffer(ctx, 4, 'rerun-commit-count', STORAGE) : undefined,
+    rerunBase: recurrent ? createBuffer(ctx, 4, 'rerun-commit-base', STORAGE) : undefined,
+    rerunRows: recurrent ? createBuffer(ctx, maxT * 4, 'rerun-commit-rows', STORAGE) : undefined,
     rows: f(1, 'rows'),
     hr: f(H, 'hr'),
     logits: f(spec.vocabSize, 'logits'),
@@ -150,22 +114,6 @@ export function allocateActivations(ctx: GpuContext, spec: ModelSpec, Ip: number
     staging: readback(maxT * 4, 'sampled-readback'),
     stepStaging0: readback(4, 'decode-readback-0'),
     stepStaging1: readback(4, 'decode-readback-1'),
-  };
-}
-
-/**
- * Floats per row of the recurrent layers' projection rows and mixer outputs (the widest of the
- * model's recurrent kinds); undefined without recurrent layers.
- */
-export function recurrentWidths(spec: ModelSpec): { proj: number; mixed: number } | undefined {
-  const widths = [
-    ...(spec.linearAttention ? [{ proj: projWidth(spec), mixed: linearSizes(spec).valueWidth }] : []),
-    ...(spec.shortConv ? [{ proj: 3 * spec.hidden, mixed: spec.hidden }] : []),
-  ];
-  if (widths.length === 0) return undefined;
-  return {
-    proj: Math.max(...widths.map((w) => w.proj)),
-    mixed: Math.max(...widths.map((w) => w.mixed)),
   };
 }
 
@@ -224,9 +172,9 @@ export function checkRunnerShapes(
     throw new InvalidInputError(
       `a ${spec.family} model's short-convolution layers with biases (conv_bias) run on the CPU reference only (--device cpu)`,
     );
-  if (spec.linearAttention) {
+  if (spec.deltaNet) {
     // The delta rule's output is out_proj's input as it stands: never padded.
-    const { valueWidth } = linearSizes(spec);
+    const { valueWidth } = deltaNetWidths(spec);
     if (valueWidth % 16 !== 0)
       throw new InvalidInputError(
         `linear value width (linear_num_value_heads * linear_value_head_dim) = ${valueWidth} is not a multiple of 16 (the matmul's K block)`,

@@ -1,26 +1,19 @@
+// The runner's kernels: the ones every model uses (embedding, the common norm and add, the LM
+// head, the samplers, a grammar's mask, steering, input rotations), and each block bound through
+// its kind (its linears, its kind's per-model kernels and its state). Pipelines are compiled before
+// the kernels that use them are made.
 import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { SplitAttention, type SplitAttentionShape } from '../../kernels/attention/attention-split.js';
 import { BindGroupCache } from '../../kernels/bind.js';
-import { DeltaNet } from '../../kernels/deltanet/deltanet.js';
-import {
-  AddInPlace,
-  GatherRows,
-  SigmoidGate,
-  type SigmoidGateOptions,
-  SiluMul,
-} from '../../kernels/elementwise/elementwise.js';
+import { AddInPlace, GatherRows } from '../../kernels/elementwise/elementwise.js';
 import { Embedding } from '../../kernels/embed/embed.js';
 import { Hadamard } from '../../kernels/hadamard/hadamard.js';
-import { KvCompact, type KvShape, KvWrite } from '../../kernels/kv/kv.js';
+import type { KvShape } from '../../kernels/kv/kv.js';
 import { gatedEpilogue, Matmul, type MatmulOptions, prepareMatmul } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
-import { QkvRope, type QkvRopeOptions } from '../../kernels/rope/qkv-rope.js';
-import { Rope, type RopeOptions } from '../../kernels/rope/rope.js';
 import { TokenMask } from '../../kernels/sample/mask.js';
 import { Sampler, SplitSampler } from '../../kernels/sample/sample.js';
-import { ShortConv } from '../../kernels/shortconv/shortconv.js';
 import { Steer, type SteerPlan } from '../../kernels/steer/steer.js';
 import { MatmulW8A8, prepareW8A8, QuantizeAct } from '../../kernels/w8a8/w8a8.js';
 import {
@@ -30,32 +23,17 @@ import {
   type RotationChoice,
   rotationFor,
 } from '../../quant/pack.js';
-import { layerKvShape } from '../blocks/attention/gpu.js';
-import { deltaNetShape, projWidth } from '../blocks/deltanet/gpu.js';
-import type {
-  KernelBuilder,
-  LayerAttentionKernels,
-  Linear,
-  Rotations,
-  SharedKernels,
+import {
+  type BoundBlock,
+  type CommonKernels,
+  type KernelBuilder,
+  type KindContext,
+  type Linear,
+  MAX_FORWARD_TOKENS,
+  type Rotations,
 } from '../blocks/gpu.js';
-import {
-  blockKernels,
-  blockMatrices,
-  destroyBlockKernels,
-  type GpuBlockKernels,
-} from '../blocks/kinds-gpu.js';
-import { shortConvShape } from '../blocks/shortconv/gpu.js';
-import {
-  attentionScale,
-  deriveSizes,
-  layerAttention,
-  layerKind,
-  type ModelSpec,
-  type RopeSpec,
-  ropeAttentionFactor,
-} from '../spec/spec.js';
-import { type GpuWeights, MAX_FORWARD_TOKENS } from './weights.js';
+import { deriveSizes, type ModelSpec } from '../spec/spec.js';
+import type { GpuWeights } from './weights.js';
 
 /** A {@link Matmul} as a {@link Linear}. */
 function matmulLinear(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, o: MatmulOptions): Linear {
@@ -104,8 +82,10 @@ export interface LayerSteering {
   out: Steer | undefined;
 }
 
-/** One kernel instance per call site whose uniforms differ; shared where they never do. */
-export interface Kernels extends SharedKernels {
+/** The runner's kernels: each instance made once, for up to MAX_FORWARD_TOKENS rows. */
+export interface Kernels {
+  /** What every kind's blocks share. */
+  common: CommonKernels;
   embed: Embedding;
   gather: GatherRows;
   lmHead: Linear; // [R, H] un-normed rows → [R, V] (the final norm folded in)
@@ -117,15 +97,13 @@ export interface Kernels extends SharedKernels {
   sample: { greedy: Sampler | SplitSampler; gumbel: Sampler | SplitSampler };
   /** A grammar's token bitmask onto the logits before the sampler (constrained decoding). */
   mask: TokenMask;
-  /** Each block's linears, bound to its matrices, in forward order. */
-  blocks: GpuBlockKernels[];
+  /** Each block bound (its linears, its kind's kernels, its state), in forward order. */
+  blocks: BoundBlock[];
   /** Per layer, its activation steering. */
   steer: LayerSteering[];
-  /** A commit along a tree's path: its projection rows gathered from a linear layer's (width P). */
-  gatherProj: GatherRows | undefined;
-  /** A commit along a tree's path: its in_proj rows gathered from a short-convolution layer's (width 3H). */
-  gatherConv: GatherRows | undefined;
   scratch: GPUBuffer[]; // buffers the kernels share (W8A8 activations, steering vectors)
+  /** What the kinds made once per model (their kernels and scratch rows), destroyed with these. */
+  kinds: (() => void)[];
 }
 
 /** Options of {@link buildKernels}: how the weights were placed, and what the forward adds. */
@@ -143,7 +121,8 @@ interface BuildKernelsOptions {
 /**
  * Compiles the pipelines the forward uses (WGSL errors surface here) and makes its kernel
  * instances, each with its uniforms and bound to its weights, for up to
- * {@link MAX_FORWARD_TOKENS} rows.
+ * {@link MAX_FORWARD_TOKENS} rows: the common ones, then each block's through its kind (which
+ * compiles its own), with its state.
  */
 export async function buildKernels(
   ctx: GpuContext,
@@ -152,13 +131,19 @@ export async function buildKernels(
   o: BuildKernelsOptions,
 ): Promise<Kernels> {
   const binds = new BindGroupCache(ctx.device);
-  const f = forwardShapes(spec, o);
-  await prepareKernels(ctx, spec, w, o, f);
-  const { H, V, maxT, eps, normFused } = f;
-  const D = spec.headDim;
+  const H = spec.hidden;
+  const V = spec.vocabSize;
+  const maxT = MAX_FORWARD_TOKENS;
+  const eps = spec.rmsEps;
+  const Ip = packedWidth(spec.intermediate, rotationFor(o.rotate, spec.intermediate));
+  // The input norm and the post-attention norm fold into the matmuls after them, unless a
+  // rotation of their output sits in between (R·norm(x) is the linears' input then).
+  const normFused = rotationFor(o.rotate, H) === 'none';
+  await prepareKernels(ctx, spec, w, o, normFused);
   const serial = ctx.kernels === 'serial';
+  const { qWidth } = deriveSizes(spec);
   // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
-  const maxK = Math.max(H, f.Ip, f.qWidth);
+  const maxK = Math.max(H, Ip, qWidth);
   const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
   const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
   const builder: KernelBuilder = {
@@ -167,19 +152,34 @@ export async function buildKernels(
       xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse }),
     norm: (weight) => (normFused ? { norm: { weight, eps } } : {}),
   };
+  const common: CommonKernels = {
+    norm: new RmsNorm(ctx, binds, { n: H, eps }),
+    add: new AddInPlace(ctx, binds),
+    normAdd: spec.sandwichNorms ? new RmsNormAdd(ctx, binds, { n: H, eps }) : undefined,
+    rot: rotationKernels(ctx, binds, spec, o.rotate, Ip),
+  };
+  const kinds: (() => void)[] = [];
+  const c: KindContext = {
+    ctx,
+    binds,
+    spec,
+    quant: o.quant,
+    rotate: o.rotate,
+    kv: o.kv,
+    Ip,
+    normFused,
+    firstSlot: o.firstSlot,
+    builder,
+    common,
+    onDestroy: (destroy) => kinds.push(destroy),
+  };
+  const blocks: BoundBlock[] = [];
+  for (const b of w.blocks) blocks.push(await b.bind(c));
   const steering = steeringKernels(ctx, binds, spec, o.steer);
   return {
+    common,
     // Gemma: the row times √H (the kernel rounds the scale to f32).
     embed: new Embedding(ctx, binds, w.embed, spec.embedScale ? { scale: Math.sqrt(H) } : {}),
-    norm: new RmsNorm(ctx, binds, { n: H, eps }),
-    qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
-    kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps }) : undefined,
-    attn: layerAttentionKernels(ctx, binds, spec, f, o.kv),
-    add: new AddInPlace(ctx, binds),
-    addQ: new AddInPlace(ctx, binds),
-    addKv: new AddInPlace(ctx, binds),
-    silu: new SiluMul(ctx, binds, f.Ip, false, spec.activation === 'gelu_tanh' ? 'gelu' : 'silu'),
-    normAdd: spec.sandwichNorms ? new RmsNormAdd(ctx, binds, { n: H, eps }) : undefined,
     gather: new GatherRows(ctx, binds, H),
     // A weight-only matmul whatever the quant (W8A8 covers the `*_proj` linears only), with the
     // final norm folded in.
@@ -195,181 +195,29 @@ export async function buildKernels(
           gumbel: new SplitSampler(ctx, binds, { vocab: V, maxRows: maxT }),
         },
     mask: new TokenMask(ctx, binds, V),
-    blocks: w.blocks.map((b) => blockKernels(builder, b)),
+    blocks,
     steer: steering.layers,
-    rot: rotationKernels(ctx, binds, spec, o.rotate, f.Ip),
-    gate: f.gate ? new SigmoidGate(ctx, binds, f.gate) : undefined,
-    deltaNet: spec.linearAttention ? new DeltaNet(ctx, binds, deltaNetShape(spec), maxT) : undefined,
-    gatherProj: spec.linearAttention ? new GatherRows(ctx, binds, projWidth(spec)) : undefined,
-    shortConv: spec.shortConv ? new ShortConv(ctx, binds, shortConvShape(spec), maxT) : undefined,
-    gatherConv: spec.shortConv ? new GatherRows(ctx, binds, 3 * H) : undefined,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
+    kinds,
   };
 }
 
 /**
- * Per layer, the RoPE, KV and attention kernels of its kind: one set per distinct (window, ring,
- * RoPE) among the attention layers (one for most models; Gemma 3: sliding and global), undefined
- * for a layer of another kind.
- */
-function layerAttentionKernels(
-  ctx: GpuContext,
-  binds: BindGroupCache,
-  spec: ModelSpec,
-  f: ForwardShapes,
-  kv: KvShape,
-): (LayerAttentionKernels | undefined)[] {
-  const kinds = Array.from({ length: spec.layers }, (_, layer) =>
-    layerKind(spec, layer) === 'attention' ? attentionKind(spec, f, kv, layer) : undefined,
-  );
-  // Passes run in order, so every kind shares one buffer of chunk partials: the first made, of a
-  // kind without a ring where there is one (a ring's are sized by its window, too few for the rest).
-  const distinct = new Map<string, AttentionKind>();
-  for (const k of kinds) if (k) distinct.set(JSON.stringify(k), k);
-  // Rings last: the first instance made (a kind without a ring where there is one) owns the partials.
-  const keys = [...distinct.keys()].sort(
-    (a, b) => Number(distinct.get(a)!.kv.ring !== undefined) - Number(distinct.get(b)!.kv.ring !== undefined),
-  );
-  const sets = new Map<string, LayerAttentionKernels>();
-  let partials: GPUBuffer | undefined;
-  for (const key of keys) {
-    const kind = distinct.get(key)!;
-    const attention = new SplitAttention(ctx, binds, kind.attention, partials);
-    partials ??= attention.partials;
-    sets.set(key, {
-      kv: kind.kv,
-      rope: new Rope(ctx, binds, kind.rope),
-      qkvRope: new QkvRope(ctx, binds, { ...f.qkvRope, ...kind.rope, ring: kind.kv.ring }),
-      kvWrite: new KvWrite(ctx, binds, kind.kv),
-      compact: new KvCompact(ctx, binds, kind.kv),
-      attention,
-    });
-  }
-  return kinds.map((k) => (k === undefined ? undefined : sets.get(JSON.stringify(k))));
-}
-
-/** One kind of attention layer: its KV cache shape, RoPE options and attention shape. */
-interface AttentionKind {
-  kv: KvShape;
-  rope: RopeOptions;
-  attention: SplitAttentionShape;
-}
-
-/**
- * Layer `layer`'s kind: the forward's RoPE and attention with the layer's own RoPE and window, and
- * its KV shape (a sliding layer's ring, see layerKvShape).
- */
-function attentionKind(spec: ModelSpec, f: ForwardShapes, kv: KvShape, layer: number): AttentionKind {
-  const { window, rope } = layerAttention(spec, layer);
-  const shape = layerKvShape(spec, kv, layer);
-  return {
-    kv: shape,
-    rope: rope ? { ...f.rope, ...ropeOptionsOf(rope) } : { ...f.rope, none: true, attentionFactor: 1 },
-    attention:
-      window === undefined
-        ? f.attention
-        : { ...f.attention, window, ...(shape.ring ? { ring: shape.ring } : {}) },
-  };
-}
-
-/** The kernel RoPE options a spec's RoPE sets. */
-function ropeOptionsOf(
-  rope: RopeSpec,
-): Pick<RopeOptions, 'theta' | 'layout' | 'scaling' | 'rotaryDim' | 'attentionFactor'> {
-  return {
-    theta: rope.theta,
-    layout: rope.layout,
-    scaling: rope.scaling,
-    rotaryDim: rope.rotaryDim,
-    attentionFactor: ropeAttentionFactor(rope),
-  };
-}
-
-/** The sizes and kernel options {@link buildKernels} derives from the model and its placement. */
-interface ForwardShapes {
-  H: number;
-  V: number;
-  qWidth: number;
-  /** The MLP width as the weights were packed (padded for a rotation). */
-  Ip: number;
-  maxT: number;
-  eps: number;
-  /**
-   * The input norm and the post-attention norm fold into the matmuls after them, unless a rotation
-   * of their output sits in between (R·norm(x) is the linears' input then).
-   */
-  normFused: boolean;
-  attention: SplitAttentionShape;
-  rope: RopeOptions;
-  qkvRope: QkvRopeOptions;
-  /** An output-gated model's gate: attention [T, qWidth] · sigmoid(the gate of the q | k | v | gate row). */
-  gate: SigmoidGateOptions | undefined;
-}
-
-function forwardShapes(spec: ModelSpec, o: BuildKernelsOptions): ForwardShapes {
-  const D = spec.headDim;
-  const maxT = MAX_FORWARD_TOKENS;
-  const eps = spec.rmsEps;
-  // One RoPE for the unfused kernel and the fused one (partial rotary included).
-  const rope: RopeOptions = {
-    heads: spec.heads,
-    kvHeads: spec.kvHeads,
-    headDim: D,
-    ...ropeOptionsOf(spec.rope),
-    ...(spec.queryTemperature ? { queryTemperature: spec.queryTemperature } : {}),
-  };
-  return {
-    H: spec.hidden,
-    V: spec.vocabSize,
-    qWidth: deriveSizes(spec).qWidth,
-    Ip: packedWidth(spec.intermediate, rotationFor(o.rotate, spec.intermediate)),
-    maxT,
-    eps,
-    normFused: rotationFor(o.rotate, spec.hidden) === 'none',
-    attention: {
-      heads: spec.heads,
-      kvHeads: spec.kvHeads,
-      headDim: D,
-      capacity: o.kv.capacity,
-      format: o.kv.format,
-      maxRows: maxT,
-      firstSlot: o.firstSlot,
-      scale: attentionScale(spec),
-    },
-    rope,
-    qkvRope: {
-      ...rope,
-      capacity: o.kv.capacity,
-      format: o.kv.format,
-      bias: spec.qkvBias,
-      qkNormEps: spec.qkNorm ? eps : undefined,
-      outputGate: spec.outputGate,
-    },
-    gate: spec.outputGate ? gateOptions(spec) : undefined,
-  };
-}
-
-/** Where the gate stands in the q | k | v | gate row (see QkvRope's outputGate). */
-function gateOptions(spec: ModelSpec): SigmoidGateOptions {
-  const { qWidth, kvWidth } = deriveSizes(spec);
-  return { n: qWidth, stride: 2 * qWidth + 2 * kvWidth, offset: qWidth + 2 * kvWidth };
-}
-
-/**
- * Compiles every pipeline the forward uses, at once. Matrices may differ in format (a model placed
- * as stored, see placeWeights): one pipeline each. Each (format, shape) the matmuls meet once: the
- * shape picks the split-K load width and lanes (wideLoads, splitLanes), so only the variants the
- * model's matrices run are compiled up front.
+ * Compiles the pipelines of the common kernels and of every matmul, at once. Matrices may differ
+ * in format (a model placed as stored, see placeWeights): one pipeline each. Each (format, shape)
+ * the matmuls meet once: the shape picks the split-K load width and lanes (wideLoads, splitLanes),
+ * so only the variants the model's matrices run are compiled up front. (Each kind compiles its own
+ * kernels' pipelines when its first block binds.)
  */
 async function prepareKernels(
   ctx: GpuContext,
   spec: ModelSpec,
   w: GpuWeights,
   o: BuildKernelsOptions,
-  f: ForwardShapes,
+  normFused: boolean,
 ): Promise<void> {
-  const { maxT, normFused } = f;
-  const linears = w.blocks.flatMap(blockMatrices);
+  const maxT = MAX_FORWARD_TOKENS;
+  const linears = w.blocks.flatMap((b) => b.matrices);
   const linearFormats = [...new Set(linears.map((m) => m.format))];
   const shapes = (ms: readonly GpuMatrix[]) => [
     ...new Map(
@@ -377,14 +225,11 @@ async function prepareKernels(
     ).values(),
   ];
   const serial = ctx.kernels === 'serial';
-  const gelu = spec.activation === 'gelu_tanh';
-  const act = gelu ? 'gelu' : 'silu';
+  const act = spec.activation === 'gelu_tanh' ? 'gelu' : 'silu';
   await Promise.all([
     RmsNorm.prepare(ctx),
     Embedding.prepare(ctx, w.embed.format, spec.embedScale ? Math.sqrt(spec.hidden) : 1),
-    Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope), spec.queryTemperature),
     AddInPlace.prepare(ctx),
-    SiluMul.prepare(ctx, false, gelu ? 'gelu' : 'silu'),
     ...(spec.sandwichNorms ? [RmsNormAdd.prepare(ctx)] : []),
     GatherRows.prepare(ctx),
     ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
@@ -403,18 +248,10 @@ async function prepareKernels(
           ),
         ])),
     ...(o.quant === 'w8a8' ? linearFormats.map((fmt) => prepareW8A8(ctx, fmt, maxT)) : []),
-    KvWrite.prepare(ctx, o.kv.format),
-    KvCompact.prepare(ctx),
-    // Every kind of attention layer's (a window and RoPE change uniforms and tables, not pipelines).
-    SplitAttention.prepare(ctx, f.attention),
-    QkvRope.prepare(ctx, f.qkvRope),
     prepareMatmul(ctx, w.lmHead.format, w.lmHead, maxT, { norm: {} }),
     ...(serial ? [Sampler.prepare(ctx, true), Sampler.prepare(ctx, false)] : [SplitSampler.prepare(ctx)]),
     TokenMask.prepare(ctx),
     ...(o.steer ? [Steer.prepare(ctx)] : []),
-    ...(f.gate ? [SigmoidGate.prepare(ctx)] : []),
-    ...(spec.linearAttention ? [DeltaNet.prepare(ctx, deltaNetShape(spec))] : []),
-    ...(spec.shortConv ? [ShortConv.prepare(ctx, shortConvShape(spec))] : []),
   ]);
 }
 
@@ -475,20 +312,18 @@ function rotationKernels(
 }
 
 /**
- * Destroys the linears, the LM head, the rotations and the shared scratch buffers. The other
- * kernels' small uniform buffers are not destroyed here (as before the runner was split); they go
- * with the device.
+ * Destroys the blocks' linears and states, the kinds' per-model kernels, the LM head, the
+ * rotations and the shared scratch buffers. The other kernels' small uniform buffers are not
+ * destroyed here; they go with the device.
  */
 export function destroyKernels(k: Kernels): void {
-  for (const b of k.blocks) destroyBlockKernels(b);
-  for (const set of new Set(k.attn)) set?.attention.destroy();
+  for (const b of k.blocks) b.destroy();
+  for (const destroy of k.kinds) destroy();
   k.lmHead.destroy();
   k.sample.greedy.destroy();
   k.sample.gumbel.destroy();
   for (const b of k.scratch) b.destroy();
-  if (k.rot) for (const r of new Set([k.rot.hidden, k.rot.heads, k.rot.mlp])) r?.destroy();
-  k.rot?.out.destroy();
-  k.gate?.destroy();
-  k.deltaNet?.destroy();
-  k.shortConv?.destroy();
+  const rot = k.common.rot;
+  if (rot) for (const r of new Set([rot.hidden, rot.heads, rot.mlp])) r?.destroy();
+  rot?.out.destroy();
 }

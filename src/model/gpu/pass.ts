@@ -5,10 +5,8 @@ import { InvalidInputError } from '../../errors.js';
 import { mapForRead, writeBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { GpuTimer } from '../../gpu/timing.js';
-import type { Block } from '../blocks/blocks.js';
-import { layerEdges } from '../blocks/blocks.js';
-import { type BlockState, type GpuPass, isKvCache, type ProfileSection } from '../blocks/gpu.js';
-import { encodeBlock } from '../blocks/kinds-gpu.js';
+import { type Block, layerEdges } from '../blocks/blocks.js';
+import type { CommitInputs, GpuPass, ProfileSection } from '../blocks/gpu.js';
 import type { SamplerSpec } from '../runner.js';
 import type { ModelSpec } from '../spec/spec.js';
 import type { Activations, FeatureStore } from './buffers.js';
@@ -16,16 +14,14 @@ import type { HeadStages } from './head-stages.js';
 import type { Kernels } from './kernels.js';
 import type { GpuWeights } from './weights.js';
 
-/** What a pass runs on: the runner's device, weights, kernels, blocks, states and buffers. */
+/** What a pass runs on: the runner's device, weights, kernels (each block bound, with its state) and buffers. */
 export interface RunnerParts {
   ctx: GpuContext;
   spec: ModelSpec;
   w: GpuWeights;
   k: Kernels;
-  /** The model's blocks, in forward order. */
+  /** The model's blocks, in forward order (`k.blocks[i]` is block i bound). */
   blocks: readonly Block[];
-  /** Each block's state: an attention block's K and V caches [capacity, kvHeads, headDim]. */
-  states: readonly BlockState[];
   a: Activations;
   /** The features of every cache slot, when kept (see GpuRunnerOptions.features). */
   feats?: FeatureStore;
@@ -116,7 +112,7 @@ export function encodePass(
   o: PassOptions = {},
 ): void {
   const { masks } = o;
-  const { spec, a, k, w, stages, feats } = r;
+  const { spec, a, k, stages, feats } = r;
   let pass = enc.beginComputePass(profiler ? profiler.passDescriptor('embed') : { label: 'forward' });
   // Profiling: the work from here on goes into its own timed pass.
   const section = (name: ProfileSection): void => {
@@ -141,7 +137,7 @@ export function encodePass(
     base,
     lastSlot: o.lastSlot,
     a,
-    k,
+    k: k.common,
     version: o.version ?? 0,
     tree: o.tree ?? false,
     section,
@@ -152,7 +148,7 @@ export function encodePass(
     // Steering: the layer's input (SteerPlan.inputs), timed with the section before it (a block
     // opens its own sections).
     if (edges.first) steer?.in?.encode(pass, a.x, T);
-    encodeBlock(blockPass, w.blocks[i]!, k.blocks[i]!, r.states[i]);
+    k.blocks[i]!.encode(blockPass);
     if (edges.last) steer?.out?.encode(pass, a.x, T); // steering: the layer's output
   }
   section('head');
@@ -246,18 +242,11 @@ export function assertNoSession(cur: RunnerCursor, what: string): void {
 }
 
 /**
- * Encodes the move of `count` rows at `a.commitSlots` to the committed prefix (`committed`), in
- * every block's state (an attention block's KV cache) and the feature store.
+ * Encodes what committing a path does to every block's state (an attention block's KV cache
+ * compacts its moved rows, a recurrent state runs the path again: see CommitInputs) and to the
+ * feature store, whose moved rows compact as a KV cache's.
  */
-export function encodeCompaction(
-  r: RunnerParts,
-  pass: GPUComputePassEncoder,
-  count: number,
-  committed: number,
-): void {
-  r.states.forEach((state, i) => {
-    const layer = r.k.attn[r.blocks[i]!.layer];
-    if (isKvCache(state) && layer) layer.compact.encode(pass, [state], r.a.commitSlots, count, committed);
-  });
-  r.feats?.compact.encode(pass, r.feats.store, r.a.commitSlots, count, committed);
+export function encodeCommits(r: RunnerParts, pass: GPUComputePassEncoder, c: CommitInputs): void {
+  for (const b of r.k.blocks) b.commit(pass, c);
+  if (c.moved) r.feats?.compact.encode(pass, r.feats.store, c.slots, c.count, c.committed);
 }

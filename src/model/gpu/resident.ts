@@ -5,18 +5,18 @@ import { InvalidInputError } from '../../errors.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { GpuTimer } from '../../gpu/timing.js';
 import { visWords } from '../../kernels/attention/attention-split.js';
+import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
 import type { SamplerSpec } from '../runner.js';
 import { isRecurrent, type ModelSpec } from '../spec/spec.js';
 import type { RunnerIo } from './buffers.js';
 import {
   assertNoSession,
-  encodeCompaction,
+  encodeCommits,
   encodePass,
   type RunnerCursor,
   type RunnerParts,
   stageInputs,
 } from './pass.js';
-import { MAX_FORWARD_TOKENS } from './weights.js';
 
 /** A GPU runner's device-resident passes ({@link GpuRunner.resident}). */
 export class ResidentPasses {
@@ -129,7 +129,8 @@ export class ResidentPasses {
   encodeCommit(enc: GPUCommandEncoder, count: number): void {
     this.refuseRecurrent('encodeCommit');
     const pass = enc.beginComputePass({ label: 'commit' });
-    encodeCompaction(this.parts, pass, count, this.cur.committed);
+    const slots = this.parts.a.commitSlots;
+    encodeCommits(this.parts, pass, { slots, count, committed: this.cur.committed, moved: true });
     pass.end();
   }
 

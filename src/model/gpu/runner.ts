@@ -9,13 +9,11 @@ import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import { maskWordsOf } from '../../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../../kernels/sample/topk.js';
 import type { SteerPlan } from '../../kernels/steer/steer.js';
-import { packedWidth, type Quant, type RotationChoice, rotationFor } from '../../quant/pack.js';
-import { layerKvShape, RING_ROLLBACK } from '../blocks/attention/gpu.js';
-import { modelBlocks } from '../blocks/blocks.js';
-import { linearStateOf } from '../blocks/deltanet/gpu.js';
-import { type BlockState, isKvCache, PROFILE_SECTIONS } from '../blocks/gpu.js';
-import { blockMatrices, stateBuffers } from '../blocks/kinds-gpu.js';
-import { shortConvStateOf } from '../blocks/shortconv/gpu.js';
+import type { Quant, RotationChoice } from '../../quant/pack.js';
+import { RING_ROLLBACK } from '../blocks/attention/gpu.js';
+import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
+import { isRecurrentBlock } from '../blocks/index.js';
+import { modelBlocks } from '../families/index.js';
 import type { OpenedModel } from '../load.js';
 import {
   checkFeatureRange,
@@ -33,17 +31,15 @@ import {
   type ChildrenRanker,
   checkRunnerShapes,
   type FeatureStore,
-  kvCacheOf,
   makeChildrenRanker,
   makeFeatureStore,
 } from './buffers.js';
-import { commitLinearPath, type LinearMemory, linearMemory } from './commit.js';
 import { openDecodeSession } from './decode-session.js';
 import { type HeadPlacement, headWaves } from './head-stages.js';
 import { buildKernels, destroyKernels } from './kernels.js';
 import {
   assertNoSession,
-  encodeCompaction,
+  encodeCommits,
   encodePass,
   type RunnerCursor,
   type RunnerParts,
@@ -52,18 +48,7 @@ import {
   stageInputs,
 } from './pass.js';
 import { ResidentPasses } from './resident.js';
-import { destroyWeights, MAX_FORWARD_TOKENS, type PlaceWeightsOptions, placeWeights } from './weights.js';
-
-export type { RunnerIo } from './buffers.js';
-export { type HeadPlacement, type HeadStageBuffers, type HeadStages, headWaves } from './head-stages.js';
-// A profile is read with the runner (profile.ts); head placements are made by gpu-head.ts.
-export {
-  PROFILE_SECTIONS,
-  type ProfileSection,
-  profilePasses,
-  profileSections,
-  type SectionTime,
-} from './profile.js';
+import { destroyWeights, type PlaceWeightsOptions, placeWeights } from './weights.js';
 
 /** Options of {@link createGpuRunner}. */
 export interface GpuRunnerOptions {
@@ -141,7 +126,6 @@ export class GpuRunner implements ModelRunner {
 
   private readonly ctx: GpuContext;
   private readonly a: Activations;
-  private readonly states: readonly BlockState[];
   private readonly feats: FeatureStore | undefined;
   /** Passes whose inputs a kernel writes on the device, encoded into the caller's submission. */
   readonly resident: ResidentPasses;
@@ -152,9 +136,9 @@ export class GpuRunner implements ModelRunner {
     private readonly parts: RunnerParts,
     private readonly ownsContext: boolean,
   ) {
-    ({ ctx: this.ctx, a: this.a, states: this.states, feats: this.feats } = parts);
+    ({ ctx: this.ctx, a: this.a, feats: this.feats } = parts);
     this.resident = new ResidentPasses(spec, capacity, parts, this.cur, () => this.profiler);
-    const linears = parts.w.blocks.flatMap(blockMatrices);
+    const linears = parts.w.blocks.flatMap((b) => b.matrices);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) +
       parts.w.lmHead.bytes +
@@ -164,7 +148,7 @@ export class GpuRunner implements ModelRunner {
 
   /** Bytes the attention layers' K and V buffers hold (see {@link ModelRunner.kvBytes}). */
   get kvBytes(): number {
-    return this.states.reduce((sum, s) => sum + (isKvCache(s) ? s.k.size + s.v.size : 0), 0);
+    return this.parts.k.blocks.reduce((sum, b) => sum + b.kvBytes, 0);
   }
 
   /** [capacity, H] the features of every cache slot, when kept (a draft head reads them). */
@@ -430,7 +414,7 @@ export class GpuRunner implements ModelRunner {
       const whole =
         !this.cur.lastTree && path.length === this.cur.lastTokens && path.every((n, i) => n === i);
       if (!whole) {
-        commitLinearPath(this.parts, this.cur, path);
+        this.commitRerun(path);
         return;
       }
       this.cur.version++;
@@ -441,12 +425,51 @@ export class GpuRunner implements ModelRunner {
       writeBuffer(this.ctx, this.a.commitSlots, slots);
       const enc = this.ctx.device.createCommandEncoder({ label: 'commit' });
       const pass = enc.beginComputePass({ label: 'commit' });
-      encodeCompaction(this.parts, pass, path.length, this.cur.committed);
+      encodeCommits(this.parts, pass, {
+        slots: this.a.commitSlots,
+        count: path.length,
+        committed: this.cur.committed,
+        moved: true,
+      });
       pass.end();
       this.ctx.counter.submit([enc.finish()]);
     }
     this.cur.committed += path.length;
     this.cur.lastTokens = 0;
+  }
+
+  /**
+   * Commits a path of the last forward that its pass did not leave the recurrent state after (a
+   * tree's, or a chain's prefix), in one write and one submission: the path's rows and slots
+   * staged, then every block's commit (the KV caches compacted along it, each recurrent state run
+   * along it as a chain into its other copy). Steps the length and the state version.
+   */
+  private commitRerun(path: readonly number[]): void {
+    const { a, ctx, cur } = this;
+    const { rerun, rerunCount, rerunBase, rerunRows } = a;
+    if (!rerun || !rerunCount || !rerunBase || !rerunRows)
+      throw new Error('commit: the runner has no recurrent-state buffers');
+    const n = path.length;
+    const base = cur.committed;
+    writeBuffer(ctx, rerun, Uint32Array.from([n, base, ...path, ...path.map((i) => base + i)]));
+    const enc = ctx.device.createCommandEncoder({ label: 'commit' });
+    enc.copyBufferToBuffer(rerun, 0, rerunCount, 0, 4);
+    enc.copyBufferToBuffer(rerun, 4, rerunBase, 0, 4);
+    enc.copyBufferToBuffer(rerun, 8, rerunRows, 0, n * 4);
+    enc.copyBufferToBuffer(rerun, 8 + n * 4, a.commitSlots, 0, n * 4);
+    const pass = enc.beginComputePass({ label: 'commit' });
+    encodeCommits(this.parts, pass, {
+      slots: a.commitSlots,
+      count: n,
+      committed: base,
+      moved: path.some((node, i) => node !== i),
+      rerun: { rows: rerunRows, count: rerunCount, base: rerunBase, n, version: cur.version },
+    });
+    pass.end();
+    ctx.counter.submit([enc.finish()]);
+    cur.committed += n;
+    cur.version++;
+    cur.lastTokens = 0;
   }
 
   /**
@@ -474,9 +497,18 @@ export class GpuRunner implements ModelRunner {
     );
   }
 
-  /** What the recurrent layers hold (see {@link LinearMemory}; no state per tree node). */
-  get linearMemory(): LinearMemory | undefined {
-    return linearMemory(this.spec, this.parts.blocks);
+  /**
+   * What the recurrent blocks hold on the GPU: their states (both copies, every layer) and, per row
+   * of a pass (a draft tree's node), the projection rows a commit reads again; no state per tree
+   * node. Undefined without recurrent blocks.
+   */
+  get recurrentMemory(): { stateBytes: number; bytesPerTreeNode: number } | undefined {
+    const held = this.parts.k.blocks.flatMap((b) => (b.recurrent ? [b.recurrent] : []));
+    if (held.length === 0) return undefined;
+    return {
+      stateBytes: held.reduce((n, r) => n + r.stateBytes, 0),
+      bytesPerTreeNode: held.reduce((n, r) => n + r.bytesPerTreeNode, 0),
+    };
   }
 
   /** Whether the model has recurrent layers (see {@link ModelRunner.recurrent}). */
@@ -495,7 +527,7 @@ export class GpuRunner implements ModelRunner {
   canTrim(length: number): boolean {
     if (length === 0 || length >= this.cur.committed) return true;
     if (this.recurrent) return false;
-    const ring = this.parts.k.attn.some((set) => set?.kv.ring !== undefined);
+    const ring = this.parts.k.blocks.some((b) => b.ring);
     return !ring || length >= Math.max(this.reach, this.cur.committed) - RING_ROLLBACK;
   }
 
@@ -521,7 +553,6 @@ export class GpuRunner implements ModelRunner {
     for (const b of Object.values(this.a)) b?.destroy();
     this.logitsStaging?.destroy();
     if (this.children) for (const d of Object.values(this.children)) d.destroy();
-    for (const c of this.states) for (const b of stateBuffers(c)) b.destroy();
     if (this.feats) {
       for (const b of [this.feats.store, this.feats.staging]) b?.destroy();
       this.feats.scatter.destroy();
@@ -563,21 +594,12 @@ export async function createGpuRunner(
     ...(o.head ? { firstSlot: 1 } : {}),
   });
   const blocks = modelBlocks(spec);
-  const states = blocks.map((b): BlockState => {
-    if (b.kind === 'attention') return kvCacheOf(ctx, b.layer, layerKvShape(spec, kv, b.layer));
-    if (b.kind === 'conv') return shortConvStateOf(ctx, spec, b.layer, MAX_FORWARD_TOKENS);
-    return b.kind === 'linear' ? linearStateOf(ctx, spec, b.layer, MAX_FORWARD_TOKENS) : undefined;
-  });
-  const acts = allocateActivations(
-    ctx,
-    spec,
-    packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate)),
-  );
+  const acts = allocateActivations(ctx, spec, blocks.some(isRecurrentBlock));
   // A draft head's logits are -∞ outside its draft vocabulary: its stages write only those ids.
   if (o.head)
     writeBuffer(ctx, acts.logits, new Float32Array(acts.logits.size / 4).fill(Number.NEGATIVE_INFINITY));
   const feats = o.features ? await makeFeatureStore(ctx, o.capacity, spec.hidden) : undefined;
-  const parts: RunnerParts = { ctx, spec, w: weights, k: kernels, blocks, states, a: acts, feats };
+  const parts: RunnerParts = { ctx, spec, w: weights, k: kernels, blocks, a: acts, feats };
   if (o.head) parts.stages = o.head.stages;
   return new GpuRunner(spec, o.capacity, parts, o.ownsContext ?? !o.gpu);
 }

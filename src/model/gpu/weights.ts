@@ -19,23 +19,19 @@ import {
   rotationFor,
 } from '../../quant/pack.js';
 import { outputGateView } from '../blocks/attention/gate-view.js';
-import { modelBlocks } from '../blocks/blocks.js';
-import type { Placer } from '../blocks/gpu.js';
-import { blockMatrices, blockVectors, type GpuBlockWeights, placeBlock } from '../blocks/kinds-gpu.js';
+import type { GpuBlock, Placer } from '../blocks/gpu.js';
+import { placeBlock } from '../blocks/index.js';
 import { normWeight } from '../blocks/ops.js';
+import { finalNormName, modelBlocks } from '../families/index.js';
 import type { OpenedModel } from '../load.js';
 import { loadsAsStored, placedFormat, placedPad, placedSlices } from '../quantized.js';
 import type { ModelSpec } from '../spec/spec.js';
-import { finalNormName } from '../tensors.js';
-
-/** Largest number of tokens one forward pass takes (prefill chunk or draft tree). */
-export const MAX_FORWARD_TOKENS = 64;
 
 /** A model's weights, resident on the GPU. */
 export interface GpuWeights {
   embed: GpuMatrix; // [V, H]
   /** Each block's weights, in forward order (`modelBlocks`). */
-  blocks: GpuBlockWeights[];
+  blocks: GpuBlock[];
   norm: GPUBuffer; // [H]
   lmHead: GpuMatrix; // [V, H], `embed` itself when the embeddings are tied
   /** Matrices another model owns (a draft head reads its target's embedding): never destroyed here. */
@@ -228,8 +224,8 @@ export async function placeWeights(
   const V = spec.vocabSize;
   const placer = new CheckpointPlacer(ctx, opened, o);
   const embed = o.embed ?? (await placer.matrix('model.embed_tokens.weight', V, H));
-  const blocks: GpuBlockWeights[] = [];
-  for (const block of modelBlocks(spec)) blocks.push(await placeBlock(placer, block, MAX_FORWARD_TOKENS));
+  const blocks: GpuBlock[] = [];
+  for (const block of modelBlocks(spec)) blocks.push(await placeBlock(placer, block));
   const norm = await placer.norm(finalNormName(spec), H);
   const lmHead = spec.tiedEmbeddings ? embed : await placer.matrix('lm_head.weight', o.lmRows ?? V, H);
   return {
@@ -266,7 +262,7 @@ class CheckpointPlacer implements Placer {
     this.spec = opened.spec;
     this.quant = o.quant;
     // An output-gated q_proj is placed as its query and gate rows (see outputGateView).
-    this.weights = outputGateView(opened.weights, opened.spec);
+    this.weights = outputGateView(opened.weights, opened.spec, modelBlocks(opened.spec));
     this.asStored = loadsAsStored(opened.packed, o.quant, o.rotate);
   }
 
@@ -424,8 +420,8 @@ export function destroyWeights(w: GpuWeights): void {
   const matrices = new Set([w.embed, w.lmHead]);
   w.norm.destroy();
   for (const b of w.blocks) {
-    for (const m of blockMatrices(b)) matrices.add(m);
-    for (const v of blockVectors(b)) v.destroy();
+    for (const m of b.matrices) matrices.add(m);
+    for (const v of b.vectors) v.destroy();
   }
   for (const m of w.borrowed ?? []) matrices.delete(m);
   for (const m of matrices) m.destroy();

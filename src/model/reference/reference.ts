@@ -3,11 +3,11 @@ import type { KvFormat } from '../../kernels/kv/kv.js';
 import { sampleRef } from '../../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../../kernels/sample/mask.js';
 import { type Children, childrenRef, packChildren } from '../../kernels/sample/topk.js';
-import { type Block, layerEdges, modelBlocks } from '../blocks/blocks.js';
-import { blockRef } from '../blocks/kinds.js';
+import { type Block, layerEdges } from '../blocks/blocks.js';
 import { linear, rmsNorm, ropeInverseFrequencies } from '../blocks/ops.js';
 import type { RefPass } from '../blocks/pass.js';
-import { LinearStates } from '../blocks/recurrent-state.js';
+import { RecurrentStates } from '../blocks/recurrent-state.js';
+import { modelBlocks } from '../families/index.js';
 import {
   checkFeatureRange,
   type ForwardInput,
@@ -162,7 +162,7 @@ export class ReferenceRunner implements ModelRunner {
   /** The model's blocks, in forward order (`modelBlocks`). */
   readonly blocks: readonly Block[];
   /** The recurrent (linear-attention, short-convolution) layers' states (none without such layers). */
-  private readonly linearStates: LinearStates;
+  private readonly recurrentStates: RecurrentStates;
   /** Tokens of the last forward, whose rows `commit` may keep. */
   private lastTokens = 0;
   /** Logits [R, vocab] of the rows the last forward scored. */
@@ -190,7 +190,7 @@ export class ReferenceRunner implements ModelRunner {
     this.capacity = options.capacity ?? spec.maxPositions;
     this.cache = new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, this.capacity);
     this.featureRows = new Float32Array(this.capacity * spec.hidden);
-    this.linearStates = new LinearStates(spec);
+    this.recurrentStates = new RecurrentStates();
   }
 
   get kvLength(): number {
@@ -249,13 +249,13 @@ export class ReferenceRunner implements ModelRunner {
       invFreq: (layer) => this.invFreqs[layer],
       kvFormat: this.kvFormat,
       cache,
-      linear: this.linearStates,
+      recurrent: this.recurrentStates,
       input: (a, width, linears) => this.linearInput?.(a, width, linears) ?? a,
     };
     this.blocks.forEach((block, i) => {
       const edges = layerEdges(this.blocks, i);
       if (edges.first) this.residualHook?.input?.(block.layer, x); // steering / measurement: the layer's input
-      blockRef(pass, block, weights.blocks[i]!);
+      weights.blocks[i]!(pass);
       if (edges.last) this.residualHook?.output?.(block.layer, x); // and its output
     });
 
@@ -326,7 +326,7 @@ export class ReferenceRunner implements ModelRunner {
     }
     const start = this.cache.length;
     this.cache.commitPath(path.map((i) => start + i));
-    if (path.length > 0) this.linearStates.commit(path[path.length - 1]!);
+    if (path.length > 0) this.recurrentStates.commit(path[path.length - 1]!);
     const H = this.spec.hidden;
     const rows = path.map((i) => this.featureRows.slice((start + i) * H, (start + i + 1) * H));
     rows.forEach((row, d) => {
@@ -353,7 +353,7 @@ export class ReferenceRunner implements ModelRunner {
         `trim: a ${this.spec.family} model's recurrent state cannot roll back to ${length} of ${this.cache.length} tokens (only to 0)`,
       );
     this.cache.trim(length);
-    if (length === 0) this.linearStates.reset();
+    if (length === 0) this.recurrentStates.reset();
   }
 
   dispose(): void {}
@@ -431,8 +431,11 @@ function checkSpec(spec: ModelSpec): void {
   if (spec.headDim % 2 !== 0)
     throw new InvalidInputError(`ReferenceRunner: headDim ${spec.headDim} must be even for RoPE`);
   const kernel = spec.shortConv?.kernel;
-  if (spec.layerKinds?.includes('conv') && !(kernel !== undefined && Number.isInteger(kernel) && kernel >= 2))
+  if (
+    spec.layerKinds?.includes('shortconv') &&
+    !(kernel !== undefined && Number.isInteger(kernel) && kernel >= 2)
+  )
     throw new InvalidInputError(
-      `ReferenceRunner: conv layers need an integer spec.shortConv.kernel >= 2, got ${kernel}`,
+      `ReferenceRunner: short-convolution layers need an integer spec.shortConv.kernel >= 2, got ${kernel}`,
     );
 }

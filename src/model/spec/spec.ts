@@ -18,11 +18,11 @@ export type ModelFamily =
   | 'ministral3';
 
 /**
- * A decoder layer's token mixer: softmax attention over a KV cache, Gated DeltaNet linear
- * attention over a recurrent state (Qwen3.5's `linear_attention` layers), or a gated short
+ * A decoder layer's token mixer, named as its block kind: softmax attention over a KV cache,
+ * Gated DeltaNet over a recurrent state (Qwen3.5's `linear_attention` layers), or a gated short
  * convolution over a window of the last few tokens (LFM2's `conv` layers).
  */
-export type LayerKind = 'attention' | 'linear' | 'conv';
+export type LayerKind = 'attention' | 'deltanet' | 'shortconv';
 
 /**
  * LFM2's gated short convolution (`Lfm2ShortConv`): in_proj [3H, H] gives B, C and x per token, a
@@ -40,7 +40,7 @@ export interface ShortConvSpec {
  * The Gated DeltaNet layers' sizes (Qwen3.5's `linear_*` config keys). Per value head the state is
  * [keyDim, valueDim] f32; key heads are shared by `valueHeads / keyHeads` value heads.
  */
-export interface LinearAttentionSpec {
+export interface DeltaNetSpec {
   readonly keyHeads: number;
   readonly valueHeads: number;
   readonly keyDim: number;
@@ -167,9 +167,9 @@ export interface ModelSpec {
   readonly eosIds: readonly number[];
   /** Each layer's token mixer; absent: every layer is attention. */
   readonly layerKinds?: readonly LayerKind[];
-  /** The linear-attention layers' sizes; present exactly when some layer is `'linear'`. */
-  readonly linearAttention?: LinearAttentionSpec;
-  /** The short-convolution layers' sizes (LFM2); present exactly when some layer is `'conv'`. */
+  /** The Gated DeltaNet layers' sizes; present exactly when some layer is `'deltanet'`. */
+  readonly deltaNet?: DeltaNetSpec;
+  /** The short-convolution layers' sizes (LFM2); present exactly when some layer is `'shortconv'`. */
   readonly shortConv?: ShortConvSpec;
   /**
    * Attention's output is gated: q_proj yields, per head, the query then a gate of the same width,
@@ -259,11 +259,11 @@ export function layerKind(spec: ModelSpec, layer: number): LayerKind {
  * not trimmed part way.
  */
 export function isRecurrent(spec: ModelSpec): boolean {
-  return spec.linearAttention !== undefined || spec.shortConv !== undefined;
+  return spec.deltaNet !== undefined || spec.shortConv !== undefined;
 }
 
-/** Sizes of a spec's linear-attention layers, derived here and nowhere else. */
-export interface LinearSizes {
+/** Widths of a spec's Gated DeltaNet layers, derived here and nowhere else. */
+export interface DeltaNetWidths {
   /** keyHeads · keyDim: width of q and of k. */
   readonly keyWidth: number;
   /** valueHeads · valueDim: width of v, of the gate z and of the output. */
@@ -272,10 +272,10 @@ export interface LinearSizes {
   readonly convChannels: number;
 }
 
-/** Derives {@link LinearSizes}; throws when the spec has no linear-attention layers. */
-export function linearSizes(spec: ModelSpec): LinearSizes {
-  const la = spec.linearAttention;
-  if (!la) throw new Error(`linearSizes: the ${spec.family} spec has no linear-attention layers`);
+/** Derives {@link DeltaNetWidths}; throws when the spec has no DeltaNet layers. */
+export function deltaNetWidths(spec: ModelSpec): DeltaNetWidths {
+  const la = spec.deltaNet;
+  if (!la) throw new Error(`deltaNetWidths: the ${spec.family} spec has no DeltaNet layers`);
   const keyWidth = la.keyHeads * la.keyDim;
   const valueWidth = la.valueHeads * la.valueDim;
   return { keyWidth, valueWidth, convChannels: 2 * keyWidth + valueWidth };

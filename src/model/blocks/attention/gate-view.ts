@@ -1,27 +1,40 @@
 // A checkpoint seen with each output-gated q_proj split into its query rows and its gate rows
-// (layout.ts's outputGateParts), so the GPU runner can stack them as q | k | v | gate.
-
+// ({@link outputGateParts}), so the GPU placement can stack them as q | k | v | gate.
 import type { TensorReader } from '../../../formats/weft-checkpoint.js';
-import { deriveSizes, layerKind, type ModelSpec } from '../../spec/spec.js';
-import { linearsByInput, outputGateParts } from '../../tensors.js';
+import { deriveSizes, type ModelSpec } from '../../spec/spec.js';
+import type { Block } from '../blocks.js';
 
 /**
- * `reader` with, for every attention layer of an output-gated spec, two more tensors: q_proj's
+ * The two parts of an output-gated q_proj `[2 · qWidth, H]` (Qwen3.5), under names of their own:
+ * its query rows and its gate rows, each `[qWidth, H]` in head order. Per head, q_proj holds
+ * headDim query rows then headDim gate rows; `outputGateView` serves the parts from a checkpoint.
+ */
+export function outputGateParts(qProj: string): readonly [string, string] {
+  const stem = qProj.replace(/q_proj\.weight$/, '');
+  return [`${stem}q_query_proj.weight`, `${stem}q_gate_proj.weight`];
+}
+
+/**
+ * `reader` with, for every attention block of an output-gated spec, two more tensors: q_proj's
  * query rows and its gate rows, each [qWidth, H] (head h's rows of q_proj [2 · qWidth, H] are
  * h · 2D .. h · 2D + D - 1 for the query, the next D for the gate). They are read as f32 rows (a
  * packed file's rows are dequantized and packed again where they are placed). Any other spec:
  * `reader` itself.
  */
-export function outputGateView(reader: TensorReader, spec: ModelSpec): TensorReader {
+export function outputGateView(
+  reader: TensorReader,
+  spec: ModelSpec,
+  blocks: readonly Block[],
+): TensorReader {
   if (!spec.outputGate) return reader;
   const { qWidth } = deriveSizes(spec);
   const D = spec.headDim;
   const H = spec.hidden;
   // virtual name → [q_proj, 0 for the query rows or 1 for the gate rows]
   const parts = new Map<string, [string, 0 | 1]>();
-  for (let l = 0; l < spec.layers; l++) {
-    if (layerKind(spec, l) !== 'attention') continue;
-    const q = linearsByInput(l).qkv[0];
+  for (const block of blocks) {
+    if (block.kind !== 'attention') continue;
+    const q = block.names.q;
     const [query, gate] = outputGateParts(q);
     parts.set(query, [q, 0]);
     parts.set(gate, [q, 1]);

@@ -1,27 +1,55 @@
-// The attention block on the GPU (blocks.ts, attention.ts): its weights as placed, its linears, its
-// encode into a forward pass, and its state, the layer's KV cache (written by the pass, compacted
-// along an accepted path on commit).
-
+// The attention block on the GPU: its weights as placed, its kernels (the model's, made once: one
+// RoPE/KV/attention set per kind of layer, the QK-norms, the bias adds, the output gate, and the
+// q | k | v scratch rows), its state (the layer's KV cache, a ring for a sliding layer), its encode
+// into a forward pass, and its commit (the cache compacted along an accepted path).
 import { InvalidInputError } from '../../../errors.js';
-import { type KvShape, MAX_PASS_SLOTS } from '../../../kernels/kv/kv.js';
+import { createBuffer } from '../../../gpu/buffers.js';
+import type { GpuContext } from '../../../gpu/device.js';
+import { SplitAttention, type SplitAttentionShape } from '../../../kernels/attention/attention-split.js';
+import {
+  AddInPlace,
+  SigmoidGate,
+  type SigmoidGateOptions,
+} from '../../../kernels/elementwise/elementwise.js';
+import {
+  KvCompact,
+  type KvLayerBuffers,
+  type KvShape,
+  KvWrite,
+  kvRows,
+  kvWordsPerSlot,
+  MAX_PASS_SLOTS,
+} from '../../../kernels/kv/kv.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
-import { deriveSizes, layerAttention, type ModelSpec } from '../../spec/spec.js';
-import { linearsByInput, normNames, outputGateParts } from '../../tensors.js';
-import type { AttentionBlock } from '../blocks.js';
-import { layerPrefix } from '../blocks.js';
+import { RmsNorm } from '../../../kernels/norm/rmsnorm.js';
+import { QkvRope, type QkvRopeOptions } from '../../../kernels/rope/qkv-rope.js';
+import { Rope, type RopeOptions } from '../../../kernels/rope/rope.js';
+import {
+  attentionScale,
+  deriveSizes,
+  layerAttention,
+  layerKind,
+  type ModelSpec,
+  type RopeSpec,
+  ropeAttentionFactor,
+} from '../../spec/spec.js';
 import { encodeResidual, normedInput, rotatedInput } from '../encode.js';
 import {
-  type BlockState,
+  type BoundBlock,
+  type GpuBlock,
   type GpuPass,
-  isKvCache,
-  type KernelBuilder,
+  type KindContext,
   type Linear,
+  MAX_FORWARD_TOKENS,
+  PerModel,
   type Placer,
 } from '../gpu.js';
+import type { AttentionBlock } from './block.js';
+import { outputGateParts } from './gate-view.js';
 
 /**
  * Rows a sliding layer's ring keeps beyond its window and one pass's writes: how far back a trim
- * may go and keep the cache (see {@link ringTrimFloor}).
+ * may go and keep the cache (see GpuRunner.canTrim).
  */
 export const RING_ROLLBACK = 64;
 
@@ -38,9 +66,7 @@ export function layerKvShape(spec: ModelSpec, kv: KvShape, layer: number): KvSha
 }
 
 /** The attention block's weights on the GPU, under the checkpoint's names and shapes. */
-export interface AttentionGpuWeights {
-  readonly kind: 'attention';
-  readonly layer: number;
+interface AttentionGpuWeights {
   readonly inputNorm: GPUBuffer; // [H]
   // q_proj, k_proj and v_proj stacked by rows as one matrix whose output row is q | k | v, where
   // their formats agree and each piece ends on a block (concatRows); else the three matrices.
@@ -57,132 +83,324 @@ export interface AttentionGpuWeights {
   readonly outNorm: GPUBuffer | undefined; // [H] Gemma's norm of the block's output
 }
 
-/** The attention block's linears, bound to its matrices. */
-export interface AttentionKernels {
-  readonly kind: 'attention';
-  // Stacked: [T, H] → [T, qWidth + 2·kvWidth] (q | k | v); else q, k and v: → [T, qWidth], [T, kvWidth] ×2
-  readonly qkv: Linear | readonly Linear[];
-  readonly o: Linear; // [T, qWidth] → [T, H] (added into x when fused.add)
+/**
+ * The RoPE and attention kernels of one kind of attention layer: its RoPE (base, scaling, or none)
+ * and its window. Layers of one kind share one set (Gemma 3: a sliding and a global set).
+ */
+interface LayerKernels {
+  kv: KvShape; // the layers' KV cache shape (a sliding layer's: a ring; see layerKvShape)
+  rope: Rope;
+  kvWrite: KvWrite; // the unfused path's K/V write
+  compact: KvCompact; // a commit's compaction of the layers' rows
+  qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
+  attention: SplitAttention;
 }
 
-/** Places the block's tensors (`maxRows`: the rows a bias is repeated for). */
-export async function placeAttention(
-  placer: Placer,
-  block: AttentionBlock,
-  maxRows: number,
-): Promise<AttentionGpuWeights> {
-  const { spec } = placer;
-  const H = spec.hidden;
-  const { qWidth, kvWidth } = deriveSizes(spec);
-  const p = layerPrefix(block.layer);
-  const linears = linearsByInput(block.layer, spec);
-  const norms = normNames(spec, block.layer);
-  const [q, k, v] = linears.qkv;
-  const biases = ['q', 'k', 'v'].map((x) => `${p}.self_attn.${x}_proj.bias`);
-  // With an output gate, q_proj's query rows and gate rows (see outputGateParts) stand apart:
-  // the one matmul's output row is q | k | v | gate, as QkvRope and SigmoidGate read it.
-  const [query, gate] = outputGateParts(q);
-  const pieces: [string, number, number][] = spec.outputGate
-    ? [
-        [query, qWidth, H],
-        [k, kvWidth, H],
-        [v, kvWidth, H],
-        [gate, qWidth, H],
-      ]
-    : [
-        [q, qWidth, H],
-        [k, kvWidth, H],
-        [v, kvWidth, H],
-      ];
-  const qkv = await placer.stacked(`${p}.self_attn.qkv_proj.weight`, pieces);
-  if (spec.outputGate && !('parts' in qkv)) {
-    for (const m of qkv) m.destroy();
-    throw new InvalidInputError(
-      `${p}.self_attn: q_proj (with its output gate), k_proj and v_proj cannot be stacked into one matrix in this format`,
-    );
-  }
+/** What every attention block of a model shares: its kernels and scratch rows. */
+interface AttentionKernels {
+  /** Per layer, the RoPE and attention of its kind (undefined for a layer of another kind). */
+  layers: readonly (LayerKernels | undefined)[];
+  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
+  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
+  addQ: AddInPlace; // T * qWidth
+  addKv: AddInPlace; // T * kvWidth
+  gate: SigmoidGate | undefined; // attention · sigmoid(gate) of an output-gated model
+  qkv: GPUBuffer; // [T, qWidth + 2·kvWidth (+ qWidth with a gate)] a stacked q | k | v (| gate) matmul's output
+  q: GPUBuffer; // [T, qWidth] (roped, when from qkv)
+  k: GPUBuffer; // [T, kvWidth]
+  v: GPUBuffer; // [T, kvWidth]
+  qn: GPUBuffer; // [T, qWidth] q after QK-norm
+  kn: GPUBuffer; // [T, kvWidth] k after QK-norm
+  attn: GPUBuffer; // [T, qWidth]
+}
+
+/** The kernel RoPE options a spec's RoPE sets. */
+function ropeOptionsOf(
+  rope: RopeSpec,
+): Pick<RopeOptions, 'theta' | 'layout' | 'scaling' | 'rotaryDim' | 'attentionFactor'> {
   return {
-    kind: 'attention',
-    layer: block.layer,
-    inputNorm: await placer.norm(norms.input, H),
-    qkv,
-    o: await placer.matrix(linears.o[0], H, qWidth),
-    qkvBias: spec.qkvBias
-      ? await placer.row(`${p}.self_attn.qkv_proj.bias`, biases, qWidth + 2 * kvWidth)
-      : undefined,
-    qBias: spec.qkvBias ? await placer.vector(biases[0]!, qWidth, maxRows) : undefined,
-    kBias: spec.qkvBias ? await placer.vector(biases[1]!, kvWidth, maxRows) : undefined,
-    vBias: spec.qkvBias ? await placer.vector(biases[2]!, kvWidth, maxRows) : undefined,
-    qNorm: spec.qkNorm ? await placer.norm(norms.q, spec.headDim) : undefined,
-    kNorm: spec.qkNorm ? await placer.norm(norms.k, spec.headDim) : undefined,
-    outNorm: spec.sandwichNorms ? await placer.norm(`${p}.post_attention_layernorm.weight`, H) : undefined,
+    theta: rope.theta,
+    layout: rope.layout,
+    scaling: rope.scaling,
+    rotaryDim: rope.rotaryDim,
+    attentionFactor: ropeAttentionFactor(rope),
   };
 }
 
-/** The block's matrices, each once (stacked or not). */
-export function attentionMatrices(w: AttentionGpuWeights): GpuMatrix[] {
-  return [...('parts' in w.qkv ? [w.qkv] : w.qkv), w.o];
+/** The model's RoPE, attention and fused q | k | v kernel options (a layer's own RoPE and window on top). */
+function forwardOptions(c: KindContext): {
+  rope: RopeOptions;
+  attention: SplitAttentionShape;
+  qkvRope: QkvRopeOptions;
+} {
+  const { spec, kv } = c;
+  const rope: RopeOptions = {
+    heads: spec.heads,
+    kvHeads: spec.kvHeads,
+    headDim: spec.headDim,
+    ...ropeOptionsOf(spec.rope),
+    ...(spec.queryTemperature ? { queryTemperature: spec.queryTemperature } : {}),
+  };
+  return {
+    rope,
+    attention: {
+      heads: spec.heads,
+      kvHeads: spec.kvHeads,
+      headDim: spec.headDim,
+      capacity: kv.capacity,
+      format: kv.format,
+      maxRows: MAX_FORWARD_TOKENS,
+      firstSlot: c.firstSlot,
+      scale: attentionScale(spec),
+    },
+    qkvRope: {
+      ...rope,
+      capacity: kv.capacity,
+      format: kv.format,
+      bias: spec.qkvBias,
+      qkNormEps: spec.qkNorm ? spec.rmsEps : undefined,
+      outputGate: spec.outputGate,
+    },
+  };
 }
 
-/** The block's linears: a stacked q | k | v takes the input norm (the fused kernel after it does the rest). */
-export function attentionKernels(kb: KernelBuilder, w: AttentionGpuWeights): AttentionKernels {
+/** Where the gate stands in the q | k | v | gate row (see QkvRope's outputGate). */
+function gateOptions(spec: ModelSpec): SigmoidGateOptions {
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  return { n: qWidth, stride: 2 * qWidth + 2 * kvWidth, offset: qWidth + 2 * kvWidth };
+}
+
+/**
+ * Per layer, the RoPE, KV and attention kernels of its kind: one set per distinct (window, ring,
+ * RoPE) among the attention layers (one for most models; Gemma 3: sliding and global), undefined
+ * for a layer of another kind.
+ */
+function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
+  const { ctx, binds, spec } = c;
+  const f = forwardOptions(c);
+  const kinds = Array.from({ length: spec.layers }, (_, layer) => {
+    if (layerKind(spec, layer) !== 'attention') return undefined;
+    const { window, rope } = layerAttention(spec, layer);
+    const shape = layerKvShape(spec, c.kv, layer);
+    return {
+      kv: shape,
+      rope: rope ? { ...f.rope, ...ropeOptionsOf(rope) } : { ...f.rope, none: true, attentionFactor: 1 },
+      attention:
+        window === undefined
+          ? f.attention
+          : { ...f.attention, window, ...(shape.ring ? { ring: shape.ring } : {}) },
+    };
+  });
+  // Passes run in order, so every kind shares one buffer of chunk partials: the first made, of a
+  // kind without a ring where there is one (a ring's are sized by its window, too few for the rest).
+  const distinct = new Map<string, NonNullable<(typeof kinds)[number]>>();
+  for (const k of kinds) if (k) distinct.set(JSON.stringify(k), k);
+  const keys = [...distinct.keys()].sort(
+    (a, b) => Number(distinct.get(a)!.kv.ring !== undefined) - Number(distinct.get(b)!.kv.ring !== undefined),
+  );
+  const sets = new Map<string, LayerKernels>();
+  let partials: GPUBuffer | undefined;
+  for (const key of keys) {
+    const kind = distinct.get(key)!;
+    const attention = new SplitAttention(ctx, binds, kind.attention, partials);
+    partials ??= attention.partials;
+    sets.set(key, {
+      kv: kind.kv,
+      rope: new Rope(ctx, binds, kind.rope),
+      qkvRope: new QkvRope(ctx, binds, { ...f.qkvRope, ...kind.rope, ring: kind.kv.ring }),
+      kvWrite: new KvWrite(ctx, binds, kind.kv),
+      compact: new KvCompact(ctx, binds, kind.kv),
+      attention,
+    });
+  }
+  return kinds.map((k) => (k === undefined ? undefined : sets.get(JSON.stringify(k))));
+}
+
+/** The model's attention kernels and scratch rows, its pipelines compiled first. */
+const modelKernels = new PerModel(async (c: KindContext): Promise<AttentionKernels> => {
+  const { ctx, binds, spec } = c;
+  const f = forwardOptions(c);
+  await Promise.all([
+    Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope), spec.queryTemperature),
+    KvWrite.prepare(ctx, c.kv.format),
+    KvCompact.prepare(ctx),
+    // Every kind of attention layer's (a window and RoPE change uniforms and tables, not pipelines).
+    SplitAttention.prepare(ctx, f.attention),
+    QkvRope.prepare(ctx, f.qkvRope),
+    ...(spec.outputGate ? [SigmoidGate.prepare(ctx)] : []),
+  ]);
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const D = spec.headDim;
+  const rows = (n: number, label: string) => createBuffer(ctx, MAX_FORWARD_TOKENS * n * 4, label);
+  const k: AttentionKernels = {
+    layers: layerKernels(c),
+    qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps: spec.rmsEps }) : undefined,
+    kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps: spec.rmsEps }) : undefined,
+    addQ: new AddInPlace(ctx, binds),
+    addKv: new AddInPlace(ctx, binds),
+    gate: spec.outputGate ? new SigmoidGate(ctx, binds, gateOptions(spec)) : undefined,
+    qkv: rows((spec.outputGate ? 2 * qWidth : qWidth) + 2 * kvWidth, 'qkv'), // q | k | v (| gate)
+    q: rows(qWidth, 'q'),
+    k: rows(kvWidth, 'k'),
+    v: rows(kvWidth, 'v'),
+    qn: rows(qWidth, 'qn'),
+    kn: rows(kvWidth, 'kn'),
+    attn: rows(qWidth, 'attn'),
+  };
+  c.onDestroy(() => {
+    for (const set of new Set(k.layers)) set?.attention.destroy();
+    k.gate?.destroy();
+    for (const b of [k.qkv, k.q, k.k, k.v, k.qn, k.kn, k.attn]) b.destroy();
+  });
+  return k;
+});
+
+/** Places the block's tensors. */
+export async function placeAttention(placer: Placer, block: AttentionBlock): Promise<GpuBlock> {
+  const { spec } = placer;
+  const H = spec.hidden;
+  const { qWidth, kvWidth } = deriveSizes(spec);
+  const n = block.names;
+  const biases = [n.qBias, n.kBias, n.vBias];
+  // With an output gate, q_proj's query rows and gate rows (see outputGateParts) stand apart:
+  // the one matmul's output row is q | k | v | gate, as QkvRope and SigmoidGate read it.
+  const [query, gate] = outputGateParts(n.q);
+  const pieces: [string, number, number][] = spec.outputGate
+    ? [
+        [query, qWidth, H],
+        [n.k, kvWidth, H],
+        [n.v, kvWidth, H],
+        [gate, qWidth, H],
+      ]
+    : [
+        [n.q, qWidth, H],
+        [n.k, kvWidth, H],
+        [n.v, kvWidth, H],
+      ];
+  const qkv = await placer.stacked(n.q.replace(/q_proj\.weight$/, 'qkv_proj.weight'), pieces);
+  if (spec.outputGate && !('parts' in qkv)) {
+    for (const m of qkv) m.destroy();
+    throw new InvalidInputError(
+      `${n.q}: q_proj (with its output gate), k_proj and v_proj cannot be stacked into one matrix in this format`,
+    );
+  }
+  const w: AttentionGpuWeights = {
+    inputNorm: await placer.norm(n.norm, H),
+    qkv,
+    o: await placer.matrix(n.o, H, qWidth),
+    qkvBias: spec.qkvBias
+      ? await placer.row(n.q.replace(/q_proj\.weight$/, 'qkv_proj.bias'), biases, qWidth + 2 * kvWidth)
+      : undefined,
+    qBias: spec.qkvBias ? await placer.vector(n.qBias, qWidth, MAX_FORWARD_TOKENS) : undefined,
+    kBias: spec.qkvBias ? await placer.vector(n.kBias, kvWidth, MAX_FORWARD_TOKENS) : undefined,
+    vBias: spec.qkvBias ? await placer.vector(n.vBias, kvWidth, MAX_FORWARD_TOKENS) : undefined,
+    qNorm: spec.qkNorm ? await placer.norm(n.qNorm, spec.headDim) : undefined,
+    kNorm: spec.qkNorm ? await placer.norm(n.kNorm, spec.headDim) : undefined,
+    outNorm: spec.sandwichNorms ? await placer.norm(n.outNorm, H) : undefined,
+  };
+  const vectors = [w.inputNorm, w.qkvBias, w.qBias, w.kBias, w.vBias, w.qNorm, w.kNorm, w.outNorm];
   return {
-    kind: 'attention',
-    qkv: 'parts' in w.qkv ? kb.linear(w.qkv, kb.norm(w.inputNorm)) : w.qkv.map((m) => kb.linear(m)),
-    // With a norm of its output (Gemma), o stores and the norm-add kernel adds.
-    o: kb.linear(w.o, w.outNorm ? {} : { epilogue: 'add' }),
+    matrices: [...('parts' in w.qkv ? [w.qkv] : w.qkv), w.o],
+    vectors: vectors.filter((b) => b !== undefined),
+    bind: (c) => bindAttention(c, block, w),
+  };
+}
+
+/**
+ * The block's linears (a stacked q | k | v takes the input norm; the fused kernel after it does the
+ * rest), its KV cache, and its encode and commit.
+ */
+async function bindAttention(
+  c: KindContext,
+  block: AttentionBlock,
+  w: AttentionGpuWeights,
+): Promise<BoundBlock> {
+  const k = await modelKernels.of(c);
+  const layer = k.layers[block.layer];
+  if (!layer) throw new Error(`bindAttention: layer ${block.layer} has no attention kernels`);
+  const kb = c.builder;
+  const qkv = 'parts' in w.qkv ? kb.linear(w.qkv, kb.norm(w.inputNorm)) : w.qkv.map((m) => kb.linear(m));
+  // With a norm of its output (Gemma), o stores and the norm-add kernel adds.
+  const o = kb.linear(w.o, w.outNorm ? {} : { epilogue: 'add' });
+  const cache = kvCacheOf(c.ctx, block.layer, layer.kv);
+  return {
+    encode: (p) => encodeAttention(p, w, k, layer, qkv, o, cache),
+    commit(pass, ci) {
+      if (ci.moved) layer.compact.encode(pass, [cache], ci.slots, ci.count, ci.committed);
+    },
+    kvBytes: cache.k.size + cache.v.size,
+    recurrent: undefined,
+    ring: layer.kv.ring !== undefined,
+    destroy() {
+      for (const l of 'encode' in qkv ? [qkv] : qkv) l.destroy();
+      o.destroy();
+      cache.k.destroy();
+      cache.v.destroy();
+    },
+  };
+}
+
+/**
+ * A layer's K and V buffers, each [capacity, kvHeads, headDim] in the cache's format, or [ring, …]
+ * for a sliding layer's ring (see layerKvShape).
+ */
+function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerBuffers {
+  const bytes = kvRows(kv) * kvWordsPerSlot(kv) * 4;
+  return {
+    k: createBuffer(ctx, bytes, `model.layers.${layer}.k_cache`),
+    v: createBuffer(ctx, bytes, `model.layers.${layer}.v_cache`),
   };
 }
 
 /**
  * Encodes the block over the pass's rows: q | k | v from one stacked matmul (the input norm folded
  * in) and one kernel for bias, QK-norm, RoPE and the KV write; or, for matrices that could not be
- * stacked, each step; then attention over `cache` and x += o(attn).
+ * stacked, each step; then attention over the cache and x += o(attn).
  */
-export function encodeAttention(
+function encodeAttention(
   p: GpuPass,
   w: AttentionGpuWeights,
   k: AttentionKernels,
-  cache: BlockState,
+  layer: LayerKernels,
+  qkv: Linear | readonly Linear[],
+  o: Linear,
+  cache: KvLayerBuffers,
 ): void {
-  if (!isKvCache(cache)) throw new Error('encodeAttention: an attention block has a KV cache');
   const { a, T, spec } = p;
   const { qWidth, kvWidth } = deriveSizes(spec);
-  const kinds = p.k.attn[w.layer];
-  if (!kinds) throw new Error(`encodeAttention: layer ${w.layer} has no attention kernels`);
   p.section('qkv');
-  let qIn = a.q;
-  if ('encode' in k.qkv) {
-    k.qkv.encode(p.pass, k.qkv.fused.norm ? a.x : normedInput(p, w.inputNorm), a.qkv, T);
+  let qIn = k.q;
+  if ('encode' in qkv) {
+    qkv.encode(p.pass, qkv.fused.norm ? a.x : normedInput(p, w.inputNorm), k.qkv, T);
     const weights = w.qkvBias
       ? { bias: w.qkvBias }
       : w.qNorm && w.kNorm
         ? { qNorm: w.qNorm, kNorm: w.kNorm }
         : {};
-    kinds.qkvRope.encode(p.pass, a.qkv, a.positions, a.slots, a.q, cache, T, weights);
+    layer.qkvRope.encode(p.pass, k.qkv, a.positions, a.slots, k.q, cache, T, weights);
   } else {
     const hq = normedInput(p, w.inputNorm);
-    const [lq, lk, lv] = k.qkv;
-    lq!.encode(p.pass, hq, a.q, T);
-    lk!.encode(p.pass, hq, a.k, T);
-    lv!.encode(p.pass, hq, a.v, T);
+    const [lq, lk, lv] = qkv;
+    lq!.encode(p.pass, hq, k.q, T);
+    lk!.encode(p.pass, hq, k.k, T);
+    lv!.encode(p.pass, hq, k.v, T);
     if (w.qBias && w.kBias && w.vBias) {
-      p.k.addQ.encode(p.pass, w.qBias, a.q, T * qWidth);
-      p.k.addKv.encode(p.pass, w.kBias, a.k, T * kvWidth);
-      p.k.addKv.encode(p.pass, w.vBias, a.v, T * kvWidth);
+      k.addQ.encode(p.pass, w.qBias, k.q, T * qWidth);
+      k.addKv.encode(p.pass, w.kBias, k.k, T * kvWidth);
+      k.addKv.encode(p.pass, w.vBias, k.v, T * kvWidth);
     }
-    let kIn = a.k;
-    if (p.k.qNorm && p.k.kNorm && w.qNorm && w.kNorm) {
-      p.k.qNorm.encode(p.pass, a.q, w.qNorm, a.qn, T * spec.heads);
-      p.k.kNorm.encode(p.pass, a.k, w.kNorm, a.kn, T * spec.kvHeads);
-      qIn = a.qn;
-      kIn = a.kn;
+    let kIn = k.k;
+    if (k.qNorm && k.kNorm && w.qNorm && w.kNorm) {
+      k.qNorm.encode(p.pass, k.q, w.qNorm, k.qn, T * spec.heads);
+      k.kNorm.encode(p.pass, k.k, w.kNorm, k.kn, T * spec.kvHeads);
+      qIn = k.qn;
+      kIn = k.kn;
     }
-    kinds.rope.encode(p.pass, qIn, kIn, a.positions, T);
-    kinds.kvWrite.encode(p.pass, kIn, a.v, a.slots, cache, T);
+    layer.rope.encode(p.pass, qIn, kIn, a.positions, T);
+    layer.kvWrite.encode(p.pass, kIn, k.v, a.slots, cache, T);
   }
   p.section('attention');
-  kinds.attention.encode(
+  layer.attention.encode(
     p.pass,
     qIn,
     cache.k,
@@ -190,7 +408,7 @@ export function encodeAttention(
     a.vis,
     a.slots,
     a.positions,
-    a.attn,
+    k.attn,
     T,
     p.base,
     p.lastSlot,
@@ -198,8 +416,8 @@ export function encodeAttention(
   p.section('o');
   // Qwen3.5: attention · sigmoid(gate), the gate read from the q | k | v | gate row.
   if (spec.outputGate) {
-    if (!p.k.gate) throw new Error('encodeAttention: an output-gated model has the gate kernel');
-    p.k.gate.encode(p.pass, a.attn, a.qkv, T);
+    if (!k.gate) throw new Error('encodeAttention: an output-gated model has the gate kernel');
+    k.gate.encode(p.pass, k.attn, k.qkv, T);
   }
-  encodeResidual(p, k.o, rotatedInput(p, p.k.rot?.heads, a.attn), w.outNorm);
+  encodeResidual(p, o, rotatedInput(p, p.k.rot?.heads, k.attn), w.outNorm);
 }

@@ -6,11 +6,9 @@
 
 import { queryTemperatureRef } from '../../../kernels/rope/rope.js';
 import { deriveSizes, layerAttention, type ModelSpec, ropeAttentionFactor } from '../../spec/spec.js';
-import { linearsByInput, normNames } from '../../tensors.js';
-import type { AttentionBlock } from '../blocks.js';
-import { layerPrefix } from '../blocks.js';
 import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
 import type { RefPass, TakeTensor } from '../pass.js';
+import { type AttentionBlock, attentionTensors } from './block.js';
 
 /** The attention block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
 export interface AttentionWeights {
@@ -34,60 +32,24 @@ export interface AttentionWeights {
   readonly outNorm: Float32Array | undefined;
 }
 
-/** The block's tensors under the checkpoint's names, with their shapes. */
-export function attentionTensors(spec: ModelSpec, block: AttentionBlock): [string, number[]][] {
-  const p = layerPrefix(block.layer);
-  const H = spec.hidden;
-  const { qWidth, kvWidth } = deriveSizes(spec);
-  const linears = linearsByInput(block.layer, spec);
-  const [q, k, v] = linears.qkv;
-  const norms = normNames(spec, block.layer);
-  return [
-    [norms.input, [H]],
-    [q, [spec.outputGate ? 2 * qWidth : qWidth, H]],
-    [k, [kvWidth, H]],
-    [v, [kvWidth, H]],
-    ...(spec.qkvBias
-      ? ([
-          [`${p}.self_attn.q_proj.bias`, [qWidth]],
-          [`${p}.self_attn.k_proj.bias`, [kvWidth]],
-          [`${p}.self_attn.v_proj.bias`, [kvWidth]],
-        ] as [string, number[]][])
-      : []),
-    ...(spec.qkNorm
-      ? ([
-          [norms.q, [spec.headDim]],
-          [norms.k, [spec.headDim]],
-        ] as [string, number[]][])
-      : []),
-    [linears.o[0], [H, qWidth]],
-    ...(spec.sandwichNorms ? ([[`${p}.post_attention_layernorm.weight`, [H]]] as [string, number[]][]) : []),
-  ];
-}
-
 /** Reads the block's weights. */
 export function readAttention(take: TakeTensor, spec: ModelSpec, block: AttentionBlock): AttentionWeights {
   const shapes = new Map(attentionTensors(spec, block));
   const get = (name: string) => take(name, shapes.get(name)!);
-  const getIf = (on: boolean, name: string) => (on ? get(name) : undefined);
-  const p = `${layerPrefix(block.layer)}.self_attn`;
-  const linears = linearsByInput(block.layer, spec);
-  const norms = normNames(spec, block.layer);
+  const n = block.names;
   return {
     kind: 'attention',
-    inputNorm: normWeight(spec, get(norms.input)),
-    q: get(linears.qkv[0]),
-    k: get(linears.qkv[1]),
-    v: get(linears.qkv[2]),
-    o: get(linears.o[0]),
-    qBias: getIf(spec.qkvBias, `${p}.q_proj.bias`),
-    kBias: getIf(spec.qkvBias, `${p}.k_proj.bias`),
-    vBias: getIf(spec.qkvBias, `${p}.v_proj.bias`),
-    qNorm: spec.qkNorm ? normWeight(spec, get(norms.q)) : undefined,
-    kNorm: spec.qkNorm ? normWeight(spec, get(norms.k)) : undefined,
-    outNorm: spec.sandwichNorms
-      ? normWeight(spec, get(`${layerPrefix(block.layer)}.post_attention_layernorm.weight`))
-      : undefined,
+    inputNorm: normWeight(spec, get(n.norm)),
+    q: get(n.q),
+    k: get(n.k),
+    v: get(n.v),
+    o: get(n.o),
+    qBias: spec.qkvBias ? get(n.qBias) : undefined,
+    kBias: spec.qkvBias ? get(n.kBias) : undefined,
+    vBias: spec.qkvBias ? get(n.vBias) : undefined,
+    qNorm: spec.qkNorm ? normWeight(spec, get(n.qNorm)) : undefined,
+    kNorm: spec.qkNorm ? normWeight(spec, get(n.kNorm)) : undefined,
+    outNorm: spec.sandwichNorms ? normWeight(spec, get(n.outNorm)) : undefined,
   };
 }
 
@@ -100,7 +62,7 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   const { spec, T, x } = pass;
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
-  const names = linearsByInput(block.layer, spec);
+  const n = block.names;
   const h = new Float32Array(T * H); // [T, H] the normed input
   const q = new Float32Array(T * qWidth); // [T, heads, headDim]
   const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
@@ -108,7 +70,7 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   const attn = new Float32Array(T * qWidth); // [T, heads, headDim]
   const proj = new Float32Array(T * H); // [T, H] the block's output before the residual add
   rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
-  const hq = pass.input(h, H, names.qkv); // q, k and v share one input, as on the GPU
+  const hq = pass.input(h, H, [n.q, n.k, n.v]); // q, k and v share one input, as on the GPU
   const gate = spec.outputGate ? new Float32Array(T * qWidth) : undefined; // [T, heads, headDim]
   if (gate) splitGate(spec, T, hq, w.q, q, gate);
   else linear(hq, H, w.q, qWidth, w.qBias, q);
@@ -145,7 +107,7 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   if (gate)
     for (let i = 0; i < attn.length; i++)
       attn[i] = Math.fround(attn[i]! * Math.fround(1 / (1 + Math.exp(-gate[i]!))));
-  linear(pass.input(attn, qWidth, names.o), qWidth, w.o, H, undefined, proj);
+  linear(pass.input(attn, qWidth, [n.o]), qWidth, w.o, H, undefined, proj);
   if (w.outNorm) rmsNorm(proj, H, w.outNorm, spec.rmsEps, proj); // Gemma: normed before the add
   addInto(x, proj);
 }

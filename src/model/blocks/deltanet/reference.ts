@@ -10,16 +10,15 @@
 //   S ← decay · S;  S ← S + k̂ ⊗ β (v − Sᵀk̂);  o = Sᵀq̂                       (S: [keyDim, valueDim])
 //   y = norm_weight · rmsnorm(o) · silu(z),  x += out_proj(y)
 
-import { linearSizes, type ModelSpec } from '../../spec/spec.js';
-import { linearAttentionInputs, linearAttentionShapes } from '../../tensors.js';
-import { type LinearAttentionBlock, layerPrefix } from '../blocks.js';
+import { deltaNetWidths, type ModelSpec } from '../../spec/spec.js';
 import { addInto, linear, normWeight, rmsNorm } from '../ops.js';
 import type { RefPass, TakeTensor } from '../pass.js';
-import type { LinearState } from '../recurrent-state.js';
+import type { RecurrentState } from '../recurrent-state.js';
+import { type DeltaNetBlock, deltaNetTensors } from './block.js';
 
 /** The block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
-export interface LinearWeights {
-  readonly kind: 'linear';
+export interface DeltaNetWeights {
+  readonly kind: 'deltanet';
   /** [H], as it multiplies (1 + w for zero-centred norms). */
   readonly inputNorm: Float32Array;
   /** [convChannels, H], [valueWidth, H], [valueHeads, H], [valueHeads, H] */
@@ -38,21 +37,13 @@ export interface LinearWeights {
   readonly out: Float32Array;
 }
 
-/** The block's tensors under the checkpoint's names, with their shapes. */
-export function linearTensors(spec: ModelSpec, block: LinearAttentionBlock): [string, number[]][] {
-  return [
-    [`${layerPrefix(block.layer)}.input_layernorm.weight`, [spec.hidden]],
-    ...linearAttentionShapes(spec, block.layer),
-  ];
-}
-
 /** Reads the block's weights. */
-export function readLinear(take: TakeTensor, spec: ModelSpec, block: LinearAttentionBlock): LinearWeights {
-  const [norm, qkv, z, b, a, conv, dtBias, aLog, gatedNorm, out] = linearTensors(spec, block).map(
+export function readDeltaNet(take: TakeTensor, spec: ModelSpec, block: DeltaNetBlock): DeltaNetWeights {
+  const [norm, qkv, z, b, a, conv, dtBias, aLog, gatedNorm, out] = deltaNetTensors(spec, block).map(
     ([name, shape]) => take(name, shape),
   );
   return {
-    kind: 'linear',
+    kind: 'deltanet',
     inputNorm: normWeight(spec, norm!),
     qkv: qkv!,
     z: z!,
@@ -86,15 +77,15 @@ function l2normed(x: Float32Array, scale: number): Float32Array {
  */
 function step(
   spec: ModelSpec,
-  w: LinearWeights,
-  state: LinearState,
+  w: DeltaNetWeights,
+  state: RecurrentState,
   u: Float32Array,
   zRow: Float32Array,
   bRow: Float32Array,
   aRow: Float32Array,
 ): Float32Array {
-  const la = spec.linearAttention!;
-  const { keyWidth, valueWidth, convChannels: C } = linearSizes(spec);
+  const la = spec.deltaNet!;
+  const { keyWidth, valueWidth, convChannels: C } = deltaNetWidths(spec);
   const K = la.convKernel;
   const dk = la.keyDim;
   const dv = la.valueDim;
@@ -151,15 +142,16 @@ function step(
  * state (the committed one for a root; zeros on an empty cache) and leaves its own for its children
  * and for a commit.
  */
-export function linearRef(pass: RefPass, block: LinearAttentionBlock, w: LinearWeights): void {
+export function deltaNetRef(pass: RefPass, block: DeltaNetBlock, w: DeltaNetWeights): void {
   const { spec, T, x } = pass;
   const H = spec.hidden;
-  const la = spec.linearAttention!;
-  const { valueWidth, convChannels: C } = linearSizes(spec);
+  const la = spec.deltaNet!;
+  const { valueWidth, convChannels: C } = deltaNetWidths(spec);
   const Hv = la.valueHeads;
   const h = new Float32Array(T * H); // [T, H] the normed input
   rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
-  const hi = pass.input(h, H, linearAttentionInputs(block.layer));
+  const n = block.names;
+  const hi = pass.input(h, H, [n.qkv, n.z, n.b, n.a]);
   const qkv = new Float32Array(T * C); // [T, C]
   const z = new Float32Array(T * valueWidth); // [T, valueWidth]
   const b = new Float32Array(T * Hv); // [T, Hv]
@@ -168,22 +160,19 @@ export function linearRef(pass: RefPass, block: LinearAttentionBlock, w: LinearW
   linear(hi, H, w.z, valueWidth, undefined, z);
   linear(hi, H, w.b, Hv, undefined, b);
   linear(hi, H, w.a, Hv, undefined, a);
-  const states = pass.linear.beginRows(block.layer);
+  const zeros = () => ({
+    conv: new Float32Array((la.convKernel - 1) * C),
+    S: new Float32Array(la.valueHeads * la.keyDim * la.valueDim),
+  });
+  const states = pass.recurrent.beginRows(block.layer);
   const y = new Float32Array(T * valueWidth); // [T, valueWidth]
   for (let t = 0; t < T; t++) {
-    const state = pass.linear.before(block.layer, pass.parents[t]!, pass.positions[t] === 0);
+    const state = pass.recurrent.before(block.layer, pass.parents[t]!, pass.positions[t] === 0, zeros);
     const row = <A extends Float32Array>(m: A, n: number) => m.subarray(t * n, (t + 1) * n);
     y.set(step(spec, w, state, row(qkv, C), row(z, valueWidth), row(b, Hv), row(a, Hv)), t * valueWidth);
     states.push(state);
   }
   const proj = new Float32Array(T * H); // [T, H]
-  linear(
-    pass.input(y, valueWidth, [`${layerPrefix(block.layer)}.linear_attn.out_proj.weight`]),
-    valueWidth,
-    w.out,
-    H,
-    undefined,
-    proj,
-  );
+  linear(pass.input(y, valueWidth, [n.out]), valueWidth, w.out, H, undefined, proj);
   addInto(x, proj);
 }

@@ -1,19 +1,26 @@
-// The MLP block on the GPU (blocks.ts, mlp.ts): its weights as placed, its linears and its encode.
-
+// The MLP block on the GPU: its weights as placed, its kernels (the model's unpaired gate kernel
+// and its scratch rows, made once), its linears and its encode. It has no state.
+import { createBuffer } from '../../../gpu/buffers.js';
+import { SiluMul } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
-import { linearsByInput } from '../../tensors.js';
-import type { MlpBlock } from '../blocks.js';
-import { layerPrefix } from '../blocks.js';
 import { encodeResidual, normedInput, rotatedInput } from '../encode.js';
-import type { GpuPass, KernelBuilder, Linear, Placer } from '../gpu.js';
-import { mlpNormName } from './reference.js';
+import {
+  type BoundBlock,
+  type GpuBlock,
+  type GpuPass,
+  type KindContext,
+  type Linear,
+  MAX_FORWARD_TOKENS,
+  PerModel,
+  type Placer,
+} from '../gpu.js';
+import type { MlpBlock } from './block.js';
 
 /**
  * The MLP block's weights on the GPU. Ip is the MLP width as packed (see `placeWeights`): I, or I
  * padded with zero rows of gate/up and zero columns of down.
  */
-export interface MlpGpuWeights {
-  readonly kind: 'mlp';
+interface MlpGpuWeights {
   readonly activation: MlpBlock['activation'];
   readonly postNorm: GPUBuffer; // [H] the input norm (post_attention_layernorm, Gemma's pre_feedforward_layernorm)
   readonly outNorm: GPUBuffer | undefined; // [H] Gemma's norm of the block's output
@@ -23,55 +30,80 @@ export interface MlpGpuWeights {
   readonly down: GpuMatrix; // [H, Ip]
 }
 
-/** The MLP block's linears, bound to its matrices. */
-export interface MlpKernels {
-  readonly kind: 'mlp';
-  // Gated pair: [T, H] → [T, Ip] silu(gate) * up; else gate and up: → [T, Ip] each
-  readonly gateUp: Linear | readonly [Linear, Linear];
-  readonly down: Linear; // [T, Ip] → [T, H] (added into x when fused.add)
+/** What every MLP block of a model shares: the unpaired gate kernel and the scratch rows. */
+interface MlpKernels {
+  silu: SiluMul; // act(gate) · up of an unpaired MLP (SiLU, or Gemma's GELU)
+  gate: GPUBuffer; // [T, Ip]
+  up: GPUBuffer; // [T, Ip]
+  act: GPUBuffer; // [T, Ip] act(gate) * up
 }
 
+/** The model's MLP kernels and scratch rows, the gate kernel compiled first. */
+const modelKernels = new PerModel(async (c: KindContext): Promise<MlpKernels> => {
+  const { ctx, binds, spec, Ip } = c;
+  const activation = spec.activation === 'gelu_tanh' ? 'gelu' : 'silu';
+  await SiluMul.prepare(ctx, false, activation);
+  const rows = (label: string) => createBuffer(ctx, MAX_FORWARD_TOKENS * Ip * 4, label);
+  const k = {
+    silu: new SiluMul(ctx, binds, Ip, false, activation),
+    gate: rows('gate'),
+    up: rows('up'),
+    act: rows('act'),
+  };
+  c.onDestroy(() => {
+    for (const b of [k.gate, k.up, k.act]) b.destroy();
+  });
+  return k;
+});
+
 /** Places the block's tensors. */
-export async function placeMlp(placer: Placer, block: MlpBlock): Promise<MlpGpuWeights> {
+export async function placeMlp(placer: Placer, block: MlpBlock): Promise<GpuBlock> {
   const { spec } = placer;
   const H = spec.hidden;
   const I = spec.intermediate;
-  const linears = linearsByInput(block.layer, spec);
-  const [gate, up] = linears.gateUp;
-  const p = layerPrefix(block.layer);
-  return {
-    kind: 'mlp',
+  const n = block.names;
+  const w: MlpGpuWeights = {
     activation: block.activation,
-    postNorm: await placer.norm(mlpNormName(spec, block.layer), H),
-    outNorm: spec.sandwichNorms ? await placer.norm(`${p}.post_feedforward_layernorm.weight`, H) : undefined,
+    postNorm: await placer.norm(n.norm, H),
+    outNorm: spec.sandwichNorms ? await placer.norm(n.outNorm, H) : undefined,
     // Labelled as the gate's module, e.g. `mlp.gate_up_proj.weight` (LFM2: `feed_forward.gate_up_proj.weight`).
     gateUp: await placer.paired(
-      gate.replace(/[^.]+\.weight$/, 'gate_up_proj.weight'),
-      [gate, I, H],
-      [up, I, H],
+      n.gate.replace(/[^.]+\.weight$/, 'gate_up_proj.weight'),
+      [n.gate, I, H],
+      [n.up, I, H],
     ),
-    down: await placer.matrix(linears.down[0], H, I),
+    down: await placer.matrix(n.down, H, I),
+  };
+  return {
+    matrices: [...('parts' in w.gateUp ? [w.gateUp] : w.gateUp), w.down],
+    vectors: [w.postNorm, w.outNorm].filter((b) => b !== undefined),
+    bind: (c) => bindMlp(c, w),
   };
 }
 
-/** The block's matrices, each once (paired or not). */
-export function mlpMatrices(w: MlpGpuWeights): GpuMatrix[] {
-  return [...('parts' in w.gateUp ? [w.gateUp] : w.gateUp), w.down];
-}
-
 /** The block's linears: a gated pair takes the post-attention norm and the SiLU gate. */
-export function mlpKernels(kb: KernelBuilder, w: MlpGpuWeights): MlpKernels {
+async function bindMlp(c: KindContext, w: MlpGpuWeights): Promise<BoundBlock> {
+  const k = await modelKernels.of(c);
+  const kb = c.builder;
+  const gateUp =
+    'parts' in w.gateUp
+      ? kb.linear(w.gateUp, {
+          ...kb.norm(w.postNorm),
+          epilogue: w.activation === 'gelu_tanh' ? 'gelu' : 'silu',
+        })
+      : ([kb.linear(w.gateUp[0]), kb.linear(w.gateUp[1])] as const);
+  // With a norm of its output (Gemma), down stores and the norm-add kernel adds.
+  const down = kb.linear(w.down, w.outNorm ? {} : { epilogue: 'add' });
   return {
-    kind: 'mlp',
-    gateUp:
-      'parts' in w.gateUp
-        ? kb.linear(w.gateUp, {
-            ...kb.norm(w.postNorm),
-            epilogue: w.activation === 'gelu_tanh' ? 'gelu' : 'silu',
-          })
-        : [kb.linear(w.gateUp[0]), kb.linear(w.gateUp[1])],
-    // With a norm of its output (Gemma), down stores and the norm-add kernel adds.
-    down: kb.linear(w.down, w.outNorm ? {} : { epilogue: 'add' }),
+    encode: (p) => encodeMlp(p, w, k, gateUp, down),
+    commit: () => {},
+    kvBytes: 0,
+    recurrent: undefined,
+    ring: false,
+    destroy() {
+      for (const l of 'encode' in gateUp ? [gateUp] : gateUp) l.destroy();
+      down.destroy();
+    },
   };
 }
 
@@ -79,17 +111,23 @@ export function mlpKernels(kb: KernelBuilder, w: MlpGpuWeights): MlpKernels {
  * Encodes the block: silu(gate) * up from one gated matmul (the post-attention norm folded in), or
  * each step; then x += down(act).
  */
-export function encodeMlp(p: GpuPass, w: MlpGpuWeights, k: MlpKernels): void {
+function encodeMlp(
+  p: GpuPass,
+  w: MlpGpuWeights,
+  k: MlpKernels,
+  gateUp: Linear | readonly [Linear, Linear],
+  down: Linear,
+): void {
   const { a, T } = p;
   p.section('mlp');
-  if ('encode' in k.gateUp) {
-    k.gateUp.encode(p.pass, k.gateUp.fused.norm ? a.x : normedInput(p, w.postNorm), a.act, T);
+  if ('encode' in gateUp) {
+    gateUp.encode(p.pass, gateUp.fused.norm ? a.x : normedInput(p, w.postNorm), k.act, T);
   } else {
     const hm = normedInput(p, w.postNorm);
-    k.gateUp[0].encode(p.pass, hm, a.gate, T);
-    k.gateUp[1].encode(p.pass, hm, a.up, T);
-    p.k.silu.encode(p.pass, [a.gate, a.up], a.act, T);
+    gateUp[0].encode(p.pass, hm, k.gate, T);
+    gateUp[1].encode(p.pass, hm, k.up, T);
+    k.silu.encode(p.pass, [k.gate, k.up], k.act, T);
   }
   p.section('down');
-  encodeResidual(p, k.down, rotatedInput(p, p.k.rot?.mlp, a.act), w.outNorm);
+  encodeResidual(p, down, rotatedInput(p, p.k.rot?.mlp, k.act), w.outNorm);
 }

@@ -4,11 +4,9 @@
 
 import { geluTanh } from '../../../kernels/elementwise/elementwise.js';
 import type { ModelSpec } from '../../spec/spec.js';
-import { linearsByInput, normNames } from '../../tensors.js';
-import type { MlpBlock } from '../blocks.js';
-import { layerPrefix } from '../blocks.js';
 import { addInto, linear, normWeight, rmsNorm } from '../ops.js';
 import type { RefPass, TakeTensor } from '../pass.js';
+import { type MlpBlock, mlpTensors } from './block.js';
 
 /** The MLP block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
 export interface MlpWeights {
@@ -22,30 +20,6 @@ export interface MlpWeights {
   readonly up: Float32Array;
   /** [H, I] */
   readonly down: Float32Array;
-}
-
-/** The block's tensors under the checkpoint's names, with their shapes. */
-export function mlpTensors(spec: ModelSpec, block: MlpBlock): [string, number[]][] {
-  const H = spec.hidden;
-  const I = spec.intermediate;
-  const names = linearsByInput(block.layer, spec);
-  return [
-    [mlpNormName(spec, block.layer), [H]],
-    [names.gateUp[0], [I, H]],
-    [names.gateUp[1], [I, H]],
-    [names.down[0], [H, I]],
-    ...(spec.sandwichNorms
-      ? ([[`${layerPrefix(block.layer)}.post_feedforward_layernorm.weight`, [H]]] as [string, number[]][])
-      : []),
-  ];
-}
-
-/**
- * The MLP's input norm: `post_attention_layernorm`, Gemma's `pre_feedforward_layernorm` or LFM2's
- * `ffn_norm` (`normNames`).
- */
-export function mlpNormName(spec: ModelSpec, layer: number): string {
-  return normNames(spec, layer).mlp;
 }
 
 /** Reads the block's weights. */
@@ -70,18 +44,18 @@ export function mlpRef(pass: RefPass, block: MlpBlock, w: MlpWeights): void {
   const { spec, T, x } = pass;
   const H = spec.hidden;
   const I = spec.intermediate;
-  const names = linearsByInput(block.layer, spec);
+  const n = block.names;
   const h = new Float32Array(T * H); // [T, H]
   const gate = new Float32Array(T * I); // [T, I]
   const up = new Float32Array(T * I); // [T, I]
   const proj = new Float32Array(T * H); // [T, H]
   rmsNorm(x, H, w.postNorm, spec.rmsEps, h);
-  const hm = pass.input(h, H, names.gateUp);
+  const hm = pass.input(h, H, [n.gate, n.up]);
   linear(hm, H, w.gate, I, undefined, gate);
   linear(hm, H, w.up, I, undefined, up);
   const act = block.activation === 'gelu_tanh' ? geluTanh : (g: number) => g / (1 + Math.exp(-g));
   for (let i = 0; i < gate.length; i++) gate[i] = Math.fround(act(gate[i]!)) * up[i]!;
-  linear(pass.input(gate, I, names.down), I, w.down, H, undefined, proj);
+  linear(pass.input(gate, I, [n.down]), I, w.down, H, undefined, proj);
   if (w.outNorm) rmsNorm(proj, H, w.outNorm, spec.rmsEps, proj); // Gemma: normed before the add
   addInto(x, proj);
 }

@@ -1,37 +1,44 @@
-// The short-convolution block on the GPU (blocks.ts, shortconv.ts): LFM2's gated short convolution,
-// its weights as placed, its linears, its state (the window of the last kernel - 1 rows of B · x,
-// twice: see ConvStatePair) and its encode. Per pass, three dispatches: in_proj to B | C | x (the
-// input norm folded in), the gated convolution (kernels/shortconv), and out_proj added into the
-// residual stream.
-
+// The short-convolution block on the GPU: LFM2's gated short convolution, its weights as placed,
+// its kernels (the model's convolution kernel, its commit's row gather and its scratch rows, made
+// once), its state (the window of the last kernel - 1 rows of B · x, twice: see StatePair), its
+// encode and its commit. Per pass, three dispatches: in_proj to B | C | x (the input norm folded
+// in), the gated convolution (kernels/shortconv), and out_proj added into the residual stream.
 import { InvalidInputError } from '../../../errors.js';
 import { createBuffer } from '../../../gpu/buffers.js';
-import type { GpuContext } from '../../../gpu/device.js';
-import type { GatherRows } from '../../../kernels/elementwise/elementwise.js';
+import { GatherRows } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import type { ShortConvShape } from '../../../kernels/shortconv/reference.js';
-import type { ShortConv } from '../../../kernels/shortconv/shortconv.js';
+import { ShortConv } from '../../../kernels/shortconv/shortconv.js';
 import type { ModelSpec } from '../../spec/spec.js';
-import { normNames, shortConvInputs } from '../../tensors.js';
-import type { ShortConvBlock } from '../blocks.js';
-import { layerPrefix } from '../blocks.js';
 import { encodeResidual, normedInput, rotatedInput } from '../encode.js';
-import type { BlockState, ConvStatePair, GpuPass, KernelBuilder, Linear, Placer } from '../gpu.js';
+import {
+  type BoundBlock,
+  type CommitInputs,
+  type GpuBlock,
+  type GpuPass,
+  type KindContext,
+  type Linear,
+  MAX_FORWARD_TOKENS,
+  PerModel,
+  type Placer,
+  type StatePair,
+} from '../gpu.js';
+import type { ShortConvBlock } from './block.js';
 
 /** The short-convolution block's weights on the GPU. */
-export interface ShortConvGpuWeights {
-  readonly kind: 'conv';
-  readonly inputNorm: GPUBuffer; // [H] operator_norm, as it multiplies
+interface ShortConvGpuWeights {
+  readonly inputNorm: GPUBuffer; // [H] as it multiplies
   readonly inProj: GpuMatrix; // [3H, H] one matmul whose output row is B | C | x
   readonly conv: GPUBuffer; // [H, K] the depthwise convolution (conv.weight [H, 1, K])
   readonly out: GpuMatrix; // [H, H]
 }
 
-/** The block's linears, bound to its matrices. */
-export interface ShortConvKernels {
-  readonly kind: 'conv';
-  readonly inProj: Linear; // [T, H] (un-normed when it folds the norm in) → [T, 3H]
-  readonly out: Linear; // [T, H] → [T, H], added into x when fused.add
+/** What every short-convolution block of a model shares: the kernel, a commit's gather, the scratch rows. */
+interface ShortConvKernels {
+  op: ShortConv; // the gated convolution
+  gather: GatherRows; // a commit's path rows gathered from a layer's in_proj rows (width 3H)
+  proj: GPUBuffer; // [T, 3H] an accepted path's in_proj rows, gathered for a commit
+  mixed: GPUBuffer; // [T, H] C · conv, input of out_proj
 }
 
 /** The kernel shape of a spec's short-convolution layers. */
@@ -39,59 +46,6 @@ export function shortConvShape(spec: ModelSpec): ShortConvShape {
   const sc = spec.shortConv;
   if (!sc) throw new InvalidInputError(`the ${spec.family} spec has no short-convolution layers`);
   return { channels: spec.hidden, kernel: sc.kernel };
-}
-
-/** Places the block's tensors. */
-export async function placeShortConv(placer: Placer, block: ShortConvBlock): Promise<ShortConvGpuWeights> {
-  const { spec } = placer;
-  const H = spec.hidden;
-  const { kernel: K } = shortConvShape(spec);
-  const p = `${layerPrefix(block.layer)}.conv`;
-  return {
-    kind: 'conv',
-    inputNorm: await placer.norm(normNames(spec, block.layer).input, H),
-    // The kernel reads B, C and x of one row: in_proj stays one matrix, as the checkpoint stores it.
-    inProj: await placer.matrix(shortConvInputs(block.layer)[0], 3 * H, H),
-    conv: await placer.tensor(`${p}.conv.weight`, [H, 1, K]),
-    out: await placer.matrix(`${p}.out_proj.weight`, H, H),
-  };
-}
-
-/** The block's matrices. */
-export function shortConvMatrices(w: ShortConvGpuWeights): GpuMatrix[] {
-  return [w.inProj, w.out];
-}
-
-/** The block's other buffers. */
-export function shortConvVectors(w: ShortConvGpuWeights): GPUBuffer[] {
-  return [w.inputNorm, w.conv];
-}
-
-/** The block's linears: in_proj takes the input norm where norms fold in. */
-export function shortConvKernels(kb: KernelBuilder, w: ShortConvGpuWeights): ShortConvKernels {
-  return {
-    kind: 'conv',
-    inProj: kb.linear(w.inProj, kb.norm(w.inputNorm)),
-    out: kb.linear(w.out, { epilogue: 'add' }),
-  };
-}
-
-/**
- * A layer's window, twice (zeros: a pass at position 0 starts from zeros anyway), and its in_proj
- * rows of `maxRows` rows.
- */
-export function shortConvStateOf(
-  ctx: GpuContext,
-  spec: ModelSpec,
-  layer: number,
-  maxRows: number,
-): ConvStatePair {
-  const bytes = windowFloats(spec) * 4;
-  const one = (i: number) => createBuffer(ctx, bytes, `model.layers.${layer}.conv_window.${i}`);
-  return {
-    windows: [one(0), one(1)],
-    proj: createBuffer(ctx, maxRows * 3 * spec.hidden * 4, `model.layers.${layer}.conv_proj`),
-  };
 }
 
 /** Floats of one copy of a layer's window [K - 1, H]. */
@@ -105,33 +59,104 @@ export function shortConvStateBytes(spec: ModelSpec): number {
   return 2 * 4 * windowFloats(spec);
 }
 
-/** What {@link encodeShortConvCommit} reads: the path's rows, their count, and the position of the first. */
-export interface ShortConvCommitInputs {
-  readonly rows: GPUBuffer; // [n] u32 the path's rows in the last pass
-  readonly count: GPUBuffer; // [1] u32 n
-  readonly base: GPUBuffer; // [1] u32 the committed length (0: the window starts from zeros)
-  readonly n: number;
+/** The model's short-convolution kernels and scratch rows, the convolution compiled first. */
+const modelKernels = new PerModel(async (c: KindContext): Promise<ShortConvKernels> => {
+  const { ctx, binds, spec } = c;
+  const shape = shortConvShape(spec);
+  await Promise.all([ShortConv.prepare(ctx, shape), GatherRows.prepare(ctx)]);
+  const H = spec.hidden;
+  const maxT = MAX_FORWARD_TOKENS;
+  const k = {
+    op: new ShortConv(ctx, binds, shape, maxT),
+    gather: new GatherRows(ctx, binds, 3 * H),
+    proj: createBuffer(ctx, maxT * 3 * H * 4, 'shortconv-commit-proj'),
+    mixed: createBuffer(ctx, maxT * H * 4, 'shortconv-mixed'),
+  };
+  c.onDestroy(() => {
+    k.op.destroy();
+    k.proj.destroy();
+    k.mixed.destroy();
+  });
+  return k;
+});
+
+/** Places the block's tensors. */
+export async function placeShortConv(placer: Placer, block: ShortConvBlock): Promise<GpuBlock> {
+  const { spec } = placer;
+  const H = spec.hidden;
+  const { kernel: K } = shortConvShape(spec);
+  const n = block.names;
+  const w: ShortConvGpuWeights = {
+    inputNorm: await placer.norm(n.norm, H),
+    // The kernel reads B, C and x of one row: in_proj stays one matrix, as the checkpoint stores it.
+    inProj: await placer.matrix(n.inProj, 3 * H, H),
+    conv: await placer.tensor(n.conv, [H, 1, K]),
+    out: await placer.matrix(n.out, H, H),
+  };
+  return {
+    matrices: [w.inProj, w.out],
+    vectors: [w.inputNorm, w.conv],
+    bind: (c) => bindShortConv(c, block, w),
+  };
+}
+
+/** The block's linears (in_proj takes the input norm where norms fold in) and its window. */
+async function bindShortConv(
+  c: KindContext,
+  block: ShortConvBlock,
+  w: ShortConvGpuWeights,
+): Promise<BoundBlock> {
+  const k = await modelKernels.of(c);
+  const kb = c.builder;
+  const inProj = kb.linear(w.inProj, kb.norm(w.inputNorm));
+  const out = kb.linear(w.out, { epilogue: 'add' });
+  const state = stateOf(c, block.layer);
+  return {
+    encode: (p) => encodeShortConv(p, w, k, inProj, out, state),
+    commit: (pass, ci) => commitShortConv(pass, w, k, state, ci),
+    kvBytes: 0,
+    recurrent: { stateBytes: shortConvStateBytes(c.spec), bytesPerTreeNode: 4 * 3 * c.spec.hidden },
+    ring: false,
+    destroy() {
+      inProj.destroy();
+      out.destroy();
+      for (const b of [...state.pair, state.proj]) b.destroy();
+    },
+  };
+}
+
+/**
+ * A layer's window, twice (zeros: a pass at position 0 starts from zeros anyway), and its in_proj
+ * rows of MAX_FORWARD_TOKENS rows.
+ */
+function stateOf(c: KindContext, layer: number): StatePair<GPUBuffer> {
+  const bytes = windowFloats(c.spec) * 4;
+  const one = (i: number) => createBuffer(c.ctx, bytes, `model.layers.${layer}.conv_window.${i}`);
+  return {
+    pair: [one(0), one(1)],
+    proj: createBuffer(c.ctx, MAX_FORWARD_TOKENS * 3 * c.spec.hidden * 4, `model.layers.${layer}.conv_proj`),
+  };
 }
 
 /**
  * Advances the layer's committed window along an accepted path of the last pass (a tree's, or a
- * chain's prefix): its rows gathered from the layer's in_proj rows into `a.proj`, then the
- * convolution run over them as a chain from the window of `version` into the other copy (its
- * output, into `a.mixed`, is not read). The caller steps the version.
+ * chain's prefix): its rows gathered from the layer's in_proj rows, then the convolution run over
+ * them as a chain from the window of `version` into the other copy (its output, into the scratch
+ * rows, is not read). The runner steps the version.
  */
-export function encodeShortConvCommit(
+function commitShortConv(
   pass: GPUComputePassEncoder,
-  k: { shortConv: ShortConv; gather: GatherRows },
-  a: { proj: GPUBuffer; mixed: GPUBuffer },
   w: ShortConvGpuWeights,
-  state: ConvStatePair,
-  version: number,
-  c: ShortConvCommitInputs,
+  k: ShortConvKernels,
+  state: StatePair<GPUBuffer>,
+  c: CommitInputs,
 ): void {
-  k.gather.encode(pass, state.proj, c.rows, a.proj, c.n);
-  const from = state.windows[version % 2]!;
-  const to = state.windows[(version + 1) % 2]!;
-  k.shortConv.encode(pass, a.proj, c.base, c.count, w.conv, a.mixed, from, to);
+  const r = c.rerun;
+  if (!r) return;
+  k.gather.encode(pass, state.proj, r.rows, k.proj, r.n);
+  const from = state.pair[r.version % 2]!;
+  const to = state.pair[(r.version + 1) % 2]!;
+  k.op.encode(pass, k.proj, r.base, r.count, w.conv, k.mixed, from, to);
 }
 
 /**
@@ -140,28 +165,25 @@ export function encodeShortConvCommit(
  * into the other copy; a tree's rows each run through their ancestors and write none), and
  * x += out_proj(y).
  */
-export function encodeShortConv(
+function encodeShortConv(
   p: GpuPass,
   w: ShortConvGpuWeights,
   k: ShortConvKernels,
-  state: BlockState,
+  inProj: Linear,
+  out: Linear,
+  state: StatePair<GPUBuffer>,
 ): void {
-  if (!state || !('windows' in state))
-    throw new Error('encodeShortConv: a short-convolution block has its window');
   const { a, T } = p;
-  const op = p.k.shortConv;
-  const { mixed, count } = a;
-  if (!op || !mixed || !count)
-    throw new Error('encodeShortConv: the runner has no short-convolution buffers');
+  if (!a.count) throw new Error('encodeShortConv: the runner stages no row count');
   p.section('qkv');
   // Into the layer's own rows: a commit after a tree reads the accepted ones from there.
-  k.inProj.encode(p.pass, k.inProj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T);
+  inProj.encode(p.pass, inProj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T);
   p.section('attention');
-  const from = state.windows[p.version % 2]!;
-  const to = state.windows[(p.version + 1) % 2]!;
+  const from = state.pair[p.version % 2]!;
+  const to = state.pair[(p.version + 1) % 2]!;
   const tree = p.tree ? { vis: a.vis, rows: T } : undefined;
-  op.encode(p.pass, state.proj, a.positions, count, w.conv, mixed, from, to, tree);
+  k.op.encode(p.pass, state.proj, a.positions, a.count, w.conv, k.mixed, from, to, tree);
   p.section('o');
   // out_proj reads a width-H row: rotated as the hidden width is, where its weights were packed so.
-  encodeResidual(p, k.out, rotatedInput(p, p.k.rot?.hidden, mixed));
+  encodeResidual(p, out, rotatedInput(p, p.k.rot?.hidden, k.mixed));
 }

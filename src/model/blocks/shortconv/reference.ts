@@ -11,14 +11,13 @@
 //   y_t = C ⊙ conv_t,   x += out_proj(y_t)
 
 import type { ModelSpec } from '../../spec/spec.js';
-import { normNames, shortConvInputs, shortConvShapes } from '../../tensors.js';
-import type { ShortConvBlock } from '../blocks.js';
 import { addInto, linear, normWeight, rmsNorm } from '../ops.js';
 import type { RefPass, TakeTensor } from '../pass.js';
+import { type ShortConvBlock, shortConvTensors } from './block.js';
 
 /** The block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
 export interface ShortConvWeights {
-  readonly kind: 'conv';
+  readonly kind: 'shortconv';
   /** [H] `operator_norm` */
   readonly inputNorm: Float32Array;
   /** [3H, H]: the rows of B, then C, then x. */
@@ -33,26 +32,21 @@ export interface ShortConvWeights {
   readonly outBias: Float32Array | undefined;
 }
 
-/** The block's tensors under the checkpoint's names, with their shapes. */
-export function shortConvTensors(spec: ModelSpec, block: ShortConvBlock): [string, number[]][] {
-  return [[normNames(spec, block.layer).input, [spec.hidden]], ...shortConvShapes(spec, block.layer)];
-}
-
 /** Reads the block's weights. */
 export function readShortConv(take: TakeTensor, spec: ModelSpec, block: ShortConvBlock): ShortConvWeights {
   const shapes = new Map(shortConvTensors(spec, block));
-  const p = `model.layers.${block.layer}.conv`;
+  const n = block.names;
   const get = (name: string) => take(name, shapes.get(name)!);
   const bias = (name: string) => (spec.shortConv!.bias ? get(name) : undefined);
   return {
-    kind: 'conv',
-    inputNorm: normWeight(spec, get(normNames(spec, block.layer).input)),
-    inProj: get(shortConvInputs(block.layer)[0]),
-    conv: get(`${p}.conv.weight`),
-    out: get(`${p}.out_proj.weight`),
-    inBias: bias(`${p}.in_proj.bias`),
-    convBias: bias(`${p}.conv.bias`),
-    outBias: bias(`${p}.out_proj.bias`),
+    kind: 'shortconv',
+    inputNorm: normWeight(spec, get(n.norm)),
+    inProj: get(n.inProj),
+    conv: get(n.conv),
+    out: get(n.out),
+    inBias: bias(n.inBias),
+    convBias: bias(n.convBias),
+    outBias: bias(n.outBias),
   };
 }
 
@@ -98,14 +92,15 @@ export function shortConvRef(pass: RefPass, block: ShortConvBlock, w: ShortConvW
   const y = new Float32Array(T * H); // [T, H] C ⊙ conv(B ⊙ x)
   const proj = new Float32Array(T * H); // [T, H] the block's output before the residual add
   rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
-  linear(pass.input(h, H, shortConvInputs(block.layer)), H, w.inProj, 3 * H, w.inBias, bcx);
-  const states = pass.linear.beginRows(block.layer);
+  const n = block.names;
+  linear(pass.input(h, H, [n.inProj]), H, w.inProj, 3 * H, w.inBias, bcx);
+  const zeros = () => ({ conv: new Float32Array((K - 1) * H), S: new Float32Array(0) });
+  const states = pass.recurrent.beginRows(block.layer);
   for (let t = 0; t < T; t++) {
-    const state = pass.linear.before(block.layer, pass.parents[t]!, pass.positions[t] === 0);
+    const state = pass.recurrent.before(block.layer, pass.parents[t]!, pass.positions[t] === 0, zeros);
     step(w, K, state.conv, bcx.subarray(t * 3 * H, (t + 1) * 3 * H), y.subarray(t * H, (t + 1) * H));
     states.push(state);
   }
-  const out = `model.layers.${block.layer}.conv.out_proj.weight`;
-  linear(pass.input(y, H, [out]), H, w.out, H, w.outBias, proj);
+  linear(pass.input(y, H, [n.out]), H, w.out, H, w.outBias, proj);
   addInto(x, proj);
 }

@@ -1,0 +1,20 @@
+// The Gated DeltaNet kind (blocks/kind.ts): its descriptor and names (block.ts), its reference
+// forward (reference.ts), its GPU side (gpu.ts) and its footprint (footprint.ts). Its state is
+// recurrent.
+import type { BlockKind } from '../kind.js';
+import { type DeltaNetBlock, deltaNetLinears, deltaNetTensors } from './block.js';
+import { deltaNetFootprint } from './footprint.js';
+import { placeDeltaNet } from './gpu.js';
+import { deltaNetRef, readDeltaNet } from './reference.js';
+
+export const deltanet: BlockKind<DeltaNetBlock> = {
+  recurrent: true,
+  tensors: deltaNetTensors,
+  linears: deltaNetLinears,
+  reference(take, spec, block) {
+    const w = readDeltaNet(take, spec, block);
+    return (pass) => deltaNetRef(pass, block, w);
+  },
+  place: placeDeltaNet,
+  footprint: deltaNetFootprint,
+};

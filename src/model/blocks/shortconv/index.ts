@@ -1,0 +1,20 @@
+// The short-convolution kind (blocks/kind.ts): its descriptor and names (block.ts), its reference
+// forward (reference.ts), its GPU side (gpu.ts) and its footprint (footprint.ts). Its state is
+// recurrent.
+import type { BlockKind } from '../kind.js';
+import { type ShortConvBlock, shortConvLinears, shortConvTensors } from './block.js';
+import { shortConvFootprint } from './footprint.js';
+import { placeShortConv } from './gpu.js';
+import { readShortConv, shortConvRef } from './reference.js';
+
+export const shortconv: BlockKind<ShortConvBlock> = {
+  recurrent: true,
+  tensors: shortConvTensors,
+  linears: shortConvLinears,
+  reference(take, spec, block) {
+    const w = readShortConv(take, spec, block);
+    return (pass) => shortConvRef(pass, block, w);
+  },
+  place: placeShortConv,
+  footprint: shortConvFootprint,
+};
