@@ -10,7 +10,14 @@
 //   4  src/formats/                   safetensors, GGUF, weft checkpoints, the model spec
 //   5  src/tokenizer/, src/store/,    beside each other (none imports another)
 //      src/grammar/                   (grammar: constraints compiled against a vocabulary)
-//   6  src/model/                     config, weights, forward (GPU and reference), KV, trees
+//   6  src/model/spec/                the model's spec, and the fields its config readers share
+//   6.1  src/model/blocks/            one folder per block kind (its tensors, reference forward, GPU
+//                                     placement, kernels, state and footprint), and the kind table
+//   6.2  src/model/families/          one file per family, and the family table
+//   6.3  src/model/                   a checkpoint's tensors, loading, the runners' contract, trees
+//   6.4  src/model/reference/,        the two runners: the plain-TS oracle, and the GPU's
+//        src/model/gpu/
+//   6.5  src/model/draft/             the trained draft head and a checkpoint's MTP layer
 //   7  src/decode/, src/steer/,       samplers, drafters, verification; activation steering;
 //      src/convert/                   offline tooling: weft convert, export-gguf, GPTQ calibration
 //   8  src/engine/                    the public API
@@ -32,7 +39,13 @@ const FLOORS = {
   'src/tokenizer': 5,
   'src/grammar': 5,
   'src/store': 5,
-  'src/model': 6,
+  'src/model/spec': 6,
+  'src/model/blocks': 6.1,
+  'src/model/families': 6.2,
+  'src/model': 6.3,
+  'src/model/reference': 6.4,
+  'src/model/gpu': 6.4,
+  'src/model/draft': 6.5,
   'src/decode': 7,
   'src/steer': 7,
   'src/convert': 7,

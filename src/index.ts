@@ -82,11 +82,12 @@ export { GrammarError, type GrammarKind } from './grammar/errors.js';
 export type { KvFormat } from './kernels/kv/kv.js';
 // Activation steering.
 export type { SteerMode, SteerPlan } from './kernels/steer/steer.js';
+export type { ModelFamily } from './model/families/index.js';
 export { specFromConfig } from './model/families/index.js';
 export { GGUF_IN_FOLDER, modelChecksum, type OpenedModel, openModel, WEFT_WEIGHTS } from './model/load.js';
 export type { ForwardInput, ModelRunner, SamplerSpec } from './model/runner.js';
 export { withGenerationConfig } from './model/spec/generation.js';
-export type { ModelFamily, ModelSpec } from './model/spec/spec.js';
+export type { ModelSpec } from './model/spec/spec.js';
 export { type DraftTree, draftTree } from './model/tree.js';
 export type { Quant, Rotation } from './quant/pack.js';
 export { SteerMismatchError } from './steer/errors.js';

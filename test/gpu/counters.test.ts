@@ -15,10 +15,11 @@ import { countsSince } from '../../src/gpu/counters.js';
 import type { KernelForms } from '../../src/gpu/device.js';
 import { defineUniforms } from '../../src/gpu/uniforms.js';
 import { UNIFORM_POOL, UniformSlot } from '../../src/kernels/bind.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { GREEDY, type SamplerSpec } from '../../src/model/runner.js';
-import { deriveSizes, type ModelFamily, type ModelSpec } from '../../src/model/spec/spec.js';
+import { deriveSizes, type ModelSpec } from '../../src/model/spec/spec.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 

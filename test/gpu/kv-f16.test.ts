@@ -4,11 +4,11 @@
 // the reference with an f32 cache is the control that shows the rounding is seen.
 import { describe, expect, it } from 'vitest';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';

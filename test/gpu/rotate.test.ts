@@ -4,12 +4,12 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { createGpuRunner } from '../../src/model/gpu/runner.js';
 import { type OpenedModel, openModel } from '../../src/model/load.js';
 import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant, type Rotation, type RotationChoice } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';

@@ -12,7 +12,7 @@ import { safetensorsReader, type TensorReader } from '../../src/formats/weft-che
 import { readBuffer } from '../../src/gpu/buffers.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from '../../src/kernels/matmul/matrix.js';
-import { specFromConfig } from '../../src/model/families/index.js';
+import { type ModelFamily, specFromConfig } from '../../src/model/families/index.js';
 import {
   allocatePlaced,
   destroyWeights,
@@ -23,7 +23,7 @@ import {
 } from '../../src/model/gpu/weights.js';
 import { type OpenedModel, openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
 import { loadsAsStored, placedFormat, placedPad } from '../../src/model/quantized.js';
-import { deriveSizes, type ModelFamily } from '../../src/model/spec/spec.js';
+import { deriveSizes } from '../../src/model/spec/spec.js';
 import {
   alignedRowStep,
   concatRows,

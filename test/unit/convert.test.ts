@@ -18,6 +18,7 @@ import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/form
 import { pathModel } from '../../src/formats/io/node-file.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
 import { linearPad, openWeftCheckpoint, sourceChecksum } from '../../src/formats/weft-checkpoint.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import {
   configFromSpec,
   ggufTensorName,
@@ -26,7 +27,6 @@ import {
 } from '../../src/model/families/index.js';
 import { storedValues } from '../../src/model/families/stored.js';
 import { openModel, WEFT_WEIGHTS } from '../../src/model/load.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { dequantize, quantize } from '../../src/quant/formats.js';

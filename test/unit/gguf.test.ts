@@ -8,10 +8,10 @@ import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf/tok
 import { type GgufEntry, writeGguf } from '../../src/formats/gguf/write.js';
 import { bytesSource } from '../../src/formats/io/bytes.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { ggufSpec, ggufTensorName, hfTensorName } from '../../src/model/families/index.js';
 import { permuteRows } from '../../src/model/families/stored.js';
 import { openGgufCheckpoint } from '../../src/model/gguf.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { dequantize } from '../../src/quant/formats.js';
 import {
   DEQUANTIZABLE,

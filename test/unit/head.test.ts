@@ -5,10 +5,10 @@ import type { GenerateOptions } from '../../src/engine/types.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { HeadRunner, headSpecFromConfig, openDraftHead } from '../../src/model/draft/head.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { fixtureFiles, headFixtureFiles } from '../fixtures/write.js';
 

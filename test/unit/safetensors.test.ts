@@ -14,9 +14,9 @@ import {
   writeSafetensors,
 } from '../../src/formats/safetensors.js';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../../src/gpu/half.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { specFromConfig } from '../../src/model/families/index.js';
 import { withGenerationConfig } from '../../src/model/spec/generation.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import { checkTensors } from '../../src/model/tensors.js';
 import { randomTensors, rng, roundTrip, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 import { writeFixtureDir } from '../fixtures/write-dir.js';

@@ -4,8 +4,8 @@ import { type CreateEngineOptions, createEngine } from '../../src/engine/create.
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { specFromConfig } from '../../src/model/families/index.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
 import {
   draftFixtureFiles,
   fixtureFiles,

@@ -1,7 +1,7 @@
 // Steering fixtures: a tiny model whose residual stream never uses one coordinate.
 
 import { memoryModelFiles } from '../../src/formats/io/files.js';
-import type { ModelFamily } from '../../src/model/spec/spec.js';
+import type { ModelFamily } from '../../src/model/families/index.js';
 import { fixtureFiles, safetensorsBytes } from '../fixtures/write.js';
 
 /**

@@ -2,12 +2,13 @@
 // of a model's family (its spec from config.json or GGUF metadata, its blocks, its names and
 // stored forms both ways). Typed so that a family missing from the table, or a part missing from a
 // family, does not compile.
+import { InvalidInputError } from '../../errors.js';
 import { ModelFormatError } from '../../formats/errors.js';
 import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta } from '../../formats/gguf/meta.js';
 import type { Block } from '../blocks/blocks.js';
 import { Fields, isObject, refusePrequantized } from '../spec/fields.js';
-import type { ModelFamily, ModelSpec } from '../spec/spec.js';
+import type { ModelSpec } from '../spec/spec.js';
 import type { Family, FusedProjection, GgufFamily, StoredForm } from './family.js';
 import { gemma3 } from './gemma3.js';
 import { lfm2 } from './lfm2.js';
@@ -20,8 +21,11 @@ import { qwen3 } from './qwen3.js';
 import { qwen3_5 } from './qwen3-5.js';
 import { smollm3 } from './smollm3.js';
 
-/** Every family, by the name a spec carries. */
-export const FAMILIES: { readonly [F in ModelFamily]: Family } = {
+/**
+ * Every family, by the name a spec carries (`spec.family`). A new family is its file and a row
+ * here; each row must be a whole {@link Family}.
+ */
+export const FAMILIES = {
   llama,
   mistral,
   qwen2,
@@ -32,11 +36,21 @@ export const FAMILIES: { readonly [F in ModelFamily]: Family } = {
   lfm2,
   phi3,
   ministral3,
-};
+} as const satisfies Readonly<Record<string, Family>>;
 
-/** The family of a spec. */
+/** A family's name: a key of {@link FAMILIES}. */
+export type ModelFamily = keyof typeof FAMILIES;
+
+const BY_NAME: ReadonlyMap<string, Family> = new Map(Object.entries(FAMILIES));
+
+/** The family of a spec; throws InvalidInputError for a name the table does not hold. */
 export function familyOf(spec: Pick<ModelSpec, 'family'>): Family {
-  return FAMILIES[spec.family];
+  const family = BY_NAME.get(spec.family);
+  if (family === undefined)
+    throw new InvalidInputError(
+      `spec.family = ${JSON.stringify(spec.family)}: not a family weft runs (${[...BY_NAME.keys()].join(', ')})`,
+    );
+  return family;
 }
 
 /**

@@ -1,7 +1,7 @@
 // SmolLM3: a Llama whose layers listed in `no_rope_layers` (every fourth by default) have no RoPE.
 // Transformers' `SmolLM3Config` (4 KV heads, RoPE base 2e6 and a tied head by default); llama.cpp's
 // `smollm3` architecture, which fixes the RoPE-less layers at every fourth and permutes Q and K as
-// llama's converter does.
+// Llama's converter does.
 import type { Fields } from '../spec/fields.js';
 import type { ModelSpec } from '../spec/spec.js';
 import { baseConfig, decoderBlocks, decoderSpec } from './decoder.js';

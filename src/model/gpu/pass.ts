@@ -250,3 +250,37 @@ export function encodeCommits(r: RunnerParts, pass: GPUComputePassEncoder, c: Co
   for (const b of r.k.blocks) b.commit(pass, c);
   if (c.moved) r.feats?.compact.encode(pass, r.feats.store, c.slots, c.count, c.committed);
 }
+
+/**
+ * Commits a path of the last forward that its pass did not leave the recurrent state after (a
+ * tree's, or a chain's prefix), in one write and one submission: the path's rows and slots
+ * staged, then every block's commit (the KV caches compacted along it, each recurrent state run
+ * along it as a chain into its other copy). Steps the cursor's length and state version.
+ */
+export function commitRerun(r: RunnerParts, cur: RunnerCursor, path: readonly number[]): void {
+  const { a, ctx } = r;
+  const { rerun, rerunCount, rerunBase, rerunRows } = a;
+  if (!rerun || !rerunCount || !rerunBase || !rerunRows)
+    throw new Error('commit: the runner has no recurrent-state buffers');
+  const n = path.length;
+  const base = cur.committed;
+  writeBuffer(ctx, rerun, Uint32Array.from([n, base, ...path, ...path.map((i) => base + i)]));
+  const enc = ctx.device.createCommandEncoder({ label: 'commit' });
+  enc.copyBufferToBuffer(rerun, 0, rerunCount, 0, 4);
+  enc.copyBufferToBuffer(rerun, 4, rerunBase, 0, 4);
+  enc.copyBufferToBuffer(rerun, 8, rerunRows, 0, n * 4);
+  enc.copyBufferToBuffer(rerun, 8 + n * 4, a.commitSlots, 0, n * 4);
+  const pass = enc.beginComputePass({ label: 'commit' });
+  encodeCommits(r, pass, {
+    slots: a.commitSlots,
+    count: n,
+    committed: base,
+    moved: path.some((node, i) => node !== i),
+    rerun: { rows: rerunRows, count: rerunCount, base: rerunBase, n, version: cur.version },
+  });
+  pass.end();
+  ctx.counter.submit([enc.finish()]);
+  cur.committed += n;
+  cur.version++;
+  cur.lastTokens = 0;
+}

@@ -39,6 +39,7 @@ import { type HeadPlacement, headWaves } from './head-stages.js';
 import { buildKernels, destroyKernels } from './kernels.js';
 import {
   assertNoSession,
+  commitRerun,
   encodeCommits,
   encodePass,
   type RunnerCursor,
@@ -414,7 +415,7 @@ export class GpuRunner implements ModelRunner {
       const whole =
         !this.cur.lastTree && path.length === this.cur.lastTokens && path.every((n, i) => n === i);
       if (!whole) {
-        this.commitRerun(path);
+        commitRerun(this.parts, this.cur, path);
         return;
       }
       this.cur.version++;
@@ -436,40 +437,6 @@ export class GpuRunner implements ModelRunner {
     }
     this.cur.committed += path.length;
     this.cur.lastTokens = 0;
-  }
-
-  /**
-   * Commits a path of the last forward that its pass did not leave the recurrent state after (a
-   * tree's, or a chain's prefix), in one write and one submission: the path's rows and slots
-   * staged, then every block's commit (the KV caches compacted along it, each recurrent state run
-   * along it as a chain into its other copy). Steps the length and the state version.
-   */
-  private commitRerun(path: readonly number[]): void {
-    const { a, ctx, cur } = this;
-    const { rerun, rerunCount, rerunBase, rerunRows } = a;
-    if (!rerun || !rerunCount || !rerunBase || !rerunRows)
-      throw new Error('commit: the runner has no recurrent-state buffers');
-    const n = path.length;
-    const base = cur.committed;
-    writeBuffer(ctx, rerun, Uint32Array.from([n, base, ...path, ...path.map((i) => base + i)]));
-    const enc = ctx.device.createCommandEncoder({ label: 'commit' });
-    enc.copyBufferToBuffer(rerun, 0, rerunCount, 0, 4);
-    enc.copyBufferToBuffer(rerun, 4, rerunBase, 0, 4);
-    enc.copyBufferToBuffer(rerun, 8, rerunRows, 0, n * 4);
-    enc.copyBufferToBuffer(rerun, 8 + n * 4, a.commitSlots, 0, n * 4);
-    const pass = enc.beginComputePass({ label: 'commit' });
-    encodeCommits(this.parts, pass, {
-      slots: a.commitSlots,
-      count: n,
-      committed: base,
-      moved: path.some((node, i) => node !== i),
-      rerun: { rows: rerunRows, count: rerunCount, base: rerunBase, n, version: cur.version },
-    });
-    pass.end();
-    ctx.counter.submit([enc.finish()]);
-    cur.committed += n;
-    cur.version++;
-    cur.lastTokens = 0;
   }
 
   /**

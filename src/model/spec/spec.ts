@@ -1,21 +1,10 @@
 /**
  * The shape of a decoder-only transformer as weft runs it: everything the forward pass, the KV
  * cache and the loaders need to know, derived once from a checkpoint's config (config.json or GGUF
- * metadata). Families differ only by the switches below (mlx-lm style), not by separate code.
+ * metadata) by its family's file (model/families/). The block kinds read the switches below
+ * (mlx-lm style); what a family's checkpoints call things is its family's.
  */
 import type { QueryTemperature, YarnRopeScaling } from '../../kernels/rope/rope.js';
-
-export type ModelFamily =
-  | 'llama'
-  | 'mistral'
-  | 'qwen2'
-  | 'qwen3'
-  | 'qwen3_5'
-  | 'gemma3'
-  | 'smollm3'
-  | 'lfm2'
-  | 'phi3'
-  | 'ministral3';
 
 /**
  * A decoder layer's token mixer, named as its block kind: softmax attention over a KV cache,
@@ -124,7 +113,7 @@ export interface RopeSpec {
   readonly scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling;
   /**
    * Pairing of the rotated dimensions: `'half'` rotates (i, i + d/2) as Hugging Face checkpoints do;
-   * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's llama GGUFs store Q and K.
+   * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's converter stores Llama's Q and K.
    */
   readonly layout: 'half' | 'interleaved';
   /**
@@ -136,7 +125,8 @@ export interface RopeSpec {
 
 /** A model's architecture. Sizes are element counts. */
 export interface ModelSpec {
-  readonly family: ModelFamily;
+  /** The name of its family in the family table (model/families/index.ts). */
+  readonly family: string;
   readonly vocabSize: number;
   /** Residual stream width (`hidden_size`). */
   readonly hidden: number;
