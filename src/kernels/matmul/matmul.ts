@@ -28,10 +28,10 @@ import { type GateActivation, siluMulRef } from '../elementwise/elementwise.js';
 import type { GpuMatrix, GpuMatrixPart } from './matrix.js';
 
 /**
- * Uniforms of matmul.wgsl and matmul_w8a8.wgsl: batch M, total N (the stride of y), K, first x row,
- * the part being dispatched (its first output column and row count), the RMSNorm epsilon of a
- * fused norm (matmul.wgsl's NORM variant; 0 and unused otherwise) and the lanes per output of
- * matmul.wgsl's split-K form ({@link splitLanes}; unused elsewhere).
+ * Uniforms of matmul_serial.wgsl, matmul_split_k.wgsl and matmul_w8a8.wgsl: batch M, total N (the
+ * stride of y), K, first x row, the part being dispatched (its first output column and row count),
+ * the RMSNorm epsilon of a fused norm (the matmul's NORM variant; 0 and unused otherwise) and the
+ * lanes per output of matmul_split_k.wgsl ({@link splitLanes}; unused elsewhere).
  */
 export const MatmulParams = defineUniforms('Params', {
   M: 'u32',
@@ -200,7 +200,7 @@ export function splitLanes(format: WeightFormat, N: number, K: number): number {
 }
 
 /**
- * Output columns one workgroup of matmul.wgsl computes in the variant with `tm` rows of x per tile
+ * Output columns one workgroup of the matmul computes in the variant with `tm` rows of x per tile
  * (1: the GEMV) and this layout: serial {@link SERIAL_THREADS} · {@link SERIAL_COLUMNS}; split-K
  * (64 / lanes) row groups of {@link columnsPerGroup} columns.
  */
@@ -241,7 +241,7 @@ export interface MatmulOptions {
   epilogue?: MatmulEpilogue;
 }
 
-/** The parts of a matmul.wgsl variant that do not depend on the accumulator count. */
+/** The parts of a matmul variant (either form) that do not depend on the accumulator count. */
 export interface MatmulVariant {
   /** f16 weights read as native f16 (needs the device's shader-f16; see {@link useHalf}). */
   readonly half: boolean;
@@ -268,7 +268,7 @@ export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat)
 }
 
 /**
- * Whether the split-K matmul.wgsl reads the codes of a `format` matrix with K columns 16 bytes at a
+ * Whether matmul_split_k.wgsl reads the codes of a `format` matrix with K columns 16 bytes at a
  * time (its WIDE variant: one vec4<u32> holds 32 nibble or 64 2-bit codes, or a planar unit's
  * nibbles or high bits): when K is a multiple of the unit ({@link blocksPerUnit}: 32 elements for
  * the 4-bit formats, 64 for int2 and q6_k, 128 for the 5-bit ones), so that every row starts on a
@@ -282,7 +282,7 @@ export function wideLoads(format: WeightFormat, K: number): boolean {
 }
 
 /**
- * Whether the serial matmul.wgsl's GEMV walks a `format` matrix of K columns a group (32 elements,
+ * Whether matmul_serial.wgsl's GEMV walks a `format` matrix of K columns a group (32 elements,
  * two blocks) per loop trip, computing each row's grid once per trip: for the formats with a grid
  * per 32 (all but int2 and q6_k) when K % 32 == 0, so that every row starts on a group. The sums
  * are the same, block after block. On
@@ -348,7 +348,7 @@ export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer 
 }
 
 /**
- * The code-layout flags of `format` (matmul.wgsl, embed.wgsl): NIBBLES (4-bit codes, flat
+ * The code-layout flags of `format` (matmul_common.wgsl, embed.wgsl): NIBBLES (4-bit codes, flat
  * nibbles; IQ4: each nibble stands for its value in IQ4_TABLE, the int8s of `IQ4_VALUES` packed
  * little-endian in four words), PLANAR (3-, 5- and 6-bit codes in a low plane of LB bits and a high
  * plane of HB bits, minus BIAS); INT8 and INT2 are {@link quantScaleVars}'.
@@ -402,20 +402,27 @@ export function matmulVariant(
   };
 }
 
-/** Pipeline key and WGSL of one matmul variant (format × tile rows × fusions × paths). */
+/**
+ * Pipeline key and WGSL of one matmul variant (format × tile rows × fusions × paths): the serial
+ * form's template (matmul_serial.wgsl) or the split-K form's (matmul_split_k.wgsl), each over
+ * matmul_common.wgsl. The key names the form (SERIAL) with the other values.
+ */
 export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant): WgslVariant {
-  return wgslVariant(shaders.matmul, Params, matmulVars(format, tm, v));
+  const template = v.serial ? shaders.matmul_serial : shaders.matmul_split_k;
+  return wgslVariant(template, Params, matmulVars(format, tm, v));
 }
 
 /**
- * The template values of matmul.wgsl for the variant with `tm` rows of x per tile (1: the GEMV);
- * bench/ renders other column counts from it.
+ * The template values of matmul_serial.wgsl or matmul_split_k.wgsl (the form `v.serial` picks) for
+ * the variant with `tm` rows of x per tile (1: the GEMV); bench/ renders other column counts from it.
  */
 export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): WgslVars {
   return {
     TM: tm,
     R: v.serial ? SERIAL_COLUMNS : columnsPerGroup(tm),
     TPR: v.serial ? SERIAL_THREADS : SPLIT_K_THREADS,
+    // Which template renders (neither reads it): keeps the form in the pipeline key, which
+    // bench/occupancy.ts reads back.
     SERIAL: v.serial,
     // Serial: a grid per group kept over its blocks (GROUPED), or a group per trip in the GEMV
     // (PAIRS; in the tiles the doubled block code took SwiftShader about twice as long to compile).
