@@ -1,7 +1,7 @@
 // quant_scales: the grid of an integer weight format at a flat element, pulled in with
 // `//#include quant_scales` by matmul_common.wgsl, matmul_w8a8.wgsl and embed.wgsl; not a kernel of its
 // own. Needs `scales: array<u32>` (the block metadata of src/quant/formats.ts's QuantizedMatrix, indexed from
-// the part's first element) and the flags of `quantScaleVars` (matmul.ts): one of INT8, Q4_0,
+// the part's first element) and the flags of `quantScaleVars` (matmul/variant.ts): one of INT8, Q4_0,
 // Q4_1, Q5_0, Q5_1, SC6 (INT4, Q5_K), Q6_K, Q3_K, IQ4_NL, IQ4_XS, LATTICE, INT2 set (none:
 // nothing is emitted).
 //

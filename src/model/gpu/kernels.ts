@@ -13,8 +13,9 @@ import {
 import { Embedding } from '../../kernels/embed/embed.js';
 import { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import { KvCompact, type KvShape, KvWrite } from '../../kernels/kv/kv.js';
-import { gatedEpilogue, Matmul, type MatmulOptions, prepareMatmul } from '../../kernels/matmul/matmul.js';
+import { Matmul, prepareMatmul } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
+import { gatedEpilogue, type MatmulOptions } from '../../kernels/matmul/variant.js';
 import { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../../kernels/rope/qkv-rope.js';
 import { Rope, type RopeOptions } from '../../kernels/rope/rope.js';
