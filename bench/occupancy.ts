@@ -9,7 +9,7 @@
 //   predicted fraction of bandwidth = min(1, F / (BW · L)),
 //   F = min(threads launched, threads resident) · bytes each thread requests per trip,
 // where a trip is what a thread loads before it first waits on a load (for the split-K matmul: one
-// UT units of codes and grid words per weight row, see matmul.wgsl), and the bytes a thread
+// UT units of codes and grid words per weight row, see matmul_split_k.wgsl), and the bytes a thread
 // requests per trip count each weight byte once (the matrix's bytes / threads / trips: the grid
 // words several lanes share come from cache). A matrix can never have more than its own bytes in
 // flight, so one smaller than 0.8 · BW · L cannot reach 80% by any launch shape: `bound` is that
@@ -26,13 +26,8 @@
 // Registers can lower residency below these; the split-K GEMV keeps ≤ 64 B of codes and 64 B of grid
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
-import {
-  blocksPerUnit,
-  MatmulParams,
-  splitLanes,
-  unitsPerTrip,
-  wideLoads,
-} from '../src/kernels/matmul/matmul.js';
+import { blocksPerUnit, splitLanes, unitsPerTrip, wideLoads } from '../src/kernels/matmul/plan.js';
+import { MatmulParams } from '../src/kernels/matmul/variant.js';
 import { specFromConfig } from '../src/model/families/index.js';
 import { createGpuRunner } from '../src/model/gpu/runner.js';
 import { GREEDY } from '../src/model/runner.js';
@@ -152,7 +147,7 @@ const product = (w: readonly number[]) => w.reduce((a, b) => a * b, 1);
 
 /**
  * The split-K matmul's launch for one part of `rows` output rows whose K holds `units` units
- * (matmul.wgsl): `lanes` per output, `ut` units per trip; `bytes` of weights (codes and grid words).
+ * (matmul_split_k.wgsl): `lanes` per output, `ut` units per trip; `bytes` of weights (codes and grid words).
  */
 function splitKLaunch(bytes: number, rows: number, units: number, lanes: number, ut: number) {
   const perLane = Math.ceil(units / lanes);

@@ -1,5 +1,5 @@
 // gate_act: the activation of a gated MLP's gate, h = gate_act(g) * u, pulled in with
-// `//#include gate_act` by elementwise.wgsl (SILU_MUL) and matmul.wgsl (the GATED epilogue), so the
+// `//#include gate_act` by elementwise.wgsl (SILU_MUL) and matmul_common.wgsl (the GATED epilogue), so the
 // fused and the unfused paths give the same bits; not a kernel of its own. Needs the flag GELU.
 //
 // In f32, both forms g * sigmoid(a) = g / (1 + exp(-a)):

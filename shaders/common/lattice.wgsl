@@ -1,5 +1,5 @@
 // lattice: the GGUF lattice i-quants (LatticeFormat in src/quant/layout.ts) decoded a block of 16
-// weights at a time, pulled in with `//#include lattice` by matmul.wgsl and embed.wgsl; not a
+// weights at a time, pulled in with `//#include lattice` by matmul_common.wgsl and embed.wgsl; not a
 // kernel of its own. Needs `fn code_word(i: u32) -> u32` (word i of the part's codes),
 // `lattice: array<u32>` (the format's codebook, src/quant/iq-grids.ts: two words per IQ2 entry,
 // one per IQ3 entry) and one of the flags IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S with DW (words

@@ -1,7 +1,7 @@
 // quant_scales: the grid of an integer weight format at a flat element, pulled in with
-// `//#include quant_scales` by matmul.wgsl, matmul_w8a8.wgsl and embed.wgsl; not a kernel of its
+// `//#include quant_scales` by matmul_common.wgsl, matmul_w8a8.wgsl and embed.wgsl; not a kernel of its
 // own. Needs `scales: array<u32>` (the block metadata of src/quant/formats.ts's QuantizedMatrix, indexed from
-// the part's first element) and the flags of `quantScaleVars` (matmul.ts): one of INT8, Q4_0,
+// the part's first element) and the flags of `quantScaleVars` (matmul/variant.ts): one of INT8, Q4_0,
 // Q4_1, Q5_0, Q5_1, SC6 (INT4, Q5_K), Q6_K, Q3_K, IQ4_NL, IQ4_XS, LATTICE, INT2 set (none:
 // nothing is emitted).
 //
@@ -29,7 +29,7 @@
 //   Q3_K: s = e >> 8, j = (e >> 4) & 15, t = 7 (s >> 1), f = t + 1 + 3 (s & 1): the 6-bit sc_j at
 //     bit 6j of the little-endian words scales[f .. f + 2], f16 d in half s & 1 of scales[t];
 //     (d * (sc_j - 32), 0). Words: (scales[f], scales[f + 1], scales[f + 2], scales[t]).
-//   IQ4_NL: as INT8 (the codes are IQ4 values, see matmul.wgsl).
+//   IQ4_NL: as INT8 (the codes are IQ4 values, see matmul_common.wgsl).
 //   LATTICE (the lattice i-quants): f16 d of super-block s = e >> 8 in half s & 1 of scales[e >> 9];
 //     (d, 0), d the super-block's scale (the sub-block scales are in the codes: lattice.wgsl).
 //     Words: (scales[e >> 9], 0, 0, 0).

@@ -1,7 +1,7 @@
 // embed: out[m, :] = row ids[m] of an embedding table [V, n] in any weight format of
 // src/quant/formats.ts, dequantized exactly as its `dequantize` does (bit-identical), times the
 // f32 SCALE when the variant has one (Gemma 3: sqrt(hidden); without, the values as they are). The
-// table is resident as a GpuMatrix (src/kernels/matmul/matmul.ts), split by rows into parts; one
+// table is resident as a GpuMatrix (src/kernels/matmul/matrix.ts), split by rows into parts; one
 // dispatch per part writes the outputs whose id falls in rows [row0, row0 + rows) of that part.
 //
 // Part layout (flat: local row v = id - row0, column j, element e = v * n + j; each part's data

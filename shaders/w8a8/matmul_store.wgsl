@@ -1,5 +1,5 @@
 // matmul_store: the last step of matmul_w8a8.wgsl (one weight row per workgroup), pulled in with
-// `//#include matmul_store`; not a kernel of its own. (matmul.wgsl splits K differently and adds
+// `//#include matmul_store`; not a kernel of its own. (matmul_split_k.wgsl splits K differently and adds
 // its lane sums in workgroup memory itself.)
 //
 // store_rows combines each thread's MT accumulators of weight row n over the workgroup's TPR

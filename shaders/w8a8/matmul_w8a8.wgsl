@@ -5,14 +5,14 @@
 // quantize_act.
 //
 // Bindings (group 0): 0 uniform Params; 1 w: array<WTYPE> (one part of n_rows rows, flat as in
-//   matmul.wgsl: element e = n * K + k; one block of 16 codes per vec4<u32> (INT8), vec2<u32>
+//   matmul_common.wgsl: element e = n * K + k; one block of 16 codes per vec4<u32> (INT8), vec2<u32>
 //   (Q4_0, INT4) or u32 (INT2)); 2 xq: array<vec4<u32>> [rows, K / 16] (int8, 4 per word);
 //   3 sx: array<f32> [rows]; 4 y: array<f32> [M, N] (columns n_off .. n_off + n_rows written);
 //   5 scales: array<u32> (the part's block metadata, read by quant_scales.wgsl's grid_at).
-// Layouts: those of matmul.wgsl's header (src/quant/formats.ts's QuantizedMatrix). A 16-element block lies in
+// Layouts: those of matmul_common.wgsl's header (src/quant/formats.ts's QuantizedMatrix). A 16-element block lies in
 //   one group / sub-block (K % 16 == 0), so one (a, b) serves it; int8's groups of 32 are summed
 //   in i32 per 16-element half, each half then multiplied by d in f32.
-// Threads: as matmul.wgsl: one workgroup of TPR = 64 per weight row of the part, thread t walks
+// Threads: one workgroup of TPR = 64 per weight row of the part, thread t walks
 //   16-element blocks t, t + 64, ..., each weight block unpacked once for all M rows; the 64
 //   partials are combined and scaled by sx by store_rows (matmul_store.wgsl), in an order that
 //   never depends on M, MT or the subgroup size (batch invariance).

@@ -1,5 +1,5 @@
 // The lattice codebooks of the GGUF i-quants, which the reference decoder (src/quant/lattice.ts),
-// the encoders (src/quant/ggml/iquant.ts) and the GPU kernels (a storage buffer: matmul.wgsl's
+// the encoders (src/quant/ggml/iquant.ts) and the GPU kernels (a storage buffer: matmul_common.wgsl's
 // LATTICE, two words per IQ2 entry, one per IQ3 entry) index.
 //
 // Data that defines the formats, from ggml-common.h (llama.cpp, MIT): `iq2xxs_grid`, `iq2xs_grid`,

@@ -3,7 +3,7 @@
 // as llama.cpp's `dequantize_row_iq2_xxs` .. `iq3_s` decode the file's block. Every product is
 // exact in f32 (an f16 times a sub-scale below 32, times a grid magnitude below 64), so the
 // weights are a·q with a = the sub-block's scale and q = ±magnitude, as the GPU kernels compute
-// them (matmul.wgsl's LATTICE).
+// them (matmul_common.wgsl's LATTICE).
 import { InvalidInputError } from '../errors.js';
 import { f16BitsToF32 } from '../gpu/half.js';
 import { IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID } from './iq-grids.js';

@@ -312,11 +312,11 @@ export function putCode(format: IntFormat, data: Uint32Array, i: number, q: numb
 }
 
 /**
- * WGSL type the matmul kernels read one format's codes as (matmul.wgsl, matmul_w8a8.wgsl): one
+ * WGSL type the matmul kernels read one format's codes as (matmul_common.wgsl, matmul_w8a8.wgsl): one
  * 16-element block per load where a block is 16 bytes or less (int8, the 4-bit formats, int2),
  * vec4<u32> for the wider floats, u32 for the planar 5- and 6-bit codes (a block's three words are
- * not adjacent). matmul.wgsl's split-K layout reads the 2-, 4-, 5- and 6-bit codes as vec4<u32>
- * where K allows (see `wideLoads` in matmul.ts). Every part's data array is a whole number of
+ * not adjacent). matmul_split_k.wgsl reads the 2-, 4-, 5- and 6-bit codes as vec4<u32>
+ * where K allows (see `wideLoads` in kernels/matmul/plan.ts). Every part's data array is a whole number of
  * these, and of vec4<u32>.
  */
 export function codeWordType(format: WeightFormat): string {

@@ -13,8 +13,9 @@ import {
 } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { codeVars, latticeTable, quantScaleVars } from '../matmul/matmul.js';
+import { latticeTable } from '../matmul/matmul.js';
 import type { GpuMatrix } from '../matmul/matrix.js';
+import { codeVars, quantScaleVars } from '../matmul/variant.js';
 
 const WG = 64;
 const Params = defineUniforms('Params', {

@@ -17,18 +17,9 @@ import {
 import { BindGroupCache } from '../bind.js';
 import { AddInPlace, type GateActivation, SiluMul } from '../elementwise/elementwise.js';
 import { RmsNorm, rmsNormRef } from '../norm/rmsnorm.js';
-import {
-  gatedEpilogue,
-  gatedMatmulRef,
-  Matmul,
-  type MatmulOptions,
-  matmulRef,
-  matmulSource,
-  matmulVariant,
-  prepareMatmul,
-  useHalf,
-} from './matmul.js';
+import { gatedMatmulRef, Matmul, matmulRef, prepareMatmul } from './matmul.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from './matrix.js';
+import { gatedEpilogue, type MatmulOptions, matmulSource, matmulVariant, useHalf } from './variant.js';
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 // [M, N, K]: N not a multiple of the 8 columns of a GEMV workgroup; K = 688 (2.6875 super-blocks,

@@ -10,8 +10,9 @@ import { readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { type IntFormat, type QuantizedMatrix, quantize, type WeightFormat } from '../../quant/formats.js';
 import { MatmulW8A8, prepareW8A8, quantizeActRef, w8a8Ref } from '../w8a8/w8a8.js';
-import { blocksPerUnit, Matmul, matmulRef, prepareMatmul, splitLanes } from './matmul.js';
+import { Matmul, matmulRef, prepareMatmul } from './matmul.js';
 import { uploadMatrix } from './matrix.js';
+import { blocksPerUnit, splitLanes } from './plan.js';
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 

@@ -13,20 +13,10 @@ import {
   type WeightFormat,
 } from '../../quant/formats.js';
 import { BindGroupCache } from '../bind.js';
-import {
-  gatedMatmulRef,
-  gemmVariants,
-  groupPairs,
-  Matmul,
-  matmulRef,
-  matmulSource,
-  matmulTiles,
-  matmulVariant,
-  prepareMatmul,
-  splitLanes,
-  wideLoads,
-} from './matmul.js';
+import { gatedMatmulRef, Matmul, matmulRef, prepareMatmul } from './matmul.js';
 import { uploadGatedPair, uploadMatrix } from './matrix.js';
+import { gemmVariants, groupPairs, matmulTiles, splitLanes, wideLoads } from './plan.js';
+import { matmulSource, matmulVariant } from './variant.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
 async function runMatmul(

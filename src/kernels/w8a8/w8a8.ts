@@ -7,8 +7,10 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { codeWordType, decode, type QuantizedMatrix } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
-import { gemmVariants, MatmulParams, PartedMatmul, quantScaleVars } from '../matmul/matmul.js';
+import { PartedMatmul } from '../matmul/matmul.js';
 import type { GpuMatrix } from '../matmul/matrix.js';
+import { gemmVariants } from '../matmul/plan.js';
+import { MatmulParams, quantScaleVars } from '../matmul/variant.js';
 
 const ActParams = defineUniforms('Params', { M: 'u32', K: 'u32', x_off: 'u32' });
 const MmParams = MatmulParams;

@@ -9,8 +9,9 @@ import { AddInPlace, GatherRows } from '../../kernels/elementwise/elementwise.js
 import { Embedding } from '../../kernels/embed/embed.js';
 import { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvShape } from '../../kernels/kv/kv.js';
-import { gatedEpilogue, Matmul, type MatmulOptions, prepareMatmul } from '../../kernels/matmul/matmul.js';
+import { Matmul, prepareMatmul } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
+import { gatedEpilogue, type MatmulOptions } from '../../kernels/matmul/variant.js';
 import { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
 import { TokenMask } from '../../kernels/sample/mask.js';
 import { Sampler, SplitSampler } from '../../kernels/sample/sample.js';
