@@ -12,7 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { calibrationWindows, collectHessians } from '../src/convert/calibrate.js';
 import { exportGguf, type GgufExportType } from '../src/convert/gguf-export.js';
 import { type GgufMix, isGgufMix } from '../src/convert/gguf-mix.js';
-import { bytesSource } from '../src/formats/io/bytes.js';
+import { memoryBytes } from '../src/formats/io/bytes.js';
 import { pathModel } from '../src/formats/io/node-file.js';
 import { openGgufCheckpoint } from '../src/model/gguf.js';
 import { openModel } from '../src/model/load.js';
@@ -307,7 +307,7 @@ async function ggufWeights(
   };
   const list = Object.entries(source).map(([name, t]) => ({ name, shape: t.shape, data: t.data }));
   const bytes = exportGguf(spec, list, quant, [], { importance });
-  const file = await openGgufCheckpoint(bytesSource(bytes, `${quant}.gguf`));
+  const file = await openGgufCheckpoint(memoryBytes(bytes, `${quant}.gguf`));
   const block = isGgufMix(quant) ? 256 : GGML_BLOCKS.get(GgmlType[quant])!.elems;
   let bits = 0;
   let weights = 0;

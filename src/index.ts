@@ -53,7 +53,7 @@ export { serveEngine } from './engine/worker-server.js';
 export * from './errors.js';
 // Models and formats.
 export { ModelFormatError } from './formats/errors.js';
-export { type ByteSource, blobSource, bytesSource, urlSource } from './formats/io/bytes.js';
+export { blobBytes, type FileBytes, memoryBytes, urlBytes } from './formats/io/bytes.js';
 export {
   blobsModel,
   type DirectoryEntry,

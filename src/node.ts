@@ -8,7 +8,7 @@
 // The public types name WebGPU's (GPUBuffer, GPUDevice): an app's type-check finds them here.
 /// <reference types="@webgpu/types" preserve="true" />
 
-export { fileSource, pathModel } from './formats/io/node-file.js';
+export { pathBytes, pathModel } from './formats/io/node-file.js';
 export {
   autoVulkanDriver,
   useVulkanDriver,

@@ -4,7 +4,7 @@ import { InvalidInputError } from '../errors.js';
 import { rmsNormRef } from '../kernels/norm/rmsnorm.js';
 import { ReferenceRunner } from '../model/reference/reference.js';
 import type { ModelSpec } from '../model/spec/spec.js';
-import type { WeightSource } from '../model/weights.js';
+import type { NamedTensors } from '../model/weights.js';
 import { HessianSum } from '../quant/hessian.js';
 import type { Rotation } from '../quant/pack.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
@@ -62,7 +62,7 @@ export function headWeightName(spec: Pick<ModelSpec, 'tiedEmbeddings'>): string 
  */
 export function collectHessians(
   spec: ModelSpec,
-  source: WeightSource,
+  source: NamedTensors,
   windows: readonly (readonly number[])[],
   options: CalibrationOptions,
 ): Map<string, Float64Array> {

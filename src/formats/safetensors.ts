@@ -1,6 +1,6 @@
 import { bf16ToF32Array, f16ToF32Array } from '../gpu/half.js';
 import { ModelFormatError } from './errors.js';
-import type { ByteSource } from './io/bytes.js';
+import type { FileBytes } from './io/bytes.js';
 
 /** Element types weft reads from safetensors files. */
 export type SafetensorsDtype = 'BF16' | 'F16' | 'F32' | 'I8' | 'U8' | 'I32';
@@ -30,7 +30,7 @@ export interface TensorInfo {
   readonly dtype: SafetensorsDtype;
   /** Row-major shape as stored, slowest dimension first (`[out, in]` for a Linear weight). */
   readonly shape: readonly number[];
-  readonly source: ByteSource;
+  readonly source: FileBytes;
   readonly offset: number;
   readonly byteLength: number;
 }
@@ -57,7 +57,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  */
 function parseSafetensorsHeader(
   header: unknown,
-  source: ByteSource,
+  source: FileBytes,
   dataStart: number,
 ): SafetensorsCheckpoint {
   const file = source.name;
@@ -133,7 +133,7 @@ function parseSafetensorsHeader(
  * file and be ≤ {@link MAX_HEADER_BYTES}), the JSON header, and validates it with
  * {@link parseSafetensorsHeader}. Only the header is read; tensors are read later one by one.
  */
-export async function openSafetensors(source: ByteSource): Promise<SafetensorsCheckpoint> {
+export async function openSafetensors(source: FileBytes): Promise<SafetensorsCheckpoint> {
   const file = source.name;
   if (source.size < 8)
     throw new ModelFormatError(file, 'header length', source.size, 'file shorter than 8 bytes');
@@ -165,7 +165,7 @@ export async function openSafetensors(source: ByteSource): Promise<SafetensorsCh
  */
 export async function openShardedSafetensors(
   index: unknown,
-  open: (shardFile: string) => Promise<ByteSource>,
+  open: (shardFile: string) => Promise<FileBytes>,
   file = 'model.safetensors.index.json',
 ): Promise<SafetensorsCheckpoint> {
   if (!isRecord(index) || !isRecord(index.weight_map)) {

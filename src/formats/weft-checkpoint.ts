@@ -44,7 +44,7 @@ import {
   type Rotation,
 } from '../quant/pack.js';
 import { ModelFormatError } from './errors.js';
-import type { ByteSource } from './io/bytes.js';
+import type { FileBytes } from './io/bytes.js';
 import {
   openSafetensors,
   readTensorByteRange,
@@ -332,7 +332,7 @@ function isFormat(v: unknown): v is QuantFormat {
  * and dtypes the scheme implies. Faults throw {@link ModelFormatError}; a folder of weft-q version
  * 1 or 2 (the old per-row groups) is refused with a message to run `weft convert` again.
  */
-export async function openWeftCheckpoint(source: ByteSource): Promise<WeftCheckpoint> {
+export async function openWeftCheckpoint(source: FileBytes): Promise<WeftCheckpoint> {
   const file = source.name;
   const st = await openSafetensors(source);
   const meta = st.metadata;

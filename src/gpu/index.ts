@@ -15,7 +15,7 @@ export { addCounts, countsSince, GpuCounter, zeroCounts } from './counters.js';
 export type { AdapterSummary, GpuContext, GpuContextOptions, GpuFeatures, KernelForms } from './device.js';
 export { adapterKind, createGpuContext, describeAdapter } from './device.js';
 export { requestAdapter } from './host.js';
-export type { PipelineSource } from './pipelines.js';
+export type { PipelineCode } from './pipelines.js';
 export { PipelineCache } from './pipelines.js';
 export { withErrorScope } from './scope.js';
 export { GpuTimer } from './timing.js';

@@ -2,7 +2,7 @@ import { GpuStepError } from '../errors.js';
 import { withErrorScope } from './scope.js';
 
 /** What a kernel wrapper hands to the cache to build a pipeline the first time a key is seen. */
-export interface PipelineSource {
+export interface PipelineCode {
   /** Full WGSL text, variants already rendered. */
   code: string;
   entryPoint?: string;
@@ -22,7 +22,7 @@ export class PipelineCache {
   constructor(private readonly device: GPUDevice) {}
 
   /** Returns the cached pipeline for `kernel:variant`, compiling it from `source()` the first time. */
-  get(kernel: string, variant: string, source: () => PipelineSource): GPUComputePipeline {
+  get(kernel: string, variant: string, source: () => PipelineCode): GPUComputePipeline {
     const key = `${kernel}:${variant}`;
     const hit = this.pipelines.get(key);
     if (hit) return hit;
@@ -42,7 +42,7 @@ export class PipelineCache {
    * Like {@link get} but waits for the compiler and throws {@link GpuStepError} with the WGSL
    * diagnostics when the kernel does not compile. Use when a kernel is first prepared.
    */
-  prepare(kernel: string, variant: string, source: () => PipelineSource): Promise<GPUComputePipeline> {
+  prepare(kernel: string, variant: string, source: () => PipelineCode): Promise<GPUComputePipeline> {
     const key = `${kernel}:${variant}`;
     const hit = this.pipelines.get(key);
     if (hit) return Promise.resolve(hit);
@@ -55,7 +55,7 @@ export class PipelineCache {
     return run;
   }
 
-  private async compile(key: string, source: () => PipelineSource): Promise<GPUComputePipeline> {
+  private async compile(key: string, source: () => PipelineCode): Promise<GPUComputePipeline> {
     const hit = this.pipelines.get(key);
     if (hit) return hit;
     const src = source();

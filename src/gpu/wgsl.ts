@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { shaders } from '../gen/shaders.js';
-import type { PipelineSource } from './pipelines.js';
+import type { PipelineCode } from './pipelines.js';
 import type { UniformLayout } from './uniforms.js';
 
 // Kernel variants are made one way: text substitution by renderWgsl (values, branches, unrolled
@@ -110,7 +110,7 @@ function loopEnd(lines: readonly string[], start: number): number {
 }
 
 /** A kernel variant as the pipeline cache takes it: its key, and its WGSL rendered on first use. */
-export type WgslVariant = [key: string, source: () => PipelineSource];
+export type WgslVariant = [key: string, source: () => PipelineCode];
 
 /**
  * The pipeline key and source of one kernel variant: `template` rendered with the uniform struct

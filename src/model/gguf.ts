@@ -11,7 +11,7 @@ import {
   readGgufTensorF32,
   readGgufTensorPacked,
 } from '../formats/gguf/tensors.js';
-import type { ByteSource } from '../formats/io/bytes.js';
+import type { FileBytes } from '../formats/io/bytes.js';
 import type { PackedWant, ReadStats, RowRange, TensorReader } from '../formats/weft-checkpoint.js';
 import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
 import { storedWeftFormat } from '../quant/ggml/blocks.js';
@@ -56,7 +56,7 @@ export interface GgufCheckpoint extends TensorReader {
  * Opens a GGUF file as a {@link GgufCheckpoint}: parses the header, derives the spec and checks
  * that every tensor the spec needs is present with its HF shape ({@link checkTensors}).
  */
-export async function openGgufCheckpoint(source: ByteSource): Promise<GgufCheckpoint> {
+export async function openGgufCheckpoint(source: FileBytes): Promise<GgufCheckpoint> {
   const file = await openGguf(source);
   const spec = await ggufSpec(file);
   const tensors = new Map<string, GgufTensor>();

@@ -17,15 +17,15 @@ export interface Tensor {
  * names (`model.layers.0.self_attn.q_proj.weight`, ...). A loader (safetensors, GGUF after its
  * renames) or a test implements it; `get` throws {@link InvalidInputError} for an unknown name.
  */
-export interface WeightSource {
+export interface NamedTensors {
   get(name: string): Tensor;
 }
 
 /**
- * Wraps a plain record of tensors as a {@link WeightSource}, for tests and small tools. A missing
+ * Wraps a plain record of tensors as a {@link NamedTensors}, for tests and small tools. A missing
  * name throws {@link InvalidInputError} naming it.
  */
-export function mapWeights(record: Readonly<Record<string, Tensor>>): WeightSource {
+export function mapWeights(record: Readonly<Record<string, Tensor>>): NamedTensors {
   return {
     get(name: string): Tensor {
       const tensor = Object.hasOwn(record, name) ? record[name] : undefined;
@@ -65,7 +65,7 @@ export interface ModelWeights {
  * spec, or when its data length does not match its shape. With `spec.tiedEmbeddings` the LM head is
  * the embedding table.
  */
-export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights {
+export function readWeights(spec: ModelSpec, source: NamedTensors): ModelWeights {
   const take = (name: string, shape: readonly number[]) => checkedTensor(source, name, shape);
   const H = spec.hidden;
   const embed = take('model.embed_tokens.weight', [spec.vocabSize, H]);
@@ -78,7 +78,7 @@ export function readWeights(spec: ModelSpec, source: WeightSource): ModelWeights
 }
 
 /** Gets one tensor and checks its shape and data length, naming the tensor in any error. */
-function checkedTensor(source: WeightSource, name: string, want: readonly number[]): Float32Array {
+function checkedTensor(source: NamedTensors, name: string, want: readonly number[]): Float32Array {
   const tensor = source.get(name);
   const same = tensor.shape.length === want.length && tensor.shape.every((d, i) => d === want[i]);
   if (!same)

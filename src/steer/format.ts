@@ -5,7 +5,7 @@
 // `model_checksum` ties a file to the model it was measured on (the model's `checksum()` from openModel); loading it for
 // another model is refused with a SteerMismatchError.
 import { ModelFormatError } from '../formats/errors.js';
-import { bytesSource } from '../formats/io/bytes.js';
+import { memoryBytes } from '../formats/io/bytes.js';
 import { openSafetensors, readTensorF32, writeSafetensors } from '../formats/safetensors.js';
 import type { SteerMode } from '../kernels/steer/steer.js';
 import { SteerMismatchError } from './errors.js';
@@ -84,7 +84,7 @@ export function writeSteerFile(f: Omit<SteerFile, 'name'>): Uint8Array<ArrayBuff
  * {@link ModelFormatError} naming the file, the field and the value otherwise.
  */
 export async function readSteerFile(bytes: Uint8Array, name: string): Promise<SteerFile> {
-  const ckpt = await openSafetensors(bytesSource(bytes, name));
+  const ckpt = await openSafetensors(memoryBytes(bytes, name));
   const meta = ckpt.metadata;
   const field = (key: string): string => {
     const v = meta[key];

@@ -1,4 +1,4 @@
-import type { ByteSource } from '../formats/io/bytes.js';
+import type { FileBytes } from '../formats/io/bytes.js';
 import { checkRange } from '../formats/io/bytes.js';
 import { DEFAULT_RETRY, fetchRange, planChunks, type RetryPolicy, withRetry } from './download.js';
 import { IntegrityError } from './errors.js';
@@ -7,14 +7,14 @@ import type { ModelKey } from './source.js';
 import type { ManifestFile, WeightStore } from './store.js';
 
 /**
- * A file of a cached model, read from the store: random access (`read`, the {@link ByteSource} the
+ * A file of a cached model, read from the store: random access (`read`, the {@link FileBytes} the
  * format parsers take) and a chunk-by-chunk iterator (`chunks()`, for streaming into GPU buffers).
  * Only one chunk is in memory at a time. Every chunk is hashed when read and compared with the hash
  * in the manifest; a chunk that does not match is fetched again from the file's URL, checked, written
  * back and only then returned. If it cannot be fetched (offline) or the fetched bytes do not match
  * either, {@link IntegrityError} is thrown: bad bytes are never returned.
  */
-export interface StoredFile extends ByteSource {
+export interface StoredFile extends FileBytes {
   /** The file's chunks in order, each verified; `chunkSize` bytes each except the last. */
   chunks(): AsyncIterableIterator<Uint8Array>;
   /** How many chunks were re-fetched because the stored copy was corrupt (for logs and tests). */

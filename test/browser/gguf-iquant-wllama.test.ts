@@ -19,7 +19,7 @@ import { calibrationWindows, collectHessians } from '../../src/convert/calibrate
 import { exportGguf } from '../../src/convert/gguf-export.js';
 import { openGguf } from '../../src/formats/gguf/header.js';
 import { tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { specFromConfig } from '../../src/model/families/index.js';
 import { mapWeights } from '../../src/model/weights.js';
 import { GgmlType } from '../../src/quant/ggml/blocks.js';
@@ -71,7 +71,7 @@ it.each(['IQ2_XS', 'IQ4_XS'] as const)(
       return Float32Array.from({ length: cols }, (_, k) => h[k * n + k]!);
     };
     const bytes = exportGguf(spec, tensors, type, metadata, { importance });
-    const file = await openGguf(bytesSource(bytes, 'llama.gguf'));
+    const file = await openGguf(memoryBytes(bytes, 'llama.gguf'));
     const matrices = [...file.tensors.values()].filter((t) => t.ne.length === 2);
     expect(matrices.length).toBe(2 + 7 * spec.layers);
     expect(new Set(matrices.map((t) => t.type))).toEqual(new Set([GgmlType[type]]));

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exportGguf } from '../../src/convert/gguf-export.js';
 import { openGguf } from '../../src/formats/gguf/header.js';
 import { tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { specFromConfig } from '../../src/model/families/index.js';
 import { GgmlType } from '../../src/quant/ggml/blocks.js';
 import { randomTensors, tinyConfig, tinyTokenizerJson } from '../fixtures/write.js';
@@ -62,7 +62,7 @@ it.each([
       spec.vocabSize,
     );
     const bytes = exportGguf(spec, tensors, mix, metadata);
-    const file = await openGguf(bytesSource(bytes, 'llama.gguf'));
+    const file = await openGguf(memoryBytes(bytes, 'llama.gguf'));
     expect(CHECKED.map((n) => file.tensors.get(`${n}.weight`)?.type)).toEqual(want);
     await expectLlamaCppGreedy(page, pageUrl, bytes, mix);
   },

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { convertModel } from '../../src/convert/convert.js';
 import { openGguf } from '../../src/formats/gguf/header.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { type ModelFiles, memoryModelFiles } from '../../src/formats/io/files.js';
 import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
 import type { ModelFamily } from '../../src/model/families/index.js';
@@ -272,7 +272,7 @@ describe('GGUF files on the GPU', () => {
       // The bytes a pass reads are the file's: every linear and the head (a tied head: the
       // embedding) as stored, plus one embedding row (q6_k: the 2 bytes of an unpaired super-block
       // scale per matrix at most).
-      const file = await openGguf(bytesSource(bytes, `${family}.gguf`));
+      const file = await openGguf(memoryBytes(bytes, `${family}.gguf`));
       const embed = file.tensors.get('token_embd.weight')!;
       const tied = !file.tensors.has('output.weight');
       let want = embed.byteLength / embed.ne[1]!;

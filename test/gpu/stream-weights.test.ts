@@ -5,7 +5,7 @@
 // (q | k | v) and paired (gate | up), with slices that end mid-part and parts forced small.
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
 import { safetensorsReader, type TensorReader } from '../../src/formats/weft-checkpoint.js';
@@ -128,7 +128,7 @@ describe('allocatePlaced + fillPiece', () => {
     data: randomMatrix(shape[0], shape[1], 11 + i),
   }));
   const reader = async () =>
-    safetensorsReader(await openSafetensors(bytesSource(safetensorsBytes(tensors, 'BF16'), 'm')));
+    safetensorsReader(await openSafetensors(memoryBytes(safetensorsBytes(tensors, 'BF16'), 'm')));
   // A binding of a third of the matrix (at least one aligned step of rows) forces three or more
   // parts; 800 elements make slices of 12 rows at K = 64 (int: 8 or 12), which parts of a third
   // do not divide, so slices straddle parts; 5000 make one or a few slices per part.

@@ -13,7 +13,7 @@ import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { openGguf } from '../../src/formats/gguf/header.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { type ModelFiles, memoryModelFiles, urlModelFiles } from '../../src/formats/io/files.js';
 import { pathModel } from '../../src/formats/io/node-file.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
@@ -130,7 +130,7 @@ describe.each(FAMILIES)('weft convert, %s', (family) => {
       const srcFiles = await pathModel(src);
       const want = await sourceChecksum((await openModel(srcFiles)).weights);
       await srcFiles.close?.();
-      const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
+      const ck = await openSafetensors(memoryBytes(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
       expect(ck.metadata).toMatchObject({
         format: 'weft-q',
         version: '3',
@@ -150,7 +150,7 @@ describe('weft convert --rotate hadamard', () => {
       await writeFixtureDir(src, family, 'f32', 6);
       const out = join(dir, `rot-${family}-int4`);
       await expectRunnerPacking(src, out, 'int4', 'hadamard');
-      const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
+      const ck = await openSafetensors(memoryBytes(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
       expect(ck.metadata.rotation).toBe('hadamard');
       expect(ck.metadata.rotation_seed).toMatch(/^\d+$/);
       // readF32 undoes the rotation: the values stay within int4's rounding of the source.
@@ -265,7 +265,7 @@ describe('weft export-gguf --type q4_k_m', () => {
     const args = parseExportGgufArgs([src, out, '--type', 'q4_k_m']);
     expect(args.type).toBe('Q4_K_M');
     await runExportGguf(args, quiet);
-    const file = await openGguf(bytesSource(new Uint8Array(await readFile(out)), 'mix.gguf'));
+    const file = await openGguf(memoryBytes(new Uint8Array(await readFile(out)), 'mix.gguf'));
     const type = (name: string) => GGML_BLOCKS.get(file.tensors.get(name)!.type)!.name;
     // Q6_K → Q8_0 and Q4_K → Q5_0 (tensor_type_fallback); the tied embedding Q8_0 (its rule).
     expect(type('token_embd.weight')).toBe('Q8_0');
@@ -301,7 +301,7 @@ describe('weft export-gguf --calibrate', () => {
     const hessians = collectHessians(source.spec, mapWeights(await readAllF32(source.weights)), windows, {
       rotate: 'none',
     });
-    const file = await openGguf(bytesSource(new Uint8Array(await readFile(out)), 'iq.gguf'));
+    const file = await openGguf(memoryBytes(new Uint8Array(await readFile(out)), 'iq.gguf'));
     expect(file.metadata.get('quantize.imatrix.file')).toBe('iq-cal.txt');
     expect(file.metadata.get('quantize.imatrix.chunks_count')).toBe(windows.length);
     expect(file.metadata.get('quantize.imatrix.entries_count')).toBe(hessians.size);
@@ -337,7 +337,7 @@ describe('weft export-gguf --calibrate', () => {
 
   it('a fused Phi-3 projection takes its first part’s importance, Qwen3.5’s out_proj its columns’ in stored order', async () => {
     const tensorBytes = async (bytes: Uint8Array, name: string) => {
-      const info = (await openGguf(bytesSource(bytes, 'x.gguf'))).tensors.get(name)!;
+      const info = (await openGguf(memoryBytes(bytes, 'x.gguf'))).tensors.get(name)!;
       return info.source.read(info.offset, info.byteLength);
     };
     const ramp = (cols: number) => Float32Array.from({ length: cols }, (_, k) => 1 + ((5 * k) % 17));
@@ -417,7 +417,7 @@ describe('weft convert --calibrate', () => {
       ]);
       expect(lines.some((l) => /^weft convert: calibrate \d+%/.test(l))).toBe(true);
       expect(lines.at(-1)).toContain(`calibrated on ${textFile}`);
-      const ck = await openSafetensors(bytesSource(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
+      const ck = await openSafetensors(memoryBytes(await readFile(join(out, WEFT_WEIGHTS)), WEFT_WEIGHTS));
       const calibration = JSON.parse(ck.metadata.calibration ?? '{}');
       expect(calibration).toMatchObject({ method: 'gptq', text: `cal-${rotate}.txt` });
       expect(calibration.tokens).toBeGreaterThan(256);
@@ -543,7 +543,7 @@ describe('weft-q versions and metadata faults', () => {
 
   it('version 3 reads back the packed arrays as written', async () => {
     const ck = await openWeftCheckpoint(
-      bytesSource(bytes({ format: 'weft-q', version: '3', schemes: scheme({}) }), 'v3'),
+      memoryBytes(bytes({ format: 'weft-q', version: '3', schemes: scheme({}) }), 'v3'),
     );
     expect(ck.schemes.w).toMatchObject({ shape: [2, 16], rotation: 'none' });
     expect(sameF32(await ck.readF32('w'), dequantize(int8))).toBeUndefined();
@@ -553,7 +553,7 @@ describe('weft-q versions and metadata faults', () => {
   it('refuses versions 1 and 2 (old layouts): written by an older weft, run weft convert again', async () => {
     for (const version of ['1', '2']) {
       const err = await openWeftCheckpoint(
-        bytesSource(bytes({ format: 'weft-q', version, schemes: scheme({}) }), 'old'),
+        memoryBytes(bytes({ format: 'weft-q', version, schemes: scheme({}) }), 'old'),
       ).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ModelFormatError);
       expect(String(err)).toMatch(
@@ -565,7 +565,7 @@ describe('weft-q versions and metadata faults', () => {
   });
 
   it('refuses an unknown version, a foreign rotation seed, a shape outside the packed matrix and wrong array sizes', async () => {
-    const open = (meta: Record<string, string>) => openWeftCheckpoint(bytesSource(bytes(meta), 'm'));
+    const open = (meta: Record<string, string>) => openWeftCheckpoint(memoryBytes(bytes(meta), 'm'));
     await expect(open({ format: 'weft-q', version: '4', schemes: scheme({}) })).rejects.toThrow(
       /m: __metadata__.version = "4": unsupported version/,
     );

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { openGguf } from '../../src/formats/gguf/header.js';
 import { ggufTokenizer } from '../../src/formats/gguf/tokenizer.js';
-import { type ByteSource, bytesSource } from '../../src/formats/io/bytes.js';
+import { type FileBytes, memoryBytes } from '../../src/formats/io/bytes.js';
 import { openSafetensors, readTensorF32 } from '../../src/formats/safetensors.js';
 import { specFromConfig } from '../../src/model/families/index.js';
 import { openGgufCheckpoint } from '../../src/model/gguf.js';
@@ -13,7 +13,7 @@ import { ggufFixture, randomTensors, rng, safetensorsBytes, tinyConfig } from '.
 // tensor then reads) or throws ModelFormatError — never another error type, never a hang, and
 // never more memory than the bounds below. The parsers check every length and count against the
 // bytes the file has left before allocating, so each case is measured against its file's size:
-// - every read through the ByteSource is at most the file size (a Blob, file or HTTP source
+// - every read through the FileBytes is at most the file size (a Blob, file or HTTP source
 //   allocates what is asked), and all reads together at most READ_FACTOR × the file size: the
 //   header once plus each tensor once. (GGUF reads a 1 MiB prefix and grows it ×4 up to the file
 //   size, so a larger file may need up to 7/3 of its size for the header; the fixtures here are
@@ -75,12 +75,12 @@ function mutate(
   }
 }
 
-/** A ByteSource over `bytes` that records the largest single read and the bytes read in all. */
+/** A FileBytes over `bytes` that records the largest single read and the bytes read in all. */
 function countingSource(
   bytes: Uint8Array,
   name: string,
-): { source: ByteSource; largest: number; total: number } {
-  const inner = bytesSource(bytes, name);
+): { source: FileBytes; largest: number; total: number } {
+  const inner = memoryBytes(bytes, name);
   const counts = {
     largest: 0,
     total: 0,
@@ -112,7 +112,7 @@ function deadline(ms: number, what: string): { expired: Promise<never>; clear():
  * the header comment; returns whether the file parsed or was refused.
  */
 async function run(
-  parse: (source: ByteSource) => Promise<number>,
+  parse: (source: FileBytes) => Promise<number>,
   m: Mutation,
   index: number,
   seed: number,
@@ -161,7 +161,7 @@ describe('fuzzing the parsers', () => {
     for (let i = 0; i < ITERATIONS; i++) {
       const seed = 1234 + i;
       const m = mutate(base, headerEnd, rng(seed), [0]);
-      const parse = async (source: ByteSource) => {
+      const parse = async (source: FileBytes) => {
         const ck = await openSafetensors(source);
         let decoded = 0;
         for (const t of ck.tensors.values()) decoded += (await readTensorF32(t)).byteLength;
@@ -176,13 +176,13 @@ describe('fuzzing the parsers', () => {
 
   it(`GGUF: ${ITERATIONS} mutations parse or throw ModelFormatError`, async () => {
     const { bytes: base } = ggufFixture('llama', 'Q8_0', 3);
-    const headerEnd = (await openGguf(bytesSource(base, 'base.gguf'))).dataStart;
+    const headerEnd = (await openGguf(memoryBytes(base, 'base.gguf'))).dataStart;
     expect(base.byteLength).toBeLessThan(2 ** 20);
     const outcomes = { ok: 0, refused: 0 };
     for (let i = 0; i < ITERATIONS; i++) {
       const seed = 4321 + i;
       const m = mutate(base, headerEnd, rng(seed), [8, 16]);
-      const parse = async (source: ByteSource) => {
+      const parse = async (source: FileBytes) => {
         const ck = await openGgufCheckpoint(source);
         let decoded = 0;
         for (const name of ck.tensors.keys()) decoded += (await ck.readF32(name)).byteLength;

@@ -3,7 +3,7 @@ import { specFromConfig } from '../../src/model/families/index.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { layerAttention } from '../../src/model/spec/spec.js';
-import { mapWeights, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors } from '../../src/model/weights.js';
 import { type FixtureTensor, fixtureFiles, randomTensors, tinyConfig } from '../fixtures/write.js';
 
 // An independent oracle for the Gemma 3 reference forward (src/model/reference/reference.ts with the sandwich
@@ -101,14 +101,14 @@ function gemma3Hf(c: Json): Gemma3Hf {
   };
 }
 
-function matrix(source: WeightSource, name: string): Matrix {
+function matrix(source: NamedTensors, name: string): Matrix {
   const t = source.get(name);
   const cols = t.shape[t.shape.length - 1]!;
   const rows = t.data.length / cols;
   return Array.from({ length: rows }, (_, r) => Array.from(t.data.subarray(r * cols, (r + 1) * cols)));
 }
 
-function vector(source: WeightSource, name: string): number[] {
+function vector(source: NamedTensors, name: string): number[] {
   return Array.from(source.get(name).data);
 }
 
@@ -162,7 +162,7 @@ function splitHeads(x: Matrix, n: number, D: number): Matrix[] {
 }
 
 /** Gemma3Attention with eager_attention_forward, on the normed input h [T][H]; returns o_proj's [T][H]. */
-function attention(cfg: Gemma3Hf, source: WeightSource, layer: number, h: Matrix): Matrix {
+function attention(cfg: Gemma3Hf, source: NamedTensors, layer: number, h: Matrix): Matrix {
   const p = `model.layers.${layer}.self_attn`;
   const T = h.length;
   const D = cfg.headDim;
@@ -196,7 +196,7 @@ function attention(cfg: Gemma3Hf, source: WeightSource, layer: number, h: Matrix
 }
 
 /** Gemma3TextModel: the final-normed hidden states [T][H] of `tokens` at positions 0..T−1. */
-function naiveHidden(cfg: Gemma3Hf, source: WeightSource, tokens: readonly number[]): Matrix {
+function naiveHidden(cfg: Gemma3Hf, source: NamedTensors, tokens: readonly number[]): Matrix {
   const embed = matrix(source, 'model.embed_tokens.weight');
   // Gemma3TextScaledWordEmbedding: embed_scale.to(weight.dtype); the weights are f32 here.
   const scale = Math.fround(Math.sqrt(cfg.hidden));
@@ -231,13 +231,13 @@ function naiveHidden(cfg: Gemma3Hf, source: WeightSource, tokens: readonly numbe
 }
 
 /** Gemma3ForCausalLM's logits [T][V] (no final soft-capping: the configs here leave it null). */
-function naiveLogits(cfg: Gemma3Hf, source: WeightSource, tokens: readonly number[]): Matrix {
+function naiveLogits(cfg: Gemma3Hf, source: NamedTensors, tokens: readonly number[]): Matrix {
   const head = matrix(source, cfg.tied ? 'model.embed_tokens.weight' : 'lm_head.weight');
   return matmulT(naiveHidden(cfg, source, tokens), head);
 }
 
 /** The last row of {@link naiveLogits}, projecting only that row. */
-function naiveLastLogits(cfg: Gemma3Hf, source: WeightSource, tokens: readonly number[]): number[] {
+function naiveLastLogits(cfg: Gemma3Hf, source: NamedTensors, tokens: readonly number[]): number[] {
   const head = matrix(source, cfg.tied ? 'model.embed_tokens.weight' : 'lm_head.weight');
   return matmulT([naiveHidden(cfg, source, tokens).at(-1)!], head)[0]!;
 }
@@ -280,7 +280,7 @@ function expectFarApart(a: ArrayLike<number>, b: ArrayLike<number>, what: string
   expect(maxDiff, what).toBeGreaterThan(10 * TOL * scale);
 }
 
-function sourceOf(tensors: readonly FixtureTensor[]): WeightSource {
+function sourceOf(tensors: readonly FixtureTensor[]): NamedTensors {
   return mapWeights(Object.fromEntries(tensors.map((t) => [t.name, { shape: t.shape, data: t.data }])));
 }
 

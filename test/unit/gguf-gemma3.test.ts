@@ -13,7 +13,7 @@ import { ModelFormatError } from '../../src/formats/errors.js';
 import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
 import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { normWeight } from '../../src/model/blocks/ops.js';
 import { ggufSpec, specFromConfig } from '../../src/model/families/index.js';
@@ -74,7 +74,7 @@ function source(config: Record<string, unknown>) {
 describe('gemma3 GGUF export follows llama.cpp', () => {
   it('writes the metadata keys, tensor names and shapes llama.cpp reads', async () => {
     const { bytes, spec } = await exported(tinyGemma3LlamaCppConfig(), 'Q8_0');
-    const g = await openGguf(bytesSource(bytes, 'g3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'g3.gguf'));
     // conversion/base.py `TextModel.set_gguf_parameters` (block_count … value_length, the local
     // base from `rope_local_base_freq` as rope.freq_base_swa) then conversion/gemma.py
     // `Gemma3Model.set_gguf_parameters` (sliding_window unless sliding_window_pattern is 1); no
@@ -136,7 +136,7 @@ describe('gemma3 GGUF export follows llama.cpp', () => {
 
   it('stores every norm as 1 + w and the rest as it is', async () => {
     const { bytes, tensors } = await exported(tinyGemma3LlamaCppConfig());
-    const g = await openGguf(bytesSource(bytes, 'g3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'g3.gguf'));
     const hf = (name: string) => tensors.get(name)!.data;
     // Gemma3Model.modify_tensors: `data_torch + 1` for names ending "norm.weight", on f32 data
     // (conversion/base.py casts other dtypes to float32 first): Math.fround(1 + w).
@@ -169,7 +169,7 @@ describe('gemma3 GGUF export follows llama.cpp', () => {
       rope_scaling: { rope_type: 'linear', factor: 8 },
     };
     const { bytes, files } = await exported(config);
-    const g = await openGguf(bytesSource(bytes, 'g3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'g3.gguf'));
     const m = (k: string) => g.metadata.get(`gemma3.${k}`);
     expect(g.tensors.has('output.weight')).toBe(false); // tied, as tinyConfig's Gemma 3
     expect(archKeys(g)).toEqual([
@@ -197,7 +197,7 @@ describe('gemma3 GGUF export follows llama.cpp', () => {
     ]);
     expect(m('attention.sliding_window_pattern')).toBe(2);
     const st = await openModel(memoryModelFiles('g3', files));
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'g3.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'g3.gguf'));
     expect(ck.spec).toEqual({ ...st.spec, eosIds: [302, 2] });
     expect(ck.spec.slidingLayers).toEqual([true, false, true]);
   });
@@ -205,7 +205,7 @@ describe('gemma3 GGUF export follows llama.cpp', () => {
   it('writes no window when no layer slides, and reads every layer global', async () => {
     const config = { ...tinyGemma3LlamaCppConfig(), layer_types: Array(6).fill('full_attention') };
     const { bytes } = await exported(config);
-    const g = await openGguf(bytesSource(bytes, 'g3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'g3.gguf'));
     expect(archKeys(g).filter((k) => k.includes('sliding'))).toEqual([]);
     const spec = await ggufSpec(g);
     expect(spec.slidingWindow).toBeUndefined();
@@ -217,7 +217,7 @@ describe('gemma3 GGUF export follows llama.cpp', () => {
     // `type == LLM_TYPE_27B` (n_layer 62) in llama_model_gemma3::load_arch_hparams.
     const layers = { ...tinyGemma3LlamaCppConfig(), num_hidden_layers: 62, layer_types: undefined };
     const { spec, tensors } = source({ ...layers, query_pre_attn_scalar: 16 });
-    const g = await openGguf(bytesSource(exportGguf(spec, tensors, 'F32'), 'g3.gguf'));
+    const g = await openGguf(memoryBytes(exportGguf(spec, tensors, 'F32'), 'g3.gguf'));
     expect(await ggufSpec(g)).toEqual({ ...spec, bosId: undefined, eosIds: [] });
     const e = thrown(() => exportGguf(source(layers).spec, [], 'F32'));
     expect(e).toBeInstanceOf(InvalidInputError);
@@ -283,10 +283,10 @@ describe('gemma3 GGUF import', () => {
   it('F32: opens as the safetensors spec, with their tensors and norms whose 1 + w is the file’s', async () => {
     const { bytes, files } = await exported(tinyGemma3LlamaCppConfig());
     const st = await openModel(memoryModelFiles('g3', files));
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'g3.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'g3.gguf'));
     // The stop ids: the tokenizer's EOS (<|im_end|>, 302) then the config's (ggufTokenizerEntries).
     expect(ck.spec).toEqual({ ...st.spec, eosIds: [302, 2] });
-    const g = await openGguf(bytesSource(bytes, 'g3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'g3.gguf'));
     const names = [...st.weights.tensors.keys()];
     expect([...ck.tensors.keys()].sort()).toEqual([...names].sort());
     for (const name of names) {
@@ -330,7 +330,7 @@ function entries(g: GgufFile): [string, GgufEntry][] {
 
 /** `bytes` with the metadata `key` set to `e` (or removed). */
 async function withEntry(bytes: Uint8Array, key: string, e: GgufEntry | undefined): Promise<Uint8Array> {
-  const g = await openGguf(bytesSource(bytes, 'm.gguf'));
+  const g = await openGguf(memoryBytes(bytes, 'm.gguf'));
   const tensors: GgufWriteTensor[] = [];
   for (const info of g.tensors.values())
     tensors.push({
@@ -367,7 +367,7 @@ describe('gemma3 GGUF metadata', () => {
     ],
   ] as const)('%s → %j: names the key and the value', async (key, entry, message) => {
     const { bytes } = await exported(tinyGemma3LlamaCppConfig());
-    const g = await openGguf(bytesSource(await withEntry(bytes, key, entry), 'bad.gguf'));
+    const g = await openGguf(memoryBytes(await withEntry(bytes, key, entry), 'bad.gguf'));
     const e = await ggufSpec(g).then(
       () => undefined,
       (err: unknown) => err,
@@ -380,7 +380,7 @@ describe('gemma3 GGUF metadata', () => {
     const { bytes } = await exported(tinyGemma3LlamaCppConfig());
     const every = await ggufSpec(
       await openGguf(
-        bytesSource(
+        memoryBytes(
           await withEntry(bytes, 'gemma3.attention.sliding_window_pattern', { type: 'u32', value: 0 }),
           'm.gguf',
         ),
@@ -389,7 +389,7 @@ describe('gemma3 GGUF metadata', () => {
     expect(every.slidingLayers).toEqual(Array(6).fill(true));
     const none = await ggufSpec(
       await openGguf(
-        bytesSource(
+        memoryBytes(
           await withEntry(bytes, 'gemma3.attention.sliding_window', { type: 'u32', value: 0 }),
           'm.gguf',
         ),
@@ -402,7 +402,7 @@ describe('gemma3 GGUF metadata', () => {
 describe('smollm3 GGUF', () => {
   it('writes llama’s keys and Q/K permutation under smollm3, and reads back the spec', async () => {
     const { bytes, files, spec, tensors } = await exported(tinySmolLM3LlamaCppConfig());
-    const g = await openGguf(bytesSource(bytes, 'smol.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'smol.gguf'));
     // SmolLM3Model extends LlamaModel (conversion/llama.py): base keys, then rope.dimension_count.
     expect(g.metadata.get('general.architecture')).toBe('smollm3');
     expect(archKeys(g)).toContain('smollm3.rope.dimension_count');
@@ -419,7 +419,7 @@ describe('smollm3 GGUF', () => {
     ).toBeUndefined();
     expect(g.tensors.has('output.weight')).toBe(false);
     // n_no_rope_layer_step = 4 (src/models/smollm3.cpp): the fourth layer has no RoPE.
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'smol.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'smol.gguf'));
     expect(ck.spec).toEqual({ ...spec, eosIds: [302, 2] });
     expect(ck.spec.noRopeLayers).toEqual([false, false, false, true]);
     const st = await openModel(memoryModelFiles('smol', files));
@@ -458,7 +458,7 @@ describe('linear RoPE scaling in any GGUF', () => {
   it('llama: written as rope.scaling.type / factor (no rope_freqs.weight) and read back', async () => {
     const config = { ...tinyConfig('llama'), rope_scaling: { rope_type: 'linear', factor: 4 } };
     const { spec, tensors } = source(config);
-    const g = await openGguf(bytesSource(exportGguf(spec, tensors, 'F32'), 'l.gguf'));
+    const g = await openGguf(memoryBytes(exportGguf(spec, tensors, 'F32'), 'l.gguf'));
     expect(g.metadata.get('llama.rope.scaling.type')).toBe('linear');
     expect(g.metadata.get('llama.rope.scaling.factor')).toBe(4);
     expect(g.tensors.has('rope_freqs.weight')).toBe(false);

@@ -13,7 +13,7 @@ import { ModelFormatError } from '../../src/formats/errors.js';
 import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
 import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { configFromSpec, ggufSpec, specFromConfig } from '../../src/model/families/index.js';
 import { openGgufCheckpoint } from '../../src/model/gguf.js';
@@ -56,7 +56,7 @@ function thrown(run: () => unknown): unknown {
 describe('lfm2 GGUF export follows llama.cpp', () => {
   it('writes the metadata keys, tensor names, shapes and types llama.cpp reads', async () => {
     const { bytes, spec } = await exported(tinyConfig('lfm2'), 'Q8_0');
-    const g = await openGguf(bytesSource(bytes, 'lfm2.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'lfm2.gguf'));
     // conversion/base.py `TextModel.set_gguf_parameters` (no key_length: LFM2 configs have no
     // head_dim) then conversion/lfm2.py `LFM2Model.set_gguf_parameters`: head_count_kv per layer,
     // 0 for conv layers; vocab_size; shortconv.l_cache; the adjusted feed_forward_length and
@@ -121,7 +121,7 @@ describe('lfm2 GGUF export follows llama.cpp', () => {
 
   it('stores every value as it is: plain norms, Q and K unpermuted (NEOX RoPE), the conv squeezed', async () => {
     const { bytes, tensors } = await exported(tinyConfig('lfm2'));
-    const g = await openGguf(bytesSource(bytes, 'lfm2.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'lfm2.gguf'));
     const hf = (name: string) => tensors.get(name)!.data;
     const stored: [string, string][] = [
       ['token_embd_norm.weight', 'model.embedding_norm.weight'],
@@ -169,7 +169,7 @@ describe('lfm2 GGUF import', () => {
   it('F32: opens as the safetensors spec with their tensors, and the reference gives the same logits bit for bit', async () => {
     const { bytes, files } = await exported(tinyConfig('lfm2'));
     const st = await openModel(memoryModelFiles('lfm2', files));
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'lfm2.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'lfm2.gguf'));
     // The stop ids: the tokenizer's EOS (<|im_end|>, 302) then the config's (ggufTokenizerEntries).
     expect(ck.spec).toEqual({ ...st.spec, eosIds: [302, 2] });
     const names = [...st.weights.tensors.keys()];
@@ -188,7 +188,7 @@ describe('lfm2 GGUF import', () => {
   it('a model without conv layers reads back with every layer attention', async () => {
     const config = { ...tinyConfig('lfm2'), layer_types: Array(4).fill('full_attention') };
     const { bytes, spec } = await exported(config);
-    const g = await openGguf(bytesSource(bytes, 'lfm2.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'lfm2.gguf'));
     expect(g.metadata.get('lfm2.attention.head_count_kv')).toEqual([2, 2, 2, 2]);
     const read = await ggufSpec(g);
     expect(read).toEqual({ ...spec, eosIds: [302, 2] });
@@ -226,7 +226,7 @@ async function edited(
   e: GgufEntry | undefined,
   add: GgufWriteTensor[] = [],
 ): Promise<Uint8Array> {
-  const g = await openGguf(bytesSource(bytes, 'm.gguf'));
+  const g = await openGguf(memoryBytes(bytes, 'm.gguf'));
   const tensors: GgufWriteTensor[] = [];
   for (const info of g.tensors.values())
     tensors.push({
@@ -281,7 +281,7 @@ describe('lfm2 GGUF metadata', () => {
     ['dense_2', undefined, [dense], /dense_2.weight = \[64,8\]: an LFM2 embedding model/],
   ] as const)('%s → %j: names the key and the value', async (key, entry, add, message) => {
     const { bytes } = await exported(tinyConfig('lfm2'));
-    const g = await openGguf(bytesSource(await edited(bytes, key, entry, [...add]), 'bad.gguf'));
+    const g = await openGguf(memoryBytes(await edited(bytes, key, entry, [...add]), 'bad.gguf'));
     const e = await ggufSpec(g).then(
       () => undefined,
       (err: unknown) => err,
@@ -295,7 +295,7 @@ describe('lfm2 GGUF metadata', () => {
     const config = { ...tinyConfig('lfm2'), layer_types: Array(4).fill('full_attention') };
     const { bytes, spec } = await exported(config);
     const g = await openGguf(
-      bytesSource(await edited(bytes, 'lfm2.attention.head_count_kv', { type: 'u32', value: 2 }), 'm.gguf'),
+      memoryBytes(await edited(bytes, 'lfm2.attention.head_count_kv', { type: 'u32', value: 2 }), 'm.gguf'),
     );
     expect((await ggufSpec(g)).layerKinds).toEqual(spec.layerKinds);
   });

@@ -14,7 +14,7 @@ import { ModelFormatError } from '../../src/formats/errors.js';
 import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
 import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
 import { safetensorsReader } from '../../src/formats/weft-checkpoint.js';
@@ -40,7 +40,7 @@ const ggufFiles = (bytes: Uint8Array) => memoryModelFiles('m.gguf', new Map([['m
 
 /** A tensor of the fixture's safetensors file as stored (the fused ones fused). */
 async function stored(files: Map<string, Uint8Array>, name: string): Promise<Float32Array> {
-  const st = await openSafetensors(bytesSource(files.get('model.safetensors')!, 'model.safetensors'));
+  const st = await openSafetensors(memoryBytes(files.get('model.safetensors')!, 'model.safetensors'));
   return safetensorsReader(st).readF32(name);
 }
 
@@ -57,7 +57,7 @@ const shortFactors = (tinyConfig('phi3').rope_scaling as { short_factor: number[
 describe('phi3 GGUF export follows llama.cpp', () => {
   it('writes the metadata keys, tensor names, shapes and types llama.cpp reads', async () => {
     const { bytes, spec } = await exported(tinyConfig('phi3'), 'Q8_0');
-    const g = await openGguf(bytesSource(bytes, 'phi3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'phi3.gguf'));
     // conversion/phi.py `Phi3MiniModel.set_gguf_parameters` (no base call, no key_length: llama.cpp
     // takes hidden / heads), then `generate_extra_tensors`' add_rope_scaling_attn_factors.
     expect(archKeys(g)).toEqual([
@@ -122,7 +122,7 @@ describe('phi3 GGUF export follows llama.cpp', () => {
 
   it('stores the fused projections as the checkpoint has them, and the short and long factors', async () => {
     const { bytes, files } = await exported(tinyConfig('phi3'));
-    const g = await openGguf(bytesSource(bytes, 'phi3.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'phi3.gguf'));
     const pairs: [string, string][] = [
       ['blk.1.attn_qkv.weight', 'model.layers.1.self_attn.qkv_proj.weight'],
       ['blk.1.ffn_up.weight', 'model.layers.1.mlp.gate_up_proj.weight'],
@@ -187,7 +187,7 @@ describe('phi3 GGUF import', () => {
     expect(w.storedFormat?.(k)).toBe('int8');
     const packed = await w.readPacked!(k, { format: 'int8', rows: 64, cols: 128, rotation: 'none' });
     // Rows 128..191 of attn_qkv: their Q8_0 blocks as stored, whose values readF32 gives too.
-    const g = await openGguf(bytesSource(bytes, 'm.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'm.gguf'));
     const keys = (await raw(g, 'blk.0.attn_qkv.weight')).subarray(128 * 128, 192 * 128);
     expect(packed?.rows).toBe(64);
     expect(sameF32(dequantize(packed!), keys)).toBeUndefined();
@@ -252,7 +252,7 @@ async function edited(
   drop: readonly string[] = [],
   add: readonly GgufWriteTensor[] = [],
 ): Promise<Uint8Array> {
-  const g = await openGguf(bytesSource(bytes, 'm.gguf'));
+  const g = await openGguf(memoryBytes(bytes, 'm.gguf'));
   const tensors: GgufWriteTensor[] = [];
   for (const info of g.tensors.values())
     if (!drop.includes(info.name))
@@ -283,11 +283,11 @@ describe('phi3 GGUF metadata', () => {
     const shortOnly = await edited(bytes, 'phi3.context_length', { type: 'u32', value: 256 }, [
       'rope_factors_long.weight',
     ]);
-    const capped = await ggufSpec(await openGguf(bytesSource(shortOnly, 'm.gguf')));
+    const capped = await ggufSpec(await openGguf(memoryBytes(shortOnly, 'm.gguf')));
     expect(capped.maxPositions).toBe(64);
     expect(capped.rope.scaling).toEqual({ ...scaling, long: undefined });
     const windowed = await edited(bytes, 'phi3.attention.sliding_window', { type: 'u32', value: 16 });
-    expect(await ggufSpec(await openGguf(bytesSource(windowed, 'm.gguf')))).toEqual({
+    expect(await ggufSpec(await openGguf(memoryBytes(windowed, 'm.gguf')))).toEqual({
       ...spec,
       eosIds: [302, 2],
       slidingWindow: 16,
@@ -300,7 +300,7 @@ describe('phi3 GGUF metadata', () => {
       'rope_factors_short.weight',
       'rope_factors_long.weight',
     ]);
-    const spec = await ggufSpec(await openGguf(bytesSource(plain, 'm.gguf')));
+    const spec = await ggufSpec(await openGguf(memoryBytes(plain, 'm.gguf')));
     expect(spec.rope).toEqual({ theta: 10000, layout: 'half', rotaryDim: 24 });
     expect(spec.maxPositions).toBe(256);
   });
@@ -348,7 +348,7 @@ describe('phi3 GGUF metadata', () => {
     ],
   ] as const)('%s: names the key and the value', async (_, key, entry, drop, add, message) => {
     const { bytes } = await exported(tinyConfig('phi3'));
-    const g = await openGguf(bytesSource(await edited(bytes, key, entry, drop, add), 'bad.gguf'));
+    const g = await openGguf(memoryBytes(await edited(bytes, key, entry, drop, add), 'bad.gguf'));
     const e = await ggufSpec(g).then(
       () => undefined,
       (err: unknown) => err,

@@ -10,7 +10,7 @@ import { ModelFormatError } from '../../src/formats/errors.js';
 import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
 import { readGgufTensorF32 } from '../../src/formats/gguf/tensors.js';
 import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/formats/gguf/write.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { ggufSpec, specFromConfig } from '../../src/model/families/index.js';
 import { openGgufCheckpoint } from '../../src/model/gguf.js';
@@ -70,7 +70,7 @@ function reorderV(
 describe('qwen35 GGUF export follows llama.cpp', () => {
   it('writes the metadata keys, tensor names and shapes llama.cpp reads', async () => {
     const { bytes, spec } = await exported('Q8_0');
-    const g = await openGguf(bytesSource(bytes, 'q35.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'q35.gguf'));
     const arch = [...g.metadata.keys()].filter((k) => !k.startsWith('tokenizer.'));
     // The keys of conversion/base.py `TextModel.set_gguf_parameters` (block_count … key/value
     // length), conversion/qwen.py `Qwen3NextModel.set_gguf_parameters` (ssm.*, full_attention_interval,
@@ -156,7 +156,7 @@ describe('qwen35 GGUF export follows llama.cpp', () => {
 
   it('stores the values as llama.cpp’s converter does', async () => {
     const { bytes, spec, tensors } = await exported('F32');
-    const g = await openGguf(bytesSource(bytes, 'q35.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'q35.gguf'));
     const hf = (name: string) => tensors.get(name)!.data;
     const la = spec.deltaNet!;
     const hk = la.keyHeads;
@@ -231,7 +231,7 @@ describe('qwen35 GGUF import', () => {
   it('F32: opens as the safetensors spec with their tensors (A_log as the file holds it)', async () => {
     const { bytes, files } = await exported('F32');
     const st = await openModel(memoryModelFiles('q35', files));
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'q35.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'q35.gguf'));
     // The GGUF's stop ids are the tokenizer's EOS (<|im_end|>, 302) then the config's, as
     // `weft export-gguf` writes them (ggufTokenizerEntries).
     expect(ck.spec).toEqual({ ...st.spec, eosIds: [302, 2] });
@@ -279,7 +279,7 @@ describe('qwen35 GGUF import', () => {
     '%s: row reads and stored matrices agree with the whole read',
     async (type) => {
       const { bytes } = await exported(type, 5);
-      const ck = await openGgufCheckpoint(bytesSource(bytes, 'q35.gguf'));
+      const ck = await openGgufCheckpoint(memoryBytes(bytes, 'q35.gguf'));
       const p = 'model.layers.1.linear_attn';
       for (const name of [
         `${p}.in_proj_qkv.weight`,
@@ -362,7 +362,7 @@ async function rewritten(
   edit: (e: [string, GgufEntry][]) => [string, GgufEntry][],
   more: GgufWriteTensor[] = [],
 ): Promise<Uint8Array> {
-  const g = await openGguf(bytesSource(bytes, 'q35.gguf'));
+  const g = await openGguf(memoryBytes(bytes, 'q35.gguf'));
   const tensors: GgufWriteTensor[] = [];
   for (const info of g.tensors.values())
     tensors.push({
@@ -398,8 +398,8 @@ describe('qwen35 GGUF metadata', () => {
         ),
       mtp,
     );
-    const plain = await openGgufCheckpoint(bytesSource(bytes, 'q35.gguf'));
-    const ck = await openGgufCheckpoint(bytesSource(withMtp, 'mtp.gguf'));
+    const plain = await openGgufCheckpoint(memoryBytes(bytes, 'q35.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(withMtp, 'mtp.gguf'));
     expect(ck.spec).toEqual(plain.spec);
     expect([...ck.tensors.keys()]).toEqual([...plain.tensors.keys()]);
   });
@@ -468,7 +468,7 @@ describe('qwen35 GGUF metadata', () => {
   ] as const)('%s → %j: names the key and the value', async (key, entry, message) => {
     const { bytes } = await exported('F32');
     const bad = await rewritten(bytes, set(key, entry as GgufEntry | undefined));
-    const g = await openGguf(bytesSource(bad, 'bad.gguf'));
+    const g = await openGguf(memoryBytes(bad, 'bad.gguf'));
     const e = await ggufSpec(g).then(
       () => undefined,
       (err: unknown) => err,
@@ -480,7 +480,7 @@ describe('qwen35 GGUF metadata', () => {
   it('reads the layer kinds from attention.recurrent_layers when present', async () => {
     const { bytes } = await exported('F32');
     const bools = [true, false, true, true];
-    const g = await openGguf(bytesSource(await rewritten(bytes, (e) => e), 'q35.gguf'));
+    const g = await openGguf(memoryBytes(await rewritten(bytes, (e) => e), 'q35.gguf'));
     // writeGguf has no bool arrays: patch the entry by hand through the spec reader's input.
     const metadata = new Map(g.metadata);
     metadata.set('qwen35.attention.recurrent_layers', bools);

@@ -6,7 +6,7 @@ import { openGguf } from '../../src/formats/gguf/header.js';
 import { readGgufTensorF32, readGgufTensorPacked } from '../../src/formats/gguf/tensors.js';
 import { ggufTokenizer, tokenizerGgufMetadata } from '../../src/formats/gguf/tokenizer.js';
 import { type GgufEntry, writeGguf } from '../../src/formats/gguf/write.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../src/gpu/half.js';
 import type { ModelFamily } from '../../src/model/families/index.js';
 import { ggufSpec, ggufTensorName, hfTensorName } from '../../src/model/families/index.js';
@@ -290,7 +290,7 @@ describe('GGUF fixtures load back', () => {
   for (const [family, variant] of cases) {
     it(`${family} ${variant}: spec, shapes and tensors equal the dequantised source`, async () => {
       const { bytes, spec, tensors } = ggufFixture(family, variant, 21);
-      const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
+      const ck = await openGgufCheckpoint(memoryBytes(bytes, `${family}.gguf`));
       // Mistral GGUFs are written as architecture llama (as llama.cpp does), so they read back
       // as a llama spec; every other field is the same.
       const arch = family === 'mistral' ? 'llama' : family;
@@ -338,7 +338,7 @@ describe('GGUF fixtures load back', () => {
     '%s %s: readPacked gives the stored blocks, rows un-permuted, with no f32 decoded',
     async (family, variant) => {
       const { bytes } = ggufFixture(family, variant, 22);
-      const ck = await openGgufCheckpoint(bytesSource(bytes, `${family}.gguf`));
+      const ck = await openGgufCheckpoint(memoryBytes(bytes, `${family}.gguf`));
       const matrices = [...ck.tensors.values()].filter((t) => t.shape.length === 2);
       const packed = [];
       for (const t of matrices) {
@@ -373,7 +373,7 @@ describe('GGUF fixtures load back', () => {
 
   it('builds the tiny tokenizer back from GGUF metadata', async () => {
     const { bytes } = ggufFixture('qwen2', 'F32');
-    const g = await openGguf(bytesSource(bytes, 'q.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'q.gguf'));
     const { tokenizerJson, tokenizerConfig } = ggufTokenizer(g);
     const fromGguf = loadTokenizer(tokenizerJson, tokenizerConfig);
     const direct = loadTokenizer(tinyTokenizerJson(), {});
@@ -400,7 +400,7 @@ describe('GGUF tokenizers rebuilt from real tokenizer.json files', () => {
       const tc: unknown = JSON.parse(readFileSync(`${dir}/tokenizer_config.json`, 'utf8'));
       const real = loadTokenizer(tj, tc);
       const bytes = writeGguf(tokenizerGgufMetadata(tj, tc, real.vocabSize), []);
-      const g = await openGguf(bytesSource(bytes, `${name}.gguf`));
+      const g = await openGguf(memoryBytes(bytes, `${name}.gguf`));
       expect(g.metadata.get('tokenizer.ggml.model')).toBe(name === 'llama2' ? 'llama' : 'gpt2');
       const { tokenizerJson, tokenizerConfig } = ggufTokenizer(g);
       const rebuilt = loadTokenizer(tokenizerJson, tokenizerConfig);
@@ -430,7 +430,7 @@ async function formatError(p: Promise<unknown>): Promise<ModelFormatError> {
 }
 
 describe('GGUF malformed input', () => {
-  const open = (b: Uint8Array) => openGguf(bytesSource(b, 'bad.gguf'));
+  const open = (b: Uint8Array) => openGguf(memoryBytes(b, 'bad.gguf'));
   it('refuses a wrong magic or version', async () => {
     const b = smallGguf();
     b[0] = 0x47 + 1;
@@ -496,7 +496,7 @@ describe('GGUF malformed input', () => {
     const renamed = bytes.slice();
     const at = Buffer.from(renamed).indexOf('blk.1.ffn_up.weight');
     renamed[at + 10] = 'x'.charCodeAt(0);
-    const e = await formatError(openGgufCheckpoint(bytesSource(renamed, 'q3.gguf')));
+    const e = await formatError(openGgufCheckpoint(memoryBytes(renamed, 'q3.gguf')));
     expect(e.message).toMatch(/^q3.gguf: model.layers.1.mlp.up_proj.weight = undefined: missing tensor/);
   });
 });

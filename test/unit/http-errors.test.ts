@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModelSource } from '../../src/engine/open.js';
 import { DownloadError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { urlSource } from '../../src/formats/io/bytes.js';
+import { urlBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles, parseJson, urlModelFiles } from '../../src/formats/io/files.js';
 import { checkResponse, request } from '../../src/formats/io/http.js';
 import { openModel } from '../../src/model/load.js';
@@ -143,7 +143,7 @@ describe('loading a model over HTTP', () => {
       );
       expect(expectDownloadError(cached, `${base}config.json`, 200).message).toMatch(/got an HTML page/);
       // A byte source over an HTML answer is refused the same way.
-      expect(await rejection(() => urlSource(`${base}model.safetensors`))).toBeInstanceOf(DownloadError);
+      expect(await rejection(() => urlBytes(`${base}model.safetensors`))).toBeInstanceOf(DownloadError);
     } finally {
       hub.faults.spa = false;
     }

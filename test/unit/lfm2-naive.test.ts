@@ -3,7 +3,7 @@ import { configFromSpec, specFromConfig } from '../../src/model/families/index.j
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
-import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors, type Tensor } from '../../src/model/weights.js';
 import { randomWeights } from '../fixtures/reference.js';
 import { tinyConfig } from '../fixtures/write.js';
 import { formatError } from '../helpers/compare.js';
@@ -21,14 +21,14 @@ import { formatError } from '../helpers/compare.js';
 type Matrix = number[][];
 type Config = Record<string, unknown>;
 
-function matrix(source: WeightSource, name: string): Matrix {
+function matrix(source: NamedTensors, name: string): Matrix {
   const t = source.get(name);
   const cols = t.shape[t.shape.length - 1]!;
   const rows = t.data.length / cols;
   return Array.from({ length: rows }, (_, r) => Array.from(t.data.subarray(r * cols, (r + 1) * cols)));
 }
 
-function vector(source: WeightSource, name: string): number[] {
+function vector(source: NamedTensors, name: string): number[] {
   return Array.from(source.get(name).data);
 }
 
@@ -75,7 +75,7 @@ type HfConfig = ReturnType<typeof hfConfig>;
  * (thirds of the 3H outputs), Bx = B · x, conv_out = Conv1d(H → H, groups H, kernel L, padding
  * L - 1)(Bx)[..., :T], y = C · conv_out, out_proj(y).
  */
-function shortConv(cfg: HfConfig, source: WeightSource, layer: number, h: Matrix): Matrix {
+function shortConv(cfg: HfConfig, source: NamedTensors, layer: number, h: Matrix): Matrix {
   const p = `model.layers.${layer}.conv`;
   const H = h[0]!.length;
   const T = h.length;
@@ -106,7 +106,7 @@ function shortConv(cfg: HfConfig, source: WeightSource, layer: number, h: Matrix
 }
 
 /** Lfm2Attention on h [T][H]: q/k_layernorm per head, rotate_half RoPE, causal GQA softmax, out_proj. */
-function attention(cfg: HfConfig, source: WeightSource, layer: number, h: Matrix): Matrix {
+function attention(cfg: HfConfig, source: NamedTensors, layer: number, h: Matrix): Matrix {
   const p = `model.layers.${layer}.self_attn`;
   const D = cfg.headDim;
   const heads = (x: Matrix, n: number) =>
@@ -150,7 +150,7 @@ function attention(cfg: HfConfig, source: WeightSource, layer: number, h: Matrix
  */
 function naiveLfm2(
   config: Config,
-  source: WeightSource,
+  source: NamedTensors,
   tokens: readonly number[],
   trace?: Matrix[],
 ): Matrix {

@@ -8,7 +8,7 @@ import { convertModel, exportModelGguf } from '../../src/convert/convert.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { openGguf } from '../../src/formats/gguf/header.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { configFromSpec, specFromConfig } from '../../src/model/families/index.js';
 import { openModel } from '../../src/model/load.js';
@@ -116,7 +116,7 @@ describe('Ministral 3 as llama.cpp’s mistral3 GGUF', () => {
   it('writes the keys llama.cpp reads, and reads back the same spec, tensors and logits', async () => {
     const { files, spec } = ministral3FixtureFiles(5);
     const bytes = await exportModelGguf(memoryModelFiles('m', files), 'F32');
-    const g = await openGguf(bytesSource(bytes, 'm.gguf'));
+    const g = await openGguf(memoryBytes(bytes, 'm.gguf'));
     const m = (k: string) => g.metadata.get(`mistral3.${k}`);
     expect(g.metadata.get('general.architecture')).toBe('mistral3');
     expect(m('rope.scaling.type')).toBe('yarn');

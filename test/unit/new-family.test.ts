@@ -132,7 +132,7 @@ describe('a new family of existing kinds', () => {
     const { ReferenceRunner } = await src('model/reference/reference.ts');
     const { exportGguf } = await src('convert/gguf-export.ts');
     const { openGgufCheckpoint } = await src('model/gguf.ts');
-    const { bytesSource } = await src('formats/io/bytes.ts');
+    const { memoryBytes } = await src('formats/io/bytes.ts');
     const spec = specFromConfig(config);
     expect(spec.family).toBe('llama_sandwich');
     expect(spec.sandwichNorms).toBe(true);
@@ -179,7 +179,7 @@ describe('a new family of existing kinds', () => {
     // Its GGUF: written under its own architecture and names, read back as the same spec and logits.
     const list = [...shapes].map(([name, shape]) => ({ name, shape, data: tensors[name]!.data }));
     const bytes = exportGguf(spec, list, 'F32');
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'sandwich.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'sandwich.gguf'));
     expect(ck.spec).toEqual({ ...spec, bosId: undefined, eosIds: [] });
     const read: Record<string, { shape: readonly number[]; data: Float32Array }> = {};
     for (const [name, t] of ck.tensors) read[name] = { shape: t.shape, data: await ck.readF32(name) };

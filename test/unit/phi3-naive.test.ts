@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/engine/create.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openSafetensors } from '../../src/formats/safetensors.js';
 import { safetensorsReader } from '../../src/formats/weft-checkpoint.js';
@@ -13,7 +13,7 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import { type ModelSpec, ropeForContext } from '../../src/model/spec/spec.js';
-import { mapWeights, readAllF32, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors, readAllF32, type Tensor } from '../../src/model/weights.js';
 import { configFixtureFiles, safetensorsBytes, sameF32, tinyConfig } from '../fixtures/write.js';
 
 // An independent oracle for the Phi-3 reference forward (src/model/reference/reference.ts over the loader's
@@ -131,14 +131,14 @@ function hfRope(cfg: Phi3Hf, seqLen: number): { inv: number[]; scale: number } {
   return { inv: shape.map((b, i) => 1 / (ext[i]! * b)), scale };
 }
 
-function matrix(source: WeightSource, name: string): Matrix {
+function matrix(source: NamedTensors, name: string): Matrix {
   const t = source.get(name);
   const cols = t.shape[t.shape.length - 1]!;
   const rows = t.data.length / cols;
   return Array.from({ length: rows }, (_, r) => Array.from(t.data.subarray(r * cols, (r + 1) * cols)));
 }
 
-function vector(source: WeightSource, name: string): number[] {
+function vector(source: NamedTensors, name: string): number[] {
   return Array.from(source.get(name).data);
 }
 
@@ -183,7 +183,7 @@ function splitHeads(x: Matrix, n: number, D: number): Matrix[] {
 }
 
 /** Phi3Attention with eager_attention_forward, on the normed input h [T][H]; returns o_proj's [T][H]. */
-function attention(cfg: Phi3Hf, source: WeightSource, layer: number, h: Matrix): Matrix {
+function attention(cfg: Phi3Hf, source: NamedTensors, layer: number, h: Matrix): Matrix {
   const p = `model.layers.${layer}.self_attn`;
   const T = h.length;
   const D = cfg.headDim;
@@ -231,7 +231,7 @@ function attention(cfg: Phi3Hf, source: WeightSource, layer: number, h: Matrix):
 }
 
 /** Phi3MLP: gate_up_proj, chunk(2) into gate and up, up · silu(gate), down_proj. */
-function mlp(source: WeightSource, layer: number, h: Matrix): Matrix {
+function mlp(source: NamedTensors, layer: number, h: Matrix): Matrix {
   const p = `model.layers.${layer}.mlp`;
   const gateUp = matmulT(h, matrix(source, `${p}.gate_up_proj.weight`));
   const I = gateUp[0]!.length / 2;
@@ -240,7 +240,7 @@ function mlp(source: WeightSource, layer: number, h: Matrix): Matrix {
 }
 
 /** Phi3Model: the final-normed hidden states [T][H] of `tokens` at positions 0..T−1. */
-function naiveHidden(cfg: Phi3Hf, source: WeightSource, layers: number, tokens: readonly number[]): Matrix {
+function naiveHidden(cfg: Phi3Hf, source: NamedTensors, layers: number, tokens: readonly number[]): Matrix {
   const embed = matrix(source, 'model.embed_tokens.weight');
   let x: Matrix = tokens.map((t) => [...embed[t]!]);
   const norm = (rows: Matrix, name: string): Matrix => {
@@ -259,7 +259,7 @@ function naiveHidden(cfg: Phi3Hf, source: WeightSource, layers: number, tokens: 
 }
 
 /** Phi3ForCausalLM's logits [T][V]. */
-function naiveLogits(cfg: Phi3Hf, source: WeightSource, layers: number, tokens: readonly number[]): Matrix {
+function naiveLogits(cfg: Phi3Hf, source: NamedTensors, layers: number, tokens: readonly number[]): Matrix {
   const head = matrix(source, cfg.tied ? 'model.embed_tokens.weight' : 'lm_head.weight');
   return matmulT(naiveHidden(cfg, source, layers, tokens), head);
 }
@@ -267,7 +267,7 @@ function naiveLogits(cfg: Phi3Hf, source: WeightSource, layers: number, tokens: 
 /** The last row of {@link naiveLogits}, projecting only that row. */
 function naiveLastLogits(
   cfg: Phi3Hf,
-  source: WeightSource,
+  source: NamedTensors,
   layers: number,
   tokens: readonly number[],
 ): number[] {
@@ -312,8 +312,8 @@ function expectFarApart(a: ArrayLike<number>, b: ArrayLike<number>, what: string
 }
 
 /** The checkpoint's tensors as stored (the fused ones fused), read without weft's loader. */
-async function storedSource(files: Map<string, Uint8Array>): Promise<WeightSource> {
-  const st = await openSafetensors(bytesSource(files.get('model.safetensors')!, 'model.safetensors'));
+async function storedSource(files: Map<string, Uint8Array>): Promise<NamedTensors> {
+  const st = await openSafetensors(memoryBytes(files.get('model.safetensors')!, 'model.safetensors'));
   const reader = safetensorsReader(st);
   const record: Record<string, Tensor> = {};
   for (const [name, info] of st.tensors)
@@ -324,7 +324,7 @@ async function storedSource(files: Map<string, Uint8Array>): Promise<WeightSourc
 /** The model as weft opens its folder: the spec and the weights through the loader's split view. */
 async function weftModel(
   files: Map<string, Uint8Array>,
-): Promise<{ spec: ModelSpec; weights: WeightSource }> {
+): Promise<{ spec: ModelSpec; weights: NamedTensors }> {
   const opened = await openModel(memoryModelFiles('phi3', files));
   return { spec: opened.spec, weights: mapWeights(await readAllF32(opened.weights)) };
 }
@@ -339,7 +339,7 @@ const layers = fixture.spec.layers;
 // 60 tokens: within the original context of 64, where the short factors run, with room for a tree.
 const prompt = Array.from({ length: 60 }, (_, i) => (i * 193 + 71) % V);
 
-let memo: Promise<{ stored: WeightSource; weft: { spec: ModelSpec; weights: WeightSource }; want: Matrix }>;
+let memo: Promise<{ stored: NamedTensors; weft: { spec: ModelSpec; weights: NamedTensors }; want: Matrix }>;
 /** The stored tensors, weft's opened model and the oracle's prompt logits, computed once. */
 const setup = () => {
   memo ??= (async () => {

@@ -7,7 +7,7 @@ import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY } from '../../src/model/runner.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
-import { mapWeights, readAllF32, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors, readAllF32, type Tensor } from '../../src/model/weights.js';
 import { randomWeights, seededRandom, tinyHybridSpec } from '../fixtures/reference.js';
 import { qwen35FixtureFiles } from '../fixtures/write.js';
 
@@ -23,14 +23,14 @@ import { qwen35FixtureFiles } from '../fixtures/write.js';
 
 type Matrix = number[][];
 
-function matrix(source: WeightSource, name: string): Matrix {
+function matrix(source: NamedTensors, name: string): Matrix {
   const t = source.get(name);
   const cols = t.shape[t.shape.length - 1]!;
   const rows = t.data.length / cols;
   return Array.from({ length: rows }, (_, r) => Array.from(t.data.subarray(r * cols, (r + 1) * cols)));
 }
 
-function vector(source: WeightSource, name: string): number[] {
+function vector(source: NamedTensors, name: string): number[] {
   return Array.from(source.get(name).data);
 }
 
@@ -60,7 +60,7 @@ function splitHeads(x: Matrix, n: number, d: number): Matrix[] {
 }
 
 /** Qwen3_5Attention: q_proj yields per head [query | gate]; q/k-norm; partial rotary; output gate. */
-function gatedAttention(spec: ModelSpec, source: WeightSource, layer: number, h: Matrix): Matrix {
+function gatedAttention(spec: ModelSpec, source: NamedTensors, layer: number, h: Matrix): Matrix {
   const T = h.length;
   const D = spec.headDim;
   const eps = spec.rmsEps;
@@ -228,7 +228,7 @@ type DeltaForm = number | 'recurrent';
 /** Qwen3_5GatedDeltaNet on the normed input h [T][H]; returns its out_proj output [T][H]. */
 function gatedDeltaNet(
   spec: ModelSpec,
-  source: WeightSource,
+  source: NamedTensors,
   layer: number,
   h: Matrix,
   form: DeltaForm,
@@ -300,7 +300,7 @@ function gatedDeltaNet(
  */
 function naiveQwen35(
   spec: ModelSpec,
-  source: WeightSource,
+  source: NamedTensors,
   tokens: readonly number[],
   form: DeltaForm,
   trace?: Matrix[],
@@ -457,14 +457,14 @@ describe('Qwen3.5 reference forward vs the independent chunked matrix implementa
  */
 function naiveMtp(
   spec: ModelSpec,
-  source: WeightSource,
+  source: NamedTensors,
   tokens: readonly number[],
   next: number,
   x: Matrix,
 ): number[] {
   const eps = spec.rmsEps;
   const embed = matrix(source, 'model.embed_tokens.weight');
-  const mtp: WeightSource = { get: (n) => source.get(n.replace(/^model\.layers\.0\./, 'mtp.layers.0.')) };
+  const mtp: NamedTensors = { get: (n) => source.get(n.replace(/^model\.layers\.0\./, 'mtp.layers.0.')) };
   const ids = [...tokens.slice(1), next];
   const final = vector(source, 'model.norm.weight');
   let z: Matrix = ids.map((id, i) => {

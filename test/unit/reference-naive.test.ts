@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ropeInverseFrequencies } from '../../src/model/blocks/ops.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { type ModelSpec, queryTemperatureAt, yarnAttentionFactor } from '../../src/model/spec/spec.js';
-import { mapWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors, type Tensor } from '../../src/model/weights.js';
 import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 
 // A second, deliberately different implementation of the same forward pass, used only as a test
@@ -15,13 +15,13 @@ import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 
 type Matrix = number[][];
 
-function matrix(source: WeightSource, name: string): Matrix {
+function matrix(source: NamedTensors, name: string): Matrix {
   const t = source.get(name);
   const [rows, cols] = t.shape.length === 2 ? [t.shape[0]!, t.shape[1]!] : [1, t.shape[0]!];
   return Array.from({ length: rows }, (_, r) => Array.from(t.data.subarray(r * cols, (r + 1) * cols)));
 }
 
-function vector(source: WeightSource, name: string): number[] {
+function vector(source: NamedTensors, name: string): number[] {
   return Array.from(source.get(name).data);
 }
 
@@ -103,7 +103,7 @@ function splitHeads(x: Matrix, n: number, d: number): Matrix[] {
 }
 
 /** Logits [T][V] of `tokens` at positions 0..T-1, from scratch. */
-function naiveForward(spec: ModelSpec, source: WeightSource, tokens: readonly number[]): Matrix {
+function naiveForward(spec: ModelSpec, source: NamedTensors, tokens: readonly number[]): Matrix {
   const T = tokens.length;
   const D = spec.headDim;
   const freqs = invFreqs(spec);

@@ -6,7 +6,7 @@ import { ReferenceKvCache, ReferenceRunner } from '../../src/model/reference/ref
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { weightShapes } from '../../src/model/tensors.js';
 import { chainParents, draftTree, pathTo } from '../../src/model/tree.js';
-import { mapWeights, readWeights, type Tensor, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors, readWeights, type Tensor } from '../../src/model/weights.js';
 import { randomWeights, seededRandom, tinySpecs } from '../fixtures/reference.js';
 import { greedy } from '../helpers/reference.js';
 
@@ -177,7 +177,7 @@ function concat(parts: Float32Array[]): Float32Array {
  * q/k-norm weights) for interleaved RoPE: within each head of width d, new row 2i + j is old row
  * j * d/2 + i, so pairs (i, i + d/2) become (2i, 2i + 1).
  */
-function permuteQk(spec: ModelSpec, source: WeightSource): WeightSource {
+function permuteQk(spec: ModelSpec, source: NamedTensors): NamedTensors {
   const d = spec.headDim;
   const permuteRows = (t: Tensor, rowWidth: number): Tensor => {
     const data = new Float32Array(t.data.length);

@@ -3,7 +3,7 @@
 // dequantized and un-rotated from the stored words around them) and the stored words of a range of
 // rows (readPacked with a range, GGUF and weft-q) equal the same rows of the whole read.
 import { describe, expect, it } from 'vitest';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { openWeftCheckpoint, type TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { openGgufCheckpoint } from '../../src/model/gguf.js';
@@ -47,7 +47,7 @@ describe('GGUF row reads', () => {
     ['qwen2', 'F32'],
   ] as const)('%s %s: readRowsF32 equals the rows of readF32 (Q/K un-permuted)', async (family, variant) => {
     const { bytes } = ggufFixture(family, variant, 3);
-    const ck = await openGgufCheckpoint(bytesSource(bytes, 'm.gguf'));
+    const ck = await openGgufCheckpoint(memoryBytes(bytes, 'm.gguf'));
     for (const name of [
       'model.layers.0.self_attn.q_proj.weight',
       'model.layers.1.self_attn.k_proj.weight',
@@ -61,7 +61,7 @@ describe('GGUF row reads', () => {
     'llama %s: readPacked of a range is those rows of the stored matrix',
     async (variant) => {
       const { bytes } = ggufFixture('llama', variant, 4);
-      const ck = await openGgufCheckpoint(bytesSource(bytes, 'm.gguf'));
+      const ck = await openGgufCheckpoint(memoryBytes(bytes, 'm.gguf'));
       for (const name of [
         'model.layers.0.self_attn.q_proj.weight',
         'model.layers.0.self_attn.k_proj.weight',
@@ -95,7 +95,7 @@ async function countedWeftCheckpoint(quant: 'f16' | 'int8' | 'int4' | 'int2', ro
   const source = await openModel(memoryModelFiles('m', files));
   const bytes = await weftCheckpointBytes(source.weights, { quant, rotate });
   const reads: number[] = [];
-  const src = bytesSource(bytes, 'w');
+  const src = memoryBytes(bytes, 'w');
   const ck = await openWeftCheckpoint({
     ...src,
     read: (offset, n) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { bytesSource } from '../../src/formats/io/bytes.js';
+import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { openSafetensors, writeSafetensors } from '../../src/formats/safetensors.js';
 import {
   convert,
@@ -34,7 +34,7 @@ async function convertToBytes(source: TensorReader, options: Parameters<typeof c
 async function fixture(family: 'llama' | 'qwen3', seed = 1) {
   const spec = specFromConfig(tinyConfig(family));
   const tensors = randomTensors(spec, seed);
-  const ck = await openSafetensors(bytesSource(safetensorsBytes(tensors, 'F32'), 'src.safetensors'));
+  const ck = await openSafetensors(memoryBytes(safetensorsBytes(tensors, 'F32'), 'src.safetensors'));
   return { spec, tensors, reader: safetensorsReader(ck) };
 }
 
@@ -45,7 +45,7 @@ describe('weft-q checkpoints', () => {
       const { bytes, metadata } = await convertToBytes(reader, { quant });
       expect(metadata.format).toBe('weft-q');
       expect(metadata.version).toBe('3');
-      const ck = await openWeftCheckpoint(bytesSource(bytes, 'w.safetensors'));
+      const ck = await openWeftCheckpoint(memoryBytes(bytes, 'w.safetensors'));
       expect(ck.metadata.source_sha256).toMatch(/^[0-9a-f]{64}$/);
       expect([...ck.tensors.keys()].sort()).toEqual(tensors.map((t) => t.name).sort());
       for (const t of tensors) {
@@ -96,7 +96,7 @@ describe('weft-q checkpoints', () => {
     const plain = writeSafetensors([{ name: 'a', dtype: 'F32', shape: [1], data: new Uint8Array(4) }], {
       format: 'pt',
     });
-    await expect(openWeftCheckpoint(bytesSource(plain, 'p'))).rejects.toThrow(
+    await expect(openWeftCheckpoint(memoryBytes(plain, 'p'))).rejects.toThrow(
       /p: __metadata__.format = "pt"/,
     );
     const bad = writeSafetensors([{ name: 'w', dtype: 'I32', shape: [2, 1], data: new Uint8Array(8) }], {
@@ -105,10 +105,10 @@ describe('weft-q checkpoints', () => {
       schemes: JSON.stringify({ w: { format: 'int8', rows: 2, cols: 16, shape: [2, 16], rotation: 'none' } }),
     });
     // int8 [2, 16] packs to 8 data words (one group of 32, padded) and needs w.scales.
-    await expect(openWeftCheckpoint(bytesSource(bad, 'b'))).rejects.toThrow(
+    await expect(openWeftCheckpoint(memoryBytes(bad, 'b'))).rejects.toThrow(
       /b: w = \["I32",2,1\]: expected I32 \[8\]/,
     );
     const notJson = writeSafetensors([], { format: 'weft-q', version: '3', schemes: '{' });
-    await expect(openWeftCheckpoint(bytesSource(notJson, 'j'))).rejects.toThrow(ModelFormatError);
+    await expect(openWeftCheckpoint(memoryBytes(notJson, 'j'))).rejects.toThrow(ModelFormatError);
   });
 });

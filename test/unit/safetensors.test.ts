@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ModelFormatError } from '../../src/formats/errors.js';
-import { blobSource, bytesSource, urlSource } from '../../src/formats/io/bytes.js';
-import { fileSource } from '../../src/formats/io/node-file.js';
+import { blobBytes, memoryBytes, urlBytes } from '../../src/formats/io/bytes.js';
+import { pathBytes } from '../../src/formats/io/node-file.js';
 import {
   openSafetensors,
   openShardedSafetensors,
@@ -95,7 +95,7 @@ describe('safetensors reading', () => {
       f: { dtype: 'F32', shape: [2, 1], data_offsets: [4, 12] },
       i: { dtype: 'I8', shape: [3], data_offsets: [12, 15] },
     };
-    const ck = await openSafetensors(bytesSource(rawFile(header, data), 'hand.safetensors'));
+    const ck = await openSafetensors(memoryBytes(rawFile(header, data), 'hand.safetensors'));
     expect(ck.metadata).toEqual({ format: 'pt' });
     expect([...ck.tensors.keys()]).toEqual(['b', 'f', 'i']);
     expect([...(await readTensorF32(ck.tensors.get('b')!))]).toEqual([1, -2]);
@@ -110,8 +110,8 @@ describe('safetensors reading', () => {
     for (const dtype of ['F32', 'F16', 'BF16'] as const) {
       const bytes = safetensorsBytes(tensors, dtype);
       for (const source of [
-        bytesSource(bytes, 'm.safetensors'),
-        blobSource(new Blob([bytes]), 'm.safetensors'),
+        memoryBytes(bytes, 'm.safetensors'),
+        blobBytes(new Blob([bytes]), 'm.safetensors'),
       ]) {
         const ck = await openSafetensors(source);
         checkTensors(spec, ck.tensors, source.name);
@@ -128,7 +128,7 @@ describe('safetensors reading', () => {
   it('reads a tensor in element-aligned chunks that reassemble to the whole', async () => {
     const spec = specFromConfig(tinyConfig('llama'));
     const tensors = randomTensors(spec, 4);
-    const ck = await openSafetensors(bytesSource(safetensorsBytes(tensors, 'BF16'), 'm'));
+    const ck = await openSafetensors(memoryBytes(safetensorsBytes(tensors, 'BF16'), 'm'));
     const info = ck.tensors.get('model.embed_tokens.weight')!;
     const whole = await readTensorBytes(info);
     const parts: Uint8Array[] = [];
@@ -166,7 +166,7 @@ describe('safetensors reading', () => {
         if (!honourRanges || m === null) return new Response(bytes, { status: 200 });
         return new Response(bytes.slice(Number(m[1]), Number(m[2]) + 1), { status: 206 });
       };
-    const source = await urlSource('https://example.test/models/tiny/model.safetensors', server(true));
+    const source = await urlBytes('https://example.test/models/tiny/model.safetensors', server(true));
     expect(source.name).toBe('model.safetensors');
     expect(source.size).toBe(bytes.length);
     const ck = await openSafetensors(source);
@@ -175,7 +175,7 @@ describe('safetensors reading', () => {
     }
     expect(requests[0]).toBe('HEAD ');
     expect(requests[1]).toBe('GET bytes=0-7');
-    const lazy = await urlSource('https://example.test/m.safetensors', server(false));
+    const lazy = await urlBytes('https://example.test/m.safetensors', server(false));
     const e = await formatError(openSafetensors(lazy));
     expect(e.message).toMatch(/expected HTTP 206, got 200/);
   });
@@ -188,7 +188,7 @@ describe('safetensors reading', () => {
   const families: ModelFamily[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
   for (const family of families) {
     for (const variant of ['f32', 'bf16', 'f16', 'sharded'] as const) {
-      it(`loads the ${family} ${variant} fixture from disk through fileSource`, async () => {
+      it(`loads the ${family} ${variant} fixture from disk through pathBytes`, async () => {
         const dir = await mkdtemp(join(tmpdir(), 'weft-st-'));
         dirs.push(dir);
         const { tensors } = await writeFixtureDir(dir, family, variant, 11);
@@ -200,7 +200,7 @@ describe('safetensors reading', () => {
         expect(spec.eosIds).toEqual([2, 302]);
         const opened: { close(): Promise<void> }[] = [];
         const open = async (file: string) => {
-          const s = await fileSource(join(dir, file));
+          const s = await pathBytes(join(dir, file));
           opened.push(s);
           return s;
         };
@@ -231,22 +231,22 @@ describe('safetensors malformed input', () => {
   const data8 = new Uint8Array(8);
 
   it('refuses a file shorter than its 8-byte length', async () => {
-    const e = await formatError(openSafetensors(bytesSource(new Uint8Array(5), 'short.safetensors')));
+    const e = await formatError(openSafetensors(memoryBytes(new Uint8Array(5), 'short.safetensors')));
     expect(e.message).toMatch(/^short.safetensors: header length = 5: file shorter than 8 bytes/);
   });
   it('refuses a header length past the end of the file', async () => {
-    const e = await formatError(openSafetensors(bytesSource(rawFile(good, data8, 10_000n), 'x.safetensors')));
+    const e = await formatError(openSafetensors(memoryBytes(rawFile(good, data8, 10_000n), 'x.safetensors')));
     expect(e.field).toBe('header length');
     expect(e.message).toMatch(/past the end/);
   });
   it('refuses a header length over 100 MB even if the file were that large', async () => {
-    const e = await formatError(openSafetensors(bytesSource(rawFile(good, data8, 2n ** 40n), 'x')));
+    const e = await formatError(openSafetensors(memoryBytes(rawFile(good, data8, 2n ** 40n), 'x')));
     expect(e.value).toBe(2 ** 40);
   });
   it('refuses a truncated data section, naming the tensor', async () => {
     const full = rawFile(good, data8);
     const e = await formatError(
-      openSafetensors(bytesSource(full.subarray(0, full.length - 3), 'cut.safetensors')),
+      openSafetensors(memoryBytes(full.subarray(0, full.length - 3), 'cut.safetensors')),
     );
     expect(e.file).toBe('cut.safetensors');
     expect(e.field).toBe('t.data_offsets');
@@ -257,7 +257,7 @@ describe('safetensors malformed input', () => {
       a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] },
       b: { dtype: 'F32', shape: [1], data_offsets: [4, 8] },
     };
-    const e = await formatError(openSafetensors(bytesSource(rawFile(header, data8), 'o')));
+    const e = await formatError(openSafetensors(memoryBytes(rawFile(header, data8), 'o')));
     expect(e.field).toBe('b.data_offsets');
     expect(e.message).toMatch(/overlaps tensor a/);
   });
@@ -274,7 +274,7 @@ describe('safetensors malformed input', () => {
       [[1, 2], 'header', /JSON object/],
     ];
     for (const [header, field, problem] of cases) {
-      const e = await formatError(openSafetensors(bytesSource(rawFile(header, data8), 'bad.safetensors')));
+      const e = await formatError(openSafetensors(memoryBytes(rawFile(header, data8), 'bad.safetensors')));
       expect(e.field).toBe(field);
       expect(e.message).toMatch(problem);
     }
@@ -282,32 +282,32 @@ describe('safetensors malformed input', () => {
   it('refuses a header that is not JSON', async () => {
     const bytes = rawFile(good, data8);
     bytes[8] = 0x7b + 1; // '|' instead of '{'
-    const e = await formatError(openSafetensors(bytesSource(bytes, 'j')));
+    const e = await formatError(openSafetensors(memoryBytes(bytes, 'j')));
     expect(e.message).toMatch(/not valid UTF-8 JSON/);
   });
   it('refuses an index naming a tensor its shard lacks', async () => {
     const shard = writeSafetensors([{ name: 'a', dtype: 'F32', shape: [1], data: new Uint8Array(4) }]);
     const index = { weight_map: { a: 's1.safetensors', b: 's1.safetensors' } };
-    const e = await formatError(openShardedSafetensors(index, async (f) => bytesSource(shard, f)));
+    const e = await formatError(openShardedSafetensors(index, async (f) => memoryBytes(shard, f)));
     expect(e.file).toBe('s1.safetensors');
     expect(e.field).toBe('b');
     expect(e.message).toMatch(/missing/);
     await expect(
-      openShardedSafetensors({ weight_map: 3 }, async (f) => bytesSource(shard, f)),
+      openShardedSafetensors({ weight_map: 3 }, async (f) => memoryBytes(shard, f)),
     ).rejects.toThrow(ModelFormatError);
   });
   it('refuses a checkpoint missing a tensor or with a wrong shape for its spec', async () => {
     const spec = specFromConfig(tinyConfig('qwen3'));
     const tensors = randomTensors(spec, 5);
     const missing = tensors.filter((t) => t.name !== 'model.layers.1.self_attn.k_norm.weight');
-    let ck = await openSafetensors(bytesSource(safetensorsBytes(missing, 'F32'), 'm.safetensors'));
+    let ck = await openSafetensors(memoryBytes(safetensorsBytes(missing, 'F32'), 'm.safetensors'));
     expect(() => checkTensors(spec, ck.tensors, 'm.safetensors')).toThrow(
       /^m.safetensors: model.layers.1.self_attn.k_norm.weight = undefined: missing tensor/,
     );
     const wrong = tensors.map((t) =>
       t.name === 'model.norm.weight' ? { ...t, shape: [32, 2], data: t.data } : t,
     );
-    ck = await openSafetensors(bytesSource(safetensorsBytes(wrong, 'F32'), 'm.safetensors'));
+    ck = await openSafetensors(memoryBytes(safetensorsBytes(wrong, 'F32'), 'm.safetensors'));
     expect(() => checkTensors(spec, ck.tensors, 'm.safetensors')).toThrow(
       /model.norm.weight = \[32,2\]: wrong shape/,
     );

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { specFromConfig } from '../../src/model/families/index.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { layerAttention } from '../../src/model/spec/spec.js';
-import { mapWeights, type WeightSource } from '../../src/model/weights.js';
+import { mapWeights, type NamedTensors } from '../../src/model/weights.js';
 import { type FixtureTensor, fixtureFiles, randomTensors, tinyConfig } from '../fixtures/write.js';
 
 // An independent oracle for the SmolLM3 reference forward (src/model/reference/reference.ts, a Llama whose
@@ -62,14 +62,14 @@ function smollm3Hf(c: Json): SmolLM3Hf {
   };
 }
 
-function matrix(source: WeightSource, name: string): Matrix {
+function matrix(source: NamedTensors, name: string): Matrix {
   const t = source.get(name);
   const cols = t.shape[t.shape.length - 1]!;
   const rows = t.data.length / cols;
   return Array.from({ length: rows }, (_, r) => Array.from(t.data.subarray(r * cols, (r + 1) * cols)));
 }
 
-function vector(source: WeightSource, name: string): number[] {
+function vector(source: NamedTensors, name: string): number[] {
   return Array.from(source.get(name).data);
 }
 
@@ -112,7 +112,7 @@ function splitHeads(x: Matrix, n: number, D: number): Matrix[] {
 }
 
 /** SmolLM3Attention with eager_attention_forward, on the normed input h [T][H]; returns o_proj's [T][H]. */
-function attention(cfg: SmolLM3Hf, source: WeightSource, layer: number, h: Matrix): Matrix {
+function attention(cfg: SmolLM3Hf, source: NamedTensors, layer: number, h: Matrix): Matrix {
   const p = `model.layers.${layer}.self_attn`;
   const T = h.length;
   const D = cfg.headDim;
@@ -145,7 +145,7 @@ function attention(cfg: SmolLM3Hf, source: WeightSource, layer: number, h: Matri
 }
 
 /** SmolLM3ForCausalLM's logits [T][V] of `tokens` at positions 0..T−1. */
-function naiveLogits(cfg: SmolLM3Hf, source: WeightSource, tokens: readonly number[]): Matrix {
+function naiveLogits(cfg: SmolLM3Hf, source: NamedTensors, tokens: readonly number[]): Matrix {
   const embed = matrix(source, 'model.embed_tokens.weight');
   let x: Matrix = tokens.map((t) => [...embed[t]!]);
   const norm = (rows: Matrix, name: string): Matrix => {
@@ -194,7 +194,7 @@ function expectAgree(got: ArrayLike<number>, want: ArrayLike<number>, what: stri
   expect(maxDiff, what).toBeLessThanOrEqual(TOL * scale);
 }
 
-function sourceOf(tensors: readonly FixtureTensor[]): WeightSource {
+function sourceOf(tensors: readonly FixtureTensor[]): NamedTensors {
   return mapWeights(Object.fromEntries(tensors.map((t) => [t.name, { shape: t.shape, data: t.data }])));
 }
 

@@ -4,7 +4,7 @@
  * allocated. Tensor data is read elsewhere (gguf-tensors.ts); this file reads only the header.
  *
  * weft parses GGUF itself rather than through `@huggingface/gguf`: that package reads from a URL
- * with its own fetch logic and throws untyped errors, while weft needs any {@link ByteSource}, a
+ * with its own fetch logic and throws untyped errors, while weft needs any {@link FileBytes}, a
  * bound on every count and length before allocating, and {@link ModelFormatError} for every fault.
  *
  * Layout: magic "GGUF", u32 version, u64 tensor count, u64 KV count, KVs (string key, u32 type,
@@ -15,7 +15,7 @@
 
 import { GGML_BLOCKS } from '../../quant/ggml/blocks.js';
 import { ModelFormatError } from '../errors.js';
-import type { ByteSource } from '../io/bytes.js';
+import type { FileBytes } from '../io/bytes.js';
 
 /** A metadata value: numbers (u64/i64 beyond 2^53 stay bigint), booleans, strings, arrays of them. */
 export type GgufValue = number | bigint | boolean | string | readonly GgufValue[];
@@ -26,14 +26,14 @@ export interface GgufTensorInfo {
   /** GGML dims, fastest-varying first: a Linear weight `[N, K]` in HF is `ne = [K, N]` here. */
   readonly ne: readonly number[];
   readonly type: number;
-  readonly source: ByteSource;
+  readonly source: FileBytes;
   readonly offset: number;
   readonly byteLength: number;
 }
 
 /** A parsed GGUF file: version, metadata and tensors in file order. */
 export interface GgufFile {
-  readonly source: ByteSource;
+  readonly source: FileBytes;
   readonly version: number;
   readonly metadata: ReadonlyMap<string, GgufValue>;
   readonly tensors: ReadonlyMap<string, GgufTensorInfo>;
@@ -206,7 +206,7 @@ const MAX_HEADER_PREFIX = 512 * 1024 * 1024;
  * the aligned data start and checked to lie inside the file without overlapping. Throws
  * {@link NeedMore} when the prefix ends first, {@link ModelFormatError} for a fault.
  */
-function parseHeader(bytes: Uint8Array, source: ByteSource): GgufFile {
+function parseHeader(bytes: Uint8Array, source: FileBytes): GgufFile {
   const c = new Cursor(bytes, source.size, source.name);
   const file = source.name;
   const magic = c.u32('magic');
@@ -310,7 +310,7 @@ function parseHeader(bytes: Uint8Array, source: ByteSource): GgufFile {
  * header is read here. Every count and length is checked against the bytes the file has left
  * before anything is allocated; any fault throws {@link ModelFormatError}.
  */
-export async function openGguf(source: ByteSource): Promise<GgufFile> {
+export async function openGguf(source: FileBytes): Promise<GgufFile> {
   let length = Math.min(source.size, 1 << 20);
   for (;;) {
     const bytes = await source.read(0, length);

@@ -8,7 +8,7 @@ import { checkResponse, readBody, request } from './http.js';
  * multi-gigabyte checkpoint never has to sit in a single `ArrayBuffer`. `name` is what errors
  * report as the file.
  */
-export interface ByteSource {
+export interface FileBytes {
   readonly name: string;
   /** Total size in bytes. */
   readonly size: number;
@@ -37,8 +37,8 @@ export function checkRange(source: { name: string; size: number }, offset: numbe
   }
 }
 
-/** A {@link ByteSource} over bytes already in memory (tests, small files, fetched wholes). */
-export function bytesSource(bytes: Uint8Array, name: string): ByteSource {
+/** A {@link FileBytes} over bytes already in memory (tests, small files, fetched wholes). */
+export function memoryBytes(bytes: Uint8Array, name: string): FileBytes {
   const size = bytes.byteLength;
   return {
     name,
@@ -50,8 +50,8 @@ export function bytesSource(bytes: Uint8Array, name: string): ByteSource {
   };
 }
 
-/** A {@link ByteSource} over a `Blob` or `File`: each read is a `slice().arrayBuffer()`. */
-export function blobSource(blob: Blob, name = blob instanceof File ? blob.name : 'blob'): ByteSource {
+/** A {@link FileBytes} over a `Blob` or `File`: each read is a `slice().arrayBuffer()`. */
+export function blobBytes(blob: Blob, name = blob instanceof File ? blob.name : 'blob'): FileBytes {
   const size = blob.size;
   return {
     name,
@@ -64,13 +64,13 @@ export function blobSource(blob: Blob, name = blob instanceof File ? blob.name :
 }
 
 /**
- * A {@link ByteSource} over a URL, reading with HTTP `Range` requests (one per read). The size comes
+ * A {@link FileBytes} over a URL, reading with HTTP `Range` requests (one per read). The size comes
  * from a `HEAD` request's `Content-Length` (or a 1-byte range's `Content-Range` when HEAD is not
  * allowed). A server that ignores ranges (status 200 for a partial request) is refused, rather
  * than downloading the whole file on every read. `fetchFn` defaults to the global `fetch`. A
  * failed request (the network, an error status, an HTML page) throws `DownloadError` naming `url`.
  */
-export async function urlSource(url: string, fetchFn: typeof fetch = fetch): Promise<ByteSource> {
+export async function urlBytes(url: string, fetchFn: typeof fetch = fetch): Promise<FileBytes> {
   const name = url.split('/').pop() || url;
   let size = Number.NaN;
   const head = await request(url, fetchFn, { method: 'HEAD' });

@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../../errors.js';
 import { ModelFormatError } from '../errors.js';
-import type { ByteSource } from './bytes.js';
-import { blobSource, bytesSource, urlSource } from './bytes.js';
+import type { FileBytes } from './bytes.js';
+import { blobBytes, memoryBytes, urlBytes } from './bytes.js';
 import { checkResponse, isHtmlAnswer, readBody, request } from './http.js';
 
 /**
@@ -19,7 +19,7 @@ export interface ModelFiles {
   /** A file's text; throws {@link ModelFormatError} naming the file when it is missing. */
   text(file: string): Promise<string>;
   /** Random access to a (large) file. */
-  open(file: string): Promise<ByteSource>;
+  open(file: string): Promise<FileBytes>;
   /** Releases what `open` holds (file handles in Node); called once the weights are placed. */
   close?(): Promise<void>;
 }
@@ -89,7 +89,7 @@ export function urlModelFiles(base: string, fetchFn: typeof fetch = (...a) => fe
       checkResponse(url(file), res);
       return readBody(url(file), () => res.text());
     },
-    open: (file) => urlSource(url(file), fetchFn),
+    open: (file) => urlBytes(url(file), fetchFn),
   };
 }
 
@@ -109,7 +109,7 @@ export function memoryModelFiles(name: string, files: ReadonlyMap<string, Uint8A
     ...(gguf === undefined ? {} : { gguf }),
     exists: async (file) => files.has(file),
     text: async (file) => new TextDecoder().decode(get(file)),
-    open: async (file) => bytesSource(get(file), file),
+    open: async (file) => memoryBytes(get(file), file),
   };
 }
 
@@ -167,10 +167,10 @@ export async function directoryModel(dir: DirectoryLike): Promise<LocalFiles> {
 
 /** {@link LocalFiles} over blobs by name (used by the two above, and by tests). */
 export function blobsModel(byName: ReadonlyMap<string, Blob>, name: string): LocalFiles {
-  const open = (file: string): Promise<ByteSource> => {
+  const open = (file: string): Promise<FileBytes> => {
     const blob = byName.get(file);
     if (!blob) return Promise.reject(new InvalidInputError(`${name}: no file ${JSON.stringify(file)}`));
-    return Promise.resolve(blobSource(blob, file));
+    return Promise.resolve(blobBytes(blob, file));
   };
   return {
     name,

@@ -2,15 +2,15 @@ import { open, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { InvalidInputError } from '../../errors.js';
 import { ModelFormatError } from '../errors.js';
-import { type ByteSource, checkRange } from './bytes.js';
+import { checkRange, type FileBytes } from './bytes.js';
 import { ggufName, type LocalFiles } from './files.js';
 
 /**
- * Node only: a {@link ByteSource} over a local file path, reading with positioned `read`s on one
+ * Node only: a {@link FileBytes} over a local file path, reading with positioned `read`s on one
  * file handle. Call `close()` when done. Kept apart from the rest of `formats/` so browser bundles
  * never import `node:fs`.
  */
-export async function fileSource(path: string): Promise<ByteSource & { close(): Promise<void> }> {
+export async function pathBytes(path: string): Promise<FileBytes & { close(): Promise<void> }> {
   const handle = await open(path, 'r');
   const { size } = await handle.stat();
   const name = basename(path);
@@ -35,7 +35,7 @@ export async function fileSource(path: string): Promise<ByteSource & { close(): 
 
 /**
  * Node only: the model at `path`, read in place: a model folder (its files listed recursively once)
- * or one `.gguf` file (then the only file, and `gguf` names it). Each `open` is a {@link fileSource},
+ * or one `.gguf` file (then the only file, and `gguf` names it). Each `open` is a {@link pathBytes},
  * so nothing is read until asked; `close()` releases every handle opened. Throws
  * {@link InvalidInputError} when `path` is neither a folder nor a `.gguf` file.
  */
@@ -58,7 +58,7 @@ export async function pathModel(path: string): Promise<LocalFiles> {
   const opened: { close(): Promise<void> }[] = [];
   const openFile = async (file: string) => {
     if (!known.has(file)) throw new InvalidInputError(`${path}: no file ${JSON.stringify(file)}`);
-    const source = await fileSource(join(dir, ...file.split('/')));
+    const source = await pathBytes(join(dir, ...file.split('/')));
     opened.push(source);
     return source;
   };

@@ -92,7 +92,7 @@ function variantOf(shape: AttentionShape, ctx: Pick<GpuContext, 'kernels'>): Var
   };
 }
 
-function splitSource(v: Variant): WgslVariant {
+function splitWgsl(v: Variant): WgslVariant {
   return wgslVariant(shaders.attention_split, Params, {
     WG,
     CH: ATTENTION_CHUNK,
@@ -104,7 +104,7 @@ function splitSource(v: Variant): WgslVariant {
   });
 }
 
-function mergeSource(v: Variant): WgslVariant {
+function mergeWgsl(v: Variant): WgslVariant {
   return wgslVariant(shaders.attention_merge, Params, { WG, CH: ATTENTION_CHUNK, G: v.G, D: v.D });
 }
 
@@ -217,8 +217,8 @@ export class SplitAttention {
   ) {
     checkSplitShape(shape, ctx);
     const v = variantOf(shape, ctx);
-    this.split = ctx.pipelines.get('attention_split', ...splitSource(v));
-    this.merge = ctx.pipelines.get('attention_merge', ...mergeSource(v));
+    this.split = ctx.pipelines.get('attention_split', ...splitWgsl(v));
+    this.merge = ctx.pipelines.get('attention_merge', ...mergeWgsl(v));
     this.scale = shape.scale ?? 1 / Math.sqrt(shape.headDim);
     const chunks = partialChunks(shape);
     const partBytes = SplitAttention.partialBytes(shape);
@@ -245,8 +245,8 @@ export class SplitAttention {
   /** Compiles both pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, shape: AttentionShape): Promise<void> {
     const v = variantOf(shape, ctx);
-    await ctx.pipelines.prepare('attention_split', ...splitSource(v));
-    await ctx.pipelines.prepare('attention_merge', ...mergeSource(v));
+    await ctx.pipelines.prepare('attention_split', ...splitWgsl(v));
+    await ctx.pipelines.prepare('attention_merge', ...mergeWgsl(v));
   }
 
   /**

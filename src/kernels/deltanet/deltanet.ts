@@ -27,7 +27,7 @@ const Params = defineUniforms('Params', {
   eps: 'f32',
 });
 
-function convSource(shape: DeltaNetShape, tree: boolean): WgslVariant {
+function convWgsl(shape: DeltaNetShape, tree: boolean): WgslVariant {
   return wgslVariant(shaders.deltanet_conv, Params, { WG: CONV_WG, K: shape.convKernel, TREE: tree });
 }
 
@@ -36,7 +36,7 @@ function ruleWorkgroup(shape: DeltaNetShape): number {
   return 2 ** Math.ceil(Math.log2(shape.valueDim));
 }
 
-function ruleSource(shape: DeltaNetShape, tree: boolean): WgslVariant {
+function ruleWgsl(shape: DeltaNetShape, tree: boolean): WgslVariant {
   return wgslVariant(shaders.deltanet_rule, Params, {
     WG: ruleWorkgroup(shape),
     DK: shape.keyDim,
@@ -90,10 +90,10 @@ export class DeltaNet {
         `DeltaNet: valueHeads ${shape.valueHeads} exceeds ${ctx.limits.maxComputeWorkgroupsPerDimension} workgroups`,
       );
     const { keyWidth, valueWidth, channels, row } = deltaNetSizes(shape);
-    this.convPipeline = ctx.pipelines.get('deltanet_conv', ...convSource(shape, false));
-    this.rulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleSource(shape, false));
-    this.treeConvPipeline = ctx.pipelines.get('deltanet_conv', ...convSource(shape, true));
-    this.treeRulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleSource(shape, true));
+    this.convPipeline = ctx.pipelines.get('deltanet_conv', ...convWgsl(shape, false));
+    this.rulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleWgsl(shape, false));
+    this.treeConvPipeline = ctx.pipelines.get('deltanet_conv', ...convWgsl(shape, true));
+    this.treeRulePipeline = ctx.pipelines.get('deltanet_rule', ...ruleWgsl(shape, true));
     this.uniform = new UniformSlot(ctx, Params, 'deltanet-params');
     this.uniform.write({
       channels,
@@ -113,8 +113,8 @@ export class DeltaNet {
   static async prepare(ctx: GpuContext, shape: DeltaNetShape): Promise<void> {
     checkDeltaNetShape(shape, 'DeltaNet.prepare');
     for (const tree of [false, true]) {
-      await ctx.pipelines.prepare('deltanet_conv', ...convSource(shape, tree));
-      await ctx.pipelines.prepare('deltanet_rule', ...ruleSource(shape, tree));
+      await ctx.pipelines.prepare('deltanet_conv', ...convWgsl(shape, tree));
+      await ctx.pipelines.prepare('deltanet_rule', ...ruleWgsl(shape, tree));
     }
   }
 

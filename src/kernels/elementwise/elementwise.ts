@@ -29,7 +29,7 @@ function checkCount(op: string, name: string, v: number): void {
   if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`${op}: ${name} must be ≥ 1, got ${v}`);
 }
 
-function siluSource(fused: boolean, activation: GateActivation): WgslVariant {
+function siluWgsl(fused: boolean, activation: GateActivation): WgslVariant {
   return wgslVariant(shaders.elementwise, SiluParams, {
     ...OFF,
     SILU_MUL: true,
@@ -38,15 +38,15 @@ function siluSource(fused: boolean, activation: GateActivation): WgslVariant {
   });
 }
 
-function addSource(): WgslVariant {
+function addWgsl(): WgslVariant {
   return wgslVariant(shaders.elementwise, AddParams, { ...OFF, ADD: true });
 }
 
-function gatherSource(): WgslVariant {
+function gatherWgsl(): WgslVariant {
   return wgslVariant(shaders.elementwise, GatherParams, { ...OFF, GATHER: true });
 }
 
-function gateSource(): WgslVariant {
+function gateWgsl(): WgslVariant {
   return wgslVariant(shaders.elementwise, GateParams, { ...OFF, SIGMOID_GATE: true });
 }
 
@@ -153,13 +153,13 @@ export class SiluMul {
     readonly activation: GateActivation = 'silu',
   ) {
     checkCount('SiluMul', 'intermediate', intermediate);
-    this.pipeline = ctx.pipelines.get('elementwise', ...siluSource(fused, activation));
+    this.pipeline = ctx.pipelines.get('elementwise', ...siluWgsl(fused, activation));
     this.uniform = new UniformSlot(ctx, SiluParams, 'silu-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, fused: boolean, activation: GateActivation = 'silu'): Promise<void> {
-    await ctx.pipelines.prepare('elementwise', ...siluSource(fused, activation));
+    await ctx.pipelines.prepare('elementwise', ...siluWgsl(fused, activation));
   }
 
   /**
@@ -201,13 +201,13 @@ export class AddInPlace {
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
   ) {
-    this.pipeline = ctx.pipelines.get('elementwise', ...addSource());
+    this.pipeline = ctx.pipelines.get('elementwise', ...addWgsl());
     this.uniform = new UniformSlot(ctx, AddParams, 'add-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('elementwise', ...addSource());
+    await ctx.pipelines.prepare('elementwise', ...addWgsl());
   }
 
   /** Encodes y[i] += x[i] for i < n (x and y distinct buffers). */
@@ -246,13 +246,13 @@ export class GatherRows {
     readonly n: number,
   ) {
     checkCount('GatherRows', 'n', n);
-    this.pipeline = ctx.pipelines.get('elementwise', ...gatherSource());
+    this.pipeline = ctx.pipelines.get('elementwise', ...gatherWgsl());
     this.uniform = new UniformSlot(ctx, GatherParams, 'gather-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('elementwise', ...gatherSource());
+    await ctx.pipelines.prepare('elementwise', ...gatherWgsl());
   }
 
   /** Encodes out[r] = h[rows[r]] for r < count. rows: [count] u32 (each < h's row count); out: [count, n]. */
@@ -299,14 +299,14 @@ export class SigmoidGate {
       throw new InvalidInputError(
         `SigmoidGate: need 0 ≤ offset and offset + n ≤ stride, got offset ${offset}, n ${n}, stride ${stride}`,
       );
-    this.pipeline = ctx.pipelines.get('elementwise', ...gateSource());
+    this.pipeline = ctx.pipelines.get('elementwise', ...gateWgsl());
     this.uniform = new UniformSlot(ctx, GateParams, 'sigmoid-gate-params');
     this.uniform.write({ n, stride, offset });
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('elementwise', ...gateSource());
+    await ctx.pipelines.prepare('elementwise', ...gateWgsl());
   }
 
   /** Encodes the gate of `rows` rows. x: [rows, n] (read-write); src: [rows, stride], another buffer. */

@@ -30,7 +30,7 @@ const Params = defineUniforms('Params', {
  * scale's bits as a constant (a model has one scale: a uniform field would grow every model's
  * per-step uniform for Gemma's sake).
  */
-function embedSource(format: WeightFormat, scale = 1): WgslVariant {
+function embedWgsl(format: WeightFormat, scale = 1): WgslVariant {
   const bits = new Uint32Array(new Float32Array([scale]).buffer)[0]!;
   return wgslVariant(shaders.embed, Params, {
     SCALE: scale !== 1,
@@ -97,14 +97,14 @@ export class Embedding {
       if (isIntFormat(format) && !part.scales)
         throw new InvalidInputError(`Embedding: ${format} part ${i} needs scales`);
     });
-    this.pipeline = ctx.pipelines.get('embed', ...embedSource(format, this.scale));
+    this.pipeline = ctx.pipelines.get('embed', ...embedWgsl(format, this.scale));
     this.codebook = latticeFormat(format) ? latticeTable(ctx, format) : undefined;
     this.uniforms = table.parts.map((_, i) => new UniformSlot(ctx, Params, `embed-params-${i}`));
   }
 
   /** Compiles the pipeline of `format` ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, format: WeightFormat, scale = 1): Promise<void> {
-    await ctx.pipelines.prepare('embed', ...embedSource(format, Math.fround(scale)));
+    await ctx.pipelines.prepare('embed', ...embedWgsl(format, Math.fround(scale)));
   }
 
   /** Encodes the lookup of `count` ids (ids: [count] u32, each < V) into out [count, n]. */

@@ -78,11 +78,11 @@ export function vocabScatterRef(
   for (let r = 0; r < rows; r++) for (let j = 0; j < Vd; j++) logits[r * V + d2t[j]!] = small[r * Vd + j]!;
 }
 
-function featuresSource(): WgslVariant {
+function featuresWgsl(): WgslVariant {
   return wgslVariant(shaders.head_features, FeatureParams, { WG });
 }
 
-function vocabSource(): WgslVariant {
+function vocabWgsl(): WgslVariant {
   return wgslVariant(shaders.head_vocab, VocabParams, { WG });
 }
 
@@ -116,13 +116,13 @@ export class HeadFeatures {
       throw new InvalidInputError(
         `HeadFeatures: hidden ${H} needs more workgroups than one grid dimension holds`,
       );
-    this.pipeline = ctx.pipelines.get('head_features', ...featuresSource());
+    this.pipeline = ctx.pipelines.get('head_features', ...featuresWgsl());
     this.uniform = new UniformSlot(ctx, FeatureParams, 'head-features-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('head_features', ...featuresSource());
+    await ctx.pipelines.prepare('head_features', ...featuresWgsl());
   }
 
   /**
@@ -193,14 +193,14 @@ export class VocabScatter {
         throw new InvalidInputError(`VocabScatter: ${name} must be ≥ 1, got ${v}`);
     if (Vd > V) throw new InvalidInputError(`VocabScatter: draftVocab ${Vd} exceeds vocab ${V}`);
     checkSizes('VocabScatter', [['d2t', d2t, Vd * 4]]);
-    this.pipeline = ctx.pipelines.get('head_vocab', ...vocabSource());
+    this.pipeline = ctx.pipelines.get('head_vocab', ...vocabWgsl());
     this.uniform = new UniformSlot(ctx, VocabParams, 'head-vocab-params');
     this.uniform.write({ V, Vd });
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('head_vocab', ...vocabSource());
+    await ctx.pipelines.prepare('head_vocab', ...vocabWgsl());
   }
 
   /** Encodes the scatter of `rows` rows. small: [rows, Vd] f32; logits: [rows, V] f32, written at d2t only. */

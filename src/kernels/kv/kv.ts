@@ -57,11 +57,11 @@ export interface KvLayerBuffers {
   v: GPUBuffer;
 }
 
-function writeSource(format: KvFormat): WgslVariant {
+function writeWgsl(format: KvFormat): WgslVariant {
   return wgslVariant(shaders.kv_write, WriteParams, { WG, KV_F16: format === 'f16' });
 }
 
-function compactSource(): WgslVariant {
+function compactWgsl(): WgslVariant {
   return wgslVariant(shaders.kv_compact, CompactParams, { WG });
 }
 
@@ -212,13 +212,13 @@ export class KvWrite {
     readonly shape: KvShape,
   ) {
     this.row = rowOf(shape);
-    this.pipeline = ctx.pipelines.get('kv_write', ...writeSource(shape.format ?? 'f32'));
+    this.pipeline = ctx.pipelines.get('kv_write', ...writeWgsl(shape.format ?? 'f32'));
     this.uniform = new UniformSlot(ctx, WriteParams, 'kv-write-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, format: KvFormat = 'f32'): Promise<void> {
-    await ctx.pipelines.prepare('kv_write', ...writeSource(format));
+    await ctx.pipelines.prepare('kv_write', ...writeWgsl(format));
   }
 
   /**
@@ -277,13 +277,13 @@ export class KvCompact {
     readonly shape: KvShape,
   ) {
     this.row = kvWordsPerSlot(shape); // the kernel moves raw u32 words
-    this.pipeline = ctx.pipelines.get('kv_compact', ...compactSource());
+    this.pipeline = ctx.pipelines.get('kv_compact', ...compactWgsl());
     this.uniform = new UniformSlot(ctx, CompactParams, 'kv-compact-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('kv_compact', ...compactSource());
+    await ctx.pipelines.prepare('kv_compact', ...compactWgsl());
   }
 
   /** Encodes the move of `count` rows (slots: [count] u32) for every layer in `layers`. */

@@ -26,11 +26,11 @@ export interface RowShape {
   row: number;
 }
 
-function scatterSource(): WgslVariant {
+function scatterWgsl(): WgslVariant {
   return wgslVariant(shaders.rows_scatter, ScatterParams, { WG });
 }
 
-function compactSource(): WgslVariant {
+function compactWgsl(): WgslVariant {
   return wgslVariant(shaders.rows_compact, CompactParams, { WG });
 }
 
@@ -107,13 +107,13 @@ export class RowScatter {
     readonly shape: RowShape,
   ) {
     checkShape(shape);
-    this.pipeline = ctx.pipelines.get('rows_scatter', ...scatterSource());
+    this.pipeline = ctx.pipelines.get('rows_scatter', ...scatterWgsl());
     this.uniform = new UniformSlot(ctx, ScatterParams, 'rows-scatter-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('rows_scatter', ...scatterSource());
+    await ctx.pipelines.prepare('rows_scatter', ...scatterWgsl());
   }
 
   /** Encodes `store[slots[i]] = src[i]` for i < rows. src: [rows, row] f32; slots: [rows] u32 (distinct). */
@@ -163,13 +163,13 @@ export class RowCompact {
     readonly shape: RowShape,
   ) {
     checkShape(shape);
-    this.pipeline = ctx.pipelines.get('rows_compact', ...compactSource());
+    this.pipeline = ctx.pipelines.get('rows_compact', ...compactWgsl());
     this.uniform = new UniformSlot(ctx, CompactParams, 'rows-compact-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('rows_compact', ...compactSource());
+    await ctx.pipelines.prepare('rows_compact', ...compactWgsl());
   }
 
   /** Encodes the move of `count` rows (slots: [count] u32) of `store` [capacity, row]. */

@@ -19,7 +19,7 @@ import { AddInPlace, type GateActivation, SiluMul } from '../elementwise/element
 import { RmsNorm, rmsNormRef } from '../norm/rmsnorm.js';
 import { gatedMatmulRef, Matmul, matmulRef, prepareMatmul } from './matmul.js';
 import { type GpuMatrix, uploadGatedPair, uploadMatrix } from './matrix.js';
-import { gatedEpilogue, type MatmulOptions, matmulSource, matmulVariant, useHalf } from './variant.js';
+import { gatedEpilogue, type MatmulOptions, matmulVariant, matmulWgsl, useHalf } from './variant.js';
 
 const FORMATS: WeightFormat[] = ['f32', 'f16', 'int8', 'q4_0', 'int4', 'int2'];
 // [M, N, K]: N not a multiple of the 8 columns of a GEMV workgroup; K = 688 (2.6875 super-blocks,
@@ -348,10 +348,10 @@ describe('the f16 variant', () => {
   });
 
   it('enables f16 in its WGSL and its pipeline key, and only there', () => {
-    const [key, source] = matmulSource('f16', 1, matmulVariant(device(true), 'f16', { rows: 8, cols: 128 }));
+    const [key, source] = matmulWgsl('f16', 1, matmulVariant(device(true), 'f16', { rows: 8, cols: 128 }));
     expect(key).toMatch(/\bHALF\b/);
     expect(source().code).toMatch(/^enable f16;/m);
-    const [key32, source32] = matmulSource(
+    const [key32, source32] = matmulWgsl(
       'f16',
       1,
       matmulVariant(device(false), 'f16', { rows: 8, cols: 128 }),

@@ -16,7 +16,7 @@ import { BindGroupCache } from '../bind.js';
 import { gatedMatmulRef, Matmul, matmulRef, prepareMatmul } from './matmul.js';
 import { uploadGatedPair, uploadMatrix } from './matrix.js';
 import { gemmVariants, groupPairs, matmulTiles, splitLanes, wideLoads } from './plan.js';
-import { matmulSource, matmulVariant } from './variant.js';
+import { matmulVariant, matmulWgsl } from './variant.js';
 
 /** y [M, N] = x [M, K] · Wᵀ once through {@link Matmul}. */
 async function runMatmul(
@@ -365,10 +365,10 @@ describe('wideLoads', () => {
   });
 
   it('picks the WIDE variant (vec4<u32> codes) in the split-K layout only', () => {
-    const [key, source] = matmulSource('int2', 1, matmulVariant(device('gpu'), 'int2', shape(128)));
+    const [key, source] = matmulWgsl('int2', 1, matmulVariant(device('gpu'), 'int2', shape(128)));
     expect(key).toMatch(/\bWIDE\b/);
     expect(source().code).toMatch(/var<storage, read> w: array<vec4<u32>>/);
-    const [narrowKey, narrow] = matmulSource('int2', 1, matmulVariant(device('gpu'), 'int2', shape(96)));
+    const [narrowKey, narrow] = matmulWgsl('int2', 1, matmulVariant(device('gpu'), 'int2', shape(96)));
     expect(narrowKey).not.toMatch(/\bWIDE\b/);
     expect(narrow().code).toMatch(/var<storage, read> w: array<u32>/);
     expect(matmulVariant(device('serial'), 'int2', shape(128)).wide).toBe(false);
@@ -405,11 +405,11 @@ describe('groupPairs', () => {
       expect(new Set(SHAPES.map(([, , K]) => groupPairs(format, K)))).toEqual(new Set([true, false]));
     }
     for (const format of ['f32', 'f16', 'int2'] as const) expect(groupPairs(format, 128)).toBe(false);
-    const [key, source] = matmulSource('int4', 1, matmulVariant(device('serial'), 'int4', shape(96)));
+    const [key, source] = matmulWgsl('int4', 1, matmulVariant(device('serial'), 'int4', shape(96)));
     expect(key).toMatch(/\bPAIRS\b/);
     expect(source().code).toMatch(/blk \+= 2u/);
     // The tiles walk a block per trip (the same sums; see matmulVars).
-    const [tileKey, tile] = matmulSource('int4', 8, matmulVariant(device('serial'), 'int4', shape(96)));
+    const [tileKey, tile] = matmulWgsl('int4', 8, matmulVariant(device('serial'), 'int4', shape(96)));
     expect(tileKey).not.toMatch(/\bPAIRS\b/);
     expect(tile().code).toMatch(/blk \+= 1u/);
   });

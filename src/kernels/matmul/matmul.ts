@@ -29,8 +29,8 @@ import {
   type MatrixShape,
   matmulParams,
   matmulRowsPerWorkgroup,
-  matmulSource,
   matmulVariant,
+  matmulWgsl,
 } from './variant.js';
 
 /** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
@@ -73,7 +73,7 @@ export async function prepareMatmul(
   const v = matmulVariant(ctx, format, shape, opts);
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM, v.serial).at(-1)!] : [1];
-  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulSource(format, tm, v))));
+  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulWgsl(format, tm, v))));
 }
 
 /**
@@ -210,7 +210,7 @@ export class Matmul extends PartedMatmul {
       opts.maxM ?? 16,
       'Matmul',
       'matmul',
-      (tm) => matmulSource(w.format, tm, v),
+      (tm) => matmulWgsl(w.format, tm, v),
       (tm) => matmulRowsPerWorkgroup(tm, v),
       (maxM) => matmulTiles(maxM, v.serial),
     );

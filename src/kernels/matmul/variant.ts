@@ -220,7 +220,7 @@ export function matmulVariant(
  * form's template (matmul_serial.wgsl) or the split-K form's (matmul_split_k.wgsl), each over
  * matmul_common.wgsl. The key names the form (SERIAL) with the other values.
  */
-export function matmulSource(format: WeightFormat, tm: number, v: MatmulVariant): WgslVariant {
+export function matmulWgsl(format: WeightFormat, tm: number, v: MatmulVariant): WgslVariant {
   const template = v.serial ? shaders.matmul_serial : shaders.matmul_split_k;
   return wgslVariant(template, MatmulParams, matmulVars(format, tm, v));
 }

@@ -61,7 +61,7 @@ export function rmsNormAddRef(
   return out;
 }
 
-function normSource(onePlus: boolean, add: boolean): WgslVariant {
+function normWgsl(onePlus: boolean, add: boolean): WgslVariant {
   return wgslVariant(shaders.rmsnorm, Params, { WG, ONE_PLUS: onePlus, ADD: add });
 }
 
@@ -104,13 +104,13 @@ export class RmsNorm {
     readonly options: RmsNormOptions,
   ) {
     checkOptions('RmsNorm', options);
-    this.pipeline = ctx.pipelines.get('rmsnorm', ...normSource(options.onePlus ?? false, false));
+    this.pipeline = ctx.pipelines.get('rmsnorm', ...normWgsl(options.onePlus ?? false, false));
     this.uniform = new UniformSlot(ctx, Params, 'rmsnorm-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, onePlus = false): Promise<void> {
-    await ctx.pipelines.prepare('rmsnorm', ...normSource(onePlus, false));
+    await ctx.pipelines.prepare('rmsnorm', ...normWgsl(onePlus, false));
   }
 
   /** Encodes y = rmsnorm(x) · g. x, y: [rows, n] (distinct buffers); w: [n]. */
@@ -145,13 +145,13 @@ export class RmsNormAdd {
     readonly options: RmsNormAddOptions,
   ) {
     checkOptions('RmsNormAdd', options);
-    this.pipeline = ctx.pipelines.get('rmsnorm', ...normSource(false, true));
+    this.pipeline = ctx.pipelines.get('rmsnorm', ...normWgsl(false, true));
     this.uniform = new UniformSlot(ctx, Params, 'rmsnorm-add-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('rmsnorm', ...normSource(false, true));
+    await ctx.pipelines.prepare('rmsnorm', ...normWgsl(false, true));
   }
 
   /** Encodes x += rmsnorm(y) · w. y (the block's output), x (the residual): [rows, n], distinct buffers; w: [n]. */

@@ -282,7 +282,7 @@ export function ropeRef(
   });
 }
 
-function ropeSource(
+function ropeWgsl(
   layout: RopeOptions['layout'],
   attentionFactor = 1,
   queryTemperature?: QueryTemperature,
@@ -341,7 +341,7 @@ export class Rope {
       throw new InvalidInputError('Rope: a query temperature needs RoPE on the whole head');
     this.pipeline = ctx.pipelines.get(
       'rope',
-      ...ropeSource(options.layout, options.attentionFactor, options.queryTemperature),
+      ...ropeWgsl(options.layout, options.attentionFactor, options.queryTemperature),
     );
     this.uniform = new UniformSlot(ctx, Params, 'rope-params');
     this.invFreq = uploadBuffer(ctx, ropeTable(options, this.rotaryDim), 'rope-inv-freq');
@@ -354,7 +354,7 @@ export class Rope {
     attentionFactor = 1,
     queryTemperature?: QueryTemperature,
   ): Promise<void> {
-    await ctx.pipelines.prepare('rope', ...ropeSource(layout, attentionFactor, queryTemperature));
+    await ctx.pipelines.prepare('rope', ...ropeWgsl(layout, attentionFactor, queryTemperature));
   }
 
   /** Encodes the rotation of `rows` tokens. positions: [rows] u32; q, k: rotated in place. */

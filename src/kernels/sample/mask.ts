@@ -31,7 +31,7 @@ export function applyMaskRef(logits: Float32Array, mask: Uint32Array, vocab: num
         logits[r * vocab + v] = Number.NEGATIVE_INFINITY;
 }
 
-function maskSource(): WgslVariant {
+function maskWgsl(): WgslVariant {
   return wgslVariant(shaders.mask, Params, { WG });
 }
 
@@ -51,13 +51,13 @@ export class TokenMask {
   ) {
     if (!Number.isInteger(vocab) || vocab < 1)
       throw new InvalidInputError(`TokenMask: vocab must be a positive integer, got ${vocab}`);
-    this.pipeline = ctx.pipelines.get('mask', ...maskSource());
+    this.pipeline = ctx.pipelines.get('mask', ...maskWgsl());
     this.uniform = new UniformSlot(ctx, Params, 'mask-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('mask', ...maskSource());
+    await ctx.pipelines.prepare('mask', ...maskWgsl());
   }
 
   /** Encodes the mask of `rows` rows: mask [rows, maskWordsOf(vocab)] u32 onto logits [rows, vocab] f32. */

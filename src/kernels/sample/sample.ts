@@ -34,7 +34,7 @@ export interface SamplerCall extends SampleOptions {
   seed: number;
 }
 
-function samplerSource(greedy: boolean): WgslVariant {
+function samplerWgsl(greedy: boolean): WgslVariant {
   return wgslVariant(shaders.sample, Params, { WG, NOISE: false, GREEDY: greedy });
 }
 
@@ -55,13 +55,13 @@ export class Sampler {
   ) {
     if (!Number.isInteger(options.vocab) || options.vocab < 1)
       throw new InvalidInputError(`Sampler: vocab must be a positive integer, got ${options.vocab}`);
-    this.pipeline = ctx.pipelines.get('sample', ...samplerSource(options.greedy));
+    this.pipeline = ctx.pipelines.get('sample', ...samplerWgsl(options.greedy));
     this.uniform = new UniformSlot(ctx, Params, 'sample-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, greedy: boolean): Promise<void> {
-    await ctx.pipelines.prepare('sample', ...samplerSource(greedy));
+    await ctx.pipelines.prepare('sample', ...samplerWgsl(greedy));
   }
 
   /**
@@ -165,7 +165,7 @@ export class SplitSampler {
   }
 }
 
-function noiseSource(): WgslVariant {
+function noiseWgsl(): WgslVariant {
   return wgslVariant(shaders.sample, NoiseParams, { WG, NOISE: true, GREEDY: false });
 }
 
@@ -183,13 +183,13 @@ export class GumbelNoiseGrid {
     private readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
   ) {
-    this.pipeline = ctx.pipelines.get('sample', ...noiseSource());
+    this.pipeline = ctx.pipelines.get('sample', ...noiseWgsl());
     this.uniform = new UniformSlot(ctx, NoiseParams, 'noise-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('sample', ...noiseSource());
+    await ctx.pipelines.prepare('sample', ...noiseWgsl());
   }
 
   /**
@@ -233,7 +233,7 @@ export class GumbelNoiseGrid {
 
 const ProbParams = defineUniforms('Params', { R: 'u32', V: 'u32', invT: 'f32' });
 
-function probSource(): WgslVariant {
+function probWgsl(): WgslVariant {
   return wgslVariant(shaders.sample_prob, ProbParams, { WG });
 }
 
@@ -262,13 +262,13 @@ export class TokenProb {
   ) {
     if (!Number.isInteger(vocab) || vocab < 1)
       throw new InvalidInputError(`TokenProb: vocab must be a positive integer, got ${vocab}`);
-    this.pipeline = ctx.pipelines.get('sample_prob', ...probSource());
+    this.pipeline = ctx.pipelines.get('sample_prob', ...probWgsl());
     this.uniform = new UniformSlot(ctx, ProbParams, 'sample-prob-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('sample_prob', ...probSource());
+    await ctx.pipelines.prepare('sample_prob', ...probWgsl());
   }
 
   /** Encodes probs[r] = softmax(logits[r] / temperature)[tokens[r]] for r < rows. */

@@ -174,7 +174,7 @@ export function unpackChildren(words: Uint32Array, rows: number, k: number): Chi
 
 type Stage = 'threshold' | 'chunk' | 'chunk-greedy' | 'merge';
 
-function topkSource(stage: Stage, ids: boolean): WgslVariant {
+function topkWgsl(stage: Stage, ids: boolean): WgslVariant {
   return wgslVariant(shaders.topk, Params, {
     WG: stage === 'threshold' ? WG.threshold : WG.ranks,
     KMAX: TOPK_MAX,
@@ -230,10 +230,10 @@ export class TopKChildren {
       throw new InvalidInputError(`TopKChildren: maxRows must be a positive integer, got ${maxRows}`);
     const ids = options.ids ?? false;
     this.pipelines = {
-      threshold: ctx.pipelines.get('topk', ...topkSource('threshold', ids)),
-      chunk: ctx.pipelines.get('topk', ...topkSource('chunk', ids)),
-      'chunk-greedy': ctx.pipelines.get('topk', ...topkSource('chunk-greedy', ids)),
-      merge: ctx.pipelines.get('topk', ...topkSource('merge', ids)),
+      threshold: ctx.pipelines.get('topk', ...topkWgsl('threshold', ids)),
+      chunk: ctx.pipelines.get('topk', ...topkWgsl('chunk', ids)),
+      'chunk-greedy': ctx.pipelines.get('topk', ...topkWgsl('chunk-greedy', ids)),
+      merge: ctx.pipelines.get('topk', ...topkWgsl('merge', ids)),
     };
     this.uniform = new UniformSlot(ctx, Params, 'topk-params');
     this.chunks = Math.ceil(vocab / chunkOf(options.ids ?? false));
@@ -243,7 +243,7 @@ export class TopKChildren {
 
   /** Compiles the pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, ids = false): Promise<void> {
-    await Promise.all(STAGES.map((s) => ctx.pipelines.prepare('topk', ...topkSource(s, ids))));
+    await Promise.all(STAGES.map((s) => ctx.pipelines.prepare('topk', ...topkWgsl(s, ids))));
   }
 
   /**

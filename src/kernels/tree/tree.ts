@@ -34,7 +34,7 @@ export const TREE_RESULT_WORDS = RESULT_SCORES + TREE_NMAX;
 type Stage = 'INIT' | 'GROW' | 'PICK' | 'ACCEPT';
 const STAGES: readonly Stage[] = ['INIT', 'GROW', 'PICK', 'ACCEPT'];
 
-function treeSource(stage: Stage): WgslVariant {
+function treeWgsl(stage: Stage): WgslVariant {
   return wgslVariant(shaders.tree, Params, {
     WIDTH: TREE_WIDTH,
     MAXN,
@@ -120,10 +120,10 @@ export class DeviceTree {
     private readonly binds: BindGroupCache,
   ) {
     this.pipelines = {
-      INIT: ctx.pipelines.get('tree', ...treeSource('INIT')),
-      GROW: ctx.pipelines.get('tree', ...treeSource('GROW')),
-      PICK: ctx.pipelines.get('tree', ...treeSource('PICK')),
-      ACCEPT: ctx.pipelines.get('tree', ...treeSource('ACCEPT')),
+      INIT: ctx.pipelines.get('tree', ...treeWgsl('INIT')),
+      GROW: ctx.pipelines.get('tree', ...treeWgsl('GROW')),
+      PICK: ctx.pipelines.get('tree', ...treeWgsl('PICK')),
+      ACCEPT: ctx.pipelines.get('tree', ...treeWgsl('ACCEPT')),
     };
     this.uniform = new UniformSlot(ctx, Params, 'tree-params');
     this.state = createBuffer(ctx, STATE_WORDS * 4, 'tree-state');
@@ -132,7 +132,7 @@ export class DeviceTree {
 
   /** Compiles the pipelines ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await Promise.all(STAGES.map((s) => ctx.pipelines.prepare('tree', ...treeSource(s))));
+    await Promise.all(STAGES.map((s) => ctx.pipelines.prepare('tree', ...treeWgsl(s))));
   }
 
   /** Sets the step's constants (one uniform write when they change). Call before encoding a step. */

@@ -99,14 +99,14 @@ function roundHalfEven(v: number): number {
   return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-function actSource(): WgslVariant {
+function actWgsl(): WgslVariant {
   return wgslVariant(shaders.quantize_act, ActParams);
 }
 
 /** Weight rows per workgroup of the serial form (one per thread; see {@link GpuContext.kernels}). */
 const SERIAL_ROWS = 4;
 
-function w8a8Source(format: W8A8Format, mt: number, serial: boolean): WgslVariant {
+function w8a8Wgsl(format: W8A8Format, mt: number, serial: boolean): WgslVariant {
   return wgslVariant(shaders.matmul_w8a8, MmParams, {
     SERIAL: serial,
     ST: SERIAL_ROWS,
@@ -126,10 +126,10 @@ function w8a8Source(format: W8A8Format, mt: number, serial: boolean): WgslVarian
 export async function prepareW8A8(ctx: GpuContext, format: string, maxM = 16): Promise<void> {
   checkIntFormat(format, 'prepareW8A8');
   const serial = ctx.kernels === 'serial';
-  await ctx.pipelines.prepare('quantize_act', ...actSource());
-  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, 1, serial));
+  await ctx.pipelines.prepare('quantize_act', ...actWgsl());
+  await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Wgsl(format, 1, serial));
   if (maxM > 1)
-    await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Source(format, gemmVariants(maxM).at(-1)!, serial));
+    await ctx.pipelines.prepare('matmul_w8a8', ...w8a8Wgsl(format, gemmVariants(maxM).at(-1)!, serial));
 }
 
 /**
@@ -147,7 +147,7 @@ export class QuantizeAct {
   ) {
     if (!Number.isInteger(K) || K < 4 || K % 4 !== 0)
       throw new InvalidInputError(`QuantizeAct: K = ${K} must be a positive multiple of 4`);
-    this.pipeline = ctx.pipelines.get('quantize_act', ...actSource());
+    this.pipeline = ctx.pipelines.get('quantize_act', ...actWgsl());
     this.params = new UniformSlot(ctx, ActParams, 'quantize_act-params');
   }
 
@@ -201,7 +201,7 @@ export class MatmulW8A8 extends PartedMatmul {
       opts.maxM ?? 16,
       'MatmulW8A8',
       'matmul_w8a8',
-      (mt) => w8a8Source(format, mt, serial),
+      (mt) => w8a8Wgsl(format, mt, serial),
       () => (serial ? SERIAL_ROWS : 1),
     );
   }

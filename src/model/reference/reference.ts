@@ -17,7 +17,7 @@ import {
 } from '../runner.js';
 import { deriveSizes, isRecurrent, layerAttention, type ModelSpec } from '../spec/spec.js';
 import { chainParents, draftTree, pathTo } from '../tree.js';
-import { type ModelWeights, readWeights, type WeightSource } from '../weights.js';
+import { type ModelWeights, type NamedTensors, readWeights } from '../weights.js';
 
 // The plain-TS reference forward pass: the oracle the GPU forward is tested against. It runs the
 // model's blocks (model/blocks/: the same list the GPU runner encodes), following Hugging Face's
@@ -176,7 +176,7 @@ export class ReferenceRunner implements ModelRunner {
 
   constructor(
     readonly spec: ModelSpec,
-    source: WeightSource,
+    source: NamedTensors,
     options: ReferenceOptions = {},
   ) {
     checkSpec(spec);
