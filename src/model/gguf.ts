@@ -18,7 +18,7 @@ import {
 import type { ByteSource } from '../formats/io/bytes.js';
 import type { PackedWant, ReadStats, RowRange, TensorReader } from '../formats/weft-checkpoint.js';
 import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
-import { storedWeftFormat } from '../quant/ggml/blocks.js';
+import { storedWeftFormat } from '../quant/ggml-repack.js';
 import { hfRows, hfShape, hfTensorName, storedLayout, storedRowsFor } from './families/gguf-names.js';
 import { ggufSpec } from './families/gguf-spec.js';
 import { splitFusedShapes } from './fused-view.js';
