@@ -14,7 +14,7 @@ import {
 import type { FileBytes } from '../formats/io/bytes.js';
 import type { PackedWant, ReadStats, RowRange, TensorReader } from '../formats/weft-checkpoint.js';
 import type { QuantizedMatrix, WeightFormat } from '../quant/formats.js';
-import { storedWeftFormat } from '../quant/ggml/blocks.js';
+import { storedWeftFormat } from '../quant/ggml-repack.js';
 import { ggufSpec, hfShape, hfTensorName, storedForm } from './families/index.js';
 import { hfRows, storedRowsFor } from './families/stored.js';
 import { splitFusedShapes } from './fused-view.js';

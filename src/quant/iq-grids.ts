@@ -1,6 +1,6 @@
 // The lattice codebooks of the GGUF i-quants, which the reference decoder (src/quant/lattice.ts),
-// the encoders (src/quant/ggml/iquant.ts) and the GPU kernels (a storage buffer: matmul_common.wgsl's
-// LATTICE, two words per IQ2 entry, one per IQ3 entry) index.
+// the encoders (src/quant/ggml/iquant-lattice.ts) and the GPU kernels (a storage buffer:
+// matmul_common.wgsl's LATTICE, two words per IQ2 entry, one per IQ3 entry) index.
 //
 // Data that defines the formats, from ggml-common.h (llama.cpp, MIT): `iq2xxs_grid`, `iq2xs_grid`,
 // `iq2s_grid` (u64 entries: 8 coordinates, byte j coordinate j, each 0x08, 0x19 or 0x2b) and

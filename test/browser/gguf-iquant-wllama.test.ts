@@ -4,7 +4,8 @@
 // greedily. Every matrix (embedding and head included) is IQ2_XS, or IQ4_XS, encoded with
 // importance from a short calibration text run through the f32 model, as --calibrate measures it
 // (the diagonal of each linear's input Hessian); weft's reference runs on the blocks dequantized
-// with llama.cpp's formulas (src/quant/ggml/iquant.ts, bit for bit gguf-py's and ggml's decoders).
+// with llama.cpp's formulas (src/quant/ggml/iquant-decode.ts, bit for bit gguf-py's and ggml's
+// decoders).
 //
 // What the two can agree on is what gguf-kquant-wllama.test.ts argues (in full in
 // test/helpers/wllama-parity.ts): llama.cpp's CPU multiplies an IQ2_XS or IQ4_XS matrix by

@@ -7,14 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { fallbackType, mixTypes } from '../../src/convert/gguf-mix.js';
 import { f16BitsToF32 } from '../../src/gpu/half.js';
 import { dequantize, packedBytes, sliceRows } from '../../src/quant/formats.js';
-import {
-  dequantizeGgml,
-  GGML_BLOCKS,
-  GgmlType,
-  quantizeGgml,
-  repackGgml,
-  storedWeftFormat,
-} from '../../src/quant/ggml/blocks.js';
+import { dequantizeGgml, GGML_BLOCKS, GgmlType, quantizeGgml } from '../../src/quant/ggml/blocks.js';
+import { repackGgml, storedWeftFormat } from '../../src/quant/ggml-repack.js';
 import { rng, sameF32 } from '../fixtures/write.js';
 
 const fr = Math.fround;

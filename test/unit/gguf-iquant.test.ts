@@ -1,4 +1,4 @@
-// GGML's i-quants (src/quant/ggml/iquant.ts): the decoders bit for bit against gguf-py's numpy
+// GGML's i-quants (src/quant/ggml/iquant-*.ts): the decoders bit for bit against gguf-py's numpy
 // dequantizers on random blocks (test/fixtures/gguf-iquant-golden.json, written by
 // scripts/gguf-iquant-golden.py, which also checks numpy against llama.cpp's compiled C decoders),
 // the codebooks against gguf-py's independent copy, and the encoders: error against llama.cpp's own
@@ -9,16 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors.js';
 import { f16BitsToF32 } from '../../src/gpu/half.js';
 import { dequantizeGgml, GGML_BLOCKS, quantizeGgml } from '../../src/quant/ggml/blocks.js';
-import {
-  IQ2S_GRID,
-  IQ2XS_GRID,
-  IQ2XXS_GRID,
-  IQ3S_GRID,
-  IQ3XXS_GRID,
-  IQ4NL_VALUES,
-  IQUANT_CODECS,
-  KSIGNS_IQ2XS,
-} from '../../src/quant/ggml/iquant.js';
+import { IQ4NL_VALUES, KSIGNS_IQ2XS } from '../../src/quant/ggml/iquant-decode.js';
+import { IQUANT_CODECS } from '../../src/quant/ggml/iquant-encode.js';
+import { IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID } from '../../src/quant/iq-grids.js';
 import { randomBytes } from '../helpers/random.js';
 
 const TYPES = {
@@ -82,7 +75,7 @@ describe('i-quants decode as gguf-py (and ggml) do, bit for bit', () => {
     expect(want.some((v) => v === 0x80000000)).toBe(true);
     const first = (got: Float32Array) => bits(got).findIndex((v, i) => v !== want[i]);
     expect(first(codec(name).dequantize(bytes, count))).toBe(-1);
-    // gguf-blocks.ts routes its dequantizer to the codec.
+    // blocks.ts routes its dequantizer to the codec.
     expect(first(dequantizeGgml(TYPES[name], bytes, count))).toBe(-1);
   });
 

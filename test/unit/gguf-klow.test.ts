@@ -55,7 +55,7 @@ describe('Q2_K and Q3_K decode as gguf-py (and ggml) do, bit for bit', () => {
     // The fixture holds signed zeros, so the comparison sees signs.
     expect(want.some((v) => v === 0x80000000)).toBe(true);
     expect(firstDiff(bits(codec.dequantize(bytes, count)), want)).toBe(-1);
-    // gguf-blocks.ts routes its dequantizer to the codec.
+    // blocks.ts routes its dequantizer to the codec.
     expect(firstDiff(bits(dequantizeGgml(id, bytes, count)), want)).toBe(-1);
   });
 
@@ -242,7 +242,7 @@ describe('Q2_K and Q3_K encoders', () => {
     }
   });
 
-  it('gguf-blocks.ts routes quantizeGgml to the codecs', () => {
+  it('blocks.ts routes quantizeGgml to the codecs', () => {
     expect(quantizeGgml(GgmlType.Q2_K, x, importance)).toEqual(Q2K.quantize(x, importance));
     expect(quantizeGgml(GgmlType.Q3_K, x)).toEqual(Q3K.quantize(x));
   });

@@ -19,9 +19,8 @@ import {
   GGML_BLOCKS,
   GgmlType,
   quantizeGgml,
-  repackGgml,
-  storedWeftFormat,
 } from '../../src/quant/ggml/blocks.js';
+import { repackGgml, storedWeftFormat } from '../../src/quant/ggml-repack.js';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.js';
 import { ggufFixture, rng, sameF32, tinyTokenizerJson } from '../fixtures/write.js';
 

@@ -1,18 +1,12 @@
 /**
  * Reading GGUF tensor data: a tensor or a range of its rows dequantised to f32 in GGML layout
  * (`ne` order), and a matrix whose GGML type has a weft layout repacked as stored, without an f32
- * copy. The header that locates each tensor is parsed in gguf-header.ts.
+ * copy (src/quant/ggml-repack.ts). The header that locates each tensor is parsed in header.ts.
  */
 
 import type { QuantizedMatrix } from '../../quant/formats.js';
-import {
-  DEQUANTIZABLE,
-  dequantizeGgml,
-  emptyMatrix,
-  GGML_BLOCKS,
-  repackRows,
-  storedWeftFormat,
-} from '../../quant/ggml/blocks.js';
+import { DEQUANTIZABLE, dequantizeGgml, GGML_BLOCKS } from '../../quant/ggml/blocks.js';
+import { emptyMatrix, repackRows, storedWeftFormat } from '../../quant/ggml-repack.js';
 import { ModelFormatError } from '../errors.js';
 import type { RowRange } from '../weft-checkpoint.js';
 import type { GgufTensorInfo } from './header.js';

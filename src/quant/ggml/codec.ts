@@ -1,8 +1,8 @@
 /**
  * The interface of a GGML block type's plain-TS codec kept in a module of its own (Q2_K and Q3_K in
- * gguf-klow.ts, the i-quants in gguf-iquant.ts); gguf-blocks.ts routes `dequantizeGgml` and
- * `quantizeGgml` to them. A leaf module: it imports nothing, so those modules and gguf-blocks.ts do
- * not import each other.
+ * klow.ts, the i-quants in iquant-decode.ts and iquant-encode.ts); blocks.ts routes
+ * `dequantizeGgml` and `quantizeGgml` to them. A leaf module: it imports nothing, so those modules
+ * and blocks.ts do not import each other.
  */
 export interface GgmlCodec {
   /**
