@@ -210,7 +210,6 @@ function plainForward(
   tokens: readonly number[],
 ): Float64Array {
   const { hidden: H, heads, kvHeads, headDim: D, rmsEps: eps } = spec;
-  const T = tokens.length;
   const get = (n: string) => w[n]!.data;
   const mat = (x: number[], n: string, rows: number) => {
     const m = get(n);
