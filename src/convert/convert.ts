@@ -79,7 +79,7 @@ export async function convertModel(
   sink: ConvertSink,
 ): Promise<Record<string, string>> {
   const opened = await openModel(files);
-  if (opened.source === 'weft-q')
+  if (opened.format === 'weft-q')
     throw new InvalidInputError(`convert: ${files.name} is already a weft-q checkpoint (${WEFT_WEIGHTS})`);
   const gguf = await ggufFileOf(files);
   if (gguf !== undefined) {
@@ -249,8 +249,8 @@ export async function exportModelGguf(
   options: ExportModelGgufOptions = {},
 ): Promise<Uint8Array> {
   const opened = await openModel(files);
-  if (opened.source !== 'safetensors')
-    throw new InvalidInputError(`export-gguf: ${files.name} is ${opened.source}; give a Hugging Face folder`);
+  if (opened.format !== 'safetensors')
+    throw new InvalidInputError(`export-gguf: ${files.name} is ${opened.format}; give a Hugging Face folder`);
   const tokenizerConfig = await readTokenizerConfig(files);
   const extra = ggufTokenizerEntries(
     await readJson(files, 'tokenizer.json'),

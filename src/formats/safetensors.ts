@@ -30,7 +30,7 @@ export interface TensorInfo {
   readonly dtype: SafetensorsDtype;
   /** Row-major shape as stored, slowest dimension first (`[out, in]` for a Linear weight). */
   readonly shape: readonly number[];
-  readonly source: FileBytes;
+  readonly bytes: FileBytes;
   readonly offset: number;
   readonly byteLength: number;
 }
@@ -110,7 +110,7 @@ function parseSafetensorsHeader(
         `span ${end - begin} bytes but shape [${shape.join(', ')}] of ${dtype} needs ${expected}`,
       );
     }
-    entries.push({ name, dtype, shape, source, offset: dataStart + begin, byteLength: end - begin });
+    entries.push({ name, dtype, shape, bytes: source, offset: dataStart + begin, byteLength: end - begin });
   }
   entries.sort((a, b) => a.offset - b.offset);
   for (let i = 1; i < entries.length; i++) {
@@ -211,13 +211,13 @@ export async function* readTensorChunks(
   const step = Math.max(elem, maxChunk - (maxChunk % elem));
   for (let done = 0; done < info.byteLength; done += step) {
     const length = Math.min(step, info.byteLength - done);
-    yield { offset: done, bytes: await info.source.read(info.offset + done, length) };
+    yield { offset: done, bytes: await info.bytes.read(info.offset + done, length) };
   }
 }
 
 /** Reads a whole tensor's raw bytes (use {@link readTensorChunks} for very large ones). */
 export function readTensorBytes(info: TensorInfo): Promise<Uint8Array> {
-  return info.source.read(info.offset, info.byteLength);
+  return info.bytes.read(info.offset, info.byteLength);
 }
 
 /**
@@ -227,12 +227,12 @@ export function readTensorBytes(info: TensorInfo): Promise<Uint8Array> {
 export function readTensorByteRange(info: TensorInfo, begin: number, end: number): Promise<Uint8Array> {
   if (!Number.isInteger(begin) || !Number.isInteger(end) || begin < 0 || end < begin || end > info.byteLength)
     throw new ModelFormatError(
-      info.source.name,
+      info.bytes.name,
       info.name,
       [begin, end],
       `byte range outside [0, ${info.byteLength})`,
     );
-  return info.source.read(info.offset + begin, end - begin);
+  return info.bytes.read(info.offset + begin, end - begin);
 }
 
 /** A copy of `bytes` starting on a fresh buffer when it is not aligned for `align`-byte views. */
@@ -275,9 +275,9 @@ export async function readTensorF32(info: TensorInfo): Promise<Float32Array> {
 export async function readTensorRowsF32(info: TensorInfo, row0: number, rows: number): Promise<Float32Array> {
   const total = info.shape[0] ?? 1;
   if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > total)
-    throw new ModelFormatError(info.source.name, info.name, [row0, rows], `row range outside [0, ${total})`);
+    throw new ModelFormatError(info.bytes.name, info.name, [row0, rows], `row range outside [0, ${total})`);
   const rowBytes = info.byteLength / total;
-  return bytesToF32(info.dtype, await info.source.read(info.offset + row0 * rowBytes, rows * rowBytes));
+  return bytesToF32(info.dtype, await info.bytes.read(info.offset + row0 * rowBytes, rows * rowBytes));
 }
 
 /**

@@ -21,12 +21,12 @@ export class PipelineCache {
 
   constructor(private readonly device: GPUDevice) {}
 
-  /** Returns the cached pipeline for `kernel:variant`, compiling it from `source()` the first time. */
-  get(kernel: string, variant: string, source: () => PipelineCode): GPUComputePipeline {
+  /** Returns the cached pipeline for `kernel:variant`, compiling it from `code()` the first time. */
+  get(kernel: string, variant: string, code: () => PipelineCode): GPUComputePipeline {
     const key = `${kernel}:${variant}`;
     const hit = this.pipelines.get(key);
     if (hit) return hit;
-    const src = source();
+    const src = code();
     const module = this.device.createShaderModule({ label: key, code: src.code });
     const pipeline = this.device.createComputePipeline({
       label: key,
@@ -42,7 +42,7 @@ export class PipelineCache {
    * Like {@link get} but waits for the compiler and throws {@link GpuStepError} with the WGSL
    * diagnostics when the kernel does not compile. Use when a kernel is first prepared.
    */
-  prepare(kernel: string, variant: string, source: () => PipelineCode): Promise<GPUComputePipeline> {
+  prepare(kernel: string, variant: string, code: () => PipelineCode): Promise<GPUComputePipeline> {
     const key = `${kernel}:${variant}`;
     const hit = this.pipelines.get(key);
     if (hit) return Promise.resolve(hit);
@@ -50,15 +50,15 @@ export class PipelineCache {
     // Promise.all); compiled all at once, SwiftShader took 1.7x as long in all (demo target at f16
     // in Chromium: ready after 17.8 s, against 10.6 s one by one), and a GPU process compiles
     // the pipelines of one device one after another anyway.
-    const run = this.queue.then(() => this.compile(key, source));
+    const run = this.queue.then(() => this.compile(key, code));
     this.queue = run.catch(() => undefined);
     return run;
   }
 
-  private async compile(key: string, source: () => PipelineCode): Promise<GPUComputePipeline> {
+  private async compile(key: string, code: () => PipelineCode): Promise<GPUComputePipeline> {
     const hit = this.pipelines.get(key);
     if (hit) return hit;
-    const src = source();
+    const src = code();
     const module = this.device.createShaderModule({ label: key, code: src.code });
     const info = await module.getCompilationInfo();
     const errors = info.messages.filter((m) => m.type === 'error');

@@ -47,7 +47,7 @@ export interface OpenedModel {
   /** What loading left out and the user should hear of (a vision tower): in words, and the tensors' names. */
   readonly warnings?: readonly { readonly message: string; readonly tensors: readonly string[] }[];
   /** What the weights were read from, for progress and messages. */
-  readonly source: 'safetensors' | 'weft-q' | 'gguf';
+  readonly format: 'safetensors' | 'weft-q' | 'gguf';
   /**
    * The model's identity for steering files: SHA-256 (lowercase hex) of config.json's text as
    * UTF-8 followed by the first {@link CHECKSUM_WEIGHT_BYTES} bytes of the weights file
@@ -102,7 +102,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     const checksum = once(() =>
       recorded !== undefined ? Promise.resolve(recorded) : configAndHead(files, configText, WEFT_WEIGHTS),
     );
-    return { spec, tokenizer, weights, chat, source: 'weft-q', checksum, packed };
+    return { spec, tokenizer, weights, chat, format: 'weft-q', checksum, packed };
   }
   if (await files.exists(SHARD_INDEX)) {
     const index = await readJson(files, SHARD_INDEX);
@@ -110,7 +110,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
       await openShardedSafetensors(index, (f) => files.open(f), where(SHARD_INDEX)),
     );
     // A tensor the index does not list is the index's fault; a wrong shape is its shard's.
-    const shardOf = (name: string) => where(st.tensors.get(name)?.source.name ?? SHARD_INDEX);
+    const shardOf = (name: string) => where(st.tensors.get(name)?.bytes.name ?? SHARD_INDEX);
     const weights = splitFusedView(safetensorsReader(st, where(SHARD_INDEX)), spec, shardOf);
     checkTensors(spec, weights.tensors, where(SHARD_INDEX), shardOf);
     return {
@@ -118,7 +118,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
       tokenizer,
       weights,
       chat,
-      source: 'safetensors',
+      format: 'safetensors',
       warnings,
       checksum: once(() => configAndHead(files, configText, firstShard(index, where(SHARD_INDEX)))),
     };
@@ -132,7 +132,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     tokenizer,
     weights,
     chat,
-    source: 'safetensors',
+    format: 'safetensors',
     warnings,
     checksum: once(() => configAndHead(files, configText, SAFETENSORS)),
   };
@@ -263,7 +263,7 @@ async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedMod
     // A family's fused projections (Phi-3's) read as the plain linears (splitFusedView).
     weights: splitFusedView(ck, ck.spec, () => file),
     chat: 'chat_template' in tokenizerConfig,
-    source: 'gguf',
+    format: 'gguf',
     checksum: once(async () => sha256Hex(await head(files, file))),
     ...(format !== undefined && isIntFormat(format) ? { packed: { format, rotation: 'none' } } : {}),
   };

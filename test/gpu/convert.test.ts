@@ -106,7 +106,7 @@ describe('weft-q checkpoints on the GPU', () => {
       const opened = await openModel(
         memoryModelFiles(`${family}-${quant}`, await converted(files, quant, rotate)),
       );
-      expect(opened.source).toBe('weft-q');
+      expect(opened.format).toBe('weft-q');
       const { model, copied } = counting(opened);
       const got = await logits(model, quant, rotate);
       // Every matrix came from the file as stored: embedding, linears and (untied) head.
@@ -158,7 +158,7 @@ describe('GGUF files on the GPU', () => {
       const opened = await openModel(
         memoryModelFiles(`${family}.gguf`, new Map([[`${family}.gguf`, bytes]])),
       );
-      expect(opened.source).toBe('gguf');
+      expect(opened.format).toBe('gguf');
       const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
         capacity: 32,
       });

@@ -85,7 +85,7 @@ async function expectRunnerPacking(
     ...(rotate === 'none' ? [] : ['--rotate', rotate]),
   ]);
   expect(lines.at(-1)).toMatch(/^weft convert: wrote .* \(\d+\.\d MiB/);
-  expect(opened.source).toBe('weft-q');
+  expect(opened.format).toBe('weft-q');
   expect(opened.packed).toEqual({ format: quant, rotation: rotate });
   expect(opened.spec).toEqual(source.spec);
   for (const [name, shape] of weightShapes(source.spec)) {
@@ -177,7 +177,7 @@ describe('weft convert from GGUF', () => {
     await writeFile(gguf, bytes);
     const ggufFiles = await pathModel(gguf);
     const source = await openModel(ggufFiles);
-    expect(source.source).toBe('gguf');
+    expect(source.format).toBe('gguf');
     expect({ ...source.spec, eosIds: [], bosId: undefined }).toEqual({
       ...spec,
       eosIds: [],
@@ -213,7 +213,7 @@ describe('openModel on a GGUF file', () => {
     const named = await openModel(memoryModelFiles('tiny.gguf', new Map([['tiny.gguf', bytes]])));
     const inFolder = await openModel(memoryModelFiles('folder', new Map([['model.gguf', bytes]])));
     for (const opened of [named, inFolder]) {
-      expect(opened.source).toBe('gguf');
+      expect(opened.format).toBe('gguf');
       expect(opened.spec.hidden).toBe(spec.hidden);
       expect(opened.spec.rope).toEqual(spec.rope);
       // F16 values, llama Q/K rows un-permuted back to HF order.
@@ -316,7 +316,7 @@ describe('weft export-gguf --calibrate', () => {
       const H = hessians.get(hf)!;
       const n = Math.sqrt(H.length);
       const importance = Float32Array.from({ length: t.shape[1]! }, (_, k) => H[k * n + k]!);
-      const stored = await info.source.read(info.offset, info.byteLength);
+      const stored = await info.bytes.read(info.offset, info.byteLength);
       expect(stored).toEqual(quantizeGgml(GgmlType.IQ4_NL, t.data, importance));
       expect(stored).not.toEqual(quantizeGgml(GgmlType.IQ4_NL, t.data));
     }
@@ -338,7 +338,7 @@ describe('weft export-gguf --calibrate', () => {
   it('a fused Phi-3 projection takes its first part’s importance, Qwen3.5’s out_proj its columns’ in stored order', async () => {
     const tensorBytes = async (bytes: Uint8Array, name: string) => {
       const info = (await openGguf(memoryBytes(bytes, 'x.gguf'))).tensors.get(name)!;
-      return info.source.read(info.offset, info.byteLength);
+      return info.bytes.read(info.offset, info.byteLength);
     };
     const ramp = (cols: number) => Float32Array.from({ length: cols }, (_, k) => 1 + ((5 * k) % 17));
     // Phi-3: q, k and v (gate and up) read one input; the writer fuses them into attn_qkv (ffn_up).
@@ -625,7 +625,7 @@ describe('createEngine on converted and GGUF models', () => {
     const files = urlModelFiles('https://host/m/tiny.gguf', fetchFn);
     expect(files.gguf).toBe('tiny.gguf');
     const opened = await openModel(files);
-    expect(opened.source).toBe('gguf');
+    expect(opened.format).toBe('gguf');
     expect(opened.spec.family).toBe('qwen3');
     expect(new Set(seen)).toEqual(new Set(['https://host/m/tiny.gguf']));
   });

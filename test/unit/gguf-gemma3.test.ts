@@ -337,7 +337,7 @@ async function withEntry(bytes: Uint8Array, key: string, e: GgufEntry | undefine
       name: info.name,
       ne: info.ne,
       type: info.type,
-      data: await info.source.read(info.offset, info.byteLength),
+      data: await info.bytes.read(info.offset, info.byteLength),
     });
   const rest = entries(g).filter(([k]) => k !== key);
   return writeGguf(e === undefined ? rest : [...rest, [key, e]], tensors);

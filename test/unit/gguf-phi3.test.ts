@@ -224,7 +224,7 @@ describe('phi3 GGUF import', () => {
     }, 0);
     out.set('model.weft.safetensors', all);
     const converted = await openModel(memoryModelFiles('converted', out));
-    expect(converted.source).toBe('weft-q');
+    expect(converted.format).toBe('weft-q');
     expect(converted.spec).toEqual((await openModel(memoryModelFiles('phi3', files))).spec);
     const names = [...converted.weights.tensors.keys()];
     expect(names).toContain('model.layers.0.self_attn.q_proj.weight');
@@ -260,7 +260,7 @@ async function edited(
         name: info.name,
         ne: info.ne,
         type: info.type,
-        data: await info.source.read(info.offset, info.byteLength),
+        data: await info.bytes.read(info.offset, info.byteLength),
       });
   const rest = entries(g).filter(([k]) => k !== key);
   return writeGguf(e === undefined ? rest : [...rest, [key, e]], [...tensors, ...add]);

@@ -369,7 +369,7 @@ async function rewritten(
       name: info.name,
       ne: info.ne,
       type: info.type,
-      data: await info.source.read(info.offset, info.byteLength),
+      data: await info.bytes.read(info.offset, info.byteLength),
     });
   return writeGguf(edit(entries(g)), [...tensors, ...more]);
 }

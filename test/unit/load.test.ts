@@ -145,7 +145,7 @@ describe('openModel: missing tensors and wrong shapes', () => {
     }
     const { bytes } = ggufFixture('mistral', 'Q8_0', 3);
     const gguf = await openModel(memoryModelFiles('m.gguf', new Map([['m.gguf', bytes]])));
-    expect(gguf.source).toBe('gguf');
+    expect(gguf.format).toBe('gguf');
   });
 });
 

@@ -37,7 +37,7 @@ describe('weft convert, Qwen3.5', () => {
       for (const [name, bytes] of files) await writeFile(join(src, name), bytes);
       await runConvert(parseConvertArgs([src, out, '--quant', quant]), () => {});
       const opened = await openModel(await pathModel(out));
-      expect(opened.source).toBe('weft-q');
+      expect(opened.format).toBe('weft-q');
       expect(opened.spec.family).toBe('qwen3_5');
       const names = [...opened.weights.tensors.keys()];
       expect(names.some((n) => n.startsWith('model.visual.'))).toBe(false);

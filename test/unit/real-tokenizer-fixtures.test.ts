@@ -108,7 +108,7 @@ async function compareLoads(
 ): Promise<void> {
   const hf = await openModel(hfFiles);
   const gguf = await openModel(ggufFiles);
-  expect([hf.source, gguf.source]).toEqual(['safetensors', 'gguf']);
+  expect([hf.format, gguf.format]).toEqual(['safetensors', 'gguf']);
 
   // One embedding row per id of the tokenizer; GGUF stores Mistral as architecture llama.
   expect(hf.spec.vocabSize).toBe(hf.tokenizer.vocabSize);

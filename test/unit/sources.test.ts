@@ -84,7 +84,7 @@ describe('model choices', () => {
     expect(stored?.files).toContain(WEFT_WEIGHTS);
     expect(stored?.files).not.toContain('model.safetensors');
     const opened = await openModel(files);
-    expect(opened.source).toBe('weft-q');
+    expect(opened.format).toBe('weft-q');
     expect(opened.packed?.format).toBe('int4');
   });
 
@@ -137,7 +137,7 @@ describe('model choices', () => {
     expect((await s.list()).map((m) => m.files)).toEqual([['tiny-q8_0.gguf']]);
     expect(seen.length).toBeGreaterThan(0);
     const opened = await openModel(files);
-    expect([opened.source, opened.spec.family, opened.chat]).toEqual(['gguf', 'qwen2', true]);
+    expect([opened.format, opened.spec.family, opened.chat]).toEqual(['gguf', 'qwen2', true]);
     const offlineFiles = await openChoice(choice, { store: s, fetch: offline });
     expect((await openModel(offlineFiles)).spec.family).toBe('qwen2');
     // The repository's other file joins the same cache entry; both then open offline.

@@ -26,14 +26,14 @@ export interface GgufTensorInfo {
   /** GGML dims, fastest-varying first: a Linear weight `[N, K]` in HF is `ne = [K, N]` here. */
   readonly ne: readonly number[];
   readonly type: number;
-  readonly source: FileBytes;
+  readonly bytes: FileBytes;
   readonly offset: number;
   readonly byteLength: number;
 }
 
 /** A parsed GGUF file: version, metadata and tensors in file order. */
 export interface GgufFile {
-  readonly source: FileBytes;
+  readonly bytes: FileBytes;
   readonly version: number;
   readonly metadata: ReadonlyMap<string, GgufValue>;
   readonly tensors: ReadonlyMap<string, GgufTensorInfo>;
@@ -285,7 +285,7 @@ function parseHeader(bytes: Uint8Array, source: FileBytes): GgufFile {
       name: t.name,
       ne: t.ne,
       type: t.type,
-      source,
+      bytes: source,
       offset: dataStart + t.rel,
       byteLength: t.byteLength,
     });
@@ -302,7 +302,7 @@ function parseHeader(bytes: Uint8Array, source: FileBytes): GgufFile {
       );
     }
   }
-  return { source, version, metadata, tensors, alignment, dataStart };
+  return { bytes: source, version, metadata, tensors, alignment, dataStart };
 }
 
 /**

@@ -11,7 +11,7 @@ export function metaCount(g: GgufFile, key: string, fallback?: number): number {
   const v = meta(g, key) ?? fallback;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       key,
       v,
       v === undefined ? 'missing' : 'must be a positive integer',
@@ -36,7 +36,7 @@ export function metaNumber(g: GgufFile, key: string, fallback?: number): number 
   const v = meta(g, key) ?? fallback;
   if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       key,
       v,
       v === undefined ? 'missing' : 'must be a finite number > 0',
@@ -49,6 +49,6 @@ export function metaNumber(g: GgufFile, key: string, fallback?: number): number 
 export function metaCountOrZero(g: GgufFile, key: string): number {
   const v = meta(g, key) ?? 0;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
-    throw new ModelFormatError(g.source.name, key, v, 'must be a non-negative integer');
+    throw new ModelFormatError(g.bytes.name, key, v, 'must be a non-negative integer');
   return v;
 }

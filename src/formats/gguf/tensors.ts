@@ -34,13 +34,13 @@ export async function readGgufRowsF32(
 ): Promise<Float32Array> {
   if (!DEQUANTIZABLE.has(info.type)) {
     const name = GGML_BLOCKS.get(info.type)?.name ?? String(info.type);
-    throw new ModelFormatError(info.source.name, info.name, name, 'weft cannot dequantise this GGML type');
+    throw new ModelFormatError(info.bytes.name, info.name, name, 'weft cannot dequantise this GGML type');
   }
   const total = info.ne.slice(1).reduce((a, b) => a * b, 1);
   if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > total)
-    throw new ModelFormatError(info.source.name, info.name, [row0, rows], `row range outside [0, ${total})`);
+    throw new ModelFormatError(info.bytes.name, info.name, [row0, rows], `row range outside [0, ${total})`);
   const rowBytes = info.byteLength / total;
-  const bytes = await info.source.read(info.offset + row0 * rowBytes, rows * rowBytes);
+  const bytes = await info.bytes.read(info.offset + row0 * rowBytes, rows * rowBytes);
   return dequantizeGgml(info.type, bytes, rows * cols);
 }
 
@@ -66,12 +66,7 @@ export async function readGgufTensorPacked(
   const [cols, rows, ...more] = info.ne;
   if (format === undefined || rows === undefined || cols === undefined || more.length > 0) {
     const name = GGML_BLOCKS.get(info.type)?.name ?? String(info.type);
-    throw new ModelFormatError(
-      info.source.name,
-      info.name,
-      name,
-      'not a matrix of a type with a weft layout',
-    );
+    throw new ModelFormatError(info.bytes.name, info.name, name, 'not a matrix of a type with a weft layout');
   }
   const want = range ?? { row0: 0, rows };
   const read = from ?? { row0: 0, rows };
@@ -81,7 +76,7 @@ export async function readGgufTensorPacked(
   const end = read.row0 + read.rows;
   for (let r0 = read.row0; r0 < end; r0 += perPiece) {
     const n = Math.min(perPiece, end - r0);
-    const bytes = await info.source.read(info.offset + r0 * rowBytes, n * rowBytes);
+    const bytes = await info.bytes.read(info.offset + r0 * rowBytes, n * rowBytes);
     if (range === undefined) {
       repackRows(info.type, bytes, out, (r) => to(r0 + r));
       continue;

@@ -32,7 +32,7 @@ function list(
   if (v === undefined && !required) return undefined;
   if (!Array.isArray(v) || !v.every((x) => typeof x === item)) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       key,
       v === undefined ? v : typeof v,
       `must be a list of ${item}s`,
@@ -79,7 +79,7 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizerFiles {
   else if (model === 'llama') tokenizerJson = sentencePieceJson(g, parts, tokens, types, unk);
   else {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       'tokenizer.ggml.model',
       model,
       'unsupported tokenizer (gpt2 or llama)',
@@ -104,7 +104,7 @@ function vocabulary(g: GgufFile): { tokens: string[]; types: number[] } {
   const types = numbers(g, 'tokenizer.ggml.token_type') ?? tokens.map(() => 1);
   if (types.length !== tokens.length) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       'tokenizer.ggml.token_type',
       types.length,
       `expected ${tokens.length} entries`,
@@ -118,7 +118,7 @@ function tokenId(g: GgufFile, key: string, count: number): number | undefined {
   const v = g.metadata.get(key);
   if (v === undefined) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= count) {
-    throw new ModelFormatError(g.source.name, key, v, `must be a token id below ${count}`);
+    throw new ModelFormatError(g.bytes.name, key, v, `must be a token id below ${count}`);
   }
   return v;
 }
@@ -233,7 +233,7 @@ function sentencePieceJson(
   const scores = numbers(g, 'tokenizer.ggml.scores');
   if (scores === undefined || scores.length !== tokens.length) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       'tokenizer.ggml.scores',
       scores?.length,
       `expected ${tokens.length} scores`,

@@ -60,7 +60,7 @@ export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer 
 /**
  * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format,
  * shape and these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics
- * instead of a later validation error. The smaller tiles share their source and compile on first
+ * instead of a later validation error. The smaller tiles share their WGSL and compile on first
  * use. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
  */
 export async function prepareMatmul(
@@ -99,7 +99,7 @@ export abstract class PartedMatmul {
   protected lanes = 0;
 
   /**
-   * `name` prefixes error messages; `kernel` and `source(mt)` name and render the pipeline of a
+   * `name` prefixes error messages; `kernel` and `wgsl(mt)` name and render the pipeline of a
    * variant with `mt` accumulators (1 for the GEMV), whose workgroups each compute
    * `rowsPerWorkgroup(mt)` rows of a part (default 1). `variants` are the GEMM variants' `mt`
    * (default {@link gemmVariants}(maxM)); a batch runs the smallest that holds it, or the largest
@@ -112,14 +112,14 @@ export abstract class PartedMatmul {
     maxM: number,
     protected readonly name: string,
     kernel: string,
-    source: (mt: number) => WgslVariant,
+    wgsl: (mt: number) => WgslVariant,
     private readonly rowsPerWorkgroup: (mt: number) => number = () => 1,
     variants: (maxM: number) => number[] = gemmVariants,
   ) {
     this.maxM = maxM;
     if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
       throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
-    this.compile = (mt) => ctx.pipelines.get(kernel, ...source(mt));
+    this.compile = (mt) => ctx.pipelines.get(kernel, ...wgsl(mt));
     this.gemv = this.compile(1);
     const mts = maxM > 1 ? variants(maxM) : [];
     this.gemms = mts.map((mt, i) => ({

@@ -153,7 +153,7 @@ function variantOf(o: QkvRopeOptions): Variant {
   };
 }
 
-function source(v: Variant): WgslVariant {
+function wgsl(v: Variant): WgslVariant {
   // Optional bindings follow the fixed ones (0 .. 7) in the order bias, q_norm, k_norm.
   const bias = 8;
   const qn = v.bias ? 9 : 8;
@@ -213,7 +213,7 @@ export class QkvRope {
     const eps = options.qkNormEps ?? 0;
     if (!(eps >= 0)) throw new InvalidInputError(`QkvRope: qkNormEps must be ≥ 0, got ${eps}`);
     kvRows(options); // checks the ring
-    this.pipeline = ctx.pipelines.get('qkv_rope', ...source(variantOf(options)));
+    this.pipeline = ctx.pipelines.get('qkv_rope', ...wgsl(variantOf(options)));
     this.uniform = new UniformSlot(ctx, Params, 'qkv-rope-params');
     this.uniform.write({ heads, kvHeads, headDim, capacity, eps, ring: options.ring ?? 0 });
     this.invFreq = uploadBuffer(ctx, ropeTable(options, rotaryDim), 'qkv-rope-inv-freq');
@@ -221,7 +221,7 @@ export class QkvRope {
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, options: QkvRopeOptions): Promise<void> {
-    await ctx.pipelines.prepare('qkv_rope', ...source(variantOf(options)));
+    await ctx.pipelines.prepare('qkv_rope', ...wgsl(variantOf(options)));
   }
 
   /**

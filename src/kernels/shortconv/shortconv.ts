@@ -9,7 +9,7 @@ import { checkShortConvShape, type ShortConvShape } from './reference.js';
 const WG = 64;
 const Params = defineUniforms('Params', { channels: 'u32', maxRows: 'u32' });
 
-function source(shape: ShortConvShape, tree: boolean): WgslVariant {
+function wgsl(shape: ShortConvShape, tree: boolean): WgslVariant {
   return wgslVariant(shaders.shortconv, Params, { WG, K: shape.kernel, TREE: tree });
 }
 
@@ -48,8 +48,8 @@ export class ShortConv {
       throw new InvalidInputError(
         `ShortConv: ${shape.channels} channels need ${groups} workgroups, the device allows ${ctx.limits.maxComputeWorkgroupsPerDimension}`,
       );
-    this.chainPipeline = ctx.pipelines.get('shortconv', ...source(shape, false));
-    this.treePipeline = ctx.pipelines.get('shortconv', ...source(shape, true));
+    this.chainPipeline = ctx.pipelines.get('shortconv', ...wgsl(shape, false));
+    this.treePipeline = ctx.pipelines.get('shortconv', ...wgsl(shape, true));
     this.uniform = new UniformSlot(ctx, Params, 'shortconv-params');
     this.uniform.write({ channels: shape.channels, maxRows });
   }
@@ -57,7 +57,7 @@ export class ShortConv {
   /** Compiles both forms ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext, shape: ShortConvShape): Promise<void> {
     checkShortConvShape(shape, 'ShortConv.prepare');
-    for (const tree of [false, true]) await ctx.pipelines.prepare('shortconv', ...source(shape, tree));
+    for (const tree of [false, true]) await ctx.pipelines.prepare('shortconv', ...wgsl(shape, tree));
   }
 
   /**

@@ -15,7 +15,7 @@ function coefficients(mode: SteerMode, scale: number): { a: number; b: number } 
   return mode === 'ablate' ? { a: 1, b: 0 } : { a: 0, b: scale };
 }
 
-function source(): WgslVariant {
+function wgsl(): WgslVariant {
   return wgslVariant(shaders.steer, SteerParams, { WG });
 }
 
@@ -64,14 +64,14 @@ export class Steer {
       throw new InvalidInputError(
         `Steer: vectors hold ${vectors.size} bytes, need ${(offset + hidden) * 4} for offset ${offset}`,
       );
-    this.pipeline = ctx.pipelines.get('steer', ...source());
+    this.pipeline = ctx.pipelines.get('steer', ...wgsl());
     this.uniform = new UniformSlot(ctx, SteerParams, 'steer-params');
     this.uniform.write({ H: hidden, offset, ...coefficients(o.mode, scale) });
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
   static async prepare(ctx: GpuContext): Promise<void> {
-    await ctx.pipelines.prepare('steer', ...source());
+    await ctx.pipelines.prepare('steer', ...wgsl());
   }
 
   /** Encodes the update of rows [0, rows) of x [rows, hidden], in place. */

@@ -2,13 +2,13 @@ import { InvalidInputError } from '../../errors.js';
 import { uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../../kernels/bind.js';
+import { HeadFeatures, VocabScatter } from '../../kernels/draft-head/draft-head.js';
 import { Embedding } from '../../kernels/embed/embed.js';
-import { HeadFeatures, VocabScatter } from '../../kernels/head/head.js';
 import { Matmul, prepareMatmul } from '../../kernels/matmul/matmul.js';
 import { type GpuMatrix, uploadMatrix } from '../../kernels/matmul/matrix.js';
 import { quantize } from '../../quant/formats.js';
 import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
-import type { HeadStageBuffers, HeadStages } from '../gpu/head-stages.js';
+import type { HeadStageBuffers, HeadStages } from '../gpu/draft-stages.js';
 import { createGpuRunner, type GpuRunner } from '../gpu/runner.js';
 import { type DraftHead, headModelSpec } from './head.js';
 

@@ -136,7 +136,7 @@ function slidingPattern(layers: number, period: number): boolean[] {
  * zero-centred, four per layer, with QK-norm, GeGLU and the embedding scaled by √hidden.
  */
 function gemma3Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
-  const file = g.source.name;
+  const file = g.bytes.name;
   const k = (key: string) => `gemma3.${key}`;
   const softcap = meta(g, k('final_logit_softcapping'));
   if (softcap !== undefined && softcap !== 0)

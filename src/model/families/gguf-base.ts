@@ -46,7 +46,7 @@ export interface GgufBaseOptions {
  * stored for interleaved RoPE at load (see a family's `storedForm`).
  */
 export async function ggufBaseSpec(g: GgufFile, o: GgufBaseOptions): Promise<ModelSpec> {
-  const file = g.source.name;
+  const file = g.bytes.name;
   const k = (key: string) => `${o.arch}.${key}`;
   const hidden = metaCount(g, k('embedding_length'));
   const heads = metaCount(g, k('attention.head_count'));
@@ -119,7 +119,7 @@ export function llama3RopeFactors(theta: number, headDim: number, s: Llama3RopeS
 function ropeFromFreqs(g: GgufFile, theta: number, headDim: number, freqs: Float32Array): RopeSpec {
   if (freqs.length !== headDim / 2) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       'rope_freqs.weight',
       freqs.length,
       `expected ${headDim / 2} factors`,
@@ -130,7 +130,7 @@ function ropeFromFreqs(g: GgufFile, theta: number, headDim: number, freqs: Float
   const expected = llama3RopeFactors(theta, headDim, scaling);
   if (!(factor > 0) || expected.some((e, i) => !(Math.abs(e - freqs[i]!) <= 1e-3 * e))) {
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       'rope_freqs.weight',
       [...freqs].slice(0, 8),
       'RoPE factors are not Llama 3 scaling with (low 1, high 4, original 8192)',
@@ -148,7 +148,7 @@ function ropeFromFreqs(g: GgufFile, theta: number, headDim: number, freqs: Float
  * factors is refused: the spec holds one scaling.
  */
 async function ggufRope(g: GgufFile, o: GgufBaseOptions, theta: number, headDim: number): Promise<RopeSpec> {
-  const file = g.source.name;
+  const file = g.bytes.name;
   const k = (key: string) => `${o.arch}.${key}`;
   const typeKey = k('rope.scaling.type');
   const type = meta(g, typeKey) ?? 'linear';

@@ -90,7 +90,7 @@ export async function ggufSpec(g: GgufFile): Promise<ModelSpec> {
   const reader = typeof arch === 'string' ? GGUF_READERS.get(arch) : undefined;
   if (reader === undefined)
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       'general.architecture',
       arch,
       `unsupported architecture (${[...GGUF_READERS.keys()].join(', ')})`,

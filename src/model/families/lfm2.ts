@@ -136,7 +136,7 @@ function lfm2Layers(g: GgufFile, heads: number): { kvHeads: number; layerKinds: 
     attention.length > 1
   )
     throw new ModelFormatError(
-      g.source.name,
+      g.bytes.name,
       key,
       v,
       `must be one count or ${blocks} (one per block): 0 for a conv layer, the attention layers' shared count`,
@@ -158,7 +158,7 @@ function lfm2Layers(g: GgufFile, heads: number): { kvHeads: number; layerKinds: 
  * output projection.
  */
 function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
-  const file = g.source.name;
+  const file = g.bytes.name;
   const k = (key: string) => `lfm2.${key}`;
   const window = metaCountOrZero(g, k('attention.sliding_window'));
   if (window > 0)

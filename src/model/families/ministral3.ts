@@ -110,7 +110,7 @@ function ministral3Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
   const beta = metaNumber(g, key);
   const s = base.rope.scaling;
   if (s?.type !== 'yarn')
-    throw new ModelFormatError(g.source.name, key, beta, 'a query temperature needs YaRN RoPE scaling');
+    throw new ModelFormatError(g.bytes.name, key, beta, 'a query temperature needs YaRN RoPE scaling');
   return { queryTemperature: { beta, floorScale: s.originalMaxPositions } };
 }
 

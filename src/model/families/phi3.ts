@@ -135,7 +135,7 @@ function phi3LongRope(
  * scaling beside LongRoPE.
  */
 async function phi3Fields(g: GgufFile, base: ModelSpec): Promise<Partial<ModelSpec>> {
-  const file = g.source.name;
+  const file = g.bytes.name;
   const k = (key: string) => `phi3.${key}`;
   const rotaryDim = metaCount(g, k('rope.dimension_count'), base.headDim);
   if (rotaryDim % 2 !== 0 || rotaryDim > base.headDim)

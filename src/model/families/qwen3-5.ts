@@ -131,7 +131,7 @@ function unrotatedPair(sections: readonly number[], pairs: number): number {
  * and q_proj carries the output gate.
  */
 function qwen35Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
-  const file = g.source.name;
+  const file = g.bytes.name;
   const k = (key: string) => `qwen35.${key}`;
   const blocks = base.layers;
   const nextn = metaCountOrZero(g, k('nextn_predict_layers'));
@@ -242,7 +242,7 @@ function qwen35LayerKinds(g: GgufFile, blocks: number, layers: number): LayerKin
       recurrent.length !== blocks ||
       !recurrent.every((x) => typeof x === 'boolean')
     ) {
-      throw new ModelFormatError(g.source.name, key, recurrent, `must be ${blocks} booleans (one per block)`);
+      throw new ModelFormatError(g.bytes.name, key, recurrent, `must be ${blocks} booleans (one per block)`);
     }
     return recurrent.slice(0, layers).map((r) => (r ? 'deltanet' : 'attention'));
   }

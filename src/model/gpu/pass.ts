@@ -10,7 +10,7 @@ import type { CommitInputs, GpuPass, ProfileSection } from '../blocks/gpu.js';
 import type { SamplerSpec } from '../runner.js';
 import type { ModelSpec } from '../spec/spec.js';
 import type { Activations, FeatureStore } from './buffers.js';
-import type { HeadStages } from './head-stages.js';
+import type { HeadStages } from './draft-stages.js';
 import type { Kernels } from './kernels.js';
 import type { GpuWeights } from './weights.js';
 

@@ -35,7 +35,7 @@ import {
   makeFeatureStore,
 } from './buffers.js';
 import { openDecodeSession } from './decode-session.js';
-import { type HeadPlacement, headWaves } from './head-stages.js';
+import { type HeadPlacement, headWaves } from './draft-stages.js';
 import { buildKernels, destroyKernels } from './kernels.js';
 import {
   assertNoSession,

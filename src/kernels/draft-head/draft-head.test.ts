@@ -4,7 +4,7 @@ import { InvalidInputError } from '../../errors.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
-import { HeadFeatures, headFeaturesRef, VocabScatter, vocabScatterRef } from './head.js';
+import { HeadFeatures, headFeaturesRef, VocabScatter, vocabScatterRef } from './draft-head.js';
 
 /** A small LCG; random cases multiply their seed by a large odd constant to spread their first draws. */
 function rng(seed: number): () => number {
