@@ -102,7 +102,7 @@ function browserEntry(dir: string): string {
  * the server maps to the package's folder. Module workers ignore import maps, so the rewrite is done
  * on the text as it is served; relative imports are left as they are.
  */
-export function rewriteBareImports(code: string, entryOf: (name: string) => string | undefined): string {
+function rewriteBareImports(code: string, entryOf: (name: string) => string | undefined): string {
   return code.replace(
     /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])([^'"./][^'"]*)\2/g,
     (all, lead: string, quote: string, spec: string) => {

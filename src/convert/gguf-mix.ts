@@ -11,7 +11,7 @@ import { GGML_BLOCKS, GgmlType } from '../quant/ggml/blocks.js';
 export type GgufMix = 'Q4_K_M' | 'Q5_K_M' | 'Q3_K_M';
 
 /** The {@link GgufMix}es. */
-export const GGUF_MIXES: readonly GgufMix[] = ['Q4_K_M', 'Q5_K_M', 'Q3_K_M'];
+const GGUF_MIXES: readonly GgufMix[] = ['Q4_K_M', 'Q5_K_M', 'Q3_K_M'];
 
 /** Whether `type` names a {@link GgufMix}. */
 export function isGgufMix(type: string): type is GgufMix {

@@ -318,7 +318,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /** The weft-q version {@link convert} writes and {@link openWeftCheckpoint} reads. */
-export const WEFT_Q_VERSION = '3';
+const WEFT_Q_VERSION = '3';
 
 const FORMATS: readonly string[] = ['f32', 'f16', 'int8', 'int4', 'int2'];
 

@@ -125,7 +125,7 @@ export interface PlacedSlice {
  * the aligned step of rows (`alignedRowStep`) but the last, each of at most `sliceElements` (or one
  * step, if more).
  */
-export function sliceRanges(
+function sliceRanges(
   format: WeightFormat,
   rows: number,
   cols: number,

@@ -12,7 +12,7 @@ import {
 } from './store.js';
 
 /** Default chunk size: 16 MiB (one IndexedDB record and one Range request each). */
-export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
+const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
 
 /** One chunk of a file: its index and byte range `[offset, offset + length)`. */
 export interface Chunk {

@@ -219,7 +219,7 @@ export function keyString(key: ModelKey): string {
 }
 
 /** Throws unless `file` is a relative path without empty, `.` or `..` segments. */
-export function checkFileName(file: string): void {
+function checkFileName(file: string): void {
   const parts = file.split('/');
   if (file === '' || parts.some((p) => p === '' || p === '.' || p === '..')) {
     throw new InvalidInputError(

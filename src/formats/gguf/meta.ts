@@ -24,7 +24,7 @@ export function metaCount(g: GgufFile, key: string, fallback?: number): number {
  * The shortest decimal that rounds to the same f32 as `v`: GGUF stores `rms_norm_eps` and
  * `rope.freq_base` as f32, and the spec should read 1e-6, not 9.99999997e-7.
  */
-export function shortestF32(v: number): number {
+function shortestF32(v: number): number {
   for (let p = 1; p < 9; p++) {
     const d = Number(v.toPrecision(p));
     if (Math.fround(d) === Math.fround(v)) return d;

@@ -73,7 +73,7 @@ export function isHtmlAnswer(url: string, res: Response): boolean {
 }
 
 /** The {@link DownloadError} of an error status, with what to check for the common ones. */
-export function statusError(url: string, res: Response): DownloadError {
+function statusError(url: string, res: Response): DownloadError {
   const { status } = res;
   const http = `HTTP ${status}${res.statusText ? ` ${res.statusText}` : ''}`;
   const hint =

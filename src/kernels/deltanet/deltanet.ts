@@ -46,7 +46,7 @@ function ruleWgsl(shape: DeltaNetShape, tree: boolean): WgslVariant {
 }
 
 /** Rows of a draft tree the tree forms take: the visibility words span 64 slots. */
-export const DELTANET_MAX_TREE_ROWS = 64;
+const DELTANET_MAX_TREE_ROWS = 64;
 
 /**
  * A Gated DeltaNet layer's mixer on the GPU (Qwen3.5's linear attention), from the fused input

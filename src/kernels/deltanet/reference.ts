@@ -5,9 +5,9 @@
 import { InvalidInputError } from '../../errors.js';
 
 /** Largest keyDim and valueDim: a rule thread keeps a column of S in a private array of keyDim. */
-export const DELTANET_MAX_HEAD_DIM = 256;
+const DELTANET_MAX_HEAD_DIM = 256;
 /** Largest convKernel: each conv thread keeps its window in a private array of convKernel. */
-export const DELTANET_MAX_CONV_KERNEL = 16;
+const DELTANET_MAX_CONV_KERNEL = 16;
 
 /** Static shape of one Gated DeltaNet layer (every linear-attention layer of a model shares it). */
 export interface DeltaNetShape {
@@ -106,7 +106,7 @@ function rowsOf(shape: DeltaNetShape, proj: Float32Array, who: string): number {
  * taken in f64 and rounded once. Returns u [T, C]; `convState` is updated in place to the last
  * K - 1 rows of [convState; x].
  */
-export function deltaNetConvRef(
+function deltaNetConvRef(
   shape: DeltaNetShape,
   proj: Float32Array,
   convWeight: Float32Array,
@@ -148,7 +148,7 @@ function softplus(x: number): number {
  * is rounded to f32 as torch's f32 run rounds it; sums are taken in f64 and rounded once.
  * Returns y [T, valueWidth].
  */
-export function gatedDeltaRef(
+function gatedDeltaRef(
   shape: DeltaNetShape,
   proj: Float32Array,
   conv: Float32Array,

@@ -59,7 +59,7 @@ export const SPLIT_K_THREADS = 64;
  * trip's loads in flight (64 bytes of codes) keeps ~4 MB in flight, past what an H100 needs to
  * stream at full bandwidth (bandwidth × latency ≈ 2.3 MB; bench/occupancy.ts has the model).
  */
-export const GEMV_TARGET_THREADS = 65536;
+const GEMV_TARGET_THREADS = 65536;
 
 /** Threads per workgroup of the serial form (see {@link GpuContext.kernels}). */
 export const SERIAL_THREADS = 4;
@@ -119,7 +119,7 @@ export function unitsPerTrip(format: WeightFormat, tm: number, wide: boolean): n
  * Most threads {@link splitLanes} launches to give every lane a single trip: about what the largest
  * GPUs hold resident (an H100: 132 SMs × 2048).
  */
-export const GEMV_MAX_THREADS = 262144;
+const GEMV_MAX_THREADS = 262144;
 
 /**
  * Lanes that split the K of one output in the split-K form (the WGSL constant KL, a uniform) for a

@@ -15,12 +15,6 @@ const Params = defineUniforms('Params', {
   headDim: 'u32',
   rotaryDim: 'u32',
 });
-/**
- * Positions the kernel rotates accurately: its Cody-Waite reduction by π/2 is exact while the
- * quadrant count stays below 2^16 (angle = position · inv_freq[0] = position).
- */
-export const ROPE_MAX_POSITION = 102_900;
-
 /** Llama 3 `rope_scaling` (rope_type "llama3"); same fields as `Llama3RopeScaling` of src/model/spec/spec.ts. */
 export interface Llama3RopeScaling {
   type?: 'llama3';
@@ -314,9 +308,9 @@ export function queryTemperatureRef(
 
 /**
  * Rotary embedding on the GPU (rope.wgsl), in place on q [M, heads, headDim] and
- * k [M, kvHeads, headDim] in one dispatch, at explicit positions (u32 [M], each below
- * {@link ROPE_MAX_POSITION}); with `rotaryDim`, on the first rotaryDim elements of each head only.
- * Owns the inv_freq buffer.
+ * k [M, kvHeads, headDim] in one dispatch, at explicit positions (u32 [M], each below 102,900:
+ * the kernel's Cody-Waite reduction by π/2 is exact while the quadrant count stays below 2^16);
+ * with `rotaryDim`, on the first rotaryDim elements of each head only. Owns the inv_freq buffer.
  */
 export class Rope {
   private readonly pipeline: GPUComputePipeline;

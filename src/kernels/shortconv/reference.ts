@@ -5,7 +5,7 @@
 import { InvalidInputError } from '../../errors.js';
 
 /** Largest kernel: each thread keeps its window in a private array of `kernel` floats. */
-export const SHORTCONV_MAX_KERNEL = 16;
+const SHORTCONV_MAX_KERNEL = 16;
 
 /** Static shape of one short-convolution layer (every conv layer of a model shares it). */
 export interface ShortConvShape {

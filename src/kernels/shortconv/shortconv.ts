@@ -14,7 +14,7 @@ function wgsl(shape: ShortConvShape, tree: boolean): WgslVariant {
 }
 
 /** Rows of a draft tree the tree form takes: the visibility words span 64 slots. */
-export const SHORTCONV_MAX_TREE_ROWS = 64;
+const SHORTCONV_MAX_TREE_ROWS = 64;
 
 /**
  * An LFM2 short-convolution layer's mixer on the GPU, from in_proj's rows B | C | x to out_proj's

@@ -13,7 +13,7 @@ import type { TakeTensor } from './pass.js';
 import { shortconv } from './shortconv/index.js';
 
 /** Every block kind, by name. */
-export const KINDS: { readonly [K in BlockKindName]: BlockKind<BlockOf<K>> } = {
+const KINDS: { readonly [K in BlockKindName]: BlockKind<BlockOf<K>> } = {
   attention,
   mlp,
   deltanet,
@@ -21,18 +21,13 @@ export const KINDS: { readonly [K in BlockKindName]: BlockKind<BlockOf<K>> } = {
 };
 
 /** The kind of blocks named `kind`. */
-export function kindOf<K extends BlockKindName>(kind: K): BlockKind<BlockOf<K>> {
+function kindOf<K extends BlockKindName>(kind: K): BlockKind<BlockOf<K>> {
   return KINDS[kind];
 }
 
 /** A block's tensors that the spec says exist, under the checkpoint's names, with their shapes. */
 export function blockTensors(spec: ModelSpec, block: Block): TensorShapes {
   return kindOf(block.kind).tensors(spec, block);
-}
-
-/** A block's linears grouped by the input they multiply. */
-export function blockLinears(block: Block): readonly (readonly string[])[] {
-  return kindOf(block.kind).linears(block);
 }
 
 /** A block's reference forward, its weights read by `take`. */

@@ -21,8 +21,6 @@ export interface BlockKind<B extends Block> {
   readonly recurrent: boolean;
   /** Its tensors that the spec says exist, under the checkpoint's names, with their shapes. */
   tensors(spec: ModelSpec, block: B): TensorShapes;
-  /** Its linears grouped by the input they multiply (calibration keys its statistics by them). */
-  linears(block: B): readonly (readonly string[])[];
   /** Reads its weights (checked by `take`) and returns its reference forward. */
   reference(take: TakeTensor, spec: ModelSpec, block: B): RefBlock;
   /** Places its weights on the GPU; the placed block binds its kernels and state later. */

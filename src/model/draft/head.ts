@@ -37,7 +37,7 @@ import { chainParents, draftTree, pathTo } from '../tree.js';
 //   the rows whose feature is known first, then their children, and so on.
 
 /** config.json `model_type` of a draft head checkpoint. */
-export const HEAD_MODEL_TYPE = 'weft_draft_head';
+const HEAD_MODEL_TYPE = 'weft_draft_head';
 
 /** A draft head's shape, from its config.json. */
 export interface HeadSpec {
@@ -226,7 +226,7 @@ export function headModelSpec(s: HeadSpec, target: ModelSpec): ModelSpec {
 }
 
 /** Parameters one draft depth reads per row: the head's matrices and its LM rows. */
-export function headParamsPerPass(s: HeadSpec): number {
+function headParamsPerPass(s: HeadSpec): number {
   const H = s.hidden;
   const attn = H * (2 * s.heads * s.headDim + 2 * s.kvHeads * s.headDim);
   return 2 * H * H + attn + 3 * H * s.intermediate + s.draftVocab * H;

@@ -47,7 +47,7 @@ export function mtpShapes(spec: ModelSpec): (readonly [string, readonly number[]
 }
 
 /** Whether a checkpoint holds an MTP layer. */
-export function hasMtp(weights: TensorReader): boolean {
+function hasMtp(weights: TensorReader): boolean {
   return weights.tensors.has('mtp.fc.weight');
 }
 

@@ -44,7 +44,7 @@ export type ModelFamily = keyof typeof FAMILIES;
 const BY_NAME: ReadonlyMap<string, Family> = new Map(Object.entries(FAMILIES));
 
 /** The family of a spec; throws InvalidInputError for a name the table does not hold. */
-export function familyOf(spec: Pick<ModelSpec, 'family'>): Family {
+function familyOf(spec: Pick<ModelSpec, 'family'>): Family {
   const family = BY_NAME.get(spec.family);
   if (family === undefined)
     throw new InvalidInputError(

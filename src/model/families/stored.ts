@@ -37,7 +37,7 @@ export function permuteRows(
  * The Hugging Face row of GGUF row `row` of a Q or K weight with `rows` rows over `heads`
  * heads: the inverse of {@link permuteRows}' move, row h·d + 2i + s back to h·d + s·d/2 + i.
  */
-export function hfRowOf(row: number, rows: number, heads: number): number {
+function hfRowOf(row: number, rows: number, heads: number): number {
   const d = rows / heads;
   const r = row % d;
   return row - r + (r & 1) * (d / 2) + (r >> 1);

@@ -56,7 +56,7 @@ export interface GpuWeights {
  * Dawn in Node keeps every write staged (Qwen-sized models: a second copy of the weights in host
  * memory). One wait per 64 MiB is a few per second of loading.
  */
-export const UPLOAD_BYTES_IN_FLIGHT = 64 << 20;
+const UPLOAD_BYTES_IN_FLIGHT = 64 << 20;
 
 /** A weights progress event: the tensor just placed, and the peak transient bytes so far. */
 export interface PlaceProgress {
@@ -133,7 +133,7 @@ export function allocatePlaced(
  * pieces of other formats or widths, a stacked piece (but the last) or a gated pair whose elements
  * are not whole blocks (`splitAlign`).
  */
-export function stackProblem(pieces: readonly MatrixPlacement[], gated: boolean): string | undefined {
+function stackProblem(pieces: readonly MatrixPlacement[], gated: boolean): string | undefined {
   const first = pieces[0];
   if (!first) return 'no matrices';
   const { format, pad } = first;

@@ -104,9 +104,3 @@ export function attentionTensors(spec: ModelSpec, block: AttentionBlock): Tensor
     ...(spec.sandwichNorms ? ([[n.outNorm, [H]]] as const) : []),
   ];
 }
-
-/** The block's linears grouped by the input they multiply: q, k and v the normed input; o the attention. */
-export function attentionLinears(block: AttentionBlock): readonly (readonly string[])[] {
-  const n = block.names;
-  return [[n.q, n.k, n.v], [n.o]];
-}

@@ -94,9 +94,3 @@ export function deltaNetTensors(spec: ModelSpec, block: DeltaNetBlock): TensorSh
     [n.out, [H, valueWidth]],
   ];
 }
-
-/** The block's linears grouped by the input they multiply: the four projections; out_proj. */
-export function deltaNetLinears(block: DeltaNetBlock): readonly (readonly string[])[] {
-  const n = block.names;
-  return [[n.qkv, n.z, n.b, n.a], [n.out]];
-}

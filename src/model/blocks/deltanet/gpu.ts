@@ -51,7 +51,7 @@ interface DeltaNetKernels {
 }
 
 /** The kernel shape of a spec's DeltaNet layers. */
-export function deltaNetShape(spec: ModelSpec): DeltaNetShape {
+function deltaNetShape(spec: ModelSpec): DeltaNetShape {
   const dn = spec.deltaNet;
   if (!dn) throw new InvalidInputError(`the ${spec.family} spec has no DeltaNet layers`);
   return { ...dn, eps: spec.rmsEps };

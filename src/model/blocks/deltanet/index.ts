@@ -2,7 +2,7 @@
 // forward (reference.ts), its GPU side (gpu.ts) and its footprint (footprint.ts). Its state is
 // recurrent.
 import type { BlockKind } from '../kind.js';
-import { type DeltaNetBlock, deltaNetLinears, deltaNetTensors } from './block.js';
+import { type DeltaNetBlock, deltaNetTensors } from './block.js';
 import { deltaNetFootprint } from './footprint.js';
 import { placeDeltaNet } from './gpu.js';
 import { deltaNetRef, readDeltaNet } from './reference.js';
@@ -10,7 +10,6 @@ import { deltaNetRef, readDeltaNet } from './reference.js';
 export const deltanet: BlockKind<DeltaNetBlock> = {
   recurrent: true,
   tensors: deltaNetTensors,
-  linears: deltaNetLinears,
   reference(take, spec, block) {
     const w = readDeltaNet(take, spec, block);
     return (pass) => deltaNetRef(pass, block, w);

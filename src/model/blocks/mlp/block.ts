@@ -69,9 +69,3 @@ export function mlpTensors(spec: ModelSpec, block: MlpBlock): TensorShapes {
     ...(spec.sandwichNorms ? ([[n.outNorm, [H]]] as const) : []),
   ];
 }
-
-/** The block's linears grouped by the input they multiply: gate and up the normed input; down the product. */
-export function mlpLinears(block: MlpBlock): readonly (readonly string[])[] {
-  const n = block.names;
-  return [[n.gate, n.up], [n.down]];
-}

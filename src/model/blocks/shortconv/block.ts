@@ -79,9 +79,3 @@ export function shortConvTensors(spec: ModelSpec, block: ShortConvBlock): Tensor
     ...bias(n.outBias, H),
   ];
 }
-
-/** The block's linears grouped by the input they multiply: in_proj; out_proj. */
-export function shortConvLinears(block: ShortConvBlock): readonly (readonly string[])[] {
-  const n = block.names;
-  return [[n.inProj], [n.out]];
-}

@@ -42,7 +42,7 @@ interface ShortConvKernels {
 }
 
 /** The kernel shape of a spec's short-convolution layers. */
-export function shortConvShape(spec: ModelSpec): ShortConvShape {
+function shortConvShape(spec: ModelSpec): ShortConvShape {
   const sc = spec.shortConv;
   if (!sc) throw new InvalidInputError(`the ${spec.family} spec has no short-convolution layers`);
   return { channels: spec.hidden, kernel: sc.kernel };

@@ -2,7 +2,7 @@
 // forward (reference.ts), its GPU side (gpu.ts) and its footprint (footprint.ts). Its state is
 // recurrent.
 import type { BlockKind } from '../kind.js';
-import { type ShortConvBlock, shortConvLinears, shortConvTensors } from './block.js';
+import { type ShortConvBlock, shortConvTensors } from './block.js';
 import { shortConvFootprint } from './footprint.js';
 import { placeShortConv } from './gpu.js';
 import { readShortConv, shortConvRef } from './reference.js';
@@ -10,7 +10,6 @@ import { readShortConv, shortConvRef } from './reference.js';
 export const shortconv: BlockKind<ShortConvBlock> = {
   recurrent: true,
   tensors: shortConvTensors,
-  linears: shortConvLinears,
   reference(take, spec, block) {
     const w = readShortConv(take, spec, block);
     return (pass) => shortConvRef(pass, block, w);
