@@ -1,6 +1,6 @@
-import { AbortError } from '../errors.js';
+import { AbortError, DownloadError } from '../errors.js';
 import { checkResponse, readBody, request } from '../formats/io/http.js';
-import { DownloadError, IntegrityError } from './errors.js';
+import { IntegrityError } from './errors.js';
 import { Sha256, sha256Hex } from './sha256.js';
 import { fileUrl, type ModelKey, modelKey, type RemoteSource } from './source.js';
 import {

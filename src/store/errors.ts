@@ -1,8 +1,7 @@
 import { WeftError } from '../errors.js';
 
-// DownloadError is thrown by formats/ too (a model read in place over HTTP), so it lives with the
-// base classes; the weights cache's errors are still importable from here.
-export { DownloadError } from '../errors.js';
+// The weights cache's own errors. (DownloadError is thrown by formats/ too, a model read in place
+// over HTTP, so it lives with the base classes in src/errors.ts.)
 
 /**
  * The browser's storage quota is too small for a download: `needed` bytes are missing from the store

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { queryTemperatureAt } from '../../src/kernels/rope/rope.js';
 import { ropeInverseFrequencies } from '../../src/model/blocks/ops.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
-import { type ModelSpec, queryTemperatureAt, yarnAttentionFactor } from '../../src/model/spec/spec.js';
+import { type ModelSpec, yarnAttentionFactor } from '../../src/model/spec/spec.js';
 import { mapWeights, type NamedTensors, type Tensor } from '../../src/model/weights.js';
 import { randomWeights, tinySpecs } from '../fixtures/reference.js';
 

@@ -1,6 +1,6 @@
 import { webcrypto } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { AbortError } from '../../src/errors.js';
+import { AbortError, DownloadError } from '../../src/errors.js';
 import {
   backoffDelay,
   DEFAULT_RETRY,
@@ -11,7 +11,7 @@ import {
   runPool,
   withRetry,
 } from '../../src/store/download.js';
-import { DownloadError, IntegrityError, QuotaError } from '../../src/store/errors.js';
+import { IntegrityError, QuotaError } from '../../src/store/errors.js';
 import { openStoredFile } from '../../src/store/reader.js';
 import { toHex } from '../../src/store/sha256.js';
 import { hubModel, modelKey } from '../../src/store/source.js';

@@ -9,13 +9,8 @@ import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaNumber } from '../../formats/gguf/meta.js';
 import { readGgufTensorF32 } from '../../formats/gguf/tensors.js';
 import type { GgufEntry } from '../../formats/gguf/write.js';
-import {
-  type Llama3RopeScaling,
-  type ModelSpec,
-  type RopeSpec,
-  type YarnRopeScaling,
-  yarnAttentionFactor,
-} from '../spec/spec.js';
+import type { YarnRopeScaling } from '../../kernels/rope/rope.js';
+import { type Llama3RopeScaling, type ModelSpec, type RopeSpec, yarnAttentionFactor } from '../spec/spec.js';
 import type { GgufEntries, NamePairs } from './family.js';
 
 export const u32 = (value: number): GgufEntry => ({ type: 'u32', value });

@@ -5,6 +5,7 @@
 import { ModelFormatError } from '../../formats/errors.js';
 import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaNumber } from '../../formats/gguf/meta.js';
+import type { YarnRopeScaling } from '../../kernels/rope/rope.js';
 import {
   type Fields,
   readAttentionShape,
@@ -12,7 +13,7 @@ import {
   refusePrequantized,
   ropeScalingOf,
 } from '../spec/fields.js';
-import { type ModelSpec, type YarnRopeScaling, yarnAttentionFactor } from '../spec/spec.js';
+import { type ModelSpec, yarnAttentionFactor } from '../spec/spec.js';
 import { baseConfig, decoderBlocks, wrapped } from './decoder.js';
 import type { Family, GgufEntries } from './family.js';
 import {

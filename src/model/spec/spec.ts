@@ -89,10 +89,6 @@ export interface LongRopeScaling {
   readonly attentionFactor: number;
 }
 
-export { queryTemperatureAt } from '../../kernels/rope/rope.js';
-/** YaRN and Llama 4's query temperature (Ministral 3): defined beside the kernels that apply them. */
-export type { QueryTemperature, YarnRopeScaling };
-
 /** YaRN's attention factor from its config fields (see {@link YarnRopeScaling.attentionFactor}). */
 export function yarnAttentionFactor(
   factor: number,
