@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     name: 'bench',
-    include: ['test/bench/**/*.test.ts'],
+    include: ['test/**/*.bench.test.ts'],
     environment: 'node',
     fileParallelism: false,
     testTimeout: 900_000,

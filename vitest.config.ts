@@ -2,10 +2,16 @@ import { playwright } from '@vitest/browser-playwright';
 import { defineConfig } from 'vitest/config';
 import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 
+// Tests are found by module: test/ mirrors src/ (test/model/gpu/ tests src/model/gpu/), kernel tests
+// sit beside their kernels (src/kernels/<family>/*.test.ts), and each family's end-to-end tests sit
+// together in test/families/<family>.*. A test file's suffix says where it runs:
+// `*.test.ts` unit, `*.gpu.test.ts` gpu, `*.node.test.ts` node-gpu, `*.browser.test.ts` browser
+// (`*.bench.test.ts` and test/scale/ have configs of their own: vitest.bench.config.ts and
+// vitest.scale.config.ts, outside `npm test`).
 // Projects:
 // - unit: pure TypeScript (references, parsers, packing), in Node.
-// - gpu: kernel tests (src/kernels/<family>/*.test.ts, beside each kernel) and the GPU tests of
-//   test/gpu/ run inside headless Chromium (WebGPU on SwiftShader here, or a real GPU), through
+// - gpu: kernel tests (src/kernels/<family>/*.test.ts, beside each kernel) and the `*.gpu.test.ts`
+//   files run inside headless Chromium (WebGPU on SwiftShader here, or a real GPU), through
 //   Vitest's browser mode, against their TS references. On SwiftShader the contexts take the
 //   serial kernel forms (the kernel tests run both forms themselves).
 // - lavapipe: the model-level GPU tests in LAVAPIPE_MODEL_TESTS and the kernel tests of
@@ -31,20 +37,20 @@ const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
 // Gemma 3's sliding windows, SmolLM3's RoPE-less layers, and Ministral 3's YaRN and query temperature. (The others check placement,
 // conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
 const LAVAPIPE_MODEL_TESTS = [
-  'test/gpu/forward.test.ts',
-  'test/gpu/decode-loop.test.ts',
-  'test/gpu/speculate.test.ts',
-  'test/gpu/counters.test.ts',
-  'test/gpu/grammar.test.ts',
-  'test/gpu/steer.test.ts',
-  'test/gpu/kv-f16.test.ts',
-  'test/gpu/rotate.test.ts',
-  'test/gpu/qwen35.test.ts',
-  'test/gpu/qwen35-trained.test.ts',
-  'test/gpu/gemma3.test.ts',
-  'test/gpu/lfm2.test.ts',
-  'test/gpu/phi3.test.ts',
-  'test/gpu/ministral3.test.ts',
+  'test/model/gpu/forward.gpu.test.ts',
+  'test/model/gpu/decode-loop.gpu.test.ts',
+  'test/decode/speculate.gpu.test.ts',
+  'test/model/gpu/counters.gpu.test.ts',
+  'test/grammar/grammar.gpu.test.ts',
+  'test/steer/steer.gpu.test.ts',
+  'test/model/gpu/kv-f16.gpu.test.ts',
+  'test/model/gpu/rotate.gpu.test.ts',
+  'test/families/qwen3-5.gpu.test.ts',
+  'test/families/qwen3-5.trained.gpu.test.ts',
+  'test/families/gemma3.gpu.test.ts',
+  'test/families/lfm2.gpu.test.ts',
+  'test/families/phi3.gpu.test.ts',
+  'test/families/ministral3.gpu.test.ts',
 ];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];
@@ -59,6 +65,8 @@ const LAVAPIPE_KERNEL_TESTS = [
   'src/kernels/attention/attention-split.test.ts',
   'src/kernels/sample/sample.test.ts',
 ];
+// The suffixes of the tests that run elsewhere than the unit project.
+const SUFFIXED = ['gpu', 'node', 'browser', 'bench', 'scale'].map((s) => `test/**/*.${s}.test.ts`);
 // What both lavapipe projects ask of their contexts.
 const LAVAPIPE_HOST = {
   vulkan: 'lavapipe',
@@ -73,12 +81,19 @@ export default defineConfig({
     // one at a time, one core idle, before any GPU file started. Two workers run them in pairs.
     maxWorkers: 2,
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node' } },
+      {
+        test: {
+          name: 'unit',
+          include: ['test/**/*.test.ts'],
+          exclude: [...SUFFIXED, 'test/scale/**'],
+          environment: 'node',
+        },
+      },
       {
         test: {
           name: 'gpu',
           // bench/attention.test.ts: the unsplit attention kernel bench:kernels times as a baseline.
-          include: ['test/gpu/**/*.test.ts', 'src/kernels/**/*.test.ts', 'bench/**/*.test.ts'],
+          include: ['test/**/*.gpu.test.ts', 'src/kernels/**/*.test.ts', 'bench/**/*.test.ts'],
           // Run by node-gpu instead (below), beside this project's files rather than after them;
           // and the real-shape tests, by lavapipe alone.
           exclude: [...NODE_KERNEL_TESTS, ...LAVAPIPE_ONLY_TESTS],
@@ -124,7 +139,7 @@ export default defineConfig({
       {
         test: {
           name: 'node-gpu',
-          include: ['test/node/**/*.test.ts', ...NODE_KERNEL_TESTS],
+          include: ['test/**/*.node.test.ts', ...NODE_KERNEL_TESTS],
           environment: 'node',
           fileParallelism: false,
           testTimeout: 120_000,
@@ -134,7 +149,7 @@ export default defineConfig({
       {
         test: {
           name: 'browser',
-          include: ['test/browser/**/*.test.ts'],
+          include: ['test/**/*.browser.test.ts'],
           environment: 'node',
           fileParallelism: false,
           testTimeout: 300_000,

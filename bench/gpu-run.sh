@@ -21,7 +21,7 @@
 # (no usable GPU driver): such a run says nothing about a GPU.
 #
 # --smoke (or WEFT_GPU_RUN_SMOKE=1): the same steps at tiny sizes on whatever adapter Chromium has,
-# SwiftShader included (test/bench/gpu-run.test.ts, `npm run test:bench`), appended to bench/.cache/RESULTS-smoke.md
+# SwiftShader included (test/bench/gpu-run.bench.test.ts, `npm run test:bench`), appended to bench/.cache/RESULTS-smoke.md
 # instead of bench/RESULTS.md (WEFT_RESULTS_FILE overrides either).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,7 @@
 // a page or worker runs) over a JSON reply tokenized by the demo target's tokenizer, the bytes of
 // mask written to the GPU per step, and (when the engine runs in this process) decode tok/s of the
 // same prompts plain and under a JSON schema, measured in one run; and over the 50 generated
-// schemas of test/unit/grammar.test.ts, greedy, decode tok/s and tokens per target pass of plain
+// schemas of test/grammar/grammar.test.ts, greedy, decode tok/s and tokens per target pass of plain
 // constrained decoding, jump-forward alone, and n-gram and (with a draft model) self-draft trees
 // grown under the grammar without and with jump-forward, with a check that every run's ids equal
 // plain decoding's.

@@ -55,7 +55,7 @@ export async function ensurePeerFiles(peers, model = 'kjv-target') {
  * multiple of 32, so Q8_0 blocks fit every row.
  */
 export const QWEN35_SHAPES = {
-  // The smoke test's (test/browser/bench-qwen35-peer.test.ts): hidden 64, 4 layers.
+  // The smoke test's (test/families/qwen3-5.peer.browser.test.ts): hidden 64, 4 layers.
   tiny: {
     hidden_size: 64,
     intermediate_size: 128,

@@ -4,7 +4,7 @@
 // bytes, perplexity, its ratio to f16, mean KL(p_f16 || p_quant) per token and top-1 agreement with
 // f16 (the greedy acceptance rate of that format as a self-draft). Runs the plain-TS reference in Node: only the numbers matter, not speed, and the
 // reference on `roundedThrough` weights is the exact math the GPU runner does for int formats
-// (test/gpu/rotate.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
+// (test/model/gpu/rotate.gpu.test.ts checks that); W8A8 adds the GPU's per-token activation rounding
 // through `w8a8Inputs`. GGUF rows (issue 40) score the file `exportGguf` writes for a GGML type or
 // llama-quantize mix, with the calibration text's importance matrix, as the GGUF loader reads it
 // back (`ggufWeights`).

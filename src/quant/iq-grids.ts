@@ -7,7 +7,7 @@
 // `iq3xxs_grid`, `iq3s_grid` (u32 entries: 4 coordinates of 8 values), in their order. Each
 // coordinate is stored here as its index among its table's values (2 bits for IQ2, 3 for IQ3),
 // packed from the low bit up in entry order and base64-encoded: 6 kB in place of 39 kB of hex in
-// every bundle that carries the GPU kernels. test/unit/gguf-iquant.test.ts holds every table to
+// every bundle that carries the GPU kernels. test/quant/ggml/iquant.test.ts holds every table to
 // gguf-py's own copy.
 
 /**

@@ -1,5 +1,5 @@
 // The wllama parity tests' shared part (test/browser/gguf-*-wllama.test.ts): a page where
-// llama.cpp (wllama, in WebAssembly, CPU) decodes greedily (test/browser/pages/wllama-greedy.html,
+// llama.cpp (wllama, in WebAssembly, CPU) decodes greedily (test/helpers/pages/wllama-greedy.html,
 // `window.wllamaGreedy`), and for quantized files the comparison of its tokens with weft's.
 //
 // What weft and llama.cpp can agree on for a quantized file (the K-quant mixes,
@@ -32,7 +32,7 @@ export interface WllamaPage {
 }
 
 /**
- * Serves the repository, opens test/browser/pages/wllama-greedy.html in headless Chromium (its
+ * Serves the repository, opens test/helpers/pages/wllama-greedy.html in headless Chromium (its
  * errors logged) and waits for wllama to be ready (up to a minute). For a test file's `beforeAll`.
  */
 export async function setUpWllamaPage(): Promise<WllamaPage> {
@@ -46,7 +46,7 @@ export async function setUpWllamaPage(): Promise<WllamaPage> {
     await server.close();
   };
   try {
-    const pageUrl = new URL('test/browser/pages/wllama-greedy.html', url).href;
+    const pageUrl = new URL('test/helpers/pages/wllama-greedy.html', url).href;
     const page = await browser.newPage();
     logPageErrors(page);
     await page.goto(pageUrl);

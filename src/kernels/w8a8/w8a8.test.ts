@@ -67,7 +67,7 @@ const SHAPES: [number, number, number][] = [
 ];
 // The split form (a workgroup per weight row, its 64 partial sums added by a fixed tree: no subgroup
 // operation, so no order that depends on the subgroup size; the tests run on SwiftShader's size 4
-// and lavapipe's size 8, and test/unit/shaders.test.ts holds every kernel to it), and the serial
+// and lavapipe's size 8, and test/scripts/gen-shaders.test.ts holds every kernel to it), and the serial
 // form of a software adapter (GpuContext.kernels).
 const PATHS = projectForms([
   ['split', 'gpu'],
