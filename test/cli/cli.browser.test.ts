@@ -106,7 +106,9 @@ describe('weft generate --draft', () => {
     expect(out.stderr).toBe('');
     const spec = JSON.parse(out.stdout) as { ids: number[]; stats: Record<string, number> };
     expect(spec.ids).toEqual(plain.ids);
-    expect(spec.stats.tokens_per_pass).toBeGreaterThanOrEqual(1);
+    // The int4 self-draft's drafts are accepted: 3.4 tokens per pass measured (drafts all rejected
+    // would give exactly 1).
+    expect(spec.stats.tokens_per_pass).toBeGreaterThan(2);
     expect(spec.stats.target_passes).toBeGreaterThan(0);
     // The self-draft shares the target's GPU: every step runs whole on the device, timed as one.
     expect(spec.stats.device_step_ms).toBeGreaterThan(0);

@@ -140,7 +140,9 @@ describe('demo page: speculation', () => {
       // The last live value (the last chunk's counts) is the engine's lastStats.tokens_per_pass.
       expect(live.at(-1)!.perPass, prompt).toBe(done[0]!.perPass);
       expect(live.at(-1)!.passes, prompt).toBe(done[0]!.passes);
-      expect(Number(done[0]!.perPass), prompt).toBeGreaterThanOrEqual(1);
+      // The draft model's drafts are accepted: 2.7 to 2.9 tokens per pass measured over these
+      // prompts (drafts all rejected would give exactly 1).
+      expect(Number(done[0]!.perPass), prompt).toBeGreaterThan(1.8);
       console.log(
         `[demo-speculation] "${prompt}": ${live.length} live updates, tokens per pass ${live.map((f) => Number(f.perPass).toFixed(2)).join(' ')} → ${done[0]!.perPass}`,
       );
@@ -246,7 +248,9 @@ describe('demo page: speculation', () => {
     expect(await value(plain, 'tok-s')).toBeGreaterThan(0);
     expect(await value(spec, 'tok-s')).toBeGreaterThan(0);
     expect(await value(plain, 'per-pass')).toBe(1);
-    expect(await value(spec, 'per-pass')).toBeGreaterThanOrEqual(1);
+    // The draft model's drafts are accepted (3.5 tokens per pass measured; drafts all rejected
+    // would give exactly 1), so the race compares real speculation with plain decoding.
+    expect(await value(spec, 'per-pass')).toBeGreaterThan(2);
     expect(await value(spec, 'per-pass')).toBeLessThanOrEqual(9);
     const speedup = Number(await verdict.getAttribute('data-speedup'));
     expect(speedup).toBeCloseTo((await value(spec, 'tok-s')) / (await value(plain, 'tok-s')), 6);
