@@ -45,7 +45,7 @@ function checkShape(shape: AttentionShape): void {
  * kernel (attention.wgsl). KV cache layout per layer: K and V buffers
  * [capacity, kvHeads, headDim] f32, slot = absolute position. One workgroup per (row, head) walks
  * every key, and the base is a uniform rewritten at each encode; `SplitAttention`
- * (attention_split.ts) is the faster kernel, and this one stays as its baseline in bench:kernels.
+ * (attention-split.ts) is the faster kernel, and this one stays as its baseline in bench:kernels.
  */
 export class Attention {
   private readonly uniform: UniformSlot<LayoutKeys<typeof Params>>;

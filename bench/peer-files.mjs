@@ -182,7 +182,7 @@ export async function ensureQwen35Ggufs(shape, types) {
         console.error(`peer-files: wrote ${dir} (${(weightBytes / 2 ** 20).toFixed(1)} MiB)`);
       }
       const { exportModelGguf } = await vite.ssrLoadModule('/src/convert/convert.ts');
-      const { pathModel } = await vite.ssrLoadModule('/src/formats/node-file.ts');
+      const { pathModel } = await vite.ssrLoadModule('/src/formats/io/node-file.ts');
       mkdirSync(join(CACHE, 'gguf'), { recursive: true });
       for (const type of missing) {
         const files = await pathModel(dir);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden vectors for weft's i-quant codecs (test/unit/gguf-iquant.test.ts).
+"""Golden vectors for weft's i-quant codecs (test/quant/ggml/iquant.test.ts).
 
 Decodes random IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS blocks with gguf-py's
 numpy dequantizers (gguf-py/gguf/quants.py of a llama.cpp checkout, read with `git show`, so

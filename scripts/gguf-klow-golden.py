@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden vectors for weft's Q2_K and Q3_K decoders (test/unit/gguf-klow.test.ts).
+"""Golden vectors for weft's Q2_K and Q3_K decoders (test/quant/ggml/klow.test.ts).
 
 Decodes random Q2_K and Q3_K blocks with gguf-py's numpy dequantizers (gguf-py/gguf/quants.py of
 a llama.cpp checkout, read with `git show`, so nothing is installed) and writes the block bytes and

@@ -2,6 +2,8 @@
 // H = Σ x xᵀ of every linear's input (quant/hessian), keyed by the linear's checkpoint name.
 import { InvalidInputError } from '../errors.js';
 import { rmsNormRef } from '../kernels/norm/rmsnorm.js';
+import { normWeight } from '../model/blocks/ops.js';
+import { finalNormName } from '../model/families/index.js';
 import { ReferenceRunner } from '../model/reference/reference.js';
 import type { ModelSpec } from '../model/spec/spec.js';
 import type { NamedTensors } from '../model/weights.js';
@@ -82,9 +84,10 @@ export function collectHessians(
     sum.add(x);
     return x;
   };
-  // The head reads rmsnorm(x) of the last block's output, as the reference computes it.
+  // The head reads rmsnorm(x) of the last block's output with the final norm's weight as it
+  // multiplies (the family's final norm; 1 + w where norms are zero-centred), as the reference computes it.
   const head = new HessianSum(spec.hidden, 'none');
-  const norm = source.get('model.norm.weight').data;
+  const norm = normWeight(spec, source.get(finalNormName(spec)).data);
   model.residualHook = {
     output: (layer, x) => {
       if (layer === spec.layers - 1) head.add(rmsNormRef(x, norm, { n: spec.hidden, eps: spec.rmsEps }));

@@ -13,7 +13,7 @@ function show(value: unknown): string {
 
 /**
  * A checkpoint, config or tokenizer file is malformed or describes something weft does not support.
- * Every loader in `formats/` and `model/config.ts` throws only this for bad input, naming the file,
+ * Every loader in `formats/` and a family's config and GGUF readers (`model/families/`) throw only this for bad input, naming the file,
  * the field (a config key, a tensor name, a header part) and the offending value, so a user can
  * find the problem without a debugger. Fuzz tests hold the parsers to that: any byte string either
  * parses or raises this error.

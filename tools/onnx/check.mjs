@@ -15,8 +15,8 @@ const PROMPT = 'And God said unto Moses, I AM THAT I AM';
 
 const { ids, want, spec } = await withSources(async (load) => {
   const { openModel } = await load('/src/model/load.ts');
-  const { pathModel } = await load('/src/formats/node-file.ts');
-  const { ReferenceRunner } = await load('/src/model/reference.ts');
+  const { pathModel } = await load('/src/formats/io/node-file.ts');
+  const { ReferenceRunner } = await load('/src/model/reference/reference.ts');
   const { mapWeights, readAllF32 } = await load('/src/model/weights.ts');
   const { GREEDY } = await load('/src/model/runner.ts');
   const files = await pathModel(modelDir);

@@ -390,7 +390,7 @@ run that made these files (see Reproduce).
 {row('kjv-target', t, rt)}
 {row('kjv-draft', d, rd)}
 
-`test/unit/demo-model.test.ts` loads both models through weft, runs the held-out protocol below over
+`test/demo/model.test.ts` loads both models through weft, runs the held-out protocol below over
 all {r['heldout_windows']} windows on weft's CPU reference forward, and requires the held-out ppl
 column within 5%.
 

@@ -13,7 +13,7 @@ int4 agreement test needs, where a random model's flat logits flip at any roundi
 
 The model is written here in plain PyTorch from Hugging Face's Qwen3_5 definitions (recurrent form
 of the gated delta rule, as weft's reference runs it); its held-out loss is printed, and weft's
-reference must give the same loss on the written weights (test/unit/qwen35-trained.test.ts). About
+reference must give the same loss on the written weights (test/families/qwen3-5.trained.test.ts). About
 12 minutes on one CPU core. Needs python3-torch and python3-numpy (Debian), nothing from PyPI.
 """
 

@@ -1,7 +1,7 @@
 /**
  * GGUF header parser (llama.cpp's single-file format, versions 2 and 3): magic, version, typed
  * metadata and tensor infos, each count and length bounded by the file before anything is
- * allocated. Tensor data is read elsewhere (gguf-tensors.ts); this file reads only the header.
+ * allocated. Tensor data is read elsewhere (tensors.ts); this file reads only the header.
  *
  * weft parses GGUF itself rather than through `@huggingface/gguf`: that package reads from a URL
  * with its own fetch logic and throws untyped errors, while weft needs any {@link FileBytes}, a

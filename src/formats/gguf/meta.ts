@@ -1,5 +1,5 @@
-// Typed reads of GGUF metadata keys, each error naming the file's key and value (gguf-spec.ts and
-// its families' readers share them).
+// Typed reads of GGUF metadata keys, each error naming the file's key and value (the families'
+// GGUF readers, model/families/, share them).
 import { ModelFormatError } from '../errors.js';
 import type { GgufFile, GgufValue } from './header.js';
 

@@ -1,7 +1,7 @@
 // The plain-TS reference of an LFM2 short-convolution layer's mixer (Hugging Face's
 // `Lfm2ShortConv.slow_forward` in f32, between in_proj and out_proj: the gate B · x, the causal
 // depthwise convolution, the gate C · conv), the oracle of shortconv.ts's kernel, and the shape its
-// callers share. The model's reference forward (model/blocks/shortconv.ts) computes the same.
+// callers share. The model's reference forward (model/blocks/shortconv/reference.ts) computes the same.
 import { InvalidInputError } from '../../errors.js';
 
 /** Largest kernel: each thread keeps its window in a private array of `kernel` floats. */

@@ -11,6 +11,7 @@ import type { TensorReader } from '../../formats/weft-checkpoint.js';
 import { sampleRef } from '../../kernels/sample/gumbel.js';
 import type { Children } from '../../kernels/sample/topk.js';
 import { addInto, attend, linear, rmsNorm, rope, ropeInverseFrequencies } from '../blocks/ops.js';
+import { finalNormName } from '../families/index.js';
 import { ReferenceKvCache, rankScoredRows, scoredRows } from '../reference/reference.js';
 import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from '../runner.js';
 import type { ModelSpec } from '../spec/spec.js';
@@ -315,7 +316,7 @@ export async function openDraftHead(
     spec,
     weights,
     embed,
-    norm: await target.weights.readF32('model.norm.weight'),
+    norm: await target.weights.readF32(finalNormName(target.spec)),
     lmRows,
   };
 }

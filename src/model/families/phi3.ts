@@ -23,7 +23,7 @@ import { f32, GLOBAL_NAMES, ggufBaseSpec, refuseExport, u32 } from './gguf-base.
  * `yarn`, which Phi3Config renames `longrope`), read by {@link phi3LongRope}: `short_factor` runs
  * within `original_max_position_embeddings` (Phi3Config's default 4096), where Transformers runs it
  * too, and `long_factor` for an engine whose context passes it, up to `max_position_embeddings`
- * (`ropeForContext` in formats/spec.ts, as llama.cpp chooses between the two).
+ * (`ropeForContext` in model/spec/spec.ts, as llama.cpp chooses between the two).
  * `sliding_window` (Transformers' window mask on every layer) becomes `slidingWindow` where it is
  * shorter than that context (a longer one changes nothing). Phi3Config's defaults: 4096 positions,
  * `rope_theta` 10000, an untied head. `resid_pdrop`, `embd_pdrop` and `attention_dropout` are

@@ -1,4 +1,4 @@
-// How a draft head (model/gpu-head.ts) is placed as a one-layer GPU runner: the stages it puts
+// How a draft head (model/draft/gpu-head.ts) is placed as a one-layer GPU runner: the stages it puts
 // around its decoder layer, the runner buffers they use, and the waves of a tree forward.
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { DraftTree } from '../tree.js';
@@ -29,7 +29,7 @@ export function headWaves(tree: DraftTree, base: number, known: number): number[
 }
 
 /**
- * What a draft head (model/gpu-head.ts) puts around its decoder layer: its rows' input in place of
+ * What a draft head (model/draft/gpu-head.ts) puts around its decoder layer: its rows' input in place of
  * the embedding gather, and its LM head's draft-vocabulary rows mapped onto the full vocabulary.
  * A head's row reads another row's output (its parent's), so a tree forward whose rows read rows of
  * the same forward runs in waves (see {@link GpuRunner.forward}).

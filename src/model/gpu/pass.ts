@@ -25,7 +25,7 @@ export interface RunnerParts {
   a: Activations;
   /** The features of every cache slot, when kept (see GpuRunnerOptions.features). */
   feats?: FeatureStore;
-  /** A draft head's input and vocabulary stages (model/gpu-head.ts). */
+  /** A draft head's input and vocabulary stages (model/draft/gpu-head.ts). */
   stages?: HeadStages;
 }
 

@@ -73,7 +73,7 @@ export interface GpuRunnerOptions {
    * the bytes attention reads. Default `'f32'`.
    */
   kvFormat?: KvFormat;
-  /** A draft head's placement (see model/gpu-head.ts, which makes it); needs `features`. */
+  /** A draft head's placement (see model/draft/gpu-head.ts, which makes it); needs `features`. */
   head?: HeadPlacement;
   /** Allocate the weights' buffers without reading them (see PlaceWeightsOptions.allocateOnly). */
   allocateOnly?: boolean;

@@ -132,8 +132,8 @@ export interface ResidualHook {
  * Replaces the input x [T, width] of every `*_proj` linear before its product (the LM head's input
  * is left alone) and returns the values to multiply by, leaving x unchanged: the W8A8 path's
  * per-token activation rounding (`w8a8Inputs` in model/quantized) plugs in here. `linears` names
- * the weights that multiply this input (q, k and v share one; see `linearsByInput`): calibration
- * (`collectHessians` in model/calibrate) reads inputs through it.
+ * the weights that multiply this input (q, k and v share one, as each block kind's reference passes
+ * them): calibration (`collectHessians` in convert/calibrate.ts) reads inputs through it.
  */
 export type LinearInputHook = (x: Float32Array, width: number, linears: readonly string[]) => Float32Array;
 

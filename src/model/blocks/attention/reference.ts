@@ -1,8 +1,6 @@
-// The attention block (blocks.ts): a decoder layer's input norm, q | k | v (Qwen2's bias, Qwen3's
-// QK-norm), RoPE, the KV cache write, attention over the cache and o, added into the residual
-// stream, its tensors under the family's names (layout.ts: LFM2's operator_norm, q_layernorm,
-// k_layernorm and out_proj). Its tensors and reference forward here; its GPU side in
-// attention-gpu.ts.
+// The attention block's reference forward (its descriptor and tensors in block.ts, its GPU side in
+// gpu.ts): a decoder layer's input norm, q | k | v (with the spec's bias or QK-norm), RoPE, the KV
+// cache write, attention over the cache and o, added into the residual stream.
 
 import { queryTemperatureRef } from '../../../kernels/rope/rope.js';
 import { deriveSizes, layerAttention, type ModelSpec, ropeAttentionFactor } from '../../spec/spec.js';

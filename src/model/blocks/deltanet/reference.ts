@@ -1,7 +1,8 @@
-// The Gated DeltaNet block (blocks.ts): Qwen3.5's linear-attention token mixer. Its input norm,
-// the projections q | k | v, z, b and a, a causal depthwise convolution over q | k | v, the gated
-// delta rule over a per-head recurrent state, a gated RMSNorm and out_proj, added into the residual
-// stream. Its tensors, its state and its reference forward here; its GPU side in linear-gpu.ts.
+// The Gated DeltaNet block's reference forward (its descriptor and tensors in block.ts, its GPU
+// side in gpu.ts): Qwen3.5's linear-attention token mixer. Its input norm, the projections
+// q | k | v, z, b and a, a causal depthwise convolution over q | k | v, the gated delta rule over a
+// per-head recurrent state (kept in ../recurrent-state.ts), a gated RMSNorm and out_proj, added
+// into the residual stream.
 //
 // Per token t and value head h (key head h / (valueHeads / keyHeads)), as Hugging Face's
 // Qwen3_5GatedDeltaNet with torch_recurrent_gated_delta_rule computes it in f32:

@@ -1,6 +1,6 @@
-// The MLP block (blocks.ts): a decoder layer's post-attention norm, gate | up, the activation and
-// down, added into the residual stream. Its tensors and reference forward here; its GPU side in
-// mlp-gpu.ts.
+// The MLP block's reference forward (its descriptor and tensors in block.ts, its GPU side in
+// gpu.ts): a decoder layer's MLP norm, gate | up, the activation and down, added into the residual
+// stream.
 
 import { geluTanh } from '../../../kernels/elementwise/elementwise.js';
 import type { ModelSpec } from '../../spec/spec.js';

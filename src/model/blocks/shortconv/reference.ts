@@ -1,8 +1,9 @@
-// The short-convolution block (blocks.ts): LFM2's gated short convolution, its token mixer beside
-// attention. Its input norm, in_proj to B | C | x, B · x, a causal depthwise convolution over it,
-// C times that and out_proj, added into the residual stream. Its tensors and reference forward
-// here; its state (the last kernel - 1 rows of B · x) is kept with the Gated DeltaNet's
-// (linear-state.ts), so a tree row starts from its parent's window and a commit keeps a path's.
+// The short-convolution block's reference forward (its descriptor and tensors in block.ts, its GPU
+// side in gpu.ts): LFM2's gated short convolution, its token mixer beside attention. Its input
+// norm, in_proj to B | C | x, B · x, a causal depthwise convolution over it, C times that and
+// out_proj, added into the residual stream. Its state (the last kernel - 1 rows of B · x) is kept
+// with the Gated DeltaNet's (../recurrent-state.ts), so a tree row starts from its parent's window
+// and a commit keeps a path's.
 //
 // Per token t and channel c, as Hugging Face's `Lfm2ShortConv.slow_forward` computes it in f32:
 //   B | C | x = in_proj(h_t)                                 (rows [0, H), [H, 2H), [2H, 3H) of 3H)
