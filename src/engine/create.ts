@@ -6,8 +6,7 @@ import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/devi
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
-import { type DraftHead, HeadRunner, isDraftHead, openDraftHead } from '../model/draft/head.js';
-import { openMtpHead } from '../model/draft/mtp.js';
+import type { DraftHead } from '../model/draft/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
 import { ReferenceRunner } from '../model/reference/reference.js';
@@ -194,10 +193,17 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const settings = await chooseSettings(options, read);
   // The RoPE this context runs (LongRoPE's long factors past the original context).
   const opened = { ...read, spec: ropeForContext(read.spec, settings.context) };
-  // The checkpoint's own MTP layer (Qwen3.5), or a draft model or head of its own.
+  // The checkpoint's own MTP layer (Qwen3.5), or a draft model or head of its own. The draft
+  // heads' code loads only when one is asked for.
   const draft =
     options.draft === 'mtp'
-      ? { head: await openMtpHead({ name: files.name, spec: opened.spec, weights: opened.weights }) }
+      ? {
+          head: await (await import('../model/draft/mtp.js')).openMtpHead({
+            name: files.name,
+            spec: opened.spec,
+            weights: opened.weights,
+          }),
+        }
       : options.draft && !('self' in options.draft)
         ? await openDraft(options.draft, opened, resolve, settings.context)
         : undefined;
@@ -419,7 +425,7 @@ async function makeDrafter(
         capacity: context,
         quant: quant === 'f32' ? 'f32' : 'f16',
       })
-    : new HeadRunner(head, runner, context);
+    : new (await import('../model/draft/head.js')).HeadRunner(head, runner, context);
   // A head's passes are cheap: its greedy trees go deep on confident paths (GREEDY_TREE_SHARPEN).
   return new ModelDrafter(`head ${head.name}`, headRunner, { sharpen: GREEDY_TREE_SHARPEN });
 }
@@ -444,8 +450,9 @@ async function openDraft(
 ): Promise<OpenedDraft | { head: DraftHead }> {
   const files = await openModelSource(resolveModel('head' in draft ? draft.head : draft.model, resolve));
   try {
-    if ('head' in draft || (await isDraftHead(files))) {
-      const head = await openDraftHead(files, target);
+    const heads = await import('../model/draft/head.js');
+    if ('head' in draft || (await heads.isDraftHead(files))) {
+      const head = await heads.openDraftHead(files, target);
       await files.close?.();
       return { head };
     }

@@ -7,7 +7,6 @@ import { InvalidInputError } from '../../errors.js';
 import { ModelFormatError } from '../../formats/errors.js';
 import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaNumber } from '../../formats/gguf/meta.js';
-import { readGgufTensorF32 } from '../../formats/gguf/tensors.js';
 import type { GgufEntry } from '../../formats/gguf/write.js';
 import type { YarnRopeScaling } from '../../kernels/rope/rope.js';
 import { type Llama3RopeScaling, type ModelSpec, type RopeSpec, yarnAttentionFactor } from '../spec/spec.js';
@@ -165,7 +164,17 @@ async function ggufRope(g: GgufFile, o: GgufBaseOptions, theta: number, headDim:
       throw new ModelFormatError(file, factorKey, factor, 'linear RoPE scaling beside rope_freqs.weight');
     return { theta, layout: 'half', scaling: { type: 'linear', factor } };
   }
-  return freqs ? ropeFromFreqs(g, theta, headDim, await readGgufTensorF32(freqs)) : { theta, layout: 'half' };
+  if (!freqs) return { theta, layout: 'half' };
+  return ropeFromFreqs(g, theta, headDim, await (await tensorReads()).readGgufTensorF32(freqs));
+}
+
+/**
+ * GGUF's tensor reads, loaded when a file's spec needs a tensor (RoPE factors): they bring the GGML
+ * block codecs, which a page that never opens a GGUF file does not load (the engine worker's
+ * chunk stays without them; model/gguf.ts, loaded with a GGUF file, holds them).
+ */
+export function tensorReads(): Promise<typeof import('../../formats/gguf/tensors.js')> {
+  return import('../../formats/gguf/tensors.js');
 }
 
 /**

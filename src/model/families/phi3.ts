@@ -5,14 +5,13 @@
 import { ModelFormatError } from '../../formats/errors.js';
 import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaCountOrZero } from '../../formats/gguf/meta.js';
-import { readGgufTensorF32 } from '../../formats/gguf/tensors.js';
 import { attentionBlock } from '../blocks/attention/block.js';
 import { mlpBlock } from '../blocks/mlp/block.js';
 import { type Fields, readAttentionShape, refuseActivation } from '../spec/fields.js';
 import { deriveSizes, type LongRopeScaling, layerKind, type ModelSpec } from '../spec/spec.js';
 import { baseConfig, decoderBlocks } from './decoder.js';
 import type { Family, FusedProjection, GgufEntries, NamePairs } from './family.js';
-import { f32, GLOBAL_NAMES, ggufBaseSpec, refuseExport, u32 } from './gguf-base.js';
+import { f32, GLOBAL_NAMES, ggufBaseSpec, refuseExport, tensorReads, u32 } from './gguf-base.js';
 
 /**
  * Phi-3, Phi-3.5 and Phi-4-mini (`Phi3Config`, `Phi3ForCausalLM`): a Llama block whose checkpoints
@@ -189,7 +188,7 @@ async function phi3Fields(g: GgufFile, base: ModelSpec): Promise<Partial<ModelSp
         info.ne,
         `must hold ${pairs} factors, one per rotary pair (rope.dimension_count ${rotaryDim})`,
       );
-    const factors = [...(await readGgufTensorF32(info))];
+    const factors = [...(await (await tensorReads()).readGgufTensorF32(info))];
     if (!factors.every((f) => f > 0 && Number.isFinite(f)))
       throw new ModelFormatError(file, name, factors.slice(0, 8), 'factors must be finite and > 0');
     return factors;
