@@ -35,6 +35,7 @@ import {
 import {
   crop,
   effectiveWeights,
+  isLinear,
   isMlpInput,
   isRotatedLinear,
   packedWidth,
@@ -200,7 +201,7 @@ function schemeFor(name: string, shape: readonly number[], options: ConvertOptio
   const format =
     name === 'model.embed_tokens.weight'
       ? (options.embeddings ?? 'f16')
-      : isRotatedLinear(name) || name === 'lm_head.weight'
+      : isLinear(name) || name === 'lm_head.weight'
         ? options.quant
         : undefined;
   if (format === undefined) return undefined;

@@ -7,7 +7,7 @@ import {
 } from '../formats/safetensors.js';
 import { openWeftCheckpoint, safetensorsReader, type TensorReader } from '../formats/weft-checkpoint.js';
 import { isIntFormat, type WeightFormat } from '../quant/formats.js';
-import { isRotatedLinear } from '../quant/pack.js';
+import { isLinear } from '../quant/pack.js';
 import { loadTokenizer, type WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { specFromConfig } from './families/index.js';
 import { splitFusedView } from './fused-view.js';
@@ -96,7 +96,7 @@ export async function openModel(files: ModelFiles): Promise<OpenedModel> {
     const weights = await openWeftCheckpoint(await files.open(WEFT_WEIGHTS));
     checkTensors(spec, weights.tensors, where(WEFT_WEIGHTS));
     // Every linear shares one format and rotation (weft convert's --quant and --rotate).
-    const linear = Object.entries(weights.schemes).find(([name]) => isRotatedLinear(name))?.[1];
+    const linear = Object.entries(weights.schemes).find(([name]) => isLinear(name))?.[1];
     const packed = linear && { format: linear.format, rotation: linear.rotation };
     const recorded = weights.metadata.source_model_checksum;
     const checksum = once(() =>
@@ -254,7 +254,7 @@ async function openGgufModel(files: ModelFiles, file: string): Promise<OpenedMod
   const { tokenizerJson, tokenizerConfig } = ggufTokenizer(ck.file);
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, ck.spec.eosIds, file);
   const format = commonFormat(
-    [...ck.tensors.keys()].filter((n) => isRotatedLinear(n)),
+    [...ck.tensors.keys()].filter((n) => isLinear(n)),
     ck,
   );
   return {

@@ -164,12 +164,20 @@ export function unrotateRows(y: Float32Array, M: number, n: number): Float32Arra
 }
 
 /**
- * The decoder's linear weights, which a weft-q checkpoint packs and whose input the runner may
- * rotate: every `*_proj`, and LFM2's feed-forward `w1`, `w2` and `w3` (not the LM head, not the
- * embedding).
+ * The decoder's linear weights, which a weft-q checkpoint packs: every `*_proj`, LFM2's
+ * feed-forward `w1`, `w2` and `w3`, and a mixture's experts (not the router, not the LM head, not
+ * the embedding).
+ */
+export function isLinear(name: string): boolean {
+  return name.endsWith('_proj.weight') || /\.feed_forward\.(experts\.\d+\.)?w[123]\.weight$/.test(name);
+}
+
+/**
+ * The linears whose input the runner may rotate (packed as W·Rᵀ): every {@link isLinear} but a
+ * mixture's experts and shared expert, whose matmuls read the normed rows as they are.
  */
 export function isRotatedLinear(name: string): boolean {
-  return name.endsWith('_proj.weight') || /\.feed_forward\.w[123]\.weight$/.test(name);
+  return isLinear(name) && !/\.(experts|shared_expert)\./.test(name);
 }
 
 /**

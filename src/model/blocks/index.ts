@@ -8,6 +8,7 @@ import { deltanet } from './deltanet/index.js';
 import type { GpuBlock, Placer } from './gpu.js';
 import type { BlockKind, FootprintOptions, KindFootprint, RefBlock } from './kind.js';
 import { mlp } from './mlp/index.js';
+import { moe } from './moe/index.js';
 import type { TensorShapes } from './names.js';
 import type { TakeTensor } from './pass.js';
 import { shortconv } from './shortconv/index.js';
@@ -16,6 +17,7 @@ import { shortconv } from './shortconv/index.js';
 const KINDS: { readonly [K in BlockKindName]: BlockKind<BlockOf<K>> } = {
   attention,
   mlp,
+  moe,
   deltanet,
   shortconv,
 };

@@ -6,6 +6,7 @@ import { attentionBlock } from '../blocks/attention/block.js';
 import type { Block } from '../blocks/blocks.js';
 import { type DeltaNetNames, deltaNetBlock } from '../blocks/deltanet/block.js';
 import { type MlpNames, mlpBlock } from '../blocks/mlp/block.js';
+import { type MoeSuffixes, moeBlock } from '../blocks/moe/block.js';
 import type { Renames } from '../blocks/names.js';
 import { type ShortConvNames, shortConvBlock } from '../blocks/shortconv/block.js';
 import {
@@ -15,21 +16,22 @@ import {
   refuseActivation,
   ropeScalingOf,
 } from '../spec/fields.js';
-import { type LayerKind, layerKind, type ModelSpec } from '../spec/spec.js';
+import { isMoeLayer, type LayerKind, layerKind, type ModelSpec } from '../spec/spec.js';
 import type { ConfigReader } from './family.js';
 
 /** A family's renames of the kinds' default tensor names. */
 export interface DecoderRenames {
   readonly attention?: Renames<AttentionNames>;
   readonly mlp?: Renames<MlpNames>;
+  readonly moe?: Renames<MoeSuffixes>;
   readonly deltanet?: Renames<DeltaNetNames>;
   readonly shortconv?: Renames<ShortConvNames>;
 }
 
 /**
  * A decoder's blocks: per layer its token mixer (`spec.layerKinds`: attention, a Gated DeltaNet or
- * a short convolution) then a gated MLP with the spec's activation, under `model.layers.N` with the
- * family's renames. What else sets the families apart (biases, QK-norm, an output gate, partial
+ * a short convolution) then a gated MLP with the spec's activation (a mixture of experts on the
+ * layers `spec.moe` says), under `model.layers.N` with the family's renames. What else sets the families apart (biases, QK-norm, an output gate, partial
  * rotary, sandwich norms, windows, RoPE scaling) are switches of the spec the blocks read.
  */
 export function decoderBlocks(spec: ModelSpec, renames: DecoderRenames = {}): Block[] {
@@ -41,7 +43,9 @@ export function decoderBlocks(spec: ModelSpec, renames: DecoderRenames = {}): Bl
   };
   return Array.from({ length: spec.layers }, (_, layer): Block[] => [
     mixers[layerKind(spec, layer)](layer),
-    mlpBlock(layer, spec.activation ?? 'silu', prefix(layer), renames.mlp),
+    isMoeLayer(spec, layer)
+      ? moeBlock(layer, spec.moe!.experts, spec.activation ?? 'silu', prefix(layer), renames.moe)
+      : mlpBlock(layer, spec.activation ?? 'silu', prefix(layer), renames.mlp),
   ]).flat();
 }
 

@@ -38,6 +38,42 @@ export interface DeltaNetSpec {
   readonly convKernel: number;
 }
 
+/**
+ * A mixture of experts in place of the dense MLP on some layers: a router scores every expert per
+ * token, the `topK` best run (SwiGLU experts of width `intermediate`), and their outputs are summed
+ * by their routing weights; a shared expert may run beside them for every token.
+ */
+export interface MoeSpec {
+  /** Experts per mixture layer (`num_experts`). */
+  readonly experts: number;
+  /** Experts each token runs (`num_experts_per_tok`). */
+  readonly topK: number;
+  /** Each expert's inner width (`moe_intermediate_size`). */
+  readonly intermediate: number;
+  /**
+   * How router logits become scores: a softmax over all experts (Qwen3-MoE, Qwen3.5-MoE) or a
+   * sigmoid of each (LFM2-MoE).
+   */
+  readonly scoring: 'softmax' | 'sigmoid';
+  /**
+   * The chosen scores are divided by their sum (`norm_topk_prob`), plus `renormEps` (LFM2-MoE:
+   * 1e-6; else 0).
+   */
+  readonly renormalize: boolean;
+  readonly renormEps: number;
+  /** A learned per-expert bias is added to the scores for choosing only (LFM2's `expert_bias`). */
+  readonly selectionBias: boolean;
+  /** The routing weights are multiplied by this (`routed_scaling_factor`; 1 for none). */
+  readonly routedScale: number;
+  /**
+   * A shared expert every token runs, of this inner width, scaled by sigmoid(gate · h) (Qwen3.5-MoE's
+   * `shared_expert` and `shared_expert_gate`); absent: none.
+   */
+  readonly sharedIntermediate?: number;
+  /** Per layer, whether its MLP is a mixture (else the dense MLP of `intermediate`). */
+  readonly layers: readonly boolean[];
+}
+
 /** Llama 3 style RoPE frequency scaling (`rope_scaling.rope_type == "llama3"`). */
 export interface Llama3RopeScaling {
   readonly type?: 'llama3';
@@ -192,6 +228,13 @@ export interface ModelSpec {
   readonly attentionScale?: number;
   /** Llama 4's per-position query temperature (Ministral 3's `llama_4_scaling_beta`). */
   readonly queryTemperature?: QueryTemperature;
+  /** The mixture-of-experts layers; absent: every MLP is dense. */
+  readonly moe?: MoeSpec;
+}
+
+/** Whether layer `layer`'s MLP is a mixture of experts. */
+export function isMoeLayer(spec: ModelSpec, layer: number): boolean {
+  return spec.moe?.layers[layer] ?? false;
 }
 
 /** How layer `layer` attends: its window (undefined: the whole context) and its RoPE (undefined: none). */

@@ -1,0 +1,41 @@
+// What a model's mixture blocks take on the GPU (BlockKind.footprint): every expert's gate, up and
+// down as packed, the f32 router (and selection bias), the shared expert, the norms, and the
+// scratch of one pass: the routing table, each choice's gated rows and down rows.
+import { routeTableLayout } from '../../../kernels/moe/table.js';
+import { packedBytes, type WeightFormat } from '../../../quant/formats.js';
+import type { ModelSpec } from '../../spec/spec.js';
+import { MAX_FORWARD_TOKENS } from '../gpu.js';
+import type { FootprintOptions, KindFootprint } from '../kind.js';
+import { type MoeBlock, moeOf } from './block.js';
+
+/** Bytes of one expert's gate, up and down in `format`. */
+export function expertBytes(spec: ModelSpec, format: WeightFormat): number {
+  const H = spec.hidden;
+  const I = moeOf(spec).intermediate;
+  return 2 * packedBytes(format, I, H) + packedBytes(format, H, I);
+}
+
+/** The bytes of a model's mixture blocks (see BlockKind.footprint). */
+export function moeFootprint(
+  spec: ModelSpec,
+  blocks: readonly MoeBlock[],
+  format: WeightFormat,
+  _o: FootprintOptions,
+): KindFootprint {
+  if (blocks.length === 0) return { weights: 0, kvCache: 0, state: 0, activations: 0, bound: [] };
+  const m = moeOf(spec);
+  const H = spec.hidden;
+  const Is = m.sharedIntermediate;
+  const shared = Is === undefined ? 0 : 2 * packedBytes(format, Is, H) + packedBytes(format, H, Is) + 4 * H;
+  const perBlock =
+    m.experts * expertBytes(spec, format) +
+    4 * m.experts * H + // router
+    (m.selectionBias ? 4 * m.experts : 0) +
+    shared +
+    4 * H * (spec.sandwichNorms ? 2 : 1);
+  const T = MAX_FORWARD_TOKENS;
+  const choices = T * m.topK;
+  const table = 4 * routeTableLayout({ experts: m.experts, topK: m.topK, maxRows: T }).words;
+  const scratch = table + 4 * (choices + T) + 4 * choices * (m.intermediate + H) + (Is ? 4 * T * 2 * Is : 0);
+  return { weights: blocks.length * perBlock, kvCache: 0, state: 0, activations: scratch, bound: [] };
+}

@@ -1,0 +1,153 @@
+// The mixture block's reference forward (its descriptor and tensors in block.ts, its GPU side in
+// gpu.ts): the norm, the router's scores and choice (routeRef), each chosen expert's SwiGLU MLP
+// weighted by its routing weight, the shared expert gated by its sigmoid, added into the residual
+// stream. The routing is kernels/moe's routeRef, the route kernel's reference.
+import { geluTanh } from '../../../kernels/elementwise/elementwise.js';
+import { routeRef } from '../../../kernels/moe/route-ref.js';
+import type { ModelSpec } from '../../spec/spec.js';
+import { addInto, linear, normWeight, rmsNorm } from '../ops.js';
+import type { RefPass, TakeTensor } from '../pass.js';
+import { type MoeBlock, moeOf } from './block.js';
+
+/** The mixture block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
+export interface MoeWeights {
+  readonly kind: 'moe';
+  /** [H] the block's input norm, as it multiplies. */
+  readonly norm: Float32Array;
+  /** [E, H] */
+  readonly router: Float32Array;
+  /** [E] the selection bias, when `moe.selectionBias`. */
+  readonly bias: Float32Array | undefined;
+  /** Per expert: [I, H] gate and up, [H, I] down. */
+  readonly gate: readonly Float32Array[];
+  readonly up: readonly Float32Array[];
+  readonly down: readonly Float32Array[];
+  /** The shared expert and its gate [1, H], when `moe.sharedIntermediate`. */
+  readonly shared:
+    | {
+        readonly gate: Float32Array;
+        readonly up: Float32Array;
+        readonly down: Float32Array;
+        readonly router: Float32Array;
+      }
+    | undefined;
+  /** [H] the norm of the block's output before the residual add, when `spec.sandwichNorms`. */
+  readonly outNorm: Float32Array | undefined;
+}
+
+/** Reads the block's weights. */
+export function readMoe(take: TakeTensor, spec: ModelSpec, block: MoeBlock): MoeWeights {
+  const m = moeOf(spec);
+  const n = block.names;
+  const H = spec.hidden;
+  const I = m.intermediate;
+  const Is = m.sharedIntermediate;
+  return {
+    kind: 'moe',
+    norm: normWeight(spec, take(n.norm, [H])),
+    router: take(n.router, [m.experts, H]),
+    bias: m.selectionBias ? take(n.bias, [m.experts]) : undefined,
+    gate: n.gate.map((name) => take(name, [I, H])),
+    up: n.up.map((name) => take(name, [I, H])),
+    down: n.down.map((name) => take(name, [H, I])),
+    shared:
+      Is === undefined
+        ? undefined
+        : {
+            gate: take(n.sharedGate, [Is, H]),
+            up: take(n.sharedUp, [Is, H]),
+            down: take(n.sharedDown, [H, Is]),
+            router: take(n.sharedRouter, [1, H]),
+          },
+    outNorm: spec.sandwichNorms ? normWeight(spec, take(n.outNorm, [H])) : undefined,
+  };
+}
+
+/** One SwiGLU (or GeGLU) MLP over rows `h` [R, H]: down(act(gate · h) · (up · h)) [R, H], f32-rounded. */
+function expertRef(
+  pass: RefPass,
+  h: Float32Array,
+  gate: Float32Array,
+  up: Float32Array,
+  down: Float32Array,
+  I: number,
+  activation: MoeBlock['activation'],
+  names: readonly [string, string, string],
+): Float32Array {
+  const H = pass.spec.hidden;
+  const R = h.length / H;
+  const g = new Float32Array(R * I);
+  const u = new Float32Array(R * I);
+  const hm = pass.input(h, H, [names[0], names[1]]);
+  linear(hm, H, gate, I, undefined, g);
+  linear(hm, H, up, I, undefined, u);
+  const act = activation === 'gelu_tanh' ? geluTanh : (v: number) => v / (1 + Math.exp(-v));
+  for (let i = 0; i < g.length; i++) g[i] = Math.fround(act(g[i]!)) * u[i]!;
+  const out = new Float32Array(R * H);
+  linear(pass.input(g, I, [names[2]]), I, down, H, undefined, out);
+  return out;
+}
+
+/**
+ * The block's reference forward: h = rmsnorm(x); each row's chosen experts run on it (each expert
+ * once, over the rows that chose it) and their outputs are summed by routing weight in the row's
+ * choice order (f64); the shared expert's output times sigmoid(shared gate · h) is added; then
+ * (sandwich norms) normed, and added into x.
+ */
+export function moeRef(pass: RefPass, block: MoeBlock, w: MoeWeights): void {
+  const { spec, T, x } = pass;
+  const m = moeOf(spec);
+  const H = spec.hidden;
+  const E = m.experts;
+  const k = m.topK;
+  const n = block.names;
+  const h = new Float32Array(T * H);
+  rmsNorm(x, H, w.norm, spec.rmsEps, h);
+  const logits = new Float32Array(T * E);
+  linear(h, H, w.router, E, undefined, logits);
+  const route = routeRef(logits, m, w.bias);
+  // Each expert's rows, run together; its outputs kept per (row, choice).
+  const outs: Float32Array[] = new Array(T * k);
+  for (let e = 0; e < E; e++) {
+    const slots: number[] = [];
+    for (let s = 0; s < T * k; s++) if (route.experts[s] === e) slots.push(s);
+    if (slots.length === 0) continue;
+    const he = new Float32Array(slots.length * H);
+    slots.forEach((s, r) => he.set(h.subarray(Math.floor(s / k) * H, (Math.floor(s / k) + 1) * H), r * H));
+    const names = [n.gate[e]!, n.up[e]!, n.down[e]!] as const;
+    const y = expertRef(pass, he, w.gate[e]!, w.up[e]!, w.down[e]!, m.intermediate, block.activation, names);
+    slots.forEach((s, r) => {
+      outs[s] = y.subarray(r * H, (r + 1) * H);
+    });
+  }
+  const sum = new Float32Array(T * H);
+  const shared = w.shared
+    ? {
+        out: expertRef(
+          pass,
+          h,
+          w.shared.gate,
+          w.shared.up,
+          w.shared.down,
+          m.sharedIntermediate!,
+          block.activation,
+          [n.sharedGate, n.sharedUp, n.sharedDown],
+        ),
+        gate: (() => {
+          const g = new Float32Array(T);
+          linear(h, H, w.shared.router, 1, undefined, g);
+          return g.map((v) => 1 / (1 + Math.exp(-v)));
+        })(),
+      }
+    : undefined;
+  for (let t = 0; t < T; t++) {
+    for (let i = 0; i < H; i++) {
+      let acc = 0;
+      for (let j = 0; j < k; j++) acc += route.weights[t * k + j]! * outs[t * k + j]![i]!;
+      if (shared) acc += shared.gate[t]! * shared.out[t * H + i]!;
+      sum[t * H + i] = acc;
+    }
+  }
+  if (w.outNorm) rmsNorm(sum, H, w.outNorm, spec.rmsEps, sum);
+  addInto(x, sum);
+}
