@@ -113,7 +113,10 @@ export function moeRef(pass: RefPass, block: MoeBlock, w: MoeWeights): void {
     for (let s = 0; s < T * k; s++) if (route.experts[s] === e) slots.push(s);
     if (slots.length === 0) continue;
     const he = new Float32Array(slots.length * H);
-    slots.forEach((s, r) => he.set(h.subarray(Math.floor(s / k) * H, (Math.floor(s / k) + 1) * H), r * H));
+    slots.forEach((s, r) => {
+      const t = Math.floor(s / k);
+      he.set(h.subarray(t * H, (t + 1) * H), r * H);
+    });
     const names = [n.gate[e]!, n.up[e]!, n.down[e]!] as const;
     const y = expertRef(pass, he, w.gate[e]!, w.up[e]!, w.down[e]!, m.intermediate, block.activation, names);
     slots.forEach((s, r) => {
