@@ -38,6 +38,14 @@ export function routeTableLayout(s: RouteShape): {
   return { groups, members, positions, words: positions + s.maxRows * s.topK };
 }
 
+/**
+ * f32 words of the buffer of routing weights: each choice's weight [maxRows · topK] (row t's j-th
+ * at t · topK + j), then, with a shared expert, each row's shared-expert weight [maxRows].
+ */
+export function routeWeightWords(s: RouteShape, shared: boolean): number {
+  return s.maxRows * (s.topK + (shared ? 1 : 0));
+}
+
 /** The table of `experts` [T · k] (each row's choices) as the route kernel writes it. */
 export function routeTableRef(s: RouteShape, experts: Int32Array): Uint32Array {
   const L = routeTableLayout(s);
