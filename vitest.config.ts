@@ -64,6 +64,8 @@ const LAVAPIPE_KERNEL_TESTS = [
   'src/kernels/matmul/matmul.test.ts',
   'src/kernels/attention/attention-split.test.ts',
   'src/kernels/sample/sample.test.ts',
+  'src/kernels/moe/route.test.ts',
+  'src/kernels/moe/combine.test.ts',
 ];
 // The suffixes of the tests that run elsewhere than the unit project.
 const SUFFIXED = ['gpu', 'node', 'browser', 'bench', 'scale'].map((s) => `test/**/*.${s}.test.ts`);

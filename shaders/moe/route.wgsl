@@ -31,6 +31,7 @@ const WG: u32 = {{WG}}u;
 const E: u32 = {{E}}u;
 const K: u32 = {{K}}u;
 const MAX_ROWS: u32 = {{MAX_ROWS}}u;
+const CHOICES: u32 = {{CHOICES}}u; // MAX_ROWS · K, a literal for naga's array sizes
 // The routing table's word offsets (routeTableLayout): groups at 4, then members, then positions.
 const MEMBERS: u32 = {{MEMBERS}}u;
 const POSITIONS: u32 = {{POSITIONS}}u;
@@ -53,7 +54,7 @@ const POSITIONS: u32 = {{POSITIONS}}u;
 //#include reduce
 
 // Each choice's expert, [t · K + j].
-var<workgroup> chosen: array<u32, MAX_ROWS * K>;
+var<workgroup> chosen: array<u32, CHOICES>;
 // Per expert: how many choices name it, and its group's first sorted position.
 var<workgroup> counts: array<u32, E>;
 var<workgroup> firsts: array<u32, E>;

@@ -104,6 +104,7 @@ function routeWgsl(o: MoeRouteOptions): WgslVariant {
     E: o.experts,
     K: o.topK,
     MAX_ROWS: o.maxRows,
+    CHOICES: o.maxRows * o.topK,
     MEMBERS: L.members,
     POSITIONS: L.positions,
     SOFTMAX: o.scoring === 'softmax',
