@@ -190,6 +190,26 @@ describe('MoeRoute vs moeRouteRef', () => {
     expect(a.weights[o.maxRows * k]).toBe(b.weights[o.maxRows * k + t]);
   });
 
+  it.each([
+    ['softmax', false, [0, 1, 2]],
+    ['sigmoid', true, [1, 3, 6]],
+  ] as const)('ties go to the lower expert (%s, bias %s)', async (scoring, bias, want) => {
+    const ctx = await gpu();
+    const o: MoeRouteOptions = { ...base, topK: 3, scoring, bias, routedScale: 2 };
+    const T = 3;
+    // A zero router: every logit is 0 and every score equal; the bias alone (with ties) ranks.
+    const inp = {
+      ...inputs(o, T, 9),
+      router: new Float32Array(o.experts * o.hidden),
+      bias: bias ? Float32Array.of(0, 0.25, 0.125, 0.25, 0, 0.125, 0.25, 0) : undefined,
+    };
+    const got = await runRoute(ctx, o, T, inp);
+    const ref = moeRouteRef(o, inp.x, inp.norm, inp.router, inp.bias, inp.sharedRouter);
+    expect(Array.from(ref.routing.experts)).toEqual([...want, ...want, ...want]);
+    expect(Array.from(got.table)).toEqual(Array.from(ref.table));
+    expect(Array.from(got.weights.subarray(0, T * 3))).toEqual(Array.from(ref.routing.weights));
+  });
+
   it('checks its inputs', async () => {
     const ctx = await gpu();
     const o = base;
