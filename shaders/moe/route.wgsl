@@ -22,8 +22,9 @@
 //   the router's dot products are spread over all threads, one (row, expert) each; scoring and
 //   choosing take one thread per row; the table takes one thread per expert (thread 0 lays out
 //   the groups between).
-// Preconditions: WG is a power of two and ≥ MAX_ROWS; 1 ≤ T ≤ MAX_ROWS; K ≤ E. Logits that are NaN
-//   give an unspecified (but in-bounds) choice.
+// Preconditions: WG is a power of two and ≥ MAX_ROWS; 1 ≤ T ≤ MAX_ROWS; K ≤ E; BIAS and SHARED
+//   together bind 9 storage buffers (WebGPU's default limit is 8). Logits that are NaN give an
+//   unspecified (but in-bounds) choice.
 
 {{PARAMS}}
 

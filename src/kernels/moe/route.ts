@@ -161,6 +161,14 @@ export class MoeRoute {
       throw new InvalidInputError(
         `MoeRoute: ${options.experts} experts × top ${options.topK} over ${options.maxRows} rows need ${bytes} bytes of workgroup memory, the device has ${limit}`,
       );
+    // x, g, router, h, scratch, table, weights, and the optional bias and shared router: 9 with
+    // both, past WebGPU's default of 8 (most adapters offer more, and the device takes their most).
+    const storage = 7 + Number(options.bias) + Number(options.shared);
+    const most = ctx.limits.maxStorageBuffersPerShaderStage;
+    if (storage > most)
+      throw new InvalidInputError(
+        `MoeRoute: ${storage} storage buffers with bias ${options.bias} and shared ${options.shared}, the device binds ${most}`,
+      );
     this.pipeline = ctx.pipelines.get('moe-route', ...routeWgsl(options));
     this.uniform = new UniformSlot(ctx, Params, 'moe-route-params');
     this.scratch = createBuffer(ctx, options.maxRows * options.experts * 4, 'moe-route-scratch');
