@@ -140,8 +140,8 @@ function checkOptions(o: MoeRouteOptions): void {
  * rmsnorm(x) · g (RmsNorm's bits), the router's logits, each row's topK experts by score (softmax
  * or sigmoid) plus the optional selection bias, their weights (renormalised, scaled), the shared
  * expert's sigmoid gate, and the routing table of table.ts. Its reference is {@link moeRouteRef}.
- * The kernel owns its scratch ([maxRows, E] f32, the logits), so one instance serves one pass at a
- * time per queue order, as every kernel's uniform does.
+ * The instance owns its scratch ([maxRows, E] f32: the logits, then the scores), written and read
+ * within one dispatch, so any number of its dispatches may share it in a pass.
  */
 export class MoeRoute {
   private readonly pipeline: GPUComputePipeline;
