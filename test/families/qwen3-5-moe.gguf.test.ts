@@ -7,7 +7,9 @@ import { ggufRoundTrip } from '../helpers/gguf-round-trip.js';
 
 describe('qwen35moe GGUF both ways', () => {
   it('writes the keys and stacks llama.cpp reads, and reads back the same spec and logits', async () => {
-    const r = await ggufRoundTrip(tinyConfig('qwen3_5_moe'), 'F32');
+    const config = tinyConfig('qwen3_5_moe');
+    const text = { ...(config.text_config as Record<string, unknown>), linear_value_head_dim: 16 };
+    const r = await ggufRoundTrip({ ...config, text_config: text }, 'F32');
     expect(r.back).toEqual(r.spec);
     expect(r.backLogits).toEqual(r.logits);
     const m = (k: string) => r.file.metadata.get(`qwen35moe.${k}`);

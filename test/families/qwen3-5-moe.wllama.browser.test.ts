@@ -16,5 +16,8 @@ beforeAll(async () => {
 afterAll(() => close?.());
 
 it('llama.cpp (wllama) decodes the exported qwen3_5_moe GGUF to the reference’s greedy ids', async () => {
-  await expectMoeWllamaParity(page, pageUrl, 'qwen3_5_moe', tinyConfig('qwen3_5_moe'));
+  const config = tinyConfig('qwen3_5_moe');
+  // llama.cpp's qwen35moe loader takes the DeltaNet value heads as wide as the key heads.
+  const text = { ...(config.text_config as Record<string, unknown>), linear_value_head_dim: 16 };
+  await expectMoeWllamaParity(page, pageUrl, 'qwen3_5_moe', { ...config, text_config: text });
 });

@@ -86,6 +86,14 @@ function metadata(spec: ModelSpec): GgufEntries {
       m,
       'llama.cpp’s qwen35moe graph runs a renormalised softmax mixture with a shared expert on every layer',
     );
+  const la = spec.deltaNet;
+  if (la && la.valueDim !== la.keyDim)
+    refuseExport(
+      spec,
+      'linear_value_head_dim',
+      la.valueDim,
+      `llama.cpp’s qwen35moe loader takes it as the key width (${la.keyDim})`,
+    );
   return [
     ...qwen35Metadata(spec, 'qwen35moe').filter(([key]) => key !== 'qwen35moe.feed_forward_length'),
     ...moeMetadata(spec, 'qwen35moe'),
