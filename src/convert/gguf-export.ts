@@ -52,8 +52,9 @@ export interface GgufExportOptions {
 /**
  * Whether llama.cpp's converter keeps a tensor it writes as `name` in F32 whatever the file's type
  * (conversion/base.py `prepare_tensors`): vectors, `*_norm.weight`, names not ending `.weight`
- * (Qwen3.5's `ssm_a`, `ssm_dt.bias`), `ssm_conv1d.weight` and LFM2's `shortconv.conv.weight`
- * (SSM_CONV1D and SHORTCONV_CONV are kept F32). The others take the file's type, or a fallback
+ * (Qwen3.5's `ssm_a`, `ssm_dt.bias`), `ssm_conv1d.weight`, LFM2's `shortconv.conv.weight` and a
+ * mixture's routers `ffn_gate_inp` and `ffn_gate_inp_shexp` (SSM_CONV1D, SHORTCONV_CONV,
+ * FFN_GATE_INP and FFN_GATE_INP_SHEXP are kept F32). The others take the file's type, or a fallback
  * (`fallbackType`) where its block does not divide their rows.
  */
 function keptF32(name: string, ne: readonly number[]): boolean {
@@ -62,7 +63,9 @@ function keptF32(name: string, ne: readonly number[]): boolean {
     name.endsWith('_norm.weight') ||
     !name.endsWith('.weight') ||
     name.endsWith('.ssm_conv1d.weight') ||
-    name.endsWith('.shortconv.conv.weight')
+    name.endsWith('.shortconv.conv.weight') ||
+    name.endsWith('.ffn_gate_inp.weight') ||
+    name.endsWith('.ffn_gate_inp_shexp.weight')
   );
 }
 
@@ -125,7 +128,7 @@ export function exportGguf(
       data: quantizeGgml(0, factors),
     });
   }
-  const written = fuseProjections(spec, tensors).flatMap((t) => {
+  const written = fuseProjections(spec, tensors, 'gguf').flatMap((t) => {
     const name = ggufTensorName(t.name, spec);
     return name === undefined ? [] : [{ t, name, ne: ggufNe(t.name, t.shape, spec) }];
   });

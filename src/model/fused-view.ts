@@ -1,6 +1,7 @@
-// A family's fused projections (its `fused`: Phi-3's) seen as the plain linears every other family
-// stores: q_proj, k_proj and v_proj are row ranges of qkv_proj, gate_proj and up_proj of
-// gate_up_proj. The loader wraps a checkpoint's reader in this view, so the reference, the GPU
+// A family's fused projections (its `fused`: Phi-3's, a mixture's stacked experts) seen as the plain
+// linears every other family stores: q_proj, k_proj and v_proj are row ranges of qkv_proj,
+// gate_proj and up_proj of gate_up_proj, and each expert's gate, up and down row ranges of the
+// [E · R, C] view of a stack [E, R, C]. The loader wraps a checkpoint's reader in this view, so the reference, the GPU
 // placement, `weft convert` and `weft export-gguf` see the plain names only; a checkpoint that
 // already holds them (one `weft convert` wrote) passes through.
 import { ModelFormatError } from '../formats/errors.js';
@@ -8,11 +9,16 @@ import type { TensorReader } from '../formats/weft-checkpoint.js';
 import { fusedProjections } from './families/index.js';
 import type { ModelSpec } from './spec/spec.js';
 
-/** Where a plain linear's rows lie: rows [row0, row0 + rows) of the fused tensor `fused` [·, cols]. */
+/**
+ * Where a plain linear's rows lie: rows [row0, row0 + rows) of the fused tensor `fused` seen as
+ * [fusedRows, cols]; a stack [E, R, cols] is read by its first index (`slab` = R of those rows each).
+ */
 interface Part {
   readonly fused: string;
-  /** The fused tensor's rows. */
+  /** The fused tensor's rows (E · R for a stack). */
   readonly fusedRows: number;
+  /** Rows per first index: 1 for a matrix, R for a stack [E, R, C]. */
+  readonly slab: number;
   readonly row0: number;
   readonly rows: number;
   readonly cols: number;
@@ -34,17 +40,19 @@ function splitNames(
     for (const fp of fusedProjections(spec, l)) {
       const found = tensors.get(fp.name);
       if (found === undefined) continue; // stored apart (a converted checkpoint), or missing
-      const [rows, cols] = fp.shape;
-      if (found.shape.length !== 2 || found.shape[0] !== rows || found.shape[1] !== cols)
+      const cols = fp.shape[fp.shape.length - 1]!;
+      const slab = fp.shape.length === 3 ? fp.shape[1] : 1;
+      const rows = fp.shape[0] * slab;
+      if (found.shape.length !== fp.shape.length || fp.shape.some((d, i) => found.shape[i] !== d))
         throw new ModelFormatError(
           fileOf(fp.name),
           fp.name,
           found.shape,
-          `wrong shape, expected [${rows}, ${cols}] (${fp.parts.map((p) => `${p.rows} rows of ${p.name.split('.').at(-2)}`).join(', then ')})`,
+          `wrong shape, expected [${fp.shape.join(', ')}] (${describeParts(fp.parts)})`,
         );
       const list = fp.parts.map((p): [string, Part] => [
         p.name,
-        { fused: fp.name, fusedRows: rows, row0: p.row0, rows: p.rows, cols },
+        { fused: fp.name, fusedRows: rows, slab, row0: p.row0, rows: p.rows, cols },
       ]);
       for (const [plain, part] of list) parts.set(plain, part);
       fused.set(fp.name, list);
@@ -61,6 +69,12 @@ function splitNames(
     for (const [plain, part] of list) out.set(plain, { shape: [part.rows, part.cols] });
   }
   return { tensors: out, parts };
+}
+
+/** A fused tensor's parts for an error: `4 rows of q_proj, then ...`, the experts' counted. */
+function describeParts(parts: readonly { readonly name: string; readonly rows: number }[]): string {
+  const shown = parts.slice(0, 4).map((p) => `${p.rows} rows of ${p.name.split('.').at(-2)}`);
+  return `${shown.join(', then ')}${parts.length > 4 ? `, ... (${parts.length} parts)` : ''}`;
 }
 
 /**
@@ -104,10 +118,16 @@ export function splitFusedView(
           });
     if (!Number.isInteger(row0) || !Number.isInteger(rows) || row0 < 0 || rows < 1 || row0 + rows > p.rows)
       throw new ModelFormatError(fileOf(p.fused), name, [row0, rows], `row range outside [0, ${p.rows})`);
+    // A stack is read by whole experts (its first index), then cut to the part's rows.
     const from = p.row0 + row0;
-    return reader.readRowsF32
-      ? reader.readRowsF32(p.fused, from, rows)
-      : reader.readF32(p.fused).then((all) => all.slice(from * p.cols, (from + rows) * p.cols));
+    const first = Math.floor(from / p.slab);
+    const slabs = Math.ceil((from + rows) / p.slab) - first;
+    const cut = (all: Float32Array, at: number) =>
+      all.subarray((from - at) * p.cols, (from - at + rows) * p.cols);
+    if (reader.readRowsF32 && p.slab === 1) return reader.readRowsF32(p.fused, from, rows);
+    if (reader.readRowsF32)
+      return reader.readRowsF32(p.fused, first, slabs).then((got) => cut(got, first * p.slab).slice());
+    return reader.readF32(p.fused).then((all) => cut(all, 0).slice());
   };
   return {
     ...reader,
@@ -122,8 +142,9 @@ export function splitFusedView(
           readPacked: (name, want, range) => {
             const p = parts.get(name);
             if (p === undefined) return reader.readPacked!(name, want, range);
-            // Only as the part's own matrix: padded rows or columns, or a rotation, pack from f32.
-            if (want.rows !== p.rows || want.cols !== p.cols || want.rotation !== 'none')
+            // Only as the part's own matrix of a 2-D fused one: padded rows or columns, a rotation,
+            // or an expert of a stack, pack from f32.
+            if (p.slab !== 1 || want.rows !== p.rows || want.cols !== p.cols || want.rotation !== 'none')
               return Promise.resolve(undefined);
             const rows = { row0: p.row0 + (range?.row0 ?? 0), rows: range?.rows ?? p.rows };
             return reader.readPacked!(p.fused, { ...want, rows: p.fusedRows }, rows);
@@ -137,27 +158,30 @@ export function splitFusedView(
 }
 
 /**
- * The inverse of {@link splitFusedView}: tensors under the plain names with each fused layer's q, k
- * and v rows stacked as `self_attn.qkv_proj` and its gate and up rows as `mlp.gate_up_proj`, in the
- * place of the first part, as the published checkpoints and llama.cpp's GGUFs hold them
- * (`weft export-gguf`, the test fixtures). Tensors fused already stay; any other family's are
- * returned as they are.
+ * The inverse of {@link splitFusedView}: tensors under the plain names with each fused projection
+ * that `into` holds fused (see FusedProjection.written) stacked from its parts (a layer's q, k and v
+ * rows as `self_attn.qkv_proj`, gate and up rows as `mlp.gate_up_proj`, a mixture's experts as one
+ * [E, R, C] stack), in the place of the first part, as the published checkpoints (`'checkpoint'`,
+ * the test fixtures) and llama.cpp's GGUFs (`'gguf'`, `weft export-gguf`) hold them. Tensors fused
+ * already stay; any other family's are returned as they are.
  */
 export function fuseProjections<
   T extends { readonly name: string; readonly shape: readonly number[]; readonly data: Float32Array },
 >(
   spec: ModelSpec,
   tensors: readonly T[],
+  into: 'checkpoint' | 'gguf',
 ): (T | { name: string; shape: readonly number[]; data: Float32Array })[] {
   const byName = new Map(tensors.map((t) => [t.name, t]));
   const fusedAt = new Map<string, { name: string; shape: readonly number[]; data: Float32Array }>();
   const folded = new Set<string>();
   for (let l = 0; l < spec.layers; l++) {
     for (const fp of fusedProjections(spec, l)) {
+      if (fp.written !== undefined && fp.written !== into) continue;
       const parts = fp.parts.map((p) => byName.get(p.name));
       if (!parts.every((p) => p !== undefined)) continue;
-      const cols = fp.shape[1];
-      const data = new Float32Array(fp.shape[0] * cols); // [rows of every part, H]
+      const cols = fp.shape[fp.shape.length - 1]!;
+      const data = new Float32Array(fp.shape.reduce((a, b) => a * b, 1)); // [rows of every part, C]
       fp.parts.forEach((p, i) => {
         data.set(parts[i]!.data, p.row0 * cols);
       });

@@ -101,7 +101,12 @@ export async function openGgufCheckpoint(source: FileBytes): Promise<GgufCheckpo
     async readRowsF32(name, row0, n) {
       const { t, rows, cols, layout } = viewOf(name);
       const read = storedRowsFor(layout.hfRow, rows, row0, n);
-      const values = counted(await readGgufRowsF32(t.info, read.row0, read.rows, cols));
+      // GGUF rows are `ne[0]` values: a stack [E, R, C] has R of them per first index.
+      const last = t.shape[t.shape.length - 1] ?? 1;
+      const per = t.shape.length > 2 ? cols / last : 1;
+      const values = counted(
+        await readGgufRowsF32(t.info, read.row0 * per, read.rows * per, per === 1 ? cols : last),
+      );
       return hfRows(layout, values, read.row0, cols, row0, n);
     },
     storedFormat(name) {

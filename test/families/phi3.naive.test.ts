@@ -417,7 +417,7 @@ describe('Phi-3 reference forward vs the independent Hugging Face-style implemen
       expect(plain.weights.get(name).data).toEqual(weft.weights.get(name).data);
     const short = new Map(fixture.files);
     const qkv = 'model.layers.1.self_attn.qkv_proj.weight';
-    const stored = fuseProjections(fixture.spec, fixture.tensors).map((t) =>
+    const stored = fuseProjections(fixture.spec, fixture.tensors, 'checkpoint').map((t) =>
       t.name === qkv ? { ...t, shape: [255, 128], data: t.data.subarray(0, 255 * 128) } : t,
     );
     short.set('model.safetensors', safetensorsBytes(stored, 'F32'));

@@ -462,8 +462,8 @@ describe('qwen35 GGUF metadata', () => {
     ],
     [
       'general.architecture',
-      { type: 'string', value: 'qwen35moe' },
-      /general.architecture = "qwen35moe": unsupported architecture/,
+      { type: 'string', value: 'qwen3next' },
+      /general.architecture = "qwen3next": unsupported architecture/,
     ],
   ] as const)('%s → %j: names the key and the value', async (key, entry, message) => {
     const { bytes } = await exported('F32');

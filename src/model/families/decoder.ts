@@ -17,7 +17,7 @@ import {
   ropeScalingOf,
 } from '../spec/fields.js';
 import { isMoeLayer, type LayerKind, layerKind, type ModelSpec } from '../spec/spec.js';
-import type { ConfigReader } from './family.js';
+import type { ConfigReader, FusedProjection } from './family.js';
 
 /** A family's renames of the kinds' default tensor names. */
 export interface DecoderRenames {
@@ -223,4 +223,51 @@ function attentionLayersConfig(spec: ModelSpec): Record<string, unknown> {
   if (spec.attentionScale !== undefined) out.query_pre_attn_scalar = spec.attentionScale ** -2;
   if (spec.noRopeLayers) out.no_rope_layers = spec.noRopeLayers.map((none) => (none ? 0 : 1));
   return out;
+}
+
+/**
+ * Mixture layer `layer`'s experts as stacks [E, R, C] over their per-expert names (`renames`, as
+ * the family's blocks name them), under `${prefix}.${under}.experts`: Transformers 5's
+ * `gate_up_proj` [E, 2I, H] (each expert's gate rows, then its up rows: `Qwen2MoeExperts`) and
+ * `down_proj` [E, H, I], written where `fused` says (`'checkpoint'`: as the published files hold
+ * them; `'never'`: a family published per expert); and the stacks llama.cpp's GGUFs hold,
+ * `gate_proj` and `up_proj` [E, I, H] (weft's names for `ffn_gate_exps` and `ffn_up_exps`: see
+ * `moeLayerNames`) and the same `down_proj` (`ffn_down_exps`). None for a dense layer.
+ */
+export function expertStacks(
+  spec: ModelSpec,
+  layer: number,
+  under: string,
+  fused: 'checkpoint' | 'never',
+  renames: Renames<MoeSuffixes> = {},
+): FusedProjection[] {
+  const m = spec.moe;
+  if (!m || !isMoeLayer(spec, layer)) return [];
+  const prefix = `model.layers.${layer}`;
+  const n = moeBlock(layer, m.experts, spec.activation ?? 'silu', prefix, renames).names;
+  const E = m.experts;
+  const I = m.intermediate;
+  const H = spec.hidden;
+  const at = `${prefix}.${under}.experts`;
+  const stack = (names: readonly string[], rows: number) =>
+    names.map((name, e) => ({ name, row0: e * rows, rows }));
+  return [
+    {
+      name: `${at}.gate_up_proj`,
+      shape: [E, 2 * I, H],
+      parts: n.gate.flatMap((gate, e) => [
+        { name: gate, row0: 2 * e * I, rows: I },
+        { name: n.up[e]!, row0: (2 * e + 1) * I, rows: I },
+      ]),
+      written: fused,
+    },
+    { name: `${at}.gate_proj`, shape: [E, I, H], parts: stack(n.gate, I), written: 'gguf' },
+    { name: `${at}.up_proj`, shape: [E, I, H], parts: stack(n.up, I), written: 'gguf' },
+    {
+      name: `${at}.down_proj`,
+      shape: [E, H, I],
+      parts: stack(n.down, H),
+      ...(fused === 'checkpoint' ? {} : { written: 'gguf' as const }),
+    },
+  ];
 }

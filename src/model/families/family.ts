@@ -31,14 +31,24 @@ export interface StoredForm {
   readonly toStored?: (x: number) => number;
 }
 
-/** A fused projection of a checkpoint and the row ranges of it that stand for plain linears. */
+/**
+ * A fused projection of a checkpoint and the row ranges of it that stand for plain linears: a
+ * matrix [rows, C] (Phi-3's qkv_proj), or a stack of experts [E, R, C] (a mixture's `gate_up_proj`,
+ * a GGUF's `ffn_gate_exps`) whose rows are those of its [E · R, C] view.
+ */
 export interface FusedProjection {
   /** The checkpoint's name, e.g. `model.layers.0.self_attn.qkv_proj.weight`. */
   readonly name: string;
-  /** Its shape [rows, H]: the parts' rows, stacked in order. */
-  readonly shape: readonly [number, number];
-  /** Each part's plain name (the block's) and its rows [row0, row0 + rows). */
+  /** Its shape, [rows, C] or [E, R, C]: the parts' rows, stacked in order. */
+  readonly shape: readonly [number, number] | readonly [number, number, number];
+  /** Each part's plain name (the block's) and its rows [row0, row0 + rows) (of the [E · R, C] view). */
   readonly parts: readonly { readonly name: string; readonly row0: number; readonly rows: number }[];
+  /**
+   * Where weft writes it fused (`fuseProjections`): into checkpoints (as the published files hold
+   * it), into GGUF files (as llama.cpp's converter writes it), or never (a layout read only, such as
+   * Transformers 5's fused experts of a family published per expert); absent, both.
+   */
+  readonly written?: 'checkpoint' | 'gguf' | 'never';
 }
 
 /** A family's GGUF side: llama.cpp's architecture, both ways. */

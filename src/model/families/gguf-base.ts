@@ -9,7 +9,13 @@ import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaNumber } from '../../formats/gguf/meta.js';
 import type { GgufEntry } from '../../formats/gguf/write.js';
 import type { YarnRopeScaling } from '../../kernels/rope/rope.js';
-import { type Llama3RopeScaling, type ModelSpec, type RopeSpec, yarnAttentionFactor } from '../spec/spec.js';
+import {
+  type Llama3RopeScaling,
+  type ModelSpec,
+  type MoeSpec,
+  type RopeSpec,
+  yarnAttentionFactor,
+} from '../spec/spec.js';
 import type { GgufEntries, NamePairs } from './family.js';
 
 export const u32 = (value: number): GgufEntry => ({ type: 'u32', value });
@@ -28,6 +34,11 @@ export interface GgufBaseOptions {
   readonly yarn?: boolean;
   /** RMSNorm on each head of q and k. */
   readonly qkNorm?: boolean;
+  /**
+   * The MLP width where the architecture may leave `feed_forward_length` out (a mixture on every
+   * layer: qwen35moe); default `feed_forward_length`.
+   */
+  readonly intermediate?: (g: GgufFile) => number;
 }
 
 /**
@@ -67,7 +78,7 @@ export async function ggufBaseSpec(g: GgufFile, o: GgufBaseOptions): Promise<Mod
     family: o.family,
     vocabSize: embd.ne[1] ?? 0,
     hidden,
-    intermediate: metaCount(g, k('feed_forward_length')),
+    intermediate: o.intermediate ? o.intermediate(g) : metaCount(g, k('feed_forward_length')),
     layers: metaCount(g, k('block_count')),
     heads,
     kvHeads,
@@ -317,3 +328,103 @@ export const GLOBAL_NAMES: NamePairs = [
   ['output_norm.weight', 'model.norm.weight'],
   ['output.weight', 'lm_head.weight'],
 ];
+
+/**
+ * A mixture's per-layer renames under the MLP's prefix `under` (`mlp`, LFM2's `feed_forward`), from
+ * llama.cpp's gguf-py (constants.py, tensor_mapping.py): the router FFN_GATE_INP `ffn_gate_inp`,
+ * the selection bias FFN_EXP_PROBS_B `exp_probs_b.bias`, the experts' stacks [E, R, C]
+ * FFN_{GATE,UP,DOWN}_EXP `ffn_{gate,up,down}_exps` (under weft's stack names `experts.gate_proj`,
+ * `experts.up_proj`, `experts.down_proj`, which the family's `fused` splits per expert), the shared
+ * expert FFN_*_SHEXP and its gate FFN_GATE_INP_SHEXP.
+ */
+export function moeLayerNames(under: string): NamePairs {
+  return [
+    ['ffn_gate_inp.weight', `${under}.gate.weight`],
+    ['exp_probs_b.bias', `${under}.expert_bias`],
+    ['ffn_gate_exps.weight', `${under}.experts.gate_proj`],
+    ['ffn_up_exps.weight', `${under}.experts.up_proj`],
+    ['ffn_down_exps.weight', `${under}.experts.down_proj`],
+    ['ffn_gate_shexp.weight', `${under}.shared_expert.gate_proj.weight`],
+    ['ffn_up_shexp.weight', `${under}.shared_expert.up_proj.weight`],
+    ['ffn_down_shexp.weight', `${under}.shared_expert.down_proj.weight`],
+    ['ffn_gate_inp_shexp.weight', `${under}.shared_expert_gate.weight`],
+  ];
+}
+
+/**
+ * A mixture's `<arch>.expert_*` keys as llama.cpp's converters write them (conversion/base.py
+ * `expert_count` and `expert_used_count`, then each family's `expert_feed_forward_length` and a
+ * shared expert's `expert_shared_feed_forward_length`). A spec without a mixture has none.
+ */
+export function moeMetadata(spec: ModelSpec, arch: string): GgufEntries {
+  const m = spec.moe;
+  if (!m) return [];
+  return [
+    [`${arch}.expert_count`, u32(m.experts)],
+    [`${arch}.expert_used_count`, u32(m.topK)],
+    [`${arch}.expert_feed_forward_length`, u32(m.intermediate)],
+    ...(m.sharedIntermediate === undefined
+      ? []
+      : ([[`${arch}.expert_shared_feed_forward_length`, u32(m.sharedIntermediate)]] as GgufEntries)),
+  ];
+}
+
+/**
+ * llama.cpp's `expert_gating_func` values (llama-hparams.h `llama_expert_gating_func_type`):
+ * softmax 1, sigmoid 2.
+ */
+export const GATING_FUNC = { softmax: 1, sigmoid: 2 } as const;
+
+/**
+ * A GGUF's mixture as llama.cpp's loader reads it (`expert_count`, `expert_used_count`,
+ * `expert_feed_forward_length`, else `feed_forward_length / expert_used_count` as the qwen3moe and
+ * qwen35moe loaders take it; `expert_shared_feed_forward_length` where `shared` asks for a shared
+ * expert, else `feed_forward_length`), with the routing the architecture's graph runs (`routing`)
+ * and the layers that are mixtures. `expert_gating_func`, where present, must be the graph's.
+ */
+export function ggufMoe(
+  g: GgufFile,
+  arch: string,
+  routing: Pick<MoeSpec, 'scoring' | 'renormalize' | 'renormEps' | 'selectionBias' | 'routedScale'>,
+  layers: readonly boolean[],
+  shared = false,
+): MoeSpec {
+  const file = g.bytes.name;
+  const k = (key: string) => `${arch}.${key}`;
+  const experts = metaCount(g, k('expert_count'));
+  const topK = metaCount(g, k('expert_used_count'));
+  if (topK > experts)
+    throw new ModelFormatError(
+      file,
+      k('expert_used_count'),
+      topK,
+      `must be at most expert_count (${experts})`,
+    );
+  const gating = meta(g, k('expert_gating_func'));
+  if (gating !== undefined && gating !== GATING_FUNC[routing.scoring])
+    throw new ModelFormatError(
+      file,
+      k('expert_gating_func'),
+      gating,
+      `llama.cpp's ${arch} graph routes by ${routing.scoring} (${GATING_FUNC[routing.scoring]})`,
+    );
+  const ff = () => metaCount(g, k('feed_forward_length'));
+  const intermediate =
+    meta(g, k('expert_feed_forward_length')) === undefined
+      ? Math.trunc(ff() / topK)
+      : metaCount(g, k('expert_feed_forward_length'));
+  const sharedKey = k('expert_shared_feed_forward_length');
+  const sharedIntermediate = shared
+    ? meta(g, sharedKey) === undefined
+      ? ff()
+      : metaCount(g, sharedKey)
+    : undefined;
+  return {
+    experts,
+    topK,
+    intermediate,
+    ...routing,
+    ...(sharedIntermediate === undefined ? {} : { sharedIntermediate }),
+    layers: [...layers],
+  };
+}

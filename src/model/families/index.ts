@@ -12,6 +12,7 @@ import type { ModelSpec } from '../spec/spec.js';
 import type { Family, FusedProjection, GgufFamily, StoredForm } from './family.js';
 import { gemma3 } from './gemma3.js';
 import { lfm2 } from './lfm2.js';
+import { lfm2_moe } from './lfm2-moe.js';
 import { llama } from './llama.js';
 import { ministral3 } from './ministral3.js';
 import { mistral } from './mistral.js';
@@ -19,6 +20,8 @@ import { phi3 } from './phi3.js';
 import { qwen2 } from './qwen2.js';
 import { qwen3 } from './qwen3.js';
 import { qwen3_5 } from './qwen3-5.js';
+import { qwen3_5_moe } from './qwen3-5-moe.js';
+import { qwen3_moe } from './qwen3-moe.js';
 import { smollm3 } from './smollm3.js';
 
 /**
@@ -36,6 +39,9 @@ export const FAMILIES = {
   lfm2,
   phi3,
   ministral3,
+  qwen3_moe,
+  lfm2_moe,
+  qwen3_5_moe,
 } as const satisfies Readonly<Record<string, Family>>;
 
 /** A family's name: a key of {@link FAMILIES}. */

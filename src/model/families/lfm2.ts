@@ -7,7 +7,7 @@ import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaCountOrZero } from '../../formats/gguf/meta.js';
 import { type Fields, readRopeScaling, refusePrequantized, ropeScalingOf } from '../spec/fields.js';
 import { type LayerKind, layerKind, type ModelSpec } from '../spec/spec.js';
-import { baseConfig, decoderBlocks } from './decoder.js';
+import { baseConfig, type DecoderRenames, decoderBlocks } from './decoder.js';
 import type { Family, GgufEntries, NamePairs } from './family.js';
 import { f32, ggufBaseSpec, linearRopeScaling, refuseExport, refuseRopeFreqs, u32 } from './gguf-base.js';
 
@@ -21,7 +21,7 @@ import { f32, ggufBaseSpec, linearRopeScaling, refuseExport, refuseRopeFreqs, u3
  * `head_dim` hidden / heads, 8 KV heads, 128000 positions. A non-causal config (`is_causal: false`,
  * LFM2's bidirectional embedding models) is refused.
  */
-function lfm2Spec(f: Fields): ModelSpec {
+export function lfm2Spec(f: Fields, family = 'lfm2', feedForward = lfm2FeedForward): ModelSpec {
   refusePrequantized(f);
   if (!f.boolean('is_causal', true))
     f.refuse('is_causal', 'a bidirectional LFM2 (an embedding model) is not a causal language model');
@@ -47,10 +47,10 @@ function lfm2Spec(f: Fields): ModelSpec {
   const bos = f.ids('bos_token_id');
   const tied = f.has('tie_embedding') ? 'tie_embedding' : 'tie_word_embeddings';
   return {
-    family: 'lfm2',
+    family,
     vocabSize: f.count('vocab_size'),
     hidden,
-    intermediate: lfm2FeedForward(f),
+    intermediate: feedForward(f),
     layers,
     heads,
     kvHeads,
@@ -120,9 +120,13 @@ function readLfm2LayerKinds(f: Fields, layers: number): LayerKind[] {
  * count; or one count for every layer (all attention). Without attention layers the KV heads are
  * the query heads (unused).
  */
-function lfm2Layers(g: GgufFile, heads: number): { kvHeads: number; layerKinds: LayerKind[] } {
-  const key = 'lfm2.attention.head_count_kv';
-  const blocks = metaCount(g, 'lfm2.block_count');
+export function lfm2Layers(
+  g: GgufFile,
+  heads: number,
+  arch = 'lfm2',
+): { kvHeads: number; layerKinds: LayerKind[] } {
+  const key = `${arch}.attention.head_count_kv`;
+  const blocks = metaCount(g, `${arch}.block_count`);
   const v = meta(g, key);
   if (typeof v === 'number') {
     const kvHeads = metaCount(g, key);
@@ -157,9 +161,9 @@ function lfm2Layers(g: GgufFile, heads: number): { kvHeads: number; layerKinds: 
  * (`attention.causal` false, the bidirectional embedding models) and ColBERT's `dense_2.weight`
  * output projection.
  */
-function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
+export function lfm2Fields(g: GgufFile, base: ModelSpec, arch = 'lfm2'): Partial<ModelSpec> {
   const file = g.bytes.name;
-  const k = (key: string) => `lfm2.${key}`;
+  const k = (key: string) => `${arch}.${key}`;
   const window = metaCountOrZero(g, k('attention.sliding_window'));
   if (window > 0)
     throw new ModelFormatError(
@@ -183,7 +187,7 @@ function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
       g.tensors.get('dense_2.weight')!.ne,
       'an LFM2 embedding model (ColBERT’s output projection), not a language model',
     );
-  const { layerKinds } = lfm2Layers(g, base.heads);
+  const { layerKinds } = lfm2Layers(g, base.heads, arch);
   const kernel = metaCount(g, k('shortconv.l_cache'), layerKinds.includes('shortconv') ? undefined : 3);
   if (kernel < 2) throw new ModelFormatError(file, k('shortconv.l_cache'), kernel, 'must be at least 2');
   return {
@@ -201,7 +205,7 @@ function lfm2Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
  * `k_layernorm` ATTN_Q_NORM and ATTN_K_NORM, `out_proj` ATTN_OUT, the MLP's `w1`, `w3`, `w2`
  * FFN_GATE, FFN_UP, FFN_DOWN, and the short convolution's `conv.*` SHORTCONV_* `shortconv.*`.
  */
-const LAYER_NAMES: NamePairs = [
+export const LFM2_LAYER_NAMES: NamePairs = [
   ['attn_norm.weight', 'operator_norm.weight'],
   ['attn_q.weight', 'self_attn.q_proj.weight'],
   ['attn_k.weight', 'self_attn.k_proj.weight'],
@@ -223,7 +227,7 @@ const LAYER_NAMES: NamePairs = [
  * (tensor_mapping.py), which llama.cpp's lfm2 loader reads as the output norm
  * (LLM_TENSOR_OUTPUT_NORM_LFM2 in src/llama-arch.cpp, "fix for wrong tensor name").
  */
-const GLOBAL_NAMES: NamePairs = [
+export const LFM2_GLOBAL_NAMES: NamePairs = [
   ['token_embd.weight', 'model.embed_tokens.weight'],
   ['token_embd_norm.weight', 'model.embedding_norm.weight'],
   ['output.weight', 'lm_head.weight'],
@@ -237,9 +241,9 @@ const GLOBAL_NAMES: NamePairs = [
  * width as adjusted (`_add_feed_forward_length`), `vocab_size` and `shortconv.l_cache`. No
  * key_length (LFM2 configs have no head_dim; llama.cpp takes hidden / heads).
  */
-function metadata(spec: ModelSpec): GgufEntries {
-  refuseForLlamaCpp(spec);
-  const k = (key: string) => `lfm2.${key}`;
+export function lfm2Metadata(spec: ModelSpec, arch = 'lfm2'): GgufEntries {
+  refuseForLlamaCpp(spec, arch);
+  const k = (key: string) => `${arch}.${key}`;
   const kv = Array.from({ length: spec.layers }, (_, i) =>
     layerKind(spec, i) === 'shortconv' ? 0 : spec.kvHeads,
   );
@@ -250,7 +254,7 @@ function metadata(spec: ModelSpec): GgufEntries {
     [k('feed_forward_length'), u32(spec.intermediate)],
     [k('attention.head_count'), u32(spec.heads)],
     [k('attention.head_count_kv'), { type: 'i32[]', value: kv }],
-    ...linearRopeScaling(spec, 'lfm2'),
+    ...linearRopeScaling(spec, arch),
     [k('rope.freq_base'), f32(spec.rope.theta)],
     [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
     [k('vocab_size'), u32(spec.vocabSize)],
@@ -281,43 +285,44 @@ function ownConfig(spec: ModelSpec): Record<string, unknown> {
  * head_dim other than hidden / heads (q and out_proj are [H, H]), and Llama 3 scaling (it reads
  * no `rope_freqs.weight`).
  */
-function refuseForLlamaCpp(spec: ModelSpec): void {
-  refuseRopeFreqs(spec, 'lfm2');
+function refuseForLlamaCpp(spec: ModelSpec, arch: string): void {
+  refuseRopeFreqs(spec, arch);
   if (spec.shortConv?.bias)
     refuseExport(
       spec,
       'conv_bias',
       true,
-      'llama.cpp’s lfm2 graph has no biases in in_proj, the convolution or out_proj',
+      `llama.cpp’s ${arch} graph has no biases in in_proj, the convolution or out_proj`,
     );
   if (spec.heads * spec.headDim !== spec.hidden)
     refuseExport(
       spec,
       'head_dim',
       spec.headDim,
-      `llama.cpp’s lfm2 loader wants num_attention_heads × head_dim = hidden_size (${spec.hidden})`,
+      `llama.cpp’s ${arch} loader wants num_attention_heads × head_dim = hidden_size (${spec.hidden})`,
     );
 }
+
+/** LFM2's names: the short convolutions under the kind's own; attention and the MLP renamed. */
+export const LFM2_RENAMES = {
+  attention: {
+    norm: 'operator_norm.weight',
+    qNorm: 'self_attn.q_layernorm.weight',
+    kNorm: 'self_attn.k_layernorm.weight',
+    o: 'self_attn.out_proj.weight',
+  },
+  mlp: {
+    norm: 'ffn_norm.weight',
+    gate: 'feed_forward.w1.weight',
+    up: 'feed_forward.w3.weight',
+    down: 'feed_forward.w2.weight',
+  },
+} as const satisfies DecoderRenames;
 
 export const lfm2: Family = {
   configTypes: { lfm2: (f) => lfm2Spec(f) },
   config: (spec) => ({ ...baseConfig(spec, 'Lfm2ForCausalLM', 'lfm2'), ...ownConfig(spec) }),
-  // The short convolutions under LFM2's names (the kind's own); attention and the MLP renamed.
-  blocks: (spec) =>
-    decoderBlocks(spec, {
-      attention: {
-        norm: 'operator_norm.weight',
-        qNorm: 'self_attn.q_layernorm.weight',
-        kNorm: 'self_attn.k_layernorm.weight',
-        o: 'self_attn.out_proj.weight',
-      },
-      mlp: {
-        norm: 'ffn_norm.weight',
-        gate: 'feed_forward.w1.weight',
-        up: 'feed_forward.w3.weight',
-        down: 'feed_forward.w2.weight',
-      },
-    }),
+  blocks: (spec) => decoderBlocks(spec, LFM2_RENAMES),
   // Applied after the last layer (Transformers' `embedding_norm`).
   finalNorm: 'model.embedding_norm.weight',
   fused: () => [],
@@ -329,8 +334,8 @@ export const lfm2: Family = {
       const base = await ggufBaseSpec(g, { family: 'lfm2', arch: 'lfm2', kvHeads: heads, ropeFreqs: false });
       return { ...base, ...lfm2Fields(g, base) };
     },
-    metadata,
-    names: { global: GLOBAL_NAMES, layer: LAYER_NAMES },
+    metadata: (spec) => lfm2Metadata(spec),
+    names: { global: LFM2_GLOBAL_NAMES, layer: LFM2_LAYER_NAMES },
     squeezed: ['.conv.conv.weight'],
     // conversion/lfm2.py, `LFM2Model`: plain norms, NEOX RoPE, every value as it is.
     storedForm: () => ({}),

@@ -22,14 +22,14 @@ import { PLUS_ONE } from './stored.js';
  * file's root (the wrapper's `tie_word_embeddings` applies when the text config has none). Its
  * multimodal RoPE sections reduce to plain RoPE for text, where the three position ids agree.
  */
-function qwen35Spec(f: Fields, outer: Fields): ModelSpec {
+export function qwen35Spec(f: Fields, outer: Fields, family = 'qwen3_5', intermediate?: number): ModelSpec {
   refusePrequantized(f);
   refuseActivation(f);
-  if (f.boolean('attention_bias', false)) f.refuse('attention_bias', 'qwen3_5 attention has no biases');
-  const shape = readAttentionShape(f);
+  if (f.boolean('attention_bias', false)) f.refuse('attention_bias', `${family} attention has no biases`);
+  const shape = readAttentionShape(f, intermediate === undefined ? {} : { intermediate });
   const rp = f.object('rope_parameters') ?? f;
   const ropeType = rp.string('rope_type') ?? 'default';
-  if (ropeType !== 'default') rp.refuse('rope_type', 'unsupported RoPE type for qwen3_5 (only "default")');
+  if (ropeType !== 'default') rp.refuse('rope_type', `unsupported RoPE type for ${family} (only "default")`);
   const theta = rp.positive('rope_theta', 10000);
   const factor = rp.number('partial_rotary_factor', 0.25);
   const rotaryDim = Math.trunc(shape.headDim * factor);
@@ -56,7 +56,7 @@ function qwen35Spec(f: Fields, outer: Fields): ModelSpec {
   const bos = f.ids('bos_token_id');
   const tied = f.has('tie_word_embeddings') ? f : outer;
   return {
-    family: 'qwen3_5',
+    family,
     ...shape,
     rope: { theta, layout: 'half', rotaryDim },
     maxPositions: f.count('max_position_embeddings'),
@@ -130,9 +130,9 @@ function unrotatedPair(sections: readonly number[], pairs: number): number {
  * must rotate every pair by the token's position ({@link unrotatedPair}). Norms are zero-centred
  * and q_proj carries the output gate.
  */
-function qwen35Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
+export function qwen35Fields(g: GgufFile, base: ModelSpec, arch = 'qwen35'): Partial<ModelSpec> {
   const file = g.bytes.name;
-  const k = (key: string) => `qwen35.${key}`;
+  const k = (key: string) => `${arch}.${key}`;
   const blocks = base.layers;
   const nextn = metaCountOrZero(g, k('nextn_predict_layers'));
   if (nextn >= blocks)
@@ -183,7 +183,7 @@ function qwen35Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
       `rotary pair ${pair} falls outside the text sections (llama.cpp leaves it unrotated for text)`,
     );
   }
-  const layerKinds = qwen35LayerKinds(g, blocks, layers);
+  const layerKinds = qwen35LayerKinds(g, blocks, layers, arch);
   const keyHeads = metaCount(g, k('ssm.group_count'));
   const valueHeads = metaCount(g, k('ssm.time_step_rank'));
   if (valueHeads % keyHeads !== 0)
@@ -233,8 +233,8 @@ function qwen35Fields(g: GgufFile, base: ModelSpec): Partial<ModelSpec> {
  * bool per block, true for Gated DeltaNet) if present, else every `full_attention_interval`-th
  * layer (default 4, as llama.cpp) full attention.
  */
-function qwen35LayerKinds(g: GgufFile, blocks: number, layers: number): LayerKind[] {
-  const key = 'qwen35.attention.recurrent_layers';
+function qwen35LayerKinds(g: GgufFile, blocks: number, layers: number, arch: string): LayerKind[] {
+  const key = `${arch}.attention.recurrent_layers`;
   const recurrent = meta(g, key);
   if (recurrent !== undefined) {
     if (
@@ -246,7 +246,7 @@ function qwen35LayerKinds(g: GgufFile, blocks: number, layers: number): LayerKin
     }
     return recurrent.slice(0, layers).map((r) => (r ? 'deltanet' : 'attention'));
   }
-  const interval = metaCount(g, 'qwen35.full_attention_interval', 4);
+  const interval = metaCount(g, `${arch}.full_attention_interval`, 4);
   return Array.from({ length: layers }, (_, i) => ((i + 1) % interval === 0 ? 'attention' : 'deltanet'));
 }
 /**
@@ -256,7 +256,7 @@ function qwen35LayerKinds(g: GgufFile, blocks: number, layers: number): LayerKin
  * tensors are `attn_qkv`, `attn_gate` and `ssm_*`; `dt_bias` is renamed `dt_proj.bias` by the
  * converter before mapping (hence `ssm_dt.bias`) and `A_log` has no suffix (`ssm_a`).
  */
-const LAYER_NAMES: NamePairs = [
+export const QWEN35_LAYER_NAMES: NamePairs = [
   ...SHARED_LAYER_NAMES,
   ['post_attention_norm.weight', 'post_attention_layernorm.weight'],
   ['attn_qkv.weight', 'linear_attn.in_proj_qkv.weight'],
@@ -310,7 +310,7 @@ function fullAttentionInterval(spec: ModelSpec): number {
 }
 
 /** A Qwen3.5 spec's own keys: its layer types, DeltaNet sizes and partial rotary. */
-function ownConfig(spec: ModelSpec): Record<string, unknown> {
+export function qwen35OwnConfig(spec: ModelSpec): Record<string, unknown> {
   const la = spec.deltaNet;
   if (!la || !spec.layerKinds) return {};
   return {
@@ -331,8 +331,8 @@ function ownConfig(spec: ModelSpec): Record<string, unknown> {
  * `full_attention_interval` ({@link fullAttentionInterval}), the rotary width and the RoPE sections
  * that give plain RoPE for text ({@link imropeSections}).
  */
-function metadata(spec: ModelSpec): GgufEntries {
-  const k = (key: string) => `qwen35.${key}`;
+export function qwen35Metadata(spec: ModelSpec, arch = 'qwen35'): GgufEntries {
+  const k = (key: string) => `${arch}.${key}`;
   const la = spec.deltaNet ?? { keyHeads: 1, valueHeads: 1, keyDim: 1, valueDim: 1, convKernel: 4 };
   const rotaryDim = spec.rope.rotaryDim ?? spec.headDim;
   return [
@@ -365,7 +365,7 @@ function metadata(spec: ModelSpec): GgufEntries {
  * of in_proj_z, in_proj_b and in_proj_a, `A_log`, `dt_bias`, the v channels of conv1d and the
  * columns of out_proj. q_proj keeps its per-head query | gate rows as they are.
  */
-function storedForm(spec: ModelSpec, hfName: string): StoredForm {
+export function qwen35StoredForm(spec: ModelSpec, hfName: string): StoredForm {
   if (hfName.endsWith('norm.weight') && !hfName.endsWith('linear_attn.norm.weight')) return PLUS_ONE;
   const la = spec.deltaNet;
   if (la === undefined || !hfName.includes('.linear_attn.')) return {};
@@ -387,7 +387,7 @@ function storedForm(spec: ModelSpec, hfName: string): StoredForm {
 
 export const qwen3_5: Family = {
   configTypes: { qwen3_5: wrapped('qwen3_5', qwen35Spec), qwen3_5_text: qwen35Spec },
-  config: (spec) => ({ ...baseConfig(spec, 'Qwen3_5ForCausalLM', 'qwen3_5_text'), ...ownConfig(spec) }),
+  config: (spec) => ({ ...baseConfig(spec, 'Qwen3_5ForCausalLM', 'qwen3_5_text'), ...qwen35OwnConfig(spec) }),
   blocks: (spec) => decoderBlocks(spec),
   finalNorm: 'model.norm.weight',
   fused: () => [],
@@ -398,9 +398,9 @@ export const qwen3_5: Family = {
       const base = await ggufBaseSpec(g, { family: 'qwen3_5', arch: 'qwen35', ropeFreqs: false });
       return { ...base, ...qwen35Fields(g, base) };
     },
-    metadata,
-    names: { global: GLOBAL_NAMES, layer: LAYER_NAMES },
+    metadata: (spec) => qwen35Metadata(spec),
+    names: { global: GLOBAL_NAMES, layer: QWEN35_LAYER_NAMES },
     squeezed: ['linear_attn.conv1d.weight'],
-    storedForm,
+    storedForm: qwen35StoredForm,
   },
 };

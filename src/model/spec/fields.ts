@@ -140,7 +140,10 @@ export function refuseActivation(f: Fields): void {
  * The sizes every family's config states the same way; `defaults` are a family's own where its
  * config class differs from Llama's (which takes `head_dim` = hidden / heads, KV heads = heads).
  */
-export function readAttentionShape(f: Fields, defaults: { headDim?: number; kvHeads?: number } = {}) {
+export function readAttentionShape(
+  f: Fields,
+  defaults: { headDim?: number; kvHeads?: number; intermediate?: number } = {},
+) {
   const hidden = f.count('hidden_size');
   const heads = f.count('num_attention_heads');
   const kvHeads = f.count('num_key_value_heads', defaults.kvHeads ?? heads);
@@ -153,7 +156,7 @@ export function readAttentionShape(f: Fields, defaults: { headDim?: number; kvHe
   return {
     vocabSize: f.count('vocab_size'),
     hidden,
-    intermediate: f.count('intermediate_size'),
+    intermediate: f.count('intermediate_size', defaults.intermediate),
     layers: f.count('num_hidden_layers'),
     heads,
     kvHeads,
