@@ -47,7 +47,10 @@ export async function expectMoeWllamaParity(
     'first choice only': runner({ ...model.spec, moe: { ...moe, topK: 1 } }, tensors),
   };
   for (const [what, ref] of Object.entries(unlike)) expect(greedy(ref, ids, tokens), what).not.toEqual(want);
-  const got = await page.evaluate(([u, p, k, b]) => window.wllamaGreedy(u, p, k, b), [
+  // An f32 KV cache without flash attention in llama.cpp: with its f16 defaults, the qwen3_moe
+  // fixture's rows drift from the reference's by enough (about 1e-3) to flip a router choice whose
+  // two scores lie 1.5e-3 apart, 9 tokens in (measured; its 32 ids match with exact attention).
+  const got = await page.evaluate(([u, p, k, b]) => window.wllamaGreedy(u, p, k, b, true), [
     ggufUrl,
     TEXT,
     tokens,

@@ -21,6 +21,7 @@ declare global {
       prompt: string,
       maxTokens: number,
       banned: readonly number[],
+      exactAttention?: boolean,
     ): Promise<WllamaGreedy>;
   }
 }
@@ -28,13 +29,21 @@ declare global {
 /**
  * Greedy decoding of `maxTokens` after `prompt` with the `banned` ids biased by -1000 (a random
  * model's byte tokens would otherwise end the text mid-character, which llama.cpp's server refuses
- * to put in its JSON), in a context of 128 tokens.
+ * to put in its JSON), in a context of 128 tokens. `exactAttention`: an f32 KV cache without flash
+ * attention (llama.cpp's defaults store K and V in f16 and, on the CPU, take q·k in f16 too: a
+ * mixture's router then meets rows a few 1e-3 off weft's f32 ones, enough to flip a close choice).
  */
-window.wllamaGreedy = async (ggufUrl, prompt, maxTokens, banned) => {
+window.wllamaGreedy = async (ggufUrl, prompt, maxTokens, banned, exactAttention = false) => {
   const wllama = new Wllama({ default: '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm' });
   try {
     const blob = await (await fetch(ggufUrl)).blob();
-    await wllama.loadModel([blob], { n_ctx: 128, n_batch: 128, n_threads: 1 });
+    const exact = { cache_type_k: 'f32', cache_type_v: 'f32', flash_attn: false } as const;
+    await wllama.loadModel([blob], {
+      n_ctx: 128,
+      n_batch: 128,
+      n_threads: 1,
+      ...(exactAttention ? exact : {}),
+    });
     const request = {
       prompt,
       stream: false as const,
