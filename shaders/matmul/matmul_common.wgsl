@@ -13,7 +13,7 @@
 //   otherwise as vec2<u32> for NIBBLES, u32 for INT2 and PLANAR); 2 x: array<vec4<f32>> [rows, K]; 3 y: array<f32>
 //   [M, N] (columns n_off .. n_off + n_rows written; read too with ADD); 4 scales: array<u32> (the
 //   part's block metadata from word 0, integer formats); GAMMA_AT gamma: array<vec4<f32>> [K]
-//   (NORM).
+//   (NORM); GROUPS: GAMMA_AT route: array<u32> (the routing table of src/kernels/moe/table.ts).
 //   Large matrices are dispatched per part; a part starts on a group pair / super-block (checked in
 //   TS), so e indexes both arrays.
 // Layouts (flat over e; see QuantizedMatrix in src/quant/formats.ts), per "block" of 16 elements
@@ -58,6 +58,13 @@
 //   GATED (epilogue): the part holds n_rows gate rows then n_rows up rows (a gated pair); output
 //     y[m, n_off + n] = gate_act(g) * u as elementwise.wgsl computes it (gate_act.wgsl: silu, or
 //     gelu_tanh with GELU), g = gate_n · x, u = up_n · x.
+//   GROUPS (an expert stack, src/kernels/moe/experts.ts; neither fusion): the part holds whole
+//     experts e0 .. e0 + experts - 1 of n_rows rows each (a gated expert: its n_rows gate rows, then
+//     its n_rows up rows), expert e's matrix at flat element (e - e0) * stride. Workgroup z is a
+//     group slot g of the routing table: slots past its route[0] groups and groups of an expert
+//     outside the part return at once (uniform per workgroup); group g's count rows take M's place:
+//     output row s = first + i (i < count, y of stride N, n_off = 0) multiplies x row
+//     route[members + s] (gather: x holds the pass's token rows) or s (x holds the sorted rows).
 // Threads: none of its own. TPR (threads per workgroup), TM (rows of x per tile) and R (output
 //   columns per thread or row group; WR = R weight rows, 2R with GATED) are template values
 //   (matmulVars in src/kernels/matmul/variant.ts); the including form's header says how it uses
@@ -84,6 +91,9 @@ enable f16;
 //#endif
 //#if NORM
 @group(0) @binding({{GAMMA_AT}}) var<storage, read> gamma: array<vec4<f32>>;
+//#endif
+//#if GROUPS
+@group(0) @binding({{GAMMA_AT}}) var<storage, read> route: array<u32>;
 //#endif
 
 const TPR: u32 = {{TPR}}u;
@@ -236,6 +246,41 @@ fn norm_weight(j: u32) -> vec4<f32> {
 //#if GATED
 //#include gate_act
 //#endif
+
+//#if GROUPS
+// Group slot g of the routing table as this part runs it: its first output row, its rows, and the
+// flat element its expert's matrix starts at; no rows past the table's groups or for an expert
+// of another part.
+struct Group {
+  first: u32,
+  count: u32,
+  base: u32,
+}
+
+fn route_group(g: u32) -> Group {
+  if (g >= route[0]) {
+    return Group(0u, 0u, 0u);
+  }
+  let at = p.groups + 4u * g;
+  let e = route[at];
+  if (e < p.e0 || e >= p.e0 + p.experts) {
+    return Group(0u, 0u, 0u);
+  }
+  return Group(route[at + 1u], route[at + 2u], (e - p.e0) * p.stride);
+}
+//#endif
+
+// The row of x that output row `at` multiplies (GROUPS: `at` is a sorted position).
+fn x_row(at: u32) -> u32 {
+//#if GROUPS
+  if (p.gather != 0u) {
+    return route[p.members + at];
+  }
+  return at;
+//#else
+  return p.x_off + at;
+//#endif
+}
 
 // The epilogue: writes output `at` from its sum s (GATED: the gate's, u the up row's).
 fn store_out(at: u32, s: f32, u: f32) {

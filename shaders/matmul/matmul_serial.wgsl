@@ -5,11 +5,11 @@
 // Bindings and byte layout: matmul_common.wgsl's (included first): 0 uniform Params; 1 w (one part
 //   of the matrix, read per 16-element block: vec4<u32> for F32, F16 and INT8, vec2<u32> for
 //   NIBBLES, u32 for INT2, PLANAR and LATTICE, never WIDE); 2 x; 3 y; 4 scales (integer formats);
-//   5 lattice (LATTICE); GAMMA_AT gamma (NORM). Params.lanes is unused here.
+//   5 lattice (LATTICE); GAMMA_AT gamma (NORM) or route (GROUPS). Params.lanes is unused here.
 // Threads: a workgroup of TPR = 4 threads (SERIAL_THREADS in TS); thread t computes the R = 8
 //   output columns c0 .. c0 + R - 1 of the part, c0 = (flat workgroup index * TPR + t) * R (flat
-//   index wid.y * nwg.x + wid.x), for TM rows of x at a time, walking every block of K itself in
-//   increasing order: acc = acc + dot16(block) per output. No workgroup memory and no barrier (a
+//   index wid.y * nwg.x + wid.x; GROUPS: of group slot wid.z), for TM rows of x at a time,
+//   walking every block of K itself in increasing order: acc = acc + dot16(block) per output. No workgroup memory and no barrier (a
 //   CPU implementation pays microseconds per barrier and ~100 us per workgroup for zeroing
 //   workgroup memory); x is read straight from its buffer. The loops over columns and tile rows
 //   are unrolled (//#for) into named scalars, as a CPU implementation keeps an indexed local array
@@ -112,27 +112,41 @@ fn main(
   if (c0 >= p.n_rows) {
     return;
   }
+  // The rows of x (M), the first output row (y0) and the flat element the weights start at (base).
+//#if GROUPS
+  let grp = route_group(wid.z);
+  if (grp.count == 0u) {
+    return;
+  }
+  let M = grp.count;
+  let y0 = grp.first;
+  let base = grp.base;
+//#else
+  let M = p.M;
+  let y0 = 0u;
+  let base = 0u;
+//#endif
   let nblk = p.K / 16u;
   let kv = p.K / 4u;
   let last = p.n_rows - 1u;
   // First flat element of each column's weight row (columns past the part repeat its last row).
 //#for c < R
-  let e{{c}} = min(c0 + {{c}}u, last) * p.K;
+  let e{{c}} = base + min(c0 + {{c}}u, last) * p.K;
 //#if GATED
-  let eu{{c}} = (min(c0 + {{c}}u, last) + p.n_rows) * p.K;
+  let eu{{c}} = base + (min(c0 + {{c}}u, last) + p.n_rows) * p.K;
 //#endif
 //#endfor
-  for (var m0 = 0u; m0 < p.M; m0 += TM) {
-    let tr = min(TM, p.M - m0);
+  for (var m0 = 0u; m0 < M; m0 += TM) {
+    let tr = min(TM, M - m0);
 //#for m < TM
-    let xr{{m}} = (p.x_off + min(m0 + {{m}}u, p.M - 1u)) * kv;
+    let xr{{m}} = x_row(y0 + min(m0 + {{m}}u, M - 1u)) * kv;
 //#endfor
 //#if NORM
     // One call site in a loop, not one per tile row: each inlined copy of row_inv_rms's unrolled
     // sum costs SwiftShader's compiler about as much as the rest of the kernel (TM = 8: 2.6 s).
     var invs: array<f32, TM>;
     for (var m = 0u; m < TM; m++) {
-      invs[m] = row_inv_rms(min(m0 + m, p.M - 1u));
+      invs[m] = row_inv_rms(min(m0 + m, M - 1u));
     }
 //#for m < TM
     let inv{{m}} = vec4<f32>(invs[{{m}}]);
@@ -235,7 +249,7 @@ fn main(
     if ({{c}}u == 0u || c0 + {{c}}u < p.n_rows) {
 //#for m < TM
       if ({{m}}u == 0u || tr > {{m}}u) {
-        let at = (m0 + {{m}}u) * p.N + p.n_off + c0 + {{c}}u;
+        let at = (y0 + m0 + {{m}}u) * p.N + p.n_off + c0 + {{c}}u;
 //#if GATED
         store_out(at, a{{c}}_{{m}}, u{{c}}_{{m}});
 //#else

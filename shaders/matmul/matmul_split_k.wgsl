@@ -6,12 +6,12 @@
 // Bindings and byte layout: matmul_common.wgsl's (included first): 0 uniform Params (p.lanes = KL);
 //   1 w (one part of the matrix: vec4<u32> for F32, F16, INT8 and the WIDE reads of 2-, 4-, 5- and
 //   6-bit codes, else vec2<u32> for NIBBLES, u32 for INT2, PLANAR and LATTICE); 2 x; 3 y;
-//   4 scales (integer formats); 5 lattice (LATTICE); GAMMA_AT gamma (NORM).
+//   4 scales (integer formats); 5 lattice (LATTICE); GAMMA_AT gamma (NORM) or route (GROUPS).
 // Threads: a workgroup of TPR = 64 threads computes the RG * R = COLS output columns n0 .. n0 +
-//   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x). Thread t is lane
-//   t % KL of row group t / KL (KL = p.lanes lanes per output, a power of two from 4 to 64 chosen
-//   per matrix by the TS side, RG = 64 / KL groups); group g owns columns n0 + g * R .. + R - 1,
-//   i.e. WR = R weight rows (2R with GATED: gate rows then up rows). R = 1 in the GEMV, 2 in the
+//   COLS - 1 of the part (n0 = COLS * flat workgroup index wid.y * nwg.x + wid.x; GROUPS: of group
+//   slot wid.z). Thread t is lane t % KL of row group t / KL (KL = p.lanes lanes per output, a
+//   power of two from 4 to 64 chosen per matrix by the TS side, RG = 64 / KL groups); group g owns
+//   columns n0 + g * R .. + R - 1, i.e. WR = R weight rows (2R with GATED: gate rows then up rows). R = 1 in the GEMV, 2 in the
 //   tiles.
 // K walk: K is cut into units of U consecutive 16-element blocks, the blocks UV 16-byte loads read
 //   (U = 1, one block of UV loads: 4 for F32, 2 for F16, 1 for INT8 and the narrow NIBBLES /
@@ -185,6 +185,20 @@ fn main(
   if (n0 >= p.n_rows) {
     return;
   }
+  // The rows of x (M), the first output row (y0) and the flat element the weights start at (base).
+//#if GROUPS
+  let grp = route_group(wid.z);
+  if (grp.count == 0u) {
+    return;
+  }
+  let M = grp.count;
+  let y0 = grp.first;
+  let base = grp.base;
+//#else
+  let M = p.M;
+  let y0 = 0u;
+  let base = 0u;
+//#endif
   let lane = t % KL;
   let g = t / KL;
   let units = p.K / (16u * U);
@@ -192,15 +206,15 @@ fn main(
   var row_e: array<u32, WR>;
   for (var r = 0u; r < WR; r++) {
     let n = min(n0 + g * R + r % R, p.n_rows - 1u) + (r / R) * p.n_rows;
-    row_e[r] = n * p.K;
+    row_e[r] = base + n * p.K;
   }
-  for (var m0 = 0u; m0 < p.M; m0 += TM) {
+  for (var m0 = 0u; m0 < M; m0 += TM) {
 //#if NORM
     tile_inv_rms(m0, t);
 //#endif
     var acc = array<f32, WR * TM>();
     // Rows of this tile within M (the last tile may be short; its other rows are not computed).
-    let tr = min(TM, p.M - m0);
+    let tr = min(TM, M - m0);
     for (var i0 = 0u; i0 * KL + lane < units; i0 += UT) {
       // The trip's loads first: every code word and grid word of its units, for every weight row
       // (a unit past the end reloads the last one, which is not summed).
@@ -233,7 +247,7 @@ fn main(
 //#endif
               let wb = unit_block(&c, (r * UT + s) * UV, b, ab);
               for (var m = 0u; m < tr; m++) {
-                acc[r * TM + m] = acc[r * TM + m] + dot16(wb, x_block(p.x_off + m0 + m, m, blk));
+                acc[r * TM + m] = acc[r * TM + m] + dot16(wb, x_block(x_row(y0 + m0 + m), m, blk));
               }
             }
           }
@@ -254,8 +268,8 @@ fn main(
       for (var l = 0u; l < KL; l++) {
         sum += red[at0 + l];
       }
-      if (n0 + c < p.n_rows && m0 + m < p.M) {
-        let at = (m0 + m) * p.N + p.n_off + n0 + c;
+      if (n0 + c < p.n_rows && m0 + m < M) {
+        let at = (y0 + m0 + m) * p.N + p.n_off + n0 + c;
         var u = 0.0;
 //#if GATED
         for (var l = 0u; l < KL; l++) {

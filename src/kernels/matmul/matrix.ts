@@ -153,7 +153,7 @@ export function allocateMatrix(
 }
 
 /** The smaller of the device's maxStorageBufferBindingSize and maxBufferSize. */
-function maxBinding(ctx: GpuContext): number {
+export function maxBinding(ctx: GpuContext): number {
   return Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize);
 }
 

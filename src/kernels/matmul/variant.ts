@@ -221,8 +221,15 @@ export function matmulVariant(
  * matmul_common.wgsl. The key names the form (SERIAL) with the other values.
  */
 export function matmulWgsl(format: WeightFormat, tm: number, v: MatmulVariant): WgslVariant {
-  const template = v.serial ? shaders.matmul_serial : shaders.matmul_split_k;
-  return wgslVariant(template, MatmulParams, matmulVars(format, tm, v));
+  return wgslVariant(matmulTemplate(v), MatmulParams, matmulVars(format, tm, v));
+}
+
+/**
+ * The template of a matmul variant's form: matmul_serial.wgsl or matmul_split_k.wgsl (the expert
+ * matmul of kernels/moe renders their GROUPS variant from it).
+ */
+export function matmulTemplate(v: Pick<MatmulVariant, 'serial'>): string {
+  return v.serial ? shaders.matmul_serial : shaders.matmul_split_k;
 }
 
 /**
@@ -262,6 +269,8 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     ADD: v.epilogue === 'add',
     GATED: gatedEpilogue(v.epilogue),
     GELU: v.epilogue === 'gelu',
+    // The expert matmul's variant (kernels/moe/experts.ts sets it, with its own uniforms).
+    GROUPS: false,
   };
 }
 
