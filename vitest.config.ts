@@ -34,7 +34,7 @@ const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
 // The model-level GPU tests the lavapipe project runs in the GPU forms: every family and format
 // against the reference, the decode session, tree verification, every drafter and the draft head,
 // grammar, steering, the f16 KV cache, rotations, the counters, Qwen3.5's and LFM2's hybrid layers,
-// Gemma 3's sliding windows, SmolLM3's RoPE-less layers, and Ministral 3's YaRN and query temperature. (The others check placement,
+// Gemma 3's sliding windows, SmolLM3's RoPE-less layers, Ministral 3's YaRN and query temperature, and the mixtures of experts. (The others check placement,
 // conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
 const LAVAPIPE_MODEL_TESTS = [
   'test/model/gpu/forward.gpu.test.ts',
@@ -51,6 +51,9 @@ const LAVAPIPE_MODEL_TESTS = [
   'test/families/lfm2.gpu.test.ts',
   'test/families/phi3.gpu.test.ts',
   'test/families/ministral3.gpu.test.ts',
+  'test/families/qwen3-moe.gpu.test.ts',
+  'test/families/lfm2-moe.gpu.test.ts',
+  'test/families/qwen3-5-moe.gpu.test.ts',
 ];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];

@@ -198,9 +198,10 @@ fn main(@builtin(local_invocation_index) tid: u32) {
       }
     }
     table[0] = groups;
-    table[1] = 0u;
-    table[2] = 0u;
-    table[3] = 0u;
+    // The tallies every routing adds to (never reset here): experts read, rows routed, routings.
+    table[1] = table[1] + groups;
+    table[2] = table[2] + p.rows;
+    table[3] = table[3] + 1u;
   }
   workgroupBarrier();
   for (var e = tid; e < E; e += WG) {

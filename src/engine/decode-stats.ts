@@ -1,7 +1,7 @@
 // The statistics of one request's decoding, collected in one place: the engine's steps report to
 // a tally, which makes the request's GenerationStats at the end.
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
-import type { ModelRunner } from '../model/runner.js';
+import type { ExpertTally, ModelRunner } from '../model/runner.js';
 import type { DecodeCounts, GenerationProgress, GenerationStats } from './types.js';
 
 const now = () => performance.now();
@@ -22,6 +22,8 @@ export class DecodeTally {
   draftPasses: number | undefined;
   /** The device's work in decode steps (undefined off the GPU). */
   private counts: GpuCounts | undefined;
+  /** The mixture layers' reads over the decode steps (a model with mixtures on the GPU). */
+  private expertReads: { experts: number; routings: number } | undefined;
 
   constructor(private readonly runner: ModelRunner) {
     this.counts = runner.deviceCounts ? zeroCounts() : undefined;
@@ -48,6 +50,14 @@ export class DecodeTally {
     this.emittedByDecode += emitted;
     const after = this.runner.deviceCounts?.();
     if (this.counts && before && after) this.counts = addCounts(this.counts, countsSince(after, before));
+  }
+
+  /** The mixture layers' tallies before and after the decode steps. */
+  experts(before: ExpertTally, after: ExpertTally): void {
+    this.expertReads = {
+      experts: after.experts - before.experts,
+      routings: after.routings - before.routings,
+    };
   }
 
   /** The counts so far, as the request's chunks carry them (the figures {@link stats} divides). */
@@ -84,8 +94,20 @@ export class DecodeTally {
         ? {}
         : { draft_weight_bytes_per_pass: drafterWeightBytes }),
       ...(runner.kvBytes === undefined ? {} : { kv_bytes: runner.kvBytes }),
+      ...this.expertFigures(),
       adapter: runner.device?.adapter,
       kernels: runner.device?.kernels,
+    };
+  }
+
+  /** experts_per_pass and expert_reads_per_token, where the decode steps routed. */
+  private expertFigures(): Partial<GenerationStats> {
+    const r = this.expertReads;
+    if (!r || r.routings === 0 || this.decodePasses === 0 || this.emittedByDecode === 0) return {};
+    const perPass = r.experts / r.routings;
+    return {
+      experts_per_pass: perPass,
+      expert_reads_per_token: (perPass * this.decodePasses) / this.emittedByDecode,
     };
   }
 }

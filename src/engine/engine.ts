@@ -288,6 +288,7 @@ export class Engine implements WeftEngine {
     const tally = new DecodeTally(runner);
     const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck, await constraint?.mask());
     tally.prefilled(prefill.passes);
+    const experts = await runner.expertTally?.();
     const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
     const loop = o.decodeLoop ?? 'device';
@@ -371,6 +372,9 @@ export class Engine implements WeftEngine {
       }
     } finally {
       session?.close();
+      // (A lost device has no tallies to read: the stats go without them.)
+      const after = experts && (await runner.expertTally?.().catch(() => undefined));
+      if (experts && after) tally.experts(experts, after);
       this.lastStats = tally.stats(
         { tokens: prompt.length, reused: prefill.reused },
         output.count,

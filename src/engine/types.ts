@@ -228,6 +228,15 @@ export interface GenerationStats {
   /** Bytes of weights the target's forward reads for one token, as packed (linears, LM head, one embedding row). */
   weight_bytes_per_pass?: number;
   /**
+   * A mixture-of-experts model's decode steps: the experts one mixture layer reads per target pass
+   * (topK in plain decoding; a verification pass reads the union of its rows' choices), and per
+   * emitted token (experts_per_pass divided by the tokens a pass emits): the cost that makes
+   * speculation on mixtures dearer. Counted on the device (a decode loop's dropped run-ahead step
+   * included, at most one). Absent for other models and off the GPU.
+   */
+  experts_per_pass?: number;
+  expert_reads_per_token?: number;
+  /**
    * Bytes the target's KV cache holds on the GPU, every attention layer's keys and values: a
    * sliding-window layer (Gemma 3) holds its window, not the context. Absent off the GPU.
    */

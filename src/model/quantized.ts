@@ -18,6 +18,7 @@ import {
   isHadamardSize,
   isMlpInput,
   isRotatedLinear,
+  isRouter,
   packedWidth,
   packLinear,
   type Quant,
@@ -267,7 +268,7 @@ export function w8a8Inputs(choice: RotationChoice): (x: Float32Array, width: num
 
 /**
  * The tensors with every matrix rounded through `format` exactly as the GPU runner packs it
- * (vectors stay f32): the CPU reference of a quantized model. Each `*_proj` linear's input is
+ * (vectors and a mixture's routers stay f32): the CPU reference of a quantized model. Each `*_proj` linear's input is
  * rotated as `rotate` chooses for its width ({@link rotationFor}). With `hessians` (from
  * `collectHessians`, in the same rotation), the linears they name are rounded by GPTQ, as
  * `weft convert --calibrate` packs them.
@@ -281,7 +282,7 @@ export function roundedThrough(
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(tensors)) {
     const [rows, cols] = t.shape;
-    if (t.shape.length !== 2 || !rows || !cols) {
+    if (t.shape.length !== 2 || !rows || !cols || isRouter(name)) {
       out[name] = t;
       continue;
     }
@@ -319,7 +320,7 @@ export async function referenceTensors(
   const out: Record<string, Tensor> = {};
   for (const [name, { shape }] of weights.tensors) {
     const [rows, cols] = shape;
-    if (shape.length !== 2 || !rows || !cols) {
+    if (shape.length !== 2 || !rows || !cols || isRouter(name)) {
       out[name] = { shape, data: await weights.readF32(name) };
       continue;
     }

@@ -67,6 +67,19 @@ export interface DecodeSession {
 }
 
 /**
+ * Running totals of a model's mixture layers: each layer's pass reads every expert its rows chose
+ * once (a verification pass of T rows reads the union of their choices, up to T · topK).
+ */
+export interface ExpertTally {
+  /** Experts read, summed over the layers' passes. */
+  readonly experts: number;
+  /** Rows routed, summed over the layers' passes. */
+  readonly rows: number;
+  /** Layer passes routed (mixture layers × passes). */
+  readonly routings: number;
+}
+
+/**
  * What the engine drives: a model with its KV cache on some device. `forward` scores new tokens
  * and returns, for each requested row, the token the sampler picks at the position after it.
  * Logits stay where they are computed; only the chosen ids come back, unless a caller that needs
@@ -148,6 +161,11 @@ export interface ModelRunner {
    * deltas around each step. Absent off the GPU.
    */
   deviceCounts?(): GpuCounts;
+  /**
+   * What the mixture-of-experts layers have read since the runner was made (one readback); undefined
+   * for a model without mixtures. Absent off the GPU.
+   */
+  expertTally?(): Promise<ExpertTally | undefined>;
   /** Bytes of weights one forward pass reads for one token, as packed. Absent off the GPU. */
   readonly weightBytesPerPass?: number;
   /**

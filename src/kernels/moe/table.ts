@@ -5,7 +5,9 @@
 // for all its rows (a counting sort of the T · k choices).
 //
 // Layout (u32 words), for at most `maxRows` rows of `topK` choices among `experts` experts:
-//   [0]            n: the groups (experts chosen by some row), then 3 words unused
+//   [0]            n: the groups (experts chosen by some row)
+//   [1 .. 3]       tallies each routing adds to, from a zeroed buffer on: the groups (experts
+//                  read), the rows routed, the routings (a layer's pass each)
 //   [4 + 4g ..]    group g < n: expert, first member, member count, unused
 //   [members + s]  member s < T · k (sorted position): the row it belongs to
 //   [positions + c] choice c = t · k + j: its sorted position (where its expert's output lands)
@@ -63,6 +65,10 @@ export function routeTableRef(s: RouteShape, experts: Int32Array): Uint32Array {
     at += counts[e]!;
   }
   out[0] = groups;
+  // The tallies after this one routing, from a zeroed table.
+  out[1] = groups;
+  out[2] = n / s.topK;
+  out[3] = 1;
   const next = first.slice();
   for (let c = 0; c < n; c++) {
     const pos = next[experts[c]!]!++;

@@ -9,6 +9,7 @@ import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvShape } from '../../kernels/kv/kv.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { MatmulOptions } from '../../kernels/matmul/variant.js';
+import type { GpuExperts } from '../../kernels/moe/experts.js';
 import type { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
 import type { Quant, RotationChoice } from '../../quant/pack.js';
 import type { ModelSpec } from '../spec/spec.js';
@@ -39,6 +40,18 @@ export interface Placer {
     gate: readonly [string, number, number],
     up: readonly [string, number, number],
   ): Promise<GpuMatrix | [GpuMatrix, GpuMatrix]>;
+  /**
+   * A mixture's experts, each [rows, cols], stacked whole per part (see `allocateExperts`): per
+   * expert either [gate, up] names (a gated stack: each expert's gate rows then its up rows) or
+   * [name]. Undefined when the pieces' formats differ (a file may store gate and up apart in two
+   * formats): the caller places them as two stacks.
+   */
+  experts(
+    label: string,
+    names: readonly (readonly string[])[],
+    rows: number,
+    cols: number,
+  ): Promise<GpuExperts | undefined>;
   /** A vector [n], repeated `repeat` times (for a per-row in-place add). */
   vector(name: string, n: number, repeat?: number): Promise<GPUBuffer>;
   /** Vectors joined into one row of `n` (the q | k | v bias the fused kernel adds). */
@@ -201,6 +214,10 @@ export interface GpuBlock {
   readonly matrices: readonly GpuMatrix[];
   /** Its other weight buffers (norms, biases, a convolution's weights). */
   readonly vectors: readonly GPUBuffer[];
+  /** Its expert stacks (a mixture's), which unloading destroys too. */
+  readonly experts?: readonly GpuExperts[];
+  /** Bytes of its expert stacks one token reads (its chosen experts'). */
+  readonly expertBytesPerToken?: number;
   /** Makes its kernels (compiling what they need), binds its linears and allocates its state. */
   bind(c: KindContext): Promise<BoundBlock>;
 }
@@ -217,6 +234,12 @@ export interface BoundBlock {
   readonly recurrent: { readonly stateBytes: number; readonly bytesPerTreeNode: number } | undefined;
   /** Its KV cache is a sliding window's ring: a trim may go back only a little (RING_ROLLBACK). */
   readonly ring: boolean;
+  /**
+   * A mixture's routing table (kernels/moe/table.ts), shared by the model's mixture blocks: its
+   * words 1 to 3 tally, over every pass since the runner was made, the experts read, the rows
+   * routed and the routings.
+   */
+  readonly routing?: GPUBuffer;
   /** Destroys its linears and its state. */
   destroy(): void;
 }

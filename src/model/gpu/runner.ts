@@ -18,6 +18,7 @@ import type { OpenedModel } from '../load.js';
 import {
   checkFeatureRange,
   type DecodeSession,
+  type ExpertTally,
   type ForwardInput,
   type ModelRunner,
   type RankSpec,
@@ -102,6 +103,8 @@ export class GpuRunner implements ModelRunner {
     version: 0,
     lastTree: false,
   };
+  /** MAP_READ buffer of {@link GpuRunner.expertTally}, made on first use. */
+  private tallyStaging: GPUBuffer | undefined;
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
   /** The kernel and buffers of {@link GpuRunner.lastChildren}, made on first use. */
@@ -111,8 +114,9 @@ export class GpuRunner implements ModelRunner {
   private reach = 0;
   /**
    * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
-   * and the LM head whole (a batch of rows reads each weight once), plus one row of the embedding
-   * table (its share of the packed bytes, rounded up).
+   * and the LM head whole (a batch of rows reads each weight once), a mixture layer's chosen
+   * experts (topK of them: a pass of many rows reads the union of its rows' choices), plus one row
+   * of the embedding table (its share of the packed bytes, rounded up).
    */
   readonly weightBytesPerPass: number;
   /**
@@ -142,9 +146,25 @@ export class GpuRunner implements ModelRunner {
     const linears = parts.w.blocks.flatMap((b) => b.matrices);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) +
+      parts.w.blocks.reduce((sum, b) => sum + (b.expertBytesPerToken ?? 0), 0) +
       parts.w.lmHead.bytes +
       Math.ceil(parts.w.embed.bytes / parts.w.embed.rows) +
       (parts.stages?.weightBytes ?? 0);
+  }
+
+  /** See {@link ModelRunner.expertTally}: the routing table's tallies, in one 12-byte readback. */
+  async expertTally(): Promise<ExpertTally | undefined> {
+    const table = this.parts.k.blocks.find((b) => b.routing)?.routing;
+    if (!table) return undefined;
+    this.tallyStaging ??= this.ctx.device.createBuffer({
+      size: 16,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+      label: 'expert-tally-staging',
+    });
+    const [experts, rows, routings] = new Uint32Array(
+      await readBack(this.ctx, table, 4, this.tallyStaging, 12, 'expert-tally'),
+    );
+    return { experts: experts!, rows: rows!, routings: routings! };
   }
 
   /** Bytes the attention layers' K and V buffers hold (see {@link ModelRunner.kvBytes}). */
@@ -519,6 +539,7 @@ export class GpuRunner implements ModelRunner {
   dispose(): void {
     for (const b of Object.values(this.a)) b?.destroy();
     this.logitsStaging?.destroy();
+    this.tallyStaging?.destroy();
     if (this.children) for (const d of Object.values(this.children)) d.destroy();
     if (this.feats) {
       for (const b of [this.feats.store, this.feats.staging]) b?.destroy();

@@ -3,6 +3,7 @@ import type { TensorReader } from '../../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { allocateMatrix, type GpuMatrix } from '../../kernels/matmul/matrix.js';
+import { allocateExperts, type GpuExperts, writeExpertRows } from '../../kernels/moe/experts.js';
 import {
   dataWords,
   type QuantizedMatrix,
@@ -358,6 +359,47 @@ class CheckpointPlacer implements Placer {
     return m;
   }
 
+  async experts(
+    label: string,
+    names: readonly (readonly string[])[],
+    rows: number,
+    cols: number,
+  ): Promise<GpuExperts | undefined> {
+    const planned = names.map((pieces) => pieces.map((name) => this.plan(name, rows, cols)));
+    const format = planned[0]![0]!.format;
+    if (planned.some((pieces) => pieces.some((p) => p.format !== format))) return undefined;
+    const gated = planned[0]!.length === 2;
+    const m = allocateExperts(this.ctx, format, planned.length, rows, cols, label, gated);
+    try {
+      for (const [e, pieces] of planned.entries())
+        for (const [half, p] of pieces.entries()) {
+          if (!this.o.allocateOnly) {
+            const slices = placedSlices(
+              this.weights,
+              p.name,
+              rows,
+              cols,
+              p.pad,
+              format,
+              p.rotation,
+              this.o.sliceElements,
+            );
+            for await (const { row0, q, f32Bytes } of slices) {
+              const packed = q.data.byteLength + (q.scales?.byteLength ?? 0);
+              this.held(f32Bytes + packed);
+              writeExpertRows(this.ctx, m, e, half as 0 | 1, q, row0);
+              await this.written(packed);
+            }
+          }
+          this.step(p.name);
+        }
+    } catch (e) {
+      m.destroy();
+      throw e;
+    }
+    return m;
+  }
+
   async row(label: string, names: readonly string[], n: number): Promise<GPUBuffer> {
     if (this.o.allocateOnly) return createBuffer(this.ctx, n * 4, label);
     const parts = await Promise.all(names.map((name) => this.weights.readF32(name)));
@@ -422,6 +464,7 @@ export function destroyWeights(w: GpuWeights): void {
   for (const b of w.blocks) {
     for (const m of b.matrices) matrices.add(m);
     for (const v of b.vectors) v.destroy();
+    for (const x of b.experts ?? []) x.destroy();
   }
   for (const m of w.borrowed ?? []) matrices.delete(m);
   for (const m of matrices) m.destroy();

@@ -63,28 +63,30 @@ export function readMoe(take: TakeTensor, spec: ModelSpec, block: MoeBlock): Moe
   };
 }
 
-/** One SwiGLU (or GeGLU) MLP over rows `h` [R, H]: down(act(gate · h) · (up · h)) [R, H], f32-rounded. */
+/**
+ * One SwiGLU (or GeGLU) MLP over rows `h` [R, H]: down(act(gate · h) · (up · h)) [R, H], f32-rounded.
+ * `names` (the shared expert's) pass its inputs through `pass.input` as a dense linear's; a routed
+ * expert's matmuls read the rows as they are (no W8A8 rounding, no statistics).
+ */
 function expertRef(
   pass: RefPass,
   h: Float32Array,
-  gate: Float32Array,
-  up: Float32Array,
-  down: Float32Array,
+  w: { readonly gate: Float32Array; readonly up: Float32Array; readonly down: Float32Array },
   I: number,
   activation: MoeBlock['activation'],
-  names: readonly [string, string, string],
+  names?: readonly [string, string, string],
 ): Float32Array {
   const H = pass.spec.hidden;
   const R = h.length / H;
   const g = new Float32Array(R * I);
   const u = new Float32Array(R * I);
-  const hm = pass.input(h, H, [names[0], names[1]]);
-  linear(hm, H, gate, I, undefined, g);
-  linear(hm, H, up, I, undefined, u);
+  const hm = names ? pass.input(h, H, [names[0], names[1]]) : h;
+  linear(hm, H, w.gate, I, undefined, g);
+  linear(hm, H, w.up, I, undefined, u);
   const act = activation === 'gelu_tanh' ? geluTanh : (v: number) => v / (1 + Math.exp(-v));
   for (let i = 0; i < g.length; i++) g[i] = Math.fround(act(g[i]!)) * u[i]!;
   const out = new Float32Array(R * H);
-  linear(pass.input(g, I, [names[2]]), I, down, H, undefined, out);
+  linear(names ? pass.input(g, I, [names[2]]) : g, I, w.down, H, undefined, out);
   return out;
 }
 
@@ -117,8 +119,13 @@ export function moeRef(pass: RefPass, block: MoeBlock, w: MoeWeights): void {
       const t = Math.floor(s / k);
       he.set(h.subarray(t * H, (t + 1) * H), r * H);
     });
-    const names = [n.gate[e]!, n.up[e]!, n.down[e]!] as const;
-    const y = expertRef(pass, he, w.gate[e]!, w.up[e]!, w.down[e]!, m.intermediate, block.activation, names);
+    const y = expertRef(
+      pass,
+      he,
+      { gate: w.gate[e]!, up: w.up[e]!, down: w.down[e]! },
+      m.intermediate,
+      block.activation,
+    );
     slots.forEach((s, r) => {
       outs[s] = y.subarray(r * H, (r + 1) * H);
     });
@@ -126,16 +133,11 @@ export function moeRef(pass: RefPass, block: MoeBlock, w: MoeWeights): void {
   const sum = new Float32Array(T * H);
   const shared = w.shared
     ? {
-        out: expertRef(
-          pass,
-          h,
-          w.shared.gate,
-          w.shared.up,
-          w.shared.down,
-          m.sharedIntermediate!,
-          block.activation,
-          [n.sharedGate, n.sharedUp, n.sharedDown],
-        ),
+        out: expertRef(pass, h, w.shared, m.sharedIntermediate!, block.activation, [
+          n.sharedGate,
+          n.sharedUp,
+          n.sharedDown,
+        ]),
         gate: (() => {
           const g = new Float32Array(T);
           linear(h, H, w.shared.router, 1, undefined, g);
