@@ -239,13 +239,14 @@ function importanceOf(
 
 /**
  * A Hugging Face folder (safetensors) as one GGUF file in memory: weights through `exportGguf` as
- * `type` (with importance from `options.calibration`, when given), the tokenizer as
+ * `type` (or `type(hfName)`, a mix of one's own; with importance from `options.calibration`, when
+ * given), the tokenizer as
  * `tokenizer.ggml.*` metadata, and BOS/EOS from the config where the tokenizer config does not name
  * them. Holds every tensor in memory (small models).
  */
 export async function exportModelGguf(
   files: ModelFiles,
-  type: GgufExportType | GgufMix,
+  type: GgufExportType | GgufMix | ((hfName: string) => GgufExportType),
   options: ExportModelGgufOptions = {},
 ): Promise<Uint8Array> {
   const opened = await openModel(files);

@@ -6,6 +6,7 @@
 // already holds them (one `weft convert` wrote) passes through.
 import { ModelFormatError } from '../formats/errors.js';
 import type { TensorReader } from '../formats/weft-checkpoint.js';
+import { splitAlign, type WeightFormat } from '../quant/formats.js';
 import { fusedProjections } from './families/index.js';
 import type { ModelSpec } from './spec/spec.js';
 
@@ -95,8 +96,9 @@ export function splitFusedShapes(
  * `fusedProjections`) presented as its parts under the plain names (q_proj, k_proj, v_proj,
  * gate_proj, up_proj) and no longer under its own: a part's rows are read alone from the fused
  * tensor (`readRowsF32`), a packed one as stored where the reader keeps blocks (`readPacked`, at
- * the part's own shape without rotation: a GGUF's Q8_0 or Q4_K rows are not re-quantized), and its
- * stored format is the fused tensor's. A fused tensor of the wrong shape throws
+ * the part's own shape without rotation: a GGUF's Q8_0 or Q4_K rows, a mixture's experts among
+ * them, are not re-quantized), and its stored format is the fused tensor's (for an expert, where
+ * it fills whole blocks of its placed stack: see `copiesWhole`). A fused tensor of the wrong shape throws
  * {@link ModelFormatError} naming `fileOf(name)`. Any other family, or a checkpoint holding the
  * plain names already: `reader` itself.
  */
@@ -142,19 +144,38 @@ export function splitFusedView(
           readPacked: (name, want, range) => {
             const p = parts.get(name);
             if (p === undefined) return reader.readPacked!(name, want, range);
-            // Only as the part's own matrix of a 2-D fused one: padded rows or columns, a rotation,
-            // or an expert of a stack, pack from f32.
-            if (p.slab !== 1 || want.rows !== p.rows || want.cols !== p.cols || want.rotation !== 'none')
-              return Promise.resolve(undefined);
+            // Only as the part's own matrix: padded rows or columns, a rotation, or an expert that
+            // would not fill whole blocks of its placed stack (see copiesWhole), pack from f32.
+            const own = want.rows === p.rows && want.cols === p.cols && want.rotation === 'none';
+            if (!own || !copiesWhole(p, want.format)) return Promise.resolve(undefined);
             const rows = { row0: p.row0 + (range?.row0 ?? 0), rows: range?.rows ?? p.rows };
             return reader.readPacked!(p.fused, { ...want, rows: p.fusedRows }, rows);
           },
         }
       : {}),
     ...(reader.storedFormat
-      ? { storedFormat: (name) => reader.storedFormat!(parts.get(name)?.fused ?? name) }
+      ? {
+          storedFormat: (name) => {
+            const p = parts.get(name);
+            if (p === undefined) return reader.storedFormat!(name);
+            const format = reader.storedFormat!(p.fused);
+            return format !== undefined && copiesWhole(p, format) ? format : undefined;
+          },
+        }
       : {}),
   };
+}
+
+/**
+ * Whether a part is read as stored in `format`: a 2-D fused tensor's always; an expert of a stack
+ * when its elements (R · C) are a multiple of `splitAlign(format)`, so that the next expert (or a
+ * gated expert's up half) starts on a whole block of codes and scales where `allocateExperts`
+ * places the stack. A GGUF row is whole blocks, so the expert's own rows always are; an expert
+ * that fails this (q6_k's pair of super-blocks, int8's pair of scales) gets no stored format and
+ * is packed from its f32 values in the chosen quant, as before experts were read as stored.
+ */
+function copiesWhole(p: Part, format: WeightFormat): boolean {
+  return p.slab === 1 || (p.rows * p.cols) % splitAlign(format) === 0;
 }
 
 /**

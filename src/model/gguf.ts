@@ -37,8 +37,10 @@ export interface GgufTensor {
  * `readPacked` that gives a matrix whose GGML type has a weft layout ({@link storedWeftFormat}) as
  * stored, rows moved back the same way, without an f32 copy (not a matrix whose columns or values
  * were changed: Qwen3.5's out_proj); both (and `readRowsF32`, its f32 rows) can read a range of rows alone. `stats` counts
- * what `readF32` and `readRowsF32` decoded. A family's fused projections (Phi-3's `attn_qkv` and `ffn_up`) stay
- * fused here, as `self_attn.qkv_proj` and `mlp.gate_up_proj`: the loader reads them through
+ * what `readF32` and `readRowsF32` decoded. A family's fused projections (Phi-3's `attn_qkv` and `ffn_up`,
+ * a mixture's expert stacks `ffn_{gate,up,down}_exps`) stay fused here, as `self_attn.qkv_proj`,
+ * `mlp.gate_up_proj` and `mlp.experts.gate_proj` and so on (a stack [E, R, C] read packed as the
+ * matrix [E · R, C], its stored format its type's): the loader reads them through
  * `splitFusedView`, and the spec check sees them split. Tensors weft does not use are left out (a qwen35
  * file's MTP blocks among them).
  */
@@ -111,26 +113,35 @@ export async function openGgufCheckpoint(source: FileBytes): Promise<GgufCheckpo
     },
     storedFormat(name) {
       const t = tensors.get(name);
-      return t?.shape.length === 2 ? storedWeftFormat(t.info.type) : undefined;
+      return t !== undefined && isMatrixOrStack(t.shape) ? storedWeftFormat(t.info.type) : undefined;
     },
     async readPacked(name, want, range) {
       const t = tensor(name);
-      const [rows, cols] = t.shape;
+      // A matrix [rows, cols], or a stack [E, R, cols] as the matrix [E · R, cols] (splitFusedView
+      // reads an expert's rows from it).
+      const cols = t.shape[t.shape.length - 1];
+      const rows = t.shape.slice(0, -1).reduce((a, b) => a * b, 1);
       const same =
-        t.shape.length === 2 &&
+        isMatrixOrStack(t.shape) &&
         storedWeftFormat(t.info.type) === want.format &&
         rows === want.rows &&
         cols === want.cols &&
         want.rotation === 'none';
-      if (!same || rows === undefined || cols === undefined) return undefined;
+      if (!same || cols === undefined) return undefined;
       // A row permutation moves whole rows: each GGUF row is whole blocks, so codes and scales
-      // move together and nothing is rounded. Moved columns or mapped values are not stored blocks.
+      // move together and nothing is rounded. Moved columns or mapped values are not stored blocks,
+      // and a stack's layout (over its first index) is not a permutation of its rows.
       const { layout } = viewOf(name);
-      if (layout.hfCol || layout.toHf) return undefined;
+      if (layout.hfCol || layout.toHf || (t.shape.length === 3 && layout.hfRow)) return undefined;
       const to = layout.hfRow ?? ((r: number) => r);
       if (range === undefined) return readGgufTensorPacked(t.info, to);
       const from = storedRowsFor(layout.hfRow, rows, range.row0, range.rows);
       return readGgufTensorPacked(t.info, to, PIECE_BYTES, range, from);
     },
   };
+}
+
+/** A matrix [rows, cols] or a stack of them [E, R, cols]: what a GGUF stores as blocks of rows. */
+function isMatrixOrStack(shape: readonly number[]): boolean {
+  return shape.length === 2 || shape.length === 3;
 }

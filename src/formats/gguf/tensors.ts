@@ -48,7 +48,8 @@ export async function readGgufRowsF32(
 export const PIECE_BYTES = 4 << 20;
 
 /**
- * Reads one GGUF matrix [rows, cols] (HF shape: `ne` reversed) into its weft format
+ * Reads one GGUF matrix [rows, cols] (HF shape: `ne` reversed; a stack [E, R, cols] as the matrix
+ * [E · R, cols], its experts' rows one after another) into its weft format
  * ({@link storedWeftFormat}) without decoding it to f32: a piece of whole rows (at most
  * `pieceBytes`, at least one row) at a time, each row moved to `to(row)` with its scales. Given
  * `range`, only the rows that move into it are kept, as a matrix of those rows, and only the
@@ -63,10 +64,16 @@ export async function readGgufTensorPacked(
   from?: RowRange,
 ): Promise<QuantizedMatrix> {
   const format = storedWeftFormat(info.type);
-  const [cols, rows, ...more] = info.ne;
-  if (format === undefined || rows === undefined || cols === undefined || more.length > 0) {
+  const [cols, ...outer] = info.ne;
+  const rows = outer.length > 0 ? outer.reduce((a, b) => a * b, 1) : undefined;
+  if (format === undefined || rows === undefined || cols === undefined || outer.length > 2) {
     const name = GGML_BLOCKS.get(info.type)?.name ?? String(info.type);
-    throw new ModelFormatError(info.bytes.name, info.name, name, 'not a matrix of a type with a weft layout');
+    throw new ModelFormatError(
+      info.bytes.name,
+      info.name,
+      name,
+      'not a matrix or stack of a type with a weft layout',
+    );
   }
   const want = range ?? { row0: 0, rows };
   const read = from ?? { row0: 0, rows };
