@@ -54,6 +54,7 @@ const LAVAPIPE_MODEL_TESTS = [
   'test/families/qwen3-moe.gpu.test.ts',
   'test/families/lfm2-moe.gpu.test.ts',
   'test/families/qwen3-5-moe.gpu.test.ts',
+  'test/families/moe-gguf.gpu.test.ts',
 ];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];
