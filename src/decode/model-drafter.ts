@@ -130,6 +130,8 @@ export class ModelDrafter implements Drafter {
     if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
     // A recurrent state follows trees on the host's path only (the device step lays rows out itself).
     if (this.runner.recurrent || target.recurrent) return undefined;
+    // Paged experts need the host between layers: no device-side step.
+    if (this.runner.hostDriven || target.hostDriven) return undefined;
     if (this.device?.target !== target) {
       this.device?.speculator?.dispose();
       this.device = {

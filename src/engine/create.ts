@@ -136,6 +136,14 @@ export interface CreateEngineOptions {
    * `Infinity` turns the memory check off (the buffer limits are always checked).
    */
   deviceMemory?: number;
+  /**
+   * Bytes of GPU memory a mixture-of-experts model's experts may take. Where they do not all fit,
+   * each mixture layer keeps a GPU cache of as many experts as fit and the rest packed in CPU
+   * memory, loaded into the cache when a token chooses them (the output is unchanged; each step
+   * then waits on the host once per mixture layer). Default: every expert on the GPU. A budget
+   * below one token's experts per layer is refused, naming the bytes it needs.
+   */
+  expertBudget?: number;
   /** A GPU context to use instead of creating one. */
   gpu?: GpuContext;
   onProgress?: (event: LoadProgress) => void;
@@ -327,10 +335,17 @@ function checkFits(
           }
       : undefined;
   const kv = { context, kvFormat: settings.kvCache ?? defaultKvCache(gpu) };
+  if (
+    options.expertBudget !== undefined &&
+    !(Number.isFinite(options.expertBudget) && options.expertBudget > 0)
+  )
+    throw new InvalidInputError(
+      `expertBudget must be a positive number of bytes, got ${options.expertBudget}`,
+    );
   checkDeviceFit(
     spec,
     formatOf(quant),
-    kv,
+    options.expertBudget === undefined ? kv : { ...kv, expertBudget: options.expertBudget },
     limits,
     companion && { what: companion.what, footprint: modelFootprint(companion.spec, companion.format, kv) },
   );
@@ -389,6 +404,10 @@ class Placer {
       kvFormat: this.kvFormat,
       steer: o.steer,
       features: o.features ?? false,
+      // The target's experts (a draft placed beside it is its own, smaller model).
+      ...(o.owner && this.options.expertBudget !== undefined
+        ? { expertBudget: this.options.expertBudget }
+        : {}),
     });
   }
 }

@@ -1,7 +1,7 @@
 // The statistics of one request's decoding, collected in one place: the engine's steps report to
 // a tally, which makes the request's GenerationStats at the end.
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
-import type { ExpertTally, ModelRunner } from '../model/runner.js';
+import type { ExpertCacheCounts, ExpertTally, ModelRunner } from '../model/runner.js';
 import type { DecodeCounts, GenerationProgress, GenerationStats } from './types.js';
 
 const now = () => performance.now();
@@ -24,6 +24,8 @@ export class DecodeTally {
   private counts: GpuCounts | undefined;
   /** The mixture layers' reads over the decode steps (a model with mixtures on the GPU). */
   private expertReads: { experts: number; routings: number } | undefined;
+  /** A paged mixture's cache over the decode steps. */
+  private cache: ExpertCacheCounts | undefined;
 
   constructor(private readonly runner: ModelRunner) {
     this.counts = runner.deviceCounts ? zeroCounts() : undefined;
@@ -57,6 +59,15 @@ export class DecodeTally {
     this.expertReads = {
       experts: after.experts - before.experts,
       routings: after.routings - before.routings,
+    };
+  }
+
+  /** A paged mixture's cache counts before and after the decode steps. */
+  expertCache(before: ExpertCacheCounts, after: ExpertCacheCounts): void {
+    this.cache = {
+      hits: after.hits - before.hits,
+      misses: after.misses - before.misses,
+      bytesLoaded: after.bytesLoaded - before.bytesLoaded,
     };
   }
 
@@ -105,9 +116,16 @@ export class DecodeTally {
     const r = this.expertReads;
     if (!r || r.routings === 0 || this.decodePasses === 0 || this.emittedByDecode === 0) return {};
     const perPass = r.experts / r.routings;
+    const c = this.cache;
     return {
       experts_per_pass: perPass,
       expert_reads_per_token: (perPass * this.decodePasses) / this.emittedByDecode,
+      ...(c && c.hits + c.misses > 0
+        ? {
+            expert_cache_hit_rate: c.hits / (c.hits + c.misses),
+            expert_bytes_loaded_per_token: c.bytesLoaded / this.emittedByDecode,
+          }
+        : {}),
     };
   }
 }

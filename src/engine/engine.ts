@@ -289,6 +289,7 @@ export class Engine implements WeftEngine {
     const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck, await constraint?.mask());
     tally.prefilled(prefill.passes);
     const experts = await runner.expertTally?.();
+    const cache = runner.expertCache?.();
     const drafter = this.drafterFor(o);
     const rejection = this.usesRejection(o, sampler);
     const loop = o.decodeLoop ?? 'device';
@@ -351,7 +352,7 @@ export class Engine implements WeftEngine {
           });
           pending = step.emitted;
           tree = step.tree;
-        } else if (!constraint && runner.decode && loop === 'device') {
+        } else if (!constraint && runner.decode && !runner.hostDriven && loop === 'device') {
           // The session runs `last` (the id it sampled a step ago) and commits its row; it may
           // have queued the step after, which close() drops if `last`'s successor ends the request.
           // (A constrained step needs its mask from the CPU before it runs: no run-ahead loop.)
@@ -375,6 +376,8 @@ export class Engine implements WeftEngine {
       // (A lost device has no tallies to read: the stats go without them.)
       const after = experts && (await runner.expertTally?.().catch(() => undefined));
       if (experts && after) tally.experts(experts, after);
+      const cached = cache && runner.expertCache?.();
+      if (cache && cached) tally.expertCache(cache, cached);
       this.lastStats = tally.stats(
         { tokens: prompt.length, reused: prefill.reused },
         output.count,

@@ -237,6 +237,13 @@ export interface GenerationStats {
   experts_per_pass?: number;
   expert_reads_per_token?: number;
   /**
+   * A mixture paged under an expert budget (`expertBudget`), over the decode steps: the share of
+   * chosen experts found in the GPU caches, and the bytes of experts loaded from CPU memory per
+   * emitted token. Absent when every expert is on the GPU.
+   */
+  expert_cache_hit_rate?: number;
+  expert_bytes_loaded_per_token?: number;
+  /**
    * Bytes the target's KV cache holds on the GPU, every attention layer's keys and values: a
    * sliding-window layer (Gemma 3) holds its window, not the context. Absent off the GPU.
    */

@@ -66,6 +66,16 @@ export interface DecodeSession {
   close(): void;
 }
 
+/** Running totals of a paged mixture's GPU caches of experts. */
+export interface ExpertCacheCounts {
+  /** Chosen experts found in the cache. */
+  readonly hits: number;
+  /** Chosen experts loaded from CPU memory. */
+  readonly misses: number;
+  /** Bytes loaded. */
+  readonly bytesLoaded: number;
+}
+
 /**
  * Running totals of a model's mixture layers: each layer's pass reads every expert its rows chose
  * once (a verification pass of T rows reads the union of their choices, up to T · topK).
@@ -108,6 +118,11 @@ export interface ModelRunner {
    * at a time.
    */
   decode?(first: number, sampler: SamplerSpec, steps: number): DecodeSession;
+  /**
+   * Its forwards need the host between layers (a mixture paging experts into a GPU cache): the
+   * engine drives every step from the host and never opens a decode session.
+   */
+  readonly hostDriven?: boolean;
   /**
    * Logits [R, vocab] of the R rows the last forward scored, read back to the CPU. Plain and
    * Gumbel decoding never need them; the classic rejection rule (which needs the target's and the
@@ -166,6 +181,11 @@ export interface ModelRunner {
    * for a model without mixtures. Absent off the GPU.
    */
   expertTally?(): Promise<ExpertTally | undefined>;
+  /**
+   * A mixture paged under an expert budget: its GPU caches' hits, misses and bytes loaded so far,
+   * summed over the layers; undefined when every expert is on the GPU. Absent off the GPU.
+   */
+  expertCache?(): ExpertCacheCounts | undefined;
   /** Bytes of weights one forward pass reads for one token, as packed. Absent off the GPU. */
   readonly weightBytesPerPass?: number;
   /**

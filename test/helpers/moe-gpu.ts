@@ -108,9 +108,9 @@ export function moeGpuTests(
     dev.dispose();
   });
 
-  // Every format in the GPU forms (lavapipe); int4 alone in the serial forms.
-  const formats =
-    gpuHost().kernels === 'gpu' ? (['f16', 'int8', 'int4', 'int2'] as const) : (['int4'] as const);
+  // f16 (the shader-f16 variant) and int4 in the GPU forms (lavapipe), int4 alone in the serial
+  // forms: the expert matmul's every format in both forms is src/kernels/moe/experts.test.ts's.
+  const formats = gpuHost().kernels === 'gpu' ? (['f16', 'int4'] as const) : (['int4'] as const);
   it.each(formats)(
     '%s: logits and greedy ids equal the reference with the same rounded weights',
     async (quant) => {
@@ -143,6 +143,73 @@ export function moeGpuTests(
     const next = [...p, 40, 44, 45];
     expect(await greedyIds(dev, next, 8)).toEqual(await greedyIds(ref, next, 8));
     dev.dispose();
+  });
+
+  it('under an expert budget below the experts, a GPU cache of 3 experts per layer gives the same tokens (prefill in waves, a draft tree, n-gram speculation), with its hit rate and bytes loaded in the stats; a budget under topK is refused with the numbers', async () => {
+    const opened = await openModel(memoryModelFiles(family, files(family)));
+    const spec = opened.spec;
+    const m = spec.moe!;
+    const mixtures = m.layers.filter(Boolean).length;
+    const expert = 3 * packedBytes('f32', m.intermediate, spec.hidden);
+    const budget = 3 * expert * mixtures;
+    const dev = await createGpuRunner(opened, {
+      quant: 'f32',
+      capacity: CAPACITY,
+      gpu: await gpu(),
+      expertBudget: budget,
+    });
+    expect(dev.hostDriven).toBe(true);
+    const ref = await reference(opened);
+    // The 10-row prefill chooses more than 3 experts per layer: it runs in waves.
+    expect(await greedyIds(dev, prompt, 16)).toEqual(await greedyIds(ref, prompt, 16));
+    const c = dev.expertCache()!;
+    expect(c.misses).toBeGreaterThan(0);
+    expect(c.bytesLoaded).toBe(c.misses * expert);
+    // A draft tree through the cache scores as the reference does.
+    for (const r of [ref, dev] as ModelRunner[]) r.trim(0);
+    const p = prompt.slice(0, 6);
+    const tree = { tokens: [40, 41, 42, 43, 44, 45, 46], parents: [-1, 0, 1, 2, 0, 4, -1] };
+    for (const r of [ref, dev] as ModelRunner[]) {
+      await r.forward({ tokens: p }, GREEDY, 'last');
+      r.commit(p.map((_, i) => i));
+    }
+    const want = await ref.forward(tree, GREEDY, 'all');
+    expect(Array.from(await dev.forward(tree, GREEDY, 'all'))).toEqual(Array.from(want));
+    expect(relErr(await dev.lastLogits(), ref.logits(tree))).toBeLessThan(1e-4);
+    dev.dispose();
+    const engine = await createEngine({
+      model: memoryModelFiles(family, files(family)),
+      quant: 'f32',
+      contextLength: CAPACITY,
+      expertBudget: budget,
+      gpu: await gpu(),
+    });
+    const run = async (o: GenerateOptions) => {
+      const out: number[] = [];
+      for await (const c of engine.generate([5, 17, 99, 3, 250, 17, 99, 3], o)) out.push(...c.ids);
+      return out;
+    };
+    const plain = await run({ maxTokens: 12, drafter: 'none' });
+    const s = engine.lastStats!;
+    console.log(
+      `[${family}] expert cache of 3 of ${m.experts} per layer: hit rate ${s.expert_cache_hit_rate?.toFixed(2)}, ${s.expert_bytes_loaded_per_token?.toFixed(0)} bytes loaded per token (an expert: ${expert})`,
+    );
+    expect(s.expert_cache_hit_rate).toBeGreaterThan(0);
+    expect(s.expert_cache_hit_rate).toBeLessThanOrEqual(1);
+    expect(await run({ maxTokens: 12, drafter: 'ngram', treeBudget: 8 })).toEqual(plain);
+    await engine.unload();
+    await expect(
+      createGpuRunner(opened, {
+        quant: 'f32',
+        capacity: CAPACITY,
+        gpu: await gpu(),
+        expertBudget: expert * mixtures,
+      }),
+    ).rejects.toThrow(
+      new RegExp(
+        `hold 1 experts per mixture layer .* a token runs 2: give at least ${2 * expert * mixtures} bytes`,
+      ),
+    );
   });
 
   it('speculative decoding equals plain decoding, greedy and seeded, with n-grams and int4 self-drafts', async () => {

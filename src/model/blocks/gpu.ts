@@ -11,6 +11,7 @@ import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { MatmulOptions } from '../../kernels/matmul/variant.js';
 import type { GpuExperts } from '../../kernels/moe/experts.js';
 import type { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
+import type { WeightFormat } from '../../quant/formats.js';
 import type { Quant, RotationChoice } from '../../quant/pack.js';
 import type { ModelSpec } from '../spec/spec.js';
 
@@ -40,18 +41,16 @@ export interface Placer {
     gate: readonly [string, number, number],
     up: readonly [string, number, number],
   ): Promise<GpuMatrix | [GpuMatrix, GpuMatrix]>;
+  /** The format a checkpoint matrix [rows, cols] is placed in (its stored one, or the quant's). */
+  formatOf(name: string, rows: number, cols: number): WeightFormat;
   /**
-   * A mixture's experts, each [rows, cols], stacked whole per part (see `allocateExperts`): per
-   * expert either [gate, up] names (a gated stack: each expert's gate rows then its up rows) or
-   * [name]. Undefined when the pieces' formats differ (a file may store gate and up apart in two
-   * formats): the caller places them as two stacks.
+   * A mixture's experts as stacks (see `allocateExperts`), slot e of every stack holding expert e;
+   * or, where the runner's expert budget cannot hold them all, a GPU cache of fewer slots per
+   * stack with every expert kept packed in CPU memory (`store`), loaded into a slot when chosen.
+   * Throws InvalidInputError when a stack's pieces differ in format, or when the budget holds
+   * fewer slots than a token's topK experts (naming the numbers).
    */
-  experts(
-    label: string,
-    names: readonly (readonly string[])[],
-    rows: number,
-    cols: number,
-  ): Promise<GpuExperts | undefined>;
+  experts(stacks: readonly ExpertStackSpec[]): Promise<PlacedExperts>;
   /** A vector [n], repeated `repeat` times (for a per-row in-place add). */
   vector(name: string, n: number, repeat?: number): Promise<GPUBuffer>;
   /** Vectors joined into one row of `n` (the q | k | v bias the fused kernel adds). */
@@ -60,6 +59,33 @@ export interface Placer {
   norm(name: string, n: number): Promise<GPUBuffer>;
   /** A tensor of any shape, uploaded as its f32 values (a convolution's weight [C, 1, K]). */
   tensor(name: string, shape: readonly number[]): Promise<GPUBuffer>;
+}
+
+/** One expert stack to place: per expert, [gate, up] names (a gated stack) or [name]; each [rows, cols]. */
+export interface ExpertStackSpec {
+  readonly label: string;
+  readonly names: readonly (readonly string[])[];
+  readonly rows: number;
+  readonly cols: number;
+}
+
+/** A mixture layer's expert stacks on the GPU (see Placer.experts). */
+export interface PlacedExperts {
+  /** Each stack: every expert, or the `store.slots` slots of the GPU cache. */
+  readonly stacks: readonly GpuExperts[];
+  /** Where the experts are paged: every expert in CPU memory. */
+  readonly store?: ExpertStore;
+}
+
+/** Every expert of a mixture layer held packed in CPU memory, loaded into GPU slots when chosen. */
+export interface ExpertStore {
+  readonly experts: number;
+  /** Slots of each GPU stack. */
+  readonly slots: number;
+  /** Bytes one expert takes over all its stacks (what loading it writes). */
+  readonly expertBytes: number;
+  /** Writes expert `expert`'s packed words into slot `slot` of every stack (queue writes). */
+  load(expert: number, slot: number): void;
 }
 
 /**
@@ -214,7 +240,7 @@ export interface GpuBlock {
   readonly matrices: readonly GpuMatrix[];
   /** Its other weight buffers (norms, biases, a convolution's weights). */
   readonly vectors: readonly GPUBuffer[];
-  /** Its expert stacks (a mixture's), which unloading destroys too. */
+  /** Its expert stacks (a mixture's, or their GPU caches), which unloading destroys too. */
   readonly experts?: readonly GpuExperts[];
   /** Bytes of its expert stacks one token reads (its chosen experts'). */
   readonly expertBytesPerToken?: number;
@@ -240,6 +266,15 @@ export interface BoundBlock {
    * routed and the routings.
    */
   readonly routing?: GPUBuffer;
+  /**
+   * Set where the block needs the host between layers (a mixture whose experts are paged into a
+   * GPU cache): it encodes itself into the pass, may call `flush` (which submits what is encoded so
+   * far, then opens a new compute pass) to read something back, and resolves once encoded. Its
+   * `encode` then throws: only host-driven forwards run it.
+   */
+  readonly host?: (p: GpuPass, flush: () => Promise<void>) => Promise<void>;
+  /** A paged mixture's cache: its hits, misses and bytes loaded so far. */
+  readonly paging?: () => { readonly hits: number; readonly misses: number; readonly bytesLoaded: number };
   /** Destroys its linears and its state. */
   destroy(): void;
 }

@@ -38,6 +38,8 @@ export interface FootprintOptions {
   /** Tokens the KV cache holds. */
   readonly context: number;
   readonly kvFormat: KvFormat;
+  /** Bytes a mixture's experts may take on the GPU (the rest stay in CPU memory). */
+  readonly expertBudget?: number;
 }
 
 /** One GPU buffer the runner allocates and binds whole. */

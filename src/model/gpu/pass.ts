@@ -99,7 +99,8 @@ export function stageInputs(ctx: GpuContext, a: Activations, enc: GPUCommandEnco
 /**
  * Encodes one forward pass of T tokens after `base` cached ones, scoring R rows into `a.out`:
  * the compute pass alone (its inputs staged, its readback encoded by the caller). With a
- * `profiler`, each section ({@link ProfileSection}) is its own timed compute pass.
+ * `profiler`, each section ({@link ProfileSection}) is its own timed compute pass. A model whose
+ * blocks need the host between layers (a mixture paging its experts) runs {@link encodeHostPass}.
  */
 export function encodePass(
   r: RunnerParts,
@@ -111,83 +112,158 @@ export function encodePass(
   sampler: SamplerSpec,
   o: PassOptions = {},
 ): void {
-  const { masks } = o;
-  const { spec, a, k, stages, feats } = r;
-  let pass = enc.beginComputePass(profiler ? profiler.passDescriptor('embed') : { label: 'forward' });
-  // Profiling: the work from here on goes into its own timed pass.
-  const section = (name: ProfileSection): void => {
-    if (!profiler) return;
-    pass.end();
-    pass = enc.beginComputePass(profiler.passDescriptor(name));
+  const p = beginPass(r, profiler, enc, T, base, o);
+  for (const [i, block] of (o.layers === false ? [] : r.blocks).entries()) {
+    if (r.k.blocks[i]!.host)
+      throw new InvalidInputError(
+        `forward: layer ${block.layer}'s ${block.kind} block needs the host between layers (its experts are paged): only host-driven forwards run it`,
+      );
+    encodeBlock(r, p, i);
+  }
+  finishPass(r, p, R, sampler, o);
+}
+
+/**
+ * {@link encodePass} for a model with blocks that need the host between layers (see
+ * BoundBlock.host): each such block may submit what is encoded so far and wait for the device (a
+ * readback) before encoding the rest. Returns the encoder the pass ends in, where the caller
+ * encodes its readback.
+ */
+export async function encodeHostPass(
+  r: RunnerParts,
+  enc: GPUCommandEncoder,
+  T: number,
+  R: number,
+  base: number,
+  sampler: SamplerSpec,
+  o: PassOptions = {},
+): Promise<GPUCommandEncoder> {
+  const p = beginPass(r, undefined, enc, T, base, o);
+  for (const [i] of (o.layers === false ? [] : r.blocks).entries()) {
+    const host = r.k.blocks[i]!.host;
+    if (host) await host(p.block, p.flush);
+    else encodeBlock(r, p, i);
+  }
+  finishPass(r, p, R, sampler, o);
+  return p.enc;
+}
+
+/** A pass being encoded: its current encoder and compute pass, and what its blocks see. */
+interface OpenPass {
+  enc: GPUCommandEncoder;
+  pass: GPUComputePassEncoder;
+  readonly block: GpuPass;
+  section(name: ProfileSection): void;
+  /** Ends the compute pass, submits the encoder and opens new ones (host-driven passes only). */
+  flush(): Promise<void>;
+}
+
+/** Opens the pass and encodes its input: the embedding, or a draft head's input stage. */
+function beginPass(
+  r: RunnerParts,
+  profiler: GpuTimer | undefined,
+  enc: GPUCommandEncoder,
+  T: number,
+  base: number,
+  o: PassOptions,
+): OpenPass {
+  const { spec, a, k, stages, feats, ctx } = r;
+  const p: OpenPass = {
+    enc,
+    pass: enc.beginComputePass(profiler ? profiler.passDescriptor('embed') : { label: 'forward' }),
+    // Profiling: the work from here on goes into its own timed pass.
+    section: (name) => {
+      if (!profiler) return;
+      p.pass.end();
+      p.pass = p.enc.beginComputePass(profiler.passDescriptor(name));
+    },
+    flush: async () => {
+      p.pass.end();
+      ctx.counter.submit([p.enc.finish()]);
+      p.enc = ctx.device.createCommandEncoder({ label: 'forward' });
+      p.pass = p.enc.beginComputePass({ label: 'forward' });
+    },
+    block: {
+      get pass() {
+        return p.pass;
+      },
+      spec,
+      T,
+      base,
+      lastSlot: o.lastSlot,
+      a,
+      k: k.common,
+      version: o.version ?? 0,
+      tree: o.tree ?? false,
+      section: (name) => p.section(name),
+    },
   };
   if (o.layers === false) {
     // The rows' final stream is in x already.
   } else if (stages && feats) {
     const { ids, positions, slots, vis, x, tmp, hr } = a;
-    stages.encodeInput(pass, { ids, positions, slots, vis, x, tmp, hr, own: feats.store }, T);
+    stages.encodeInput(p.pass, { ids, positions, slots, vis, x, tmp, hr, own: feats.store }, T);
   } else {
-    k.embed.encode(pass, a.ids, a.x, T);
+    k.embed.encode(p.pass, a.ids, a.x, T);
   }
-  const blockPass: GpuPass = {
-    get pass() {
-      return pass;
-    },
-    spec,
-    T,
-    base,
-    lastSlot: o.lastSlot,
-    a,
-    k: k.common,
-    version: o.version ?? 0,
-    tree: o.tree ?? false,
-    section,
-  };
-  for (const [i, block] of (o.layers === false ? [] : r.blocks).entries()) {
-    const edges = layerEdges(r.blocks, i);
-    const steer = k.steer[block.layer];
-    // Steering: the layer's input (SteerPlan.inputs), timed with the section before it (a block
-    // opens its own sections).
-    if (edges.first) steer?.in?.encode(pass, a.x, T);
-    k.blocks[i]!.encode(blockPass);
-    if (edges.last) steer?.out?.encode(pass, a.x, T); // steering: the layer's output
-  }
-  section('head');
+  return p;
+}
+
+/** Encodes block i, with the steering of its layer's input and output. */
+function encodeBlock(r: RunnerParts, p: OpenPass, i: number): void {
+  const { a, k } = r;
+  const block = r.blocks[i]!;
+  const edges = layerEdges(r.blocks, i);
+  const steer = k.steer[block.layer];
+  // Steering: the layer's input (SteerPlan.inputs), timed with the section before it (a block
+  // opens its own sections).
+  if (edges.first) steer?.in?.encode(p.pass, a.x, p.block.T);
+  k.blocks[i]!.encode(p.block);
+  if (edges.last) steer?.out?.encode(p.pass, a.x, p.block.T); // steering: the layer's output
+}
+
+/** Encodes the pass's end: the features, the LM head, a constraint's masks and the sampler. */
+function finishPass(r: RunnerParts, p: OpenPass, R: number, sampler: SamplerSpec, o: PassOptions): void {
+  const { masks } = o;
+  const { a, k, stages, feats } = r;
+  const T = p.block.T;
+  p.section('head');
   // A draft head's features: the stream after the last block, at the rows' cache slots.
-  if (o.layers !== false) feats?.scatter.encode(pass, a.x, a.slots, feats.store, T);
+  if (o.layers !== false) feats?.scatter.encode(p.pass, a.x, a.slots, feats.store, T);
   if (o.score === false) {
-    pass.end();
+    p.pass.end();
     return;
   }
   // The scored rows of the stream (the LM head applies the final norm itself: a row's norm does
   // not depend on the others, so gathering first gives the same bits).
   let head = a.x;
   if (R < T) {
-    k.gather.encode(pass, a.x, a.rows, a.hr, R);
+    k.gather.encode(p.pass, a.x, a.rows, a.hr, R);
     head = a.hr;
   }
   if (stages) {
-    k.lmHead.encode(pass, head, stages.small, R);
-    stages.encodeLogits(pass, a.logits, R);
+    k.lmHead.encode(p.pass, head, stages.small, R);
+    stages.encodeLogits(p.pass, a.logits, R);
   } else {
-    k.lmHead.encode(pass, head, a.logits, R);
+    k.lmHead.encode(p.pass, head, a.logits, R);
   }
   if (masks) {
     writeBuffer(r.ctx, a.masks, masks);
-    k.mask.encode(pass, a.masks, a.logits, R);
+    k.mask.encode(p.pass, a.masks, a.logits, R);
   }
   if (o.sample === false) {
-    pass.end();
+    p.pass.end();
     return;
   }
-  section('sample');
+  p.section('sample');
   const s = sampler.temperature > 0 ? k.sample.gumbel : k.sample.greedy;
-  s.encode(pass, a.logits, a.samplePositions, a.out, R, {
+  s.encode(p.pass, a.logits, a.samplePositions, a.out, R, {
     seed: sampler.seed,
     temperature: sampler.temperature,
     topK: sampler.topK,
     topP: sampler.topP,
   });
-  pass.end();
+  p.pass.end();
 }
 
 /**

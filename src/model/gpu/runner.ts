@@ -18,6 +18,7 @@ import type { OpenedModel } from '../load.js';
 import {
   checkFeatureRange,
   type DecodeSession,
+  type ExpertCacheCounts,
   type ExpertTally,
   type ForwardInput,
   type ModelRunner,
@@ -42,6 +43,7 @@ import {
   assertNoSession,
   commitRerun,
   encodeCommits,
+  encodeHostPass,
   encodePass,
   type RunnerCursor,
   type RunnerParts,
@@ -78,6 +80,12 @@ export interface GpuRunnerOptions {
   head?: HeadPlacement;
   /** Allocate the weights' buffers without reading them (see PlaceWeightsOptions.allocateOnly). */
   allocateOnly?: boolean;
+  /**
+   * Bytes of GPU memory a mixture's experts may take: past it, each mixture layer keeps a GPU
+   * cache of experts and the rest in CPU memory (see PlaceWeightsOptions.expertBudget). Default:
+   * every expert on the GPU.
+   */
+  expertBudget?: number;
   /**
    * Keep the features (the residual stream after the last block) of every cache slot beside the
    * KV cache, committed with it, for a draft head ({@link GpuRunner.features}). Costs one scatter
@@ -134,6 +142,12 @@ export class GpuRunner implements ModelRunner {
   private readonly feats: FeatureStore | undefined;
   /** Passes whose inputs a kernel writes on the device, encoded into the caller's submission. */
   readonly resident: ResidentPasses;
+  /**
+   * Some block needs the host between layers (a mixture paging its experts: see BoundBlock.host):
+   * each forward is driven from the host, and the device-side loops (decode sessions, resident
+   * passes, device speculation) are not run.
+   */
+  readonly hostDriven: boolean;
 
   constructor(
     readonly spec: ModelSpec,
@@ -143,6 +157,7 @@ export class GpuRunner implements ModelRunner {
   ) {
     ({ ctx: this.ctx, a: this.a, feats: this.feats } = parts);
     this.resident = new ResidentPasses(spec, capacity, parts, this.cur, () => this.profiler);
+    this.hostDriven = parts.k.blocks.some((b) => b.host !== undefined);
     const linears = parts.w.blocks.flatMap((b) => b.matrices);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) +
@@ -165,6 +180,17 @@ export class GpuRunner implements ModelRunner {
       await readBack(this.ctx, table, 4, this.tallyStaging, 12, 'expert-tally'),
     );
     return { experts: experts!, rows: rows!, routings: routings! };
+  }
+
+  /** See {@link ModelRunner.expertCache}: the paged mixture layers' caches, summed. */
+  expertCache(): ExpertCacheCounts | undefined {
+    const caches = this.parts.k.blocks.flatMap((b) => (b.paging ? [b.paging()] : []));
+    if (caches.length === 0) return undefined;
+    return {
+      hits: caches.reduce((n, c) => n + c.hits, 0),
+      misses: caches.reduce((n, c) => n + c.misses, 0),
+      bytesLoaded: caches.reduce((n, c) => n + c.bytesLoaded, 0),
+    };
   }
 
   /** Bytes the attention layers' K and V buffers hold (see {@link ModelRunner.kvBytes}). */
@@ -255,13 +281,13 @@ export class GpuRunner implements ModelRunner {
       // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
       samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
     });
-    encodePass(this.parts, this.profiler, enc, T, R, base, sampler, {
-      ...(input.masks ? { masks: input.masks } : {}),
-      version: this.cur.version,
-      tree: isTree,
-    });
-    enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
-    ctx.counter.submit([enc.finish()]);
+    const o = { ...(input.masks ? { masks: input.masks } : {}), version: this.cur.version, tree: isTree };
+    // A model with blocks that need the host between layers (paged experts) ends in another encoder.
+    const last = this.hostDriven
+      ? await encodeHostPass(this.parts, enc, T, R, base, sampler, o)
+      : (encodePass(this.parts, this.profiler, enc, T, R, base, sampler, o), enc);
+    last.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
+    ctx.counter.submit([last.finish()]);
     const ids = new Int32Array(await readStaging(ctx, a.staging, R * 4));
     this.lastCounts = countsSince(ctx.counter.snapshot(), before);
     this.cur.lastTokens = T;
@@ -573,6 +599,7 @@ export async function createGpuRunner(
     embed: o.head?.embed,
     lmRows: o.head?.lmRows,
     allocateOnly: o.allocateOnly,
+    expertBudget: o.expertBudget,
   });
   const kernels = await buildKernels(ctx, spec, weights, {
     quant: o.quant,

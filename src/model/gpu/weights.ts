@@ -3,9 +3,11 @@ import type { TensorReader } from '../../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { allocateMatrix, type GpuMatrix } from '../../kernels/matmul/matrix.js';
-import { allocateExperts, type GpuExperts, writeExpertRows } from '../../kernels/moe/experts.js';
+import { allocateExperts, writeExpertRows } from '../../kernels/moe/experts.js';
 import {
+  concatRows,
   dataWords,
+  packedBytes,
   type QuantizedMatrix,
   scaleWords,
   sliceRows,
@@ -20,7 +22,7 @@ import {
   rotationFor,
 } from '../../quant/pack.js';
 import { outputGateView } from '../blocks/attention/gate-view.js';
-import type { GpuBlock, Placer } from '../blocks/gpu.js';
+import type { ExpertStackSpec, GpuBlock, PlacedExperts, Placer } from '../blocks/gpu.js';
 import { placeBlock } from '../blocks/index.js';
 import { normWeight } from '../blocks/ops.js';
 import { finalNormName, modelBlocks } from '../families/index.js';
@@ -86,6 +88,12 @@ export interface PlaceWeightsOptions {
   embed?: GpuMatrix;
   /** Rows of `lm_head.weight` (default the vocabulary: a draft head scores a draft vocabulary). */
   lmRows?: number;
+  /**
+   * Bytes of GPU memory a mixture's experts may take (shared evenly by its mixture layers): where
+   * they do not all fit, each layer keeps a cache of as many expert slots as fit and every expert
+   * packed in CPU memory, loaded into a slot when a pass chooses it. Default: every expert placed.
+   */
+  expertBudget?: number;
   /**
    * Allocate every buffer and read no tensor (only the names and shapes of `weights.tensors`): the
    * model's launch plan without its weights, as bench/occupancy.ts records a real-size model's
@@ -359,45 +367,118 @@ class CheckpointPlacer implements Placer {
     return m;
   }
 
-  async experts(
-    label: string,
-    names: readonly (readonly string[])[],
-    rows: number,
-    cols: number,
-  ): Promise<GpuExperts | undefined> {
-    const planned = names.map((pieces) => pieces.map((name) => this.plan(name, rows, cols)));
-    const format = planned[0]![0]!.format;
-    if (planned.some((pieces) => pieces.some((p) => p.format !== format))) return undefined;
-    const gated = planned[0]!.length === 2;
-    const m = allocateExperts(this.ctx, format, planned.length, rows, cols, label, gated);
+  formatOf(name: string, rows: number, cols: number): WeightFormat {
+    return this.plan(name, rows, cols).format;
+  }
+
+  async experts(stacks: readonly ExpertStackSpec[]): Promise<PlacedExperts> {
+    const planned = stacks.map((st) =>
+      st.names.map((pieces) => pieces.map((n) => this.plan(n, st.rows, st.cols))),
+    );
+    const formats = planned.map((stack, i) => {
+      const format = stack[0]![0]!.format;
+      const other = stack.flat().find((p) => p.format !== format);
+      if (other)
+        throw new InvalidInputError(
+          `model weights: ${stacks[i]!.label}: ${other.name} is ${other.format}, ${stack[0]![0]!.name} is ${format}: an expert stack takes one format`,
+        );
+      return format;
+    });
+    const E = planned[0]!.length;
+    const expertBytes = stacks.reduce(
+      (n, st, i) => n + st.names[0]!.length * packedBytes(formats[i]!, st.rows, st.cols),
+      0,
+    );
+    const slots = this.expertSlots(stacks[0]!.label, E, expertBytes);
+    const gpu = stacks.map((st, i) =>
+      allocateExperts(
+        this.ctx,
+        formats[i]!,
+        slots ?? E,
+        st.rows,
+        st.cols,
+        st.label,
+        st.names[0]!.length === 2,
+      ),
+    );
+    const packed = planned.map((stack): QuantizedMatrix[][] => stack.map(() => []));
     try {
-      for (const [e, pieces] of planned.entries())
-        for (const [half, p] of pieces.entries()) {
-          if (!this.o.allocateOnly) {
-            const slices = placedSlices(
-              this.weights,
-              p.name,
-              rows,
-              cols,
-              p.pad,
-              format,
-              p.rotation,
-              this.o.sliceElements,
-            );
-            for await (const { row0, q, f32Bytes } of slices) {
-              const packed = q.data.byteLength + (q.scales?.byteLength ?? 0);
-              this.held(f32Bytes + packed);
-              writeExpertRows(this.ctx, m, e, half as 0 | 1, q, row0);
-              await this.written(packed);
-            }
+      for (const [i, stack] of planned.entries())
+        for (const [e, pieces] of stack.entries())
+          for (const [half, p] of pieces.entries()) {
+            // Resident: written into its slot slice by slice. Paged: kept packed in CPU memory.
+            const slices: QuantizedMatrix[] = [];
+            await this.fillExpert(p, formats[i]!, (q, row0) => {
+              if (slots === undefined) writeExpertRows(this.ctx, gpu[i]!, e, half as 0 | 1, q, row0);
+              else slices.push(q);
+            });
+            if (slices.length > 0) packed[i]![e]![half] = concatRows(slices);
           }
-          this.step(p.name);
-        }
-    } catch (e) {
-      m.destroy();
-      throw e;
+    } catch (err) {
+      for (const m of gpu) m.destroy();
+      throw err;
     }
-    return m;
+    if (slots === undefined) return { stacks: gpu };
+    const ctx = this.ctx;
+    return {
+      stacks: gpu,
+      store: {
+        experts: E,
+        slots,
+        expertBytes,
+        load(expert, slot) {
+          for (const [i, m] of gpu.entries())
+            for (const [half, q] of packed[i]![expert]!.entries())
+              writeExpertRows(ctx, m, slot, half as 0 | 1, q, 0);
+        },
+      },
+    };
+  }
+
+  /**
+   * The GPU cache's slots per stack of a mixture layer under the expert budget (`expertBudget`
+   * shared evenly by the mixture layers), or undefined when every expert fits (or there is no
+   * budget). Throws InvalidInputError when fewer than topK fit.
+   */
+  private expertSlots(label: string, experts: number, expertBytes: number): number | undefined {
+    const budget = this.o.expertBudget;
+    const m = this.spec.moe;
+    if (budget === undefined || !m) return undefined;
+    const layers = m.layers.filter(Boolean).length;
+    const slots = Math.floor(budget / layers / expertBytes);
+    if (slots >= experts) return undefined;
+    if (slots < m.topK)
+      throw new InvalidInputError(
+        `expertBudget: ${budget} bytes hold ${slots} experts per mixture layer (${layers} layers, ${expertBytes} bytes an expert of ${label}); a token runs ${m.topK}: give at least ${layers * m.topK * expertBytes} bytes`,
+      );
+    return slots;
+  }
+
+  /** Reads, packs and hands over one expert matrix a slice of rows at a time, counting its bytes. */
+  private async fillExpert(
+    p: MatrixPlacement,
+    format: WeightFormat,
+    take: (q: QuantizedMatrix, row0: number) => void,
+  ): Promise<void> {
+    if (!this.o.allocateOnly) {
+      const slices = placedSlices(
+        this.weights,
+        p.name,
+        p.rows,
+        p.cols,
+        p.pad,
+        format,
+        p.rotation,
+        this.o.sliceElements,
+      );
+      for await (const { row0, q, f32Bytes } of slices) {
+        const packed = q.data.byteLength + (q.scales?.byteLength ?? 0);
+        this.held(f32Bytes + packed);
+        take(q, row0);
+        await this.written(packed);
+      }
+    }
+    this.step(p.name);
   }
 
   async row(label: string, names: readonly string[], n: number): Promise<GPUBuffer> {

@@ -1,5 +1,5 @@
 // What a model's mixture blocks take on the GPU (BlockKind.footprint): every expert's gate, up and
-// down as packed, the f32 router (and selection bias), the shared expert, the norms, and the
+// down as packed (under an expert budget, the slots of each layer's GPU cache), the f32 router (and selection bias), the shared expert, the norms, and the
 // scratch of one pass: the routing table, each choice's gated rows and down rows.
 import { routeTableLayout } from '../../../kernels/moe/table.js';
 import { packedBytes, type WeightFormat } from '../../../quant/formats.js';
@@ -20,15 +20,18 @@ export function moeFootprint(
   spec: ModelSpec,
   blocks: readonly MoeBlock[],
   format: WeightFormat,
-  _o: FootprintOptions,
+  o: FootprintOptions,
 ): KindFootprint {
   if (blocks.length === 0) return { weights: 0, kvCache: 0, state: 0, activations: 0, bound: [] };
   const m = moeOf(spec);
   const H = spec.hidden;
   const Is = m.sharedIntermediate;
   const shared = Is === undefined ? 0 : 2 * packedBytes(format, Is, H) + packedBytes(format, H, Is) + 4 * H;
+  // Under an expert budget, each layer's GPU cache holds what fits of it (the placer's slots).
+  const each = expertBytes(spec, format);
+  const fit = o.expertBudget === undefined ? m.experts : Math.floor(o.expertBudget / blocks.length / each);
   const perBlock =
-    m.experts * expertBytes(spec, format) +
+    Math.min(m.experts, fit) * each +
     4 * m.experts * H + // router
     (m.selectionBias ? 4 * m.experts : 0) +
     shared +

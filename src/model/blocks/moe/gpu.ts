@@ -5,7 +5,7 @@
 // dispatch), the gated gate | up of every chosen expert, their down, and the weighted sum into the
 // residual stream: four dispatches per part of each stack, no host round trip (plus the shared
 // expert's linears where there is one).
-import { createBuffer } from '../../../gpu/buffers.js';
+import { createBuffer, mapForRead, writeBuffer } from '../../../gpu/buffers.js';
 import { type GateActivation, SiluMul } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import { MoeCombine } from '../../../kernels/moe/combine.js';
@@ -14,6 +14,7 @@ import { MoeRoute } from '../../../kernels/moe/route.js';
 import { type RouteShape, routeTableLayout, routeWeightWords } from '../../../kernels/moe/table.js';
 import {
   type BoundBlock,
+  type ExpertStore,
   type GpuBlock,
   type GpuPass,
   type KindContext,
@@ -23,6 +24,7 @@ import {
   type Placer,
 } from '../gpu.js';
 import { type MoeBlock, moeOf } from './block.js';
+import { ExpertCache, routeGroups, waveTable } from './cache.js';
 
 /** The block's weights on the GPU. */
 interface MoeGpuWeights {
@@ -32,6 +34,8 @@ interface MoeGpuWeights {
   /** Each expert's gate | up as one gated stack, or (formats apart) the gate stack and the up stack. */
   readonly gateUp: GpuExperts | readonly [GpuExperts, GpuExperts];
   readonly down: GpuExperts;
+  /** Paged: every expert in CPU memory, the stacks above being the GPU cache's slots. */
+  readonly store: ExpertStore | undefined;
   readonly shared:
     | {
         readonly gateUp: GpuMatrix | readonly [GpuMatrix, GpuMatrix]; // [Is, H] gated, or the two
@@ -131,36 +135,27 @@ export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBloc
   if (spec.sandwichNorms)
     throw new Error(`moe: layer ${block.layer}: a mixture with sandwich norms is not supported yet`);
   const label = `${n.router.replace(/[^.]+\.weight$/, '')}experts`;
-  const pairs = n.gate.map((g, e) => [g, n.up[e]!] as const);
-  const gated = await placer.experts(`${label}.gate_up`, pairs, I, H);
-  const gateUp =
-    gated ??
-    ([
-      (await placer.experts(
-        `${label}.gate`,
-        n.gate.map((g) => [g]),
-        I,
-        H,
-      ))!,
-      (await placer.experts(
-        `${label}.up`,
-        n.up.map((u) => [u]),
-        I,
-        H,
-      ))!,
-    ] as const);
-  const down = (await placer.experts(
-    `${label}.down`,
-    n.down.map((d) => [d]),
-    H,
-    I,
-  ))!;
+  // Gate and up as one gated stack, unless the file stores them in two formats.
+  const together = placer.formatOf(n.gate[0]!, I, H) === placer.formatOf(n.up[0]!, I, H);
+  const placed = await placer.experts([
+    ...(together
+      ? [{ label: `${label}.gate_up`, names: n.gate.map((g, e) => [g, n.up[e]!]), rows: I, cols: H }]
+      : [
+          { label: `${label}.gate`, names: n.gate.map((g) => [g]), rows: I, cols: H },
+          { label: `${label}.up`, names: n.up.map((u) => [u]), rows: I, cols: H },
+        ]),
+    { label: `${label}.down`, names: n.down.map((d) => [d]), rows: H, cols: I },
+  ]);
+  const [first, second, third] = placed.stacks as [GpuExperts, GpuExperts, GpuExperts?];
+  const gateUp = together ? first : ([first, second] as const);
+  const down = together ? second : third!;
   const w: MoeGpuWeights = {
     norm: await placer.norm(n.norm, H),
     router: await placer.tensor(n.router, [m.experts, H]),
     bias: m.selectionBias ? await placer.vector(n.bias, m.experts) : undefined,
     gateUp,
     down,
+    store: placed.store,
     shared:
       Is === undefined
         ? undefined
@@ -187,19 +182,24 @@ export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBloc
   };
 }
 
-/** The block's expert matmuls and shared linears. */
+/** The block's expert matmuls and shared linears (over the GPU cache's slots where paged). */
 async function bindMoe(c: KindContext, w: MoeGpuWeights): Promise<BoundBlock> {
   const k = await modelKernels.of(c);
   const { ctx, binds } = c;
+  const store = w.store;
+  // Paged: the expert matmuls index the cache's slots, through a table laid out for them.
+  const shape: RouteShape = store ? { ...k.shape, experts: store.slots } : k.shape;
   const expert = async (s: GpuExperts, epilogue: 'store' | GateActivation) => {
-    await ExpertMatmul.prepare(ctx, s.format, s.rows, s.cols, k.shape, epilogue);
-    return new ExpertMatmul(ctx, binds, s, k.shape, { epilogue });
+    await ExpertMatmul.prepare(ctx, s.format, s.rows, s.cols, shape, epilogue);
+    return new ExpertMatmul(ctx, binds, s, shape, { epilogue });
   };
-  const gateUp =
-    'parts' in w.gateUp
-      ? await expert(w.gateUp, k.act)
-      : ([await expert(w.gateUp[0], 'store'), await expert(w.gateUp[1], 'store')] as const);
-  const down = await expert(w.down, 'store');
+  const experts: Experts = {
+    gateUp:
+      'parts' in w.gateUp
+        ? await expert(w.gateUp, k.act)
+        : ([await expert(w.gateUp[0], 'store'), await expert(w.gateUp[1], 'store')] as const),
+    down: await expert(w.down, 'store'),
+  };
   const kb = c.builder;
   const shared = w.shared && {
     gateUp:
@@ -208,70 +208,147 @@ async function bindMoe(c: KindContext, w: MoeGpuWeights): Promise<BoundBlock> {
         : ([kb.linear(w.shared.gateUp[0]), kb.linear(w.shared.gateUp[1])] as const),
     down: kb.linear(w.shared.down),
   };
-  const linears: { destroy(): void }[] = [
-    ...('encode' in gateUp ? [gateUp] : gateUp),
-    down,
+  const owned: { destroy(): void }[] = [
+    ...('encode' in experts.gateUp ? [experts.gateUp] : experts.gateUp),
+    experts.down,
     ...(shared ? [...('encode' in shared.gateUp ? [shared.gateUp] : shared.gateUp), shared.down] : []),
   ];
+  const paging = store && pagingOf(c, k, store, shape);
+  if (paging) owned.push(paging);
   return {
-    encode: (p) => encodeMoe(p, w, k, gateUp, down, shared),
+    encode: (p) => {
+      if (paging) throw new Error('moe: a paged mixture runs in host-driven forwards only');
+      encodeRoute(p, w, k);
+      encodeExperts(p, k, experts, k.table);
+      encodeCombine(p, k, shared);
+    },
+    ...(paging
+      ? {
+          host: async (p: GpuPass, flush: () => Promise<void>) => {
+            encodeRoute(p, w, k);
+            await paging.run(flush, (table) => encodeExperts(p, k, experts, table));
+            encodeCombine(p, k, shared);
+          },
+          paging: () => paging.cache.totals,
+        }
+      : {}),
     commit: () => {},
     kvBytes: 0,
     recurrent: undefined,
     ring: false,
     routing: k.table,
     destroy() {
-      for (const l of linears) l.destroy();
+      for (const o of owned) o.destroy();
     },
   };
 }
 
-/** Encodes the block (see the file's header). */
-function encodeMoe(
-  p: GpuPass,
-  w: MoeGpuWeights,
-  k: MoeKernels,
-  gateUp: ExpertMatmul | readonly [ExpertMatmul, ExpertMatmul],
-  down: ExpertMatmul,
-  shared: { gateUp: Linear | readonly [Linear, Linear]; down: Linear } | undefined,
-): void {
-  const { a, T, pass } = p;
-  const choices = T * k.shape.topK;
+/** A block's expert matmuls: its gated stack (or gate and up apart) and down. */
+interface Experts {
+  readonly gateUp: ExpertMatmul | readonly [ExpertMatmul, ExpertMatmul];
+  readonly down: ExpertMatmul;
+}
+
+/** A paged block's cache and what running a pass's experts through it takes. */
+interface Paging {
+  readonly cache: ExpertCache;
+  /**
+   * After the route kernel: submits, reads the routing table back, and for each wave of the
+   * cache's plan loads its missing experts, writes its table and encodes its experts (`experts`),
+   * submitting between waves.
+   */
+  run(flush: () => Promise<void>, experts: (table: GPUBuffer) => void): Promise<void>;
+  destroy(): void;
+}
+
+/** The cache, the wave table and the table's readback of a paged block. */
+function pagingOf(c: KindContext, k: MoeKernels, store: ExpertStore, pool: RouteShape): Paging {
+  const { ctx } = c;
+  const cache = new ExpertCache(store.slots, store.expertBytes);
+  const tableBytes = 4 * routeTableLayout(k.shape).words;
+  const table = createBuffer(ctx, 4 * routeTableLayout(pool).words, 'moe-wave-table');
+  const staging = ctx.device.createBuffer({
+    size: tableBytes,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    label: 'moe-table-staging',
+  });
+  return {
+    cache,
+    async run(flush, experts) {
+      await flush();
+      const enc = ctx.device.createCommandEncoder({ label: 'moe-table-readback' });
+      enc.copyBufferToBuffer(k.table, 0, staging, 0, tableBytes);
+      ctx.counter.submit([enc.finish()]);
+      await mapForRead(ctx, staging, 0, tableBytes);
+      const words = new Uint32Array(staging.getMappedRange(0, tableBytes).slice(0));
+      staging.unmap();
+      const waves = cache.plan(routeGroups(words));
+      for (const [i, wave] of waves.entries()) {
+        // Queued after the waves before (submitted), before this one's dispatches.
+        if (i > 0) await flush();
+        for (const [expert, slot] of wave.loads) store.load(expert, slot);
+        writeBuffer(ctx, table, waveTable(words, k.shape, pool, wave));
+        experts(table);
+      }
+    },
+    destroy() {
+      table.destroy();
+      staging.destroy();
+    },
+  };
+}
+
+/** The route kernel: the rows normed into h, their experts chosen, the routing table written. */
+function encodeRoute(p: GpuPass, w: MoeGpuWeights, k: MoeKernels): void {
   p.section('mlp');
   k.route.encode(
-    pass,
+    p.pass,
     {
-      x: a.x,
+      x: p.a.x,
       norm: w.norm,
       router: w.router,
       ...(w.bias ? { bias: w.bias } : {}),
       ...(w.shared ? { sharedRouter: w.shared.router } : {}),
-      h: a.h,
+      h: p.a.h,
       table: k.table,
       weights: k.weights,
     },
-    T,
+    p.T,
   );
-  if ('encode' in gateUp) gateUp.encode(pass, a.h, k.hidden, k.table, T, true);
+}
+
+/** Every chosen expert's act(gate) · up then down, in the table's sorted rows. */
+function encodeExperts(p: GpuPass, k: MoeKernels, x: Experts, table: GPUBuffer): void {
+  const { a, T } = p;
+  if ('encode' in x.gateUp) x.gateUp.encode(p.pass, a.h, k.hidden, table, T, true);
   else {
-    gateUp[0].encode(pass, a.h, k.gate, k.table, T, true);
-    gateUp[1].encode(pass, a.h, k.up, k.table, T, true);
-    k.silu.encode(pass, [k.gate, k.up], k.hidden, choices);
+    x.gateUp[0].encode(p.pass, a.h, k.gate, table, T, true);
+    x.gateUp[1].encode(p.pass, a.h, k.up, table, T, true);
+    k.silu.encode(p.pass, [k.gate, k.up], k.hidden, T * k.shape.topK);
   }
+  x.down.encode(p.pass, k.hidden, k.out, table, T, false);
+}
+
+/** The shared expert (where there is one) and the weighted sum into the stream. */
+function encodeCombine(
+  p: GpuPass,
+  k: MoeKernels,
+  shared: { gateUp: Linear | readonly [Linear, Linear]; down: Linear } | undefined,
+): void {
+  const { a, T } = p;
   if (shared && k.sharedOut) {
     const [g, u, prod] = k.sharedRows as [GPUBuffer, GPUBuffer, GPUBuffer];
-    if ('encode' in shared.gateUp) shared.gateUp.encode(pass, a.h, prod, T);
+    if ('encode' in shared.gateUp) shared.gateUp.encode(p.pass, a.h, prod, T);
     else {
-      shared.gateUp[0].encode(pass, a.h, g, T);
-      shared.gateUp[1].encode(pass, a.h, u, T);
-      k.sharedSilu!.encode(pass, [g, u], prod, T);
+      shared.gateUp[0].encode(p.pass, a.h, g, T);
+      shared.gateUp[1].encode(p.pass, a.h, u, T);
+      k.sharedSilu!.encode(p.pass, [g, u], prod, T);
     }
   }
   p.section('down');
-  down.encode(pass, k.hidden, k.out, k.table, T, false);
-  if (shared && k.sharedOut) shared.down.encode(pass, k.sharedRows[2]!, k.sharedOut, T);
+  if (shared && k.sharedOut) shared.down.encode(p.pass, k.sharedRows[2]!, k.sharedOut, T);
   k.combine.encode(
-    pass,
+    p.pass,
     {
       down: k.out,
       table: k.table,
