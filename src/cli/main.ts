@@ -47,6 +47,9 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --context N          KV cache length (default min(model, 2048))
   --kv-cache F         f16 or f32: how the KV cache stores keys and values (default f16 on a GPU, f32 on a
                        software adapter; f16 halves its memory)
+  --expert-budget B    GPU memory a mixture's experts may take, in bytes or with K, M, G (powers of
+                       1024): past it each mixture layer caches what fits on the GPU and loads the
+                       other experts from CPU memory when chosen (default: every expert on the GPU)
   --device D           gpu (default) or cpu (the plain-TS reference forward)
   --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
   --vulkan V           Vulkan driver of the node host: auto (default: the GPU's, else SwiftShader, which
@@ -99,6 +102,8 @@ export interface GenerateArgs {
   context: number | undefined;
   /** KV cache element type (see createEngine's `kvCache`); undefined: the engine's default. */
   kvCache: 'f32' | 'f16' | undefined;
+  /** Bytes a mixture's experts may take on the GPU (see createEngine's `expertBudget`). */
+  expertBudget: number | undefined;
   device: 'gpu' | 'cpu';
   host: 'auto' | 'node' | 'chromium';
   /** The node host's Vulkan driver (see useVulkanDriver). */
@@ -123,6 +128,14 @@ function num(
   if (value.trim() === '' || !Number.isFinite(n) || !check(n))
     throw new InvalidInputError(`--${name}: invalid value "${value}"`);
   return n;
+}
+
+/** A byte count: digits with an optional K, M or G (KiB, MiB, GiB also read), positive. */
+function bytesOf(name: string, value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([KMG]?)(?:i?B)?\s*$/i.exec(value);
+  const n = m ? Number(m[1]) * 1024 ** ' KMG'.indexOf((m[2] || ' ').toUpperCase()) : Number.NaN;
+  if (!(n >= 1)) throw new InvalidInputError(`--${name}: invalid value "${value}" (bytes, or e.g. 512M, 4G)`);
+  return Math.floor(n);
 }
 
 function oneOf<T extends string>(
@@ -170,6 +183,7 @@ function parseOptions(argv: string[]) {
       rotate: { type: 'string' },
       context: { type: 'string' },
       'kv-cache': { type: 'string' },
+      'expert-budget': { type: 'string' },
       device: { type: 'string' },
       host: { type: 'string' },
       vulkan: { type: 'string' },
@@ -236,6 +250,7 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
       values['kv-cache'] === undefined
         ? undefined
         : oneOf('kv-cache', values['kv-cache'], ['f32', 'f16'] as const, 'f16'),
+    expertBudget: values['expert-budget'] === undefined ? undefined : bytesOf('expert-budget', values['expert-budget']),
     device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),
     host: hostOf(values),
     vulkan: oneOf('vulkan', values.vulkan, VULKAN_DRIVERS, 'auto'),
@@ -293,6 +308,7 @@ function draftSetup(args: GenerateArgs) {
     device: args.device,
     contextLength: args.context,
     kvCache: args.kvCache,
+    ...(args.expertBudget === undefined ? {} : { expertBudget: args.expertBudget }),
     ...(args.kernels && args.device === 'gpu' ? { kernels: args.kernels } : {}),
     ...(args.draft === 'self-int4' || args.draft === 'self-int2'
       ? { draft: { self: args.draft === 'self-int4' ? ('int4' as const) : ('int2' as const) } }
