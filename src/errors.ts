@@ -139,7 +139,8 @@ export class DeviceLimitError extends WeftError {
     readonly bytesPerFormat: BytesPerFormat,
     /** A smaller weight format that fits, or undefined when none does. */
     readonly fits: string | undefined,
-    options?: { cause?: unknown },
+    /** `also`: another way to fit, said after the formats (a mixture's expert budget). */
+    options?: { cause?: unknown; also?: string },
   ) {
     const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
     const formats = Object.entries(bytesPerFormat)
@@ -149,8 +150,8 @@ export class DeviceLimitError extends WeftError {
       ? `quant: '${fits}' would fit`
       : 'no weight format fits: use a smaller contextLength, a smaller model, or another device';
     super(
-      `${what} needs ${mb(needed)} (${needed} bytes), over the adapter's ${limit} of ${mb(available)} (${available} bytes); the model takes ${formats}; ${hint}`,
-      options,
+      `${what} needs ${mb(needed)} (${needed} bytes), over the adapter's ${limit} of ${mb(available)} (${available} bytes); the model takes ${formats}; ${hint}${options?.also ? `; or ${options.also}` : ''}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
   }
 }

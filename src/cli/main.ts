@@ -250,7 +250,8 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
       values['kv-cache'] === undefined
         ? undefined
         : oneOf('kv-cache', values['kv-cache'], ['f32', 'f16'] as const, 'f16'),
-    expertBudget: values['expert-budget'] === undefined ? undefined : bytesOf('expert-budget', values['expert-budget']),
+    expertBudget:
+      values['expert-budget'] === undefined ? undefined : bytesOf('expert-budget', values['expert-budget']),
     device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),
     host: hostOf(values),
     vulkan: oneOf('vulkan', values.vulkan, VULKAN_DRIVERS, 'auto'),

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { childrenOfRow, type RankedChild } from '../kernels/sample/topk.js';
-import { GpuRunner } from '../model/gpu/runner.js';
+import type { GpuRunner } from '../model/gpu/runner.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { ModelRunner, SamplerSpec } from '../model/runner.js';
 import { type DraftGrammar, extendLeaves, forcedChain, type GrammarWalk } from './constrained.js';
@@ -127,7 +127,7 @@ export class ModelDrafter implements Drafter {
     sampler: SamplerSpec,
     o: DeviceStepOptions = {},
   ): Promise<SpeculativeStep | undefined> {
-    if (!(this.runner instanceof GpuRunner) || !(target instanceof GpuRunner)) return undefined;
+    if (!onDevice(this.runner) || !onDevice(target)) return undefined;
     // A recurrent state follows trees on the host's path only (the device step lays rows out itself).
     if (this.runner.recurrent || target.recurrent) return undefined;
     // Paged experts need the host between layers: no device-side step.
@@ -383,4 +383,12 @@ function depthFirst(nodes: readonly GrowNode[], subset: ReadonlySet<number>): nu
   };
   walk(-1);
   return out;
+}
+
+/**
+ * Whether a runner is a GPU runner with device-resident passes (checked by shape, so the GPU
+ * runner's module stays a chunk the engine loads when it places a model on the GPU).
+ */
+function onDevice(r: ModelRunner): r is GpuRunner {
+  return 'resident' in r && r.resident !== undefined;
 }

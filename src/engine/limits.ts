@@ -138,7 +138,33 @@ export function checkDeviceFit(
   const fits = SIZE_FORMATS.find(
     (f) => sizes[f] < asked.total && exceeded(modelFootprint(spec, f, o), f, limits, companion) === undefined,
   );
-  throw new DeviceLimitError(over.limit, over.what, over.needed, over.available, sizes, fits);
+  throw new DeviceLimitError(over.limit, over.what, over.needed, over.available, sizes, fits, {
+    ...(over.limit === 'device memory' ? expertBudgetHint(spec, format, o, asked, over.available) : {}),
+  });
+}
+
+/**
+ * For a mixture over the device memory: the expert budget that fits it at `format` (the memory
+ * left by everything but the experts), where one holding topK experts per layer does.
+ */
+function expertBudgetHint(
+  spec: ModelSpec,
+  format: WeightFormat,
+  o: FootprintOptions,
+  f: ModelFootprint,
+  available: number,
+): { also?: string } {
+  const m = spec.moe;
+  if (!m || o.expertBudget !== undefined) return {};
+  const layers = m.layers.filter(Boolean).length;
+  const all = modelFootprint(spec, format, { ...o, expertBudget: 0 });
+  const experts = f.total - all.total;
+  const budget = available - all.total;
+  const least = layers * m.topK * (experts / (layers * m.experts));
+  if (budget < least) return {};
+  return {
+    also: `expertBudget: ${Math.floor(budget)} (of ${experts} bytes of experts) would fit, the rest paged from CPU memory`,
+  };
 }
 
 /**

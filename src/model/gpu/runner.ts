@@ -38,6 +38,7 @@ import {
 } from './buffers.js';
 import { openDecodeSession } from './decode-session.js';
 import { type HeadPlacement, headWaves } from './draft-stages.js';
+import { expertCacheCounts, TallyReader } from './experts.js';
 import { buildKernels, destroyKernels } from './kernels.js';
 import {
   assertNoSession,
@@ -80,11 +81,7 @@ export interface GpuRunnerOptions {
   head?: HeadPlacement;
   /** Allocate the weights' buffers without reading them (see PlaceWeightsOptions.allocateOnly). */
   allocateOnly?: boolean;
-  /**
-   * Bytes of GPU memory a mixture's experts may take: past it, each mixture layer keeps a GPU
-   * cache of experts and the rest in CPU memory (see PlaceWeightsOptions.expertBudget). Default:
-   * every expert on the GPU.
-   */
+  /** GPU bytes a mixture's experts may take (see PlaceWeightsOptions.expertBudget; default all). */
   expertBudget?: number;
   /**
    * Keep the features (the residual stream after the last block) of every cache slot beside the
@@ -111,8 +108,6 @@ export class GpuRunner implements ModelRunner {
     version: 0,
     lastTree: false,
   };
-  /** MAP_READ buffer of {@link GpuRunner.expertTally}, made on first use. */
-  private tallyStaging: GPUBuffer | undefined;
   /** MAP_READ copy of the logits buffer for {@link GpuRunner.lastLogits}, made on first use. */
   private logitsStaging: GPUBuffer | undefined;
   /** The kernel and buffers of {@link GpuRunner.lastChildren}, made on first use. */
@@ -142,12 +137,9 @@ export class GpuRunner implements ModelRunner {
   private readonly feats: FeatureStore | undefined;
   /** Passes whose inputs a kernel writes on the device, encoded into the caller's submission. */
   readonly resident: ResidentPasses;
-  /**
-   * Some block needs the host between layers (a mixture paging its experts: see BoundBlock.host):
-   * each forward is driven from the host, and the device-side loops (decode sessions, resident
-   * passes, device speculation) are not run.
-   */
+  /** Some block needs the host between layers (paged experts: BoundBlock.host): no device loops. */
   readonly hostDriven: boolean;
+  private readonly tally: TallyReader;
 
   constructor(
     readonly spec: ModelSpec,
@@ -158,6 +150,7 @@ export class GpuRunner implements ModelRunner {
     ({ ctx: this.ctx, a: this.a, feats: this.feats } = parts);
     this.resident = new ResidentPasses(spec, capacity, parts, this.cur, () => this.profiler);
     this.hostDriven = parts.k.blocks.some((b) => b.host !== undefined);
+    this.tally = new TallyReader(this.ctx, parts.k.blocks);
     const linears = parts.w.blocks.flatMap((b) => b.matrices);
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) +
@@ -168,29 +161,13 @@ export class GpuRunner implements ModelRunner {
   }
 
   /** See {@link ModelRunner.expertTally}: the routing table's tallies, in one 12-byte readback. */
-  async expertTally(): Promise<ExpertTally | undefined> {
-    const table = this.parts.k.blocks.find((b) => b.routing)?.routing;
-    if (!table) return undefined;
-    this.tallyStaging ??= this.ctx.device.createBuffer({
-      size: 16,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-      label: 'expert-tally-staging',
-    });
-    const [experts, rows, routings] = new Uint32Array(
-      await readBack(this.ctx, table, 4, this.tallyStaging, 12, 'expert-tally'),
-    );
-    return { experts: experts!, rows: rows!, routings: routings! };
+  expertTally(): Promise<ExpertTally | undefined> {
+    return this.tally.read();
   }
 
   /** See {@link ModelRunner.expertCache}: the paged mixture layers' caches, summed. */
   expertCache(): ExpertCacheCounts | undefined {
-    const caches = this.parts.k.blocks.flatMap((b) => (b.paging ? [b.paging()] : []));
-    if (caches.length === 0) return undefined;
-    return {
-      hits: caches.reduce((n, c) => n + c.hits, 0),
-      misses: caches.reduce((n, c) => n + c.misses, 0),
-      bytesLoaded: caches.reduce((n, c) => n + c.bytesLoaded, 0),
-    };
+    return expertCacheCounts(this.parts.k.blocks);
   }
 
   /** Bytes the attention layers' K and V buffers hold (see {@link ModelRunner.kvBytes}). */
@@ -283,9 +260,9 @@ export class GpuRunner implements ModelRunner {
     });
     const o = { ...(input.masks ? { masks: input.masks } : {}), version: this.cur.version, tree: isTree };
     // A model with blocks that need the host between layers (paged experts) ends in another encoder.
-    const last = this.hostDriven
-      ? await encodeHostPass(this.parts, enc, T, R, base, sampler, o)
-      : (encodePass(this.parts, this.profiler, enc, T, R, base, sampler, o), enc);
+    let last = enc;
+    if (this.hostDriven) last = await encodeHostPass(this.parts, enc, T, R, base, sampler, o);
+    else encodePass(this.parts, this.profiler, enc, T, R, base, sampler, o);
     last.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
     ctx.counter.submit([last.finish()]);
     const ids = new Int32Array(await readStaging(ctx, a.staging, R * 4));
@@ -565,7 +542,7 @@ export class GpuRunner implements ModelRunner {
   dispose(): void {
     for (const b of Object.values(this.a)) b?.destroy();
     this.logitsStaging?.destroy();
-    this.tallyStaging?.destroy();
+    this.tally.destroy();
     if (this.children) for (const d of Object.values(this.children)) d.destroy();
     if (this.feats) {
       for (const b of [this.feats.store, this.feats.staging]) b?.destroy();

@@ -3,7 +3,6 @@ import type { TensorReader } from '../../formats/weft-checkpoint.js';
 import { createBuffer, uploadBuffer, writeBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { allocateMatrix, type GpuMatrix } from '../../kernels/matmul/matrix.js';
-import { allocateExperts, writeExpertRows } from '../../kernels/moe/experts.js';
 import {
   concatRows,
   dataWords,
@@ -390,6 +389,8 @@ class CheckpointPlacer implements Placer {
       0,
     );
     const slots = this.expertSlots(stacks[0]!.label, E, expertBytes);
+    // Loaded with the first mixture placed (see blocks/moe/index.ts).
+    const { allocateExperts, writeExpertRows } = await import('../../kernels/moe/experts.js');
     const gpu = stacks.map((st, i) =>
       allocateExperts(
         this.ctx,

@@ -3,7 +3,6 @@
 import type { BlockKind } from '../kind.js';
 import { type MoeBlock, moeTensors } from './block.js';
 import { moeFootprint } from './footprint.js';
-import { placeMoe } from './gpu.js';
 import { moeRef, readMoe } from './reference.js';
 
 export const moe: BlockKind<MoeBlock> = {
@@ -13,6 +12,11 @@ export const moe: BlockKind<MoeBlock> = {
     const w = readMoe(take, spec, block);
     return (pass) => moeRef(pass, block, w);
   },
-  place: placeMoe,
+  // The GPU side (its kernels, the expert matmul and the cache) loads with the first mixture placed:
+  // the engine worker's chunk carries none of it for the other models.
+  async place(placer, block) {
+    const { placeMoe } = await import('./gpu.js');
+    return placeMoe(placer, block);
+  },
   footprint: moeFootprint,
 };
