@@ -3,7 +3,7 @@
 // hidden state h_{p-1} after its final norm,
 //   x = fc · [rmsnorm(E[x_p]; 1 + w_embed) ; rmsnorm(norm_target(h_{p-1}); 1 + w_hidden)]
 // then one decoder layer shaped as the model's full-attention layers (an output-gated q_proj,
-// QK-norm, partial rotary, zero-centred norms) with its MLP, and scores the token at p + 1 through
+// QK-norm, partial rotary, zero-centred norms) with its MLP (Qwen3.5-MoE's: a mixture of experts), and scores the token at p + 1 through
 // the target's LM head after its own final norm (mtp.norm, 1 + w). Fed its own outputs, it drafts
 // several depths: the draft head's runner (HeadRunner) drives it, its layer run by the model's own
 // reference blocks.
@@ -13,6 +13,8 @@ import { attentionBlock, attentionTensors } from '../blocks/attention/block.js';
 import { attentionRef, readAttention } from '../blocks/attention/reference.js';
 import { mlpBlock, mlpTensors } from '../blocks/mlp/block.js';
 import { mlpRef, readMlp } from '../blocks/mlp/reference.js';
+import { moeBlock, moeTensors } from '../blocks/moe/block.js';
+import { moeRef, readMoe } from '../blocks/moe/reference.js';
 import { normWeight, ropeInverseFrequencies } from '../blocks/ops.js';
 import type { RefPass } from '../blocks/pass.js';
 import { RecurrentStates } from '../blocks/recurrent-state.js';
@@ -31,11 +33,13 @@ const MTP_LAYER = 'mtp.layers.0';
  */
 export function mtpShapes(spec: ModelSpec): (readonly [string, readonly number[]])[] {
   const H = spec.hidden;
-  // The layer's tensors: an attention and an MLP block of a one-layer spec, under mtp.layers.0.
-  const layer: ModelSpec = { ...spec, layers: 1, layerKinds: ['attention'] };
+  // The layer's tensors: an attention and an MLP (or mixture) block of a one-layer spec, under mtp.layers.0.
+  const layer = mtpLayerSpec(spec);
   const decoder = [
     ...attentionTensors(layer, attentionBlock(0, MTP_LAYER)),
-    ...mlpTensors(layer, mlpBlock(0, 'silu', MTP_LAYER)),
+    ...(layer.moe
+      ? moeTensors(layer, moeBlock(0, layer.moe.experts, 'silu', MTP_LAYER))
+      : mlpTensors(layer, mlpBlock(0, 'silu', MTP_LAYER))),
   ];
   return [
     ['mtp.pre_fc_norm_embedding.weight', [H]],
@@ -44,6 +48,20 @@ export function mtpShapes(spec: ModelSpec): (readonly [string, readonly number[]
     ...decoder,
     ['mtp.norm.weight', [H]],
   ];
+}
+
+/**
+ * The one-layer spec of the MTP layer: an attention layer, with a mixture (Qwen3.5-MoE's, experts
+ * stored one by one under mtp.layers.0.mlp.experts) where the model has one.
+ */
+function mtpLayerSpec(spec: ModelSpec): ModelSpec {
+  const { moe, ...rest } = spec;
+  return {
+    ...rest,
+    layers: 1,
+    layerKinds: ['attention'],
+    ...(moe ? { moe: { ...moe, layers: [true] } } : {}),
+  };
 }
 
 /** Whether a checkpoint holds an MTP layer. */
@@ -75,19 +93,39 @@ export async function openMtpHead(target: {
     tensors.set(name, await weights.readF32(name));
   }
   const get = (name: string) => tensors.get(name)!;
-  // The layer as the model's attention and MLP blocks of a one-layer spec, under mtp.layers.0.
-  const layer: ModelSpec = { ...spec, layers: 1, layerKinds: ['attention'] };
+  // The layer as the model's attention and MLP (or mixture) blocks of a one-layer spec, under mtp.layers.0.
+  const layer = mtpLayerSpec(spec);
   const attentionLayer = attentionBlock(0, MTP_LAYER);
-  const mlpLayer = mlpBlock(0, 'silu', MTP_LAYER);
   const attention = readAttention(get, layer, attentionLayer);
-  const mlp = readMlp(get, layer, mlpLayer);
+  const ffn = layer.moe
+    ? (() => {
+        const block = moeBlock(0, layer.moe.experts, 'silu', MTP_LAYER);
+        const w = readMoe(get, layer, block);
+        // A mixture's experts run in `body` only: the fields of a trained head's MLP stay empty.
+        const none = new Float32Array(0);
+        return {
+          postNorm: w.norm,
+          gate: none,
+          up: none,
+          down: none,
+          run: (p: RefPass) => moeRef(p, block, w),
+        };
+      })()
+    : (() => {
+        const block = mlpBlock(0, 'silu', MTP_LAYER);
+        const w = readMlp(get, layer, block);
+        return { ...w, run: (p: RefPass) => mlpRef(p, block, w) };
+      })();
   const invFreq = ropeInverseFrequencies(layer.rope, layer.headDim);
   const recurrent = new RecurrentStates();
   const embed = await weights.readF32('model.embed_tokens.weight');
   const lm = spec.tiedEmbeddings ? embed : await weights.readF32('lm_head.weight');
   const headSpec: HeadSpec = {
     hidden: spec.hidden,
-    intermediate: spec.intermediate,
+    // A mixture's MTP layer reads its topK experts and its shared expert per row.
+    intermediate: layer.moe
+      ? layer.moe.topK * layer.moe.intermediate + (layer.moe.sharedIntermediate ?? 0)
+      : spec.intermediate,
     heads: spec.heads,
     kvHeads: spec.kvHeads,
     headDim: spec.headDim,
@@ -108,10 +146,10 @@ export async function openMtpHead(target: {
       k: attention.k,
       v: attention.v,
       o: attention.o,
-      postNorm: mlp.postNorm,
-      gate: mlp.gate,
-      up: mlp.up,
-      down: mlp.down,
+      postNorm: ffn.postNorm,
+      gate: ffn.gate,
+      up: ffn.up,
+      down: ffn.down,
       d2t: Int32Array.from({ length: spec.vocabSize }, (_, i) => i),
     },
     embed,
@@ -135,7 +173,7 @@ export async function openMtpHead(target: {
           input: (a) => a,
         };
         attentionRef(pass, attentionLayer, attention);
-        mlpRef(pass, mlpLayer, mlp);
+        ffn.run(pass);
       },
     },
   };
