@@ -5,23 +5,26 @@
 //   3. decode attention at 512 and 4096 keys, split against unsplit,
 //   4. the verify-cost curve of that checkpoint at f16,
 //   5. prefill and decode of random-weight Qwen3-0.6B- and Qwen3.5-0.8B-shaped checkpoints at f16
-//      and int4 in the same run (the hybrid against the transformer of about its size).
+//      and int4 in the same run (the hybrid against the transformer of about its size),
+//   and, in Node only (--parts moe, not run by default), LFM2-8B-A1B's shape at int4 beside a
+//   dense LFM2 of its active size (bench/gpu-node.ts MOE_MODELS), with experts read per pass.
 // The checkpoint is written once into bench/.cache (test/fixtures/scale-dir.ts) and served from
 // there over HTTP with Range; the kernel sections run first, so a software adapter is refused
 // before it is written.
 // Usage: node bench/gpu-cli.mjs [--smoke] [--json <file>]
 //        node bench/gpu-cli.mjs --vulkan lavapipe|swiftshader|system [--kernels gpu|serial]
-//          [--parts kernels,model,families] [--prompt N] [--tokens N] [--smoke] [--json <file>]
+//          [--parts kernels,model,families,moe] [--prompt N] [--tokens N] [--smoke] [--json <file>]
 //        node bench/gpu-cli.mjs --report <file>
 // --smoke: every shape shrunk (the model: 2 layers, hidden 256, vocab 4096) and SwiftShader
 // accepted, so the whole run is tested on a CPU.
 // --vulkan: the sections in Node through Dawn on that Vulkan driver (bench/gpu-node.ts;
 // src/host/vulkan.ts), with the adapter's kernel forms (serial on a CPU driver) unless --kernels
-// names them; --parts picks kernels (sections 1 and 3), model (2 and 4) and families (5), default
-// all. On this project's CPU-only machines, `--vulkan lavapipe --kernels gpu --parts families` runs
+// names them; --parts picks kernels (sections 1 and 3), model (2 and 4), families (5) and moe (the
+// mixture beside its dense twin, written packed at int4: 4.7 GB under bench/.cache), default all
+// but moe. On this project's CPU-only machines, `--vulkan lavapipe --kernels gpu --parts families` runs
 // the GPU forms at the real shapes: its tok/s are a CPU's, so only the ratios between the two
 // families in one run say anything. --prompt and --tokens set section 5's timed prefill and decode
-// (default 512 and 64; 16 and 8 with --smoke).
+// (default 512 and 64; 16 and 8 with --smoke) and the mixture's (default 16 and 8).
 // --report: prints a report written by --json, or by the device kit's run (bench/device-run.sh).
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -53,6 +56,8 @@ const count = (name, fallback) => {
   return n;
 };
 const familyTokens = { prompt: count('prompt', smoke ? 16 : 512), tokens: count('tokens', smoke ? 8 : 64) };
+// The mixture's section is short by default: its 8.3B weights decode at a CPU's pace here.
+const moeTokens = { prompt: count('prompt', 16), tokens: count('tokens', 8) };
 if (values.vulkan !== undefined && !['swiftshader', 'lavapipe', 'system'].includes(values.vulkan)) {
   console.error(`--vulkan: "${values.vulkan}" is not one of swiftshader, lavapipe, system`);
   process.exit(2);
@@ -68,8 +73,8 @@ if (
   console.error('--kernels, --parts, --prompt and --tokens go with --vulkan (the sections in Node)');
   process.exit(2);
 }
-const PARTS = ['kernels', 'model', 'families'];
-const parts = (values.parts ?? PARTS.join(',')).split(',');
+const PARTS = ['kernels', 'model', 'families', 'moe'];
+const parts = (values.parts ?? 'kernels,model,families').split(',');
 for (const p of parts)
   if (!PARTS.includes(p)) {
     console.error(`--parts: "${p}" is not one of ${PARTS.join(', ')}`);
@@ -127,6 +132,8 @@ if (values.vulkan !== undefined) {
       cache: 'bench/.cache',
       promptTokens: familyTokens.prompt,
       tokens: familyTokens.tokens,
+      moePromptTokens: moeTokens.prompt,
+      moeTokens: moeTokens.tokens,
       log: (line) => console.error(`gpu-cli: ${line}`),
       onPart: async (r) => {
         if (values.json) await writeFile(values.json, `${JSON.stringify(r, null, 2)}\n`);
@@ -239,6 +246,28 @@ function printReport(report, occupancy) {
   if (report.kernels) printKernels(report.kernels, occupancy);
   if (report.model?.decode) printModel(report.model);
   if (report.model?.families) printFamilies(report.model);
+  if (report.model?.moe) printMoe(report.model);
+}
+
+/** The mixture's table and its ratios to the dense model of its active size. */
+function printMoe(out) {
+  console.log(
+    `\n## LFM2-8B-A1B (mixture of experts) beside a dense LFM2 of its active size, random weights at int4${smoke ? ' (smoke: hidden 256, 4 layers, vocab 4096)' : ''}, same run`,
+  );
+  console.log(
+    'model           quant  layers (attn+conv, moe)  prefill tok/s (T)  decode tok/s  dispatches/tok  MB/token  experts/pass',
+  );
+  for (const r of out.moe)
+    console.log(
+      `${r.model.padEnd(14)}  ${r.quant.padEnd(5)}  ${`${r.attentionLayers}+${r.shortConvLayers}, ${r.mixtureLayers}`.padStart(23)}  ${`${r.prefillTokS.toPrecision(3)} (${r.prefillTokens})`.padStart(17)}  ${r.tokS.toPrecision(3).padStart(12)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(8)}  ${(r.expertsPerPass === undefined ? '-' : r.expertsPerPass.toFixed(2)).padStart(12)}`,
+    );
+  const [moe, dense] = ['lfm2-8b-a1b', 'lfm2-a1b-dense'].map((m) => out.moe.find((r) => r.model === m));
+  if (moe && dense) {
+    const x = (key) => (moe[key] / dense[key]).toFixed(2);
+    console.log(
+      `lfm2-8b-a1b / lfm2-a1b-dense at int4: prefill ${x('prefillTokS')}x, decode ${x('tokS')}x, weight bytes per token ${x('weightBytesPerPass')}x, dispatches per token ${x('dispatchesPerToken')}x`,
+    );
+  }
 }
 
 /** Section 5's table and the hybrid/transformer ratios. */

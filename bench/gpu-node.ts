@@ -6,10 +6,11 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GpuContext } from '../src/gpu/device.js';
-import type { ScaleShape } from '../test/fixtures/scale.js';
+import { LFM2_8B_A1B_LAYERS, type ScaleShape } from '../test/fixtures/scale.js';
 import { writeScaleDir } from '../test/fixtures/scale-dir.js';
+import { cachedPackedScaleDir } from '../test/fixtures/scale-packed.js';
 import { serveDir } from '../test/scale/serve-dir.js';
-import { runFamiliesPart, runKernelsPart, runModelPart } from './gpu-sections.js';
+import { runFamiliesPart, runKernelsPart, runModelPart, runMoePart } from './gpu-sections.js';
 
 /** Config keys the smoke model overrides in Llama-3.2-1B's config.json. */
 export const SMOKE_CONFIG = {
@@ -47,6 +48,58 @@ export const FAMILIES: [ScaleShape, Record<string, unknown>][] = [
 ];
 
 /**
+ * The mixture section's models: LFM2-8B-A1B as published (8.34B weights, 1.56B active), and a
+ * dense LFM2 of its active size: the same hidden 2048, 24 layers of the same kinds, heads and
+ * vocabulary, with one SwiGLU MLP of 7168 in every layer, as wide as the 4 chosen experts of 1792
+ * together and as the mixture's 2 dense layers, so its 1.556B weights are the mixture's active
+ * ones but for the routers (22 × 32 × 2048). Smoke: hidden 256, 4 layers (1 dense), 8 experts of
+ * 256 (2 chosen), the dense twin's MLP 512; vocab 4096.
+ */
+const SMOKE_MOE = {
+  hidden_size: 256,
+  num_hidden_layers: 4,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  layer_types: ['conv', 'conv', 'full_attention', 'conv'],
+  vocab_size: 4096,
+};
+export const MOE_MODELS: {
+  name: string;
+  shape: ScaleShape;
+  config: Record<string, unknown>;
+  smoke: Record<string, unknown>;
+}[] = [
+  {
+    name: 'lfm2-8b-a1b',
+    shape: 'lfm2-8b-a1b',
+    config: {},
+    smoke: {
+      ...SMOKE_MOE,
+      intermediate_size: 512,
+      moe_intermediate_size: 256,
+      num_experts: 8,
+      num_experts_per_tok: 2,
+      num_dense_layers: 1,
+    },
+  },
+  {
+    name: 'lfm2-a1b-dense',
+    shape: 'lfm2-350m',
+    config: {
+      hidden_size: 2048,
+      block_dim: 2048,
+      block_ff_dim: 7168,
+      block_auto_adjust_ff_dim: false,
+      num_hidden_layers: 24,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      layer_types: LFM2_8B_A1B_LAYERS,
+    },
+    smoke: { ...SMOKE_MOE, block_dim: 256, block_ff_dim: 512, block_auto_adjust_ff_dim: false },
+  },
+];
+
+/**
  * Writes the random checkpoint of `shape` (with `smokeConfig` over its config in a smoke run) into
  * <cache>/<shape>-random (or -smoke) unless a finished one is there (its `written.json` is the
  * last file written); returns the folder.
@@ -72,8 +125,8 @@ export async function writeModel(
   return dir;
 }
 
-/** The parts of {@link runNodeSections}: sections 1 and 3, 2 and 4, and 5. */
-export type NodePart = 'kernels' | 'model' | 'families';
+/** The parts of {@link runNodeSections}: sections 1 and 3, 2 and 4, 5, and the mixture's. */
+export type NodePart = 'kernels' | 'model' | 'families' | 'moe';
 
 export interface NodeSectionsOptions {
   smoke: boolean;
@@ -83,6 +136,9 @@ export interface NodeSectionsOptions {
   /** Section 5's prompt and decode tokens (default 512 and 64; 16 and 8 smoke). */
   promptTokens?: number;
   tokens?: number;
+  /** The mixture's prompt and decode tokens (default 16 and 8). */
+  moePromptTokens?: number;
+  moeTokens?: number;
   log: (line: string) => void;
   /** Called with the report so far after each part, so a run cut short keeps what it measured. */
   onPart?: (report: NodeReport) => Promise<void>;
@@ -132,6 +188,24 @@ export async function runNodeSections(ctx: GpuContext, o: NodeSectionsOptions): 
       Object.assign(
         report.model,
         await runFamiliesPart(ctx, models, { ...part, promptTokens: o.promptTokens, tokens: o.tokens }),
+      );
+    } finally {
+      for (const m of served) await m.close();
+    }
+    await o.onPart?.(report);
+  }
+  if (o.parts.includes('moe')) {
+    const served: { name: string; url: string; close(): Promise<void> }[] = [];
+    try {
+      for (const m of MOE_MODELS) {
+        const name = `${m.name}${o.smoke ? '-smoke' : ''}`;
+        const dir = await cachedPackedScaleDir(o.cache, name, m.shape, o.smoke ? m.smoke : m.config, o.log);
+        served.push({ name: m.name, ...(await serveDir(dir)) });
+      }
+      const models = served.map(({ name, url }) => ({ name, url }));
+      Object.assign(
+        report.model,
+        await runMoePart(ctx, models, { ...part, promptTokens: o.moePromptTokens, tokens: o.moeTokens }),
       );
     } finally {
       for (const m of served) await m.close();

@@ -3,6 +3,7 @@
 //   kernels:  GEMV bandwidth per format against a copy; decode attention split vs unsplit
 //   model:    a checkpoint's decode per format and its verify-cost curve
 //   families: prefill and decode of each checkpoint at f16 and int4, in one run
+//   moe:      the same at int4 for a mixture of experts beside a dense model of its active size
 // `smoke` shrinks every shape (a CPU adapter runs it in minutes).
 import type { GpuContext } from '../src/gpu/device.js';
 import { runDecodeBench, runFamilyBench } from './gpu.js';
@@ -70,6 +71,26 @@ export async function runFamiliesPart(
       quants: ['f16', 'int4'],
       promptTokens: o.promptTokens ?? (o.smoke ? 16 : 512),
       tokens: o.tokens ?? (o.smoke ? 8 : 64),
+      log: o.log,
+    }),
+  };
+}
+
+/**
+ * The mixture section: each named checkpoint at int4 only (a mixture's are stored packed, see
+ * test/fixtures/scale-packed.ts), default 16 prompt and 8 decode tokens.
+ */
+export async function runMoePart(
+  ctx: GpuContext,
+  models: { name: string; url: string }[],
+  o: PartOptions & { promptTokens?: number; tokens?: number },
+) {
+  return {
+    moe: await runFamilyBench(ctx, {
+      models,
+      quants: ['int4'],
+      promptTokens: o.promptTokens ?? 16,
+      tokens: o.tokens ?? 8,
       log: o.log,
     }),
   };

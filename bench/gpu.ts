@@ -169,9 +169,15 @@ export interface FamilyRow {
   /** The shape's name (e.g. qwen3-0.6b). */
   model: string;
   quant: Quant;
-  /** Layers by kind: attention, and linear (Gated DeltaNet; 0 for a transformer). */
+  /**
+   * Layers by kind: attention, linear (Gated DeltaNet) and short convolutions (LFM2); 0 for a
+   * transformer's.
+   */
   attentionLayers: number;
   linearLayers: number;
+  shortConvLayers: number;
+  /** A mixture's layers with experts (0 for a dense model). */
+  mixtureLayers: number;
   /**
    * Prompt tokens prefilled (in forwards of up to MAX_FORWARD_TOKENS, as the engine prefills), and
    * the time to the first sampled id.
@@ -186,6 +192,11 @@ export interface FamilyRow {
   writesPerToken: number;
   readbacksPerToken: number;
   weightBytesPerPass: number;
+  /**
+   * A mixture's experts read per mixture layer per timed decode pass (the routing table's tally,
+   * `GpuRunner.expertTally`: `experts_per_pass` of the engine's stats); absent for a dense model.
+   */
+  expertsPerPass?: number;
 }
 
 /** Options of {@link runFamilyBench}. */
@@ -216,6 +227,8 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
     const spec = opened.spec;
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => (7919 * i + 13) % spec.vocabSize);
     const linearLayers = spec.layerKinds?.filter((k) => k === 'deltanet').length ?? 0;
+    const shortConvLayers = spec.layerKinds?.filter((k) => k === 'shortconv').length ?? 0;
+    const mixtureLayers = spec.moe?.layers.filter((l) => l).length ?? 0;
     for (const quant of o.quants) {
       const runner = await createGpuRunner(opened, {
         quant,
@@ -239,22 +252,32 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
           const s = runner.decode(first, GREEDY, steps + 1);
           try {
             await s.next();
+            const tally = await runner.expertTally();
             const before = runner.deviceCounts();
             const t1 = performance.now();
             for (let i = 0; i < steps; i++) await s.next();
             const ms = performance.now() - t1;
-            return { prefillMs, ms, counts: countsSince(runner.deviceCounts(), before) };
+            const counts = countsSince(runner.deviceCounts(), before);
+            // Read after the timing: one more readback, outside the counts.
+            const after = tally && (await runner.expertTally());
+            const experts =
+              tally && after && after.routings > tally.routings
+                ? (after.experts - tally.experts) / (after.routings - tally.routings)
+                : undefined;
+            return { prefillMs, ms, counts, experts };
           } finally {
             s.close();
           }
         };
         await pass(4);
-        const { prefillMs, ms, counts } = await pass(o.tokens);
+        const { prefillMs, ms, counts, experts } = await pass(o.tokens);
         const row: FamilyRow = {
           model: name,
           quant,
-          attentionLayers: spec.layers - linearLayers,
+          attentionLayers: spec.layers - linearLayers - shortConvLayers,
           linearLayers,
+          shortConvLayers,
+          mixtureLayers,
           prefillTokens: prompt.length,
           prefillMs,
           prefillTokS: prompt.length / (prefillMs / 1000),
@@ -264,6 +287,7 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
           writesPerToken: counts.writes / o.tokens,
           readbacksPerToken: counts.readbacks / o.tokens,
           weightBytesPerPass: runner.weightBytesPerPass,
+          ...(experts === undefined ? {} : { expertsPerPass: experts }),
         };
         rows.push(row);
         log(
