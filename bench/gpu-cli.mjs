@@ -255,13 +255,19 @@ function printMoe(out) {
     `\n## LFM2-8B-A1B (mixture of experts) beside a dense LFM2 of its active size, random weights at int4${smoke ? ' (smoke: hidden 256, 4 layers, vocab 4096)' : ''}, same run`,
   );
   console.log(
-    'model           quant  layers (attn+conv, moe)  prefill tok/s (T)  decode tok/s  dispatches/tok  MB/token  experts/pass',
+    'model              quant  layers (attn+conv, moe)  prefill tok/s (T)  decode tok/s  dispatches/tok  MB/token  experts/pass',
   );
   for (const r of out.moe)
     console.log(
-      `${r.model.padEnd(14)}  ${r.quant.padEnd(5)}  ${`${r.attentionLayers}+${r.shortConvLayers}, ${r.mixtureLayers}`.padStart(23)}  ${`${r.prefillTokS.toPrecision(3)} (${r.prefillTokens})`.padStart(17)}  ${r.tokS.toPrecision(3).padStart(12)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(8)}  ${(r.expertsPerPass === undefined ? '-' : r.expertsPerPass.toFixed(2)).padStart(12)}`,
+      `${r.model.padEnd(17)}  ${r.quant.padEnd(5)}  ${`${r.attentionLayers}+${r.shortConvLayers}, ${r.mixtureLayers}`.padStart(23)}  ${`${r.prefillTokS.toPrecision(3)} (${r.prefillTokens})`.padStart(17)}  ${r.tokS.toPrecision(3).padStart(12)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(8)}  ${(r.expertsPerPass === undefined ? '-' : r.expertsPerPass.toFixed(2)).padStart(12)}`,
     );
-  const [moe, dense] = ['lfm2-8b-a1b', 'lfm2-a1b-dense'].map((m) => out.moe.find((r) => r.model === m));
+  const [moe, dense, paged] = ['lfm2-8b-a1b', 'lfm2-a1b-dense', 'lfm2-8b-a1b-paged'].map((m) =>
+    out.moe.find((r) => r.model === m),
+  );
+  if (paged?.expertBudget !== undefined && moe)
+    console.log(
+      `lfm2-8b-a1b-paged: experts under a ${(paged.expertBudget / 2 ** 30).toFixed(2)} GiB budget (the rest in CPU memory): cache hit rate ${paged.expertCacheHitRate.toFixed(2)} over the timed steps, ${(paged.expertBytesLoadedPerToken / 1e6).toFixed(1)} MB of experts loaded per token, decode ${(paged.tokS / moe.tokS).toFixed(2)}x of every expert on the GPU, ${paged.readbacksPerToken.toFixed(1)} readbacks per token`,
+    );
   if (moe && dense) {
     const x = (key) => (moe[key] / dense[key]).toFixed(2);
     console.log(

@@ -62,7 +62,7 @@ export async function runModelPart(ctx: GpuContext, model: string, o: PartOption
 /** Section 5: each named checkpoint at f16 and int4 (default 512 prompt and 64 decode tokens). */
 export async function runFamiliesPart(
   ctx: GpuContext,
-  models: { name: string; url: string }[],
+  models: { name: string; url: string; expertBudget?: number }[],
   o: PartOptions & { promptTokens?: number; tokens?: number },
 ) {
   return {
@@ -82,7 +82,7 @@ export async function runFamiliesPart(
  */
 export async function runMoePart(
   ctx: GpuContext,
-  models: { name: string; url: string }[],
+  models: { name: string; url: string; expertBudget?: number }[],
   o: PartOptions & { promptTokens?: number; tokens?: number },
 ) {
   return {

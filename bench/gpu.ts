@@ -193,6 +193,13 @@ export interface FamilyRow {
   readbacksPerToken: number;
   weightBytesPerPass: number;
   /**
+   * A paged mixture (see FamilyBenchOptions.models): its expert budget, the cache's hit rate over
+   * the timed decode steps and the expert bytes loaded from CPU memory per token.
+   */
+  expertBudget?: number;
+  expertCacheHitRate?: number;
+  expertBytesLoadedPerToken?: number;
+  /**
    * A mixture's experts read per mixture layer per timed decode pass (the routing table's tally,
    * `GpuRunner.expertTally`: `experts_per_pass` of the engine's stats); absent for a dense model.
    */
@@ -201,8 +208,11 @@ export interface FamilyRow {
 
 /** Options of {@link runFamilyBench}. */
 export interface FamilyBenchOptions {
-  /** Checkpoint folder URLs (trailing slash) by shape name, measured in this order. */
-  models: { name: string; url: string }[];
+  /**
+   * Checkpoint folder URLs (trailing slash) by shape name, measured in this order; `expertBudget`
+   * pages a mixture's experts under that many bytes of GPU memory (decoded from the host).
+   */
+  models: { name: string; url: string; expertBudget?: number }[];
   quants: Quant[];
   /** Prompt length: ids spread over the vocabulary, the same for every model. */
   promptTokens: number;
@@ -222,7 +232,7 @@ export interface FamilyBenchOptions {
 export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Promise<FamilyRow[]> {
   const log = o.log ?? (() => {});
   const rows: FamilyRow[] = [];
-  for (const { name, url } of o.models) {
+  for (const { name, url, expertBudget } of o.models) {
     const opened = await openModel(urlModelFiles(url));
     const spec = opened.spec;
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => (7919 * i + 13) % spec.vocabSize);
@@ -234,6 +244,7 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
         quant,
         capacity: o.promptTokens + o.tokens + 8,
         gpu: ctx,
+        ...(expertBudget === undefined ? {} : { expertBudget }),
       });
       try {
         const pass = async (steps: number) => {
@@ -248,11 +259,13 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
           }
           const prefillMs = performance.now() - t0;
           // Timed from the session's first token on: the step after a prefill rewrites what the
-          // prompt's pass changed (once per request, not per token).
-          const s = runner.decode(first, GREEDY, steps + 1);
+          // prompt's pass changed (once per request, not per token). A paged mixture decodes from
+          // the host, a forward and a commit per token.
+          const s = runner.hostDriven ? hostSteps(runner, first) : runner.decode(first, GREEDY, steps + 1);
           try {
             await s.next();
             const tally = await runner.expertTally();
+            const cache = runner.expertCache();
             const before = runner.deviceCounts();
             const t1 = performance.now();
             for (let i = 0; i < steps; i++) await s.next();
@@ -264,13 +277,22 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
               tally && after && after.routings > tally.routings
                 ? (after.experts - tally.experts) / (after.routings - tally.routings)
                 : undefined;
-            return { prefillMs, ms, counts, experts };
+            const cached = cache && runner.expertCache();
+            const paging =
+              cache && cached
+                ? {
+                    hitRate:
+                      (cached.hits - cache.hits) / (cached.hits + cached.misses - cache.hits - cache.misses),
+                    bytesLoaded: cached.bytesLoaded - cache.bytesLoaded,
+                  }
+                : undefined;
+            return { prefillMs, ms, counts, experts, paging };
           } finally {
             s.close();
           }
         };
         await pass(4);
-        const { prefillMs, ms, counts, experts } = await pass(o.tokens);
+        const { prefillMs, ms, counts, experts, paging } = await pass(o.tokens);
         const row: FamilyRow = {
           model: name,
           quant,
@@ -288,6 +310,13 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
           readbacksPerToken: counts.readbacks / o.tokens,
           weightBytesPerPass: runner.weightBytesPerPass,
           ...(experts === undefined ? {} : { expertsPerPass: experts }),
+          ...(paging && expertBudget !== undefined
+            ? {
+                expertBudget,
+                expertCacheHitRate: paging.hitRate,
+                expertBytesLoadedPerToken: paging.bytesLoaded / o.tokens,
+              }
+            : {}),
         };
         rows.push(row);
         log(
@@ -299,4 +328,18 @@ export async function runFamilyBench(ctx: GpuContext, o: FamilyBenchOptions): Pr
     }
   }
   return rows;
+}
+
+/** Decode steps of a runner driven from the host (a forward and a commit each), as a session's. */
+function hostSteps(runner: GpuRunner, first: number): { next(): Promise<number>; close(): void } {
+  let last = first;
+  return {
+    async next() {
+      const id = last;
+      last = (await runner.forward({ tokens: [id] }, GREEDY, 'last'))[0]!;
+      runner.commit([0]);
+      return id;
+    },
+    close() {},
+  };
 }
