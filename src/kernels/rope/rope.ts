@@ -31,6 +31,26 @@ export interface LinearRopeScaling {
 }
 
 /**
+ * Proportional RoPE (rope_type "proportional", Gemma 4's full layers), as Transformers'
+ * `_compute_proportional_rope_parameters`: the first `rotatedPairs` pairs (i, i + dim/2) turn at
+ * 1 / theta^(2i / dim), every frequency then divided by `factor`; the other pairs' frequency is 0
+ * (they pass through). dim is the whole head.
+ */
+export interface ProportionalRopeScaling {
+  readonly type: 'proportional';
+  readonly rotatedPairs: number;
+  readonly factor: number;
+}
+
+/** Every RoPE scaling the kernels take. */
+export type RopeScaling =
+  | Llama3RopeScaling
+  | LinearRopeScaling
+  | LongRopeScaling
+  | YarnRopeScaling
+  | ProportionalRopeScaling;
+
+/**
  * LongRoPE `rope_scaling` (rope_type "longrope"); same fields as `LongRopeScaling` of
  * src/model/spec/spec.ts: pair i's frequency divided by `factors[i]`, cos and sin times
  * `attentionFactor` (not applied by these kernels yet: {@link ropeInvFreq} takes the factors).
@@ -94,7 +114,7 @@ export interface RopeOptions {
   theta: number;
   /** 'half': HF rotate-half pairs (i, i + headDim/2); 'interleaved': pairs (2i, 2i + 1). */
   layout: 'half' | 'interleaved';
-  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling;
+  scaling?: RopeScaling;
   /**
    * Partial rotary (HF `partial_rotary_factor` · headDim): only the first `rotaryDim` elements of
    * each head are rotated, pairs (i, i + rotaryDim/2), and the rest pass through. Even, at most
@@ -208,7 +228,7 @@ export function yarnInvFreq(dim: number, theta: number, s: YarnRopeScaling): Flo
 export function ropeInvFreq(
   dim: number,
   theta: number,
-  scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling,
+  scaling?: RopeScaling,
 ): Float32Array {
   const half = dim / 2;
   if (scaling?.type === 'yarn') return yarnInvFreq(dim, theta, scaling);
@@ -228,6 +248,8 @@ export function ropeInvFreq(
   );
   if (!scaling) return inv;
   if (scaling.type === 'linear') return inv.map((f) => f / scaling.factor);
+  if (scaling.type === 'proportional')
+    return inv.map((f, i) => (i < scaling.rotatedPairs ? f / scaling.factor : 0));
   const { factor, lowFreqFactor: lo, highFreqFactor: hi, originalMaxPositions: old } = scaling;
   const lowWavelen = old / lo;
   const highWavelen = old / hi;

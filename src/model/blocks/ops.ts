@@ -41,6 +41,11 @@ export function ropeInverseFrequencies(rope: RopeSpec, headDim: number): Float32
       inv[i] = f / s.factor;
       continue;
     }
+    // Gemma 4's proportional RoPE: the pairs past `rotatedPairs` do not turn.
+    if (s.type === 'proportional') {
+      inv[i] = i < s.rotatedPairs ? Math.fround(f) / s.factor : 0;
+      continue;
+    }
     if (s.type === 'longrope') {
       const base = Math.fround(rope.theta ** Math.fround((2 * i) / dim));
       inv[i] = 1 / Math.fround(Math.fround(s.factors[i]!) * base);

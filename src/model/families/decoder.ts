@@ -172,7 +172,8 @@ export function baseConfig(
  */
 function ropeScalingConfig(spec: ModelSpec): Record<string, unknown> {
   const scaling = spec.rope.scaling;
-  if (scaling === undefined) return {};
+  // Gemma 4's per-layer-type `rope_parameters` are its family's to write.
+  if (scaling === undefined || scaling.type === 'proportional') return {};
   if (scaling.type === 'linear') return { rope_scaling: { rope_type: 'linear', factor: scaling.factor } };
   if (scaling.type === 'longrope')
     return {

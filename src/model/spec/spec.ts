@@ -4,7 +4,7 @@
  * metadata) by its family's file (model/families/). The block kinds read the switches below
  * (mlx-lm style); what a family's checkpoints call things is its family's.
  */
-import type { QueryTemperature, YarnRopeScaling } from '../../kernels/rope/rope.js';
+import type { ProportionalRopeScaling, QueryTemperature, YarnRopeScaling } from '../../kernels/rope/rope.js';
 
 /**
  * A decoder layer's token mixer, named as its block kind: softmax attention over a KV cache,
@@ -142,7 +142,12 @@ export function yarnAttentionFactor(
 export interface RopeSpec {
   /** Base of the inverse frequencies (`rope_theta`). */
   readonly theta: number;
-  readonly scaling?: Llama3RopeScaling | LinearRopeScaling | LongRopeScaling | YarnRopeScaling;
+  readonly scaling?:
+    | Llama3RopeScaling
+    | LinearRopeScaling
+    | LongRopeScaling
+    | YarnRopeScaling
+    | ProportionalRopeScaling;
   /**
    * Pairing of the rotated dimensions: `'half'` rotates (i, i + d/2) as Hugging Face checkpoints do;
    * `'interleaved'` rotates (2i, 2i + 1) as llama.cpp's converter stores Llama's Q and K.
@@ -230,6 +235,91 @@ export interface ModelSpec {
   readonly queryTemperature?: QueryTemperature;
   /** The mixture-of-experts layers; absent: every MLP is dense. */
   readonly moe?: MoeSpec;
+  /** The full-attention (not sliding) layers' shape where it differs from the model's (Gemma 4). */
+  readonly fullAttention?: FullAttentionSpec;
+  /**
+   * The last `kvSharedLayers` layers compute no K and V: each attends over the cache of the last
+   * earlier layer of its own type (sliding or full) and holds none (Gemma 4's `num_kv_shared_layers`).
+   */
+  readonly kvSharedLayers?: number;
+  /** Each V head is RMS-normed without a weight before it is cached (Gemma 4's `v_norm`). */
+  readonly valueNorm?: boolean;
+  /** The KV-shared layers' MLPs are twice `intermediate` wide (Gemma 4's `use_double_wide_mlp`). */
+  readonly wideSharedMlp?: boolean;
+  /**
+   * Per-layer embeddings (Gemma 4's PLE): each layer ends by adding
+   * norm(proj(gelu(gate · x) · p_l)) to the residual stream, p_l its slice of the token's per-layer
+   * input (see {@link PerLayerInputSpec}).
+   */
+  readonly perLayerInput?: PerLayerInputSpec;
+  /** Each layer ends by multiplying the residual stream by a learned scalar (Gemma 4's `layer_scalar`). */
+  readonly layerScalar?: boolean;
+  /** The logits are soft-capped: c · tanh(logits / c) (`final_logit_softcapping`). */
+  readonly logitSoftcap?: number;
+}
+
+/**
+ * Gemma 4's full-attention layers: a wider head (`global_head_dim`), their own KV heads
+ * (`num_global_key_value_heads`, with `attention_k_eq_v`), and V equal to K before its norms
+ * (`attention_k_eq_v`: no v_proj).
+ */
+export interface FullAttentionSpec {
+  readonly headDim: number;
+  readonly kvHeads: number;
+  readonly valueIsKey: boolean;
+}
+
+/**
+ * Gemma 4's per-layer inputs: for each token, a table row [layers · width] (of `vocab` rows) times
+ * √width, plus RMSNorm(per_layer_model_projection · embedding / √hidden) per layer slice, both
+ * times 1/√2; layer l reads slice l ([width]).
+ */
+export interface PerLayerInputSpec {
+  /** `hidden_size_per_layer_input` */
+  readonly width: number;
+  /** `vocab_size_per_layer_input` */
+  readonly vocab: number;
+}
+
+/** The first KV-shared layer (`spec.layers` when none is). */
+export function firstSharedLayer(spec: ModelSpec): number {
+  return spec.layers - (spec.kvSharedLayers ?? 0);
+}
+
+/**
+ * Layer `layer`'s view of the spec: the spec with the layer's own head size and KV heads (Gemma 4's
+ * full layers) and MLP width (its double-wide shared layers). Every block kind reads its layer's
+ * sizes through it, so a model whose layers differ runs the same blocks.
+ */
+export function layerSpec(spec: ModelSpec, layer: number): ModelSpec {
+  const full = spec.fullAttention && layerAttention(spec, layer).window === undefined;
+  const wide = spec.wideSharedMlp && layer >= firstSharedLayer(spec);
+  if (!full && !wide) return spec;
+  return {
+    ...spec,
+    ...(full ? { headDim: spec.fullAttention!.headDim, kvHeads: spec.fullAttention!.kvHeads } : {}),
+    ...(wide ? { intermediate: 2 * spec.intermediate } : {}),
+  };
+}
+
+/**
+ * The layer whose KV cache layer `layer` attends over: its own, or for a KV-shared layer the last
+ * layer before the shared ones of the same type (sliding or full; Transformers'
+ * `store_full_length_kv`).
+ */
+export function kvSourceLayer(spec: ModelSpec, layer: number): number {
+  const first = firstSharedLayer(spec);
+  if (layer < first) return layer;
+  const sliding = layerAttention(spec, layer).window !== undefined;
+  for (let l = first - 1; l >= 0; l--)
+    if (layerKind(spec, l) === 'attention' && (layerAttention(spec, l).window !== undefined) === sliding)
+      return l;
+  throw new Error(`kvSourceLayer: no layer before ${first} shares layer ${layer}'s attention type`);
+}
+
+/** Whether layer `layer`'s V is its K (Gemma 4's full layers with `attention_k_eq_v`). */
+export function valueIsKey(spec: ModelSpec, layer: number): boolean {
+  return (spec.fullAttention?.valueIsKey ?? false) && layerAttention(spec, layer).window === undefined;
 }
 
 /** Whether layer `layer`'s MLP is a mixture of experts. */

@@ -43,6 +43,7 @@ function invFreqs(spec: ModelSpec): number[] {
   if (!s) return base;
   if (s.type === 'linear') return base.map((f) => f / s.factor);
   if (s.type === 'longrope') throw new Error('oracle: LongRoPE is modelled in phi3-naive.test.ts');
+  if (s.type === 'proportional') throw new Error('oracle: proportional RoPE is modelled in naive-gemma4.ts');
   if (s.type === 'yarn') {
     // YaRN from the paper's definition: a pair whose wavelength fits more than betaFast turns in the
     // original context keeps its frequency, one fitting fewer than betaSlow turns is interpolated
