@@ -30,7 +30,7 @@ describe('f16 KV cache option', () => {
     for (const format of ['f16', 'f32'] as const) {
       const model = await reference(format);
       greedy(model, PROMPT, 4);
-      const row = model.cache.rowWidth;
+      const row = model.cache.rowWidths[0]!;
       const stored = [...model.cache.keys, ...model.cache.values].flatMap((c) =>
         Array.from(c.subarray(0, model.cache.length * row)),
       );
@@ -57,7 +57,7 @@ describe('f16 KV cache option', () => {
     // biome-ignore lint/complexity/useLiteralKeys: `model` is private; a test may look inside.
     const runner = engine['model'].runner as ReferenceRunner;
     const cache = runner.cache;
-    const keys = cache.keys[0]!.subarray(0, cache.length * cache.rowWidth);
+    const keys = cache.keys[0]!.subarray(0, cache.length * cache.rowWidths[0]!);
     expect(keys.some((x) => x !== 0)).toBe(true);
     expect(keys.every((x) => f16BitsToF32(f32ToF16Bits(x)) === x)).toBe(true);
     await engine.unload();

@@ -76,6 +76,8 @@ async function streamedReferenceLogits(
     spec,
     T,
     x,
+    tokens,
+    perLayerInputs: undefined,
     positions,
     cacheSlots: positions,
     parents: chainParents(T),

@@ -73,12 +73,13 @@ export function normWeight(spec: ModelSpec, w: Float32Array): Float32Array {
 
 /**
  * RMSNorm over rows of `width`: `y = x / sqrt(mean(x^2) + eps) * w`, the mean in f64, the normed
- * value rounded to f32 before the weight multiply as Hugging Face does. `out` may alias `x`.
+ * value rounded to f32 before the weight multiply as Hugging Face does (no weight: Gemma 4's V norm).
+ * `out` may alias `x`.
  */
 export function rmsNorm(
   x: Float32Array,
   width: number,
-  w: Float32Array,
+  w: Float32Array | undefined,
   eps: number,
   out: Float32Array,
 ): void {
@@ -87,7 +88,7 @@ export function rmsNorm(
     let sum = 0;
     for (let i = 0; i < width; i++) sum += x[base + i]! * x[base + i]!;
     const inv = 1 / Math.sqrt(Math.fround(sum / width) + eps);
-    for (let i = 0; i < width; i++) out[base + i] = w[i]! * Math.fround(x[base + i]! * inv);
+    for (let i = 0; i < width; i++) out[base + i] = (w ? w[i]! : 1) * Math.fround(x[base + i]! * inv);
   }
 }
 
@@ -244,4 +245,13 @@ export function attend(
     });
     for (let d = 0; d < D; d++) out[outBase + h * D + d] = acc[d]!;
   }
+}
+
+/**
+ * Soft-capping in place (Gemma's `final_logit_softcapping`): x = c · tanh(x / c), each step
+ * rounded to f32 as PyTorch takes it.
+ */
+export function softcapRef(x: Float32Array, c: number): void {
+  const cap = Math.fround(c);
+  for (let i = 0; i < x.length; i++) x[i] = Math.fround(Math.fround(Math.tanh(Math.fround(x[i]! / cap))) * cap);
 }

@@ -17,6 +17,13 @@ export interface RefPass {
   readonly T: number;
   /** [T, H] the residual stream, updated in place. */
   readonly x: Float32Array;
+  /** [T] the rows' token ids. */
+  readonly tokens: readonly number[];
+  /**
+   * [T, layers, width] the rows' per-layer inputs (Gemma 4's PLE), set by the `ple` block that
+   * opens the pass; undefined without per-layer embeddings.
+   */
+  perLayerInputs: Float32Array | undefined;
   /** RoPE position of each row. */
   readonly positions: readonly number[];
   /** Cache slot each row's K/V rows are written at. */
@@ -29,7 +36,7 @@ export interface RefPass {
   invFreq(layer: number): Float32Array | undefined;
   /** How the cache stores keys and values (f16: rounded to halves on the way in). */
   readonly kvFormat: KvFormat;
-  /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim]. */
+  /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim] (the layer's; empty for a KV-shared layer). */
   readonly cache: { readonly keys: readonly Float32Array[]; readonly values: readonly Float32Array[] };
   /** The recurrent blocks' states (deltanet/, shortconv/). */
   readonly recurrent: RecurrentStates;

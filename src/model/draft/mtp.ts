@@ -143,8 +143,8 @@ export async function openMtpHead(target: {
       normHidden: normWeight(spec, get('mtp.pre_fc_norm_hidden.weight')),
       inputNorm: attention.inputNorm,
       q: get(attentionLayer.names.q),
-      k: attention.k,
-      v: attention.v,
+      k: present(attention.k, attentionLayer.names.k),
+      v: present(attention.v, attentionLayer.names.v),
       o: attention.o,
       postNorm: ffn.postNorm,
       gate: ffn.gate,
@@ -162,6 +162,8 @@ export async function openMtpHead(target: {
           spec: layer,
           T: positions.length,
           x,
+          tokens: positions.map(() => 0), // the body reads no ids
+          perLayerInputs: undefined,
           positions,
           cacheSlots: slots,
           parents: positions.map(() => -1),
@@ -177,4 +179,10 @@ export async function openMtpHead(target: {
       },
     },
   };
+}
+
+/** A weight the MTP layer's full attention always has (its layers compute K and V). */
+function present(w: Float32Array | undefined, name: string): Float32Array {
+  if (!w) throw new Error(`mtp: ${name} was not read`);
+  return w;
 }

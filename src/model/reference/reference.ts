@@ -4,7 +4,7 @@ import { sampleRef } from '../../kernels/sample/gumbel.js';
 import { applyMaskRef, maskWordsOf } from '../../kernels/sample/mask.js';
 import { type Children, childrenRef, packChildren } from '../../kernels/sample/topk.js';
 import { type Block, layerEdges } from '../blocks/blocks.js';
-import { linear, rmsNorm, ropeInverseFrequencies } from '../blocks/ops.js';
+import { linear, rmsNorm, ropeInverseFrequencies, softcapRef } from '../blocks/ops.js';
 import type { RefPass } from '../blocks/pass.js';
 import { RecurrentStates } from '../blocks/recurrent-state.js';
 import { modelBlocks } from '../families/index.js';
@@ -15,7 +15,14 @@ import {
   type RankSpec,
   type SamplerSpec,
 } from '../runner.js';
-import { deriveSizes, isRecurrent, layerAttention, type ModelSpec } from '../spec/spec.js';
+import {
+  deriveSizes,
+  isRecurrent,
+  kvSourceLayer,
+  layerAttention,
+  layerSpec,
+  type ModelSpec,
+} from '../spec/spec.js';
 import { chainParents, draftTree, pathTo } from '../tree.js';
 import { type ModelWeights, type NamedTensors, readWeights } from '../weights.js';
 
@@ -48,18 +55,22 @@ export class ReferenceKvCache {
   readonly values: Float32Array[] = [];
   private committed = 0;
 
+  /** Per layer, kvHeads · headDim: floats per row (0 for a layer that holds no cache). */
+  readonly rowWidths: readonly number[];
+
   constructor(
     readonly layers: number,
-    /** kvHeads * headDim: floats per row. */
-    readonly rowWidth: number,
+    /** kvHeads * headDim: floats per row, one for every layer or one per layer. */
+    rowWidth: number | readonly number[],
     /** Rows per layer. */
     readonly capacity: number,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1)
       throw new InvalidInputError(`ReferenceKvCache: capacity must be a positive integer, got ${capacity}`);
+    this.rowWidths = typeof rowWidth === 'number' ? Array(layers).fill(rowWidth) : rowWidth;
     for (let l = 0; l < layers; l++) {
-      this.keys.push(new Float32Array(capacity * rowWidth));
-      this.values.push(new Float32Array(capacity * rowWidth));
+      this.keys.push(new Float32Array(capacity * this.rowWidths[l]!));
+      this.values.push(new Float32Array(capacity * this.rowWidths[l]!));
     }
   }
 
@@ -82,14 +93,15 @@ export class ReferenceKvCache {
    */
   commitPath(slots: readonly number[]): void {
     this.checkSlots(slots, 'commitPath');
-    const w = this.rowWidth;
-    for (const table of [...this.keys, ...this.values]) {
+    const tables = [...this.keys, ...this.values];
+    tables.forEach((table, i) => {
+      const w = this.rowWidths[i % this.layers]!;
       // Gather first, then write: a destination row may be another path row's source.
       const rows = slots.map((s) => table.slice(s * w, (s + 1) * w));
       rows.forEach((row, d) => {
         table.set(row, (this.committed + d) * w);
       });
-    }
+    });
     this.committed += slots.length;
   }
 
@@ -184,11 +196,15 @@ export class ReferenceRunner implements ModelRunner {
     this.weights = readWeights(spec, source);
     this.invFreqs = Array.from({ length: spec.layers }, (_, layer) => {
       const rope = layerAttention(spec, layer).rope;
-      return rope && ropeInverseFrequencies(rope, spec.headDim);
+      return rope && ropeInverseFrequencies(rope, layerSpec(spec, layer).headDim);
     });
     this.kvFormat = options.kvFormat ?? 'f32';
     this.capacity = options.capacity ?? spec.maxPositions;
-    this.cache = new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, this.capacity);
+    // Per layer its own K/V width (Gemma 4's full layers are wider); none for a KV-shared layer.
+    const widths = Array.from({ length: spec.layers }, (_, l) =>
+      kvSourceLayer(spec, l) === l ? deriveSizes(layerSpec(spec, l)).kvWidth : 0,
+    );
+    this.cache = new ReferenceKvCache(spec.layers, widths, this.capacity);
     this.featureRows = new Float32Array(this.capacity * spec.hidden);
     this.recurrentStates = new RecurrentStates();
   }
@@ -242,6 +258,8 @@ export class ReferenceRunner implements ModelRunner {
       spec,
       T,
       x,
+      tokens,
+      perLayerInputs: undefined,
       positions,
       cacheSlots,
       parents,
@@ -264,6 +282,7 @@ export class ReferenceRunner implements ModelRunner {
     rmsNorm(x, H, weights.norm, spec.rmsEps, h);
     const logits = new Float32Array(T * spec.vocabSize); // [T, V]
     linear(h, H, weights.lmHead, spec.vocabSize, undefined, logits);
+    if (spec.logitSoftcap !== undefined) softcapRef(logits, spec.logitSoftcap);
     this.lastTokens = T;
     this.scored = logits;
     return logits;

@@ -1,7 +1,13 @@
 // The attention block's descriptor: which layer, and its tensors' checkpoint names (a family names
 // them; which of them exist follows the spec's switches: qkvBias, qkNorm, sandwichNorms,
 // outputGate). Its shapes are here too, the one place they are written.
-import { deriveSizes, type ModelSpec } from '../../spec/spec.js';
+import {
+  deriveSizes,
+  firstSharedLayer,
+  layerSpec,
+  type ModelSpec,
+  valueIsKey,
+} from '../../spec/spec.js';
 import { namer, type Renames, type TensorShapes } from '../names.js';
 
 /**
@@ -77,16 +83,30 @@ export function attentionBlock(
   };
 }
 
-/** The block's tensors that the spec says exist, with their shapes, in checkpoint order. */
-export function attentionTensors(spec: ModelSpec, block: AttentionBlock): TensorShapes {
+/**
+ * What of K and V layer `layer` computes: both, K alone (Gemma 4's full layers with
+ * `attention_k_eq_v`: V is K's projection), or neither (a KV-shared layer reads another's cache).
+ */
+export function kvProjections(spec: ModelSpec, layer: number): 'kv' | 'k' | 'none' {
+  if (layer >= firstSharedLayer(spec)) return 'none';
+  return valueIsKey(spec, layer) ? 'k' : 'kv';
+}
+
+/**
+ * The block's tensors that the spec says exist, with their shapes (its layer's: see layerSpec), in
+ * checkpoint order.
+ */
+export function attentionTensors(model: ModelSpec, block: AttentionBlock): TensorShapes {
+  const spec = layerSpec(model, block.layer);
   const n = block.names;
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
+  const kv = kvProjections(spec, block.layer);
   return [
     [n.norm, [H]],
     [n.q, [spec.outputGate ? 2 * qWidth : qWidth, H]],
-    [n.k, [kvWidth, H]],
-    [n.v, [kvWidth, H]],
+    ...(kv === 'none' ? [] : ([[n.k, [kvWidth, H]]] as const)),
+    ...(kv === 'kv' ? ([[n.v, [kvWidth, H]]] as const) : []),
     ...(spec.qkvBias
       ? ([
           [n.qBias, [qWidth]],
@@ -94,12 +114,8 @@ export function attentionTensors(spec: ModelSpec, block: AttentionBlock): Tensor
           [n.vBias, [kvWidth]],
         ] as const)
       : []),
-    ...(spec.qkNorm
-      ? ([
-          [n.qNorm, [spec.headDim]],
-          [n.kNorm, [spec.headDim]],
-        ] as const)
-      : []),
+    ...(spec.qkNorm ? ([[n.qNorm, [spec.headDim]]] as const) : []),
+    ...(spec.qkNorm && kv !== 'none' ? ([[n.kNorm, [spec.headDim]]] as const) : []),
     [n.o, [H, qWidth]],
     ...(spec.sandwichNorms ? ([[n.outNorm, [H]]] as const) : []),
   ];

@@ -3,20 +3,31 @@
 // cache write, attention over the cache and o, added into the residual stream.
 
 import { queryTemperatureRef } from '../../../kernels/rope/rope.js';
-import { deriveSizes, layerAttention, type ModelSpec, ropeAttentionFactor } from '../../spec/spec.js';
+import {
+  deriveSizes,
+  kvSourceLayer,
+  layerAttention,
+  layerSpec,
+  type ModelSpec,
+  ropeAttentionFactor,
+} from '../../spec/spec.js';
 import { addInto, attend, linear, normWeight, rmsNorm, rope, roundToHalves } from '../ops.js';
 import type { RefPass, TakeTensor } from '../pass.js';
-import { type AttentionBlock, attentionTensors } from './block.js';
+import { type AttentionBlock, attentionTensors, kvProjections } from './block.js';
 
 /** The attention block's weights for the reference; projections are `[out, in]` as in `nn.Linear`. */
 export interface AttentionWeights {
   readonly kind: 'attention';
   /** [H] */
   readonly inputNorm: Float32Array;
-  /** [qWidth, H] (with an output gate [2 · qWidth, H]: per head its query rows, then its gate rows), [kvWidth, H], [kvWidth, H] */
+  /**
+   * [qWidth, H] (with an output gate [2 · qWidth, H]: per head its query rows, then its gate rows),
+   * [kvWidth, H], [kvWidth, H]; k and v undefined where the layer does not compute them
+   * (kvProjections).
+   */
   readonly q: Float32Array;
-  readonly k: Float32Array;
-  readonly v: Float32Array;
+  readonly k: Float32Array | undefined;
+  readonly v: Float32Array | undefined;
   /** [H, qWidth] */
   readonly o: Float32Array;
   /** [qWidth], [kvWidth], [kvWidth] when `spec.qkvBias`. */
@@ -35,18 +46,19 @@ export function readAttention(take: TakeTensor, spec: ModelSpec, block: Attentio
   const shapes = new Map(attentionTensors(spec, block));
   const get = (name: string) => take(name, shapes.get(name)!);
   const n = block.names;
+  const kv = kvProjections(spec, block.layer);
   return {
     kind: 'attention',
     inputNorm: normWeight(spec, get(n.norm)),
     q: get(n.q),
-    k: get(n.k),
-    v: get(n.v),
+    k: kv === 'none' ? undefined : get(n.k),
+    v: kv === 'kv' ? get(n.v) : undefined,
     o: get(n.o),
     qBias: spec.qkvBias ? get(n.qBias) : undefined,
     kBias: spec.qkvBias ? get(n.kBias) : undefined,
     vBias: spec.qkvBias ? get(n.vBias) : undefined,
     qNorm: spec.qkNorm ? normWeight(spec, get(n.qNorm)) : undefined,
-    kNorm: spec.qkNorm ? normWeight(spec, get(n.kNorm)) : undefined,
+    kNorm: spec.qkNorm && kv !== 'none' ? normWeight(spec, get(n.kNorm)) : undefined,
     outNorm: spec.sandwichNorms ? normWeight(spec, get(n.outNorm)) : undefined,
   };
 }
@@ -57,46 +69,34 @@ export function readAttention(take: TakeTensor, spec: ModelSpec, block: Attentio
  * for an f16 cache) before any row attends.
  */
 export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionWeights): void {
-  const { spec, T, x } = pass;
+  const { T, x } = pass;
+  const spec = layerSpec(pass.spec, block.layer); // the layer's head size and KV heads
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
   const n = block.names;
   const h = new Float32Array(T * H); // [T, H] the normed input
   const q = new Float32Array(T * qWidth); // [T, heads, headDim]
-  const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
-  const v = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
   const attn = new Float32Array(T * qWidth); // [T, heads, headDim]
   const proj = new Float32Array(T * H); // [T, H] the block's output before the residual add
   rmsNorm(x, H, w.inputNorm, spec.rmsEps, h);
-  const hq = pass.input(h, H, [n.q, n.k, n.v]); // q, k and v share one input, as on the GPU
+  const hq = pass.input(h, H, [n.q, ...(w.k ? [n.k] : []), ...(w.v ? [n.v] : [])]); // one input, as on the GPU
   const gate = spec.outputGate ? new Float32Array(T * qWidth) : undefined; // [T, heads, headDim]
   if (gate) splitGate(spec, T, hq, w.q, q, gate);
   else linear(hq, H, w.q, qWidth, w.qBias, q);
-  linear(hq, H, w.k, kvWidth, w.kBias, k);
-  linear(hq, H, w.v, kvWidth, w.vBias, v);
   // Qwen3: RMSNorm over each head's headDim values, before RoPE.
   if (w.qNorm) rmsNorm(q, spec.headDim, w.qNorm, spec.rmsEps, q);
-  if (w.kNorm) rmsNorm(k, spec.headDim, w.kNorm, spec.rmsEps, k);
   const { window, rope: ropeSpec } = layerAttention(spec, block.layer);
   const invFreq = pass.invFreq(block.layer);
-  if (ropeSpec && invFreq) {
-    // LongRoPE (Phi-3): cos and sin scaled by its attention factor; 1 for every other RoPE.
-    const af = ropeAttentionFactor(ropeSpec);
-    rope(q, spec.heads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
-    rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
-  }
+  // LongRoPE (Phi-3): cos and sin scaled by its attention factor; 1 for every other RoPE.
+  const af = ropeSpec ? ropeAttentionFactor(ropeSpec) : 1;
+  if (ropeSpec && invFreq) rope(q, spec.heads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
   // Ministral 3 (Llama 4's temperature tuning): each query row times its position's multiplier.
   if (spec.queryTemperature) queryTemperatureRef(q, qWidth, pass.positions, spec.queryTemperature);
-  const keys = pass.cache.keys[block.layer]!;
-  const values = pass.cache.values[block.layer]!;
-  if (pass.kvFormat === 'f16') {
-    roundToHalves(k);
-    roundToHalves(v);
-  }
-  for (let t = 0; t < T; t++) {
-    keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
-    values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
-  }
+  // A KV-shared layer (Gemma 4) attends over its source layer's cache, written earlier in the pass.
+  const source = kvSourceLayer(spec, block.layer);
+  const keys = pass.cache.keys[source]!;
+  const values = pass.cache.values[source]!;
+  if (w.k) writeKv(pass, spec, block, w, hq, keys, values, invFreq, af);
   for (let t = 0; t < T; t++) {
     const slots = window === undefined ? pass.attended[t]! : inWindow(pass, t, window);
     attend(spec, q.subarray(t * qWidth, (t + 1) * qWidth), keys, values, slots, attn, t * qWidth);
@@ -108,6 +108,43 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   linear(pass.input(attn, qWidth, [n.o]), qWidth, w.o, H, undefined, proj);
   if (w.outNorm) rmsNorm(proj, H, w.outNorm, spec.rmsEps, proj); // Gemma: normed before the add
   addInto(x, proj);
+}
+
+/**
+ * The layer's K and V rows at each row's cache slot (rounded to halves for an f16 cache), before
+ * any row attends: k with its bias, QK-norm and RoPE; v with its bias, or K's projection itself
+ * (Gemma 4's `attention_k_eq_v`), RMS-normed without a weight with `spec.valueNorm`.
+ */
+function writeKv(
+  pass: RefPass,
+  spec: ModelSpec,
+  block: AttentionBlock,
+  w: AttentionWeights,
+  hq: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  invFreq: Float32Array | undefined,
+  af: number,
+): void {
+  const { T } = pass;
+  const { kvWidth } = deriveSizes(spec);
+  const k = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+  const v = new Float32Array(T * kvWidth); // [T, kvHeads, headDim]
+  linear(hq, spec.hidden, w.k!, kvWidth, w.kBias, k);
+  if (w.v) linear(hq, spec.hidden, w.v, kvWidth, w.vBias, v);
+  else v.set(k);
+  if (w.kNorm) rmsNorm(k, spec.headDim, w.kNorm, spec.rmsEps, k);
+  if (spec.valueNorm) rmsNorm(v, spec.headDim, undefined, spec.rmsEps, v);
+  const ropeSpec = layerAttention(spec, block.layer).rope;
+  if (ropeSpec && invFreq) rope(k, spec.kvHeads, spec.headDim, pass.positions, invFreq, ropeSpec.layout, af);
+  if (pass.kvFormat === 'f16') {
+    roundToHalves(k);
+    roundToHalves(v);
+  }
+  for (let t = 0; t < T; t++) {
+    keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
+    values.set(v.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
+  }
 }
 
 /**
