@@ -171,7 +171,7 @@ function languageModel(ck: SafetensorsCheckpoint): {
     skipped.vision > 0
       ? [
           {
-            message: `the vision tower (${skipped.vision} tensors) not loaded: weft runs the language model`,
+            message: `the ${skipped.visionParts.some((p) => p.includes('audio')) ? 'vision and audio towers' : 'vision tower'} (${skipped.vision} tensors) not loaded: weft runs the language model`,
             tensors: [...skipped.visionParts],
           },
         ]

@@ -67,13 +67,16 @@ export interface SkippedParts {
   readonly mtp: number;
 }
 
-/** Where vision-language checkpoints keep their vision side (left out of a text engine). */
+/** Where multimodal checkpoints keep their vision (and audio) side, left out of a text engine. */
 const VISION_PARTS = [
   'model.visual.', // Qwen3.5
   'vision_tower.', // Gemma 3 as published
   'multi_modal_projector.',
   'model.vision_tower.', // Gemma 3 as Transformers 5 saves it
   'model.multi_modal_projector.',
+  'model.audio_tower.', // Gemma 4's audio encoder and the two towers' embedders
+  'model.embed_vision.',
+  'model.embed_audio.',
 ];
 
 /**

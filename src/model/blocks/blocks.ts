@@ -1,15 +1,24 @@
 // A model's forward as a list of blocks, built from its config by its family (families/): each
-// block a kind (attention, mlp, moe, deltanet, shortconv) with its layer and its tensors' names. The GPU
+// block a kind (attention, mlp, moe, deltanet, shortconv, ple, layerend) with its layer and its tensors' names. The GPU
 // runner encodes the list and the reference runs it, each through the kind table (index.ts), so
 // the two cannot drift apart in structure.
 import type { AttentionBlock } from './attention/block.js';
 import type { DeltaNetBlock } from './deltanet/block.js';
+import type { LayerEndBlock } from './layerend/block.js';
 import type { MlpBlock } from './mlp/block.js';
 import type { MoeBlock } from './moe/block.js';
+import type { PleBlock } from './ple/block.js';
 import type { ShortConvBlock } from './shortconv/block.js';
 
 /** One block of a model's forward. */
-export type Block = AttentionBlock | MlpBlock | MoeBlock | DeltaNetBlock | ShortConvBlock;
+export type Block =
+  | AttentionBlock
+  | MlpBlock
+  | MoeBlock
+  | DeltaNetBlock
+  | ShortConvBlock
+  | PleBlock
+  | LayerEndBlock;
 
 /** A block kind's name. */
 export type BlockKindName = Block['kind'];

@@ -7,10 +7,12 @@ import type { Block, BlockKindName, BlockOf } from './blocks.js';
 import { deltanet } from './deltanet/index.js';
 import type { GpuBlock, Placer } from './gpu.js';
 import type { BlockKind, FootprintOptions, KindFootprint, RefBlock } from './kind.js';
+import { layerend } from './layerend/index.js';
 import { mlp } from './mlp/index.js';
 import { moe } from './moe/index.js';
 import type { TensorShapes } from './names.js';
 import type { TakeTensor } from './pass.js';
+import { ple } from './ple/index.js';
 import { shortconv } from './shortconv/index.js';
 
 /** Every block kind, by name. */
@@ -20,6 +22,8 @@ const KINDS: { readonly [K in BlockKindName]: BlockKind<BlockOf<K>> } = {
   moe,
   deltanet,
   shortconv,
+  ple,
+  layerend,
 };
 
 /** The kind of blocks named `kind`. */

@@ -253,5 +253,6 @@ export function attend(
  */
 export function softcapRef(x: Float32Array, c: number): void {
   const cap = Math.fround(c);
-  for (let i = 0; i < x.length; i++) x[i] = Math.fround(Math.fround(Math.tanh(Math.fround(x[i]! / cap))) * cap);
+  for (let i = 0; i < x.length; i++)
+    x[i] = Math.fround(Math.fround(Math.tanh(Math.fround(x[i]! / cap))) * cap);
 }

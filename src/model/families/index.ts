@@ -11,6 +11,7 @@ import { Fields, isObject, refusePrequantized } from '../spec/fields.js';
 import type { ModelSpec } from '../spec/spec.js';
 import type { Family, FusedProjection, GgufFamily, StoredForm } from './family.js';
 import { gemma3 } from './gemma3.js';
+import { gemma4 } from './gemma4.js';
 import { lfm2 } from './lfm2.js';
 import { lfm2_moe } from './lfm2-moe.js';
 import { llama } from './llama.js';
@@ -35,6 +36,7 @@ export const FAMILIES = {
   qwen3,
   qwen3_5,
   gemma3,
+  gemma4,
   smollm3,
   lfm2,
   phi3,

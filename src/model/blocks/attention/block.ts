@@ -1,13 +1,7 @@
 // The attention block's descriptor: which layer, and its tensors' checkpoint names (a family names
 // them; which of them exist follows the spec's switches: qkvBias, qkNorm, sandwichNorms,
 // outputGate). Its shapes are here too, the one place they are written.
-import {
-  deriveSizes,
-  firstSharedLayer,
-  layerSpec,
-  type ModelSpec,
-  valueIsKey,
-} from '../../spec/spec.js';
+import { deriveSizes, firstSharedLayer, layerSpec, type ModelSpec, valueIsKey } from '../../spec/spec.js';
 import { namer, type Renames, type TensorShapes } from '../names.js';
 
 /**

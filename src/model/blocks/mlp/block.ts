@@ -1,6 +1,6 @@
 // The MLP block's descriptor: which layer, its activation, and its tensors' checkpoint names (a
 // family names them; the output norm exists with `spec.sandwichNorms`). Its shapes are here too.
-import type { ModelSpec } from '../../spec/spec.js';
+import { layerSpec, type ModelSpec } from '../../spec/spec.js';
 import { namer, type Renames, type TensorShapes } from '../names.js';
 
 /** The gated MLP of one decoder layer: its norm, gate | up, the activation, down and the residual add. */
@@ -60,7 +60,7 @@ export function mlpBlock(
 export function mlpTensors(spec: ModelSpec, block: MlpBlock): TensorShapes {
   const n = block.names;
   const H = spec.hidden;
-  const I = spec.intermediate;
+  const I = layerSpec(spec, block.layer).intermediate; // the layer's (Gemma 4's wide shared layers)
   return [
     [n.norm, [H]],
     [n.gate, [I, H]],

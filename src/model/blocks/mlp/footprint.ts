@@ -1,7 +1,7 @@
 // What a model's MLP blocks take on the GPU (BlockKind.footprint): gate, up and down as packed,
 // the input norm, and the gate | up | product scratch rows.
 import { packedBytes, type WeightFormat } from '../../../quant/formats.js';
-import type { ModelSpec } from '../../spec/spec.js';
+import { layerSpec, type ModelSpec } from '../../spec/spec.js';
 import { MAX_FORWARD_TOKENS } from '../gpu.js';
 import type { FootprintOptions, KindFootprint } from '../kind.js';
 import type { MlpBlock } from './block.js';
@@ -14,13 +14,16 @@ export function mlpFootprint(
   _o: FootprintOptions,
 ): KindFootprint {
   const H = spec.hidden;
-  const I = spec.intermediate;
-  const weights = 2 * packedBytes(format, I, H) + packedBytes(format, H, I) + 4 * H;
+  const widths = blocks.map((b) => layerSpec(spec, b.layer).intermediate); // each layer's I
+  const weights = widths.reduce(
+    (n, I) => n + 2 * packedBytes(format, I, H) + packedBytes(format, H, I) + 4 * H,
+    0,
+  );
   return {
-    weights: blocks.length * weights,
+    weights,
     kvCache: 0,
     state: 0,
-    activations: blocks.length > 0 ? 4 * MAX_FORWARD_TOKENS * 3 * I : 0,
+    activations: blocks.length > 0 ? 4 * MAX_FORWARD_TOKENS * 3 * Math.max(...widths) : 0,
     bound: [],
   };
 }

@@ -3,7 +3,7 @@
 // stream.
 
 import { geluTanh } from '../../../kernels/elementwise/elementwise.js';
-import type { ModelSpec } from '../../spec/spec.js';
+import { layerSpec, type ModelSpec } from '../../spec/spec.js';
 import { addInto, linear, normWeight, rmsNorm } from '../ops.js';
 import type { RefPass, TakeTensor } from '../pass.js';
 import { type MlpBlock, mlpTensors } from './block.js';
@@ -41,7 +41,8 @@ export function readMlp(take: TakeTensor, spec: ModelSpec, block: MlpBlock): Mlp
  * norms the output is normed before the add.
  */
 export function mlpRef(pass: RefPass, block: MlpBlock, w: MlpWeights): void {
-  const { spec, T, x } = pass;
+  const { T, x } = pass;
+  const spec = layerSpec(pass.spec, block.layer);
   const H = spec.hidden;
   const I = spec.intermediate;
   const n = block.names;

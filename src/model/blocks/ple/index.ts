@@ -1,0 +1,18 @@
+// The per-layer-inputs kind (blocks/kind.ts, Gemma 4's PLE): its descriptor and names (block.ts),
+// its reference forward (reference.ts), its GPU side (gpu.ts) and its footprint (footprint.ts).
+import type { BlockKind } from '../kind.js';
+import { type PleBlock, pleTensors } from './block.js';
+import { pleFootprint } from './footprint.js';
+import { placePle } from './gpu.js';
+import { pleRef, readPle } from './reference.js';
+
+export const ple: BlockKind<PleBlock> = {
+  recurrent: false,
+  tensors: pleTensors,
+  reference(take, spec, block) {
+    const w = readPle(take, spec, block);
+    return (pass) => pleRef(pass, w);
+  },
+  place: placePle,
+  footprint: pleFootprint,
+};
