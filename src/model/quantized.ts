@@ -80,7 +80,8 @@ export function placedPad(
   rotate: RotationChoice,
 ): { rows: number; cols: number } {
   if (!isRotatedLinear(name)) return { rows, cols };
-  const Ip = packedWidth(spec.intermediate, rotationFor(rotate, spec.intermediate));
+  // gate/up's rows are their layer's MLP width I (Gemma 4's wide layers differ from the model's).
+  const Ip = packedWidth(rows, rotationFor(rotate, rows));
   return { rows: isMlpInput(name) ? Ip : rows, cols: packedWidth(cols, rotationFor(rotate, cols)) };
 }
 

@@ -104,6 +104,11 @@ export interface Linear {
 export interface KernelBuilder {
   /** A linear with the fusions it can take (W8A8 takes none: its activations are quantized first). */
   linear(m: GpuMatrix, fuse?: Omit<MatmulOptions, 'maxM'>): Linear;
+  /**
+   * A weight-only linear whatever the model's arithmetic, as the LM head is: for matrices that are
+   * not `*_proj` linears (Gemma 4's per-layer projections), whose inputs W8A8 does not round.
+   */
+  weightOnly(m: GpuMatrix, fuse?: Omit<MatmulOptions, 'maxM'>): Linear;
   /** The fused-norm option of a linear reading norm(x) with this weight, where norms fold in. */
   norm(weight: GPUBuffer): Pick<MatmulOptions, 'norm'>;
 }
@@ -115,9 +120,15 @@ export interface KernelBuilder {
  */
 export interface Rotations {
   hidden: Hadamard | undefined; // n = H: the normed input of q/k/v and of gate/up
-  heads: Hadamard | undefined; // n = qWidth: the attention output, input of o_proj
-  mlp: Hadamard | undefined; // n = Ip: silu(gate) * up, input of down_proj
-  out: GPUBuffer; // [T, max(H, qWidth, Ip)] the rotated copy
+  /**
+   * The rotation of a linear's input of `width` (undefined: not rotated), its kernel of the padded
+   * width: the attention output of a layer's qWidth (input of o_proj), a layer's MLP width
+   * (silu(gate) * up, input of down_proj). Every width a model's layers have is made once.
+   */
+  of(width: number): Hadamard | undefined;
+  out: GPUBuffer; // [T, max(H, every layer's qWidth and Ip)] the rotated copy
+  /** Destroys every rotation kernel and the buffer. */
+  destroy(): void;
 }
 
 /** The kernels every kind's blocks share (their uniforms never differ between blocks). */
@@ -137,6 +148,7 @@ export interface RowBuffers {
   h: GPUBuffer; // [T, H] normed
   tmp: GPUBuffer; // [T, H]
   count: GPUBuffer | undefined; // [1] u32 T, staged with the pass's inputs (models with recurrent blocks)
+  ids: GPUBuffer; // [T] u32 the rows' token ids (a table lookup's: Gemma 4's per-layer inputs)
 }
 
 /** The sections a profiled forward is split into, in the order they run (see GpuRunner.profiler). */

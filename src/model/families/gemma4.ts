@@ -83,7 +83,7 @@ function gemma4Spec(f: Fields, outer: Fields): ModelSpec {
     kvHeads,
     headDim,
     rmsEps: f.positive('rms_norm_eps', 1e-6),
-    rope: fullRope(rp?.object('full_attention'), fullHeadDim),
+    rope: fullRope(rp?.object('full_attention'), fullHeadDim, headDim),
     localRope: slidingRope(rp?.object('sliding_attention')),
     maxPositions: f.count('max_position_embeddings', 131_072),
     tiedEmbeddings: tied.boolean('tie_word_embeddings', true),
@@ -156,14 +156,21 @@ function slidingRope(p: Fields | undefined): RopeSpec {
  * headDim / 2 pairs, int(partial_rotary_factor · headDim // 2) turn, divided by `factor`; or the
  * default one over the whole head.
  */
-function fullRope(p: Fields | undefined, headDim: number): RopeSpec {
+function fullRope(p: Fields | undefined, headDim: number, sliding: number): RopeSpec {
   const type = p?.string('rope_type') ?? 'proportional';
   const theta = p?.positive('rope_theta', FULL_THETA) ?? FULL_THETA;
-  if (type === 'default') return { theta, layout: 'half' };
+  if (type === 'default') {
+    // Transformers' default RoPE spans `head_dim`, not the full layers' wider head.
+    if (headDim !== sliding)
+      p?.refuse('rope_type', `default RoPE on full layers needs global_head_dim = head_dim (${sliding})`);
+    return { theta, layout: 'half' };
+  }
   if (type !== 'proportional')
     p?.refuse('rope_type', 'unsupported RoPE for full layers (proportional or default)');
   const factor = p?.positive('factor', 1) ?? 1;
-  const partial = p?.number('partial_rotary_factor', FULL_ROTARY_FACTOR) ?? FULL_ROTARY_FACTOR;
+  // 0.25 in the defaults Transformers writes when `rope_parameters` is absent; 1 when a stated
+  // proportional RoPE leaves the factor out.
+  const partial = p ? p.number('partial_rotary_factor', 1) : FULL_ROTARY_FACTOR;
   if (!(partial > 0 && partial <= 1)) p?.refuse('partial_rotary_factor', 'must be in (0, 1]');
   const rotatedPairs = Math.floor((partial * headDim) / 2); // Python's int(p · d // 2)
   return { theta, layout: 'half', scaling: { type: 'proportional', rotatedPairs, factor } };

@@ -21,7 +21,6 @@ import { deltaNetWidths, deriveSizes, type ModelSpec } from '../spec/spec.js';
  * reads ({@link RowBuffers}), and the pass's inputs, scored rows, logits and sampled ids.
  */
 export interface Activations extends RowBuffers {
-  ids: GPUBuffer; // [T] u32 token ids
   rows: GPUBuffer; // [T] u32 rows to score
   hr: GPUBuffer; // [T, H] gathered rows
   logits: GPUBuffer; // [T, V]

@@ -33,7 +33,7 @@ import {
   MAX_FORWARD_TOKENS,
   type Rotations,
 } from '../blocks/gpu.js';
-import { deriveSizes, type ModelSpec } from '../spec/spec.js';
+import { deriveSizes, layerSpec, type ModelSpec } from '../spec/spec.js';
 import type { GpuWeights } from './weights.js';
 
 /** A {@link Matmul} as a {@link Linear}. */
@@ -137,6 +137,8 @@ export async function buildKernels(
   const maxT = MAX_FORWARD_TOKENS;
   const eps = spec.rmsEps;
   const Ip = packedWidth(spec.intermediate, rotationFor(o.rotate, spec.intermediate));
+  // Every layer's attention and MLP widths (Gemma 4's full layers and wide MLPs differ), padded.
+  const widths = layerWidths(spec, o.rotate);
   // The input norm and the post-attention norm fold into the matmuls after them, unless a
   // rotation of their output sits in between (R·norm(x) is the linears' input then).
   const normFused = rotationFor(o.rotate, H) === 'none';
@@ -144,20 +146,21 @@ export async function buildKernels(
   const serial = ctx.kernels === 'serial';
   const { qWidth } = deriveSizes(spec);
   // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
-  const maxK = Math.max(H, Ip, qWidth);
+  const maxK = Math.max(H, Ip, qWidth, ...widths.map((w) => w.padded));
   const xq = o.quant === 'w8a8' ? createBuffer(ctx, maxT * maxK, 'w8a8-xq') : undefined;
   const sx = o.quant === 'w8a8' ? createBuffer(ctx, maxT * 4, 'w8a8-sx') : undefined;
   const builder: KernelBuilder = {
     // A linear with what it can fuse: W8A8 fuses nothing (its activations are quantized first).
     linear: (m, fuse = {}) =>
       xq && sx ? new W8A8Linear(ctx, binds, m, xq, sx) : matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse }),
+    weightOnly: (m, fuse = {}) => matmulLinear(ctx, binds, m, { maxM: maxT, ...fuse }),
     norm: (weight) => (normFused ? { norm: { weight, eps } } : {}),
   };
   const common: CommonKernels = {
     norm: new RmsNorm(ctx, binds, { n: H, eps }),
     add: new AddInPlace(ctx, binds),
     normAdd: spec.sandwichNorms ? new RmsNormAdd(ctx, binds, { n: H, eps }) : undefined,
-    rot: rotationKernels(ctx, binds, spec, o.rotate, Ip),
+    rot: rotationKernels(ctx, binds, spec, o.rotate, widths),
   };
   const kinds: (() => void)[] = [];
   const c: KindContext = {
@@ -285,20 +288,37 @@ function steeringKernels(
   return { layers, vectors };
 }
 
+/** A linear input width some layer has (its attention output, its MLP), and what it is packed to. */
+interface LayerWidth {
+  readonly width: number;
+  readonly padded: number;
+}
+
+/** Every distinct attention-output and MLP width of a model's layers, with its packed width. */
+function layerWidths(spec: ModelSpec, rotate: RotationChoice): LayerWidth[] {
+  const widths = new Set<number>();
+  for (let l = 0; l < spec.layers; l++) {
+    const s = layerSpec(spec, l);
+    widths.add(deriveSizes(s).qWidth);
+    widths.add(s.intermediate);
+  }
+  return [...widths].map((width) => ({ width, padded: packedWidth(width, rotationFor(rotate, width)) }));
+}
+
 /**
  * One Hadamard kernel per rotated width (a single instance where widths agree: same uniforms), and
- * the buffer their outputs share; undefined when nothing is rotated. `Ip` is the packed MLP width.
+ * the buffer their outputs share; undefined when nothing is rotated. `widths` are the layers'
+ * attention-output and MLP widths with what each is packed to.
  */
 function rotationKernels(
   ctx: GpuContext,
   binds: BindGroupCache,
   spec: ModelSpec,
   rotate: RotationChoice,
-  Ip: number,
+  widths: readonly LayerWidth[],
 ): Rotations | undefined {
   const H = spec.hidden;
-  const { qWidth } = deriveSizes(spec);
-  if (![H, qWidth, spec.intermediate].some((n) => rotationFor(rotate, n) === 'hadamard')) return undefined;
+  if (![H, ...widths.map((w) => w.width)].some((n) => rotationFor(rotate, n) === 'hadamard')) return undefined;
   const maxT = MAX_FORWARD_TOKENS;
   const byWidth = new Map<number, Hadamard>();
   // `width` is the linear's input width, `n` what it is padded to (only the MLP's may differ).
@@ -308,8 +328,20 @@ function rotationKernels(
     byWidth.set(n, h);
     return h;
   };
-  const out = createBuffer(ctx, maxT * Math.max(H, qWidth, Ip) * 4, 'rotated-input');
-  return { hidden: at(H), heads: at(qWidth), mlp: at(spec.intermediate, Ip), out };
+  const of = new Map(widths.map((w) => [w.width, at(w.width, w.padded)]));
+  const out = createBuffer(ctx, maxT * Math.max(H, ...widths.map((w) => w.padded)) * 4, 'rotated-input');
+  return {
+    hidden: at(H),
+    of(width) {
+      if (!of.has(width)) throw new Error(`rotations: no layer has an input of width ${width}`);
+      return of.get(width);
+    },
+    out,
+    destroy() {
+      for (const h of byWidth.values()) h.destroy();
+      out.destroy();
+    },
+  };
 }
 
 /**
@@ -324,7 +356,5 @@ export function destroyKernels(k: Kernels): void {
   k.sample.greedy.destroy();
   k.sample.gumbel.destroy();
   for (const b of k.scratch) b.destroy();
-  const rot = k.common.rot;
-  if (rot) for (const r of new Set([rot.hidden, rot.heads, rot.mlp])) r?.destroy();
-  rot?.out.destroy();
+  k.common.rot?.destroy();
 }

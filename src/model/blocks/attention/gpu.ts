@@ -419,5 +419,5 @@ function encodeAttention(
     if (!k.gate) throw new Error('encodeAttention: an output-gated model has the gate kernel');
     k.gate.encode(p.pass, k.attn, k.qkv, T);
   }
-  encodeResidual(p, o, rotatedInput(p, p.k.rot?.heads, k.attn), w.outNorm);
+  encodeResidual(p, o, rotatedInput(p, p.k.rot?.of(deriveSizes(spec).qWidth), k.attn), w.outNorm);
 }

@@ -14,6 +14,8 @@ import {
   PerModel,
   type Placer,
 } from '../gpu.js';
+import { packedWidth, rotationFor } from '../../../quant/pack.js';
+import { layerSpec } from '../../spec/spec.js';
 import type { MlpBlock } from './block.js';
 
 /**
@@ -22,6 +24,7 @@ import type { MlpBlock } from './block.js';
  */
 interface MlpGpuWeights {
   readonly activation: MlpBlock['activation'];
+  readonly I: number; // the layer's MLP width (Gemma 4's KV-shared layers: twice the model's)
   readonly postNorm: GPUBuffer; // [H] the input norm (post_attention_layernorm, Gemma's pre_feedforward_layernorm)
   readonly outNorm: GPUBuffer | undefined; // [H] Gemma's norm of the block's output
   // gate_proj and up_proj as one gated pair (uploadGatedPair: silu(gate·x) * (up·x) in one matmul)
@@ -30,22 +33,39 @@ interface MlpGpuWeights {
   readonly down: GpuMatrix; // [H, Ip]
 }
 
-/** What every MLP block of a model shares: the unpaired gate kernel and the scratch rows. */
+/** What every MLP block of a model shares: the unpaired gate kernels and the scratch rows. */
 interface MlpKernels {
-  silu: SiluMul; // act(gate) · up of an unpaired MLP (SiLU, or Gemma's GELU)
-  gate: GPUBuffer; // [T, Ip]
-  up: GPUBuffer; // [T, Ip]
-  act: GPUBuffer; // [T, Ip] act(gate) * up
+  /** act(gate) · up of an unpaired MLP (SiLU, or Gemma's GELU), per packed width Ip. */
+  silu(Ip: number): SiluMul;
+  gate: GPUBuffer; // [T, max Ip]
+  up: GPUBuffer; // [T, max Ip]
+  act: GPUBuffer; // [T, max Ip] act(gate) * up
+}
+
+/** The packed MLP widths of a model's layers (Gemma 4's wide layers add one). */
+function packedWidths(c: KindContext): number[] {
+  const widths = new Set<number>([c.Ip]);
+  for (let l = 0; l < c.spec.layers; l++) {
+    const I = layerSpec(c.spec, l).intermediate;
+    widths.add(packedWidth(I, rotationFor(c.rotate, I)));
+  }
+  return [...widths];
 }
 
 /** The model's MLP kernels and scratch rows, the gate kernel compiled first. */
 const modelKernels = new PerModel(async (c: KindContext): Promise<MlpKernels> => {
-  const { ctx, binds, spec, Ip } = c;
+  const { ctx, binds, spec } = c;
   const activation = spec.activation === 'gelu_tanh' ? 'gelu' : 'silu';
   await SiluMul.prepare(ctx, false, activation);
-  const rows = (label: string) => createBuffer(ctx, MAX_FORWARD_TOKENS * Ip * 4, label);
+  const widths = packedWidths(c);
+  const rows = (label: string) => createBuffer(ctx, MAX_FORWARD_TOKENS * Math.max(...widths) * 4, label);
+  const gates = new Map(widths.map((Ip) => [Ip, new SiluMul(ctx, binds, Ip, false, activation)]));
   const k = {
-    silu: new SiluMul(ctx, binds, Ip, false, activation),
+    silu: (Ip: number) => {
+      const g = gates.get(Ip);
+      if (!g) throw new Error(`mlp: no gate kernel of width ${Ip}`);
+      return g;
+    },
     gate: rows('gate'),
     up: rows('up'),
     act: rows('act'),
@@ -60,10 +80,11 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<MlpKernels> =>
 export async function placeMlp(placer: Placer, block: MlpBlock): Promise<GpuBlock> {
   const { spec } = placer;
   const H = spec.hidden;
-  const I = spec.intermediate;
+  const I = layerSpec(spec, block.layer).intermediate;
   const n = block.names;
   const w: MlpGpuWeights = {
     activation: block.activation,
+    I,
     postNorm: await placer.norm(n.norm, H),
     outNorm: spec.sandwichNorms ? await placer.norm(n.outNorm, H) : undefined,
     // Labelled as the gate's module, e.g. `mlp.gate_up_proj.weight` (LFM2: `feed_forward.gate_up_proj.weight`).
@@ -94,8 +115,9 @@ async function bindMlp(c: KindContext, w: MlpGpuWeights): Promise<BoundBlock> {
       : ([kb.linear(w.gateUp[0]), kb.linear(w.gateUp[1])] as const);
   // With a norm of its output (Gemma), down stores and the norm-add kernel adds.
   const down = kb.linear(w.down, w.outNorm ? {} : { epilogue: 'add' });
+  const Ip = packedWidth(w.I, rotationFor(c.rotate, w.I));
   return {
-    encode: (p) => encodeMlp(p, w, k, gateUp, down),
+    encode: (p) => encodeMlp(p, w, k, Ip, gateUp, down),
     commit: () => {},
     kvBytes: 0,
     recurrent: undefined,
@@ -115,6 +137,7 @@ function encodeMlp(
   p: GpuPass,
   w: MlpGpuWeights,
   k: MlpKernels,
+  Ip: number,
   gateUp: Linear | readonly [Linear, Linear],
   down: Linear,
 ): void {
@@ -126,8 +149,8 @@ function encodeMlp(
     const hm = normedInput(p, w.postNorm);
     gateUp[0].encode(p.pass, hm, k.gate, T);
     gateUp[1].encode(p.pass, hm, k.up, T);
-    k.silu.encode(p.pass, [k.gate, k.up], k.act, T);
+    k.silu(Ip).encode(p.pass, [k.gate, k.up], k.act, T);
   }
   p.section('down');
-  encodeResidual(p, down, rotatedInput(p, p.k.rot?.mlp, k.act), w.outNorm);
+  encodeResidual(p, down, rotatedInput(p, p.k.rot?.of(w.I), k.act), w.outNorm);
 }
