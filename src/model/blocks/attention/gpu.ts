@@ -24,14 +24,18 @@ import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import { RmsNorm } from '../../../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../../../kernels/rope/qkv-rope.js';
 import { Rope, type RopeOptions } from '../../../kernels/rope/rope.js';
+import { uploadBuffer } from '../../../gpu/buffers.js';
 import {
   attentionScale,
   deriveSizes,
+  kvSourceLayer,
   layerAttention,
   layerKind,
+  layerSpec,
   type ModelSpec,
   type RopeSpec,
   ropeAttentionFactor,
+  valueIsKey,
 } from '../../spec/spec.js';
 import { encodeResidual, normedInput, rotatedInput } from '../encode.js';
 import {
@@ -44,7 +48,7 @@ import {
   PerModel,
   type Placer,
 } from '../gpu.js';
-import type { AttentionBlock } from './block.js';
+import { type AttentionBlock, kvProjections } from './block.js';
 import { outputGateParts } from './gate-view.js';
 
 /**
@@ -60,9 +64,11 @@ export const RING_ROLLBACK = 64;
  */
 export function layerKvShape(spec: ModelSpec, kv: KvShape, layer: number): KvShape {
   const { window } = layerAttention(spec, layer);
-  if (window === undefined) return kv;
+  const { kvHeads, headDim } = layerSpec(spec, layer); // Gemma 4's full layers: their own
+  const own = kvHeads === kv.kvHeads && headDim === kv.headDim ? kv : { ...kv, kvHeads, headDim };
+  if (window === undefined) return own;
   const ring = window + MAX_PASS_SLOTS + RING_ROLLBACK;
-  return ring < kv.capacity ? { ...kv, ring } : kv;
+  return ring < kv.capacity ? { ...own, ring } : own;
 }
 
 /** The attention block's weights on the GPU, under the checkpoint's names and shapes. */
@@ -70,6 +76,7 @@ interface AttentionGpuWeights {
   readonly inputNorm: GPUBuffer; // [H]
   // q_proj, k_proj and v_proj stacked by rows as one matrix whose output row is q | k | v, where
   // their formats agree and each piece ends on a block (concatRows); else the three matrices.
+  // Without v_proj (Gemma 4's V = K) q | k; a KV-shared layer's q_proj alone.
   readonly qkv: GpuMatrix | readonly GpuMatrix[]; // [qWidth + 2·kvWidth, H] | [qWidth, H], [kvWidth, H], [kvWidth, H]
   readonly o: GpuMatrix; // [H, qWidth]
   // The q | k | v bias as one row (the fused kernel adds it), and each bias repeated for
@@ -89,6 +96,11 @@ interface AttentionGpuWeights {
  */
 interface LayerKernels {
   kv: KvShape; // the layers' KV cache shape (a sliding layer's: a ring; see layerKvShape)
+  qWidth: number; // heads · headDim of these layers
+  kvWidth: number; // kvHeads · headDim
+  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
+  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
+  vNorm: RmsNorm | undefined; // Gemma 4's weightless V norm (a weight of ones) on the unfused path
   rope: Rope;
   kvWrite: KvWrite; // the unfused path's K/V write
   compact: KvCompact; // a commit's compaction of the layers' rows
@@ -100,17 +112,20 @@ interface LayerKernels {
 interface AttentionKernels {
   /** Per layer, the RoPE and attention of its kind (undefined for a layer of another kind). */
   layers: readonly (LayerKernels | undefined)[];
-  qNorm: RmsNorm | undefined; // n = headDim over T * heads rows
-  kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
+  /** Each layer's KV cache once bound: a KV-shared layer attends over its source layer's. */
+  caches: Map<number, KvLayerBuffers>;
+  ones: GPUBuffer | undefined; // [max headDim] 1.0: the V norm's weight
   addQ: AddInPlace; // T * qWidth
   addKv: AddInPlace; // T * kvWidth
   gate: SigmoidGate | undefined; // attention · sigmoid(gate) of an output-gated model
+  // Each sized for the widest layer.
   qkv: GPUBuffer; // [T, qWidth + 2·kvWidth (+ qWidth with a gate)] a stacked q | k | v (| gate) matmul's output
   q: GPUBuffer; // [T, qWidth] (roped, when from qkv)
   k: GPUBuffer; // [T, kvWidth]
   v: GPUBuffer; // [T, kvWidth]
   qn: GPUBuffer; // [T, qWidth] q after QK-norm
   kn: GPUBuffer; // [T, kvWidth] k after QK-norm
+  vn: GPUBuffer; // [T, kvWidth] v after its norm
   attn: GPUBuffer; // [T, qWidth]
 }
 
@@ -127,13 +142,20 @@ function ropeOptionsOf(
   };
 }
 
-/** The model's RoPE, attention and fused q | k | v kernel options (a layer's own RoPE and window on top). */
-function forwardOptions(c: KindContext): {
+/**
+ * A layer's RoPE, attention and fused q | k | v kernel options at its head size and KV heads
+ * (`spec` its layerSpec; its own RoPE and window on top).
+ */
+function forwardOptions(
+  c: KindContext,
+  spec: ModelSpec,
+  layer: number,
+): {
   rope: RopeOptions;
   attention: SplitAttentionShape;
   qkvRope: QkvRopeOptions;
 } {
-  const { spec, kv } = c;
+  const { kv } = c;
   const rope: RopeOptions = {
     heads: spec.heads,
     kvHeads: spec.kvHeads,
@@ -160,6 +182,8 @@ function forwardOptions(c: KindContext): {
       bias: spec.qkvBias,
       qkNormEps: spec.qkNorm ? spec.rmsEps : undefined,
       outputGate: spec.outputGate,
+      ...(spec.valueNorm ? { valueNorm: spec.rmsEps } : {}),
+      ...(valueIsKey(spec, layer) ? { valueFromKey: true } : {}),
     },
   };
 }
@@ -171,15 +195,16 @@ function gateOptions(spec: ModelSpec): SigmoidGateOptions {
 }
 
 /**
- * Per layer, the RoPE, KV and attention kernels of its kind: one set per distinct (window, ring,
- * RoPE) among the attention layers (one for most models; Gemma 3: sliding and global), undefined
- * for a layer of another kind.
+ * Per layer, the RoPE, KV and attention kernels of its kind: one set per distinct (shape, window,
+ * ring, RoPE) among the attention layers (one for most models; Gemma 3: sliding and global; Gemma
+ * 4: its full layers' wider heads too), undefined for a layer of another kind.
  */
 function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
   const { ctx, binds, spec } = c;
-  const f = forwardOptions(c);
   const kinds = Array.from({ length: spec.layers }, (_, layer) => {
     if (layerKind(spec, layer) !== 'attention') return undefined;
+    const s = layerSpec(spec, layer);
+    const f = forwardOptions(c, s, layer);
     const { window, rope } = layerAttention(spec, layer);
     const shape = layerKvShape(spec, c.kv, layer);
     return {
@@ -189,25 +214,36 @@ function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
         window === undefined
           ? f.attention
           : { ...f.attention, window, ...(shape.ring ? { ring: shape.ring } : {}) },
+      qkvRope: f.qkvRope,
     };
   });
   // Passes run in order, so every kind shares one buffer of chunk partials: the first made, of a
-  // kind without a ring where there is one (a ring's are sized by its window, too few for the rest).
+  // kind without a ring where there is one (a ring's are sized by its window, too few for the
+  // rest), the widest first (its partials hold the others').
   const distinct = new Map<string, NonNullable<(typeof kinds)[number]>>();
   for (const k of kinds) if (k) distinct.set(JSON.stringify(k), k);
-  const keys = [...distinct.keys()].sort(
-    (a, b) => Number(distinct.get(a)!.kv.ring !== undefined) - Number(distinct.get(b)!.kv.ring !== undefined),
-  );
+  const width = (k: NonNullable<(typeof kinds)[number]>) => k.kv.kvHeads * k.kv.headDim;
+  const keys = [...distinct.keys()].sort((a, b) => {
+    const [ka, kb] = [distinct.get(a)!, distinct.get(b)!];
+    return Number(ka.kv.ring !== undefined) - Number(kb.kv.ring !== undefined) || width(kb) - width(ka);
+  });
   const sets = new Map<string, LayerKernels>();
   let partials: GPUBuffer | undefined;
   for (const key of keys) {
     const kind = distinct.get(key)!;
+    const { heads, kvHeads, headDim } = kind.attention;
+    const norm = (n: number) => new RmsNorm(ctx, binds, { n, eps: spec.rmsEps });
     const attention = new SplitAttention(ctx, binds, kind.attention, partials);
     partials ??= attention.partials;
     sets.set(key, {
       kv: kind.kv,
+      qWidth: heads * headDim,
+      kvWidth: kvHeads * headDim,
+      qNorm: spec.qkNorm ? norm(headDim) : undefined,
+      kNorm: spec.qkNorm ? norm(headDim) : undefined,
+      vNorm: spec.valueNorm ? norm(headDim) : undefined,
       rope: new Rope(ctx, binds, kind.rope),
-      qkvRope: new QkvRope(ctx, binds, { ...f.qkvRope, ...kind.rope, ring: kind.kv.ring }),
+      qkvRope: new QkvRope(ctx, binds, { ...kind.qkvRope, ...kind.rope, ring: kind.kv.ring }),
       kvWrite: new KvWrite(ctx, binds, kind.kv),
       compact: new KvCompact(ctx, binds, kind.kv),
       attention,
@@ -219,23 +255,28 @@ function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
 /** The model's attention kernels and scratch rows, its pipelines compiled first. */
 const modelKernels = new PerModel(async (c: KindContext): Promise<AttentionKernels> => {
   const { ctx, binds, spec } = c;
-  const f = forwardOptions(c);
+  const layers = Array.from({ length: spec.layers }, (_, l) => l).filter(
+    (l) => layerKind(spec, l) === 'attention',
+  );
+  const options = layers.map((l) => forwardOptions(c, layerSpec(spec, l), l));
   await Promise.all([
     Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope), spec.queryTemperature),
     KvWrite.prepare(ctx, c.kv.format),
     KvCompact.prepare(ctx),
     // Every kind of attention layer's (a window and RoPE change uniforms and tables, not pipelines).
-    SplitAttention.prepare(ctx, f.attention),
-    QkvRope.prepare(ctx, f.qkvRope),
+    ...options.flatMap((f) => [SplitAttention.prepare(ctx, f.attention), QkvRope.prepare(ctx, f.qkvRope)]),
     ...(spec.outputGate ? [SigmoidGate.prepare(ctx)] : []),
   ]);
-  const { qWidth, kvWidth } = deriveSizes(spec);
-  const D = spec.headDim;
+  // The widest layer's sizes (Gemma 4's full layers are wider than its sliding ones).
+  const sizes = layers.map((l) => deriveSizes(layerSpec(spec, l)));
+  const qWidth = Math.max(0, ...sizes.map((z) => z.qWidth));
+  const kvWidth = Math.max(0, ...sizes.map((z) => z.kvWidth));
+  const maxHead = Math.max(0, ...layers.map((l) => layerSpec(spec, l).headDim));
   const rows = (n: number, label: string) => createBuffer(ctx, MAX_FORWARD_TOKENS * n * 4, label);
   const k: AttentionKernels = {
     layers: layerKernels(c),
-    qNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps: spec.rmsEps }) : undefined,
-    kNorm: spec.qkNorm ? new RmsNorm(ctx, binds, { n: D, eps: spec.rmsEps }) : undefined,
+    caches: new Map(),
+    ones: spec.valueNorm ? uploadBuffer(ctx, new Float32Array(maxHead).fill(1), 'v-norm-ones') : undefined,
     addQ: new AddInPlace(ctx, binds),
     addKv: new AddInPlace(ctx, binds),
     gate: spec.outputGate ? new SigmoidGate(ctx, binds, gateOptions(spec)) : undefined,
@@ -245,22 +286,25 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<AttentionKerne
     v: rows(kvWidth, 'v'),
     qn: rows(qWidth, 'qn'),
     kn: rows(kvWidth, 'kn'),
+    vn: rows(kvWidth, 'vn'),
     attn: rows(qWidth, 'attn'),
   };
   c.onDestroy(() => {
     for (const set of new Set(k.layers)) set?.attention.destroy();
     k.gate?.destroy();
-    for (const b of [k.qkv, k.q, k.k, k.v, k.qn, k.kn, k.attn]) b.destroy();
+    k.ones?.destroy();
+    for (const b of [k.qkv, k.q, k.k, k.v, k.qn, k.kn, k.vn, k.attn]) b.destroy();
   });
   return k;
 });
 
-/** Places the block's tensors. */
+/** Places the block's tensors (its layer's shape: see layerSpec). */
 export async function placeAttention(placer: Placer, block: AttentionBlock): Promise<GpuBlock> {
-  const { spec } = placer;
+  const spec = layerSpec(placer.spec, block.layer);
   const H = spec.hidden;
   const { qWidth, kvWidth } = deriveSizes(spec);
   const n = block.names;
+  const kv = kvProjections(spec, block.layer);
   const biases = [n.qBias, n.kBias, n.vBias];
   // With an output gate, q_proj's query rows and gate rows (see outputGateParts) stand apart:
   // the one matmul's output row is q | k | v | gate, as QkvRope and SigmoidGate read it.
@@ -274,10 +318,14 @@ export async function placeAttention(placer: Placer, block: AttentionBlock): Pro
       ]
     : [
         [n.q, qWidth, H],
-        [n.k, kvWidth, H],
-        [n.v, kvWidth, H],
+        ...(kv === 'none' ? [] : ([[n.k, kvWidth, H]] as [string, number, number][])),
+        ...(kv === 'kv' ? ([[n.v, kvWidth, H]] as [string, number, number][]) : []),
       ];
-  const qkv = await placer.stacked(n.q.replace(/q_proj\.weight$/, 'qkv_proj.weight'), pieces);
+  // A KV-shared layer's q_proj alone is a list of one: its q runs the unfused path.
+  const qkv =
+    kv === 'none'
+      ? [await placer.matrix(n.q, qWidth, H)]
+      : await placer.stacked(n.q.replace(/q_proj\.weight$/, 'qkv_proj.weight'), pieces);
   if (spec.outputGate && !('parts' in qkv)) {
     for (const m of qkv) m.destroy();
     throw new InvalidInputError(
@@ -295,7 +343,7 @@ export async function placeAttention(placer: Placer, block: AttentionBlock): Pro
     kBias: spec.qkvBias ? await placer.vector(n.kBias, kvWidth, MAX_FORWARD_TOKENS) : undefined,
     vBias: spec.qkvBias ? await placer.vector(n.vBias, kvWidth, MAX_FORWARD_TOKENS) : undefined,
     qNorm: spec.qkNorm ? await placer.norm(n.qNorm, spec.headDim) : undefined,
-    kNorm: spec.qkNorm ? await placer.norm(n.kNorm, spec.headDim) : undefined,
+    kNorm: spec.qkNorm && kv !== 'none' ? await placer.norm(n.kNorm, spec.headDim) : undefined,
     outNorm: spec.sandwichNorms ? await placer.norm(n.outNorm, H) : undefined,
   };
   const vectors = [w.inputNorm, w.qkvBias, w.qBias, w.kBias, w.vBias, w.qNorm, w.kNorm, w.outNorm];
@@ -308,7 +356,8 @@ export async function placeAttention(placer: Placer, block: AttentionBlock): Pro
 
 /**
  * The block's linears (a stacked q | k | v takes the input norm; the fused kernel after it does the
- * rest), its KV cache, and its encode and commit.
+ * rest), its KV cache (a KV-shared layer's: its source layer's, bound before it), and its encode
+ * and commit.
  */
 async function bindAttention(
   c: KindContext,
@@ -322,18 +371,24 @@ async function bindAttention(
   const qkv = 'parts' in w.qkv ? kb.linear(w.qkv, kb.norm(w.inputNorm)) : w.qkv.map((m) => kb.linear(m));
   // With a norm of its output (Gemma), o stores and the norm-add kernel adds.
   const o = kb.linear(w.o, w.outNorm ? {} : { epilogue: 'add' });
-  const cache = kvCacheOf(c.ctx, block.layer, layer.kv);
+  const source = kvSourceLayer(c.spec, block.layer);
+  const shared = source !== block.layer;
+  const cache = shared ? k.caches.get(source) : kvCacheOf(c.ctx, block.layer, layer.kv);
+  if (!cache) throw new Error(`bindAttention: layer ${block.layer} shares layer ${source}'s cache, not bound yet`);
+  if (!shared) k.caches.set(block.layer, cache);
   return {
-    encode: (p) => encodeAttention(p, w, k, layer, qkv, o, cache),
+    encode: (p) => encodeAttention(p, w, k, layer, qkv, o, cache, shared),
     commit(pass, ci) {
-      if (ci.moved) layer.compact.encode(pass, [cache], ci.slots, ci.count, ci.committed);
+      // A shared layer's cache is its source's, which compacts itself.
+      if (ci.moved && !shared) layer.compact.encode(pass, [cache], ci.slots, ci.count, ci.committed);
     },
-    kvBytes: cache.k.size + cache.v.size,
+    kvBytes: shared ? 0 : cache.k.size + cache.v.size,
     recurrent: undefined,
     ring: layer.kv.ring !== undefined,
     destroy() {
       for (const l of 'encode' in qkv ? [qkv] : qkv) l.destroy();
       o.destroy();
+      if (shared) return;
       cache.k.destroy();
       cache.v.destroy();
     },
@@ -354,8 +409,9 @@ function kvCacheOf(ctx: GpuContext, layer: number, kv: KvShape): KvLayerBuffers 
 
 /**
  * Encodes the block over the pass's rows: q | k | v from one stacked matmul (the input norm folded
- * in) and one kernel for bias, QK-norm, RoPE and the KV write; or, for matrices that could not be
- * stacked, each step; then attention over the cache and x += o(attn).
+ * in) and one kernel for bias, QK-norm, the V norm, RoPE and the KV write; or, for matrices that
+ * could not be stacked, each step (a KV-shared layer: q's alone); then attention over the cache and
+ * x += o(attn).
  */
 function encodeAttention(
   p: GpuPass,
@@ -365,9 +421,11 @@ function encodeAttention(
   qkv: Linear | readonly Linear[],
   o: Linear,
   cache: KvLayerBuffers,
+  shared: boolean,
 ): void {
   const { a, T, spec } = p;
-  const { qWidth, kvWidth } = deriveSizes(spec);
+  const { qWidth, kvWidth } = layer;
+  const heads = qWidth / layer.kv.headDim;
   p.section('qkv');
   let qIn = k.q;
   if ('encode' in qkv) {
@@ -382,22 +440,17 @@ function encodeAttention(
     const hq = normedInput(p, w.inputNorm);
     const [lq, lk, lv] = qkv;
     lq!.encode(p.pass, hq, k.q, T);
-    lk!.encode(p.pass, hq, k.k, T);
-    lv!.encode(p.pass, hq, k.v, T);
-    if (w.qBias && w.kBias && w.vBias) {
-      k.addQ.encode(p.pass, w.qBias, k.q, T * qWidth);
-      k.addKv.encode(p.pass, w.kBias, k.k, T * kvWidth);
-      k.addKv.encode(p.pass, w.vBias, k.v, T * kvWidth);
-    }
-    let kIn = k.k;
-    if (k.qNorm && k.kNorm && w.qNorm && w.kNorm) {
-      k.qNorm.encode(p.pass, k.q, w.qNorm, k.qn, T * spec.heads);
-      k.kNorm.encode(p.pass, k.k, w.kNorm, k.kn, T * spec.kvHeads);
+    if (w.qBias) k.addQ.encode(p.pass, w.qBias, k.q, T * qWidth);
+    if (layer.qNorm && w.qNorm) {
+      layer.qNorm.encode(p.pass, k.q, w.qNorm, k.qn, T * heads);
       qIn = k.qn;
-      kIn = k.kn;
     }
-    layer.rope.encode(p.pass, qIn, kIn, a.positions, T);
-    layer.kvWrite.encode(p.pass, kIn, k.v, a.slots, cache, T);
+    if (shared) {
+      // Only q turns (the kernel rotates a k too: the scratch row, left unread).
+      layer.rope.encode(p.pass, qIn, k.k, a.positions, T);
+    } else {
+      encodeKv(p, w, k, layer, lk!, lv, hq, cache, qIn);
+    }
   }
   p.section('attention');
   layer.attention.encode(
@@ -419,5 +472,44 @@ function encodeAttention(
     if (!k.gate) throw new Error('encodeAttention: an output-gated model has the gate kernel');
     k.gate.encode(p.pass, k.attn, k.qkv, T);
   }
-  encodeResidual(p, o, rotatedInput(p, p.k.rot?.of(deriveSizes(spec).qWidth), k.attn), w.outNorm);
+  encodeResidual(p, o, rotatedInput(p, p.k.rot?.of(qWidth), k.attn), w.outNorm);
+}
+
+/**
+ * The unfused path's K and V: k (and v, unless V is K's projection: Gemma 4) from their linears,
+ * their biases, the K norm, the weightless V norm, RoPE on q and k, and the KV write.
+ */
+function encodeKv(
+  p: GpuPass,
+  w: AttentionGpuWeights,
+  k: AttentionKernels,
+  layer: LayerKernels,
+  lk: Linear,
+  lv: Linear | undefined,
+  hq: GPUBuffer,
+  cache: KvLayerBuffers,
+  qIn: GPUBuffer,
+): void {
+  const { a, T } = p;
+  const { kvWidth } = layer;
+  const kvHeads = layer.kv.kvHeads;
+  lk.encode(p.pass, hq, k.k, T);
+  if (lv) lv.encode(p.pass, hq, k.v, T);
+  if (w.kBias && w.vBias) {
+    k.addKv.encode(p.pass, w.kBias, k.k, T * kvWidth);
+    k.addKv.encode(p.pass, w.vBias, k.v, T * kvWidth);
+  }
+  // V = K's projection before its norm and RoPE (Gemma 4's full layers with attention_k_eq_v).
+  let vIn = lv ? k.v : k.k;
+  if (layer.vNorm && k.ones) {
+    layer.vNorm.encode(p.pass, vIn, k.ones, k.vn, T * kvHeads);
+    vIn = k.vn;
+  }
+  let kIn = k.k;
+  if (layer.kNorm && w.kNorm) {
+    layer.kNorm.encode(p.pass, k.k, w.kNorm, k.kn, T * kvHeads);
+    kIn = k.kn;
+  }
+  layer.rope.encode(p.pass, qIn, kIn, a.positions, T);
+  layer.kvWrite.encode(p.pass, kIn, vIn, a.slots, cache, T);
 }
