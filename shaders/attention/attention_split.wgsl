@@ -44,15 +44,18 @@
 //   TS): a pass's rows lie within 64 slots, so none of its writes overwrote a key a row sees.
 // Threads: WG per workgroup. Scores: thread t takes keys j = t + i·WG (i < CH / WG) of the chunk,
 //   reads each K row once (vec4 loads) and dots it with the G staged query heads. Max and sum per
-//   head: fixed-order tree reductions over the threads. Weighted V: thread t takes vec4 column
-//   t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G heads (VB
-//   keys' loads issued at once, then added in key order); the S parts are added in order s = 0, 1, ... Every order is fixed by the absolute slot, never by T,
-//   so a row's output is bit-identical whatever rows share the pass (batch invariance).
+//   head: fixed-order tree reductions over the threads. Weighted V: with D4 ≤ WG thread t takes
+//   vec4 column t % D4 and keys j ≡ t / D4 (mod S), S = WG / D4, each V vec4 read once for the G
+//   heads (VB keys' loads issued at once, then added in key order); the S parts are added in order
+//   s = 0, 1, ... through workgroup memory. With D4 > WG (head 512: D4 = 2 · WG) S = 1 and thread t
+//   takes the CPT = D4 / WG columns t, t + WG, ..., every key of each in key order, and writes its
+//   own sums (no parts to add). Every order is fixed by the absolute slot, never by T, so a row's
+//   output is bit-identical whatever rows share the pass (batch invariance).
 // Dispatches: rows whose visible keys fit one chunk (first == last) are final after this pass, so
 //   a pass whose grid is one chunk wide (NC = 1: every key below CH, or every row's window within
 //   one chunk) costs this one dispatch; otherwise attention_merge follows (two in all; it skips
 //   those rows).
-// Preconditions: D % 4 == 0, D ≤ 4 · WG; heads = G · kvHeads; CH a multiple of WG, WG a power of
+// Preconditions: D % 4 == 0, and D ≤ 4 · WG or D a multiple of 4 · WG; heads = G · kvHeads; CH a multiple of WG, WG a power of
 //   two; slots[T-1] the largest; window 0 or ≥ 64, and a row's position at most its slot (a tree
 //   row's depth at most its index) and with a window at least the pass's first slot base; with a
 //   ring every slot below base + 64; every visible slot written in kc and vc (and with a ring not
@@ -66,7 +69,9 @@ const G: u32 = {{G}}u; // query heads per KV head
 const D: u32 = {{D}}u; // head dim
 const D4: u32 = D / 4u;
 const KPT: u32 = CH / WG; // keys scored per thread
-const S: u32 = WG / D4; // key parts of the weighted-V sum
+const S: u32 = max(1u, WG / D4); // key parts of the weighted-V sum
+const CPT: u32 = max(1u, D4 / WG); // vec4 columns of the weighted-V sum per thread
+const OWN: bool = D4 > WG; // each thread writes its own columns' sums (S = 1, no parts to add)
 const VB: u32 = {{VB}}u; // V loads a thread issues at once
 const MASKED: f32 = -3.0e38;
 
@@ -309,32 +314,36 @@ fn main(
     l[g] = red[g * WG];
   }
 
-  // Weighted V: part sp of column col sums keys j = sp, sp + S, ... of the chunk's visible span.
+  // Weighted V: part sp of column col + k · WG (k < CPT) sums keys j = sp, sp + S, ... of the
+  // chunk's visible span.
   let col = t % D4;
   let sp = t / D4;
   let n = min(CH, me + 1u - c0); // keys past the row's own slot are never visible
   // Batches of VB · S keys wholly before the window's start hold weights 0 only: skipped.
   let skip = (max(lo, c0) - c0) / (VB * S) * (VB * S);
-  var acc: array<vec4<f32>, G>;
+  var acc: array<vec4<f32>, G * CPT>; // [g, k]
   if (sp < S) {
-    // VB keys' V loads at a time, all issued before the first is used; summed in key order.
-    for (var j0 = skip + sp; j0 < n; j0 += VB * S) {
-      var vv: array<vec4<f32>, VB>;
-      for (var i = 0u; i < VB; i++) {
-        vv[i] = v4(cache_row(c0 + min(j0 + i * S, n - 1u), p.ring) * slotStride + kvh * D4 + col);
-      }
-      for (var i = 0u; i < VB; i++) {
-        let j = j0 + i * S;
-        if (j < n) {
-          for (var g = 0u; g < G; g++) {
-            acc[g] += sc[g * CH + j] * vv[i];
+    for (var k = 0u; k < CPT; k++) {
+      let vcol = kvh * D4 + col + k * WG;
+      // VB keys' V loads at a time, all issued before the first is used; summed in key order.
+      for (var j0 = skip + sp; j0 < n; j0 += VB * S) {
+        var vv: array<vec4<f32>, VB>;
+        for (var i = 0u; i < VB; i++) {
+          vv[i] = v4(cache_row(c0 + min(j0 + i * S, n - 1u), p.ring) * slotStride + vcol);
+        }
+        for (var i = 0u; i < VB; i++) {
+          let j = j0 + i * S;
+          if (j < n) {
+            for (var g = 0u; g < G; g++) {
+              acc[g * CPT + k] += sc[g * CH + j] * vv[i];
+            }
           }
         }
       }
     }
   }
-  workgroupBarrier(); // all weights read: sc now holds the parts, [sp, g, D]
-  if (sp < S) {
+  workgroupBarrier(); // all weights read: sc now holds the parts, [sp, g, D] (unless OWN)
+  if (!OWN && sp < S) {
     for (var g = 0u; g < G; g++) {
       let o = ((sp * G + g) * D4 + col) * 4u;
       sc[o] = acc[g].x;
@@ -347,9 +356,14 @@ fn main(
   let pBase = ((r * kvHeads + kvh) * p.chunks + c % p.chunks) * G * (D + 2u);
   for (var i = t; i < G * D4; i += WG) {
     var a = vec4<f32>(0.0);
-    for (var s = 0u; s < S; s++) {
-      let o = (s * G * D4 + i) * 4u;
-      a += vec4<f32>(sc[o], sc[o + 1u], sc[o + 2u], sc[o + 3u]);
+    if (OWN) {
+      // D4 = CPT · WG: output i (head i / D4, column i % D4 = t + k · WG) is this thread's own.
+      a = acc[(i / D4) * CPT + (i % D4) / WG];
+    } else {
+      for (var s = 0u; s < S; s++) {
+        let o = (s * G * D4 + i) * 4u;
+        a += vec4<f32>(sc[o], sc[o + 1u], sc[o + 2u], sc[o + 3u]);
+      }
     }
     if (first == last) {
       out[qBase + i] = a / l[i / D4];

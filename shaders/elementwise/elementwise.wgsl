@@ -12,6 +12,11 @@
 //   attention: attn_out · sigmoid(gate), the gate columns of the q|k|v|gate matmul's rows).
 //   0 uniform Params { n, stride, offset } (static: written once); 1 src: array<f32> [M, stride];
 //   2 x: array<f32> [M, n] (read-write).
+// SOFTCAP: x[i] = cap · tanh(x[i] / cap) in place (final-logit soft-capping, Gemma 2 and 4), tanh
+//   computed as softcap_tanh below (no overflow, exact to a few ulps). 0 uniform Params { n, cap };
+//   1 x: array<f32> [n] (read-write).
+// SCALE: x[i] *= s[0] in place (Gemma 4's learned per-layer scalar). 0 uniform Params { n };
+//   1 s: array<f32> [1]; 2 x: array<f32> [n] (read-write).
 //
 // Threads: one invocation per output element, flat index over the grid (gid.y * nwg.x * WG + gid.x);
 //   SIGMOID_GATE: row m = gid.y (M = num_workgroups.y, so a decode step writes no uniform),
@@ -45,6 +50,26 @@ const WG: u32 = {{WG}}u;
 //#endif
 //#if SIGMOID_GATE
 @group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
+//#endif
+//#if SOFTCAP
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+
+// tanh(y) for any finite y, never NaN: (1 - e) / (1 + e) with e = exp(-2|y|) ≤ 1, which cannot
+// overflow (WGSL's tanh may compute exp(2y), infinite past |y| ≈ 44, and give inf / inf on some
+// drivers), then y's sign; below |y| = 1/4, where 1 - e cancels, the odd Taylor polynomial to y⁹
+// (truncation under 1e-8 relative there).
+fn softcap_tanh(y: f32) -> f32 {
+  let a = abs(y);
+  let e = exp(-2.0 * a);
+  let z = a * a;
+  let poly = a + a * z * (-1.0 / 3.0 + z * (2.0 / 15.0 + z * (-17.0 / 315.0 + z * (62.0 / 2835.0))));
+  let t = select((1.0 - e) / (1.0 + e), poly, a < 0.25);
+  return select(t, -t, y < 0.0);
+}
+//#endif
+//#if SCALE
+@group(0) @binding(1) var<storage, read> s: array<f32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 //#endif
 
@@ -84,5 +109,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
   let g = src[m * p.stride + p.offset + gid.x];
   x[m * p.n + gid.x] *= 1.0 / (1.0 + exp(-g));
+//#endif
+//#if SOFTCAP
+  if (i >= p.n) {
+    return;
+  }
+  x[i] = p.cap * softcap_tanh(x[i] / p.cap);
+//#endif
+//#if SCALE
+  if (i >= p.n) {
+    return;
+  }
+  x[i] *= s[0];
 //#endif
 }

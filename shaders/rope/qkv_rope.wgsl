@@ -1,37 +1,44 @@
 // qkv_rope: one dispatch from the output of a concatenated q|k|v matmul to attention's inputs:
-// optional bias, optional QK-norm (per-head RMSNorm), RoPE on q and k, q written for attention, and
-// k and v written into the KV cache at explicit slots. The same operations, in the same order, as
-// the unfused path (AddInPlace, rmsnorm.wgsl, rope.wgsl, kv_write.wgsl), so results are bit-identical.
+// optional bias, optional QK-norm (per-head RMSNorm), RoPE on q and k, optional V norm (per-head
+// RMSNorm without a weight), q written for attention, and k and v written into the KV cache at
+// explicit slots. The same operations, in the same order, as the unfused path (AddInPlace,
+// rmsnorm.wgsl, rope.wgsl, kv_write.wgsl), so results are bit-identical.
 //
-// Bindings (group 0): 0 uniform Params { heads, kvHeads, headDim, capacity, eps, ring } (static:
-//   written once);
+// Bindings (group 0): 0 uniform Params { heads, kvHeads, headDim, capacity, eps, ring, vEps }
+//   (static: written once);
 //   1 qkv: array<f32> [T, W], W = qWidth + 2 · kvWidth (q at column 0, k at qWidth, v at
 //   qWidth + kvWidth; qWidth = heads · D, kvWidth = kvHeads · D), with OUTPUT_GATE
-//   W = 2 · qWidth + 2 · kvWidth (a gate [qWidth] after v, not read here);
+//   W = 2 · qWidth + 2 · kvWidth (a gate [qWidth] after v, not read here), with V_FROM_K
+//   W = qWidth + kvWidth (no v columns: v is k's columns as loaded, before the norm and RoPE;
+//   Gemma 4's attention_k_eq_v);
 //   2 positions: array<u32> [T]; 3 slots: array<u32> [T]; 4 inv_freq: array<f32> [ROT / 2] (as rope.wgsl);
 //   5 q_out: array<f32> [T, heads, D] (written); 6 kc, 7 vc: [rows, kvHeads, D] (written), f32 or
 //   with KV_F16 IEEE halves packed two per u32 (element 2j in the low 16 bits, rounded to nearest
 //   even by half_bits, as kv_write.wgsl); slot s at row cache_row(s, ring), as kv_write.wgsl (s mod
 //   ring with a ring of rows = ring, s with ring 0 and rows = capacity);
-//   then, in this order from binding 8, with BIAS bias: array<f32> [qWidth + 2 · kvWidth] (q|k|v);
+//   then, in this order from binding 8, with BIAS bias: array<f32> [qWidth + 2 · kvWidth] (q|k|v;
+//   q|k with V_FROM_K);
 //   with QK_NORM q_norm, k_norm: array<f32> [D] (binding numbers substituted by the wrapper).
 // Work: a unit is 4 elements of one head of one row. Of a q or k head, units u < ROT / 4 are rope
 //   units: each holds the RoPE pairs 2u and 2u + 1 (cos_sin of rope_trig; partners at + ROT / 2, or
 //   adjacent when INTERLEAVED), whose four elements fill two whole words of an f16 cache: read
 //   (+ bias, · norm), rotated, written to q_out or the K cache. With partial rotary (ROT < D, HF's
 //   partial_rotary_factor), units u ≥ ROT / 4 hold elements 4u .. 4u + 3, which pass through
-//   unrotated (+ bias, · norm: the norm spans all D). A v unit is copied (+ bias) into the V cache.
+//   unrotated (+ bias, · norm: the norm spans all D). A v unit is copied (+ bias, · V_NORM's
+//   1/√(mean(v²) + vEps), rmsnorm.wgsl's sum with a weight of ones) into the V cache.
 //   Slots ≥ capacity are skipped, as kv_write does.
 // Q_TEMP (Llama 4's query temperature, Ministral 3): q's elements, rotated or passed through, are
 //   then multiplied by 1 + beta · ln(1 + floor(pos / FLOOR)) (q_temp, as rope.wgsl); k's are not.
 // Grid and threads (row m = workgroup y; T = num_workgroups.y, so a decode step writes no uniform):
-//   with QK_NORM, one workgroup of WG per head (x = hh: query head hh < heads, else KV head
-//   hh - heads): thread t sums squares of elements t, t + WG, ... and reduces with wg_sum
-//   (rmsnorm.wgsl's WG and order), then takes units u = t, t + WG, ... (and, for a KV head, the
-//   same v units). Without QK_NORM, no workgroup memory and no barrier: one invocation per unit,
-//   x · WG + t over the (heads + kvHeads) · D/4 q and k units, then the kvHeads · D/4 v units.
-// Preconditions: D % 4 == 0, D ≤ 256; ROT % 4 == 0, ROT ≤ D (ROT = D when INTERLEAVED); WG = 64
-//   (rmsnorm's), a power of two; positions < 102900.
+//   with PER_HEAD (QK_NORM or V_NORM), one workgroup of WG per head (x = hh: query head hh < heads,
+//   else KV head hh - heads): with QK_NORM thread t sums squares of the head's elements t, t + WG,
+//   ... and reduces with wg_sum (rmsnorm.wgsl's WG and order), a KV head's workgroup then does the
+//   same over its v with V_NORM; then thread t takes units u = t, t + WG, ... (and, for a KV head,
+//   the same v units). Without PER_HEAD, no workgroup memory and no barrier: one invocation per
+//   unit, x · WG + t over the (heads + kvHeads) · D/4 q and k units, then the kvHeads · D/4 v units.
+// Preconditions: D % 4 == 0 (any size: every loop strides by WG); ROT % 4 == 0, ROT ≤ D (ROT = D
+//   when INTERLEAVED); WG = 64 (rmsnorm's), a power of two; positions < 102900; not both
+//   OUTPUT_GATE and V_FROM_K.
 
 {{PARAMS}}
 
@@ -61,7 +68,9 @@ const HALF: u32 = ROT / 2u;
 @group(0) @binding({{KN_BINDING}}) var<storage, read> k_norm: array<f32>;
 //#endif
 
+//#if PER_HEAD
 //#include reduce
+//#endif
 //#include rope_trig
 //#if KV_F16
 //#include half_bits
@@ -83,7 +92,20 @@ fn row_width() -> u32 {
 //#if OUTPUT_GATE
   return 2u * (p.heads + p.kvHeads) * D;
 //#else
+//#if V_FROM_K
+  return (p.heads + p.kvHeads) * D;
+//#else
   return (p.heads + 2u * p.kvHeads) * D;
+//#endif
+//#endif
+}
+
+// The first column of KV head kh's v in a row: its k's with V_FROM_K.
+fn v_col(kh: u32) -> u32 {
+//#if V_FROM_K
+  return (p.heads + kh) * D;
+//#else
+  return (p.heads + p.kvHeads + kh) * D;
 //#endif
 }
 
@@ -227,22 +249,33 @@ fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
 //#endif
 }
 
-// Elements 4u .. 4u + 3 of KV head kh's v (+ bias) of row m into the V cache at slots[m].
-fn copy_v(m: u32, kh: u32, u: u32) {
+// Element `col` of row m's v (+ bias), with V_NORM times vinv (rmsnorm.wgsl's x · inv · g with a
+// weight g of ones: the same bits).
+fn v_at(m: u32, W: u32, col: u32, vinv: f32) -> f32 {
+//#if V_NORM
+  return load(m, W, col) * vinv;
+//#else
+  return load(m, W, col);
+//#endif
+}
+
+// Elements 4u .. 4u + 3 of KV head kh's v (+ bias, · vinv with V_NORM) of row m into the V cache
+// at slots[m].
+fn copy_v(m: u32, kh: u32, u: u32, vinv: f32) {
   let kvWidth = p.kvHeads * D;
   let W = row_width();
   let slot = slots[m];
   if (slot >= p.capacity) {
     return;
   }
-  let src = p.heads * D + kvWidth + kh * D + 4u * u;
+  let src = v_col(kh) + 4u * u;
   let dst = cache_row(slot, p.ring) * kvWidth + kh * D + 4u * u;
 //#if KV_F16
-  vc[dst / 2u] = half_bits(load(m, W, src)) | (half_bits(load(m, W, src + 1u)) << 16u);
-  vc[dst / 2u + 1u] = half_bits(load(m, W, src + 2u)) | (half_bits(load(m, W, src + 3u)) << 16u);
+  vc[dst / 2u] = half_bits(v_at(m, W, src, vinv)) | (half_bits(v_at(m, W, src + 1u, vinv)) << 16u);
+  vc[dst / 2u + 1u] = half_bits(v_at(m, W, src + 2u, vinv)) | (half_bits(v_at(m, W, src + 3u, vinv)) << 16u);
 //#else
   for (var e = 0u; e < 4u; e++) {
-    vc[dst + e] = load(m, W, src + e);
+    vc[dst + e] = v_at(m, W, src + e, vinv);
   }
 //#endif
 }
@@ -253,23 +286,38 @@ fn main(
   @builtin(local_invocation_index) t: u32,
 ) {
   let m = wid.y;
-//#if QK_NORM
+//#if PER_HEAD
   // One workgroup per head hh: rmsnorm.wgsl's sum (thread t adds elements t, t + WG, ..., then
   // wg_sum) and its divisor, the uniform (a constant divisor may compile to a multiply by its
   // reciprocal, which rounds differently: seen with D = 96).
   let hh = wid.x;
-  let col = select(p.heads * D + (hh - p.heads) * D, hh * D, hh < p.heads);
   let W = row_width();
+  var inv = 1.0;
+//#if QK_NORM
+  let col = select(p.heads * D + (hh - p.heads) * D, hh * D, hh < p.heads);
   var ss = 0.0;
   for (var i = t; i < D; i += WG) {
     let v = load(m, W, col + i);
     ss += v * v;
   }
-  let inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
+  inv = 1.0 / sqrt(wg_sum(ss, t) / f32(p.headDim) + p.eps);
+//#endif
+  var vinv = 1.0;
+//#if V_NORM
+  if (hh >= p.heads) { // uniform across the workgroup: wg_sum's barriers are reached by all
+    let vcol = v_col(hh - p.heads);
+    var vs = 0.0;
+    for (var i = t; i < D; i += WG) {
+      let v = load(m, W, vcol + i);
+      vs += v * v;
+    }
+    vinv = 1.0 / sqrt(wg_sum(vs, t) / f32(p.headDim) + p.vEps);
+  }
+//#endif
   for (var u = t; u < U; u += WG) {
     rope_unit(m, hh, u, inv);
     if (hh >= p.heads) {
-      copy_v(m, hh - p.heads, u);
+      copy_v(m, hh - p.heads, u, vinv);
     }
   }
 //#else
@@ -280,7 +328,7 @@ fn main(
     rope_unit(m, i / U, i % U, 1.0);
   } else if (i < ropeUnits + p.kvHeads * U) {
     let j = i - ropeUnits;
-    copy_v(m, j / U, j % U);
+    copy_v(m, j / U, j % U, 1.0);
   }
 //#endif
 }

@@ -164,6 +164,9 @@ describe.each(FORMS)(
       [8, 2, 64, 3 * CH + 17, 'f16'],
       [6, 6, 96, 700, 'f16'],
       [4, 1, 128, 2 * CH + 200, 'f32'],
+      // Gemma 4's full layers: head 512, each thread summing two V columns.
+      [2, 1, 512, 37, 'f32'],
+      [4, 1, 512, CH + 3, 'f16'],
     ] as const)(
       'decode: heads=%i kvHeads=%i headDim=%i at slot %i, %s cache',
       async (heads, kvHeads, headDim, base, format) => {
@@ -180,6 +183,7 @@ describe.each(FORMS)(
       [4, 2, 64, 0, 17, 'f32'],
       [8, 2, 96, CH - 9, 17, 'f32'],
       [4, 1, 128, 2 * CH - 30, 40, 'f16'],
+      [2, 1, 512, CH - 5, 9, 'f32'],
     ] as const)(
       'causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
       async (heads, kvHeads, headDim, base, M, format) => {
@@ -225,6 +229,7 @@ describe.each(FORMS)(
       [17, CH - 8, 4, 2, 64, 'f32'],
       [17, 500, 8, 2, 80, 'f16'],
       [12, 3, 4, 4, 128, 'f32'],
+      [9, CH - 4, 2, 2, 512, 'f16'],
     ] as const)(
       'tree of %i nodes after %i cached (heads=%i, kvHeads=%i, headDim=%i, %s cache)',
       async (n, base, heads, kvHeads, headDim, format) => {
@@ -286,6 +291,7 @@ describe.each(FORMS)(
       [4, 2, 64, 300, 64, 'f32'], // the window starts in chunk 0: chunks 0 and 1, merged
       [8, 2, 64, 600, 100, 'f16'], // chunk 0 wholly before it (skipped): chunks 1 and 2, merged
       [4, 4, 64, 700, 64, 'f32'], // within chunk 2: final after the partial pass
+      [2, 1, 512, 600, 100, 'f16'], // head 512 (Gemma 4's full layers are global, but any may be)
     ] as const)(
       'window, decode: heads=%i kvHeads=%i headDim=%i at slot %i, window %i, %s cache',
       async (heads, kvHeads, headDim, base, window, format) => {
@@ -485,11 +491,13 @@ describe.each(FORMS)(
       att.destroy();
     });
 
-    it('rejects shapes it cannot run: headDim not a multiple of 4, too much workgroup memory, a negative firstSlot, a window under 64, small shared partials, a ring too small or without a window', async () => {
+    it('rejects shapes it cannot run: headDim not a multiple of 4 (or past 256 of 256), too much workgroup memory, a negative firstSlot, a window under 64, small shared partials, a ring too small or without a window', async () => {
       const ctx = await gpu({ kernels });
       const binds = new BindGroupCache(ctx.device);
       const shape = { heads: 4, kvHeads: 2, headDim: 64, capacity: 16, maxRows: 1 };
       expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 66 })).toThrow(/multiple of 4/);
+      // Past 4 · WG (256) a thread sums whole V columns: a multiple of 256 only.
+      expect(() => new SplitAttention(ctx, binds, { ...shape, headDim: 320 })).toThrow(/or of 256, got 320/);
       expect(() => new SplitAttention(ctx, binds, { ...shape, firstSlot: -1 })).toThrow(
         /firstSlot must be an integer ≥ 0, got -1/,
       );

@@ -160,9 +160,10 @@ function checkSplitShape(shape: SplitAttentionShape, ctx: Pick<GpuContext, 'limi
     throw new InvalidInputError(
       `SplitAttention: heads (${heads}) must be a multiple of kvHeads (${kvHeads})`,
     );
-  if (headDim % 4 !== 0 || headDim > 4 * WG)
+  // Up to 4 · WG a thread sums one vec4 column of V; past it, whole columns each (headDim 512).
+  if (headDim % 4 !== 0 || (headDim > 4 * WG && headDim % (4 * WG) !== 0))
     throw new InvalidInputError(
-      `SplitAttention: headDim must be a multiple of 4 up to ${4 * WG}, got ${headDim}`,
+      `SplitAttention: headDim must be a multiple of 4 up to ${4 * WG}, or of ${4 * WG}, got ${headDim}`,
     );
   const wg = workgroupBytes(variantOf(shape, ctx));
   if (wg > ctx.limits.maxComputeWorkgroupStorageSize)

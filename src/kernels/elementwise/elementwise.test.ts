@@ -9,11 +9,15 @@ import {
   GatherRows,
   gatherRowsRef,
   geluTanh,
+  ScaleInPlace,
   SigmoidGate,
   type SigmoidGateOptions,
   SiluMul,
+  Softcap,
+  scaleRef,
   sigmoidGateRef,
   siluMulRef,
+  softcapRef,
 } from './elementwise.js';
 
 /** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
@@ -75,6 +79,26 @@ async function runSigmoidGate(
     const op = run.own(new SigmoidGate(ctx, run.binds, o));
     const [bx, bs] = [run.upload(x), run.upload(src)];
     return { encode: (pass) => op.encode(pass, bx, bs, M), read: () => readF32(ctx, bx, x.length) };
+  });
+}
+
+/** Runs {@link Softcap} once in place on x and reads it back. */
+async function runSoftcap(ctx: GpuContext, x: Float32Array, cap: number): Promise<Float32Array> {
+  await Softcap.prepare(ctx);
+  return runOnce(ctx, 'softcap', (run) => {
+    const op = run.own(new Softcap(ctx, run.binds, cap));
+    const bx = run.upload(x);
+    return { encode: (pass) => op.encode(pass, bx, x.length), read: () => readF32(ctx, bx, x.length) };
+  });
+}
+
+/** Runs {@link ScaleInPlace} once on x with the scalar s in a GPU buffer and reads x back. */
+async function runScale(ctx: GpuContext, x: Float32Array, s: number): Promise<Float32Array> {
+  await ScaleInPlace.prepare(ctx);
+  return runOnce(ctx, 'scale', (run) => {
+    const op = run.own(new ScaleInPlace(ctx, run.binds));
+    const [bs, bx] = [run.upload(Float32Array.of(s)), run.upload(x)];
+    return { encode: (pass) => op.encode(pass, bs, bx, x.length), read: () => readF32(ctx, bx, x.length) };
   });
 }
 
@@ -166,6 +190,67 @@ describe('elementwise kernels vs the TS reference', () => {
     const src = rand(M * stride, stride + offset, 8);
     const got = await runSigmoidGate(ctx, x, src, { n, stride, offset });
     expect(maxRelErr(got, sigmoidGateRef(x, src, { n, stride, offset }))).toBeLessThan(1e-5);
+  });
+
+  // Soft-capping's tanh: errors in f32 ulps of the cap (what a logit's error means to a softmax) and
+  // relative ones (small logits), over ragged sizes; the first elements are edge values: zeros,
+  // tiny, the polynomial's edge |x| = cap / 4, the saturating tail and values up to 1e30.
+  it.each([
+    [1, 30],
+    [63, 30],
+    [65, 30],
+    [1000, 30],
+    [70001, 30],
+    [257, 1],
+    [100, 50.5],
+  ])('softcap x = c · tanh(x / c) in place on %i floats, c = %f', async (n, cap) => {
+    const ctx = await gpu();
+    const x = rand(n, n + cap, 3 * cap);
+    const edges = [7.5, 0, -0, 1e-30, -1e-7, 1e-3, cap / 4, -cap / 4 + 1e-5, cap, -2 * cap, 44 * cap];
+    x.set([...edges, 1e4, -1e5, 1e30, -1e30, 3e38, 2e-38, -cap * 0.2499, cap * 0.2501].slice(0, n));
+    const got = await runSoftcap(ctx, x, cap);
+    const want = softcapRef(x, cap);
+    const ulp = 2 ** -23;
+    let worstAbs = 0;
+    let worstRel = 0;
+    let at = 0;
+    for (let i = 0; i < n; i++) {
+      expect(Number.isNaN(got[i]!), `NaN at ${i} (x = ${x[i]})`).toBe(false);
+      const e = Math.abs(got[i]! - want[i]!);
+      if (e / cap > worstAbs) [worstAbs, at] = [e / cap, i];
+      // Relative errors of normal f32 results (x / c of a denormal may flush to zero).
+      if (Math.abs(want[i]!) >= 1e-30) worstRel = Math.max(worstRel, e / Math.abs(want[i]!));
+      if (want[i] === 0) expect(got[i], `x = ${x[i]}`).toBe(0);
+    }
+    expect(worstAbs / ulp, `worst at ${at}: x = ${x[at]}, ${got[at]} vs ${want[at]}`).toBeLessThanOrEqual(4);
+    expect(worstRel / ulp).toBeLessThanOrEqual(8);
+  });
+
+  it('Softcap checks its cap and sizes', async () => {
+    const ctx = await gpu();
+    await Softcap.prepare(ctx);
+    const binds = new BindGroupCache(ctx.device);
+    for (const cap of [0, -30, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(() => new Softcap(ctx, binds, cap)).toThrow(/cap must be finite and > 0/);
+    const op = new Softcap(ctx, binds, 30);
+    const x = ctx.device.createBuffer({ size: 64, usage: GPUBufferUsage.STORAGE });
+    const pass = ctx.device.createCommandEncoder().beginComputePass();
+    expect(() => op.encode(pass, x, 17)).toThrow(/x holds 64 bytes, need 68/);
+    expect(() => op.encode(pass, x, 0)).toThrow(/n must be ≥ 1/);
+    pass.end();
+    x.destroy();
+    op.destroy();
+  });
+
+  it.each([
+    [1, 0.5],
+    [65, -3.25],
+    [4097, 0.0625],
+    [70001, 1.7],
+  ])('x *= s[0] on %i floats, s = %f (exact)', async (n, s) => {
+    const ctx = await gpu();
+    const x = rand(n, n + 2, 100);
+    expect(Array.from(await runScale(ctx, x, s))).toEqual(Array.from(scaleRef(x, s)));
   });
 
   it('SigmoidGate writes no buffer when encoding and checks its sizes', async () => {

@@ -111,6 +111,7 @@ describe('KV cache kernels vs the TS reference (exact copies)', () => {
     [{ capacity: 40, kvHeads: 2, headDim: 24 }, [5, 6, 7]],
     [{ capacity: 100, kvHeads: 1, headDim: 100 }, [90, 3, 41, 42, 17]],
     [{ capacity: 17, kvHeads: 4, headDim: 12 }, [16]],
+    [{ capacity: 6, kvHeads: 2, headDim: 512 }, [5, 0, 3]], // Gemma 4's full-attention head
   ])('write at explicit slots: %o slots %o', async (shape, slotList) => {
     const ctx = await gpu();
     const r = rng(shape.capacity);
@@ -132,6 +133,7 @@ describe('KV cache kernels vs the TS reference (exact copies)', () => {
     [{ capacity: 64, kvHeads: 3, headDim: 20 }, 40, [40, 41, 45, 50, 63]],
     // Single row far away; non-multiple-of-64 row of 7 floats.
     [{ capacity: 9, kvHeads: 1, headDim: 7 }, 2, [8]],
+    [{ capacity: 12, kvHeads: 1, headDim: 512 }, 4, [5, 7, 11]],
   ])('compaction of every layer: %o prefix %i path %o', async (shape, prefixLen, slotList) => {
     const ctx = await gpu();
     const r = rng(prefixLen + slotList.length);
@@ -157,6 +159,7 @@ describe('KV cache kernels vs the TS reference (exact copies)', () => {
     [{ capacity: 40, kvHeads: 2, headDim: 24, format: F16 }, [5, 6, 7]],
     [{ capacity: 100, kvHeads: 1, headDim: 98, format: F16 }, [90, 3, 41, 42, 17]],
     [{ capacity: 17, kvHeads: 3, headDim: 2, format: F16 }, [16, 0]],
+    [{ capacity: 6, kvHeads: 1, headDim: 512, format: F16 }, [2, 5]],
   ])(
     'f16 cache: write rounds to halves exactly as the reference (nearest even) at explicit slots: %o slots %o',
     async (shape, slotList) => {
@@ -214,6 +217,8 @@ describe('KV cache kernels on a ring of rows', () => {
     [{ capacity: 1100, kvHeads: 2, headDim: 24, ring: 128 }, 1000, 40],
     // A decode step at slot 2000 of a ring of 192 that has wrapped 10 times, f16.
     [{ capacity: 2001, kvHeads: 1, headDim: 98, ring: 192, format: F16 }, 2000, 1],
+    // Head 512, f16, 3 rows across the wrap at 192 (3 · 64).
+    [{ capacity: 200, kvHeads: 1, headDim: 512, ring: 64, format: F16 }, 190, 3],
   ])('write: %o, %i cached + %i rows', async (shape, base, M) => {
     const ctx = await gpu();
     const r = rng(base + M);

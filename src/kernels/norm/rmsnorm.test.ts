@@ -42,6 +42,7 @@ describe('RMSNorm kernel vs the TS reference', () => {
     [7, 96, true],
     [1, 4097, false],
     [33, 50, true],
+    [6, 512, false], // QK-norm of Gemma 4's full-attention heads (n = headDim 512)
   ])('rows=%i n=%i onePlus=%s', async (rows, n, onePlus) => {
     const ctx = await gpu();
     const x = rand(rows * n, rows * n, 4);

@@ -43,7 +43,7 @@ function makeCase(o: QkvRopeOptions, T: number, base: number, seed: number): Cas
     qkv: rand(T * W, seed, 6),
     positions: Uint32Array.from(depth, (d) => base + d),
     slots: Uint32Array.from({ length: T }, (_, i) => base + i),
-    ...(o.bias ? { bias: rand((heads + 2 * kvHeads) * D, seed + 1) } : {}),
+    ...(o.bias ? { bias: rand((heads + (o.valueFromKey ? 1 : 2) * kvHeads) * D, seed + 1) } : {}),
     ...(o.qkNormEps !== undefined ? { qNorm: rand(D, seed + 2), kNorm: rand(D, seed + 3) } : {}),
     kCache: toCache(rand(rows * kvHeads * D, seed + 4)),
     vCache: toCache(rand(rows * kvHeads * D, seed + 5)),
@@ -85,13 +85,17 @@ async function runFused(ctx: GpuContext, c: Case): Promise<Result> {
   });
 }
 
-/** The path it replaces: bias adds, QK-norm, RoPE and the KV write as separate kernels. */
+/**
+ * The path it replaces: bias adds, QK-norm, RoPE, the V norm (RmsNorm with a weight of ones) and the
+ * KV write as separate kernels; with valueFromKey v is a copy of k's columns.
+ */
 async function runUnfused(ctx: GpuContext, c: Case): Promise<Result> {
   const { heads, kvHeads, headDim: D } = c.o;
   const T = c.positions.length;
   const qW = heads * D;
   const kvW = kvHeads * D;
   const W = qkvRowWidth(c.o);
+  const vFrom = c.o.valueFromKey ? qW : qW + kvW; // v's first column
   const part = (x: Float32Array, rowLen: number, from: number, n: number) => {
     const out = new Float32Array((x.length / rowLen) * n);
     for (let m = 0; m < x.length / rowLen; m++)
@@ -114,15 +118,18 @@ async function runUnfused(ctx: GpuContext, c: Case): Promise<Result> {
   return runOnce(ctx, 'qkv-unfused', (run) => {
     const q = run.upload(part(c.qkv, W, 0, qW));
     const k = run.upload(part(c.qkv, W, qW, kvW));
-    const v = run.upload(part(c.qkv, W, qW + kvW, kvW));
+    const v = run.upload(part(c.qkv, W, vFrom, kvW));
     const [pos, slots] = [run.upload(c.positions), run.upload(c.slots)];
     const cache = { k: run.upload(cacheWords(c, c.kCache)), v: run.upload(cacheWords(c, c.vCache)) };
     const rope = run.own(new Rope(ctx, run.binds, c.o));
     const write = run.own(new KvWrite(ctx, run.binds, c.o));
     const adds = [0, 1, 2].map(() => run.own(new AddInPlace(ctx, run.binds)));
     const norms = [0, 1].map(() => run.own(new RmsNorm(ctx, run.binds, { n: D, eps: c.o.qkNormEps ?? 0 })));
+    const vNorm = run.own(new RmsNorm(ctx, run.binds, { n: D, eps: c.o.valueNorm ?? 0 }));
+    const ones = run.upload(new Float32Array(D).fill(1));
+    const vn = run.empty(T * kvW * 4);
     const bias = c.bias
-      ? [tiled(c.bias, 0, qW), tiled(c.bias, qW, kvW), tiled(c.bias, qW + kvW, kvW)].map((b) => run.upload(b))
+      ? [tiled(c.bias, 0, qW), tiled(c.bias, qW, kvW), tiled(c.bias, vFrom, kvW)].map((b) => run.upload(b))
       : undefined;
     const qn = run.empty(T * qW * 4);
     const kn = run.empty(T * kvW * 4);
@@ -139,8 +146,9 @@ async function runUnfused(ctx: GpuContext, c: Case): Promise<Result> {
           norms[0]!.encode(pass, q, norm[0]!, qn, T * heads);
           norms[1]!.encode(pass, k, norm[1]!, kn, T * kvHeads);
         }
+        if (c.o.valueNorm !== undefined) vNorm.encode(pass, v, ones, vn, T * kvHeads);
         rope.encode(pass, qIn, kIn, pos, T);
-        write.encode(pass, kIn, v, slots, cache, T);
+        write.encode(pass, kIn, c.o.valueNorm !== undefined ? vn : v, slots, cache, T);
       },
       read: async () => ({
         q: await readF32(ctx, qIn, T * qW),
@@ -382,6 +390,173 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       3,
       2,
     ],
+    // Gemma 4: head 512 on its full layers (v from k, proportional RoPE on a quarter of the pairs),
+    // 256 on its sliding ones (rings), a weightless V norm on both.
+    [
+      'Gemma 4 full layer: headDim 512, v from k, V norm, QK-norm, proportional RoPE, f16 cache, 5-row tree',
+      {
+        heads: 2,
+        kvHeads: 1,
+        headDim: 512,
+        theta: 1e6,
+        layout: 'half',
+        scaling: { type: 'proportional', rotatedPairs: 64, factor: 1 },
+        capacity: 40,
+        bias: false,
+        qkNormEps: 1e-6,
+        valueNorm: 1e-6,
+        valueFromKey: true,
+        format: 'f16',
+      },
+      5,
+      30,
+    ],
+    [
+      'Gemma 4 full layer: headDim 512, v from k, V norm, QK-norm, GQA 3, f32 cache, 3 rows',
+      {
+        heads: 3,
+        kvHeads: 1,
+        headDim: 512,
+        theta: 1e6,
+        layout: 'half',
+        capacity: 9,
+        bias: false,
+        qkNormEps: 1e-6,
+        valueNorm: 1e-6,
+        valueFromKey: true,
+      },
+      3,
+      5,
+    ],
+    [
+      'Gemma 4 sliding layer: headDim 256, V norm, QK-norm, ring of 80 rows, f16 cache, 7 rows across the wrap',
+      {
+        heads: 4,
+        kvHeads: 2,
+        headDim: 256,
+        theta: 10000,
+        layout: 'half',
+        capacity: 200,
+        bias: false,
+        qkNormEps: 1e-6,
+        valueNorm: 1e-6,
+        format: 'f16',
+        ring: 80,
+      },
+      7,
+      157,
+    ],
+    [
+      'headDim 512 without norms, 3 heads over 1, f16 cache, decode',
+      {
+        heads: 3,
+        kvHeads: 1,
+        headDim: 512,
+        theta: 1e4,
+        layout: 'half',
+        capacity: 70,
+        bias: false,
+        format: 'f16',
+      },
+      1,
+      64,
+    ],
+    [
+      'headDim 512, QK-norm, ring of 64 rows, f32 cache, 2 rows',
+      {
+        heads: 1,
+        kvHeads: 1,
+        headDim: 512,
+        theta: 1e4,
+        layout: 'half',
+        capacity: 300,
+        bias: false,
+        qkNormEps: 1e-5,
+        ring: 64,
+      },
+      2,
+      250,
+    ],
+    [
+      'V norm without QK-norm, bias, GQA 3, f32 cache, 6 rows',
+      {
+        heads: 6,
+        kvHeads: 2,
+        headDim: 40,
+        theta: 10000,
+        layout: 'half',
+        capacity: 20,
+        bias: true,
+        valueNorm: 1e-5,
+      },
+      6,
+      9,
+    ],
+    [
+      'v from k without norms, bias, interleaved, f16 cache, ring of 64 rows, 3 rows',
+      {
+        heads: 5,
+        kvHeads: 1,
+        headDim: 28,
+        theta: 10000,
+        layout: 'interleaved',
+        capacity: 100,
+        bias: true,
+        valueFromKey: true,
+        format: 'f16',
+        ring: 64,
+      },
+      3,
+      70,
+    ],
+    [
+      'v from k, V norm, no QK-norm, GQA 2, f32 cache, 11 rows',
+      {
+        heads: 4,
+        kvHeads: 2,
+        headDim: 36,
+        theta: 10000,
+        layout: 'half',
+        capacity: 30,
+        bias: false,
+        valueNorm: 1e-6,
+        valueFromKey: true,
+      },
+      11,
+      4,
+    ],
+    [
+      'proportional RoPE (4 of 16 pairs rotated, factor 2), QK-norm, f16 cache, headDim 32, 4 rows',
+      {
+        heads: 2,
+        kvHeads: 1,
+        headDim: 32,
+        theta: 10000,
+        layout: 'half',
+        scaling: { type: 'proportional', rotatedPairs: 4, factor: 2 },
+        capacity: 30,
+        bias: false,
+        qkNormEps: 1e-6,
+        format: 'f16',
+      },
+      4,
+      17,
+    ],
+    [
+      'proportional RoPE (4 of 16 pairs rotated), f32 cache, headDim 32, 3 rows',
+      {
+        heads: 3,
+        kvHeads: 3,
+        headDim: 32,
+        theta: 10000,
+        layout: 'half',
+        scaling: { type: 'proportional', rotatedPairs: 4, factor: 1 },
+        capacity: 8,
+        bias: false,
+      },
+      3,
+      2,
+    ],
   ];
 
   it.each(cases)(
@@ -405,7 +580,7 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       for (const [got, want, tol] of [
         [fused.q, qRef, 1e-5],
         [asF32(fused.k), toCache(kRef), o.format === 'f16' ? 2e-3 : 1e-5],
-        [asF32(fused.v), toCache(vRef), 0],
+        [asF32(fused.v), toCache(vRef), o.valueNorm === undefined ? 0 : o.format === 'f16' ? 2e-3 : 1e-5],
       ] as const) {
         let worst = 0;
         for (let i = 0; i < want.length; i++)
@@ -482,6 +657,8 @@ describe('fused q|k|v → bias → QK-norm → RoPE → KV write (qkv_rope)', ()
       [{ ...base, rotaryDim: 6 }, /multiple of 4/],
       [{ ...base, rotaryDim: 7 }, /even/],
       [{ ...base, rotaryDim: 28 }, /2 \.\. headDim 24/],
+      [{ ...base, valueFromKey: true, outputGate: true }, /do not combine/],
+      [{ ...base, valueNorm: -1 }, /valueNorm must be/],
     ] as const)
       expect(() => new QkvRope(ctx, binds, o), String(o.rotaryDim)).toThrow(msg);
     const c = makeCase({ ...base, rotaryDim: 8 }, 1, 0, 1);

@@ -19,7 +19,6 @@ import {
 } from './rope.js';
 
 const WG = 64; // rmsnorm.wgsl's: the QK-norm reduction must add in the same order
-const MAX_HEAD_DIM = 256;
 const Params = defineUniforms('Params', {
   heads: 'u32',
   kvHeads: 'u32',
@@ -27,6 +26,7 @@ const Params = defineUniforms('Params', {
   capacity: 'u32',
   eps: 'f32',
   ring: 'u32',
+  vEps: 'f32',
 });
 
 /**
@@ -43,7 +43,7 @@ export interface QkvRopeOptions extends RopeOptions {
    * at row s mod ring of buffers [ring, kvHeads, headDim]. 0 or absent: no ring.
    */
   ring?: number;
-  /** A q|k|v bias vector [qWidth + 2 · kvWidth] is added first (Qwen2). */
+  /** A q|k|v bias vector [qWidth + 2 · kvWidth] (q|k with valueFromKey) is added first (Qwen2). */
   bias: boolean;
   /** Per-head RMSNorm of q and k with weights [headDim] before RoPE (Qwen3): its epsilon. */
   qkNormEps?: number;
@@ -52,17 +52,36 @@ export interface QkvRopeOptions extends RopeOptions {
    * stride is 2 · qWidth + 2 · kvWidth, and the gate columns are left for SigmoidGate.
    */
   outputGate?: boolean;
+  /**
+   * Per-head RMSNorm of v without a weight before the cache write (Gemma 4's v_norm): its epsilon;
+   * v · (mean(v²) + eps)^-½, summed as the QK-norm.
+   */
+  valueNorm?: number;
+  /**
+   * Rows are q | k only (Gemma 4's attention_k_eq_v full layers): the row stride is qWidth +
+   * kvWidth, and v is k's columns as loaded (+ bias), before the QK-norm and RoPE (then
+   * `valueNorm`). Not with `outputGate`.
+   */
+  valueFromKey?: boolean;
 }
 
-/** The qkv row stride of `o`: qWidth + 2 · kvWidth, plus qWidth with `outputGate`. */
+/**
+ * The qkv row stride of `o`: qWidth + 2 · kvWidth, plus qWidth with `outputGate`, less kvWidth with
+ * `valueFromKey`.
+ */
 export function qkvRowWidth(o: QkvRopeOptions): number {
   const qWidth = o.heads * o.headDim;
-  return (o.outputGate ? 2 : 1) * qWidth + 2 * o.kvHeads * o.headDim;
+  return (o.outputGate ? 2 : 1) * qWidth + (o.valueFromKey ? 1 : 2) * o.kvHeads * o.headDim;
+}
+
+/** The bias width of `o`: its q|k|v (q|k with `valueFromKey`) columns, qkvRowWidth without a gate. */
+function biasWidth(o: QkvRopeOptions): number {
+  return (o.heads + (o.valueFromKey ? 1 : 2) * o.kvHeads) * o.headDim;
 }
 
 /** The per-layer weights {@link QkvRope.encode} binds; each present exactly when its option is on. */
 export interface QkvRopeWeights {
-  /** [qWidth + 2 · kvWidth] q|k|v bias. */
+  /** [qWidth + 2 · kvWidth] q|k|v bias ([qWidth + kvWidth] q|k with valueFromKey). */
   bias?: GPUBuffer;
   /** [headDim] q_norm weight. */
   qNorm?: GPUBuffer;
@@ -91,8 +110,9 @@ export interface QkvRopeInputs {
 
 /**
  * Reference of {@link QkvRope}, composed of the unfused references: bias add (f32), rmsNormRef per
- * head, ropeRef on q and k, kvWriteRef. Returns q [T, heads, headDim] and writes k and v into the
- * caches (as f32: an f16 cache holds these values rounded to halves).
+ * head (of q and k with a QK-norm; of v with a weight of ones with `valueNorm`), ropeRef on q and
+ * k, kvWriteRef. Returns q [T, heads, headDim] and writes k and v into the caches (as f32: an f16
+ * cache holds these values rounded to halves).
  */
 export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
   const { heads, kvHeads, headDim: D } = o;
@@ -111,7 +131,8 @@ export function qkvRopeRef(o: QkvRopeOptions, a: QkvRopeInputs): Float32Array {
   };
   let q: Float32Array = cols(0, qW);
   let k: Float32Array = cols(qW, kvW);
-  const v = cols(qW + kvW, kvW);
+  let v: Float32Array = cols(o.valueFromKey ? qW : qW + kvW, kvW);
+  if (o.valueNorm !== undefined) v = rmsNormRef(v, new Float32Array(D).fill(1), { n: D, eps: o.valueNorm });
   if (o.qkNormEps !== undefined) {
     if (!a.qNorm || !a.kNorm) throw new InvalidInputError('qkvRopeRef: QK-norm needs qNorm and kNorm');
     q = rmsNormRef(q, a.qNorm, { n: D, eps: o.qkNormEps });
@@ -133,6 +154,8 @@ interface Variant {
   f16: boolean;
   bias: boolean;
   norm: boolean;
+  vNorm: boolean;
+  vFromK: boolean;
   interleaved: boolean;
   /** LongRoPE's or YaRN's attention factor (1: none). */
   attentionFactor: number;
@@ -147,6 +170,8 @@ function variantOf(o: QkvRopeOptions): Variant {
     f16: o.format === 'f16',
     bias: o.bias,
     norm: o.qkNormEps !== undefined,
+    vNorm: o.valueNorm !== undefined,
+    vFromK: o.valueFromKey ?? false,
     interleaved: o.layout === 'interleaved',
     attentionFactor: o.attentionFactor ?? 1,
     queryTemperature: o.queryTemperature,
@@ -165,6 +190,9 @@ function wgsl(v: Variant): WgslVariant {
     KV_F16: v.f16,
     BIAS: v.bias,
     QK_NORM: v.norm,
+    V_NORM: v.vNorm,
+    V_FROM_K: v.vFromK,
+    PER_HEAD: v.norm || v.vNorm,
     INTERLEAVED: v.interleaved,
     ...attentionFactorVars({ attentionFactor: v.attentionFactor }),
     ...queryTemperatureVars({ queryTemperature: v.queryTemperature }),
@@ -178,10 +206,12 @@ function wgsl(v: Variant): WgslVariant {
  * From the output of one concatenated q|k|v matmul to attention's inputs in one dispatch
  * (qkv_rope.wgsl): optional q|k|v bias (Qwen2), optional QK-norm (Qwen3), RoPE on q and k at
  * explicit positions (on the first rotaryDim elements of each head with partial rotary; Qwen3.5),
- * rows optionally q|k|v|gate (Qwen3.5's gated attention; the gate is read by SigmoidGate, not
- * here), q written to a [T, heads, headDim] buffer and k, v written into one layer's KV cache at
- * explicit slots (at rows slot mod ring of a ring cache). Bit-identical to AddInPlace ×3, RmsNorm
- * ×2, Rope and KvWrite (with the same ring) in sequence (seven dispatches at most, one). Its one
+ * optional weightless V norm (Gemma 4), rows optionally q|k|v|gate (Qwen3.5's gated attention; the
+ * gate is read by SigmoidGate, not here) or q|k with v taken from k (Gemma 4's full layers), q
+ * written to a [T, heads, headDim] buffer and k, v written into one layer's KV cache at explicit
+ * slots (at rows slot mod ring of a ring cache). Bit-identical to AddInPlace ×3, RmsNorm ×3 (v's
+ * with a weight of ones), Rope and KvWrite (with the same ring) in sequence (eight dispatches at
+ * most, one). Any headDim that is a multiple of 4 (Gemma 4's 512 included). Its one
  * uniform is static and written at construction, so encoding writes no buffer; owns the inv_freq
  * buffer.
  */
@@ -201,10 +231,8 @@ export class QkvRope {
     for (const [name, v] of Object.entries({ heads, kvHeads, headDim, capacity }))
       if (!Number.isInteger(v) || v < 1)
         throw new InvalidInputError(`QkvRope: ${name} must be ≥ 1, got ${v}`);
-    if (headDim % 4 !== 0 || headDim > MAX_HEAD_DIM)
-      throw new InvalidInputError(
-        `QkvRope: headDim must be a multiple of 4 up to ${MAX_HEAD_DIM}, got ${headDim}`,
-      );
+    if (headDim % 4 !== 0)
+      throw new InvalidInputError(`QkvRope: headDim must be a multiple of 4, got ${headDim}`);
     if (!(theta > 0)) throw new InvalidInputError(`QkvRope: theta must be > 0, got ${theta}`);
     // A rope unit holds two whole pairs, (2u, 2u + 1) and their partners at + rotaryDim/2.
     const rotaryDim = checkedRotaryDim('QkvRope', options);
@@ -212,10 +240,14 @@ export class QkvRope {
       throw new InvalidInputError(`QkvRope: rotaryDim must be a multiple of 4, got ${rotaryDim}`);
     const eps = options.qkNormEps ?? 0;
     if (!(eps >= 0)) throw new InvalidInputError(`QkvRope: qkNormEps must be ≥ 0, got ${eps}`);
+    const vEps = options.valueNorm ?? 0;
+    if (!(vEps >= 0)) throw new InvalidInputError(`QkvRope: valueNorm must be ≥ 0, got ${vEps}`);
+    if (options.valueFromKey && options.outputGate)
+      throw new InvalidInputError('QkvRope: valueFromKey and outputGate do not combine (rows q|k|gate?)');
     kvRows(options); // checks the ring
     this.pipeline = ctx.pipelines.get('qkv_rope', ...wgsl(variantOf(options)));
     this.uniform = new UniformSlot(ctx, Params, 'qkv-rope-params');
-    this.uniform.write({ heads, kvHeads, headDim, capacity, eps, ring: options.ring ?? 0 });
+    this.uniform.write({ heads, kvHeads, headDim, capacity, eps, ring: options.ring ?? 0, vEps });
     this.invFreq = uploadBuffer(ctx, ropeTable(options, rotaryDim), 'qkv-rope-inv-freq');
   }
 
@@ -267,12 +299,13 @@ export class QkvRope {
       check('cache.k', cache.k, cacheBytes),
       check('cache.v', cache.v, cacheBytes),
     ];
-    if (o.bias) bound.push(check('bias', weights.bias, (heads + 2 * kvHeads) * D * 4));
+    if (o.bias) bound.push(check('bias', weights.bias, biasWidth(o) * 4));
     if (norm) bound.push(check('qNorm', weights.qNorm, D * 4), check('kNorm', weights.kNorm, D * 4));
     pass.setPipeline(this.pipeline);
     pass.setBindGroup(0, this.binds.get(this.pipeline, bound));
-    // QK-norm: a workgroup per head; otherwise one invocation per 4-element unit (see the header).
-    const x = norm ? heads + kvHeads : Math.ceil(((heads + 2 * kvHeads) * D) / 4 / WG);
+    // A norm: a workgroup per head; otherwise one invocation per 4-element unit (see the header).
+    const perHead = norm || o.valueNorm !== undefined;
+    const x = perHead ? heads + kvHeads : Math.ceil(((heads + 2 * kvHeads) * D) / 4 / WG);
     this.ctx.counter.dispatch(pass, x, rows);
   }
 

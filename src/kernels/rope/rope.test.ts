@@ -91,6 +91,42 @@ describe('RoPE kernel vs the TS reference', () => {
       { heads: 2, kvHeads: 2, headDim: 10, rotaryDim: 6, theta: 10000, layout: 'half' },
       [3, 40],
     ],
+    [
+      'half, proportional: 4 of 16 pairs rotated (headDim 32)',
+      {
+        heads: 3,
+        kvHeads: 1,
+        headDim: 32,
+        theta: 10000,
+        layout: 'half',
+        scaling: { type: 'proportional', rotatedPairs: 4, factor: 1 },
+      },
+      [0, 5, 900],
+    ],
+    [
+      'half, proportional: 4 of 16 pairs rotated, factor 8 (headDim 32)',
+      {
+        heads: 2,
+        kvHeads: 2,
+        headDim: 32,
+        theta: 1e6,
+        layout: 'half',
+        scaling: { type: 'proportional', rotatedPairs: 4, factor: 8 },
+      },
+      [1, 4000],
+    ],
+    [
+      "half, headDim 512, proportional: 64 of 256 pairs rotated (Gemma 4's full layers)",
+      {
+        heads: 2,
+        kvHeads: 1,
+        headDim: 512,
+        theta: 1e6,
+        layout: 'half',
+        scaling: { type: 'proportional', rotatedPairs: 64, factor: 1 },
+      },
+      [3, 70000],
+    ],
   ];
   it.each(cases)('%s', async (_, opts, posList) => {
     const ctx = await gpu();
@@ -105,6 +141,29 @@ describe('RoPE kernel vs the TS reference', () => {
     ropeRef(k, opts.kvHeads, opts.headDim, positions, inv, opts.layout, R);
     expect(maxErr(got.q, q)).toBeLessThan(TOL);
     expect(maxErr(got.k, k)).toBeLessThan(TOL);
+  });
+
+  it('proportional RoPE: the pairs past rotatedPairs pass through bit for bit, the others turn', async () => {
+    const ctx = await gpu();
+    const opts: RopeOptions = {
+      heads: 2,
+      kvHeads: 1,
+      headDim: 32,
+      theta: 10000,
+      layout: 'half',
+      scaling: { type: 'proportional', rotatedPairs: 4, factor: 1 },
+    };
+    const positions = Uint32Array.from([7, 31]);
+    const q = rand(2 * 2 * 32, 5);
+    const k = rand(2 * 32, 6);
+    const got = await runRope(ctx, q, k, positions, opts);
+    for (let h = 0; h < 2 * 2; h++)
+      for (let i = 0; i < 16; i++)
+        for (const e of [i, i + 16]) {
+          const at = h * 32 + e;
+          if (i >= 4) expect(got.q[at], `head ${h} element ${e}`).toBe(q[at]);
+          else expect(got.q[at], `head ${h} element ${e}`).not.toBe(q[at]);
+        }
   });
 
   it('partial rotary is full rotary of the first rotaryDim elements (HF), the rest untouched', () => {
