@@ -119,7 +119,12 @@ export function exportGguf(
         type: GgmlType.F32,
         data: quantizeGgml(0, Float32Array.from(factors)),
       });
-  } else if (scaling && scaling.type !== 'linear' && scaling.type !== 'yarn' && scaling.type !== 'proportional') {
+  } else if (
+    scaling &&
+    scaling.type !== 'linear' &&
+    scaling.type !== 'yarn' &&
+    scaling.type !== 'proportional'
+  ) {
     const factors = llama3RopeFactors(spec.rope.theta, spec.headDim, scaling);
     out.push({
       name: 'rope_freqs.weight',

@@ -225,11 +225,7 @@ export function yarnInvFreq(dim: number, theta: number, s: YarnRopeScaling): Flo
  * `ropeInverseFrequencies`; throws InvalidInputError unless there are dim / 2 factors. YaRN:
  * {@link yarnInvFreq}.
  */
-export function ropeInvFreq(
-  dim: number,
-  theta: number,
-  scaling?: RopeScaling,
-): Float32Array {
+export function ropeInvFreq(dim: number, theta: number, scaling?: RopeScaling): Float32Array {
   const half = dim / 2;
   if (scaling?.type === 'yarn') return yarnInvFreq(dim, theta, scaling);
   if (scaling?.type === 'longrope') {

@@ -5,7 +5,7 @@
 import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../../kernels/bind.js';
-import { AddInPlace, GatherRows } from '../../kernels/elementwise/elementwise.js';
+import { AddInPlace, GatherRows, Softcap } from '../../kernels/elementwise/elementwise.js';
 import { Embedding } from '../../kernels/embed/embed.js';
 import { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvShape } from '../../kernels/kv/kv.js';
@@ -97,6 +97,8 @@ export interface Kernels {
    */
   sample: { greedy: Sampler | SplitSampler; gumbel: Sampler | SplitSampler };
   /** A grammar's token bitmask onto the logits before the sampler (constrained decoding). */
+  /** c · tanh(logits / c) over the scored rows (Gemma 4's final-logit soft-capping). */
+  softcap: Softcap | undefined;
   mask: TokenMask;
   /** Each block bound (its linears, its kind's kernels, its state), in forward order. */
   blocks: BoundBlock[];
@@ -199,6 +201,7 @@ export async function buildKernels(
           gumbel: new SplitSampler(ctx, binds, { vocab: V, maxRows: maxT }),
         },
     mask: new TokenMask(ctx, binds, V),
+    softcap: spec.logitSoftcap === undefined ? undefined : new Softcap(ctx, binds, spec.logitSoftcap),
     blocks,
     steer: steering.layers,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
@@ -236,6 +239,7 @@ async function prepareKernels(
     AddInPlace.prepare(ctx),
     ...(spec.sandwichNorms ? [RmsNormAdd.prepare(ctx)] : []),
     GatherRows.prepare(ctx),
+    ...(spec.logitSoftcap === undefined ? [] : [Softcap.prepare(ctx)]),
     ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
     // The fused variants the layers use (see the builder's `linear`): weight-only arithmetic only.
     ...(o.quant === 'w8a8'
@@ -318,7 +322,8 @@ function rotationKernels(
   widths: readonly LayerWidth[],
 ): Rotations | undefined {
   const H = spec.hidden;
-  if (![H, ...widths.map((w) => w.width)].some((n) => rotationFor(rotate, n) === 'hadamard')) return undefined;
+  if (![H, ...widths.map((w) => w.width)].some((n) => rotationFor(rotate, n) === 'hadamard'))
+    return undefined;
   const maxT = MAX_FORWARD_TOKENS;
   const byWidth = new Map<number, Hadamard>();
   // `width` is the linear's input width, `n` what it is padded to (only the MLP's may differ).
@@ -353,6 +358,7 @@ export function destroyKernels(k: Kernels): void {
   for (const b of k.blocks) b.destroy();
   for (const destroy of k.kinds) destroy();
   k.lmHead.destroy();
+  k.softcap?.destroy();
   k.sample.greedy.destroy();
   k.sample.gumbel.destroy();
   for (const b of k.scratch) b.destroy();

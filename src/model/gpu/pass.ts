@@ -246,6 +246,7 @@ function finishPass(r: RunnerParts, p: OpenPass, R: number, sampler: SamplerSpec
     stages.encodeLogits(p.pass, a.logits, R);
   } else {
     k.lmHead.encode(p.pass, head, a.logits, R);
+    k.softcap?.encode(p.pass, a.logits, R * r.spec.vocabSize); // Gemma 4: c · tanh(logits / c)
   }
   if (masks) {
     writeBuffer(r.ctx, a.masks, masks);

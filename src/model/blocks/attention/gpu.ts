@@ -3,7 +3,7 @@
 // q | k | v scratch rows), its state (the layer's KV cache, a ring for a sliding layer), its encode
 // into a forward pass, and its commit (the cache compacted along an accepted path).
 import { InvalidInputError } from '../../../errors.js';
-import { createBuffer } from '../../../gpu/buffers.js';
+import { createBuffer, uploadBuffer } from '../../../gpu/buffers.js';
 import type { GpuContext } from '../../../gpu/device.js';
 import { SplitAttention, type SplitAttentionShape } from '../../../kernels/attention/attention-split.js';
 import {
@@ -24,7 +24,6 @@ import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import { RmsNorm } from '../../../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../../../kernels/rope/qkv-rope.js';
 import { Rope, type RopeOptions } from '../../../kernels/rope/rope.js';
-import { uploadBuffer } from '../../../gpu/buffers.js';
 import {
   attentionScale,
   deriveSizes,
@@ -374,7 +373,8 @@ async function bindAttention(
   const source = kvSourceLayer(c.spec, block.layer);
   const shared = source !== block.layer;
   const cache = shared ? k.caches.get(source) : kvCacheOf(c.ctx, block.layer, layer.kv);
-  if (!cache) throw new Error(`bindAttention: layer ${block.layer} shares layer ${source}'s cache, not bound yet`);
+  if (!cache)
+    throw new Error(`bindAttention: layer ${block.layer} shares layer ${source}'s cache, not bound yet`);
   if (!shared) k.caches.set(block.layer, cache);
   return {
     encode: (p) => encodeAttention(p, w, k, layer, qkv, o, cache, shared),

@@ -3,6 +3,8 @@
 import { createBuffer } from '../../../gpu/buffers.js';
 import { SiluMul } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
+import { packedWidth, rotationFor } from '../../../quant/pack.js';
+import { layerSpec } from '../../spec/spec.js';
 import { encodeResidual, normedInput, rotatedInput } from '../encode.js';
 import {
   type BoundBlock,
@@ -14,8 +16,6 @@ import {
   PerModel,
   type Placer,
 } from '../gpu.js';
-import { packedWidth, rotationFor } from '../../../quant/pack.js';
-import { layerSpec } from '../../spec/spec.js';
 import type { MlpBlock } from './block.js';
 
 /**
