@@ -9,6 +9,7 @@ import { roundedThrough, w8a8Inputs } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import { GREEDY, type ModelRunner } from '../../src/model/runner.js';
 import { deriveSizes, kvSourceLayer, layerSpec } from '../../src/model/spec/spec.js';
+import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant } from '../../src/quant/pack.js';
 import { fixtureFiles } from '../fixtures/write.js';
@@ -86,6 +87,19 @@ describe('Gemma 4 on the GPU', () => {
     expect(step.dispatches).toBeLessThanOrEqual(opened.spec.layers * 15 + 8);
     expect(step.writes).toBe(1);
     expect(step.readbackBytes).toBe(4);
+    // A pass reads every matrix (f32 here), the tied head once, and one row of the embedding and
+    // of the per-layer table per token: not the whole table (a lookup, as the embedding).
+    const spec = opened.spec;
+    const rowsOnly = new Set(['model.embed_tokens.weight', 'model.embed_tokens_per_layer.weight']);
+    const matrices = [...weightShapes(spec)].filter(
+      ([name, shape]) => shape.length === 2 && !rowsOnly.has(name),
+    );
+    const want =
+      4 * matrices.reduce((n, [, [r, c]]) => n + r! * c!, 0) +
+      4 * spec.vocabSize * spec.hidden + // the LM head (tied)
+      4 * spec.hidden + // an embedding row
+      4 * spec.layers * spec.perLayerInput!.width; // a per-layer table row
+    expect(dev.weightBytesPerPass).toBe(want);
     dev.dispose();
   });
 

@@ -250,6 +250,11 @@ export interface CommitInputs {
 export interface GpuBlock {
   /** Its matrices, each once: what a pass reads of its weights, and what unloading destroys. */
   readonly matrices: readonly GpuMatrix[];
+  /**
+   * Its lookup tables (Gemma 4's per-layer embeddings): a pass reads one row per token of each, as
+   * of the embedding; unloading destroys them too.
+   */
+  readonly tables?: readonly GpuMatrix[];
   /** Its other weight buffers (norms, biases, a convolution's weights). */
   readonly vectors: readonly GPUBuffer[];
   /** Its expert stacks (a mixture's, or their GPU caches), which unloading destroys too. */

@@ -156,7 +156,11 @@ export class GpuRunner implements ModelRunner {
       linears.reduce((sum, m) => sum + m.bytes, 0) +
       parts.w.blocks.reduce((sum, b) => sum + (b.expertBytesPerToken ?? 0), 0) +
       parts.w.lmHead.bytes +
-      Math.ceil(parts.w.embed.bytes / parts.w.embed.rows) +
+      // A token's row of the embedding and of each lookup table (Gemma 4's per-layer inputs).
+      [parts.w.embed, ...parts.w.blocks.flatMap((b) => b.tables ?? [])].reduce(
+        (sum, t) => sum + Math.ceil(t.bytes / t.rows),
+        0,
+      ) +
       (parts.stages?.weightBytes ?? 0);
   }
 

@@ -544,7 +544,7 @@ export function destroyWeights(w: GpuWeights): void {
   const matrices = new Set([w.embed, w.lmHead]);
   w.norm.destroy();
   for (const b of w.blocks) {
-    for (const m of b.matrices) matrices.add(m);
+    for (const m of [...b.matrices, ...(b.tables ?? [])]) matrices.add(m);
     for (const v of b.vectors) v.destroy();
     for (const x of b.experts ?? []) x.destroy();
   }

@@ -47,7 +47,8 @@ export async function placePle(placer: Placer, block: PleBlock): Promise<GpuBloc
     norm: await placer.norm(n.norm, width),
   };
   return {
-    matrices: [w.table, w.projection],
+    matrices: [w.projection],
+    tables: [w.table], // a pass reads its tokens' rows
     vectors: [w.norm],
     bind: (c) => bindPle(c, w),
   };
