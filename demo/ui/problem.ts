@@ -50,7 +50,8 @@ export function explain(err: unknown): { title: string; advice: string } {
     case 'UnsupportedModelError':
       return {
         title: 'This model cannot be read.',
-        advice: 'weft runs Llama, Qwen2 and Qwen3 models in Hugging Face layout with safetensors weights.',
+        advice:
+          'weft runs Llama, Mistral, Qwen2, Qwen3, Qwen3.5, Gemma 3, Gemma 4, SmolLM3, Phi-3, LFM2 and Ministral 3 models and their mixtures of experts, from Hugging Face safetensors, GGUF files or weft folders.',
       };
     default:
       return { title: 'Something went wrong.', advice: '' };
