@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
+import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
 import { type GgufFile, openGguf } from '../../src/formats/gguf/header.js';
@@ -295,10 +296,17 @@ describe('gemma4 GGUF import', () => {
     },
   );
 
-  it('Q8_0: reads back as the same spec', async () => {
-    const { bytes, files } = await exported(tinyGemma4LlamaCppConfig(), 'Q8_0');
+  it('Q8_0: reads back as the same spec; the engine on the CPU gives the reference’s greedy ids', async () => {
+    const { bytes, files } = await exported(tinyGemma4LlamaCppConfig(), 'Q8_0', 7);
     const st = await openModel(memoryModelFiles('g4', files));
-    expect((await openModel(ggufFiles(bytes))).spec).toEqual({ ...st.spec, eosIds: [302, 2] });
+    const gg = await openModel(ggufFiles(bytes));
+    expect(gg.spec).toEqual({ ...st.spec, eosIds: [302, 2] });
+    const ref = new ReferenceRunner(gg.spec, mapWeights(await readAllF32(gg.weights)), { capacity: 64 });
+    const engine = await createEngine({ model: ggufFiles(bytes), device: 'cpu', contextLength: 64 });
+    const ids: number[] = [];
+    for await (const c of engine.generate(PROMPT, { maxTokens: 6 })) ids.push(...c.ids);
+    await engine.unload();
+    expect(ids).toEqual(greedy(ref, PROMPT, 6));
   });
 });
 
