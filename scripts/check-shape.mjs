@@ -2,8 +2,9 @@
 //   - no source file over 600 lines: src/**/*.ts (generated src/gen/ aside) and shaders/**/*.wgsl;
 //   - file names under src/ in kebab-case (no snake_case);
 //   - a family's name (a key of the family table, src/model/families/index.ts) appears in at most
-//     its own file, the table and the places listed in SAME_WORD below, where the same word names
-//     something else; nothing outside src/model/families/ branches on a family.
+//     its own file (and its GGUF side, `<family>-gguf.ts`, where the family file would pass 600
+//     lines with it), the table and the places listed in SAME_WORD below, where the same word
+//     names something else; nothing outside src/model/families/ branches on a family.
 // Exits 1 naming each offending file. Test files (*.test.ts) are not source here.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -61,10 +62,11 @@ const families = [...body.matchAll(/^\s*([a-z][a-z0-9_]*)\s*[:,]/gm)].map((m) =>
 const text = new Map(nonTest.map((f) => [f, readFileSync(path.join(root, f), 'utf8')]));
 for (const family of families) {
   const own = `src/model/families/${family.replaceAll('_', '-')}.ts`;
+  const ownGguf = own.replace(/\.ts$/, '-gguf.ts');
   // The name as a word of its own: not a part of a longer name (`llama3`, `LLAMA_`), a file or a
   // tool of llama.cpp (`llama.cpp`, `llama-quantize`).
   const word = new RegExp(`(?<![\\w.-])${family}(?![\\w]|[.-]\\w)`);
-  const allowed = new Set([own, TABLE, ...Object.keys(SAME_WORD[family] ?? {})]);
+  const allowed = new Set([own, ownGguf, TABLE, ...Object.keys(SAME_WORD[family] ?? {})]);
   const found = [...text].filter(([, t]) => word.test(t)).map(([f]) => f);
   for (const f of found)
     if (!allowed.has(f)) problems.push(`${f} names the family ${family} (only ${own} and ${TABLE} may)`);

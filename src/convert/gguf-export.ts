@@ -76,7 +76,8 @@ function keptF32(name: string, ne: readonly number[]): boolean {
  * values in the family's stored form (Q/K rows permuted for interleaved RoPE, norms as 1 + w, value
  * heads tiled, ...), fused projections fused, Llama 3 RoPE scaling as `rope_freqs.weight` (linear
  * scaling as metadata) and LongRoPE factors as `rope_factors_short.weight` and
- * `rope_factors_long.weight` (the short ones under both names where the spec has no long ones);
+ * `rope_factors_long.weight` (the short ones under both names where the spec has no long ones),
+ * and the vectors the family's converter generates (`extraTensors`: Gemma 4's `rope_freqs.weight`);
  * matrices encoded as `type` (or `type(hfName)`, for files that mix types as llama.cpp's do; or a
  * {@link GgufMix}, llama-quantize's per-tensor recipe, see `mixTypes`), falling back where a row is
  * no whole block (`fallbackType`), and everything else F32 ({@link keptF32}). `extra` adds metadata
@@ -133,6 +134,8 @@ export function exportGguf(
       data: quantizeGgml(0, factors),
     });
   }
+  for (const [name, values] of gguf.extraTensors?.(spec) ?? [])
+    out.push({ name, ne: [values.length], type: GgmlType.F32, data: quantizeGgml(0, values) });
   const written = fuseProjections(spec, tensors, 'gguf').flatMap((t) => {
     const name = ggufTensorName(t.name, spec);
     return name === undefined ? [] : [{ t, name, ne: ggufNe(t.name, t.shape, spec) }];

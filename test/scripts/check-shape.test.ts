@@ -80,4 +80,16 @@ describe('tree shape', () => {
     // A family file names itself freely.
     expect(r.out).not.toContain('qwen3-5.ts names');
   });
+
+  it('lets a family’s GGUF side (<family>-gguf.ts) name it, and no other family', async () => {
+    const r = check(
+      await tree({
+        'src/model/families/qwen3-5-gguf.ts': "export const arch = 'qwen3_5';\n",
+        'src/model/families/llama-gguf.ts': "export const other = 'qwen3_5';\n",
+      }),
+    );
+    expect(r.status).toBe(1);
+    expect(r.out).not.toContain('qwen3-5-gguf.ts names');
+    expect(r.out).toContain('src/model/families/llama-gguf.ts names the family qwen3_5');
+  });
 });

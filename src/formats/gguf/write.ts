@@ -14,6 +14,7 @@ export type GgufEntry =
   | { readonly type: 'bool'; readonly value: boolean }
   | { readonly type: 'string'; readonly value: string }
   | { readonly type: 'string[]'; readonly value: readonly string[] }
+  | { readonly type: 'bool[]'; readonly value: readonly boolean[] }
   | { readonly type: 'f32[]' | 'i32[]'; readonly value: readonly number[] };
 
 /** A tensor to write: GGUF name, `ne` dims (fastest first), GGML type and its encoded bytes. */
@@ -115,6 +116,12 @@ function writeEntry(w: ByteWriter, e: GgufEntry): void {
       w.u32(GgufType.STRING);
       w.u64(e.value.length);
       for (const s of e.value) w.string(s);
+      return;
+    case 'bool[]':
+      w.u32(GgufType.ARRAY);
+      w.u32(GgufType.BOOL);
+      w.u64(e.value.length);
+      for (const b of e.value) w.u8(b ? 1 : 0);
       return;
     case 'f32[]':
     case 'i32[]':

@@ -76,6 +76,12 @@ export interface GgufFamily {
   readonly squeezed: readonly string[];
   /** How llama.cpp's converter stores the values of tensor `hfName` (Hugging Face shape `shape`). */
   storedForm(spec: ModelSpec, hfName: string, shape: readonly number[]): StoredForm;
+  /**
+   * The F32 vectors llama.cpp's converter generates with no Hugging Face tensor behind them
+   * (`generate_extra_tensors`), as [GGUF name, values]: Gemma 4's `rope_freqs.weight`. Absent: none
+   * beyond the RoPE factors the exporter writes for a spec's scaling.
+   */
+  extraTensors?(spec: ModelSpec): readonly (readonly [string, Float32Array])[];
 }
 
 /** Everything true of one model family. */

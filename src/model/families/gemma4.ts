@@ -11,7 +11,7 @@ import { type Fields, refusePrequantized } from '../spec/fields.js';
 import type { ModelSpec, RopeSpec } from '../spec/spec.js';
 import { baseConfig, decoderBlocks, wrapped } from './decoder.js';
 import type { Family } from './family.js';
-import { refuseExport } from './gguf-base.js';
+import { gemma4Gguf } from './gemma4-gguf.js';
 
 /** Gemma4TextConfig's `rope_parameters` defaults, per layer type. */
 const SLIDING_THETA = 10_000;
@@ -230,17 +230,5 @@ export const gemma4: Family = {
   blocks: gemma4Blocks,
   finalNorm: 'model.norm.weight',
   fused: () => [],
-  gguf: {
-    arch: 'gemma4',
-    reads: false,
-    async spec(g) {
-      throw new Error(`${g.bytes.name}: gemma4 GGUF files are not read yet`);
-    },
-    metadata(spec) {
-      return refuseExport(spec, 'architecture', 'gemma4', 'writing gemma4 GGUF files is not supported yet');
-    },
-    names: { global: [], layer: [] },
-    squeezed: [],
-    storedForm: () => ({}),
-  },
+  gguf: gemma4Gguf,
 };
