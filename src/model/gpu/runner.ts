@@ -152,15 +152,13 @@ export class GpuRunner implements ModelRunner {
     this.hostDriven = parts.k.blocks.some((b) => b.host !== undefined);
     this.tally = new TallyReader(this.ctx, parts.k.blocks);
     const linears = parts.w.blocks.flatMap((b) => b.matrices);
+    // A token's row of the embedding and of each lookup table (Gemma 4's per-layer inputs).
+    const rows = [parts.w.embed, ...parts.w.blocks.flatMap((b) => b.tables ?? [])];
     this.weightBytesPerPass =
       linears.reduce((sum, m) => sum + m.bytes, 0) +
       parts.w.blocks.reduce((sum, b) => sum + (b.expertBytesPerToken ?? 0), 0) +
       parts.w.lmHead.bytes +
-      // A token's row of the embedding and of each lookup table (Gemma 4's per-layer inputs).
-      [parts.w.embed, ...parts.w.blocks.flatMap((b) => b.tables ?? [])].reduce(
-        (sum, t) => sum + Math.ceil(t.bytes / t.rows),
-        0,
-      ) +
+      rows.reduce((sum, t) => sum + Math.ceil(t.bytes / t.rows), 0) +
       (parts.stages?.weightBytes ?? 0);
   }
 
