@@ -67,13 +67,12 @@ export function placedFormat(
 }
 
 /**
- * The size a matrix [rows, cols] of `spec` is placed at (zero rows and columns added): a `*_proj`
+ * The size a matrix [rows, cols] is placed at (zero rows and columns added): a `*_proj`
  * input goes to `packedWidth(cols, r)` (r its rotation), and gate/up grow zero rows to down's
- * padded input width Ip (the MLP width padded for its own rotation; silu(0)·0 = 0, so exact). The
- * embedding and the LM head are placed as they are.
+ * padded input width Ip (their layer's MLP width, their rows, padded for its own rotation;
+ * silu(0)·0 = 0, so exact). The embedding and the LM head are placed as they are.
  */
 export function placedPad(
-  spec: ModelSpec,
   name: string,
   rows: number,
   cols: number,
@@ -326,7 +325,7 @@ export async function referenceTensors(
       continue;
     }
     const r = isRotatedLinear(name) ? rotationFor(rotate, cols) : 'none';
-    const pad = placedPad(spec, name, rows, cols, rotate);
+    const pad = placedPad(name, rows, cols, rotate);
     const format = placedFormat(weights, name, quant, asStored);
     const m = await placedMatrix(weights, name, rows, cols, pad, format, r);
     out[name] = { shape, data: effectiveWeights(m, rows, cols, r) };

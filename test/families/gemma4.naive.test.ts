@@ -39,12 +39,12 @@ describe('Gemma 4 reference forward vs the independent implementation', () => {
         const V = spec.vocabSize;
         let diff = 0;
         let scale = 0;
-        want.forEach((row, t) =>
+        want.forEach((row, t) => {
           row.forEach((w, i) => {
             diff = Math.max(diff, Math.abs(got[t * V + i]! - w));
             scale = Math.max(scale, Math.abs(w));
-          }),
-        );
+          });
+        });
         expect(scale).toBeGreaterThan(0.5);
         // f32 rounding over up to seven layers of width ≤ 128: a few 1e-6 of the scale.
         expect(diff).toBeLessThanOrEqual(2e-5 * scale);

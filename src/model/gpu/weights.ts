@@ -303,7 +303,7 @@ class CheckpointPlacer implements Placer {
     const { weights, o } = this;
     checkTensor(weights, name, [rows, cols]);
     const rotation = isRotatedLinear(name) ? rotationFor(o.rotate, cols) : 'none';
-    const pad = placedPad(this.spec, name, rows, cols, o.rotate);
+    const pad = placedPad(name, rows, cols, o.rotate);
     return { name, rows, cols, pad, format: placedFormat(weights, name, o.quant, this.asStored), rotation };
   }
 

@@ -244,7 +244,7 @@ async function placeWhole(ctx: GpuContext, opened: OpenedModel, quant: Quant, ro
   const asStored = loadsAsStored(opened.packed, quant, rotate);
   const packed = async (name: string, rows: number, cols: number) => {
     const r = isRotatedLinear(name) ? rotationFor(rotate, cols) : 'none';
-    const pad = placedPad(spec, name, rows, cols, rotate);
+    const pad = placedPad(name, rows, cols, rotate);
     const format = placedFormat(weights, name, quant, asStored);
     const stored = await weights.readPacked?.(name, { format, rows: pad.rows, cols: pad.cols, rotation: r });
     return stored ?? packLinear(await weights.readF32(name), rows, cols, pad, format, r);

@@ -424,7 +424,7 @@ function encodeAttention(
   shared: boolean,
 ): void {
   const { a, T, spec } = p;
-  const { qWidth, kvWidth } = layer;
+  const { qWidth } = layer;
   const heads = qWidth / layer.kv.headDim;
   p.section('qkv');
   let qIn = k.q;

@@ -72,7 +72,7 @@ export function attentionRef(pass: RefPass, block: AttentionBlock, w: AttentionW
   const { T, x } = pass;
   const spec = layerSpec(pass.spec, block.layer); // the layer's head size and KV heads
   const H = spec.hidden;
-  const { qWidth, kvWidth } = deriveSizes(spec);
+  const { qWidth } = deriveSizes(spec);
   const n = block.names;
   const h = new Float32Array(T * H); // [T, H] the normed input
   const q = new Float32Array(T * qWidth); // [T, heads, headDim]
