@@ -314,7 +314,7 @@ export async function referenceTensors(
   quant: Quant,
   rotate: RotationChoice,
 ): Promise<Record<string, Tensor>> {
-  const { spec, weights } = model;
+  const { weights } = model;
   if (quant === 'f32') return readAllF32(weights);
   const asStored = loadsAsStored(model.packed, quant, rotate);
   const out: Record<string, Tensor> = {};
