@@ -181,12 +181,12 @@ export function isRotatedLinear(name: string): boolean {
 }
 
 /**
- * A mixture's router (`mlp.gate`, LFM2's `feed_forward.gate`) and its shared expert's gate: kept in
+ * A mixture's router (`mlp.gate`, LFM2's `feed_forward.gate`, Gemma 4's `router.proj`) and its shared expert's gate: kept in
  * f32 wherever weights are packed (the GPU's route kernel reads them so, as llama.cpp keeps them),
  * since a choice between close experts turns on their last bits.
  */
 export function isRouter(name: string): boolean {
-  return /\.(mlp|feed_forward)\.(gate|shared_expert_gate)\.weight$/.test(name);
+  return /\.(mlp|feed_forward)\.(gate|shared_expert_gate)\.weight$|\.router\.proj\.weight$/.test(name);
 }
 
 /**

@@ -12,7 +12,7 @@ import { deriveSizes, kvSourceLayer, layerSpec } from '../../src/model/spec/spec
 import { weightShapes } from '../../src/model/tensors.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { formatOf, type Quant } from '../../src/quant/pack.js';
-import { fixtureFiles } from '../fixtures/write.js';
+import { draftFixtureFiles, fixtureFiles } from '../fixtures/write.js';
 import { relErr } from '../helpers/compare.js';
 import { gpu, gpuHost } from '../helpers/gpu.js';
 
@@ -167,6 +167,38 @@ describe('Gemma 4 on the GPU', () => {
     expect(await greedyIds(dev, next, 8)).toEqual(await greedyIds(ref, next, 8));
     dev.dispose();
   });
+
+  // In the serial forms only, as Gemma 3's (the device step's kernels in the GPU forms are
+  // speculate.test.ts's on lavapipe).
+  it.skipIf(gpuHost().kernels === 'gpu')(
+    'a smaller Gemma 4 drafts for it on the device: plain decoding’s ids, greedy and seeded',
+    async () => {
+      const { files } = fixtureFiles('gemma4', 'f32', 7);
+      const engine = await createEngine({
+        model: memoryModelFiles('gemma4', files),
+        quant: 'f32',
+        contextLength: CAPACITY,
+        // One layer (full, at the sliding head size), the MLP cut to 48 channels, its per-layer
+        // table the target's first slice: a distinct model sharing the tokenizer.
+        draft: { model: memoryModelFiles('gemma4-draft', draftFixtureFiles('gemma4', 7)), quant: 'int8' },
+        gpu: await gpu(),
+      });
+      const p = [...long.slice(0, 60), 5, 17, 99, 3, 250, 17, 99, 3];
+      const run = async (o: GenerateOptions) => {
+        const out: number[] = [];
+        for await (const c of engine.generate(p, o)) out.push(...c.ids);
+        return out;
+      };
+      for (const o of [{ maxTokens: 16 }, { maxTokens: 12, temperature: 1, seed: 3 }]) {
+        const plain = await run({ ...o, drafter: 'none' });
+        expect(await run({ ...o, drafter: 'draft', treeBudget: 8 })).toEqual(plain);
+        console.log(
+          `[gemma4] draft model ${JSON.stringify(o)}: ${engine.lastStats!.tokens_per_pass.toFixed(2)} tokens per decode pass`,
+        );
+      }
+      await engine.unload();
+    },
+  );
 
   it('speculative decoding equals plain decoding, greedy and seeded, with n-grams and int4 self-drafts', async () => {
     const { files } = fixtureFiles('gemma4', 'f32', 7);

@@ -101,7 +101,7 @@ describe('constrained decoding on WebGPU', () => {
     await expectConstrained('qwen35', qwen35FixtureFiles(3).files, [{ jsonSchema: schema, maxTokens: 40 }]);
   });
 
-  it.each(['gemma3', 'lfm2', 'ministral3'] as const)(
+  it.each(['gemma3', 'gemma4', 'lfm2', 'ministral3'] as const)(
     'the same on %s, greedy',
     { timeout: 120_000 },
     async (family) => {

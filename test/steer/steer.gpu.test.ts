@@ -90,7 +90,7 @@ describe('steering in the GPU forward', () => {
     dev.dispose();
   });
 
-  it.each(['gemma3', 'lfm2', 'phi3', 'ministral3'] as const)(
+  it.each(['gemma3', 'gemma4', 'lfm2', 'phi3', 'ministral3'] as const)(
     '"add" at every layer of %s matches the reference',
     async (family) => {
       const files = memoryModelFiles(family, fixtureFiles(family, 'f32', 9).files);

@@ -24,9 +24,15 @@ export interface Routing {
  * The routing of T rows from their router logits [T, E]: scores (softmax over the experts, or a
  * sigmoid each), the topK best by score plus the selection bias `bias` [E] (ties: the lower
  * expert), their unbiased scores divided by their sum plus `renormEps` where `renormalize`, times
- * `routedScale`. Scores and weights are rounded to f32 as PyTorch holds them; sums are f64.
+ * `routedScale`, and with `expertScale` [E] times the chosen expert's scale (Gemma 4's
+ * `per_expert_scale`). Scores and weights are rounded to f32 as PyTorch holds them; sums are f64.
  */
-export function routeRef(logits: Float32Array, o: RouteOptions, bias?: Float32Array): Routing {
+export function routeRef(
+  logits: Float32Array,
+  o: RouteOptions,
+  bias?: Float32Array,
+  expertScale?: Float32Array,
+): Routing {
   const E = o.experts;
   const k = o.topK;
   const T = logits.length / E;
@@ -52,7 +58,8 @@ export function routeRef(logits: Float32Array, o: RouteOptions, bias?: Float32Ar
     const div = o.renormalize ? Math.fround(sum) + o.renormEps : 1;
     for (let j = 0; j < k; j++) {
       experts[t * k + j] = order[j]!;
-      weights[t * k + j] = Math.fround(Math.fround(scores[order[j]!]! / div) * o.routedScale);
+      const w = Math.fround(Math.fround(scores[order[j]!]! / div) * o.routedScale);
+      weights[t * k + j] = expertScale ? Math.fround(w * expertScale[order[j]!]!) : w;
     }
   }
   return { experts, weights };

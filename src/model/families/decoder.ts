@@ -230,7 +230,7 @@ function attentionLayersConfig(spec: ModelSpec): Record<string, unknown> {
  * Mixture layer `layer`'s experts as stacks [E, R, C] over their per-expert names (`renames`, as
  * the family's blocks name them), under `${prefix}.${under}.experts`: Transformers 5's
  * `gate_up_proj` [E, 2I, H] (each expert's gate rows, then its up rows: `Qwen2MoeExperts`) and
- * `down_proj` [E, H, I], written where `fused` says (`'checkpoint'`: as the published files hold
+ * `down_proj` [E, H, I] (`under` '': directly under the layer, as Gemma 4's), written where `fused` says (`'checkpoint'`: as the published files hold
  * them; `'never'`: a family published per expert); and the stacks llama.cpp's GGUFs hold,
  * `gate_proj` and `up_proj` [E, I, H] (weft's names for `ffn_gate_exps` and `ffn_up_exps`: see
  * `moeLayerNames`) and the same `down_proj` (`ffn_down_exps`). None for a dense layer.
@@ -249,7 +249,7 @@ export function expertStacks(
   const E = m.experts;
   const I = m.intermediate;
   const H = spec.hidden;
-  const at = `${prefix}.${under}.experts`;
+  const at = under ? `${prefix}.${under}.experts` : `${prefix}.experts`; // Gemma 4: under the layer
   const stack = (names: readonly string[], rows: number) =>
     names.map((name, e) => ({ name, row0: e * rows, rows }));
   return [

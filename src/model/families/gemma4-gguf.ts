@@ -201,7 +201,12 @@ function refuseForLlamaCpp(spec: ModelSpec): void {
       `llama.cpp’s table has vocab_size (${spec.vocabSize}) rows`,
     );
   if (spec.moe)
-    refuseExport(spec, 'mixture of experts', spec.moe.experts, 'Gemma 4’s mixture is not run yet');
+    refuseExport(
+      spec,
+      'mixture of experts',
+      spec.moe.experts,
+      'Gemma 4’s mixture (ffn_gate_up_exps, its router and expert scales) is not written to GGUF yet',
+    );
 }
 
 /**
@@ -239,7 +244,7 @@ function oneOf(
  * `rope.freq_base` and `rope.freq_base_swa`, each turning its whole head, the full layers'
  * proportional RoPE from `rope_freqs.weight`, `shared_kv_layers`, `embedding_length_per_layer_input`,
  * soft-capping, attention scale 1, V = K where a full layer has no `attn_v`, and the layer scalar
- * where `layer_output_scale` is stored. Refused: the mixture of experts (not run yet), RoPE
+ * where `layer_output_scale` is stored. Refused: the mixture of experts (not read from GGUF yet), RoPE
  * scaling keys, and what weft runs differently from llama.cpp (KV sharing's sources).
  */
 async function gemma4GgufSpec(g: GgufFile): Promise<ModelSpec> {
@@ -251,7 +256,7 @@ async function gemma4GgufSpec(g: GgufFile): Promise<ModelSpec> {
         file,
         key,
         meta(g, key),
-        'Gemma 4’s mixture-of-experts layers are not run yet',
+        'Gemma 4’s mixture-of-experts layers are not read from GGUF yet',
       );
   const layers = metaCount(g, k('block_count'));
   const sliding = ggufSlidingLayers(g, layers);

@@ -8,8 +8,8 @@ import type { Block } from '../blocks/blocks.js';
 import { layerEndBlock } from '../blocks/layerend/block.js';
 import { pleBlock } from '../blocks/ple/block.js';
 import { type Fields, refusePrequantized } from '../spec/fields.js';
-import type { ModelSpec, RopeSpec } from '../spec/spec.js';
-import { baseConfig, decoderBlocks, wrapped } from './decoder.js';
+import type { ModelSpec, MoeSpec, RopeSpec } from '../spec/spec.js';
+import { baseConfig, decoderBlocks, expertStacks, wrapped } from './decoder.js';
 import type { Family } from './family.js';
 import { gemma4Gguf } from './gemma4-gguf.js';
 
@@ -25,8 +25,9 @@ const FULL_ROTARY_FACTOR = 0.25;
  * `attention_k_eq_v`, `num_global_key_value_heads` KV heads and V = K) with proportional RoPE
  * (`partial_rotary_factor` of the pairs turn), `num_kv_shared_layers`, `use_double_wide_mlp`,
  * per-layer inputs of `hidden_size_per_layer_input` (0: none), `final_logit_softcapping`.
- * Refused: bidirectional attention, attention biases, other activations or RoPE types, and the
- * mixture-of-experts layers (`enable_moe_block`, the 26B-A4B), not yet run.
+ * With `enable_moe_block` (the 26B-A4B) every layer's MLP is a mixture of `num_experts` experts
+ * (`top_k_experts`, `moe_intermediate_size`) beside the dense MLP (see {@link gemma4Moe}). Refused:
+ * bidirectional attention, attention biases, other activations or RoPE types.
  */
 function gemma4Spec(f: Fields, outer: Fields): ModelSpec {
   refusePrequantized(f);
@@ -39,8 +40,6 @@ function gemma4Spec(f: Fields, outer: Fields): ModelSpec {
   if (f.boolean('attention_bias', false)) f.refuse('attention_bias', 'gemma4 attention has no biases');
   if (f.has('use_bidirectional_attention') && f.obj.use_bidirectional_attention !== null)
     f.refuse('use_bidirectional_attention', 'bidirectional attention is not a causal language model');
-  if (f.boolean('enable_moe_block', false))
-    f.refuse('enable_moe_block', 'Gemma 4’s mixture-of-experts layers (26B-A4B) are not run yet');
   const hidden = f.count('hidden_size', 2304);
   const heads = f.count('num_attention_heads', 8);
   const kvHeads = f.count('num_key_value_heads', 4);
@@ -110,11 +109,45 @@ function gemma4Spec(f: Fields, outer: Fields): ModelSpec {
         }
       : {}),
     layerScalar: true,
+    ...(f.boolean('enable_moe_block', false) ? { moe: gemma4Moe(f, layers) } : {}),
     ...(softcap === null || softcap === undefined
       ? {}
       : { logitSoftcap: f.positive('final_logit_softcapping') }),
   };
 }
+
+/**
+ * Gemma 4's mixture (`Gemma4TextRouter`, `Gemma4TextExperts`) on every layer, beside the dense MLP:
+ * the router reads the residual stream RMS-normed without a weight, times `router.scale` and
+ * 1/√hidden; a softmax over the experts, the top k renormalised, each times its
+ * `per_expert_scale`; GeGLU experts on `pre_feedforward_layernorm_2` of the stream; the dense and
+ * expert outputs each normed (`post_feedforward_layernorm_1` and `_2`), summed and normed again.
+ */
+function gemma4Moe(f: Fields, layers: number): MoeSpec {
+  return {
+    experts: f.count('num_experts'),
+    topK: f.count('top_k_experts'),
+    intermediate: f.count('moe_intermediate_size'),
+    scoring: 'softmax',
+    renormalize: true,
+    renormEps: 0,
+    selectionBias: false,
+    routedScale: 1,
+    layers: Array(layers).fill(true),
+    scaledRouterNorm: true,
+    perExpertScale: true,
+    besideDense: true,
+  };
+}
+
+/** The mixture block's names in Gemma 4's checkpoints, per expert (the published files fuse them: see `fused`). */
+const MOE_NAMES = {
+  norm: 'pre_feedforward_layernorm_2.weight',
+  router: 'router.proj.weight',
+  gate: 'experts.{e}.gate_proj.weight',
+  up: 'experts.{e}.up_proj.weight',
+  down: 'experts.{e}.down_proj.weight',
+} as const;
 
 /** A non-negative integer key (0 allowed), `fallback` when absent. */
 function whole(f: Fields, key: string, fallback: number): number {
@@ -178,7 +211,7 @@ function fullRope(p: Fields | undefined, headDim: number, sliding: number): Rope
 
 /** Gemma 4's blocks: the per-layer inputs, then per layer attention, the MLP and the layer's end. */
 function gemma4Blocks(spec: ModelSpec): Block[] {
-  const layers = decoderBlocks(spec, { mlp: { norm: 'pre_feedforward_layernorm.weight' } });
+  const layers = decoderBlocks(spec, { mlp: { norm: 'pre_feedforward_layernorm.weight' }, moe: MOE_NAMES });
   const out: Block[] = spec.perLayerInput ? [pleBlock()] : [];
   for (const block of layers) {
     out.push(block);
@@ -217,6 +250,14 @@ function gemma4Config(spec: ModelSpec): Record<string, unknown> {
     hidden_size_per_layer_input: spec.perLayerInput?.width ?? 0,
     vocab_size_per_layer_input: spec.perLayerInput?.vocab ?? spec.vocabSize,
     final_logit_softcapping: spec.logitSoftcap ?? null,
+    enable_moe_block: spec.moe !== undefined,
+    ...(spec.moe
+      ? {
+          num_experts: spec.moe.experts,
+          top_k_experts: spec.moe.topK,
+          moe_intermediate_size: spec.moe.intermediate,
+        }
+      : {}),
     rope_parameters: {
       sliding_attention: { rope_type: 'default', rope_theta: spec.localRope?.theta ?? SLIDING_THETA },
       full_attention: fullRopeConfig,
@@ -229,6 +270,7 @@ export const gemma4: Family = {
   config: gemma4Config,
   blocks: gemma4Blocks,
   finalNorm: 'model.norm.weight',
-  fused: () => [],
+  // The published experts: `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj` [E, H, I].
+  fused: (spec, layer) => expertStacks(spec, layer, '', 'checkpoint', MOE_NAMES),
   gguf: gemma4Gguf,
 };

@@ -72,6 +72,18 @@ export interface MoeSpec {
   readonly sharedIntermediate?: number;
   /** Per layer, whether its MLP is a mixture (else the dense MLP of `intermediate`). */
   readonly layers: readonly boolean[];
+  /**
+   * The router reads the block's input RMS-normed without a weight, times a learned scale [H] and
+   * 1/√H (Gemma 4's `router.scale`), not the experts' normed input.
+   */
+  readonly scaledRouterNorm?: boolean;
+  /** Each chosen expert's weight is multiplied by its learned scale (Gemma 4's `per_expert_scale`). */
+  readonly perExpertScale?: boolean;
+  /**
+   * The mixture runs beside the layer's dense MLP (of `intermediate`, with its own input norm): each
+   * branch's output is normed, their sum normed again before the residual add (Gemma 4).
+   */
+  readonly besideDense?: boolean;
 }
 
 /** Llama 3 style RoPE frequency scaling (`rope_scaling.rope_type == "llama3"`). */

@@ -35,6 +35,19 @@ export interface MoeNames {
   readonly sharedRouter: string;
   /** [H] the norm of the block's output before the residual add, when `spec.sandwichNorms`. */
   readonly outNorm: string;
+  /** [H] the router's learned input scale (`moe.scaledRouterNorm`); [E] the experts' scales (`moe.perExpertScale`). */
+  readonly routerScale: string;
+  readonly expertScale: string;
+  /**
+   * The dense MLP beside the mixture (`moe.besideDense`): its input norm [H], gate and up [I, H],
+   * down [H, I] (I = `spec.intermediate`), and the norms of its output and of the experts' sum [H].
+   */
+  readonly denseNorm: string;
+  readonly denseGate: string;
+  readonly denseUp: string;
+  readonly denseDown: string;
+  readonly denseOutNorm: string;
+  readonly expertsOutNorm: string;
 }
 
 /** The names a family may rename: suffixes under the layer's prefix, `{e}` standing for the expert. */
@@ -50,6 +63,14 @@ export interface MoeSuffixes {
   readonly sharedDown: string;
   readonly sharedRouter: string;
   readonly outNorm: string;
+  readonly routerScale: string;
+  readonly expertScale: string;
+  readonly denseNorm: string;
+  readonly denseGate: string;
+  readonly denseUp: string;
+  readonly denseDown: string;
+  readonly denseOutNorm: string;
+  readonly expertsOutNorm: string;
 }
 
 /** Hugging Face's Qwen3-MoE / Qwen3.5-MoE naming (per expert, as Qwen3-MoE's published files hold them). */
@@ -65,6 +86,15 @@ const QWEN_MOE: MoeSuffixes = {
   sharedDown: 'mlp.shared_expert.down_proj.weight',
   sharedRouter: 'mlp.shared_expert_gate.weight',
   outNorm: 'post_feedforward_layernorm.weight',
+  // Gemma 4's, the family that introduced them.
+  routerScale: 'router.scale',
+  expertScale: 'router.per_expert_scale',
+  denseNorm: 'pre_feedforward_layernorm.weight',
+  denseGate: 'mlp.gate_proj.weight',
+  denseUp: 'mlp.up_proj.weight',
+  denseDown: 'mlp.down_proj.weight',
+  denseOutNorm: 'post_feedforward_layernorm_1.weight',
+  expertsOutNorm: 'post_feedforward_layernorm_2.weight',
 };
 
 /** A mixture block of layer `layer` with `experts` experts, its tensors under `prefix` (Qwen's names unless renamed). */
@@ -94,6 +124,14 @@ export function moeBlock(
       sharedDown: name('sharedDown'),
       sharedRouter: name('sharedRouter'),
       outNorm: name('outNorm'),
+      routerScale: name('routerScale'),
+      expertScale: name('expertScale'),
+      denseNorm: name('denseNorm'),
+      denseGate: name('denseGate'),
+      denseUp: name('denseUp'),
+      denseDown: name('denseDown'),
+      denseOutNorm: name('denseOutNorm'),
+      expertsOutNorm: name('expertsOutNorm'),
     },
   };
 }
@@ -130,5 +168,17 @@ export function moeTensors(spec: ModelSpec, block: MoeBlock): TensorShapes {
           [n.sharedRouter, [1, H]],
         ] as const)),
     ...(spec.sandwichNorms ? ([[n.outNorm, [H]]] as const) : []),
+    ...(m.scaledRouterNorm ? ([[n.routerScale, [H]]] as const) : []),
+    ...(m.perExpertScale ? ([[n.expertScale, [m.experts]]] as const) : []),
+    ...(m.besideDense
+      ? ([
+          [n.denseNorm, [H]],
+          [n.denseGate, [spec.intermediate, H]],
+          [n.denseUp, [spec.intermediate, H]],
+          [n.denseDown, [H, spec.intermediate]],
+          [n.denseOutNorm, [H]],
+          [n.expertsOutNorm, [H]],
+        ] as const)
+      : []),
   ];
 }

@@ -35,7 +35,11 @@ export function moeFootprint(
     4 * m.experts * H + // router
     (m.selectionBias ? 4 * m.experts : 0) +
     shared +
-    4 * H * (spec.sandwichNorms ? 2 : 1);
+    4 * H * (spec.sandwichNorms ? 2 : 1) +
+    (m.scaledRouterNorm ? 4 * H : 0) +
+    (m.perExpertScale ? 4 * m.experts : 0) +
+    // Gemma 4's dense MLP beside the experts, its input norm and the two output norms.
+    (m.besideDense ? 3 * packedBytes(format, spec.intermediate, H) + 3 * 4 * H : 0);
   const T = MAX_FORWARD_TOKENS;
   const choices = T * m.topK;
   const table = 4 * routeTableLayout({ experts: m.experts, topK: m.topK, maxRows: T }).words;

@@ -5,6 +5,7 @@
 // dispatch), the gated gate | up of every chosen expert, their down, and the weighted sum into the
 // residual stream: four dispatches per part of each stack, no host round trip (plus the shared
 // expert's linears where there is one).
+import { InvalidInputError } from '../../../errors.js';
 import { createBuffer, mapForRead, writeBuffer } from '../../../gpu/buffers.js';
 import { type GateActivation, SiluMul } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
@@ -132,8 +133,18 @@ export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBloc
   const H = spec.hidden;
   const I = m.intermediate;
   const Is = m.sharedIntermediate;
-  if (spec.sandwichNorms)
-    throw new Error(`moe: layer ${block.layer}: a mixture with sandwich norms is not supported yet`);
+  // Gemma 4's mixture (sandwich norms, a dense MLP beside it, its scaled router norm and per-expert
+  // scales) runs on the CPU reference only so far.
+  const missing = [
+    spec.sandwichNorms && 'sandwich norms',
+    m.besideDense && 'a dense MLP beside the experts',
+    m.scaledRouterNorm && 'a scaled router norm',
+    m.perExpertScale && 'per-expert scales',
+  ].filter((x) => typeof x === 'string');
+  if (missing.length > 0)
+    throw new InvalidInputError(
+      `${n.router}: a mixture with ${missing.join(', ')} (${spec.family}) does not run on the GPU yet; use the CPU reference (device: 'cpu')`,
+    );
   const label = `${n.router.replace(/[^.]+\.weight$/, '')}experts`;
   // Gate and up as one gated stack, unless the file stores them in two formats.
   const together = placer.formatOf(n.gate[0]!, I, H) === placer.formatOf(n.up[0]!, I, H);

@@ -33,6 +33,24 @@ export interface MoeWeights {
     | undefined;
   /** [H] the norm of the block's output before the residual add, when `spec.sandwichNorms`. */
   readonly outNorm: Float32Array | undefined;
+  /**
+   * [H] the router's input norm as it multiplies (`moe.scaledRouterNorm`: its learned scale times
+   * 1/√H, on a weightless norm); undefined: the router reads the experts' normed input.
+   */
+  readonly routerNorm: Float32Array | undefined;
+  /** [E] each expert's scale on its routing weight (`moe.perExpertScale`). */
+  readonly expertScale: Float32Array | undefined;
+  /** The dense MLP beside the mixture and the norms of the two outputs (`moe.besideDense`). */
+  readonly dense:
+    | {
+        readonly norm: Float32Array;
+        readonly gate: Float32Array;
+        readonly up: Float32Array;
+        readonly down: Float32Array;
+        readonly outNorm: Float32Array;
+        readonly expertsOutNorm: Float32Array;
+      }
+    | undefined;
 }
 
 /** Reads the block's weights. */
@@ -60,7 +78,28 @@ export function readMoe(take: TakeTensor, spec: ModelSpec, block: MoeBlock): Moe
             router: take(n.sharedRouter, [1, H]),
           },
     outNorm: spec.sandwichNorms ? normWeight(spec, take(n.outNorm, [H])) : undefined,
+    routerNorm: m.scaledRouterNorm ? scaledRouterNorm(take(n.routerScale, [H])) : undefined,
+    expertScale: m.perExpertScale ? take(n.expertScale, [m.experts]) : undefined,
+    dense: m.besideDense
+      ? {
+          norm: normWeight(spec, take(n.denseNorm, [H])),
+          gate: take(n.denseGate, [spec.intermediate, H]),
+          up: take(n.denseUp, [spec.intermediate, H]),
+          down: take(n.denseDown, [H, spec.intermediate]),
+          outNorm: normWeight(spec, take(n.denseOutNorm, [H])),
+          expertsOutNorm: normWeight(spec, take(n.expertsOutNorm, [H])),
+        }
+      : undefined,
   };
+}
+
+/**
+ * Gemma 4's router input norm as one weight: its learned scale [H] times 1/√H (Transformers
+ * multiplies the weightless norm by the scale, then by H^-½; one f32 product here).
+ */
+function scaledRouterNorm(scale: Float32Array): Float32Array {
+  const r = 1 / Math.sqrt(scale.length);
+  return scale.map((v) => Math.fround(v * r));
 }
 
 /**
@@ -105,9 +144,12 @@ export function moeRef(pass: RefPass, block: MoeBlock, w: MoeWeights): void {
   const n = block.names;
   const h = new Float32Array(T * H);
   rmsNorm(x, H, w.norm, spec.rmsEps, h);
+  // Gemma 4's router reads x through its own (scaled) norm; the others the experts' input.
+  const hr = w.routerNorm ? new Float32Array(T * H) : h;
+  if (w.routerNorm) rmsNorm(x, H, w.routerNorm, spec.rmsEps, hr);
   const logits = new Float32Array(T * E);
-  linear(h, H, w.router, E, undefined, logits);
-  const route = routeRef(logits, m, w.bias);
+  linear(hr, H, w.router, E, undefined, logits);
+  const route = routeRef(logits, m, w.bias, w.expertScale);
   // Each expert's rows, run together; its outputs kept per (row, choice).
   const outs: Float32Array[] = new Array(T * k);
   for (let e = 0; e < E; e++) {
@@ -152,6 +194,17 @@ export function moeRef(pass: RefPass, block: MoeBlock, w: MoeWeights): void {
       if (shared) acc += shared.gate[t]! * shared.out[t * H + i]!;
       sum[t * H + i] = acc;
     }
+  }
+  if (w.dense) {
+    // Gemma 4: norm(norm1(dense MLP(norm(x))) + norm2(experts)), then the residual add.
+    const d = w.dense;
+    const hd = new Float32Array(T * H);
+    rmsNorm(x, H, d.norm, spec.rmsEps, hd);
+    const names = [n.denseGate, n.denseUp, n.denseDown] as const;
+    const dense = expertRef(pass, hd, d, spec.intermediate, block.activation, names);
+    rmsNorm(dense, H, d.outNorm, spec.rmsEps, dense);
+    rmsNorm(sum, H, d.expertsOutNorm, spec.rmsEps, sum);
+    addInto(sum, dense);
   }
   if (w.outNorm) rmsNorm(sum, H, w.outNorm, spec.rmsEps, sum);
   addInto(x, sum);
