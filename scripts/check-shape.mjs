@@ -3,7 +3,7 @@
 //   - file names under src/ in kebab-case (no snake_case);
 //   - a family's name (a key of the family table, src/model/families/index.ts) appears in at most
 //     its own file (and its GGUF side, `<family>-gguf.ts`, where the family file would pass 600
-//     lines with it), the table and the places listed in SAME_WORD below, where the same word
+//     lines with it, and that side's reader, `<family>-gguf-read.ts`, where it is loaded lazily), the table and the places listed in SAME_WORD below, where the same word
 //     names something else; nothing outside src/model/families/ branches on a family.
 // Exits 1 naming each offending file. Test files (*.test.ts) are not source here.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -63,10 +63,11 @@ const text = new Map(nonTest.map((f) => [f, readFileSync(path.join(root, f), 'ut
 for (const family of families) {
   const own = `src/model/families/${family.replaceAll('_', '-')}.ts`;
   const ownGguf = own.replace(/\.ts$/, '-gguf.ts');
+  const ownGgufRead = own.replace(/\.ts$/, '-gguf-read.ts');
   // The name as a word of its own: not a part of a longer name (`llama3`, `LLAMA_`), a file or a
   // tool of llama.cpp (`llama.cpp`, `llama-quantize`).
   const word = new RegExp(`(?<![\\w.-])${family}(?![\\w]|[.-]\\w)`);
-  const allowed = new Set([own, ownGguf, TABLE, ...Object.keys(SAME_WORD[family] ?? {})]);
+  const allowed = new Set([own, ownGguf, ownGgufRead, TABLE, ...Object.keys(SAME_WORD[family] ?? {})]);
   const found = [...text].filter(([, t]) => word.test(t)).map(([f]) => f);
   for (const f of found)
     if (!allowed.has(f)) problems.push(`${f} names the family ${family} (only ${own} and ${TABLE} may)`);

@@ -365,7 +365,7 @@ describe('gemma4 GGUF metadata', () => {
     [
       'gemma4.expert_count',
       { type: 'u32', value: 8 },
-      /gemma4.expert_count = 8: Gemma 4’s mixture-of-experts layers are not read from GGUF yet/
+      /gemma4.expert_count = 8: Gemma 4’s mixture-of-experts layers are not read from GGUF yet/,
     ],
     [
       'gemma4.attention.sliding_window_pattern',

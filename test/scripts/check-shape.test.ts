@@ -81,15 +81,17 @@ describe('tree shape', () => {
     expect(r.out).not.toContain('qwen3-5.ts names');
   });
 
-  it('lets a family’s GGUF side (<family>-gguf.ts) name it, and no other family', async () => {
+  it('lets a family’s GGUF side (<family>-gguf.ts) and its reader (<family>-gguf-read.ts) name it, and no other family', async () => {
     const r = check(
       await tree({
         'src/model/families/qwen3-5-gguf.ts': "export const arch = 'qwen3_5';\n",
+        'src/model/families/qwen3-5-gguf-read.ts': "export const read = 'qwen3_5';\n",
         'src/model/families/llama-gguf.ts': "export const other = 'qwen3_5';\n",
       }),
     );
     expect(r.status).toBe(1);
     expect(r.out).not.toContain('qwen3-5-gguf.ts names');
+    expect(r.out).not.toContain('qwen3-5-gguf-read.ts names');
     expect(r.out).toContain('src/model/families/llama-gguf.ts names the family qwen3_5');
   });
 });

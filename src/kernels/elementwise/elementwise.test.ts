@@ -9,16 +9,13 @@ import {
   GatherRows,
   gatherRowsRef,
   geluTanh,
-  ScaleInPlace,
   SigmoidGate,
   type SigmoidGateOptions,
   SiluMul,
-  Softcap,
-  scaleRef,
   sigmoidGateRef,
   siluMulRef,
-  softcapRef,
 } from './elementwise.js';
+import { ScaleInPlace, Softcap, scaleRef, softcapRef } from './scale.js';
 
 /** Runs {@link SiluMul} once (fused when `up` is null: `gate` is then [M, 2I]) and reads h [M, I]. */
 async function runSiluMul(

@@ -272,5 +272,11 @@ export const gemma4: Family = {
   finalNorm: 'model.norm.weight',
   // The published experts: `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj` [E, H, I].
   fused: (spec, layer) => expertStacks(spec, layer, '', 'checkpoint', MOE_NAMES),
-  gguf: gemma4Gguf,
+  gguf: {
+    ...gemma4Gguf,
+    async spec(g) {
+      const { gemma4GgufSpec } = await import('./gemma4-gguf-read.js');
+      return gemma4GgufSpec(g);
+    },
+  },
 };

@@ -5,7 +5,8 @@
 import { createBuffer, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../../kernels/bind.js';
-import { AddInPlace, GatherRows, Softcap } from '../../kernels/elementwise/elementwise.js';
+import { AddInPlace, GatherRows } from '../../kernels/elementwise/elementwise.js';
+import type { Softcap } from '../../kernels/elementwise/scale.js';
 import { Embedding } from '../../kernels/embed/embed.js';
 import { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvShape } from '../../kernels/kv/kv.js';
@@ -201,7 +202,7 @@ export async function buildKernels(
           gumbel: new SplitSampler(ctx, binds, { vocab: V, maxRows: maxT }),
         },
     mask: new TokenMask(ctx, binds, V),
-    softcap: spec.logitSoftcap === undefined ? undefined : new Softcap(ctx, binds, spec.logitSoftcap),
+    softcap: spec.logitSoftcap === undefined ? undefined : await softcapKernel(ctx, binds, spec.logitSoftcap),
     blocks,
     steer: steering.layers,
     scratch: [xq, sx, steering.vectors].filter((b) => b !== undefined),
@@ -239,7 +240,6 @@ async function prepareKernels(
     AddInPlace.prepare(ctx),
     ...(spec.sandwichNorms ? [RmsNormAdd.prepare(ctx)] : []),
     GatherRows.prepare(ctx),
-    ...(spec.logitSoftcap === undefined ? [] : [Softcap.prepare(ctx)]),
     ...shapes([w.lmHead, ...linears]).map(({ format, ...shape }) => prepareMatmul(ctx, format, shape, maxT)),
     // The fused variants the layers use (see the builder's `linear`): weight-only arithmetic only.
     ...(o.quant === 'w8a8'
@@ -290,6 +290,13 @@ function steeringKernels(
     out: at(l, true),
   }));
   return { layers, vectors };
+}
+
+/** The logits' soft-capping kernel (Gemma 4), loaded with the first model that has one. */
+async function softcapKernel(ctx: GpuContext, binds: BindGroupCache, cap: number): Promise<Softcap> {
+  const { Softcap } = await import('../../kernels/elementwise/scale.js');
+  await Softcap.prepare(ctx);
+  return new Softcap(ctx, binds, cap);
 }
 
 /** A linear input width some layer has (its attention output, its MLP), and what it is packed to. */

@@ -2,7 +2,7 @@
 // gate · input kernel, the projection (weight-only) and the norm-add into the stream; then the
 // layer's scalar times the stream. Five dispatches a layer with both, one with the scalar alone.
 import { createBuffer } from '../../../gpu/buffers.js';
-import { ScaleInPlace } from '../../../kernels/elementwise/elementwise.js';
+import { ScaleInPlace } from '../../../kernels/elementwise/scale.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import { PleGate } from '../../../kernels/ple/ple.js';
 import {

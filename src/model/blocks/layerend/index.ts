@@ -3,7 +3,6 @@
 import type { BlockKind } from '../kind.js';
 import { type LayerEndBlock, layerEndTensors } from './block.js';
 import { layerEndFootprint } from './footprint.js';
-import { placeLayerEnd } from './gpu.js';
 import { layerEndRef, readLayerEnd } from './reference.js';
 
 export const layerend: BlockKind<LayerEndBlock> = {
@@ -13,6 +12,11 @@ export const layerend: BlockKind<LayerEndBlock> = {
     const w = readLayerEnd(take, spec, block);
     return (pass) => layerEndRef(pass, block, w);
   },
-  place: placeLayerEnd,
+  // The GPU side loads with the first such block placed: the engine worker's chunk carries none of
+  // it for the other models.
+  async place(placer, block) {
+    const { placeLayerEnd } = await import('./gpu.js');
+    return placeLayerEnd(placer, block);
+  },
   footprint: layerEndFootprint,
 };

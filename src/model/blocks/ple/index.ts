@@ -3,7 +3,6 @@
 import type { BlockKind } from '../kind.js';
 import { type PleBlock, pleTensors } from './block.js';
 import { pleFootprint } from './footprint.js';
-import { placePle } from './gpu.js';
 import { pleRef, readPle } from './reference.js';
 
 export const ple: BlockKind<PleBlock> = {
@@ -13,6 +12,11 @@ export const ple: BlockKind<PleBlock> = {
     const w = readPle(take, spec, block);
     return (pass) => pleRef(pass, w);
   },
-  place: placePle,
+  // The GPU side loads with the first such block placed: the engine worker's chunk carries none of
+  // it for the other models.
+  async place(placer, block) {
+    const { placePle } = await import('./gpu.js');
+    return placePle(placer, block);
+  },
   footprint: pleFootprint,
 };
