@@ -20,7 +20,7 @@ export function layerEndFootprint(
     weights: blocks.length * (ple + (spec.layerScalar ? 4 : 0)),
     kvCache: 0,
     state: 0,
-    activations: blocks.length > 0 ? 4 * MAX_FORWARD_TOKENS * width : 0,
+    activations: blocks.length > 0 ? 4 * MAX_FORWARD_TOKENS * 2 * width : 0, // the gate's rows, gated
     bound: [],
   };
 }

@@ -1,5 +1,5 @@
 // What the per-layer-inputs block takes on the GPU (BlockKind.footprint): the table and the
-// projection as packed, the norm, and its rows of per-layer inputs and the table's lookups.
+// projection as packed, the norm, and its rows: the table's lookups, the projection, the inputs.
 import { packedBytes, type WeightFormat } from '../../../quant/formats.js';
 import type { ModelSpec } from '../../spec/spec.js';
 import { MAX_FORWARD_TOKENS } from '../gpu.js';
@@ -20,7 +20,7 @@ export function pleFootprint(
     weights: packedBytes(format, vocab, n) + packedBytes(format, n, spec.hidden) + 4 * width,
     kvCache: 0,
     state: 0,
-    activations: 4 * MAX_FORWARD_TOKENS * 2 * n, // the inputs and the table's rows
+    activations: 4 * MAX_FORWARD_TOKENS * 3 * n, // the table's rows, the projection, the inputs
     bound: [],
   };
 }
