@@ -47,8 +47,9 @@
 //     (d * sub-scale) * (+-magnitude), exact. Read a block (u32 words) at a time, U = 1.
 //   Weights are dequantized in registers (w = fma(a, q, -b), exact as src/quant/formats.ts's
 //   dequantize: a * q is exact, or b = 0 (Q6_K, whose a * q may round: once, as llama.cpp's), and
-//   multiplied in f32. HALF (device with shader-f16, F16 weights): the halves are read as f16 and
-//   widened, the same values as unpack2x16float.
+//   multiplied in f32. F16 weights are widened by unpack2x16float on every device (a variant that
+//   bitcast the words to vec2<f16> gave wrong values under wgpu/naga on lavapipe, and the same
+//   values as unpack2x16float elsewhere).
 // Fusions (one of each side per variant):
 //   NORM (prologue): x is the un-normed residual; the kernel multiplies W by
 //     x[m, k] * inv_rms[m] * g[k] (g = gamma, or 1 + gamma with ONE_PLUS), inv_rms = 1 / sqrt(
@@ -71,11 +72,7 @@
 //   them.
 // Preconditions (checked in TS): K % 16 == 0, each part starts at a flat index that is a multiple
 //   of splitAlign (formats.ts: 32 to 512, a whole block of codes and scales; with GATED, so does
-//   its up half). The including form pulls it in before any declaration of its own (with HALF it
-//   opens with `enable f16;`, which must precede them).
-//#if HALF
-enable f16;
-//#endif
+//   its up half). The including form pulls it in before any declaration of its own.
 
 {{PARAMS}}
 
@@ -147,11 +144,7 @@ fn n4(v: u32, sh: u32) -> vec4<f32> {
 
 // Four f16 weights of two words, widened to f32.
 fn h4(a: u32, b: u32) -> vec4<f32> {
-//#if HALF
-  return vec4<f32>(vec4<f16>(bitcast<vec2<f16>>(a), bitcast<vec2<f16>>(b)));
-//#else
   return vec4<f32>(unpack2x16float(a), unpack2x16float(b));
-//#endif
 }
 
 //#include quant_scales

@@ -147,11 +147,14 @@ fn nth_best(count: u32) -> f32 {
       }
     }
     if (ties == 0u || ties >= left) {
-      return best;
+      bar = best;
+      break;
     }
     left -= ties;
     bar = best;
   }
+  // Returned after the loop: naga (wgpu) requires a return at the end of the function.
+  return bar;
 }
 
 @compute @workgroup_size(1)

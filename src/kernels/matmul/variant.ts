@@ -108,8 +108,6 @@ export interface MatmulOptions {
 
 /** The parts of a matmul variant (either form) that do not depend on the accumulator count. */
 export interface MatmulVariant {
-  /** f16 weights read as native f16 (needs the device's shader-f16; see {@link useHalf}). */
-  readonly half: boolean;
   /** Fused RMSNorm prologue, and whether it scales by 1 + weight. */
   readonly norm: false | 'weight' | 'one-plus';
   readonly epilogue: MatmulEpilogue;
@@ -121,15 +119,6 @@ export interface MatmulVariant {
   readonly wide: boolean;
   /** Serial GEMV only: a loop trip covers a group's two blocks on one grid (see {@link groupPairs}). */
   readonly pairs: boolean;
-}
-
-/**
- * Whether a matmul over `format` weights takes the `enable f16;` variant: only f16 weights, and
- * only on a device with shader-f16 (the f32 unpacking serves everything else, and SwiftShader).
- * Both give the same values: f16 widens to f32 exactly.
- */
-export function useHalf(ctx: Pick<GpuContext, 'features'>, format: WeightFormat): boolean {
-  return format === 'f16' && ctx.features.f16;
 }
 
 /**
@@ -205,7 +194,6 @@ export function matmulVariant(
   const serial = ctx.kernels === 'serial';
   const K = shape.cols;
   return {
-    half: useHalf(ctx, format),
     norm: opts.norm ? (opts.norm.onePlus ? 'one-plus' : 'weight') : false,
     epilogue: opts.epilogue ?? 'store',
     serial,
@@ -255,7 +243,6 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
           UV: loadsPerUnit(format, v.wide),
           UT: unitsPerTrip(format, tm, v.wide),
         }),
-    HALF: v.half,
     WTYPE: v.wide ? 'vec4<u32>' : codeWordType(format),
     F32: format === 'f32',
     F16: format === 'f16',
