@@ -218,15 +218,11 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
           }),
         }
       : options.draft && !('self' in options.draft)
-        ? await openDraft(options.draft, opened, resolve, settings.context)
+        ? await openDraft(options.draft, opened, resolve, settings)
         : undefined;
   const draftModel = draft && 'opened' in draft ? draft : undefined;
   const head = draft && 'head' in draft ? draft.head : undefined;
   const assistant = draft && 'assistant' in draft ? draft.assistant : undefined;
-  if (assistant && !settings.cpu)
-    throw new InvalidInputError(
-      `draft assistant ${assistant.name}: it reads the target's KV cache on the CPU only for now; load the target with device: 'cpu'`,
-    );
   // Place: one GPU context for the target and its draft model (the target's runner owns it),
   // checked against the device before anything is uploaded.
   let gpu: GpuContext | undefined;
@@ -242,11 +238,19 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const runner = await placer.place(opened, settings.quant, {
     owner: true,
     steer: settings.steer,
-    features: !!head || !!assistant,
+    features: !!head,
   });
   // Build the drafter over the placed target.
   const drafter = assistant
-    ? await assistantDrafter(assistant, runner, settings.context)
+    ? new ModelDrafter(
+        `assistant ${assistant.name}`,
+        new (await import('../model/draft/assistant-runner.js')).AssistantRunner(
+          assistant,
+          runner,
+          settings.context,
+        ),
+        { sharpen: GREEDY_TREE_SHARPEN },
+      )
     : await makeDrafter(placer, options.draft, opened, runner, draftModel, head);
   // Every tensor is on the device now: release file handles.
   await files.close?.();
@@ -461,25 +465,6 @@ async function makeDrafter(
   return new ModelDrafter(`head ${head.name}`, headRunner, { sharpen: GREEDY_TREE_SHARPEN });
 }
 
-/**
- * Gemma 4's assistant drafting over `runner`'s own KV cache: the reference runner's (its GPU form
- * is not written yet). Throws InvalidInputError over a GPU target.
- */
-async function assistantDrafter(
-  assistant: Assistant,
-  runner: ModelRunner,
-  context: number,
-): Promise<Drafter> {
-  const { AssistantRunner, isAssistantTarget } = await import('../model/draft/assistant-runner.js');
-  if (!isAssistantTarget(runner))
-    throw new InvalidInputError(
-      `draft assistant ${assistant.name}: it reads the target's KV cache on the CPU only for now; load the target with device: 'cpu'`,
-    );
-  return new ModelDrafter(`assistant ${assistant.name}`, new AssistantRunner(assistant, runner, context), {
-    sharpen: GREEDY_TREE_SHARPEN,
-  });
-}
-
 /** A draft model's files and headers, opened beside its target. */
 interface OpenedDraft {
   files: ModelFiles;
@@ -496,14 +481,18 @@ async function openDraft(
   draft: { model: ModelRef } | { head: ModelRef } | { assistant: ModelRef },
   target: OpenedModel,
   resolve: Parameters<typeof resolveModel>[1],
-  context: number,
+  { context, cpu }: { context: number; cpu: boolean },
 ): Promise<OpenedDraft | { head: DraftHead } | { assistant: Assistant }> {
   const ref = 'head' in draft ? draft.head : 'assistant' in draft ? draft.assistant : draft.model;
   const files = await openModelSource(resolveModel(ref, resolve));
   try {
-    const assistants = await import('../model/draft/assistant.js');
-    if ('assistant' in draft || (await assistants.isAssistant(files))) {
-      const assistant = await assistants.openAssistant(files, target);
+    const assistant = await (await import('../model/draft/assistant.js')).assistantIn(
+      files,
+      target,
+      cpu,
+      'assistant' in draft,
+    );
+    if (assistant) {
       await files.close?.();
       return { assistant };
     }

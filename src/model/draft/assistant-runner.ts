@@ -5,22 +5,11 @@ import { InvalidInputError } from '../../errors.js';
 import { sampleRef } from '../../kernels/sample/gumbel.js';
 import type { Children } from '../../kernels/sample/topk.js';
 import { rmsNorm } from '../blocks/ops.js';
-import { type ReferenceKvCache, rankScoredRows, scoredRows } from '../reference/reference.js';
+import { ReferenceRunner, rankScoredRows, scoredRows } from '../reference/reference.js';
 import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from '../runner.js';
 import type { ModelSpec } from '../spec/spec.js';
 import { chainParents, draftTree } from '../tree.js';
-import { type Assistant, assistantStep } from './assistant.js';
-
-/** A target runner whose cache the assistant can read: the reference runner. */
-export interface AssistantTarget extends ModelRunner {
-  readonly cache: ReferenceKvCache;
-  features(from: number, to: number): Promise<Float32Array>;
-}
-
-/** Whether `runner` keeps its cache where the assistant reads it (see {@link AssistantTarget}). */
-export function isAssistantTarget(runner: ModelRunner): runner is AssistantTarget {
-  return 'cache' in runner && typeof runner.features === 'function';
-}
+import { type Assistant, assistantStep, cpuOnly } from './assistant.js';
 
 /**
  * The assistant as a {@link ModelRunner} over the target's vocabulary, on the CPU: what
@@ -40,11 +29,16 @@ export class AssistantRunner implements ModelRunner {
   /** Rows scored with no input hidden (the target had not scored their context): uniform logits. */
   blindRows = 0;
 
+  private readonly target: ReferenceRunner;
+
+  /** Throws InvalidInputError unless `target` is the reference runner (its cache is where the assistant reads it). */
   constructor(
     readonly assistant: Assistant,
-    private readonly target: AssistantTarget,
+    target: ModelRunner,
     capacity = target.capacity,
   ) {
+    if (!(target instanceof ReferenceRunner)) throw new InvalidInputError(cpuOnly(assistant.name));
+    this.target = target;
     this.spec = { ...assistant.spec, vocabSize: target.spec.vocabSize };
     this.capacity = capacity;
     this.outputs = new Float32Array(capacity * assistant.backbone);

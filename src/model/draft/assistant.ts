@@ -94,8 +94,7 @@ export interface Assistant {
   /** The LM head: the assistant's embed_tokens [V, Ha]. */
   readonly lm: Float32Array;
   readonly masked: MaskedEmbedding | undefined;
-  /** The target's embedding table [V, Hb] and final norm [Hb]. */
-  readonly targetEmbed: Float32Array;
+  /** The target's final norm [Hb] (its embedding table is the target runner's: TargetContext). */
   readonly targetNorm: Float32Array;
   /** Per assistant layer, the target layer whose cache it attends over. */
   readonly sources: readonly number[];
@@ -108,6 +107,19 @@ export async function isAssistant(files: ModelFiles): Promise<boolean> {
   return typeof config === 'object' && config !== null && 'model_type' in config
     ? config.model_type === ASSISTANT_MODEL_TYPE
     : false;
+}
+
+/**
+ * The assistant `files` hold, opened for `target` ({@link openAssistant}), when they are one or
+ * `named` says they must be; undefined otherwise (they are another kind of draft).
+ */
+export async function assistantIn(
+  files: ModelFiles,
+  target: { readonly spec: ModelSpec; readonly weights: TensorReader },
+  onCpu: boolean,
+  named: boolean,
+): Promise<Assistant | undefined> {
+  return named || (await isAssistant(files)) ? openAssistant(files, target, onCpu) : undefined;
 }
 
 /** The parsed config: the layers' spec and the head's switches. */
@@ -257,12 +269,17 @@ export function assistantSources(assistant: ModelSpec, target: ModelSpec, name: 
 /**
  * Opens an assistant (config.json and model.safetensors in `files`) for `target`, checking that
  * they belong together (widths, vocabulary, attention shapes), and reads what it needs of the
- * target: its embedding table and final norm. Errors name the file, the field and the value.
+ * target: its final norm (its embedding table is read from the target runner's, not copied). Errors
+ * name the file, the field and the value.
+ * `onCpu` false (the target goes to the GPU) refuses first: the assistant reads the reference
+ * runner's cache only (see the header).
  */
 export async function openAssistant(
   files: ModelFiles,
   target: { readonly spec: ModelSpec; readonly weights: TensorReader },
+  onCpu = true,
 ): Promise<Assistant> {
+  if (!onCpu) throw new InvalidInputError(cpuOnly(files.name));
   const configFile = modelFilePath(files.name, 'config.json');
   const config = assistantConfig(await readJson(files, 'config.json'), configFile);
   const t = target.spec;
@@ -341,10 +358,14 @@ export async function openAssistant(
     norm: await norm('model.norm.weight'),
     lm: await f32('model.embed_tokens.weight'),
     masked,
-    targetEmbed: await target.weights.readF32('model.embed_tokens.weight'),
     targetNorm: normWeight(t, await target.weights.readF32(finalNormName(t))),
     sources,
   };
+}
+
+/** The refusal of an assistant beside a GPU target. */
+export function cpuOnly(name: string): string {
+  return `draft assistant ${name}: it reads the target's KV cache on the CPU only for now; load the target with device: 'cpu'`;
 }
 
 /** An integer tensor (I64, as torch saves a long buffer, or I32) as Int32Array. */
@@ -354,9 +375,10 @@ async function readIds(info: TensorInfo, file: string, name: string): Promise<In
   return Int32Array.from(await readTensorF32(info));
 }
 
-/** The target cache and context an assistant step reads. */
+/** What an assistant step reads of the target runner: its KV cache and its embedding table [V, Hb]. */
 export interface TargetContext {
   readonly cache: ReferenceKvCache;
+  readonly weights: { readonly embed: Float32Array };
 }
 
 /**
@@ -381,7 +403,7 @@ export function assistantStep(
   const cat = new Float32Array(R * 2 * Hb);
   const scale = Math.fround(Math.sqrt(Hb));
   tokens.forEach((t, r) => {
-    for (let i = 0; i < Hb; i++) cat[r * 2 * Hb + i] = Math.fround(a.targetEmbed[t * Hb + i]! * scale);
+    for (let i = 0; i < Hb; i++) cat[r * 2 * Hb + i] = Math.fround(target.weights.embed[t * Hb + i]! * scale);
     cat.set(hidden.subarray(r * Hb, (r + 1) * Hb), r * 2 * Hb + Hb);
   });
   const z = new Float32Array(R * Ha); // [R, Ha] the residual stream
