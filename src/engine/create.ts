@@ -6,6 +6,7 @@ import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/devi
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
+import type { Assistant } from '../model/draft/assistant.js';
 import type { DraftHead } from '../model/draft/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
@@ -111,12 +112,16 @@ export interface CreateEngineOptions {
    * A head runs beside a GPU target on the GPU (each speculative step one submission: its drafts,
    * the verify pass and the acceptance), or on the CPU with `on: 'cpu'` (a step per draft depth
    * driven from the host; only where the GPU's fixed cost per pass dwarfs the head's arithmetic).
-   * Over the reference runner it always runs on the CPU.
+   * Over the reference runner it always runs on the CPU. `{ assistant: ref }` is Gemma 4's assistant
+   * drafter (`Gemma4AssistantForCausalLM`, e.g. google/gemma-4-E2B-it-assistant beside
+   * gemma-4-E2B-it; a `{ model }` that is one is recognised too): it attends over the target's own
+   * KV cache, so it runs beside the CPU reference target only for now (`device: 'cpu'`).
    */
   draft?:
     | { model: ModelRef; quant?: Quant }
     | { self: 'int4' | 'int2' }
     | { head: ModelRef; on?: 'gpu' | 'cpu' }
+    | { assistant: ModelRef }
     | 'mtp';
   /**
    * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
@@ -213,10 +218,11 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
           }),
         }
       : options.draft && !('self' in options.draft)
-        ? await openDraft(options.draft, opened, resolve, settings.context)
+        ? await openDraft(options.draft, opened, resolve, settings)
         : undefined;
   const draftModel = draft && 'opened' in draft ? draft : undefined;
   const head = draft && 'head' in draft ? draft.head : undefined;
+  const assistant = draft && 'assistant' in draft ? draft.assistant : undefined;
   // Place: one GPU context for the target and its draft model (the target's runner owns it),
   // checked against the device before anything is uploaded.
   let gpu: GpuContext | undefined;
@@ -235,7 +241,17 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
     features: !!head,
   });
   // Build the drafter over the placed target.
-  const drafter = await makeDrafter(placer, options.draft, opened, runner, draftModel, head);
+  const drafter = assistant
+    ? new ModelDrafter(
+        `assistant ${assistant.name}`,
+        new (await import('../model/draft/assistant-runner.js')).AssistantRunner(
+          assistant,
+          runner,
+          settings.context,
+        ),
+        { sharpen: GREEDY_TREE_SHARPEN },
+      )
+    : await makeDrafter(placer, options.draft, opened, runner, draftModel, head);
   // Every tensor is on the device now: release file handles.
   await files.close?.();
   progress({ phase: 'ready', done: 1, total: 1 });
@@ -456,19 +472,30 @@ interface OpenedDraft {
 }
 
 /**
- * Opens what a `{ model }` or `{ head }` draft names: a draft head (read whole: it is small, with
- * the target tensors it reads), or a draft model (its headers and tokenizer), checked to share the
+ * Opens what a `{ model }`, `{ head }` or `{ assistant }` draft names: a Gemma 4 assistant or a
+ * draft head (read whole: they are small, with the target tensors they read), or a draft model (its headers and tokenizer), checked to share the
  * target's tokenizer: the same vocabulary size and the same token at every id. A draft model's
  * RoPE is the one for the engine's `context` (as the target's).
  */
 async function openDraft(
-  draft: { model: ModelRef } | { head: ModelRef },
+  draft: { model: ModelRef } | { head: ModelRef } | { assistant: ModelRef },
   target: OpenedModel,
   resolve: Parameters<typeof resolveModel>[1],
-  context: number,
-): Promise<OpenedDraft | { head: DraftHead }> {
-  const files = await openModelSource(resolveModel('head' in draft ? draft.head : draft.model, resolve));
+  { context, cpu }: { context: number; cpu: boolean },
+): Promise<OpenedDraft | { head: DraftHead } | { assistant: Assistant }> {
+  const ref = 'head' in draft ? draft.head : 'assistant' in draft ? draft.assistant : draft.model;
+  const files = await openModelSource(resolveModel(ref, resolve));
   try {
+    const assistant = await (await import('../model/draft/assistant.js')).assistantIn(
+      files,
+      target,
+      cpu,
+      'assistant' in draft,
+    );
+    if (assistant) {
+      await files.close?.();
+      return { assistant };
+    }
     const heads = await import('../model/draft/head.js');
     if ('head' in draft || (await heads.isDraftHead(files))) {
       const head = await heads.openDraftHead(files, target);

@@ -3,7 +3,7 @@ import { ModelFormatError } from './errors.js';
 import type { FileBytes } from './io/bytes.js';
 
 /** Element types weft reads from safetensors files. */
-export type SafetensorsDtype = 'BF16' | 'F16' | 'F32' | 'I8' | 'U8' | 'I32';
+export type SafetensorsDtype = 'BF16' | 'F16' | 'F32' | 'I8' | 'U8' | 'I32' | 'I64';
 
 /** Bytes per element of each {@link SafetensorsDtype}. */
 const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = {
@@ -13,6 +13,7 @@ const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = {
   I8: 1,
   U8: 1,
   I32: 4,
+  I64: 8,
 };
 
 /** The largest header weft accepts (the safetensors reference implementation uses the same 100 MB cap). */
@@ -78,7 +79,12 @@ function parseSafetensorsHeader(
     if (!isRecord(entry)) throw new ModelFormatError(file, name, entry, 'tensor entry must be an object');
     const { dtype, shape, data_offsets: offsets } = entry;
     if (!isDtype(dtype)) {
-      throw new ModelFormatError(file, `${name}.dtype`, dtype, 'unknown dtype (BF16, F16, F32, I8, U8, I32)');
+      throw new ModelFormatError(
+        file,
+        `${name}.dtype`,
+        dtype,
+        'unknown dtype (BF16, F16, F32, I8, U8, I32, I64)',
+      );
     }
     if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
       throw new ModelFormatError(file, `${name}.shape`, shape, 'must be a list of non-negative integers');
@@ -245,7 +251,7 @@ function aligned(bytes: Uint8Array, align: number): Uint8Array {
  * by value). Assumes a little-endian host, as every browser and Node platform is.
  */
 function bytesToF32(dtype: SafetensorsDtype, raw: Uint8Array): Float32Array {
-  const bytes = aligned(raw, 4);
+  const bytes = aligned(raw, Math.max(4, DTYPE_BYTES[dtype]));
   const n = bytes.byteLength / DTYPE_BYTES[dtype];
   switch (dtype) {
     case 'F32':
@@ -260,6 +266,8 @@ function bytesToF32(dtype: SafetensorsDtype, raw: Uint8Array): Float32Array {
       return Float32Array.from(bytes);
     case 'I32':
       return Float32Array.from(new Int32Array(bytes.buffer, bytes.byteOffset, n));
+    case 'I64':
+      return Float32Array.from(new BigInt64Array(bytes.buffer, bytes.byteOffset, n), Number);
   }
 }
 

@@ -125,6 +125,24 @@ describe('safetensors reading', () => {
     }
   });
 
+  it('reads integer tensors by value: I32, and I64 (a torch long buffer such as a token ordering)', async () => {
+    const ids = [0, 7, -3, 262_143, 95];
+    const bytes = writeSafetensors([
+      { name: 'i32', dtype: 'I32', shape: [5], data: new Uint8Array(Int32Array.from(ids).buffer) },
+      // One byte of padding first: the I64 tensor's data starts off its 8-byte alignment.
+      { name: 'pad', dtype: 'U8', shape: [1], data: new Uint8Array(1) },
+      {
+        name: 'i64',
+        dtype: 'I64',
+        shape: [5],
+        data: new Uint8Array(BigInt64Array.from(ids, (v) => BigInt(v)).buffer),
+      },
+    ]);
+    const ck = await openSafetensors(memoryBytes(bytes, 'ids.safetensors'));
+    expect(Array.from(await readTensorF32(ck.tensors.get('i32')!))).toEqual(ids);
+    expect(Array.from(await readTensorF32(ck.tensors.get('i64')!))).toEqual(ids);
+  });
+
   it('reads a tensor in element-aligned chunks that reassemble to the whole', async () => {
     const spec = specFromConfig(tinyConfig('llama'));
     const tensors = randomTensors(spec, 4);
