@@ -112,11 +112,14 @@ export function moeRouteRef(
     return acc;
   };
   const routerIn = o.routerNorm
-    ? rmsNormRef(x, scales!.subarray(0, H).map((s) => s * routerScaleOf(H)), { n: H, eps: o.eps })
+    ? rmsNormRef(
+        x,
+        scales!.subarray(0, H).map((s) => s * routerScaleOf(H)),
+        { n: H, eps: o.eps },
+      )
     : h;
   const logits = new Float32Array(T * E);
-  for (let t = 0; t < T; t++)
-    for (let e = 0; e < E; e++) logits[t * E + e] = dot(router, e, t, routerIn);
+  for (let t = 0; t < T; t++) for (let e = 0; e < E; e++) logits[t * E + e] = dot(router, e, t, routerIn);
   const at = o.routerNorm ? H : 0;
   const routing = routeRef(logits, o, bias, o.expertScale ? scales!.subarray(at, at + E) : undefined);
   const shared = sharedRouter
