@@ -3,7 +3,7 @@
 // added into the residual stream (or, `store`, written to a row of their own: Gemma 4 norms the
 // mixture's output before adding it); and its plain-TS reference.
 import { InvalidInputError } from '../../errors.js';
-import { shaders } from '../../gen/shaders.js';
+import { shaders } from '../../gen/shaders-moe.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';

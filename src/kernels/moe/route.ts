@@ -4,7 +4,7 @@
 // router through its own scaled norm, and each expert's scale on its weight); and its plain-TS
 // reference, routeRef and routeTableRef after the norm and the router.
 import { InvalidInputError } from '../../errors.js';
-import { shaders } from '../../gen/shaders.js';
+import { shaders } from '../../gen/shaders-moe.js';
 import { createBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
