@@ -2,13 +2,13 @@
 //   x[t, i] += Σ_j w[t · K + j] · down[pos(t, j), i]  (j = 0 .. K - 1 in order)
 //              + (SHARED) w[sharedAt + t] · shared_out[t, i],
 // pos(t, j) being choice t · K + j's sorted position (the routing table's positions part, table.ts),
-// where the expert matmuls left its expert's output. Each output's sum runs in that fixed order, one
+// where the expert matmuls left its expert's output. STORE: x[t, i] = that sum (x is not read). Each output's sum runs in that fixed order, one
 // thread each, so a row's result does not depend on T or on the other rows.
 //
 // Bindings (group 0): 0 uniform Params { rows, hidden, topK, positions, sharedAt };
 //   1 table: array<u32> the routing table (read at positions + c); 2 w: array<f32> the routing
 //   weights ([t · K + j], then the shared weights from sharedAt); 3 down: array<f32> [T · K, H] the
-//   experts' outputs in sorted order; 4 x: array<f32> [T, H] (read and written);
+//   experts' outputs in sorted order; 4 x: array<f32> [T, H] (read and written; STORE: written);
 //   SHARED: 5 shared_out: array<f32> [T, H] the shared expert's output.
 // Threads: one per output (t, i), WG per workgroup, over a flat workgroup index (the grid).
 // Preconditions: the table's positions of the T · K choices are < T · K.
@@ -46,5 +46,9 @@ fn main(
 //#if SHARED
   acc += w[p.sharedAt + t] * shared_out[at];
 //#endif
+//#if STORE
+  x[at] = acc;
+//#else
   x[at] = x[at] + acc;
+//#endif
 }

@@ -2,14 +2,17 @@
 //   h[t, :] = rmsnorm(x[t, :]) · g, bit for bit RmsNorm's (rmsnorm.wgsl at the same WG: each thread
 //     sums squares over i = tid, tid + WG, ..., then the fixed-order tree of wg_sum);
 //   logits[t, e] = Σ_i router[e, i] · h[t, i] (i = 0 .. H - 1 in order, one thread per (t, e));
+//     ROUTER_NORM (Gemma 4): the router reads its own norm of x instead, x[t, i] · inv[t] ·
+//     (scales[i] · p.routerScale), inv[t] being the row's 1/rms that h took;
 //   SHARED: the shared expert's weight sigmoid(Σ_i shared_router[i] · h[t, i]), the same way;
 //   per row (one thread each): scores (SOFTMAX: exp(l - max) / Σ exp, sums over e in order; else a
 //     sigmoid each), the K best by score (+ BIAS bias[e]) with ties to the lower expert, weights =
-//     score / (Σ chosen scores + renormEps) (RENORM; the sum in choice order) · routedScale;
+//     score / (Σ chosen scores + renormEps) (RENORM; the sum in choice order) · routedScale
+//     (EXPERT_SCALE: times scales[SCALE_AT + e], the chosen expert's own scale);
 //   the routing table (kernels/moe/table.ts): a counting sort of the T · K choices by expert.
 // Every sum runs in an order fixed by its row alone, so a row's results do not depend on T.
 //
-// Bindings (group 0): 0 uniform Params { rows, hidden, eps, renormEps, routedScale };
+// Bindings (group 0): 0 uniform Params { rows, hidden, eps, renormEps, routedScale, routerScale };
 //   1 x: array<f32> [T, H]; 2 g: array<f32> [H] the norm weight as it multiplies;
 //   3 router: array<f32> [E, H]; 4 h: array<f32> [T, H] (written);
 //   5 scratch: array<f32> [MAX_ROWS, E] (the logits, then the scores; the kernel's own);
@@ -17,13 +20,15 @@
 //     T · K choices; the rest is left as it was);
 //   7 weights: array<f32> (written: [t · K + j] row t's j-th choice, best first, for t < T; SHARED:
 //     [MAX_ROWS · K + t] row t's shared-expert weight);
-//   BIAS: 8 bias: array<f32> [E]; SHARED: 8 (9 with BIAS) shared_router: array<f32> [H].
+//   BIAS: 8 bias: array<f32> [E]; SHARED: 8 (9 with BIAS) shared_router: array<f32> [H];
+//   ROUTER_NORM or EXPERT_SCALE: SCALES_BINDING scales: array<f32>, [H] the router norm's learned
+//     scale (ROUTER_NORM), then from SCALE_AT (H, or 0 without ROUTER_NORM) [E] the experts' scales.
 // Threads: one workgroup of WG. The norm takes the rows one after another, all threads on each;
 //   the router's dot products are spread over all threads, one (row, expert) each; scoring and
 //   choosing take one thread per row; the table takes one thread per expert (thread 0 lays out
 //   the groups between).
 // Preconditions: WG is a power of two and ≥ MAX_ROWS; 1 ≤ T ≤ MAX_ROWS; K ≤ E; BIAS and SHARED
-//   together bind 9 storage buffers (WebGPU's default limit is 8). Logits that are NaN give an
+//   together bind 9 storage buffers (WebGPU's default limit is 8); so do either with the scales. Logits that are NaN give an
 //   unspecified (but in-bounds) choice.
 
 {{PARAMS}}
@@ -36,6 +41,13 @@ const CHOICES: u32 = {{CHOICES}}u; // MAX_ROWS · K, a literal for naga's array 
 // The routing table's word offsets (routeTableLayout): groups at 4, then members, then positions.
 const MEMBERS: u32 = {{MEMBERS}}u;
 const POSITIONS: u32 = {{POSITIONS}}u;
+//#if EXPERT_SCALE
+//#if ROUTER_NORM
+const SCALE_AT: u32 = {{H}}u;
+//#else
+const SCALE_AT: u32 = 0u;
+//#endif
+//#endif
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -51,6 +63,9 @@ const POSITIONS: u32 = {{POSITIONS}}u;
 //#if SHARED
 @group(0) @binding({{SHARED_BINDING}}) var<storage, read> shared_router: array<f32>;
 //#endif
+//#if SCALES
+@group(0) @binding({{SCALES_BINDING}}) var<storage, read> scales: array<f32>;
+//#endif
 
 //#include reduce
 
@@ -59,6 +74,10 @@ var<workgroup> chosen: array<u32, CHOICES>;
 // Per expert: how many choices name it, and its group's first sorted position.
 var<workgroup> counts: array<u32, E>;
 var<workgroup> firsts: array<u32, E>;
+//#if ROUTER_NORM
+// Each row's 1/rms, which the router's own norm shares with h's.
+var<workgroup> inv_rows: array<f32, MAX_ROWS>;
+//#endif
 
 // The key the choice ranks by: the score, plus the selection bias.
 fn key_of(score: f32, e: u32) -> f32 {
@@ -81,12 +100,20 @@ fn main(@builtin(local_invocation_index) tid: u32) {
       ss += v * v;
     }
     let inv = 1.0 / sqrt(wg_sum(ss, tid) / f32(H) + p.eps);
+//#if ROUTER_NORM
+    if (tid == 0u) {
+      inv_rows[r] = inv;
+    }
+//#endif
     for (var i = tid; i < H; i += WG) {
       let v = x[base + i] * inv * g[i];
       h[base + i] = v;
     }
   }
   storageBarrier();
+//#if ROUTER_NORM
+  workgroupBarrier();
+//#endif
 
   // The router's logits (and the shared expert's gate, as expert E), one dot product per thread.
 //#if SHARED
@@ -101,9 +128,16 @@ fn main(@builtin(local_invocation_index) tid: u32) {
     var acc = 0.0;
     if (e < E) {
       let wb = e * H;
+//#if ROUTER_NORM
+      let inv = inv_rows[r];
+      for (var i = 0u; i < H; i++) {
+        acc += router[wb + i] * (x[hb + i] * inv * (scales[i] * p.routerScale));
+      }
+//#else
       for (var i = 0u; i < H; i++) {
         acc += router[wb + i] * h[hb + i];
       }
+//#endif
       scratch[r * E + e] = acc;
     }
 //#if SHARED
@@ -164,8 +198,13 @@ fn main(@builtin(local_invocation_index) tid: u32) {
     let div = 1.0;
 //#endif
     for (var j = 0u; j < K; j++) {
-      let s = scratch[sb + chosen[tid * K + j]];
+      let e = chosen[tid * K + j];
+      let s = scratch[sb + e];
+//#if EXPERT_SCALE
+      weights[tid * K + j] = s / div * p.routedScale * scales[SCALE_AT + e];
+//#else
       weights[tid * K + j] = s / div * p.routedScale;
+//#endif
     }
   }
   workgroupBarrier();

@@ -114,15 +114,15 @@ describe('Gemma 4 reference forward vs the independent implementation', () => {
     });
   }
 
-  it('the mixture does not run on the GPU yet: placing it says so, by name', async () => {
+  it('a mixture beside a dense MLP without sandwich norms is refused on the GPU, by name (Gemma 4 runs: gemma4-moe.gpu.test.ts)', async () => {
     const spec = specFromConfig(GEMMA4_MOE);
     expect(specFromConfig(configFromSpec(spec))).toEqual(spec);
     const { placeMoe } = await import('../../src/model/blocks/moe/gpu.js');
     const block = modelBlocks(spec).find((b) => b.kind === 'moe')!;
     // The check comes before anything else is asked of the placer: one with only the spec will do.
-    const placer = { spec } as unknown as Parameters<typeof placeMoe>[0];
+    const placer = { spec: { ...spec, sandwichNorms: false } } as unknown as Parameters<typeof placeMoe>[0];
     await expect(placeMoe(placer, block as Parameters<typeof placeMoe>[1])).rejects.toThrow(
-      /a dense MLP beside the experts.*does not run on the GPU yet/,
+      /router\.proj\.weight: a mixture beside a dense MLP without sandwich norms \(gemma4\) does not run on the GPU/,
     );
   });
 });

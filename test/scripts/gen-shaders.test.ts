@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { shaders } from '../../src/gen/shaders.js';
+import { shaders as main } from '../../src/gen/shaders.js';
+import { shaders as moe } from '../../src/gen/shaders-moe.js';
+
+// Every shader, wherever it loads from (the mixture's load lazily, from a module of their own).
+const shaders: Record<string, string> = { ...main, ...moe };
 
 describe('WGSL sources', () => {
   it('no kernel sums in an order that depends on the subgroup size: none uses a subgroup operation', () => {

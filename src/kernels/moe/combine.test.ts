@@ -1,5 +1,5 @@
-// MoeCombine against its reference (moeCombineRef) on random routings, and a row's result alone
-// and among 17 rows, bit for bit.
+// MoeCombine against its reference (moeCombineRef) on random routings, added into x or stored, and
+// a row's result alone and among 17 rows, bit for bit.
 import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32 } from '../../gpu/buffers.js';
@@ -57,7 +57,7 @@ async function runCombine(
   T: number,
   inp: Inputs,
 ): Promise<Float32Array> {
-  await MoeCombine.prepare(ctx, o.shared);
+  await MoeCombine.prepare(ctx, o.shared, o.store);
   return runOnce(ctx, 'moe-combine', (run) => {
     const combine = run.own(new MoeCombine(ctx, run.binds, o));
     const b = {
@@ -106,7 +106,7 @@ function magnitudes(o: MoeCombineOptions, inp: Inputs): Float32Array {
   const P = routeTableLayout(o).positions;
   return inp.x.map((v, at) => {
     const t = Math.floor(at / H);
-    let m = Math.abs(v);
+    let m = o.store ? 0 : Math.abs(v);
     for (let j = 0; j < k; j++)
       m += Math.abs(inp.weights[t * k + j]! * inp.down[inp.table[P + t * k + j]! * H + (at % H)]!);
     if (inp.shared) m += Math.abs(inp.weights[o.maxRows * k + t]! * inp.shared[at]!);
@@ -116,11 +116,14 @@ function magnitudes(o: MoeCombineOptions, inp: Inputs): Float32Array {
 
 type Case = [T: number, o: MoeCombineOptions];
 const cases: Case[] = [
-  [1, { experts: 5, topK: 1, hidden: 48, maxRows: 1, shared: false }],
-  [3, { experts: 8, topK: 2, hidden: 64, maxRows: 64, shared: true }],
-  [17, { experts: 33, topK: 3, hidden: 48, maxRows: 17, shared: true }],
-  [64, { experts: 8, topK: 3, hidden: 64, maxRows: 64, shared: false }],
-  [64, { experts: 5, topK: 2, hidden: 48, maxRows: 64, shared: true }],
+  [1, { experts: 5, topK: 1, hidden: 48, maxRows: 1, shared: false, store: false }],
+  [3, { experts: 8, topK: 2, hidden: 64, maxRows: 64, shared: true, store: false }],
+  [17, { experts: 33, topK: 3, hidden: 48, maxRows: 17, shared: true, store: false }],
+  [64, { experts: 8, topK: 3, hidden: 64, maxRows: 64, shared: false, store: false }],
+  [64, { experts: 5, topK: 2, hidden: 48, maxRows: 64, shared: true, store: false }],
+  // Gemma 4's: the mixture's output stored (x's old values not read), an odd width.
+  [17, { experts: 5, topK: 2, hidden: 40, maxRows: 64, shared: false, store: true }],
+  [1, { experts: 9, topK: 3, hidden: 37, maxRows: 5, shared: true, store: true }],
 ];
 
 describe('MoeCombine vs moeCombineRef', () => {
@@ -138,7 +141,7 @@ describe('MoeCombine vs moeCombineRef', () => {
     'a row combines the same, bit for bit, alone and among 17 (shared %s)',
     async (shared) => {
       const ctx = await gpu();
-      const o: MoeCombineOptions = { experts: 8, topK: 3, hidden: 48, maxRows: 17, shared };
+      const o: MoeCombineOptions = { experts: 8, topK: 3, hidden: 48, maxRows: 17, shared, store: false };
       const many = inputs(o, 17, 5);
       const all = await runCombine(ctx, o, 17, many);
       for (const t of [0, 8, 16]) {

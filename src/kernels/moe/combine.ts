@@ -1,8 +1,9 @@
 // The mixture layer's combine kernel (shaders/moe/combine.wgsl): each row's chosen experts'
 // outputs, weighted by their routing weights in choice order, and the shared expert's gated output,
-// added into the residual stream; and its plain-TS reference.
+// added into the residual stream (or, `store`, written to a row of their own: Gemma 4 norms the
+// mixture's output before adding it); and its plain-TS reference.
 import { InvalidInputError } from '../../errors.js';
-import { shaders } from '../../gen/shaders.js';
+import { shaders } from '../../gen/shaders-moe.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
@@ -24,11 +25,13 @@ export interface MoeCombineOptions extends RouteShape {
   readonly hidden: number;
   /** A shared expert's output is added, weighted by the shared weights of the weights buffer. */
   readonly shared: boolean;
+  /** x is written with the mixture's output rather than added into. */
+  readonly store: boolean;
 }
 
 /** The buffers of one {@link MoeCombine.encode}. */
 export interface MoeCombineBuffers {
-  /** [T, H] the residual stream, added into. */
+  /** [T, H] the residual stream, added into (`store`: the mixture's output, written). */
   readonly x: GPUBuffer;
   /** The routing table (table.ts); its positions part is read. */
   readonly table: GPUBuffer;
@@ -44,7 +47,8 @@ export interface MoeCombineBuffers {
  * Reference of {@link MoeCombine} on T = x.length / H rows: x [T, H] plus, per output, the sum in
  * f64 of each choice's weight times its expert's output row (down [T · k, H] at the choice's sorted
  * position in `table`), in choice order, then the shared weight times `shared` [T, H]; the sum is
- * rounded to f32, then added into x in f32. `weights` is laid out as the route kernel writes it.
+ * rounded to f32, then added into x in f32 (`store`: the sum alone). `weights` is laid out as the
+ * route kernel writes it.
  */
 export function moeCombineRef(
   o: MoeCombineOptions,
@@ -67,14 +71,14 @@ export function moeCombineRef(
         acc += weights[c]! * down[table[positions + c]! * H + i]!;
       }
       if (shared) acc += weights[o.maxRows * k + t]! * shared[t * H + i]!;
-      out[t * H + i] = x[t * H + i]! + Math.fround(acc);
+      out[t * H + i] = o.store ? Math.fround(acc) : x[t * H + i]! + Math.fround(acc);
     }
   }
   return out;
 }
 
-function combineWgsl(shared: boolean): WgslVariant {
-  return wgslVariant(shaders.combine, Params, { WG, SHARED: shared });
+function combineWgsl(shared: boolean, store: boolean): WgslVariant {
+  return wgslVariant(shaders.combine, Params, { WG, SHARED: shared, STORE: store });
 }
 
 /** Throws unless the sizes are positive integers. */
@@ -87,7 +91,7 @@ function checkOptions(o: MoeCombineOptions): void {
 
 /**
  * A mixture layer's combine on the GPU (combine.wgsl): x [T, H] += Σ_j w[t · k + j] · down[pos(t, j)]
- * in choice order (+ the shared weight times the shared expert's output), one thread per output in
+ * in choice order (+ the shared weight times the shared expert's output; `store`: x = that sum), one thread per output in
  * a fixed order, so a row's result is the same bits whatever T. Its reference is
  * {@link moeCombineRef}.
  */
@@ -102,16 +106,16 @@ export class MoeCombine {
     readonly options: MoeCombineOptions,
   ) {
     checkOptions(options);
-    this.pipeline = ctx.pipelines.get('moe-combine', ...combineWgsl(options.shared));
+    this.pipeline = ctx.pipelines.get('moe-combine', ...combineWgsl(options.shared, options.store));
     this.uniform = new UniformSlot(ctx, Params, 'moe-combine-params');
   }
 
   /** Compiles the pipeline ahead of time, throwing GpuStepError with WGSL diagnostics on failure. */
-  static async prepare(ctx: GpuContext, shared: boolean): Promise<void> {
-    await ctx.pipelines.prepare('moe-combine', ...combineWgsl(shared));
+  static async prepare(ctx: GpuContext, shared: boolean, store: boolean): Promise<void> {
+    await ctx.pipelines.prepare('moe-combine', ...combineWgsl(shared, store));
   }
 
-  /** Encodes x += the mixture's output for rows [T, H] (1 ≤ T ≤ maxRows). */
+  /** Encodes x += the mixture's output (or x = it) for rows [T, H] (1 ≤ T ≤ maxRows). */
   encode(pass: GPUComputePassEncoder, b: MoeCombineBuffers, T: number): void {
     const o = this.options;
     this.check(b, T);

@@ -1,6 +1,7 @@
 // MoeRoute against its reference (moeRouteRef) on random rows: h against RmsNorm's bits, the table
 // against the counting sort of the kernel's choices, the choices and weights against the reference's
-// wherever a row's choice is clear of a near tie; and a row's routing alone and among others.
+// wherever a row's choice is clear of a near tie (Gemma 4's router norm and expert scales among the
+// variants); and a row's routing alone and among others.
 import { describe, expect, it } from 'vitest';
 import { gpu, runOnce } from '../../../test/helpers/gpu.js';
 import { readF32, readU32 } from '../../gpu/buffers.js';
@@ -24,6 +25,7 @@ interface Inputs {
   readonly router: Float32Array; // [E, H]
   readonly bias: Float32Array | undefined; // [E]
   readonly sharedRouter: Float32Array | undefined; // [H]
+  readonly scales: Float32Array | undefined; // [H] router norm scale, then [E] expert scales
 }
 
 function inputs(o: MoeRouteOptions, T: number, seed: number): Inputs {
@@ -35,6 +37,14 @@ function inputs(o: MoeRouteOptions, T: number, seed: number): Inputs {
     router: rand(o.experts * H, seed + 2, 3 / Math.sqrt(H)),
     bias: o.bias ? rand(o.experts, seed + 3, 0.2) : undefined,
     sharedRouter: o.shared ? rand(H, seed + 4, 1 / Math.sqrt(H)) : undefined,
+    // The router norm's scale about √H (its 1/√H undone, as trained), so its logits are h's size.
+    scales:
+      o.routerNorm || o.expertScale
+        ? Float32Array.of(
+            ...(o.routerNorm ? rand(H, seed + 5, 0.5 * Math.sqrt(H), Math.sqrt(H)) : []),
+            ...(o.expertScale ? rand(o.experts, seed + 6, 0.5, 1) : []),
+          )
+        : undefined,
   };
 }
 
@@ -59,6 +69,7 @@ async function runRoute(ctx: GpuContext, o: MoeRouteOptions, T: number, inp: Inp
       router: run.upload(inp.router),
       bias: inp.bias && run.upload(inp.bias),
       sharedRouter: inp.sharedRouter && run.upload(inp.sharedRouter),
+      scales: inp.scales && run.upload(inp.scales),
       h: run.empty(inp.x.byteLength),
       table: run.empty(tableWords * 4),
       weights: run.empty(weightWords * 4),
@@ -112,6 +123,8 @@ const base: MoeRouteOptions = {
   routedScale: 1,
   bias: false,
   shared: false,
+  routerNorm: false,
+  expertScale: false,
 };
 /** Rows of a pass, and how the options differ from `base`. */
 type Case = [T: number, o: Partial<MoeRouteOptions>];
@@ -124,10 +137,15 @@ const cases: Case[] = [
   [64, { experts: 5, topK: 3, hidden: 48, scoring: 'sigmoid', routedScale: 0.5, shared: true }],
   [3, { experts: 33, topK: 1, hidden: 48, routedScale: 16, bias: true }],
   [1, { experts: 5, renormalize: false, bias: true, shared: true }],
+  // Gemma 4's: the router's own scaled norm and per-expert scales (one scales buffer), apart too.
+  [17, { experts: 5, topK: 2, hidden: 40, maxRows: 17, renormEps: 0, routerNorm: true, expertScale: true }],
+  [1, { experts: 33, topK: 3, hidden: 37, routerNorm: true, expertScale: true }],
+  [64, { experts: 9, topK: 3, hidden: 48, routerNorm: true }],
+  [3, { experts: 9, topK: 3, scoring: 'sigmoid', shared: true, expertScale: true }],
 ];
 const named = cases.map(([T, d]) => {
   const o = { ...base, ...d };
-  const name = `T=${T} E=${o.experts} k=${o.topK} H=${o.hidden} ${o.scoring}${o.bias ? ' bias' : ''}${o.renormalize ? ' renorm' : ''} scale=${o.routedScale}${o.shared ? ' shared' : ''}`;
+  const name = `T=${T} E=${o.experts} k=${o.topK} H=${o.hidden} ${o.scoring}${o.bias ? ' bias' : ''}${o.renormalize ? ' renorm' : ''} scale=${o.routedScale}${o.shared ? ' shared' : ''}${o.routerNorm ? ' router-norm' : ''}${o.expertScale ? ' expert-scale' : ''}`;
   return [name, o, T] as const;
 });
 
@@ -136,7 +154,7 @@ describe('MoeRoute vs moeRouteRef', () => {
     const ctx = await gpu();
     const k = o.topK;
     const inp = inputs(o, T, 1000 * o.experts + 10 * k + T);
-    const ref = moeRouteRef(o, inp.x, inp.norm, inp.router, inp.bias, inp.sharedRouter);
+    const ref = moeRouteRef(o, inp.x, inp.norm, inp.router, inp.bias, inp.sharedRouter, inp.scales);
     const got = await runRoute(ctx, o, T, inp);
 
     expect(Array.from(got.h)).toEqual(Array.from(got.hNorm));

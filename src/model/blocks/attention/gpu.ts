@@ -218,13 +218,15 @@ function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
   });
   // Passes run in order, so every kind shares one buffer of chunk partials: the first made, of a
   // kind without a ring where there is one (a ring's are sized by its window, too few for the
-  // rest), the widest first (its partials hold the others').
+  // rest), the largest partials first (they hold the others'). By the query heads' widths, not the
+  // KV's: Gemma 4's full layers with K = V may have a KV row no wider than its sliding ones' but
+  // twice the head (a tiny one's: 1 × 24 against 2 × 12), where no sliding layer has a ring.
   const distinct = new Map<string, NonNullable<(typeof kinds)[number]>>();
   for (const k of kinds) if (k) distinct.set(JSON.stringify(k), k);
-  const width = (k: NonNullable<(typeof kinds)[number]>) => k.kv.kvHeads * k.kv.headDim;
+  const bytes = (k: NonNullable<(typeof kinds)[number]>) => SplitAttention.partialBytes(k.attention);
   const keys = [...distinct.keys()].sort((a, b) => {
     const [ka, kb] = [distinct.get(a)!, distinct.get(b)!];
-    return Number(ka.kv.ring !== undefined) - Number(kb.kv.ring !== undefined) || width(kb) - width(ka);
+    return Number(ka.kv.ring !== undefined) - Number(kb.kv.ring !== undefined) || bytes(kb) - bytes(ka);
   });
   const sets = new Map<string, LayerKernels>();
   let partials: GPUBuffer | undefined;

@@ -1,7 +1,9 @@
 // What a model's mixture blocks take on the GPU (BlockKind.footprint): every expert's gate, up and
 // down as packed (under an expert budget, the slots of each layer's GPU cache), the f32 router (and selection bias), the shared expert, the norms, and the
-// scratch of one pass: the routing table, each choice's gated rows and down rows.
-import { routeTableLayout } from '../../../kernels/moe/table.js';
+// scratch of one pass as gpu.ts allocates it: the routing table and weights, the route kernel's
+// logits, each choice's gate, up and product rows (Gemma 4's dense MLP reuses them: as wide as the
+// wider) and down rows, the shared expert's rows, and the mixture's own output row where it is normed.
+import { routeTableLayout, routeWeightWords } from '../../../kernels/moe/table.js';
 import { packedBytes, type WeightFormat } from '../../../quant/formats.js';
 import type { ModelSpec } from '../../spec/spec.js';
 import { MAX_FORWARD_TOKENS } from '../gpu.js';
@@ -42,7 +44,15 @@ export function moeFootprint(
     (m.besideDense ? 3 * packedBytes(format, spec.intermediate, H) + 3 * 4 * H : 0);
   const T = MAX_FORWARD_TOKENS;
   const choices = T * m.topK;
-  const table = 4 * routeTableLayout({ experts: m.experts, topK: m.topK, maxRows: T }).words;
-  const scratch = table + 4 * (choices + T) + 4 * choices * (m.intermediate + H) + (Is ? 4 * T * 2 * Is : 0);
+  const shape = { experts: m.experts, topK: m.topK, maxRows: T };
+  const rows = Math.max(choices * m.intermediate, m.besideDense ? T * spec.intermediate : 0);
+  const scratch =
+    4 * routeTableLayout(shape).words +
+    4 * routeWeightWords(shape, Is !== undefined) +
+    4 * T * m.experts + // the route kernel's logits
+    4 * 3 * rows + // gate, up, act(gate) · up
+    4 * choices * H + // each choice's down
+    (Is ? 4 * T * (3 * Is + H) : 0) +
+    (m.besideDense || spec.sandwichNorms ? 4 * T * H : 0);
   return { weights: blocks.length * perBlock, kvCache: 0, state: 0, activations: scratch, bound: [] };
 }

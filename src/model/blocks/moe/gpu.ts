@@ -4,7 +4,11 @@
 // the scratch of one pass. A pass runs: route (norm, router, top-k and the routing table in one
 // dispatch), the gated gate | up of every chosen expert, their down, and the weighted sum into the
 // residual stream: four dispatches per part of each stack, no host round trip (plus the shared
-// expert's linears where there is one).
+// expert's linears where there is one). Gemma 4's mixture (sandwich norms, a dense MLP beside it)
+// combines into a row of its own instead, runs the dense MLP, and norms and adds the two: five more
+// (the dense gate | up and down, the dense output's norm, the mixture's norm-add into it, and the
+// sum's norm-add into the stream); its router reads its own scaled norm and scales each expert's
+// weight, within the route kernel.
 import { InvalidInputError } from '../../../errors.js';
 import { createBuffer, mapForRead, writeBuffer } from '../../../gpu/buffers.js';
 import { type GateActivation, SiluMul } from '../../../kernels/elementwise/elementwise.js';
@@ -13,6 +17,8 @@ import { MoeCombine } from '../../../kernels/moe/combine.js';
 import { ExpertMatmul, type GpuExperts } from '../../../kernels/moe/experts.js';
 import { MoeRoute } from '../../../kernels/moe/route.js';
 import { type RouteShape, routeTableLayout, routeWeightWords } from '../../../kernels/moe/table.js';
+import { packedWidth, rotationFor } from '../../../quant/pack.js';
+import { normedInput, rotatedInput } from '../encode.js';
 import {
   type BoundBlock,
   type ExpertStore,
@@ -32,6 +38,20 @@ interface MoeGpuWeights {
   readonly norm: GPUBuffer; // [H] as it multiplies
   readonly router: GPUBuffer; // [E, H] f32
   readonly bias: GPUBuffer | undefined; // [E] the selection bias
+  /** [H] the router norm's learned scale (`scaledRouterNorm`), then [E] the experts' (`perExpertScale`). */
+  readonly scales: GPUBuffer | undefined;
+  readonly outNorm: GPUBuffer | undefined; // [H] the norm of the block's output (sandwich norms)
+  /** Gemma 4's dense MLP beside the experts (`besideDense`), and the norms of the two outputs. */
+  readonly dense:
+    | {
+        readonly I: number; // its width (the model's `intermediate`)
+        readonly norm: GPUBuffer; // [H] its input norm
+        readonly gateUp: GpuMatrix | readonly [GpuMatrix, GpuMatrix]; // [Ip, H] gated, or the two
+        readonly down: GpuMatrix; // [H, Ip]
+        readonly outNorm: GPUBuffer; // [H] the norm of its output
+        readonly expertsOutNorm: GPUBuffer; // [H] the norm of the mixture's output
+      }
+    | undefined;
   /** Each expert's gate | up as one gated stack, or (formats apart) the gate stack and the up stack. */
   readonly gateUp: GpuExperts | readonly [GpuExperts, GpuExperts];
   readonly down: GpuExperts;
@@ -54,12 +74,15 @@ interface MoeKernels {
   readonly act: GateActivation;
   readonly silu: SiluMul; // act(gate) · up of an ungated expert stack, over T · k rows
   readonly sharedSilu: SiluMul | undefined; // of an ungated shared expert, over T rows
+  readonly denseSilu: SiluMul | undefined; // of an ungated dense MLP beside the experts, over T rows
   readonly table: GPUBuffer; // the routing table (kernels/moe/table.ts)
   readonly weights: GPUBuffer; // [T · k] routing weights, then [T] the shared expert's
+  // The next three also hold the dense MLP's [T, Ip] gate, up and product, after the combine.
   readonly gate: GPUBuffer; // [T · k, I] an ungated stack's gate rows
   readonly up: GPUBuffer; // [T · k, I]
   readonly hidden: GPUBuffer; // [T · k, I] act(gate) · up of each choice, in sorted order
   readonly out: GPUBuffer; // [T · k, H] each choice's expert output, in sorted order
+  readonly mixture: GPUBuffer | undefined; // [T, H] the combine's output, where it is normed
   readonly sharedRows: readonly GPUBuffer[]; // [T, Is] the shared expert's gate, up and product
   readonly sharedOut: GPUBuffer | undefined; // [T, H]
 }
@@ -80,19 +103,25 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<MoeKernels> =>
     eps: spec.rmsEps,
     bias: m.selectionBias,
     shared: Is !== undefined,
+    routerNorm: m.scaledRouterNorm === true,
+    expertScale: m.perExpertScale === true,
   };
+  // The mixture's output is normed before it joins the stream (Gemma's sandwich norms).
+  const store = m.besideDense === true || spec.sandwichNorms === true;
   const combineOptions = {
     hidden: H,
     topK: m.topK,
     experts: m.experts,
     maxRows: T,
     shared: Is !== undefined,
+    store,
   };
   await Promise.all([
     MoeRoute.prepare(ctx, routeOptions),
-    MoeCombine.prepare(ctx, Is !== undefined),
+    MoeCombine.prepare(ctx, Is !== undefined, store),
     SiluMul.prepare(ctx, false, act),
   ]);
+  const Ip = m.besideDense ? densePacked(c) : undefined;
   const buffers: GPUBuffer[] = [];
   const buffer = (bytes: number, label: string) => {
     const b = createBuffer(ctx, bytes, label);
@@ -100,6 +129,7 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<MoeKernels> =>
     return b;
   };
   const choices = T * m.topK;
+  const rows = Math.max(choices * I, T * (Ip ?? 0));
   const k: MoeKernels = {
     shape,
     route: new MoeRoute(ctx, binds, routeOptions),
@@ -107,12 +137,14 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<MoeKernels> =>
     act,
     silu: new SiluMul(ctx, binds, I, false, act),
     sharedSilu: Is === undefined ? undefined : new SiluMul(ctx, binds, Is, false, act),
+    denseSilu: Ip === undefined ? undefined : new SiluMul(ctx, binds, Ip, false, act),
     table: buffer(4 * routeTableLayout(shape).words, 'moe-table'),
     weights: buffer(4 * routeWeightWords(shape, Is !== undefined), 'moe-weights'),
-    gate: buffer(4 * choices * I, 'moe-gate'),
-    up: buffer(4 * choices * I, 'moe-up'),
-    hidden: buffer(4 * choices * I, 'moe-hidden'),
+    gate: buffer(4 * rows, 'moe-gate'),
+    up: buffer(4 * rows, 'moe-up'),
+    hidden: buffer(4 * rows, 'moe-hidden'),
     out: buffer(4 * choices * H, 'moe-out'),
+    mixture: store ? buffer(4 * T * H, 'moe-mixture') : undefined,
     sharedRows:
       Is === undefined ? [] : ['gate', 'up', 'act'].map((n) => buffer(4 * T * Is, `moe-shared-${n}`)),
     sharedOut: Is === undefined ? undefined : buffer(4 * T * H, 'moe-shared-out'),
@@ -125,6 +157,12 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<MoeKernels> =>
   return k;
 });
 
+/** The dense MLP's width beside the experts as packed (padded for a rotation, as an MLP block's). */
+function densePacked(c: KindContext): number {
+  const I = c.spec.intermediate;
+  return packedWidth(I, rotationFor(c.rotate, I));
+}
+
 /** Places the block's tensors. */
 export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBlock> {
   const { spec } = placer;
@@ -133,17 +171,12 @@ export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBloc
   const H = spec.hidden;
   const I = m.intermediate;
   const Is = m.sharedIntermediate;
-  // Gemma 4's mixture (sandwich norms, a dense MLP beside it, its scaled router norm and per-expert
-  // scales) runs on the CPU reference only so far.
-  const missing = [
-    spec.sandwichNorms && 'sandwich norms',
-    m.besideDense && 'a dense MLP beside the experts',
-    m.scaledRouterNorm && 'a scaled router norm',
-    m.perExpertScale && 'per-expert scales',
-  ].filter((x) => typeof x === 'string');
-  if (missing.length > 0)
+  // A dense MLP beside the experts is summed with them through norms: the GPU side takes the
+  // sandwich norms' norm-add kernel for it (the scales, bias and shared expert the route kernel
+  // binds as the device allows: Gemma 4's 8 storage buffers, see MoeRoute).
+  if (m.besideDense && !spec.sandwichNorms)
     throw new InvalidInputError(
-      `${n.router}: a mixture with ${missing.join(', ')} (${spec.family}) does not run on the GPU yet; use the CPU reference (device: 'cpu')`,
+      `${n.router}: a mixture beside a dense MLP without sandwich norms (${spec.family}) does not run on the GPU; use the CPU reference (device: 'cpu')`,
     );
   const label = `${n.router.replace(/[^.]+\.weight$/, '')}experts`;
   // Gate and up as one gated stack, unless the file stores them in two formats.
@@ -164,6 +197,16 @@ export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBloc
     norm: await placer.norm(n.norm, H),
     router: await placer.tensor(n.router, [m.experts, H]),
     bias: m.selectionBias ? await placer.vector(n.bias, m.experts) : undefined,
+    scales:
+      m.scaledRouterNorm || m.perExpertScale
+        ? await placer.row(
+            n.router.replace(/[^.]+\.weight$/, 'scales'),
+            [...(m.scaledRouterNorm ? [n.routerScale] : []), ...(m.perExpertScale ? [n.expertScale] : [])],
+            (m.scaledRouterNorm ? H : 0) + (m.perExpertScale ? m.experts : 0),
+          )
+        : undefined,
+    outNorm: spec.sandwichNorms ? await placer.norm(n.outNorm, H) : undefined,
+    dense: m.besideDense ? await placeDense(placer, block) : undefined,
     gateUp,
     down,
     store: placed.store,
@@ -184,12 +227,43 @@ export async function placeMoe(placer: Placer, block: MoeBlock): Promise<GpuBloc
   const sharedMatrices = w.shared
     ? [...('parts' in w.shared.gateUp ? [w.shared.gateUp] : w.shared.gateUp), w.shared.down]
     : [];
+  const d = w.dense;
+  const denseMatrices = d ? [...('parts' in d.gateUp ? [d.gateUp] : d.gateUp), d.down] : [];
   return {
-    matrices: sharedMatrices,
-    vectors: [w.norm, w.router, w.bias, w.shared?.router].filter((b) => b !== undefined),
+    matrices: [...sharedMatrices, ...denseMatrices],
+    vectors: [
+      w.norm,
+      w.router,
+      w.bias,
+      w.shared?.router,
+      w.scales,
+      w.outNorm,
+      d?.norm,
+      d?.outNorm,
+      d?.expertsOutNorm,
+    ].filter((b) => b !== undefined),
     experts: stacks,
     expertBytesPerToken: m.topK * stacks.reduce((sum, s) => sum + s.expertBytes, 0),
     bind: (c) => bindMoe(c, w),
+  };
+}
+
+/** The dense MLP beside the experts: its norms, gate | up (gated where they pair) and down. */
+async function placeDense(placer: Placer, block: MoeBlock): Promise<NonNullable<MoeGpuWeights['dense']>> {
+  const H = placer.spec.hidden;
+  const I = placer.spec.intermediate;
+  const n = block.names;
+  return {
+    I,
+    norm: await placer.norm(n.denseNorm, H),
+    gateUp: await placer.paired(
+      n.denseGate.replace(/[^.]+\.weight$/, 'gate_up_proj.weight'),
+      [n.denseGate, I, H],
+      [n.denseUp, I, H],
+    ),
+    down: await placer.matrix(n.denseDown, H, I),
+    outNorm: await placer.norm(n.denseOutNorm, H),
+    expertsOutNorm: await placer.norm(n.expertsOutNorm, H),
   };
 }
 
@@ -219,10 +293,19 @@ async function bindMoe(c: KindContext, w: MoeGpuWeights): Promise<BoundBlock> {
         : ([kb.linear(w.shared.gateUp[0]), kb.linear(w.shared.gateUp[1])] as const),
     down: kb.linear(w.shared.down),
   };
+  const d = w.dense;
+  const dense: Dense | undefined = d && {
+    gateUp:
+      'parts' in d.gateUp
+        ? kb.linear(d.gateUp, { ...kb.norm(d.norm), epilogue: k.act })
+        : ([kb.linear(d.gateUp[0]), kb.linear(d.gateUp[1])] as const),
+    down: kb.linear(d.down),
+  };
   const owned: { destroy(): void }[] = [
     ...('encode' in experts.gateUp ? [experts.gateUp] : experts.gateUp),
     experts.down,
     ...(shared ? [...('encode' in shared.gateUp ? [shared.gateUp] : shared.gateUp), shared.down] : []),
+    ...(dense ? [...('encode' in dense.gateUp ? [dense.gateUp] : dense.gateUp), dense.down] : []),
   ];
   const paging = store && pagingOf(c, k, store, shape);
   if (paging) owned.push(paging);
@@ -232,6 +315,7 @@ async function bindMoe(c: KindContext, w: MoeGpuWeights): Promise<BoundBlock> {
       encodeRoute(p, w, k);
       encodeExperts(p, k, experts, k.table);
       encodeCombine(p, k, shared);
+      encodeOutput(p, w, k, dense);
     },
     ...(paging
       ? {
@@ -239,6 +323,7 @@ async function bindMoe(c: KindContext, w: MoeGpuWeights): Promise<BoundBlock> {
             encodeRoute(p, w, k);
             await paging.run(flush, (table) => encodeExperts(p, k, experts, table));
             encodeCombine(p, k, shared);
+            encodeOutput(p, w, k, dense);
           },
           paging: () => paging.cache.totals,
         }
@@ -258,6 +343,12 @@ async function bindMoe(c: KindContext, w: MoeGpuWeights): Promise<BoundBlock> {
 interface Experts {
   readonly gateUp: ExpertMatmul | readonly [ExpertMatmul, ExpertMatmul];
   readonly down: ExpertMatmul;
+}
+
+/** The linears of the dense MLP beside the experts. */
+interface Dense {
+  readonly gateUp: Linear | readonly [Linear, Linear];
+  readonly down: Linear;
 }
 
 /** A paged block's cache and what running a pass's experts through it takes. */
@@ -320,6 +411,7 @@ function encodeRoute(p: GpuPass, w: MoeGpuWeights, k: MoeKernels): void {
       router: w.router,
       ...(w.bias ? { bias: w.bias } : {}),
       ...(w.shared ? { sharedRouter: w.shared.router } : {}),
+      ...(w.scales ? { scales: w.scales } : {}),
       h: p.a.h,
       table: k.table,
       weights: k.weights,
@@ -340,7 +432,7 @@ function encodeExperts(p: GpuPass, k: MoeKernels, x: Experts, table: GPUBuffer):
   x.down.encode(p.pass, k.hidden, k.out, table, T, false);
 }
 
-/** The shared expert (where there is one) and the weighted sum into the stream. */
+/** The shared expert (where there is one) and the weighted sum into the stream (or its own row). */
 function encodeCombine(
   p: GpuPass,
   k: MoeKernels,
@@ -365,8 +457,41 @@ function encodeCombine(
       table: k.table,
       weights: k.weights,
       ...(k.sharedOut ? { shared: k.sharedOut } : {}),
-      x: a.x,
+      x: k.mixture ?? a.x,
     },
     T,
   );
+}
+
+/**
+ * Where the combine stored the mixture's output: x += rmsnorm(mixture) · outNorm (sandwich norms);
+ * beside a dense MLP (Gemma 4), d = dense MLP(rmsnorm(x) · its norm) into tmp, then in h (free
+ * once the experts have run) s = rmsnorm(d) · its out norm, s += rmsnorm(mixture) · the experts'
+ * out norm, and x += rmsnorm(s) · outNorm.
+ */
+function encodeOutput(p: GpuPass, w: MoeGpuWeights, k: MoeKernels, dense: Dense | undefined): void {
+  const { a, T } = p;
+  if (!k.mixture) return;
+  const normAdd = p.k.normAdd;
+  if (!normAdd || !w.outNorm)
+    throw new Error('moe: a mixture whose output is normed has sandwich norms and the norm-add kernel');
+  const d = w.dense;
+  if (!d || !dense) {
+    normAdd.encode(p.pass, k.mixture, w.outNorm, a.x, T);
+    return;
+  }
+  p.section('mlp');
+  if ('encode' in dense.gateUp) {
+    dense.gateUp.encode(p.pass, dense.gateUp.fused.norm ? a.x : normedInput(p, d.norm), k.hidden, T);
+  } else {
+    const hm = normedInput(p, d.norm);
+    dense.gateUp[0].encode(p.pass, hm, k.gate, T);
+    dense.gateUp[1].encode(p.pass, hm, k.up, T);
+    k.denseSilu!.encode(p.pass, [k.gate, k.up], k.hidden, T);
+  }
+  p.section('down');
+  dense.down.encode(p.pass, rotatedInput(p, p.k.rot?.of(d.I), k.hidden), a.tmp, T);
+  p.k.norm.encode(p.pass, a.tmp, d.outNorm, a.h, T);
+  normAdd.encode(p.pass, k.mixture, d.expertsOutNorm, a.h, T);
+  normAdd.encode(p.pass, a.h, w.outNorm, a.x, T);
 }
