@@ -1,6 +1,6 @@
 // embed: out[m, :] = row ids[m] of an embedding table [V, n] in any weight format of
 // src/quant/formats.ts, dequantized exactly as its `dequantize` does (bit-identical), times the
-// f32 SCALE when the variant has one (Gemma 3: sqrt(hidden); without, the values as they are). The
+// f32 p.scale when the variant is SCALE (Gemma 3: sqrt(hidden); without, the values as they are). The
 // table is resident as a GpuMatrix (src/kernels/matmul/matrix.ts), split by rows into parts; one
 // dispatch per part writes the outputs whose id falls in rows [row0, row0 + rows) of that part.
 //
@@ -15,7 +15,7 @@
 //   + HB r / 32); q = (low | high << LB) - BIAS.
 //   Scales (f16 d per 32; K-quant super-blocks of 256): grid_at(e) = (a, b) of quant_scales.wgsl,
 //   and w = fma(a, q, -b) (a * q is exact, or b = 0: formats.ts's fround(a * q - b)).
-// Bindings (group 0): 0 uniform Params { M, n, row0, rows }; 1 ids: array<u32> [M];
+// Bindings (group 0): 0 uniform Params { M, n, row0, rows, scale }; 1 ids: array<u32> [M];
 //   2 out: array<f32> [M, n] (written where the id is in this part); 3 data: array<u32>;
 //   4 scales: array<u32> (integer formats); 5 lattice: array<u32> (the lattice i-quants' codebook,
 //   decoded by lattice.wgsl a block of 16 at a time).
@@ -102,7 +102,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let v = fma(ab.x, q, -ab.y);
 //#endif
 //#if SCALE
-  out[i] = v * bitcast<f32>({{SCALE_BITS}}u);
+  out[i] = v * p.scale;
 //#else
   out[i] = v;
 //#endif

@@ -23,18 +23,18 @@ const Params = defineUniforms('Params', {
   n: 'u32',
   row0: 'u32',
   rows: 'u32',
+  scale: 'f32',
 });
 
 /**
- * The pipeline of `format`; with a scale other than 1, one more variant whose WGSL holds the f32
- * scale's bits as a constant (a model has one scale: a uniform field would grow every model's
- * per-step uniform for Gemma's sake).
+ * The pipeline of `format`; with a scale other than 1, one more variant that multiplies by the
+ * uniform's f32 `scale`. The scale is a uniform, not a constant in the WGSL: with a constant,
+ * wgpu's naga and lavapipe's compiler regrouped (a * q) * scale and missed the reference's bits by
+ * an ulp (a compiler may fold constants; it cannot fold a uniform).
  */
 function embedWgsl(format: WeightFormat, scale = 1): WgslVariant {
-  const bits = new Uint32Array(new Float32Array([scale]).buffer)[0]!;
   return wgslVariant(shaders.embed, Params, {
     SCALE: scale !== 1,
-    SCALE_BITS: bits,
     WG,
     F32: format === 'f32',
     F16: format === 'f16',
@@ -125,6 +125,7 @@ export class Embedding {
         n: cols,
         row0: part.row0,
         rows: part.rows,
+        scale: this.scale,
       });
       const bufs = [uniform.buffer, ids, out, part.data];
       if (part.scales) bufs.push(part.scales);
