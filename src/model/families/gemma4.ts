@@ -270,8 +270,9 @@ export const gemma4: Family = {
   config: gemma4Config,
   blocks: gemma4Blocks,
   finalNorm: 'model.norm.weight',
-  // The published experts: `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj` [E, H, I].
-  fused: (spec, layer) => expertStacks(spec, layer, '', 'checkpoint', MOE_NAMES),
+  // The published experts: `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj` [E, H, I],
+  // which llama.cpp's converter keeps (`ffn_gate_up_exps`, `ffn_down_exps`).
+  fused: (spec, layer) => expertStacks(spec, layer, '', 'checkpoint and gguf', MOE_NAMES),
   gguf: {
     ...gemma4Gguf,
     async spec(g) {
