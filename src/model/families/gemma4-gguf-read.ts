@@ -5,7 +5,7 @@ import { ModelFormatError } from '../../formats/errors.js';
 import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaCountOrZero, metaNumber } from '../../formats/gguf/meta.js';
 import type { ModelSpec, MoeSpec, RopeSpec } from '../spec/spec.js';
-import { kvSharingMismatch, llamaCppKvSource, UNROTATED } from './gemma4-gguf.js';
+import { GEMMA4_ROUTING, kvSharingMismatch, llamaCppKvSource, UNROTATED } from './gemma4-gguf.js';
 import { ggufBaseSpec, ggufMoe, tensorReads } from './gguf-base.js';
 
 /**
@@ -236,9 +236,8 @@ async function ggufFullRope(g: GgufFile, theta: number, headDim: number): Promis
 /**
  * Gemma 4's mixture as llama.cpp's gemma4 loader and graph take it: a layer with a router
  * (`ffn_gate_inp.weight`) runs it beside its dense MLP; `expert_count`, `expert_used_count` and
- * `expert_feed_forward_length` (which the loader needs for the experts' shapes: no fallback); a
- * renormalised softmax over the router's logits on the stream RMS-normed times 1/√hidden and
- * `ffn_gate_inp.scale`, each expert's output times `ffn_down_exps.scale`. None where no layer has a
+ * `expert_feed_forward_length` (which the loader needs for the experts' shapes: no fallback);
+ * {@link GEMMA4_ROUTING}. None where no layer has a
  * router and no `expert_count` is stated; a router on some layers only is refused (weft runs
  * Gemma 4's mixture on every layer).
  */
@@ -253,19 +252,5 @@ function ggufGemma4Moe(g: GgufFile, layers: number): { moe?: MoeSpec } {
       'must be on every layer (Gemma 4’s mixture runs on every layer or none)',
     );
   metaCount(g, 'gemma4.expert_feed_forward_length');
-  const routing = {
-    scoring: 'softmax',
-    renormalize: true,
-    renormEps: 0,
-    selectionBias: false,
-    routedScale: 1,
-  } as const;
-  return {
-    moe: {
-      ...ggufMoe(g, 'gemma4', routing, routers),
-      scaledRouterNorm: true,
-      perExpertScale: true,
-      besideDense: true,
-    },
-  };
+  return { moe: { ...ggufMoe(g, 'gemma4', GEMMA4_ROUTING, routers), ...GEMMA4_ROUTING } };
 }

@@ -10,6 +10,24 @@ import {
 import type { GgufEntries, GgufFamily, NamePairs } from './family.js';
 import { f32, GLOBAL_NAMES, refuseExport, SHARED_LAYER_NAMES, u32 } from './gguf-base.js';
 
+/**
+ * Gemma 4's routing (`Gemma4TextRouter`, `Gemma4TextExperts`), as llama.cpp's gemma4 graph runs it
+ * too (src/models/gemma4.cpp, `build_moe_ffn`): the router reads the residual stream RMS-normed
+ * without a weight, times 1/√hidden and `router.scale` (`ffn_gate_inp.scale`); a softmax over the
+ * experts, the top k renormalised (norm_w), unscaled and unbiased; each expert's output times its
+ * `per_expert_scale` (`ffn_down_exps.scale`); the experts beside the dense MLP.
+ */
+export const GEMMA4_ROUTING = {
+  scoring: 'softmax',
+  renormalize: true,
+  renormEps: 0,
+  selectionBias: false,
+  routedScale: 1,
+  scaledRouterNorm: true,
+  perExpertScale: true,
+  besideDense: true,
+} as const satisfies Partial<MoeSpec>;
+
 /** Where llama.cpp's converter parks a pair that does not turn: θ / 1e30 ≈ 0 (`generate_extra_tensors`). */
 export const UNROTATED = Math.fround(1e30);
 
@@ -173,7 +191,7 @@ function gemma4RopeFreqs(spec: ModelSpec): [string, Float32Array][] {
  * softmax scale other than its fixed 1, a full-layer RoPE other than proportional (or none), a
  * scaled or partial sliding RoPE, KV-shared layers reading other caches than llama.cpp gives them
  * ({@link llamaCppKvSource}), per-layer inputs over another vocabulary, and a mixture other than
- * Gemma 4's ({@link isGemma4Mixture}).
+ * Gemma 4's ({@link GEMMA4_ROUTING} on every layer, no shared expert).
  */
 function refuseForLlamaCpp(spec: ModelSpec): void {
   if (Math.fround(attentionScale(spec)) !== 1)
@@ -214,34 +232,18 @@ function refuseForLlamaCpp(spec: ModelSpec): void {
       spec.perLayerInput.vocab,
       `llama.cpp’s table has vocab_size (${spec.vocabSize}) rows`,
     );
-  if (spec.moe && !isGemma4Mixture(spec.moe))
+  const m = spec.moe;
+  const routing = Object.entries(GEMMA4_ROUTING) as [keyof typeof GEMMA4_ROUTING, unknown][];
+  if (
+    m &&
+    (m.sharedIntermediate !== undefined || m.layers.includes(false) || routing.some(([k, v]) => m[k] !== v))
+  )
     refuseExport(
       spec,
       'mixture of experts',
-      spec.moe,
-      'llama.cpp’s gemma4 graph runs Gemma 4’s mixture on every layer (see isGemma4Mixture)',
+      m,
+      'llama.cpp’s gemma4 graph runs Gemma 4’s mixture on every layer (GEMMA4_ROUTING)',
     );
-}
-
-/**
- * Whether `m` is the mixture llama.cpp's gemma4 graph runs (src/models/gemma4.cpp, a layer with
- * `ffn_gate_inp`), on every layer: the router on the residual stream RMS-normed, times 1/√hidden
- * and `ffn_gate_inp.scale`; a softmax, the top k renormalised (`build_moe_ffn`'s norm_w), unscaled
- * and unbiased, each expert's output times `ffn_down_exps.scale`; beside the dense MLP, with no
- * shared expert.
- */
-export function isGemma4Mixture(m: MoeSpec): boolean {
-  return (
-    m.scoring === 'softmax' &&
-    m.renormalize &&
-    !m.selectionBias &&
-    m.routedScale === 1 &&
-    m.scaledRouterNorm === true &&
-    m.perExpertScale === true &&
-    m.besideDense === true &&
-    m.sharedIntermediate === undefined &&
-    m.layers.every((l) => l)
-  );
 }
 
 /**

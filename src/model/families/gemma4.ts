@@ -11,7 +11,7 @@ import { type Fields, refusePrequantized } from '../spec/fields.js';
 import type { ModelSpec, MoeSpec, RopeSpec } from '../spec/spec.js';
 import { baseConfig, decoderBlocks, expertStacks, wrapped } from './decoder.js';
 import type { Family } from './family.js';
-import { gemma4Gguf } from './gemma4-gguf.js';
+import { GEMMA4_ROUTING, gemma4Gguf } from './gemma4-gguf.js';
 
 /** Gemma4TextConfig's `rope_parameters` defaults, per layer type. */
 const SLIDING_THETA = 10_000;
@@ -128,15 +128,8 @@ function gemma4Moe(f: Fields, layers: number): MoeSpec {
     experts: f.count('num_experts'),
     topK: f.count('top_k_experts'),
     intermediate: f.count('moe_intermediate_size'),
-    scoring: 'softmax',
-    renormalize: true,
-    renormEps: 0,
-    selectionBias: false,
-    routedScale: 1,
+    ...GEMMA4_ROUTING,
     layers: Array(layers).fill(true),
-    scaledRouterNorm: true,
-    perExpertScale: true,
-    besideDense: true,
   };
 }
 
