@@ -103,8 +103,27 @@ it('llama.cpp decodes the exported gemma4 mixture (26B-A4B’s ffn_gate_up_exps,
     { ...GEMMA4_MOE, vocab_size: 512, vocab_size_per_layer_input: 512 },
     {
       'first choice only': MOE_UNLIKE['first choice only']!,
-      'no per-expert scale': (s) => ({ ...s, moe: { ...moe(s), perExpertScale: false } }),
-      'the router unscaled': (s) => ({ ...s, moe: { ...moe(s), scaledRouterNorm: false } }),
+      'no per-expert scale': ({ spec, tensors }) => ({
+        spec: { ...spec, moe: { ...moe(spec), perExpertScale: false } },
+        tensors,
+      }),
+      'the router unscaled': ({ spec, tensors }) => ({
+        spec: { ...spec, moe: { ...moe(spec), scaledRouterNorm: false } },
+        tensors,
+      }),
+      // ffn_gate_up_exps read as up then gate: each expert's gate and up swapped.
+      'gate and up swapped': ({ spec, tensors }) => ({
+        spec,
+        tensors: Object.fromEntries(
+          Object.entries(tensors).map(([name, t]) => [
+            name.replace(
+              /\.experts\.(\d+)\.(gate|up)_proj\./,
+              (_, e: string, p: string) => `.experts.${e}.${p === 'gate' ? 'up' : 'gate'}_proj.`,
+            ),
+            t,
+          ]),
+        ),
+      }),
     },
   );
 });

@@ -15,28 +15,40 @@ import { greedyAllowed, unprintableIds } from './wllama-parity.js';
 
 const TEXT = 'a quick brown fox jumps over my lazy dog; pack my box with five dozen liquor jugs.';
 
+/** A model as the reference runs it: its spec and its tensors. */
+export interface ReferenceModel {
+  readonly spec: ModelSpec;
+  readonly tensors: Record<string, Tensor>;
+}
+
+/** Another reading of a model (its spec or its tensors changed). */
+export type Unlike = (m: ReferenceModel) => ReferenceModel;
+
 /**
  * Other readings of a mixture the reference must tell apart from the spec's: the routing weights
  * not renormalised, the first choice only.
  */
-export const MOE_UNLIKE: Record<string, (spec: ModelSpec) => ModelSpec> = {
-  'routing weights not renormalised': (s) => ({
-    ...s,
-    moe: { ...s.moe!, renormalize: false, routedScale: 1 },
+export const MOE_UNLIKE: Record<string, Unlike> = {
+  'routing weights not renormalised': ({ spec, tensors }) => ({
+    spec: { ...spec, moe: { ...spec.moe!, renormalize: false, routedScale: 1 } },
+    tensors,
   }),
-  'first choice only': (s) => ({ ...s, moe: { ...s.moe!, topK: 1 } }),
+  'first choice only': ({ spec, tensors }) => ({
+    spec: { ...spec, moe: { ...spec.moe!, topK: 1 } },
+    tensors,
+  }),
 };
 
 /**
  * Runs the parity check of `config` (family `label`) on `page`, served from `pageUrl`, the
- * reference telling the spec apart from each of `unlike`.
+ * reference telling the model apart from each of `unlike`.
  */
 export async function expectMoeWllamaParity(
   page: Page,
   pageUrl: string,
   label: string,
   config: Record<string, unknown>,
-  unlike: Record<string, (spec: ModelSpec) => ModelSpec> = MOE_UNLIKE,
+  unlike: Record<string, Unlike> = MOE_UNLIKE,
 ): Promise<void> {
   const { files } = configFixtureFiles(config, 11);
   const bytes = await exportModelGguf(memoryModelFiles(label, files), 'F32');
@@ -54,8 +66,10 @@ export async function expectMoeWllamaParity(
   const tokens = 32;
   const want = greedy(runner(model.spec, tensors), ids, tokens);
   expect(new Set(want).size).toBeGreaterThan(4);
-  for (const [what, change] of Object.entries(unlike))
-    expect(greedy(runner(change(model.spec), tensors), ids, tokens), what).not.toEqual(want);
+  for (const [what, change] of Object.entries(unlike)) {
+    const other = change({ spec: model.spec, tensors });
+    expect(greedy(runner(other.spec, other.tensors), ids, tokens), what).not.toEqual(want);
+  }
   // An f32 KV cache without flash attention in llama.cpp: with its f16 defaults, the qwen3_moe
   // fixture's rows drift from the reference's by enough (about 1e-3) to flip a router choice whose
   // two scores lie 1.5e-3 apart, 9 tokens in (measured; its 32 ids match with exact attention).
