@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
 import { exportGguf, type GgufExportType } from '../../src/convert/gguf-export.js';
+import type { GgufMix } from '../../src/convert/gguf-mix.js';
 import { createEngine } from '../../src/engine/create.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { ModelFormatError } from '../../src/formats/errors.js';
@@ -17,12 +18,16 @@ import { type GgufEntry, type GgufWriteTensor, writeGguf } from '../../src/forma
 import { memoryBytes } from '../../src/formats/io/bytes.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
 import { ggufSpec, specFromConfig } from '../../src/model/families/index.js';
+import { splitFusedView } from '../../src/model/fused-view.js';
 import { openGgufCheckpoint } from '../../src/model/gguf.js';
 import { openModel } from '../../src/model/load.js';
+import { referenceTensors } from '../../src/model/quantized.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
 import { GgmlType, quantizeGgml } from '../../src/quant/ggml/blocks.js';
+import { storedWeftFormat } from '../../src/quant/ggml-repack.js';
+import { GEMMA4_MOE } from '../fixtures/gemma4-config.js';
 import {
   configFixtureFiles,
   randomTensors,
@@ -30,13 +35,15 @@ import {
   tinyConfig,
   tinyGemma4LlamaCppConfig,
 } from '../fixtures/write.js';
+import { relErr } from '../helpers/compare.js';
+import { ggufRoundTrip } from '../helpers/gguf-round-trip.js';
 import { greedy } from '../helpers/reference.js';
 
 /** 20 ids: past the tiny Gemma 4's 6-token window. */
 const PROMPT = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 300);
 
 /** `config` as `weft export-gguf` writes it, with the source files, spec and tensors. */
-async function exported(config: Record<string, unknown>, type: GgufExportType = 'F32', seed = 3) {
+async function exported(config: Record<string, unknown>, type: GgufExportType | GgufMix = 'F32', seed = 3) {
   const { files, spec, tensors } = configFixtureFiles(config, seed);
   const bytes = await exportModelGguf(memoryModelFiles('m', files), type);
   return { bytes, files, spec, tensors: new Map(tensors.map((t) => [t.name, t])) };
@@ -363,9 +370,10 @@ async function edited(
 describe('gemma4 GGUF metadata', () => {
   it.each([
     [
+      // A mixture stated without its routers (llama.cpp's layers are mixtures where ffn_gate_inp is).
       'gemma4.expert_count',
       { type: 'u32', value: 8 },
-      /gemma4.expert_count = 8: Gemma 4’s mixture-of-experts layers are not read from GGUF yet/,
+      /ffn_gate_inp.weight = \[false,false,false,false,false,false\]: must be on every layer/,
     ],
     [
       'gemma4.attention.sliding_window_pattern',
@@ -452,4 +460,248 @@ describe('gemma4 GGUF metadata', () => {
     );
     expect(full.slidingLayers).toEqual(Array(6).fill(false));
   });
+});
+
+/** GEMMA4_MOE over the tiny tokenizer's vocab of 512, for the tests that export its files. */
+const MOE_512 = { ...GEMMA4_MOE, vocab_size: 512, vocab_size_per_layer_input: 512 };
+
+/**
+ * {@link MOE_512} wide enough that every expert's rows (and the dense MLP's, and q's) are whole
+ * K-quant super-blocks of 256: hidden, MLP and expert widths 256.
+ */
+const WIDE_MOE = { ...MOE_512, hidden_size: 256, intermediate_size: 256, moe_intermediate_size: 256 };
+
+/** An expert's plain name in Gemma 4's checkpoints (`experts.{e}.*_proj.weight` under the layer). */
+const expert = (l: number, e: number, part: 'gate' | 'up' | 'down') =>
+  `model.layers.${l}.experts.${e}.${part}_proj.weight`;
+
+describe('gemma4 mixture (26B-A4B) GGUF both ways', () => {
+  it('writes the router, its scales, the fused gate | up and down stacks and the expert keys; reads back the same spec and logits', async () => {
+    const r = await ggufRoundTrip(GEMMA4_MOE, 'F32');
+    expect(r.back).toEqual(r.spec);
+    expect(r.backLogits).toEqual(r.logits);
+    const m = (k: string) => r.file.metadata.get(`gemma4.${k}`);
+    // TextModel.set_gguf_parameters: expert_count (num_experts), expert_used_count (top_k_experts)
+    // after the norm epsilon; Gemma4Model: expert_feed_forward_length (moe_intermediate_size).
+    const keys = archKeys(r.file);
+    expect(keys.slice(keys.indexOf('gemma4.attention.layer_norm_rms_epsilon'))).toEqual([
+      'gemma4.attention.layer_norm_rms_epsilon',
+      'gemma4.expert_count',
+      'gemma4.expert_used_count',
+      'gemma4.attention.key_length',
+      'gemma4.attention.value_length',
+      'gemma4.attention.sliding_window',
+      'gemma4.attention.shared_kv_layers',
+      'gemma4.embedding_length_per_layer_input',
+      'gemma4.attention.sliding_window_pattern',
+      'gemma4.attention.key_length_swa',
+      'gemma4.attention.value_length_swa',
+      'gemma4.rope.dimension_count',
+      'gemma4.rope.dimension_count_swa',
+      'gemma4.expert_feed_forward_length',
+    ]);
+    expect([m('expert_count'), m('expert_used_count'), m('expert_feed_forward_length')]).toEqual([5, 2, 12]);
+    expect(m('feed_forward_length')).toBe(36);
+    // ne from llama_model_gemma4::load_arch_tensors: {n_embd, n_expert}, {n_embd, 2 · n_ff_exp,
+    // n_expert}, {n_ff_exp, n_embd, n_expert}; the scales {n_embd} and {n_expert}; F32 (vectors).
+    const expected: [string, number[]][] = [
+      ['ffn_gate_inp.weight', [40, 5]],
+      ['ffn_gate_inp.scale', [40]],
+      ['ffn_gate_up_exps.weight', [40, 24, 5]],
+      ['ffn_down_exps.weight', [12, 40, 5]],
+      ['ffn_down_exps.scale', [5]],
+      ['pre_ffw_norm_2.weight', [40]],
+      ['post_ffw_norm_1.weight', [40]],
+      ['post_ffw_norm_2.weight', [40]],
+      // The dense MLP beside the mixture, and its sandwich norms.
+      ['ffn_norm.weight', [40]],
+      ['ffn_gate.weight', [40, 36]],
+      ['ffn_up.weight', [40, 36]],
+      ['ffn_down.weight', [36, 40]],
+      ['post_ffw_norm.weight', [40]],
+    ];
+    for (const l of [0, 3])
+      for (const [name, ne] of expected) expect(r.file.tensors.get(`blk.${l}.${name}`)?.ne, name).toEqual(ne);
+    expect([...r.file.tensors.keys()].some((n) => /ffn_(gate|up)_exps/.test(n))).toBe(false);
+    // Every value as Transformers holds it (no folding of the scales): expert e's rows of the
+    // fused stack are its gate then its up (build_moe_ffn's views: gate at 0, up at n_ff).
+    const hf = new Map(r.tensors.map((t) => [t.name, t.data]));
+    const p = 'model.layers.2';
+    const g = r.file;
+    expect(sameF32(await raw(g, 'blk.2.ffn_gate_inp.scale'), hf.get(`${p}.router.scale`)!)).toBeUndefined();
+    expect(
+      sameF32(await raw(g, 'blk.2.ffn_down_exps.scale'), hf.get(`${p}.router.per_expert_scale`)!),
+    ).toBeUndefined();
+    const gateUp = await raw(g, 'blk.2.ffn_gate_up_exps.weight');
+    const down = await raw(g, 'blk.2.ffn_down_exps.weight');
+    const H = 40;
+    const I = 12;
+    for (let e = 0; e < 5; e++) {
+      const rows = gateUp.subarray(e * 2 * I * H, (e + 1) * 2 * I * H);
+      expect(sameF32(rows.subarray(0, I * H), hf.get(expert(2, e, 'gate'))!), `gate ${e}`).toBeUndefined();
+      expect(sameF32(rows.subarray(I * H), hf.get(expert(2, e, 'up'))!), `up ${e}`).toBeUndefined();
+      const d = down.subarray(e * H * I, (e + 1) * H * I);
+      expect(sameF32(d, hf.get(expert(2, e, 'down'))!), `down ${e}`).toBeUndefined();
+    }
+  });
+
+  it('reads gate and up apart (ffn_gate_exps, ffn_up_exps: llama.cpp’s loader without the fused stack) as the same model', async () => {
+    const spec = { ...specFromConfig(GEMMA4_MOE), bosId: undefined, eosIds: [] };
+    const bytes = exportGguf(spec, randomTensors(spec, 3), 'F32');
+    const g = await open(bytes);
+    const tensors: GgufWriteTensor[] = [];
+    const I = 12;
+    const H = 40;
+    for (const info of g.tensors.values()) {
+      const m = /^blk\.(\d+)\.ffn_gate_up_exps\.weight$/.exec(info.name);
+      if (m === null) {
+        tensors.push({ ...info, data: await info.bytes.read(info.offset, info.byteLength) });
+        continue;
+      }
+      const fused = await raw(g, info.name); // [E, 2I, H]
+      const half = (which: number) => {
+        const out = new Float32Array(5 * I * H);
+        for (let e = 0; e < 5; e++)
+          out.set(fused.subarray((2 * e + which) * I * H, (2 * e + which + 1) * I * H), e * I * H);
+        return quantizeGgml(GgmlType.F32, out);
+      };
+      for (const [part, which] of [
+        ['gate', 0],
+        ['up', 1],
+      ] as const)
+        tensors.push({
+          name: `blk.${m[1]}.ffn_${part}_exps.weight`,
+          ne: [H, I, 5],
+          type: GgmlType.F32,
+          data: half(which),
+        });
+    }
+    const apart = writeGguf(entries(g), tensors);
+    const split = await openGgufCheckpoint(memoryBytes(apart, 'apart.gguf'));
+    const fused = await openGgufCheckpoint(memoryBytes(bytes, 'fused.gguf'));
+    expect(split.spec).toEqual(fused.spec);
+    const run = async (ck: typeof split) =>
+      new ReferenceRunner(
+        ck.spec,
+        mapWeights(await readAllF32(splitFusedView(ck, ck.spec, () => 'g4moe.gguf'))),
+      ).logitsFor(PROMPT.map((t) => t % spec.vocabSize));
+    expect(sameF32(await run(split), await run(fused))).toBeUndefined();
+  });
+
+  it.each([
+    [
+      'a router on some layers only',
+      undefined,
+      undefined,
+      ['blk.1.ffn_gate_inp.weight', undefined],
+      /ffn_gate_inp.weight = \[true,false,true,true\]: must be on every layer/,
+    ],
+    [
+      'no expert width',
+      'gemma4.expert_feed_forward_length',
+      undefined,
+      undefined,
+      /gemma4.expert_feed_forward_length = undefined: missing/,
+    ],
+    [
+      'sigmoid routing',
+      'gemma4.expert_gating_func',
+      { type: 'u32', value: 2 },
+      undefined,
+      /gemma4.expert_gating_func = 2: llama.cpp's gemma4 graph routes by softmax \(1\)/,
+    ],
+  ] as const)('refuses %s, naming the key and the value', async (_, key, entry, tensor, message) => {
+    const spec = { ...specFromConfig(GEMMA4_MOE), bosId: undefined, eosIds: [] };
+    const bytes = exportGguf(spec, randomTensors(spec, 3), 'F32');
+    const e = await thrown(async () =>
+      ggufSpec(await open(await edited(bytes, key, entry, tensor ? [tensor[0], tensor[1]] : undefined))),
+    );
+    expect(e).toBeInstanceOf(ModelFormatError);
+    expect((e as Error).message).toMatch(message);
+  });
+
+  it('export refuses a mixture llama.cpp’s gemma4 graph would run differently', async () => {
+    const spec = specFromConfig(GEMMA4_MOE);
+    for (const moe of [
+      { ...spec.moe!, renormalize: false },
+      { ...spec.moe!, perExpertScale: false },
+      { ...spec.moe!, layers: [true, false, true, true] },
+    ]) {
+      const e = await thrown(() => exportGguf({ ...spec, moe }, [], 'F32'));
+      expect(e).toBeInstanceOf(InvalidInputError);
+      expect((e as Error).message).toMatch(
+        /gemma4 mixture of experts = .*llama.cpp’s gemma4 graph runs Gemma 4’s mixture on every layer/,
+      );
+    }
+  });
+});
+
+describe('a quantized gemma4 mixture GGUF on the CPU reference', () => {
+  it.each([
+    ['Q8_0', 'Q8_0', 'Q8_0'],
+    ['Q4_K_M', 'Q4_K', 'Q6_K'],
+  ] as const)(
+    '%s: each expert read as stored from its stack (gate | up %s, down %s in the last layer), logits the file’s blocks dequantized, the engine’s greedy ids the reference’s',
+    async (type, gateUpType, lastDownType) => {
+      const { bytes, files } = await exported(WIDE_MOE, type, 5);
+      const st = await openModel(memoryModelFiles('g4moe', files));
+      const gg = await openModel(ggufFiles(bytes));
+      const g = await open(bytes);
+      // The stop ids: the tokenizer's EOS (302), then the config's (1) and the generation config's (2).
+      expect(gg.spec).toEqual({ ...st.spec, eosIds: [302, 1, 2] });
+      const { spec, weights } = gg;
+      const m = spec.moe!;
+      const L = spec.layers - 1;
+      const typeOf = (name: string) => g.tensors.get(name)?.type;
+      expect(typeOf(`blk.${L}.ffn_gate_up_exps.weight`)).toBe(GgmlType[gateUpType]);
+      expect(typeOf(`blk.${L}.ffn_down_exps.weight`)).toBe(GgmlType[lastDownType]);
+      for (const name of ['ffn_gate_inp.weight', 'ffn_gate_inp.scale', 'ffn_down_exps.scale'])
+        expect(typeOf(`blk.0.${name}`), name).toBe(GgmlType.F32);
+      // Placed as stored (the default quant), every matrix is the file's blocks, copied: no expert
+      // is decoded to f32 (the largest f32 read is a router [E, H]) and the reference runs on
+      // the file dequantized.
+      const quant = gg.packed!.format;
+      const placed = await referenceTensors(gg, quant, 'none');
+      expect(weights.stats!.largestF32).toBe(m.experts * spec.hidden);
+      const dequantized = await readAllF32(weights);
+      for (const [name, t] of Object.entries(placed))
+        expect(sameF32(t.data, dequantized[name]!.data), name).toBeUndefined();
+      // Every expert part's stored format is its stack's type (gate and up each half of an
+      // expert's rows of ffn_gate_up_exps), and its values the stack's rows dequantized.
+      for (let l = 0; l < spec.layers; l++) {
+        const gateUp = await raw(g, `blk.${l}.ffn_gate_up_exps.weight`);
+        const I = m.intermediate;
+        const H = spec.hidden;
+        for (let e = 0; e < m.experts; e++) {
+          for (const [part, stack] of [
+            ['gate', 'ffn_gate_up_exps'],
+            ['up', 'ffn_gate_up_exps'],
+            ['down', 'ffn_down_exps'],
+          ] as const)
+            expect(weights.storedFormat?.(expert(l, e, part)), `${l} ${e} ${part}`).toBe(
+              storedWeftFormat(typeOf(`blk.${l}.${stack}.weight`)!),
+            );
+          const rows = gateUp.subarray(2 * e * I * H, 2 * (e + 1) * I * H);
+          expect(
+            sameF32(await weights.readF32(expert(l, e, 'gate')), rows.subarray(0, I * H)),
+          ).toBeUndefined();
+          expect(sameF32(await weights.readF32(expert(l, e, 'up')), rows.subarray(I * H))).toBeUndefined();
+        }
+      }
+      const ref = new ReferenceRunner(spec, mapWeights(placed), { capacity: 64 });
+      const logits = ref.logitsFor(PROMPT);
+      const source = new ReferenceRunner(st.spec, mapWeights(await readAllF32(st.weights)), { capacity: 64 });
+      const err = relErr(logits, source.logitsFor(PROMPT));
+      console.log(
+        `[gemma4 mixture ${type}] quant ${quant}; logits' relative error to the f32 source ${err.toFixed(4)}`,
+      );
+      expect(err).toBeLessThan(type === 'Q8_0' ? 0.05 : 0.3); // 0.012 and 0.19 on these random weights
+      const engine = await createEngine({ model: ggufFiles(bytes), device: 'cpu', contextLength: 64 });
+      const ids: number[] = [];
+      for await (const c of engine.generate(PROMPT, { maxTokens: 6 })) ids.push(...c.ids);
+      await engine.unload();
+      expect(ids).toEqual(greedy(new ReferenceRunner(spec, mapWeights(placed), { capacity: 64 }), PROMPT, 6));
+    },
+    60_000,
+  );
 });

@@ -13,7 +13,9 @@ import { openModel } from '../../src/model/load.js';
 import { ReferenceRunner } from '../../src/model/reference/reference.js';
 import type { ModelSpec } from '../../src/model/spec/spec.js';
 import { mapWeights, readAllF32 } from '../../src/model/weights.js';
+import { GEMMA4_MOE } from '../fixtures/gemma4-config.js';
 import { configFixtureFiles, tinyGemma4LlamaCppConfig } from '../fixtures/write.js';
+import { expectMoeWllamaParity, MOE_UNLIKE } from '../helpers/moe-wllama.js';
 import { greedyAllowed, setUpWllamaPage, unprintableIds } from '../helpers/wllama-parity.js';
 
 let page: Page;
@@ -88,4 +90,40 @@ it('llama.cpp (wllama) decodes the exported gemma4 GGUF past its window to the r
 
 it('llama.cpp reads V = K on the full layers and their KV heads per layer', async () => {
   await sameGreedy('g4kv', tinyGemma4LlamaCppConfig(true), UNLIKE);
+});
+
+it('llama.cpp decodes the exported gemma4 mixture (26B-A4B’s ffn_gate_up_exps, router and expert scales) to the reference’s greedy ids', async () => {
+  const moe = (s: ModelSpec) => s.moe!;
+  // GEMMA4_MOE over the tiny tokenizer's vocab. Renormalising the top k is no test here: the
+  // experts' sum is RMS-normed (post_feedforward_layernorm_2), which undoes its scale.
+  await expectMoeWllamaParity(
+    page,
+    pageUrl,
+    'g4moe',
+    { ...GEMMA4_MOE, vocab_size: 512, vocab_size_per_layer_input: 512 },
+    {
+      'first choice only': MOE_UNLIKE['first choice only']!,
+      'no per-expert scale': ({ spec, tensors }) => ({
+        spec: { ...spec, moe: { ...moe(spec), perExpertScale: false } },
+        tensors,
+      }),
+      'the router unscaled': ({ spec, tensors }) => ({
+        spec: { ...spec, moe: { ...moe(spec), scaledRouterNorm: false } },
+        tensors,
+      }),
+      // ffn_gate_up_exps read as up then gate: each expert's gate and up swapped.
+      'gate and up swapped': ({ spec, tensors }) => ({
+        spec,
+        tensors: Object.fromEntries(
+          Object.entries(tensors).map(([name, t]) => [
+            name.replace(
+              /\.experts\.(\d+)\.(gate|up)_proj\./,
+              (_, e: string, p: string) => `.experts.${e}.${p === 'gate' ? 'up' : 'gate'}_proj.`,
+            ),
+            t,
+          ]),
+        ),
+      }),
+    },
+  );
 });

@@ -1,7 +1,7 @@
 // llama.cpp (wllama, in headless Chromium) on the GGUF `weft export-gguf` writes for a tiny random
 // mixture-of-experts config: its 32 greedy ids must be the CPU reference's on the same file, and the
 // reference must give other ids where the routing were read another way (no renormalisation, the
-// experts' order reversed), so the match shows llama.cpp routed as weft does.
+// first choice only, or a family's own readings), so the match shows llama.cpp routed as weft does.
 import type { Page } from 'playwright-core';
 import { expect } from 'vitest';
 import { exportModelGguf } from '../../src/convert/convert.js';
@@ -15,12 +15,40 @@ import { greedyAllowed, unprintableIds } from './wllama-parity.js';
 
 const TEXT = 'a quick brown fox jumps over my lazy dog; pack my box with five dozen liquor jugs.';
 
-/** Runs the parity check of `config` (family `label`) on `page`, served from `pageUrl`. */
+/** A model as the reference runs it: its spec and its tensors. */
+export interface ReferenceModel {
+  readonly spec: ModelSpec;
+  readonly tensors: Record<string, Tensor>;
+}
+
+/** Another reading of a model (its spec or its tensors changed). */
+export type Unlike = (m: ReferenceModel) => ReferenceModel;
+
+/**
+ * Other readings of a mixture the reference must tell apart from the spec's: the routing weights
+ * not renormalised, the first choice only.
+ */
+export const MOE_UNLIKE: Record<string, Unlike> = {
+  'routing weights not renormalised': ({ spec, tensors }) => ({
+    spec: { ...spec, moe: { ...spec.moe!, renormalize: false, routedScale: 1 } },
+    tensors,
+  }),
+  'first choice only': ({ spec, tensors }) => ({
+    spec: { ...spec, moe: { ...spec.moe!, topK: 1 } },
+    tensors,
+  }),
+};
+
+/**
+ * Runs the parity check of `config` (family `label`) on `page`, served from `pageUrl`, the
+ * reference telling the model apart from each of `unlike`.
+ */
 export async function expectMoeWllamaParity(
   page: Page,
   pageUrl: string,
   label: string,
   config: Record<string, unknown>,
+  unlike: Record<string, Unlike> = MOE_UNLIKE,
 ): Promise<void> {
   const { files } = configFixtureFiles(config, 11);
   const bytes = await exportModelGguf(memoryModelFiles(label, files), 'F32');
@@ -38,15 +66,10 @@ export async function expectMoeWllamaParity(
   const tokens = 32;
   const want = greedy(runner(model.spec, tensors), ids, tokens);
   expect(new Set(want).size).toBeGreaterThan(4);
-  const moe = model.spec.moe!;
-  const unlike: Record<string, ReferenceRunner> = {
-    'routing weights not renormalised': runner(
-      { ...model.spec, moe: { ...moe, renormalize: false, routedScale: 1 } },
-      tensors,
-    ),
-    'first choice only': runner({ ...model.spec, moe: { ...moe, topK: 1 } }, tensors),
-  };
-  for (const [what, ref] of Object.entries(unlike)) expect(greedy(ref, ids, tokens), what).not.toEqual(want);
+  for (const [what, change] of Object.entries(unlike)) {
+    const other = change({ spec: model.spec, tensors });
+    expect(greedy(runner(other.spec, other.tensors), ids, tokens), what).not.toEqual(want);
+  }
   // An f32 KV cache without flash attention in llama.cpp: with its f16 defaults, the qwen3_moe
   // fixture's rows drift from the reference's by enough (about 1e-3) to flip a router choice whose
   // two scores lie 1.5e-3 apart, 9 tokens in (measured; its 32 ids match with exact attention).

@@ -231,15 +231,17 @@ function attentionLayersConfig(spec: ModelSpec): Record<string, unknown> {
  * the family's blocks name them), under `${prefix}.${under}.experts`: Transformers 5's
  * `gate_up_proj` [E, 2I, H] (each expert's gate rows, then its up rows: `Qwen2MoeExperts`) and
  * `down_proj` [E, H, I] (`under` '': directly under the layer, as Gemma 4's), written where `fused` says (`'checkpoint'`: as the published files hold
- * them; `'never'`: a family published per expert); and the stacks llama.cpp's GGUFs hold,
- * `gate_proj` and `up_proj` [E, I, H] (weft's names for `ffn_gate_exps` and `ffn_up_exps`: see
- * `moeLayerNames`) and the same `down_proj` (`ffn_down_exps`). None for a dense layer.
+ * them; `'never'`: a family published per expert; `'checkpoint and gguf'`: llama.cpp's converter
+ * keeps them fused too, as `ffn_gate_up_exps`: Gemma 4's); and the stacks llama.cpp's GGUFs hold
+ * apart, `gate_proj` and `up_proj` [E, I, H] (weft's names for `ffn_gate_exps` and `ffn_up_exps`:
+ * see `moeLayerNames`; read only where the GGUF keeps them fused) and the same `down_proj`
+ * (`ffn_down_exps`). None for a dense layer.
  */
 export function expertStacks(
   spec: ModelSpec,
   layer: number,
   under: string,
-  fused: 'checkpoint' | 'never',
+  fused: 'checkpoint' | 'never' | 'checkpoint and gguf',
   renames: Renames<MoeSuffixes> = {},
 ): FusedProjection[] {
   const m = spec.moe;
@@ -250,6 +252,7 @@ export function expertStacks(
   const I = m.intermediate;
   const H = spec.hidden;
   const at = under ? `${prefix}.${under}.experts` : `${prefix}.experts`; // Gemma 4: under the layer
+  const apart = fused === 'checkpoint and gguf' ? 'never' : 'gguf'; // gate_proj and up_proj stacks
   const stack = (names: readonly string[], rows: number) =>
     names.map((name, e) => ({ name, row0: e * rows, rows }));
   return [
@@ -260,15 +263,15 @@ export function expertStacks(
         { name: gate, row0: 2 * e * I, rows: I },
         { name: n.up[e]!, row0: (2 * e + 1) * I, rows: I },
       ]),
-      written: fused,
+      ...(fused === 'checkpoint and gguf' ? {} : { written: fused }),
     },
-    { name: `${at}.gate_proj`, shape: [E, I, H], parts: stack(n.gate, I), written: 'gguf' },
-    { name: `${at}.up_proj`, shape: [E, I, H], parts: stack(n.up, I), written: 'gguf' },
+    { name: `${at}.gate_proj`, shape: [E, I, H], parts: stack(n.gate, I), written: apart },
+    { name: `${at}.up_proj`, shape: [E, I, H], parts: stack(n.up, I), written: apart },
     {
       name: `${at}.down_proj`,
       shape: [E, H, I],
       parts: stack(n.down, H),
-      ...(fused === 'checkpoint' ? {} : { written: 'gguf' as const }),
+      ...(fused === 'never' ? { written: 'gguf' as const } : {}),
     },
   ];
 }

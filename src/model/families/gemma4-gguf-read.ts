@@ -4,9 +4,9 @@
 import { ModelFormatError } from '../../formats/errors.js';
 import type { GgufFile } from '../../formats/gguf/header.js';
 import { meta, metaCount, metaCountOrZero, metaNumber } from '../../formats/gguf/meta.js';
-import type { ModelSpec, RopeSpec } from '../spec/spec.js';
-import { kvSharingMismatch, llamaCppKvSource, UNROTATED } from './gemma4-gguf.js';
-import { ggufBaseSpec, tensorReads } from './gguf-base.js';
+import type { ModelSpec, MoeSpec, RopeSpec } from '../spec/spec.js';
+import { GEMMA4_ROUTING, kvSharingMismatch, llamaCppKvSource, UNROTATED } from './gemma4-gguf.js';
+import { ggufBaseSpec, ggufMoe, tensorReads } from './gguf-base.js';
 
 /**
  * A per-layer count of `key` as llama.cpp's loader takes one (`get_key_or_arr`): a scalar for
@@ -43,20 +43,12 @@ function oneOf(
  * `rope.freq_base` and `rope.freq_base_swa`, each turning its whole head, the full layers'
  * proportional RoPE from `rope_freqs.weight`, `shared_kv_layers`, `embedding_length_per_layer_input`,
  * soft-capping, attention scale 1, V = K where a full layer has no `attn_v`, and the layer scalar
- * where `layer_output_scale` is stored. Refused: the mixture of experts (not read from GGUF yet), RoPE
+ * where `layer_output_scale` is stored, and the mixture ({@link ggufGemma4Moe}). Refused: RoPE
  * scaling keys, and what weft runs differently from llama.cpp (KV sharing's sources).
  */
 export async function gemma4GgufSpec(g: GgufFile): Promise<ModelSpec> {
   const file = g.bytes.name;
   const k = (key: string) => `gemma4.${key}`;
-  for (const key of ['expert_count', 'expert_used_count', 'expert_feed_forward_length'].map(k))
-    if (meta(g, key) !== undefined)
-      throw new ModelFormatError(
-        file,
-        key,
-        meta(g, key),
-        'Gemma 4’s mixture-of-experts layers are not read from GGUF yet',
-      );
   const layers = metaCount(g, k('block_count'));
   const sliding = ggufSlidingLayers(g, layers);
   const shared = metaCountOrZero(g, k('attention.shared_kv_layers'));
@@ -179,6 +171,7 @@ export async function gemma4GgufSpec(g: GgufFile): Promise<ModelSpec> {
         }
       : {}),
     ...(scalars[0] ? { layerScalar: true } : {}),
+    ...ggufGemma4Moe(g, layers),
     ...(softcap === 0 ? {} : { logitSoftcap: metaNumber(g, k('final_logit_softcapping')) }),
   };
   const mismatch = kvSharingMismatch(spec);
@@ -238,4 +231,26 @@ async function ggufFullRope(g: GgufFile, theta: number, headDim: number): Promis
     );
   if (rotatedPairs === f.length && factor === 1) return { theta, layout: 'half' };
   return { theta, layout: 'half', scaling: { type: 'proportional', rotatedPairs, factor } };
+}
+
+/**
+ * Gemma 4's mixture as llama.cpp's gemma4 loader and graph take it: a layer with a router
+ * (`ffn_gate_inp.weight`) runs it beside its dense MLP; `expert_count`, `expert_used_count` and
+ * `expert_feed_forward_length` (which the loader needs for the experts' shapes: no fallback);
+ * {@link GEMMA4_ROUTING}. None where no layer has a
+ * router and no `expert_count` is stated; a router on some layers only is refused (weft runs
+ * Gemma 4's mixture on every layer).
+ */
+function ggufGemma4Moe(g: GgufFile, layers: number): { moe?: MoeSpec } {
+  const routers = Array.from({ length: layers }, (_, l) => g.tensors.has(`blk.${l}.ffn_gate_inp.weight`));
+  if (!routers.includes(true) && meta(g, 'gemma4.expert_count') === undefined) return {};
+  if (routers.includes(false))
+    throw new ModelFormatError(
+      g.bytes.name,
+      'ffn_gate_inp.weight',
+      routers,
+      'must be on every layer (Gemma 4’s mixture runs on every layer or none)',
+    );
+  metaCount(g, 'gemma4.expert_feed_forward_length');
+  return { moe: { ...ggufMoe(g, 'gemma4', GEMMA4_ROUTING, routers), ...GEMMA4_ROUTING } };
 }

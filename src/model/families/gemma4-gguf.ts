@@ -5,9 +5,28 @@ import {
   kvSourceLayer,
   layerAttention,
   type ModelSpec,
+  type MoeSpec,
 } from '../spec/spec.js';
 import type { GgufEntries, GgufFamily, NamePairs } from './family.js';
 import { f32, GLOBAL_NAMES, refuseExport, SHARED_LAYER_NAMES, u32 } from './gguf-base.js';
+
+/**
+ * Gemma 4's routing (`Gemma4TextRouter`, `Gemma4TextExperts`), as llama.cpp's gemma4 graph runs it
+ * too (src/models/gemma4.cpp, `build_moe_ffn`): the router reads the residual stream RMS-normed
+ * without a weight, times 1/√hidden and `router.scale` (`ffn_gate_inp.scale`); a softmax over the
+ * experts, the top k renormalised (norm_w), unscaled and unbiased; each expert's output times its
+ * `per_expert_scale` (`ffn_down_exps.scale`); the experts beside the dense MLP.
+ */
+export const GEMMA4_ROUTING = {
+  scoring: 'softmax',
+  renormalize: true,
+  renormEps: 0,
+  selectionBias: false,
+  routedScale: 1,
+  scaledRouterNorm: true,
+  perExpertScale: true,
+  besideDense: true,
+} as const satisfies Partial<MoeSpec>;
 
 /** Where llama.cpp's converter parks a pair that does not turn: θ / 1e30 ≈ 0 (`generate_extra_tensors`). */
 export const UNROTATED = Math.fround(1e30);
@@ -29,8 +48,15 @@ const GEMMA4_GLOBAL_NAMES: NamePairs = [
  * Gemma 4's per-layer renames: Gemma 3's sandwich norms (ATTN_POST_NORM `post_attention_norm`,
  * FFN_PRE_NORM `ffn_norm`, FFN_POST_NORM `post_ffw_norm`), the layer scalar LAYER_OUT_SCALE (the
  * converter appends `.weight` to `layer_scalar`), and the per-layer input's gate PER_LAYER_INP_GATE,
- * projection PER_LAYER_PROJ and norm PER_LAYER_POST_NORM. The mixture's tensors are left out (not
- * run yet).
+ * projection PER_LAYER_PROJ and norm PER_LAYER_POST_NORM; the mixture's (26B-A4B): its input norm
+ * FFN_PRE_NORM_2, the dense MLP's and the experts' output norms FFN_POST_NORM_1 and _2, the router
+ * FFN_GATE_INP with its input scale (`router.scale` as `ffn_gate_inp.scale`), the experts' gate |
+ * up FFN_GATE_UP_EXP fused as the checkpoint holds it ([E, 2I, H]: each expert's gate rows, then
+ * its up rows, which llama.cpp's `build_moe_ffn` views as gate then up), FFN_DOWN_EXP [E, H, I]
+ * and its per-expert scale (`router.per_expert_scale` as `ffn_down_exps.scale`). The dense MLP
+ * beside the mixture keeps `ffn_gate`, `ffn_up`, `ffn_down`, `ffn_norm` and `post_ffw_norm`. Read
+ * only: the experts' gate and up apart, FFN_GATE_EXP and FFN_UP_EXP, which llama.cpp's loader
+ * takes where the fused stack is absent.
  */
 const GEMMA4_LAYER_NAMES: NamePairs = [
   ...SHARED_LAYER_NAMES,
@@ -41,6 +67,16 @@ const GEMMA4_LAYER_NAMES: NamePairs = [
   ['inp_gate.weight', 'per_layer_input_gate.weight'],
   ['proj.weight', 'per_layer_projection.weight'],
   ['post_norm.weight', 'post_per_layer_input_norm.weight'],
+  ['pre_ffw_norm_2.weight', 'pre_feedforward_layernorm_2.weight'],
+  ['post_ffw_norm_1.weight', 'post_feedforward_layernorm_1.weight'],
+  ['post_ffw_norm_2.weight', 'post_feedforward_layernorm_2.weight'],
+  ['ffn_gate_inp.weight', 'router.proj.weight'],
+  ['ffn_gate_inp.scale', 'router.scale'],
+  ['ffn_gate_up_exps.weight', 'experts.gate_up_proj'],
+  ['ffn_gate_exps.weight', 'experts.gate_proj'],
+  ['ffn_up_exps.weight', 'experts.up_proj'],
+  ['ffn_down_exps.weight', 'experts.down_proj'],
+  ['ffn_down_exps.scale', 'router.per_expert_scale'],
 ];
 
 /**
@@ -76,7 +112,9 @@ export function kvSharingMismatch(spec: ModelSpec): number | undefined {
  * layer with the full layers' own KV heads (written where Transformers' config has
  * `num_global_key_value_heads`: with `attention_k_eq_v`), `feed_forward_length` per layer with
  * double-wide MLPs, `shared_kv_layers` and `embedding_length_per_layer_input` (0 for none), and
- * both RoPE widths whole (the full layers' proportional RoPE is `rope_freqs.weight`).
+ * both RoPE widths whole (the full layers' proportional RoPE is `rope_freqs.weight`); a mixture's
+ * `expert_count` and `expert_used_count` (TextModel's, after the norm epsilon) and
+ * `expert_feed_forward_length` (Gemma4Model's, last).
  */
 function gemma4Metadata(spec: ModelSpec): GgufEntries {
   refuseForLlamaCpp(spec);
@@ -88,6 +126,14 @@ function gemma4Metadata(spec: ModelSpec): GgufEntries {
   const softcap: GgufEntries = spec.logitSoftcap
     ? [[k('final_logit_softcapping'), f32(spec.logitSoftcap)]]
     : [];
+  const m = spec.moe;
+  const experts: GgufEntries = m
+    ? [
+        [k('expert_count'), u32(m.experts)],
+        [k('expert_used_count'), u32(m.topK)],
+      ]
+    : [];
+  const expertWidth: GgufEntries = m ? [[k('expert_feed_forward_length'), u32(m.intermediate)]] : [];
   return [
     [k('block_count'), u32(spec.layers)],
     [k('context_length'), u32(spec.maxPositions)],
@@ -108,6 +154,7 @@ function gemma4Metadata(spec: ModelSpec): GgufEntries {
     [k('rope.freq_base'), f32(spec.rope.theta)],
     [k('rope.freq_base_swa'), f32(spec.localRope?.theta ?? spec.rope.theta)],
     [k('attention.layer_norm_rms_epsilon'), f32(spec.rmsEps)],
+    ...experts,
     [k('attention.key_length'), u32(full.headDim)],
     [k('attention.value_length'), u32(full.headDim)],
     ...softcap,
@@ -119,6 +166,7 @@ function gemma4Metadata(spec: ModelSpec): GgufEntries {
     [k('attention.value_length_swa'), u32(spec.headDim)],
     [k('rope.dimension_count'), u32(full.headDim)],
     [k('rope.dimension_count_swa'), u32(spec.headDim)],
+    ...expertWidth,
   ];
 }
 
@@ -142,7 +190,8 @@ function gemma4RopeFreqs(spec: ModelSpec): [string, Float32Array][] {
  * Refuses a spec that llama.cpp's gemma4 graph would run differently, for want of a GGUF key: a
  * softmax scale other than its fixed 1, a full-layer RoPE other than proportional (or none), a
  * scaled or partial sliding RoPE, KV-shared layers reading other caches than llama.cpp gives them
- * ({@link llamaCppKvSource}), per-layer inputs over another vocabulary, and a mixture of experts.
+ * ({@link llamaCppKvSource}), per-layer inputs over another vocabulary, and a mixture other than
+ * Gemma 4's ({@link GEMMA4_ROUTING} on every layer, no shared expert).
  */
 function refuseForLlamaCpp(spec: ModelSpec): void {
   if (Math.fround(attentionScale(spec)) !== 1)
@@ -183,12 +232,17 @@ function refuseForLlamaCpp(spec: ModelSpec): void {
       spec.perLayerInput.vocab,
       `llama.cpp’s table has vocab_size (${spec.vocabSize}) rows`,
     );
-  if (spec.moe)
+  const m = spec.moe;
+  const routing = Object.entries(GEMMA4_ROUTING) as [keyof typeof GEMMA4_ROUTING, unknown][];
+  if (
+    m &&
+    (m.sharedIntermediate !== undefined || m.layers.includes(false) || routing.some(([k, v]) => m[k] !== v))
+  )
     refuseExport(
       spec,
       'mixture of experts',
-      spec.moe.experts,
-      'Gemma 4’s mixture (ffn_gate_up_exps, its router and expert scales) is not written to GGUF yet',
+      m,
+      'llama.cpp’s gemma4 graph runs Gemma 4’s mixture on every layer (GEMMA4_ROUTING)',
     );
 }
 

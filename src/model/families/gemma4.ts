@@ -11,7 +11,7 @@ import { type Fields, refusePrequantized } from '../spec/fields.js';
 import type { ModelSpec, MoeSpec, RopeSpec } from '../spec/spec.js';
 import { baseConfig, decoderBlocks, expertStacks, wrapped } from './decoder.js';
 import type { Family } from './family.js';
-import { gemma4Gguf } from './gemma4-gguf.js';
+import { GEMMA4_ROUTING, gemma4Gguf } from './gemma4-gguf.js';
 
 /** Gemma4TextConfig's `rope_parameters` defaults, per layer type. */
 const SLIDING_THETA = 10_000;
@@ -128,15 +128,8 @@ function gemma4Moe(f: Fields, layers: number): MoeSpec {
     experts: f.count('num_experts'),
     topK: f.count('top_k_experts'),
     intermediate: f.count('moe_intermediate_size'),
-    scoring: 'softmax',
-    renormalize: true,
-    renormEps: 0,
-    selectionBias: false,
-    routedScale: 1,
+    ...GEMMA4_ROUTING,
     layers: Array(layers).fill(true),
-    scaledRouterNorm: true,
-    perExpertScale: true,
-    besideDense: true,
   };
 }
 
@@ -270,8 +263,9 @@ export const gemma4: Family = {
   config: gemma4Config,
   blocks: gemma4Blocks,
   finalNorm: 'model.norm.weight',
-  // The published experts: `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj` [E, H, I].
-  fused: (spec, layer) => expertStacks(spec, layer, '', 'checkpoint', MOE_NAMES),
+  // The published experts: `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj` [E, H, I],
+  // which llama.cpp's converter keeps (`ffn_gate_up_exps`, `ffn_down_exps`).
+  fused: (spec, layer) => expertStacks(spec, layer, '', 'checkpoint and gguf', MOE_NAMES),
   gguf: {
     ...gemma4Gguf,
     async spec(g) {
