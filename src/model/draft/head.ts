@@ -207,11 +207,17 @@ export function headShapes(s: HeadSpec): Map<string, number[]> {
 
 /**
  * The head as a one-layer model over the target's vocabulary (what its runners report as `spec`):
- * the head's layer shape, RoPE without scaling, no biases, no QK-norm, its own LM head.
+ * a plain decoder layer under Llama's names (the head's own architecture, whatever the target's
+ * family: none of a target's per-layer inputs, shared KV, sandwich norms or soft-capping), the
+ * head's layer shape, RoPE without scaling, no biases, no QK-norm, its own LM head.
  */
 export function headModelSpec(s: HeadSpec, target: ModelSpec): ModelSpec {
   return {
-    ...target,
+    family: 'llama',
+    vocabSize: target.vocabSize,
+    maxPositions: target.maxPositions,
+    bosId: target.bosId,
+    eosIds: target.eosIds,
     hidden: s.hidden,
     intermediate: s.intermediate,
     layers: 1,
