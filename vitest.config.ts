@@ -76,7 +76,7 @@ const LAVAPIPE_KERNEL_TESTS = [
   'src/kernels/moe/combine.test.ts',
 ];
 // The suffixes of the tests that run elsewhere than the unit project.
-const SUFFIXED = ['gpu', 'node', 'browser', 'bench', 'scale'].map((s) => `test/**/*.${s}.test.ts`);
+const SUFFIXED = ['gpu', 'node', 'browser', 'bench', 'scale', 'deno'].map((s) => `test/**/*.${s}.test.ts`);
 // What both lavapipe projects ask of their contexts.
 const LAVAPIPE_HOST = {
   vulkan: 'lavapipe',

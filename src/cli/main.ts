@@ -51,7 +51,8 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
                        1024): past it each mixture layer caches what fits on the GPU and loads the
                        other experts from CPU memory when chosen (default: every expert on the GPU)
   --device D           gpu (default) or cpu (the plain-TS reference forward)
-  --host H             auto (default), node (Dawn) or chromium (headless Chromium's WebGPU)
+  --host H             auto (default), node (this runtime's WebGPU: Dawn in Node; wgpu, Firefox's stack,
+                       under deno run -A --unstable-webgpu) or chromium (headless Chromium's WebGPU)
   --vulkan V           Vulkan driver of the node host: auto (default: the GPU's, else SwiftShader, which
                        runs in chromium), swiftshader, lavapipe (Mesa 25's CPU driver: shader-f16) or
                        system (the loader's own choice); any but auto implies --host node

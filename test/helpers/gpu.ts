@@ -29,6 +29,8 @@ export interface GpuHost {
   readonly adapter?: string;
   /** Features the adapter must have. */
   readonly features?: readonly ('f16' | 'subgroups' | 'timestamps')[];
+  /** The JavaScript runtime the tests must run in: `deno` (its `navigator.gpu` is wgpu). */
+  readonly runtime?: 'deno';
 }
 
 declare module 'vitest' {
@@ -72,6 +74,8 @@ export function gpu(options: GpuContextOptions = {}): Promise<GpuContext> {
 
 async function create(options: GpuContextOptions): Promise<GpuContext> {
   const host = gpuHost();
+  if (host.runtime === 'deno' && !('Deno' in globalThis))
+    throw new Error("this project's GPU tests need Deno's WebGPU (wgpu): run them with npm run test:deno");
   if (typeof window === 'undefined') {
     const { useVulkanDriver } = await import('../../src/host/vulkan.js');
     useVulkanDriver(host.vulkan ?? 'auto');
