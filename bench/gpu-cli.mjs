@@ -24,7 +24,7 @@
 // mixture beside its dense twin, written packed at int4: 4.7 GB under bench/.cache), default all
 // but moe. On this project's CPU-only machines, `--vulkan lavapipe --kernels gpu --parts families` runs
 // the GPU forms at the real shapes: its tok/s are a CPU's, so only the ratios between the two
-// families in one run say anything. gemma4 writes both checkpoints packed at int4 (2.9 and 0.7 GB
+// families in one run say anything. gemma4 writes both checkpoints packed at int4 (2.6 and 0.56 GB
 // under bench/.cache). --prompt and --tokens set section 5's timed prefill and decode (default 512
 // and 64; 16 and 8 with --smoke) and the mixture's and Gemma 4's (default 16 and 8).
 // --report: prints a report written by --json, or by the device kit's run (bench/device-run.sh).
