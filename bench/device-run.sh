@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs bench/gpu-run.sh's sections 1-5 on a lent GPU machine from the kit bench/device-kit.sh built
 # (carried as bench/.cache/kit), from the repository root:
-#   bash bench/device-run.sh [--smoke] [--parts kernels,model,families,moe] [--vulkan auto|lavapipe|...]
+#   bash bench/device-run.sh [--smoke] [--parts kernels,model,families,moe,gemma4] [--vulkan auto|lavapipe|...]
 # Unpacks Node, Dawn and the tokenizers into /tmp/weft-kit, brings the Vulkan loader if the machine
 # has none, points it at NVIDIA's ICD where the container keeps it outside the loader's search path,
 # and writes $OUT/device-sections.json (after each part) and $OUT/device-run.log ($OUT unset: into

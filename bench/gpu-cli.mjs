@@ -7,13 +7,14 @@
 //   5. prefill and decode of random-weight Qwen3-0.6B- and Qwen3.5-0.8B-shaped checkpoints at f16
 //      and int4 in the same run (the hybrid against the transformer of about its size),
 //   and, in Node only (--parts moe, not run by default), LFM2-8B-A1B's shape at int4 beside a
-//   dense LFM2 of its active size (bench/gpu-node.ts MOE_MODELS), with experts read per pass.
+//   dense LFM2 of its active size (bench/gpu-node.ts MOE_MODELS), with experts read per pass,
+//   and (--parts gemma4) Gemma 4 E2B's shape at int4 beside Gemma 3 1B's (GEMMA4_MODELS).
 // The checkpoint is written once into bench/.cache (test/fixtures/scale-dir.ts) and served from
 // there over HTTP with Range; the kernel sections run first, so a software adapter is refused
 // before it is written.
 // Usage: node bench/gpu-cli.mjs [--smoke] [--json <file>]
 //        node bench/gpu-cli.mjs --vulkan lavapipe|swiftshader|system [--kernels gpu|serial]
-//          [--parts kernels,model,families,moe] [--prompt N] [--tokens N] [--smoke] [--json <file>]
+//          [--parts kernels,model,families,moe,gemma4] [--prompt N] [--tokens N] [--smoke] [--json <file>]
 //        node bench/gpu-cli.mjs --report <file>
 // --smoke: every shape shrunk (the model: 2 layers, hidden 256, vocab 4096) and SwiftShader
 // accepted, so the whole run is tested on a CPU.
@@ -23,8 +24,9 @@
 // mixture beside its dense twin, written packed at int4: 4.7 GB under bench/.cache), default all
 // but moe. On this project's CPU-only machines, `--vulkan lavapipe --kernels gpu --parts families` runs
 // the GPU forms at the real shapes: its tok/s are a CPU's, so only the ratios between the two
-// families in one run say anything. --prompt and --tokens set section 5's timed prefill and decode
-// (default 512 and 64; 16 and 8 with --smoke) and the mixture's (default 16 and 8).
+// families in one run say anything. gemma4 writes both checkpoints packed at int4 (2.6 and 0.56 GB
+// under bench/.cache). --prompt and --tokens set section 5's timed prefill and decode (default 512
+// and 64; 16 and 8 with --smoke) and the mixture's and Gemma 4's (default 16 and 8).
 // --report: prints a report written by --json, or by the device kit's run (bench/device-run.sh).
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -56,7 +58,7 @@ const count = (name, fallback) => {
   return n;
 };
 const familyTokens = { prompt: count('prompt', smoke ? 16 : 512), tokens: count('tokens', smoke ? 8 : 64) };
-// The mixture's section is short by default: its 8.3B weights decode at a CPU's pace here.
+// The mixture's and Gemma 4's sections are short by default: they decode at a CPU's pace here.
 const moeTokens = { prompt: count('prompt', 16), tokens: count('tokens', 8) };
 if (values.vulkan !== undefined && !['swiftshader', 'lavapipe', 'system'].includes(values.vulkan)) {
   console.error(`--vulkan: "${values.vulkan}" is not one of swiftshader, lavapipe, system`);
@@ -73,7 +75,7 @@ if (
   console.error('--kernels, --parts, --prompt and --tokens go with --vulkan (the sections in Node)');
   process.exit(2);
 }
-const PARTS = ['kernels', 'model', 'families', 'moe'];
+const PARTS = ['kernels', 'model', 'families', 'moe', 'gemma4'];
 const parts = (values.parts ?? 'kernels,model,families').split(',');
 for (const p of parts)
   if (!PARTS.includes(p)) {
@@ -247,6 +249,26 @@ function printReport(report, occupancy) {
   if (report.model?.decode) printModel(report.model);
   if (report.model?.families) printFamilies(report.model);
   if (report.model?.moe) printMoe(report.model);
+  if (report.model?.gemma4) printGemma4(report.model);
+}
+
+/** Gemma 4 E2B's table beside Gemma 3 1B's, and its ratios to it. */
+function printGemma4(out) {
+  console.log(
+    `\n## Gemma 4 E2B beside Gemma 3 1B, random weights at int4${smoke ? ' (smoke: hidden 256, 5 and 4 layers, vocab 4096)' : ''}, same run`,
+  );
+  console.log('model        quant  layers  prefill tok/s (T)  decode tok/s  dispatches/tok  MB/token');
+  for (const r of out.gemma4)
+    console.log(
+      `${r.model.padEnd(11)}  ${r.quant.padEnd(5)}  ${String(r.attentionLayers).padStart(6)}  ${`${r.prefillTokS.toPrecision(3)} (${r.prefillTokens})`.padStart(17)}  ${r.tokS.toPrecision(3).padStart(12)}  ${r.dispatchesPerToken.toFixed(1).padStart(14)}  ${(r.weightBytesPerPass / 1e6).toFixed(1).padStart(8)}`,
+    );
+  const [e2b, g3] = ['gemma-4-e2b', 'gemma-3-1b'].map((m) => out.gemma4.find((r) => r.model === m));
+  if (e2b && g3) {
+    const x = (key) => (e2b[key] / g3[key]).toFixed(2);
+    console.log(
+      `gemma-4-e2b / gemma-3-1b at int4: prefill ${x('prefillTokS')}x, decode ${x('tokS')}x, weight bytes per token ${x('weightBytesPerPass')}x, dispatches per token ${x('dispatchesPerToken')}x`,
+    );
+  }
 }
 
 /** The mixture's table and its ratios to the dense model of its active size. */

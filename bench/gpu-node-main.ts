@@ -2,7 +2,7 @@
 // a lent GPU machine, which has no Chromium): bench/gpu-run.sh's sections 1-5 in Node, through
 // Dawn on the machine's Vulkan driver.
 //   node gpu-node-main.mjs [--smoke] [--vulkan auto|system|lavapipe|swiftshader]
-//     [--parts kernels,model,families,moe] [--cache DIR] [--json FILE]   (default: all but moe)
+//     [--parts kernels,model,families,moe,gemma4] [--cache DIR] [--json FILE]   (default: all but moe and gemma4)
 // Refuses a software adapter unless --smoke. --json is rewritten after each part, so a run stopped
 // at a time limit keeps what it measured; `node bench/gpu-cli.mjs --report FILE` prints it.
 import { writeFile } from 'node:fs/promises';
@@ -11,7 +11,7 @@ import { createGpuContext, describeAdapter } from '../src/gpu/index.js';
 import { useVulkanDriver, VULKAN_DRIVERS } from '../src/host/vulkan.js';
 import { type NodePart, runNodeSections } from './gpu-node.js';
 
-const PARTS: readonly NodePart[] = ['kernels', 'model', 'families', 'moe'];
+const PARTS: readonly NodePart[] = ['kernels', 'model', 'families', 'moe', 'gemma4'];
 
 const { values } = parseArgs({
   options: {

@@ -10,7 +10,7 @@ import { LFM2_8B_A1B_LAYERS, type ScaleShape } from '../test/fixtures/scale.js';
 import { writeScaleDir } from '../test/fixtures/scale-dir.js';
 import { cachedPackedScaleDir } from '../test/fixtures/scale-packed.js';
 import { serveDir } from '../test/scale/serve-dir.js';
-import { runFamiliesPart, runKernelsPart, runModelPart, runMoePart } from './gpu-sections.js';
+import { runFamiliesPart, runGemma4Part, runKernelsPart, runModelPart, runMoePart } from './gpu-sections.js';
 
 /** Config keys the smoke model overrides in Llama-3.2-1B's config.json. */
 export const SMOKE_CONFIG = {
@@ -100,6 +100,44 @@ export const MOE_MODELS: {
 ];
 
 /**
+ * The Gemma 4 section's models, both written packed at int4: Gemma 4 E2B as published (5.1B
+ * weights, 2.3B of them its per-layer table, of which a token reads one row) beside Gemma 3 1B
+ * as published, the nearest dense Gemma of what E2B multiplies per token. Smoke: hidden 256, vocab
+ * 4096; E2B 5 layers (2 KV-shared), per-layer inputs of 64; Gemma 3 4 layers.
+ */
+const SMOKE_GEMMA = {
+  hidden_size: 256,
+  intermediate_size: 512,
+  num_attention_heads: 4,
+  vocab_size: 4096,
+};
+export const GEMMA4_MODELS: {
+  name: string;
+  shape: ScaleShape;
+  smoke: Record<string, unknown>;
+}[] = [
+  {
+    name: 'gemma-4-e2b',
+    shape: 'gemma-4-e2b',
+    smoke: {
+      ...SMOKE_GEMMA,
+      num_hidden_layers: 5,
+      num_kv_shared_layers: 2,
+      hidden_size_per_layer_input: 64,
+      vocab_size_per_layer_input: 4096,
+      layer_types: [
+        'sliding_attention',
+        'sliding_attention',
+        'full_attention',
+        'sliding_attention',
+        'full_attention',
+      ],
+    },
+  },
+  { name: 'gemma-3-1b', shape: 'gemma-3-1b', smoke: { ...SMOKE_GEMMA, num_hidden_layers: 4 } },
+];
+
+/**
  * Writes the random checkpoint of `shape` (with `smokeConfig` over its config in a smoke run) into
  * <cache>/<shape>-random (or -smoke) unless a finished one is there (its `written.json` is the
  * last file written); returns the folder.
@@ -125,8 +163,8 @@ export async function writeModel(
   return dir;
 }
 
-/** The parts of {@link runNodeSections}: sections 1 and 3, 2 and 4, 5, and the mixture's. */
-export type NodePart = 'kernels' | 'model' | 'families' | 'moe';
+/** The parts of {@link runNodeSections}: sections 1 and 3, 2 and 4, 5, the mixture's and Gemma 4's. */
+export type NodePart = 'kernels' | 'model' | 'families' | 'moe' | 'gemma4';
 
 export interface NodeSectionsOptions {
   smoke: boolean;
@@ -136,7 +174,7 @@ export interface NodeSectionsOptions {
   /** Section 5's prompt and decode tokens (default 512 and 64; 16 and 8 smoke). */
   promptTokens?: number;
   tokens?: number;
-  /** The mixture's prompt and decode tokens (default 16 and 8). */
+  /** The mixture's and Gemma 4's prompt and decode tokens (default 16 and 8). */
   moePromptTokens?: number;
   moeTokens?: number;
   log: (line: string) => void;
@@ -228,6 +266,27 @@ export async function runNodeSections(ctx: GpuContext, o: NodeSectionsOptions): 
       Object.assign(
         report.model,
         await runMoePart(ctx, models, { ...part, promptTokens: o.moePromptTokens, tokens: o.moeTokens }),
+      );
+    } finally {
+      for (const m of served) await m.close();
+    }
+    await o.onPart?.(report);
+  }
+  if (o.parts.includes('gemma4')) {
+    const served: { name: string; url: string; close(): Promise<void> }[] = [];
+    try {
+      for (const m of GEMMA4_MODELS) {
+        const name = `${m.name}${o.smoke ? '-smoke' : ''}`;
+        const dir = await cachedPackedScaleDir(o.cache, name, m.shape, o.smoke ? m.smoke : {}, o.log);
+        served.push({ name: m.name, ...(await serveDir(dir)) });
+      }
+      Object.assign(
+        report.model,
+        await runGemma4Part(
+          ctx,
+          served.map(({ name, url }) => ({ name, url })),
+          { ...part, promptTokens: o.moePromptTokens, tokens: o.moeTokens },
+        ),
       );
     } finally {
       for (const m of served) await m.close();

@@ -4,6 +4,7 @@
 //   model:    a checkpoint's decode per format and its verify-cost curve
 //   families: prefill and decode of each checkpoint at f16 and int4, in one run
 //   moe:      the same at int4 for a mixture of experts beside a dense model of its active size
+//   gemma4:   the same at int4 for Gemma 4 E2B beside Gemma 3 1B
 // `smoke` shrinks every shape (a CPU adapter runs it in minutes).
 import type { GpuContext } from '../src/gpu/device.js';
 import { runDecodeBench, runFamilyBench } from './gpu.js';
@@ -87,6 +88,26 @@ export async function runMoePart(
 ) {
   return {
     moe: await runFamilyBench(ctx, {
+      models,
+      quants: ['int4'],
+      promptTokens: o.promptTokens ?? 16,
+      tokens: o.tokens ?? 8,
+      log: o.log,
+    }),
+  };
+}
+
+/**
+ * The Gemma 4 section: each named checkpoint at int4 only (written packed, as the mixture's are),
+ * default 16 prompt and 8 decode tokens: E2B decodes at a CPU's pace on a software adapter.
+ */
+export async function runGemma4Part(
+  ctx: GpuContext,
+  models: { name: string; url: string }[],
+  o: PartOptions & { promptTokens?: number; tokens?: number },
+) {
+  return {
+    gemma4: await runFamilyBench(ctx, {
       models,
       quants: ['int4'],
       promptTokens: o.promptTokens ?? 16,

@@ -37,6 +37,7 @@ import {
   effectiveWeights,
   isLinear,
   isMlpInput,
+  isPerLayerMatrix,
   isRotatedLinear,
   packedWidth,
   packLinear,
@@ -141,7 +142,10 @@ interface WeftScheme {
 
 /** Options of {@link convert}. */
 export interface ConvertOptions {
-  /** Format of the Linear weights (`*_proj.weight`, `lm_head.weight`). */
+  /**
+   * Format of the Linear weights (`*_proj.weight`, `lm_head.weight`), and of the per-layer-input
+   * table and matrices (`isPerLayerMatrix`), which the runner places at the linears' format.
+   */
   readonly quant: QuantFormat;
   /** Format of `model.embed_tokens.weight` (default f16: it is gathered, and tied heads reuse it). */
   readonly embeddings?: QuantFormat;
@@ -201,7 +205,7 @@ function schemeFor(name: string, shape: readonly number[], options: ConvertOptio
   const format =
     name === 'model.embed_tokens.weight'
       ? (options.embeddings ?? 'f16')
-      : isLinear(name) || name === 'lm_head.weight'
+      : isLinear(name) || isPerLayerMatrix(name) || name === 'lm_head.weight'
         ? options.quant
         : undefined;
   if (format === undefined) return undefined;
@@ -220,7 +224,8 @@ interface Planned {
 
 /**
  * Converts a checkpoint to weft-q: Linear weights packed as `options.quant` (padded and rotated
- * as the GPU runner places them, see {@link linearPad}), the embedding as `options.embeddings`,
+ * as the GPU runner places them, see {@link linearPad}; the per-layer-input table and matrices
+ * too, never rotated), the embedding as `options.embeddings`,
  * everything else F32. Writes through `write` in order — 8-byte header
  * length, header, then each tensor as it is read and packed — so only one tensor is in memory at
  * a time. Returns the metadata written. Shapes that the format cannot pack (an odd K for f16)

@@ -173,6 +173,19 @@ export function isLinear(name: string): boolean {
 }
 
 /**
+ * The matrices besides the linears that the runner places packed at the linears' format (never
+ * rotated), which a weft-q checkpoint therefore packs so: Gemma 4's per-layer-input table
+ * (`embed_tokens_per_layer`, [vocab, layers · width]) and projection (`per_layer_model_projection`,
+ * [layers · width, H]), and each layer's per-layer gate and projection.
+ */
+export function isPerLayerMatrix(name: string): boolean {
+  return (
+    name === 'model.embed_tokens_per_layer.weight' ||
+    /(^|\.)per_layer_(model_projection|input_gate|projection)\.weight$/.test(name)
+  );
+}
+
+/**
  * The linears whose input the runner may rotate (packed as W·Rᵀ): every {@link isLinear} but a
  * mixture's experts and shared expert, whose matmuls read the normed rows as they are.
  */

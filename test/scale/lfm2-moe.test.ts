@@ -6,9 +6,9 @@
 // Memory: the weights are 4.7 GB packed but 33 GB as the reference's f32, more than this machine
 // has. So the checkpoint is written packed (test/fixtures/scale-packed.ts; once, under
 // WEFT_SCALE_CACHE, default bench/.cache), the GPU runs first and is freed, and the reference then
-// runs block by block: each block's tensors dequantized (`referenceTensors`, as ReferenceRunner is
-// fed), its own reference forward (`referenceBlock`, the code ReferenceRunner runs) over the rows,
-// the tensors dropped. The driver below is ReferenceRunner.logits for one chain on an empty cache.
+// runs block by block (streamed-reference.ts): each block's tensors dequantized (`referenceTensors`,
+// as ReferenceRunner is fed), its own reference forward (`referenceBlock`, the code ReferenceRunner
+// runs) over the rows, the tensors dropped: ReferenceRunner.logits for one chain on an empty cache.
 //
 // One reference pass checks the greedy ids: it runs the prompt and the GPU's first generated ids
 // together, and the reference's argmax after each row must be the GPU's next id. The reference's
@@ -18,91 +18,21 @@
 
 import { expect, it } from 'vitest';
 import { pathModel } from '../../src/formats/io/node-file.js';
-import type { TensorReader } from '../../src/formats/weft-checkpoint.js';
 import { createGpuContext } from '../../src/gpu/device.js';
 import { useVulkanDriver } from '../../src/host/vulkan.js';
 import { argmax } from '../../src/kernels/sample/gumbel.js';
-import { blockTensors, referenceBlock } from '../../src/model/blocks/index.js';
-import { linear, normWeight, rmsNorm, ropeInverseFrequencies } from '../../src/model/blocks/ops.js';
-import type { RefPass } from '../../src/model/blocks/pass.js';
-import { RecurrentStates } from '../../src/model/blocks/recurrent-state.js';
-import { finalNormName, modelBlocks } from '../../src/model/families/index.js';
 import { createGpuRunner } from '../../src/model/gpu/runner.js';
-import { type OpenedModel, openModel } from '../../src/model/load.js';
-import { referenceTensors } from '../../src/model/quantized.js';
-import { ReferenceKvCache } from '../../src/model/reference/reference.js';
+import { openModel } from '../../src/model/load.js';
 import { GREEDY } from '../../src/model/runner.js';
-import { deriveSizes, layerAttention } from '../../src/model/spec/spec.js';
-import { chainParents } from '../../src/model/tree.js';
 import { cachedPackedScaleDir } from '../fixtures/scale-packed.js';
 import { relErr } from '../helpers/compare.js';
+import { streamedReferenceLogits } from './streamed-reference.js';
 
 const CACHE = process.env.WEFT_SCALE_CACHE ?? 'bench/.cache';
 const PROMPT = [1, 818, 5279, 529, 506, 11211, 36764, 563];
 const TOKENS = 4;
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-
-/**
- * The reference's logits [T, V] of `tokens` run as one chain from an empty cache, with each
- * block's weights read (as `referenceTensors` gives them at int4), run and dropped in turn.
- */
-async function streamedReferenceLogits(
-  opened: OpenedModel,
-  tokens: readonly number[],
-): Promise<Float32Array> {
-  const { spec } = opened;
-  const H = spec.hidden;
-  const V = spec.vocabSize;
-  const T = tokens.length;
-  // The tensors named, as the reference would be fed them whole.
-  const read = async (names: readonly string[]) => {
-    const tensors = new Map(names.map((n) => [n, opened.weights.tensors.get(n)!]));
-    const weights: TensorReader = { ...opened.weights, tensors };
-    return referenceTensors({ spec, weights, packed: opened.packed }, 'int4', 'none');
-  };
-  const global = await read(['model.embed_tokens.weight', finalNormName(spec)]);
-  const embed = global['model.embed_tokens.weight']!.data; // [V, H], the tied LM head too
-  expect(spec.tiedEmbeddings && !spec.embedScale).toBe(true);
-
-  const x = new Float32Array(T * H); // [T, H] residual stream
-  for (let t = 0; t < T; t++) x.set(embed.subarray(tokens[t]! * H, (tokens[t]! + 1) * H), t * H);
-  const positions = tokens.map((_, i) => i);
-  const invFreqs = Array.from({ length: spec.layers }, (_, layer) => {
-    const rope = layerAttention(spec, layer).rope;
-    return rope && ropeInverseFrequencies(rope, spec.headDim);
-  });
-  const pass: RefPass = {
-    spec,
-    T,
-    x,
-    tokens,
-    perLayerInputs: undefined,
-    positions,
-    cacheSlots: positions,
-    parents: chainParents(T),
-    attended: positions.map((i) => positions.slice(0, i + 1)),
-    invFreq: (layer) => invFreqs[layer],
-    kvFormat: 'f32',
-    cache: new ReferenceKvCache(spec.layers, deriveSizes(spec).kvWidth, T),
-    recurrent: new RecurrentStates(),
-    input: (a) => a,
-  };
-  for (const block of modelBlocks(spec)) {
-    const tensors = await read(blockTensors(spec, block).map(([name]) => name));
-    const take = (name: string, shape: readonly number[]) => {
-      const t = tensors[name]!;
-      expect(t.shape).toEqual(shape);
-      return t.data;
-    };
-    referenceBlock(take, spec, block)(pass);
-  }
-  const h = new Float32Array(T * H); // [T, H] the final norm's output
-  rmsNorm(x, H, normWeight(spec, global[finalNormName(spec)]!.data), spec.rmsEps, h);
-  const logits = new Float32Array(T * V); // [T, V]
-  linear(h, H, embed, V, undefined, logits);
-  return logits;
-}
 
 it(`lfm2-8b-a1b at int4: the prompt's logits and greedy ${TOKENS} ids equal the CPU reference's (lavapipe)`, async () => {
   const t0 = performance.now();

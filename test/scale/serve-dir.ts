@@ -40,6 +40,10 @@ export async function serveDir(root: string): Promise<{ url: string; close(): Pr
       () => res.writeHead(404, CORS).end(),
     );
   });
+  // Idle connections stay open a minute (Node's default is 5 s): a client in the same process
+  // reuses one after a pause of its own, and on a loaded CPU the server's 5-second timer fired
+  // first, so the next request met a closed socket (ECONNRESET). close() ends idle ones at once.
+  server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('no TCP address');
