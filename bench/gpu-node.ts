@@ -222,18 +222,7 @@ export async function runNodeSections(ctx: GpuContext, o: NodeSectionsOptions): 
           name: shape,
           ...(await serveDir(await writeModel(o.cache, shape, overrides, o.smoke, o.log))),
         });
-      const models: { name: string; url: string; expertBudget?: number }[] = served.map(({ name, url }) => ({
-        name,
-        url,
-      }));
-      // The mixture again with its experts paged: a GPU cache of under half of them (2 GiB of its
-      // 4.36 GB at int4, 15 of 32 experts per layer; smoke: 4 of 8), the rest in CPU memory.
-      const mixture = served[0]!;
-      models.push({
-        name: `${mixture.name}-paged`,
-        url: mixture.url,
-        expertBudget: o.smoke ? 1_400_000 : 2 * 2 ** 30,
-      });
+      const models = served.map(({ name, url }) => ({ name, url }));
       Object.assign(
         report.model,
         await runFamiliesPart(ctx, models, { ...part, promptTokens: o.promptTokens, tokens: o.tokens }),
