@@ -115,7 +115,8 @@ export interface CreateEngineOptions {
    * Over the reference runner it always runs on the CPU. `{ assistant: ref }` is Gemma 4's assistant
    * drafter (`Gemma4AssistantForCausalLM`, e.g. google/gemma-4-E2B-it-assistant beside
    * gemma-4-E2B-it; a `{ model }` that is one is recognised too): it attends over the target's own
-   * KV cache, so it runs beside the CPU reference target only for now (`device: 'cpu'`).
+   * KV cache. Beside a GPU target it reads that cache and the target's embedding back once per draft
+   * forward and computes its small step on the host.
    */
   draft?:
     | { model: ModelRef; quant?: Quant }
@@ -238,13 +239,13 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const runner = await placer.place(opened, settings.quant, {
     owner: true,
     steer: settings.steer,
-    features: !!head,
+    features: !!head || !!assistant,
   });
   // Build the drafter over the placed target.
   const drafter = assistant
     ? new ModelDrafter(
         `assistant ${assistant.name}`,
-        new (await import('../model/draft/assistant-runner.js')).AssistantRunner(
+        await (await import('../model/draft/assistant-runner.js')).openAssistantRunner(
           assistant,
           runner,
           settings.context,
@@ -481,7 +482,7 @@ async function openDraft(
   draft: { model: ModelRef } | { head: ModelRef } | { assistant: ModelRef },
   target: OpenedModel,
   resolve: Parameters<typeof resolveModel>[1],
-  { context, cpu }: { context: number; cpu: boolean },
+  { context }: { context: number },
 ): Promise<OpenedDraft | { head: DraftHead } | { assistant: Assistant }> {
   const ref = 'head' in draft ? draft.head : 'assistant' in draft ? draft.assistant : draft.model;
   const files = await openModelSource(resolveModel(ref, resolve));
@@ -489,7 +490,6 @@ async function openDraft(
     const assistant = await (await import('../model/draft/assistant.js')).assistantIn(
       files,
       target,
-      cpu,
       'assistant' in draft,
     );
     if (assistant) {
