@@ -229,7 +229,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   let gpu: GpuContext | undefined;
   try {
     gpu = settings.cpu ? undefined : (options.gpu ?? (await createGpuContext({ kernels: options.kernels })));
-    if (gpu) checkFits(gpu, options, opened.spec, settings, draftModel, head);
+    if (gpu) checkFits(gpu, options, opened.spec, settings, draftModel);
   } catch (err) {
     if (gpu && !options.gpu) gpu.destroy();
     await draftModel?.files.close?.();
@@ -332,7 +332,6 @@ function checkFits(
   spec: ModelSpec,
   settings: EngineSettings,
   draftModel: OpenedDraft | undefined,
-  head: DraftHead | undefined,
 ): void {
   const { context, quant, draftQuant } = settings;
   const draft = typeof options.draft === 'object' ? options.draft : undefined;
@@ -341,16 +340,17 @@ function checkFits(
     maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
     deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
   };
+  // A head's and an assistant's weights are small (an assistant's stay on the host).
   const companion =
-    draft && !head
-      ? 'self' in draft
-        ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
-        : {
-            what: `draft model ${draftModel!.files.name} at ${draftQuant}`,
-            spec: draftModel!.opened.spec,
+    draft && 'self' in draft
+      ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
+      : draftModel
+        ? {
+            what: `draft model ${draftModel.files.name} at ${draftQuant}`,
+            spec: draftModel.opened.spec,
             format: formatOf(draftQuant),
           }
-      : undefined;
+        : undefined;
   const kv = { context, kvFormat: settings.kvCache ?? defaultKvCache(gpu) };
   if (
     options.expertBudget !== undefined &&

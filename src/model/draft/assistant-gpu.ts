@@ -16,8 +16,7 @@ import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
 import { readStaging } from '../gpu/pass.js';
 import { GpuRunner } from '../gpu/runner.js';
 import type { ModelRunner } from '../runner.js';
-import type { TargetKv } from './assistant.js';
-import type { AssistantTarget } from './assistant-runner.js';
+import type { AssistantTarget, TargetKv } from './assistant.js';
 
 /** A run of slots [slot, slot + count) stored at rows [row, row + count) of a layer's buffers. */
 export interface KvRun {
@@ -110,21 +109,22 @@ export async function gpuTarget(runner: ModelRunner, name: string): Promise<Assi
     },
     features: (from, to) => runner.features(from, to),
     async embedRows(tokens) {
-      if (tokens.length > MAX_FORWARD_TOKENS)
-        throw new InvalidInputError(
-          `draft assistant ${name}: ${tokens.length} rows, at most ${MAX_FORWARD_TOKENS}`,
-        );
-      if (tokens.length === 0) return new Float32Array(0);
-      writeBuffer(ctx, ids, Uint32Array.from(tokens));
-      const bytes = tokens.length * Hb * 4;
-      const out = stagingOf(bytes);
-      const enc = ctx.device.createCommandEncoder({ label: 'assistant-embed' });
-      const pass = enc.beginComputePass({ label: 'assistant-embed' });
-      embed.encode(pass, ids, rows, tokens.length);
-      pass.end();
-      enc.copyBufferToBuffer(rows, 0, out, 0, bytes);
-      ctx.counter.submit([enc.finish()]);
-      return new Float32Array(await readStaging(ctx, out, bytes));
+      // In pieces of the buffers' MAX_FORWARD_TOKENS rows: one submission and readback each.
+      const out = new Float32Array(tokens.length * Hb);
+      for (let at = 0; at < tokens.length; at += MAX_FORWARD_TOKENS) {
+        const piece = tokens.slice(at, at + MAX_FORWARD_TOKENS);
+        writeBuffer(ctx, ids, Uint32Array.from(piece));
+        const bytes = piece.length * Hb * 4;
+        const read = stagingOf(bytes);
+        const enc = ctx.device.createCommandEncoder({ label: 'assistant-embed' });
+        const pass = enc.beginComputePass({ label: 'assistant-embed' });
+        embed.encode(pass, ids, rows, piece.length);
+        pass.end();
+        enc.copyBufferToBuffer(rows, 0, read, 0, bytes);
+        ctx.counter.submit([enc.finish()]);
+        out.set(new Float32Array(await readStaging(ctx, read, bytes)), at * Hb);
+      }
+      return out;
     },
     async kvRows(ranges) {
       // Every layer's K runs then V runs, back to back in one staging buffer: one readback.

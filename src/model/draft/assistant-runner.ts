@@ -10,25 +10,7 @@ import { ReferenceRunner, rankScoredRows, scoredRows } from '../reference/refere
 import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from '../runner.js';
 import { layerAttention, type ModelSpec } from '../spec/spec.js';
 import { chainParents, draftTree } from '../tree.js';
-import { type Assistant, assistantSlots, assistantStep, type TargetKv } from './assistant.js';
-
-/**
- * What an {@link AssistantRunner} reads of its target runner, once per forward: its committed
- * length, its features (the residual stream before its final norm), its embedding rows and the
- * K/V rows of the layers the assistant attends over.
- */
-export interface AssistantTarget {
-  readonly spec: ModelSpec;
-  readonly kvLength: number;
-  /** Committed features [to - from, Hb] (ModelRunner.features). */
-  features(from: number, to: number): Promise<Float32Array>;
-  /** E_target[id] · √Hb [n, Hb] of `ids`, as the target's embedding stage scales it. */
-  embedRows(ids: readonly number[]): Promise<Float32Array>;
-  /** Per layer of `ranges` (layer → [from, to) of committed slots), its K and V valid there. */
-  kvRows(ranges: ReadonlyMap<number, readonly [number, number]>): Promise<TargetKv>;
-  /** Frees what it made to read the target (not the target). */
-  dispose(): void;
-}
+import { type Assistant, type AssistantTarget, assistantSlots, assistantStep } from './assistant.js';
 
 /** The reference runner as an {@link AssistantTarget}: its cache and embedding where they lie. */
 export function referenceTarget(target: ReferenceRunner): AssistantTarget {

@@ -376,6 +376,24 @@ export interface TargetKv {
 }
 
 /**
+ * What an AssistantRunner (assistant-runner.ts) reads of its target runner, once per forward: its committed
+ * length, its features (the residual stream before its final norm), its embedding rows and the
+ * K/V rows of the layers the assistant attends over.
+ */
+export interface AssistantTarget {
+  readonly spec: ModelSpec;
+  readonly kvLength: number;
+  /** Committed features [to - from, Hb] (ModelRunner.features). */
+  features(from: number, to: number): Promise<Float32Array>;
+  /** E_target[id] · √Hb [n, Hb] of `ids`, as the target's embedding stage scales it. */
+  embedRows(ids: readonly number[]): Promise<Float32Array>;
+  /** Per layer of `ranges` (layer → [from, to) of committed slots), its K and V valid there. */
+  kvRows(ranges: ReadonlyMap<number, readonly [number, number]>): Promise<TargetKv>;
+  /** Frees what it made to read the target (not the target). */
+  dispose(): void;
+}
+
+/**
  * The target slots a row anchored at P reads on an assistant layer of sliding window `window`
  * (undefined: a full layer): the whole context 0..P-1, or its window + 1 newest entries (HF's
  * flipped mask), as [from, P).

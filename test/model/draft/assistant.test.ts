@@ -11,7 +11,6 @@ import type { GenerateOptions } from '../../../src/engine/types.js';
 import { InvalidInputError } from '../../../src/errors.js';
 import { ModelFormatError } from '../../../src/formats/errors.js';
 import { memoryModelFiles } from '../../../src/formats/io/files.js';
-import { writeSafetensors } from '../../../src/formats/safetensors.js';
 import { assistantSources, openAssistant } from '../../../src/model/draft/assistant.js';
 import { AssistantRunner, referenceTarget } from '../../../src/model/draft/assistant-runner.js';
 import { openModel } from '../../../src/model/load.js';
@@ -19,6 +18,7 @@ import { ReferenceRunner } from '../../../src/model/reference/reference.js';
 import { GREEDY } from '../../../src/model/runner.js';
 import { mapWeights } from '../../../src/model/weights.js';
 import {
+  assistantFiles,
   GEMMA4_PLE,
   gemma4AssistantConfig,
   gemma4Weights,
@@ -32,24 +32,6 @@ type Config = Record<string, unknown>;
 
 /** 14 ids below the vocabulary (96): past the sliding window (5) and its + 1. */
 const PROMPT = [5, 17, 3, 42, 8, 8, 29, 1, 36, 12, 0, 21, 63, 7];
-
-/** An assistant checkpoint's files: config.json and model.safetensors (token_ordering as I64). */
-function assistantFiles(config: Config, source: ReturnType<typeof randomGemma4AssistantWeights>) {
-  const tensors = Object.entries(source.tensors).map(([name, t]) =>
-    name === 'masked_embedding.token_ordering'
-      ? {
-          name,
-          dtype: 'I64' as const,
-          shape: t.shape,
-          data: new Uint8Array(BigInt64Array.from(t.data, (v) => BigInt(v)).buffer),
-        }
-      : { name, dtype: 'F32' as const, shape: t.shape, data: new Uint8Array(t.data.slice().buffer) },
-  );
-  return new Map<string, Uint8Array>([
-    ['config.json', new TextEncoder().encode(JSON.stringify(config))],
-    ['model.safetensors', writeSafetensors(tensors, { format: 'pt' })],
-  ]);
-}
 
 /** The GEMMA4_PLE target on the reference runner, its weights as the oracle reads them, and an assistant. */
 async function setup(ordered: boolean, seed = 5) {
