@@ -11,6 +11,7 @@ import { Engine } from '../../../src/engine/engine.js';
 import type { GenerateOptions } from '../../../src/engine/types.js';
 import { InvalidInputError } from '../../../src/errors.js';
 import { memoryModelFiles } from '../../../src/formats/io/files.js';
+import { countsSince } from '../../../src/gpu/counters.js';
 import { type KvShape, kvRingOf, kvRowOf, kvRows, packHalves } from '../../../src/kernels/kv/kv.js';
 import { assistantSlots, openAssistant } from '../../../src/model/draft/assistant.js';
 import { gpuTarget, kvRuns, kvSlotsOf } from '../../../src/model/draft/assistant-gpu.js';
@@ -167,11 +168,17 @@ describe('Gemma 4 assistant beside a GPU target', () => {
         { input: { tokens: [40] }, rows: 'last' as const, commit: [0] },
         { input: { tokens: [41, 2, 9, 50], parents: [-1, 0, 0, 2] }, rows: 'all' as const, commit: [] },
       ];
+      // Readbacks per forward: the features (rows that read the target's), the embeddings, the K/V.
+      const trips = [3, 2, 2, 2];
       for (const [n, step] of steps.entries()) {
-        const [a, b] = [
-          await runners[0]!.forward(step.input, GREEDY, step.rows),
-          await runners[1]!.forward(step.input, GREEDY, step.rows),
-        ];
+        const before = target.deviceCounts();
+        const a = await runners[0]!.forward(step.input, GREEDY, step.rows);
+        const counts = countsSince(target.deviceCounts(), before);
+        console.log(
+          `assistant beside the GPU, forward ${n}: ${counts.readbacks} readbacks, ${counts.readbackBytes} B, ${counts.submits} submits`,
+        );
+        expect(counts.readbacks, `step ${n}`).toBe(trips[n]);
+        const b = await runners[1]!.forward(step.input, GREEDY, step.rows);
         expect(Array.from(a), `step ${n}`).toEqual(Array.from(b));
         const [la, lb] = [await runners[0]!.lastLogits(), await runners[1]!.lastLogits()];
         expect(worst(la, lb), `step ${n}`).toBeLessThan(1e-4);
