@@ -228,6 +228,54 @@ describe('Gemma 4 assistant beside a GPU target', () => {
     });
   }
 
+  it("over an f16 KV cache: its rows read back as halves near the f32 cache's; speculation equals plain decoding", {
+    timeout: 300_000,
+  }, async () => {
+    const { ctx, opened, target, assistant } = await setup(true, 128, 9);
+    const half = await createGpuRunner(opened, {
+      quant: 'f32',
+      capacity: 128,
+      gpu: ctx,
+      features: true,
+      kvFormat: 'f16',
+    });
+    for (const r of [target, half])
+      for (const tokens of [PROMPT.slice(0, 64), PROMPT.slice(64)]) {
+        await r.forward({ tokens }, GREEDY, 'last');
+        r.commit(tokens.map((_, i) => i));
+      }
+    expect(half.kvCache(assistant.sources[0]!)!.shape.format).toBe('f16');
+    const P = PROMPT.length;
+    const ranges = new Map(assistant.sources.map((src) => [src, [0, P] as const]));
+    const [wide, narrow] = [await gpuTarget(target, 'a'), await gpuTarget(half, 'a')];
+    const [a, b] = [await wide.kvRows(ranges), await narrow.kvRows(ranges)];
+    for (const src of assistant.sources) {
+      // Halves carry 11 bits; the layers before the source read the halved cache too.
+      const [k, v] = [worst(b.keys[src]!, a.keys[src]!), worst(b.values[src]!, a.values[src]!)];
+      console.log(`f16 cache, layer ${src}: keys within ${k.toExponential(1)}, values ${v.toExponential(1)}`);
+      expect(k, `keys ${src}`).toBeLessThan(1e-2);
+      expect(v, `values ${src}`).toBeLessThan(1e-2);
+    }
+    for (const t of [wide, narrow]) t.dispose();
+    target.dispose();
+    half.trim(0);
+    const engine = new Engine({
+      id: 'gemma-4-tiny',
+      runner: half,
+      codec: codecOf(opened.tokenizer, opened.spec.vocabSize),
+      drafter: new ModelDrafter('assistant', await openAssistantRunner(assistant, half, 128)),
+    });
+    for (const o of [
+      { maxTokens: 10 },
+      { maxTokens: 8, temperature: 1, seed: 5 },
+    ] satisfies GenerateOptions[]) {
+      const want = await ids(engine, PROMPT, { ...o, drafter: 'none' });
+      expect(await ids(engine, PROMPT, { ...o, treeBudget: 8 })).toEqual(want);
+      expect(engine.lastStats!.draft_passes).toBeGreaterThan(0);
+    }
+    await engine.unload();
+  });
+
   it('createEngine opens { assistant } beside a GPU target; a target runner without features is refused', {
     timeout: 300_000,
   }, async () => {
