@@ -2,11 +2,14 @@
 // over a GpuRunner on the same device. Per assistant forward it copies back, in one submission
 // each, the rows' target embeddings (the target's own table, gathered and scaled by √Hb by the
 // Embedding kernel: the same values as the target's embedding stage) and, per target layer the
-// assistant attends over, the K and V rows its rows read (the committed slots [from, P): the
-// whole context on full layers, the window + 1 newest on sliding ones, read out of the ring).
-// The features come back through GpuRunner.features. The assistant's step then runs on the host
-// (assistantStep): a host round trip per forward, not per draft depth (a forward's waves share
-// what it copied back), and no assistant weights on the device.
+// assistant attends over, the K and V slots its rows read (the committed slots [from, P): the
+// whole context on full layers, the window + 1 newest on sliding ones, read out of the ring) that
+// it does not hold yet: committed rows do not change until the target drops some
+// (GpuRunner.trims), so it keeps what it read, and a draft forward after the first copies back
+// only the slots the target committed since. The features come back through GpuRunner.features.
+// The assistant's step then runs on the host (assistantStep): a host round trip per draft
+// forward (one per depth of a chain or a tree's wave group), and no assistant weights on the
+// device.
 import { InvalidInputError } from '../../errors.js';
 import { createBuffer, writeBuffer } from '../../gpu/buffers.js';
 import { BindGroupCache } from '../../kernels/bind.js';
@@ -46,17 +49,30 @@ export function kvRuns(shape: KvShape, from: number, to: number): KvRun[] {
 }
 
 /**
- * Slots [from, to) of a cache of `shape` as f32 [to, kvHeads · headDim] by slot (zeros below
- * `from`), from `words`: the rows of {@link kvRuns} back to back, in the cache's format.
+ * Writes slots [from, to) of a cache of `shape`, from `words` (the rows of {@link kvRuns} back to
+ * back, in the cache's format), into `out` [≥ to, kvHeads · headDim] as f32 by slot.
  */
-export function kvSlotsOf(shape: KvShape, words: Uint32Array, from: number, to: number): Float32Array {
+export function kvSlotsInto(
+  shape: KvShape,
+  words: Uint32Array,
+  from: number,
+  to: number,
+  out: Float32Array,
+): void {
   const row = shape.kvHeads * shape.headDim;
   const n = (to - from) * row;
-  const values =
-    shape.format === 'f16' ? unpackHalves(words, n) : new Float32Array(words.buffer, words.byteOffset, n);
-  const out = new Float32Array(to * row);
-  out.set(values, from * row);
-  return out;
+  out.set(
+    shape.format === 'f16' ? unpackHalves(words, n) : new Float32Array(words.buffer, words.byteOffset, n),
+    from * row,
+  );
+}
+
+/** A layer's K and V as read so far: [capacity, kvHeads · headDim] by slot, valid at [lo, hi). */
+interface HeldKv {
+  keys: Float32Array;
+  values: Float32Array;
+  lo: number;
+  hi: number;
 }
 
 /**
@@ -102,6 +118,8 @@ export async function gpuTarget(runner: ModelRunner, name: string): Promise<Assi
     }
     return staging.buffer;
   };
+  const held = new Map<number, HeldKv>();
+  let trims = runner.trims;
   return {
     spec: runner.spec,
     get kvLength() {
@@ -127,8 +145,13 @@ export async function gpuTarget(runner: ModelRunner, name: string): Promise<Assi
       return out;
     },
     async kvRows(ranges) {
-      // Every layer's K runs then V runs, back to back in one staging buffer: one readback.
-      const plan = [...ranges].map(([layer, [from, to]]) => {
+      // Committed rows never change until a trim drops some: until then what was read is kept,
+      // and a read copies only the slots asked for that it does not hold.
+      if (runner.trims !== trims) {
+        held.clear();
+        trims = runner.trims;
+      }
+      const plan = [...ranges].flatMap(([layer, [from, to]]) => {
         const cache = runner.kvCache(layer);
         if (!cache)
           throw new InvalidInputError(
@@ -138,12 +161,28 @@ export async function gpuTarget(runner: ModelRunner, name: string): Promise<Assi
           throw new InvalidInputError(
             `draft assistant ${name}: slots up to ${to} asked, the target holds ${runner.kvLength}`,
           );
-        return { layer, from, to, cache, runs: kvRuns(cache.shape, from, to) };
+        const { shape } = cache;
+        let h = held.get(layer);
+        if (!h) {
+          const size = shape.capacity * shape.kvHeads * shape.headDim;
+          h = { keys: new Float32Array(size), values: new Float32Array(size), lo: 0, hi: 0 };
+          held.set(layer, h);
+        }
+        // The slots past those held when [from, to) joins them, else [from, to) afresh.
+        const joins = from >= h.lo && from <= h.hi;
+        const start = joins ? Math.max(h.hi, from) : from;
+        if (start >= to) return [];
+        return [{ h, cache, from: start, to, lo: joins ? h.lo : from, runs: kvRuns(shape, start, to) }];
       });
+      const kv: { keys: Float32Array[]; values: Float32Array[] } = { keys: [], values: [] };
+      for (const [l, h] of held) {
+        kv.keys[l] = h.keys;
+        kv.values[l] = h.values;
+      }
+      if (plan.length === 0) return kv;
+      // Every layer's K runs then V runs, back to back in one staging buffer: one readback.
       const slotBytes = (shape: KvShape) => kvWordsPerSlot(shape) * 4;
       const total = plan.reduce((n, p) => n + 2 * (p.to - p.from) * slotBytes(p.cache.shape), 0);
-      const kv: { keys: Float32Array[]; values: Float32Array[] } = { keys: [], values: [] };
-      if (total === 0) return kv;
       const out = stagingOf(total);
       const enc = ctx.device.createCommandEncoder({ label: 'assistant-kv' });
       let at = 0;
@@ -159,8 +198,10 @@ export async function gpuTarget(runner: ModelRunner, name: string): Promise<Assi
       at = 0;
       for (const p of plan) {
         const n = ((p.to - p.from) * slotBytes(p.cache.shape)) / 4;
-        kv.keys[p.layer] = kvSlotsOf(p.cache.shape, words.subarray(at, at + n), p.from, p.to);
-        kv.values[p.layer] = kvSlotsOf(p.cache.shape, words.subarray(at + n, at + 2 * n), p.from, p.to);
+        kvSlotsInto(p.cache.shape, words.subarray(at, at + n), p.from, p.to, p.h.keys);
+        kvSlotsInto(p.cache.shape, words.subarray(at + n, at + 2 * n), p.from, p.to, p.h.values);
+        p.h.lo = p.lo;
+        p.h.hi = p.to;
         at += 2 * n;
       }
       return kv satisfies TargetKv;

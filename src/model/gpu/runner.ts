@@ -115,6 +115,8 @@ export class GpuRunner implements ModelRunner {
   private lastCounts: GpuCounts = zeroCounts();
   /** The most rows committed since the last trim to 0, as of the last trim (see canTrim). */
   private reach = 0;
+  /** Trims that dropped committed rows (see {@link GpuRunner.trims}). */
+  private dropped = 0;
   /**
    * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
    * and the LM head whole (a batch of rows reads each weight once), a mixture layer's chosen
@@ -212,6 +214,14 @@ export class GpuRunner implements ModelRunner {
 
   get kvLength(): number {
     return this.cur.committed;
+  }
+
+  /**
+   * Trims that dropped committed rows, so far: while it stays the same, committed rows only grow
+   * and never change (a reader of the cache, the assistant's, keeps what it read until it moves).
+   */
+  get trims(): number {
+    return this.dropped;
   }
 
   get device(): { adapter: string; kernels: 'gpu' | 'serial' } {
@@ -496,6 +506,7 @@ export class GpuRunner implements ModelRunner {
         `trim: the sliding-window layers keep a ring of their window and ${RING_ROLLBACK} rows more, so the cache can go back ${RING_ROLLBACK} tokens from ${Math.max(this.reach, this.cur.committed)}, not to ${length} (trim to 0 instead)`,
       );
     this.reach = length === 0 ? 0 : Math.max(this.reach, this.cur.committed);
+    if (length < this.cur.committed) this.dropped++;
     this.cur.committed = Math.min(this.cur.committed, length);
     this.cur.lastTokens = 0;
   }

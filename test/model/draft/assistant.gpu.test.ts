@@ -14,7 +14,7 @@ import { memoryModelFiles } from '../../../src/formats/io/files.js';
 import { countsSince } from '../../../src/gpu/counters.js';
 import { type KvShape, kvRingOf, kvRowOf, kvRows, packHalves } from '../../../src/kernels/kv/kv.js';
 import { assistantSlots, openAssistant } from '../../../src/model/draft/assistant.js';
-import { gpuTarget, kvRuns, kvSlotsOf } from '../../../src/model/draft/assistant-gpu.js';
+import { gpuTarget, kvRuns, kvSlotsInto } from '../../../src/model/draft/assistant-gpu.js';
 import {
   AssistantRunner,
   openAssistantRunner,
@@ -41,7 +41,7 @@ const PROMPT = Array.from({ length: 70 }, (_, i) => [5, 17, 99, 3, 250, 17, 99, 
 const LONG = Array.from({ length: 200 }, (_, i) => (i * 37 + 11) % 512);
 
 describe('reading a KV cache out of its buffers', () => {
-  it('kvRuns and kvSlotsOf give the slots kvRowOf places, in rings that wrap and in f16', () => {
+  it('kvRuns and kvSlotsInto give the slots kvRowOf places, in rings that wrap and in f16', () => {
     const rand = rng(3);
     for (const shape of [
       { capacity: 200, kvHeads: 2, headDim: 3 },
@@ -72,8 +72,8 @@ describe('reading a KV cache out of its buffers', () => {
             return Array.from(words.subarray(r.row * per, (r.row + r.count) * per));
           }),
         );
-        const got = kvSlotsOf(shape, read, from, to);
-        expect(got.length).toBe(to * row);
+        const got = new Float32Array(to * row);
+        kvSlotsInto(shape, read, from, to, got);
         expect(Array.from(got.subarray(from * row))).toEqual(Array.from(full.subarray(from * row, to * row)));
         expect(got.subarray(0, from * row).every((v) => v === 0)).toBe(true);
       }
@@ -158,8 +158,9 @@ describe('Gemma 4 assistant beside a GPU target', () => {
       const ids = [3, 511, 0, 42, 3];
       expect(worst(await onGpu.embedRows(ids), await onCpu.embedRows(ids))).toBe(0);
       // The assistant over each: the context's entries, three chained rounds, then a tree below it.
+      // (The GPU one over a reader of its own: it holds nothing of the context yet.)
       const runners = [
-        new AssistantRunner(assistant, onGpu, 256),
+        new AssistantRunner(assistant, await gpuTarget(target, 'assistant'), 256),
         new AssistantRunner(assistant, onCpu, 256),
       ];
       const steps = [
@@ -168,8 +169,9 @@ describe('Gemma 4 assistant beside a GPU target', () => {
         { input: { tokens: [40] }, rows: 'last' as const, commit: [0] },
         { input: { tokens: [41, 2, 9, 50], parents: [-1, 0, 0, 2] }, rows: 'all' as const, commit: [] },
       ];
-      // Readbacks per forward: the features (rows that read the target's), the embeddings, the K/V.
-      const trips = [3, 2, 2, 2];
+      // Readbacks per forward: the features (rows that read the target's), the embeddings, and the
+      // K/V slots not yet held (none once the target's context is read: it has not moved).
+      const trips = [3, 1, 1, 1];
       for (const [n, step] of steps.entries()) {
         const before = target.deviceCounts();
         const a = await runners[0]!.forward(step.input, GREEDY, step.rows);
@@ -185,7 +187,26 @@ describe('Gemma 4 assistant beside a GPU target', () => {
         for (const r of runners) r.commit(step.commit);
       }
       expect(runners[0]!.blindRows).toBe(0);
+      // A trim drops what the reader holds: other tokens after slot 150 read back as rewritten.
+      const other = LONG.slice(150, L - 1).map((t) => (t + 1) % 512);
+      for (const r of [target, reference]) {
+        r.trim(150);
+        await r.forward({ tokens: other }, GREEDY, 'last');
+        r.commit(other.map((_, i) => i));
+      }
+      const [again, wantAgain] = [await onGpu.kvRows(ranges), await onCpu.kvRows(ranges)];
+      for (const [src, [from, to]] of ranges) {
+        const w = wantAgain.keys[src]!.length / reference.capacity;
+        const slice = (x: Float32Array) => x.subarray(from * w, to * w);
+        expect(worst(slice(again.keys[src]!), slice(wantAgain.keys[src]!)), `layer ${src}`).toBeLessThan(
+          1e-4,
+        );
+        expect(worst(slice(again.values[src]!), slice(wantAgain.values[src]!)), `layer ${src}`).toBeLessThan(
+          1e-4,
+        );
+      }
       for (const r of runners) r.dispose();
+      onGpu.dispose();
       target.dispose();
     });
   }
