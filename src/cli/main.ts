@@ -60,7 +60,7 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
                        for int2), mtp (the checkpoint's own multi-token-prediction layer: Qwen3.5,
                        Qwen3.5-MoE), or a draft model folder sharing the tokenizer (a draft head's
-                       or a Gemma 4 assistant's folder is recognised; the assistant: --device cpu)
+                       or a Gemma 4 assistant's folder is recognised)
   --tree-budget K      most draft tokens verified per target pass (1..32, default 8)
   --acceptance A       gumbel (default: the same text as plain sampling with the seed) or rejection
                        (the classic min(1, p/q) rule on draft chains); greedy ignores it

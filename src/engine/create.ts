@@ -1,12 +1,10 @@
 import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
-import type { ModelFiles } from '../formats/io/files.js';
 import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/device.js';
 import type { KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
-import type { Assistant } from '../model/draft/assistant.js';
 import type { DraftHead } from '../model/draft/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { referenceTensors, w8a8Inputs } from '../model/quantized.js';
@@ -21,6 +19,7 @@ import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { Engine } from './engine.js';
 import { checkDeviceFit, estimateDeviceMemory, modelFootprint } from './limits.js';
 import { openModelSource } from './open.js';
+import type { OpenedDraft } from './open-draft.js';
 import { templateMessage } from './tools.js';
 import type { Acceptance, TextCodec } from './types.js';
 
@@ -115,7 +114,8 @@ export interface CreateEngineOptions {
    * Over the reference runner it always runs on the CPU. `{ assistant: ref }` is Gemma 4's assistant
    * drafter (`Gemma4AssistantForCausalLM`, e.g. google/gemma-4-E2B-it-assistant beside
    * gemma-4-E2B-it; a `{ model }` that is one is recognised too): it attends over the target's own
-   * KV cache, so it runs beside the CPU reference target only for now (`device: 'cpu'`).
+   * KV cache. Beside a GPU target it reads that cache and the target's embedding back once per draft
+   * forward and computes its small step on the host.
    */
   draft?:
     | { model: ModelRef; quant?: Quant }
@@ -218,7 +218,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
           }),
         }
       : options.draft && !('self' in options.draft)
-        ? await openDraft(options.draft, opened, resolve, settings)
+        ? await (await import('./open-draft.js')).openDraft(options.draft, opened, resolve, settings)
         : undefined;
   const draftModel = draft && 'opened' in draft ? draft : undefined;
   const head = draft && 'head' in draft ? draft.head : undefined;
@@ -228,7 +228,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   let gpu: GpuContext | undefined;
   try {
     gpu = settings.cpu ? undefined : (options.gpu ?? (await createGpuContext({ kernels: options.kernels })));
-    if (gpu) checkFits(gpu, options, opened.spec, settings, draftModel, head);
+    if (gpu) checkFits(gpu, options, opened.spec, settings, draftModel);
   } catch (err) {
     if (gpu && !options.gpu) gpu.destroy();
     await draftModel?.files.close?.();
@@ -238,13 +238,13 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const runner = await placer.place(opened, settings.quant, {
     owner: true,
     steer: settings.steer,
-    features: !!head,
+    features: !!head || !!assistant,
   });
   // Build the drafter over the placed target.
   const drafter = assistant
     ? new ModelDrafter(
         `assistant ${assistant.name}`,
-        new (await import('../model/draft/assistant-runner.js')).AssistantRunner(
+        await (await import('../model/draft/assistant-runner.js')).openAssistantRunner(
           assistant,
           runner,
           settings.context,
@@ -331,7 +331,6 @@ function checkFits(
   spec: ModelSpec,
   settings: EngineSettings,
   draftModel: OpenedDraft | undefined,
-  head: DraftHead | undefined,
 ): void {
   const { context, quant, draftQuant } = settings;
   const draft = typeof options.draft === 'object' ? options.draft : undefined;
@@ -340,16 +339,17 @@ function checkFits(
     maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
     deviceMemory: options.deviceMemory ?? estimateDeviceMemory(),
   };
+  // A head's and an assistant's weights are small (an assistant's stay on the host).
   const companion =
-    draft && !head
-      ? 'self' in draft
-        ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
-        : {
-            what: `draft model ${draftModel!.files.name} at ${draftQuant}`,
-            spec: draftModel!.opened.spec,
+    draft && 'self' in draft
+      ? { what: `self-draft at ${draft.self}`, spec, format: formatOf(draft.self) }
+      : draftModel
+        ? {
+            what: `draft model ${draftModel.files.name} at ${draftQuant}`,
+            spec: draftModel.opened.spec,
             format: formatOf(draftQuant),
           }
-      : undefined;
+        : undefined;
   const kv = { context, kvFormat: settings.kvCache ?? defaultKvCache(gpu) };
   if (
     options.expertBudget !== undefined &&
@@ -463,63 +463,6 @@ async function makeDrafter(
     : new (await import('../model/draft/head.js')).HeadRunner(head, runner, context);
   // A head's passes are cheap: its greedy trees go deep on confident paths (GREEDY_TREE_SHARPEN).
   return new ModelDrafter(`head ${head.name}`, headRunner, { sharpen: GREEDY_TREE_SHARPEN });
-}
-
-/** A draft model's files and headers, opened beside its target. */
-interface OpenedDraft {
-  files: ModelFiles;
-  opened: OpenedModel;
-}
-
-/**
- * Opens what a `{ model }`, `{ head }` or `{ assistant }` draft names: a Gemma 4 assistant or a
- * draft head (read whole: they are small, with the target tensors they read), or a draft model (its headers and tokenizer), checked to share the
- * target's tokenizer: the same vocabulary size and the same token at every id. A draft model's
- * RoPE is the one for the engine's `context` (as the target's).
- */
-async function openDraft(
-  draft: { model: ModelRef } | { head: ModelRef } | { assistant: ModelRef },
-  target: OpenedModel,
-  resolve: Parameters<typeof resolveModel>[1],
-  { context, cpu }: { context: number; cpu: boolean },
-): Promise<OpenedDraft | { head: DraftHead } | { assistant: Assistant }> {
-  const ref = 'head' in draft ? draft.head : 'assistant' in draft ? draft.assistant : draft.model;
-  const files = await openModelSource(resolveModel(ref, resolve));
-  try {
-    const assistant = await (await import('../model/draft/assistant.js')).assistantIn(
-      files,
-      target,
-      cpu,
-      'assistant' in draft,
-    );
-    if (assistant) {
-      await files.close?.();
-      return { assistant };
-    }
-    const heads = await import('../model/draft/head.js');
-    if ('head' in draft || (await heads.isDraftHead(files))) {
-      const head = await heads.openDraftHead(files, target);
-      await files.close?.();
-      return { head };
-    }
-    const opened = await openModel(files);
-    const { vocabSize } = target.spec;
-    if (opened.spec.vocabSize !== vocabSize)
-      throw new InvalidInputError(
-        `draft model ${files.name} has a vocabulary of ${opened.spec.vocabSize}, the target ${vocabSize}: they must share the tokenizer`,
-      );
-    const differs = target.tokenizer.firstDifference(opened.tokenizer);
-    if (differs !== undefined) {
-      const token = (t: WeftTokenizer) => JSON.stringify(t.tokenOf(differs) ?? null);
-      throw new InvalidInputError(
-        `draft model ${files.name} has another tokenizer: id ${differs} is ${token(opened.tokenizer)} there, ${token(target.tokenizer)} in the target; they must share the tokenizer`,
-      );
-    }
-    return { files, opened: { ...opened, spec: ropeForContext(opened.spec, context) } };
-  } catch (err) {
-    await files.close?.();
-    throw err;
-  }
 }
 
 /**

@@ -6,7 +6,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import type { BindGroupCache } from '../../kernels/bind.js';
 import type { AddInPlace } from '../../kernels/elementwise/elementwise.js';
 import type { Hadamard } from '../../kernels/hadamard/hadamard.js';
-import type { KvShape } from '../../kernels/kv/kv.js';
+import type { KvLayerBuffers, KvShape } from '../../kernels/kv/kv.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import type { MatmulOptions } from '../../kernels/matmul/variant.js';
 import type { GpuExperts } from '../../kernels/moe/experts.js';
@@ -277,6 +277,8 @@ export interface BoundBlock {
   readonly recurrent: { readonly stateBytes: number; readonly bytesPerTreeNode: number } | undefined;
   /** Its KV cache is a sliding window's ring: a trim may go back only a little (RING_ROLLBACK). */
   readonly ring: boolean;
+  /** The KV cache it holds (not one it shares): its layer, buffers and shape (a drafter reads it). */
+  readonly kv?: { readonly layer: number; readonly buffers: KvLayerBuffers; readonly shape: KvShape };
   /**
    * A mixture's routing table (kernels/moe/table.ts), shared by the model's mixture blocks: its
    * words 1 to 3 tally, over every pass since the runner was made, the experts read, the rows

@@ -1,21 +1,57 @@
 // Gemma 4's assistant drafter as a ModelRunner (see assistant.ts for the architecture): the
 // entries ModelDrafter feeds it, their input hiddens (the target's features or their parents'
-// outputs), their anchors, and the rows a forward must compute.
+// outputs), their anchors, and the rows a forward must compute. It reads its target through an
+// AssistantTarget: the reference runner's (here) or the GPU runner's (assistant-gpu.ts).
 import { InvalidInputError } from '../../errors.js';
 import { sampleRef } from '../../kernels/sample/gumbel.js';
 import type { Children } from '../../kernels/sample/topk.js';
 import { rmsNorm } from '../blocks/ops.js';
 import { ReferenceRunner, rankScoredRows, scoredRows } from '../reference/reference.js';
 import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from '../runner.js';
-import type { ModelSpec } from '../spec/spec.js';
+import { layerAttention, type ModelSpec } from '../spec/spec.js';
 import { chainParents, draftTree } from '../tree.js';
-import { type Assistant, assistantStep, cpuOnly } from './assistant.js';
+import { type Assistant, type AssistantTarget, assistantSlots, assistantStep } from './assistant.js';
+
+/** The reference runner as an {@link AssistantTarget}: its cache and embedding where they lie. */
+export function referenceTarget(target: ReferenceRunner): AssistantTarget {
+  const Hb = target.spec.hidden;
+  const scale = Math.fround(Math.sqrt(Hb));
+  return {
+    spec: target.spec,
+    get kvLength() {
+      return target.kvLength;
+    },
+    features: (from, to) => target.features(from, to),
+    async embedRows(ids) {
+      const out = new Float32Array(ids.length * Hb);
+      const embed = target.weights.embed;
+      ids.forEach((id, r) => {
+        for (let i = 0; i < Hb; i++) out[r * Hb + i] = Math.fround(embed[id * Hb + i]! * scale);
+      });
+      return out;
+    },
+    kvRows: async () => target.cache,
+    dispose() {},
+  };
+}
 
 /**
- * The assistant as a {@link ModelRunner} over the target's vocabulary, on the CPU: what
- * ModelDrafter drives to grow chains and trees. It keeps per committed entry only its output
- * hidden and anchor (see the header); its `kvLength` is the number of entries it has taken in.
+ * The assistant as a runner beside `runner` with `capacity` entries: over the reference runner's
+ * cache, or (lazily loaded) the GPU runner's, which must keep its features. Throws
+ * InvalidInputError for another runner.
  */
+export async function openAssistantRunner(
+  assistant: Assistant,
+  runner: ModelRunner,
+  capacity: number,
+): Promise<AssistantRunner> {
+  const target =
+    runner instanceof ReferenceRunner
+      ? referenceTarget(runner)
+      : await (await import('./assistant-gpu.js')).gpuTarget(runner, assistant.name);
+  return new AssistantRunner(assistant, target, capacity);
+}
+
 export class AssistantRunner implements ModelRunner {
   readonly spec: ModelSpec;
   readonly capacity: number;
@@ -29,16 +65,12 @@ export class AssistantRunner implements ModelRunner {
   /** Rows scored with no input hidden (the target had not scored their context): uniform logits. */
   blindRows = 0;
 
-  private readonly target: ReferenceRunner;
-
-  /** Throws InvalidInputError unless `target` is the reference runner (its cache is where the assistant reads it). */
+  /** Over `target` (see {@link openAssistantRunner}), with `capacity` entries (the target's context). */
   constructor(
     readonly assistant: Assistant,
-    target: ModelRunner,
-    capacity = target.capacity,
+    private readonly target: AssistantTarget,
+    capacity: number,
   ) {
-    if (!(target instanceof ReferenceRunner)) throw new InvalidInputError(cpuOnly(assistant.name));
-    this.target = target;
     this.spec = { ...assistant.spec, vocabSize: target.spec.vocabSize };
     this.capacity = capacity;
     this.outputs = new Float32Array(capacity * assistant.backbone);
@@ -115,6 +147,12 @@ export class AssistantRunner implements ModelRunner {
         anchor[i] = this.anchors[p]!;
         ready[i] = true;
       }
+    // What the rows read of the target, once: their embeddings, and the K/V each source layer's
+    // rows attend (a row's anchor is its own, its root's or the committed entry's it chains from).
+    const rowAnchors = pending.map((i) => (ready[i] ? anchor[i]! : this.rootAnchor(i, parents, anchor)));
+    const embedded = await this.target.embedRows(pending.map((i) => tokens[i]!));
+    const kv = await this.target.kvRows(this.kvRanges(rowAnchors.filter((p) => p >= 1)));
+    const embeddedRow = new Map(pending.map((i, r) => [i, r]));
     // Waves: the rows whose inputs are ready, then their children.
     const computed = tokens.map(() => false);
     const logits = new Float32Array(T * V);
@@ -122,8 +160,12 @@ export class AssistantRunner implements ModelRunner {
     for (let wave = pending.filter((i) => ready[i]); wave.length > 0; ) {
       const step = assistantStep(
         this.assistant,
-        this.target,
-        wave.map((i) => tokens[i]!),
+        kv,
+        gatherRows(
+          embedded,
+          Hb,
+          wave.map((i) => embeddedRow.get(i)!),
+        ),
         gatherRows(hidden, Hb, wave),
         wave.map((i) => anchor[i]!),
       );
@@ -151,6 +193,28 @@ export class AssistantRunner implements ModelRunner {
     return Int32Array.from(picked, (i, r) =>
       sampleRef(this.scored.subarray(r * V, (r + 1) * V), sampler.seed, positions[i]! + 1, sampler),
     );
+  }
+
+  /** The anchor a row not yet ready takes from its nearest ready ancestor (-1: none). */
+  private rootAnchor(i: number, parents: readonly number[], anchor: Int32Array): number {
+    let a = i;
+    while (a >= 0 && anchor[a]! < 0) a = parents[a]!;
+    return a < 0 ? -1 : anchor[a]!;
+  }
+
+  /** Per target layer the assistant reads, the committed slots rows anchored at `anchors` attend. */
+  private kvRanges(anchors: readonly number[]): Map<number, readonly [number, number]> {
+    const ranges = new Map<number, readonly [number, number]>();
+    if (anchors.length === 0) return ranges;
+    const lo = Math.min(...anchors);
+    const hi = Math.max(...anchors);
+    this.assistant.sources.forEach((src, l) => {
+      const { window } = layerAttention(this.assistant.spec, l);
+      const [from] = assistantSlots(window, lo);
+      const was = ranges.get(src);
+      ranges.set(src, [Math.min(from, was?.[0] ?? from), hi]);
+    });
+    return ranges;
   }
 
   async lastLogits(rows?: readonly number[]): Promise<Float32Array> {
@@ -189,8 +253,10 @@ export class AssistantRunner implements ModelRunner {
     this.lastTokens = 0;
   }
 
-  /** Nothing to free: the arrays go with it, and the target is not the assistant's to dispose. */
-  dispose(): void {}
+  /** Frees the target reader's buffers; the target is not the assistant's to dispose. */
+  dispose(): void {
+    this.target.dispose();
+  }
 }
 
 /** Rows `rows` of a [*, width] array, in that order. */

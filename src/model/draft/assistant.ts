@@ -40,8 +40,9 @@
 // feature at p - 1 (while the target has scored p - 1: its anchor is p) or the output of its
 // parent entry, or for a tree root, of the committed entry at p - 1 (the anchor theirs). It keeps
 // no KV cache, only each committed entry's output and anchor, so a forward computes just the rows
-// it scores, the last one and the rows they chain from. CPU only: it reads the reference runner's
-// cache (ReferenceRunner.cache); the GPU runner's cache buffers are not reachable from here yet.
+// it scores, the last one and the rows they chain from. It reads its target through an
+// AssistantTarget: the reference runner's cache where it lies, or the GPU runner's cache buffers
+// and embedding copied back once per forward (assistant-gpu.ts); the step itself runs on the host.
 import { InvalidInputError } from '../../errors.js';
 import { ModelFormatError } from '../../formats/errors.js';
 import { type ModelFiles, modelFilePath, readJson } from '../../formats/io/files.js';
@@ -49,7 +50,6 @@ import { openSafetensors, readTensorF32, type TensorInfo } from '../../formats/s
 import type { TensorReader } from '../../formats/weft-checkpoint.js';
 import { attend, linear, normWeight, rmsNorm, rope, ropeInverseFrequencies } from '../blocks/ops.js';
 import { finalNormName, specFromConfig } from '../families/index.js';
-import type { ReferenceKvCache } from '../reference/reference.js';
 import { deriveSizes, kvSourceLayer, layerAttention, layerSpec, type ModelSpec } from '../spec/spec.js';
 
 /** config.json `model_type` of an assistant checkpoint. */
@@ -116,10 +116,9 @@ export async function isAssistant(files: ModelFiles): Promise<boolean> {
 export async function assistantIn(
   files: ModelFiles,
   target: { readonly spec: ModelSpec; readonly weights: TensorReader },
-  onCpu: boolean,
   named: boolean,
 ): Promise<Assistant | undefined> {
-  return named || (await isAssistant(files)) ? openAssistant(files, target, onCpu) : undefined;
+  return named || (await isAssistant(files)) ? openAssistant(files, target) : undefined;
 }
 
 /** The parsed config: the layers' spec and the head's switches. */
@@ -271,15 +270,11 @@ export function assistantSources(assistant: ModelSpec, target: ModelSpec, name: 
  * they belong together (widths, vocabulary, attention shapes), and reads what it needs of the
  * target: its final norm (its embedding table is read from the target runner's, not copied). Errors
  * name the file, the field and the value.
- * `onCpu` false (the target goes to the GPU) refuses first: the assistant reads the reference
- * runner's cache only (see the header).
  */
 export async function openAssistant(
   files: ModelFiles,
   target: { readonly spec: ModelSpec; readonly weights: TensorReader },
-  onCpu = true,
 ): Promise<Assistant> {
-  if (!onCpu) throw new InvalidInputError(cpuOnly(files.name));
   const configFile = modelFilePath(files.name, 'config.json');
   const config = assistantConfig(await readJson(files, 'config.json'), configFile);
   const t = target.spec;
@@ -363,11 +358,6 @@ export async function openAssistant(
   };
 }
 
-/** The refusal of an assistant beside a GPU target. */
-export function cpuOnly(name: string): string {
-  return `draft assistant ${name}: it reads the target's KV cache on the CPU only for now; load the target with device: 'cpu'`;
-}
-
 /** An integer tensor (I64, as torch saves a long buffer, or I32) as Int32Array. */
 async function readIds(info: TensorInfo, file: string, name: string): Promise<Int32Array> {
   if (info.dtype !== 'I64' && info.dtype !== 'I32')
@@ -375,37 +365,67 @@ async function readIds(info: TensorInfo, file: string, name: string): Promise<In
   return Int32Array.from(await readTensorF32(info));
 }
 
-/** What an assistant step reads of the target runner: its KV cache and its embedding table [V, Hb]. */
-export interface TargetContext {
-  readonly cache: ReferenceKvCache;
-  readonly weights: { readonly embed: Float32Array };
+/**
+ * What an assistant step reads of its target's KV cache: per target layer it attends over, keys
+ * (after RoPE) and values [≥ P, kvHeads · headDim] by slot (absolute position), valid at the slots
+ * a row reads (see {@link assistantSlots}); other layers' entries are not read.
+ */
+export interface TargetKv {
+  readonly keys: readonly Float32Array[];
+  readonly values: readonly Float32Array[];
+}
+
+/**
+ * What an AssistantRunner (assistant-runner.ts) reads of its target runner, once per forward: its committed
+ * length, its features (the residual stream before its final norm), its embedding rows and the
+ * K/V rows of the layers the assistant attends over.
+ */
+export interface AssistantTarget {
+  readonly spec: ModelSpec;
+  readonly kvLength: number;
+  /** Committed features [to - from, Hb] (ModelRunner.features). */
+  features(from: number, to: number): Promise<Float32Array>;
+  /** E_target[id] · √Hb [n, Hb] of `ids`, as the target's embedding stage scales it. */
+  embedRows(ids: readonly number[]): Promise<Float32Array>;
+  /** Per layer of `ranges` (layer → [from, to) of committed slots), its K and V valid there. */
+  kvRows(ranges: ReadonlyMap<number, readonly [number, number]>): Promise<TargetKv>;
+  /** Frees what it made to read the target (not the target). */
+  dispose(): void;
+}
+
+/**
+ * The target slots a row anchored at P reads on an assistant layer of sliding window `window`
+ * (undefined: a full layer): the whole context 0..P-1, or its window + 1 newest entries (HF's
+ * flipped mask), as [from, P).
+ */
+export function assistantSlots(window: number | undefined, P: number): [number, number] {
+  return [window === undefined ? 0 : Math.max(0, P - 1 - window), P];
 }
 
 /**
  * One assistant step over R rows (plain TS, f32 values with f64 sums, as the reference forward):
- * their target embeddings' tokens, their input hiddens h [R, Hb] (already normed where they are
- * the target's), their anchor positions P (RoPE, and the context 0..P-1 they attend). Returns the
- * logits [R, V] and the next hiddens [R, Hb] (post_projection of the normed output).
+ * their target embeddings E_target[x] · √Hb [R, Hb], their input hiddens h [R, Hb] (already normed
+ * where they are the target's), their anchor positions P (RoPE, and the context 0..P-1 they attend).
+ * Returns the logits [R, V] and the next hiddens [R, Hb] (post_projection of the normed output).
  */
 export function assistantStep(
   a: Assistant,
-  target: TargetContext,
-  tokens: readonly number[],
+  kv: TargetKv,
+  embedded: Float32Array,
   hidden: Float32Array,
   anchors: readonly number[],
 ): { logits: Float32Array; next: Float32Array } {
   const s = a.spec;
-  const R = tokens.length;
+  const R = anchors.length;
   const Hb = a.backbone;
   const Ha = s.hidden;
   const V = s.vocabSize;
   // [R, 2·Hb]: the target's scaled embedding, then the hidden.
   const cat = new Float32Array(R * 2 * Hb);
-  const scale = Math.fround(Math.sqrt(Hb));
-  tokens.forEach((t, r) => {
-    for (let i = 0; i < Hb; i++) cat[r * 2 * Hb + i] = Math.fround(target.weights.embed[t * Hb + i]! * scale);
+  for (let r = 0; r < R; r++) {
+    cat.set(embedded.subarray(r * Hb, (r + 1) * Hb), r * 2 * Hb);
     cat.set(hidden.subarray(r * Hb, (r + 1) * Hb), r * 2 * Hb + Hb);
-  });
+  }
   const z = new Float32Array(R * Ha); // [R, Ha] the residual stream
   linear(cat, 2 * Hb, a.pre, Ha, undefined, z);
   const n = new Float32Array(R * Ha);
@@ -422,13 +442,11 @@ export function assistantStep(
     if (ropeSpec)
       rope(q, ls.heads, ls.headDim, anchors, ropeInverseFrequencies(ropeSpec, ls.headDim), ropeSpec.layout);
     const src = a.sources[l]!;
-    const keys = target.cache.keys[src]!;
-    const values = target.cache.values[src]!;
+    const keys = kv.keys[src]!;
+    const values = kv.values[src]!;
     const attn = new Float32Array(R * qWidth);
     for (let r = 0; r < R; r++) {
-      const P = anchors[r]!;
-      // Full: the whole context; sliding: its window + 1 newest entries (HF's flipped mask).
-      const from = window === undefined ? 0 : Math.max(0, P - 1 - window);
+      const [from, P] = assistantSlots(window, anchors[r]!);
       const slots = Array.from({ length: P - from }, (_, j) => from + j);
       attend(ls, q.subarray(r * qWidth, (r + 1) * qWidth), keys, values, slots, attn, r * qWidth);
     }

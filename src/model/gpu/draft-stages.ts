@@ -1,7 +1,6 @@
 // How a draft head (model/draft/gpu-head.ts) is placed as a one-layer GPU runner: the stages it puts
-// around its decoder layer, the runner buffers they use, and the waves of a tree forward.
+// around its decoder layer and the runner buffers they use (their tree forward's waves: head-waves.ts).
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
-import type { DraftTree } from '../tree.js';
 
 /**
  * How a draft head is placed as a one-layer runner: it borrows its target's embedding table, its
@@ -15,24 +14,10 @@ export interface HeadPlacement {
 }
 
 /**
- * The waves of a draft head's forward of `tree` after `base` rows: 0 for a row whose input is
- * known before the forward (the target's feature p - 1 when p - 1 < known, or a committed row's
- * output), else one more than its parent's. Rows of one wave run in one pass.
- */
-export function headWaves(tree: DraftTree, base: number, known: number): number[] {
-  const waves: number[] = [];
-  tree.parents.forEach((parent, i) => {
-    const p = base + tree.depth[i]!;
-    waves.push((p >= 1 && p - 1 < known) || parent < 0 ? 0 : waves[parent]! + 1);
-  });
-  return waves;
-}
-
-/**
  * What a draft head (model/draft/gpu-head.ts) puts around its decoder layer: its rows' input in place of
  * the embedding gather, and its LM head's draft-vocabulary rows mapped onto the full vocabulary.
  * A head's row reads another row's output (its parent's), so a tree forward whose rows read rows of
- * the same forward runs in waves (see {@link GpuRunner.forward}).
+ * the same forward runs in waves (see head-waves.ts).
  */
 export interface HeadStages {
   /** The rows' input x [T, H] from their ids, positions, slots and visibility. */

@@ -11,7 +11,7 @@ import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../../ker
 import type { SteerPlan } from '../../kernels/steer/steer.js';
 import type { Quant, RotationChoice } from '../../quant/pack.js';
 import { RING_ROLLBACK } from '../blocks/attention/gpu.js';
-import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
+import { type BoundBlock, MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
 import { isRecurrentBlock } from '../blocks/index.js';
 import { modelBlocks } from '../families/index.js';
 import type { OpenedModel } from '../load.js';
@@ -26,7 +26,7 @@ import {
   type SamplerSpec,
 } from '../runner.js';
 import { isRecurrent, type ModelSpec } from '../spec/spec.js';
-import { type DraftTree, draftTree } from '../tree.js';
+import { draftTree } from '../tree.js';
 import {
   type Activations,
   allocateActivations,
@@ -37,7 +37,7 @@ import {
   makeFeatureStore,
 } from './buffers.js';
 import { openDecodeSession } from './decode-session.js';
-import { type HeadPlacement, headWaves } from './draft-stages.js';
+import type { HeadPlacement } from './draft-stages.js';
 import { expertCacheCounts, TallyReader } from './experts.js';
 import { buildKernels, destroyKernels } from './kernels.js';
 import {
@@ -115,6 +115,8 @@ export class GpuRunner implements ModelRunner {
   private lastCounts: GpuCounts = zeroCounts();
   /** The most rows committed since the last trim to 0, as of the last trim (see canTrim). */
   private reach = 0;
+  /** Trims that dropped committed rows (see {@link GpuRunner.trims}). */
+  private dropped = 0;
   /**
    * Bytes of weights one forward pass reads for one token, as packed: every layer's seven linears
    * and the LM head whole (a batch of rows reads each weight once), a mixture layer's chosen
@@ -182,6 +184,14 @@ export class GpuRunner implements ModelRunner {
     return this.feats?.store;
   }
 
+  /**
+   * The KV cache target layer `layer` holds (undefined for a layer that shares another's or holds
+   * none): its buffers and shape, which a drafter on the same device reads (Gemma 4's assistant).
+   */
+  kvCache(layer: number): NonNullable<BoundBlock['kv']> | undefined {
+    return this.parts.k.blocks.find((b) => b.kv?.layer === layer)?.kv;
+  }
+
   /** The resident embedding table (a draft head on the same device borrows it). */
   get embedding(): GpuMatrix {
     return this.parts.w.embed;
@@ -204,6 +214,14 @@ export class GpuRunner implements ModelRunner {
 
   get kvLength(): number {
     return this.cur.committed;
+  }
+
+  /**
+   * Trims that dropped committed rows, so far: while it stays the same, committed rows only grow
+   * and never change (a reader of the cache, the assistant's, keeps what it read until it moves).
+   */
+  get trims(): number {
+    return this.dropped;
   }
 
   get device(): { adapter: string; kernels: 'gpu' | 'serial' } {
@@ -241,9 +259,18 @@ export class GpuRunner implements ModelRunner {
       );
     const { ctx } = this;
     const before = ctx.counter.snapshot();
-    const waves = this.parts.stages ? headWaves(tree, base, this.parts.stages.known()) : undefined;
-    if (waves && Math.max(...waves) > 0) {
-      const ids = await this.forwardWaves(input.tokens, tree, waves, picked, base, sampler, input.masks);
+    // A draft head's tree whose rows read rows of the same forward runs in waves (lazily loaded).
+    const stages = this.parts.stages ? await import('./head-waves.js') : undefined;
+    const waves =
+      stages && this.parts.stages ? stages.headWaves(tree, base, this.parts.stages.known()) : undefined;
+    if (stages && waves && Math.max(...waves) > 0) {
+      const ids = await stages.forwardWaves(this.parts, this.profiler, tree, waves, {
+        tokens: input.tokens,
+        picked,
+        base,
+        sampler,
+        masks: input.masks,
+      });
       this.lastCounts = countsSince(ctx.counter.snapshot(), before);
       this.cur.lastTokens = T;
       this.cur.lastBase = base;
@@ -273,64 +300,6 @@ export class GpuRunner implements ModelRunner {
     this.cur.lastBase = base;
     this.cur.lastRows = R;
     this.cur.lastTree = isTree;
-    return ids;
-  }
-
-  /**
-   * A draft head's tree forward whose rows read rows of the same forward (see {@link headWaves}):
-   * one submission per wave runs the layer over that wave's rows (their outputs go to the feature
-   * store at their slots, where the next wave's rows read them), then one more scores the rows
-   * from their outputs. Returns the sampled ids of `picked`.
-   */
-  private async forwardWaves(
-    tokens: readonly number[],
-    tree: DraftTree,
-    waves: readonly number[],
-    picked: readonly number[],
-    base: number,
-    sampler: SamplerSpec,
-    masks: Uint32Array | undefined,
-  ): Promise<Int32Array> {
-    const { ctx, a, feats } = this;
-    if (!feats) throw new InvalidInputError('forward: a draft head keeps its outputs (features: true)');
-    const T = tokens.length;
-    const vis = visWords(tree.end);
-    const rowsOf = (w: number) => tokens.map((_, i) => i).filter((i) => waves[i] === w);
-    for (let w = 0; w <= Math.max(...waves); w++) {
-      const rows = rowsOf(w);
-      const enc = ctx.device.createCommandEncoder({ label: `forward-wave-${w}` });
-      stageInputs(this.ctx, this.a, enc, {
-        ids: rows.map((i) => tokens[i]!),
-        positions: rows.map((i) => base + tree.depth[i]!),
-        slots: rows.map((i) => base + i),
-        vis: rows.flatMap((i) => [vis[2 * i]!, vis[2 * i + 1]!]),
-        rows: [],
-        samplePositions: [],
-      });
-      encodePass(this.parts, this.profiler, enc, rows.length, 0, base, sampler, {
-        lastSlot: base + rows.at(-1)!,
-        score: false,
-      });
-      ctx.counter.submit([enc.finish()]);
-    }
-    const R = picked.length;
-    const H = this.spec.hidden;
-    const enc = ctx.device.createCommandEncoder({ label: 'forward-scores' });
-    stageInputs(this.ctx, this.a, enc, {
-      positions: [],
-      slots: [],
-      vis: [],
-      rows: picked,
-      samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
-    });
-    enc.copyBufferToBuffer(feats.store, base * H * 4, a.x, 0, T * H * 4);
-    encodePass(this.parts, this.profiler, enc, T, R, base, sampler, {
-      layers: false,
-      masks,
-    });
-    enc.copyBufferToBuffer(a.out, 0, a.staging, 0, R * 4);
-    ctx.counter.submit([enc.finish()]);
-    const ids = new Int32Array(await readStaging(ctx, a.staging, R * 4));
     return ids;
   }
 
@@ -537,6 +506,7 @@ export class GpuRunner implements ModelRunner {
         `trim: the sliding-window layers keep a ring of their window and ${RING_ROLLBACK} rows more, so the cache can go back ${RING_ROLLBACK} tokens from ${Math.max(this.reach, this.cur.committed)}, not to ${length} (trim to 0 instead)`,
       );
     this.reach = length === 0 ? 0 : Math.max(this.reach, this.cur.committed);
+    if (length < this.cur.committed) this.dropped++;
     this.cur.committed = Math.min(this.cur.committed, length);
     this.cur.lastTokens = 0;
   }

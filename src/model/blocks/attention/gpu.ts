@@ -387,6 +387,7 @@ async function bindAttention(
     kvBytes: shared ? 0 : cache.k.size + cache.v.size,
     recurrent: undefined,
     ring: layer.kv.ring !== undefined,
+    ...(shared ? {} : { kv: { layer: block.layer, buffers: cache, shape: layer.kv } }),
     destroy() {
       for (const l of 'encode' in qkv ? [qkv] : qkv) l.destroy();
       o.destroy();
