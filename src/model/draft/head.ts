@@ -11,7 +11,7 @@ import type { TensorReader } from '../../formats/weft-checkpoint.js';
 import { sampleRef } from '../../kernels/sample/gumbel.js';
 import type { Children } from '../../kernels/sample/topk.js';
 import { addInto, attend, linear, rmsNorm, rope, ropeInverseFrequencies } from '../blocks/ops.js';
-import { finalNormName } from '../families/index.js';
+import { finalNormName, PLAIN_DECODER } from '../families/index.js';
 import { ReferenceKvCache, rankScoredRows, scoredRows } from '../reference/reference.js';
 import type { ForwardInput, ModelRunner, RankSpec, SamplerSpec } from '../runner.js';
 import type { ModelSpec } from '../spec/spec.js';
@@ -213,7 +213,7 @@ export function headShapes(s: HeadSpec): Map<string, number[]> {
  */
 export function headModelSpec(s: HeadSpec, target: ModelSpec): ModelSpec {
   return {
-    family: 'llama',
+    family: PLAIN_DECODER,
     vocabSize: target.vocabSize,
     maxPositions: target.maxPositions,
     bosId: target.bosId,

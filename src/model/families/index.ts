@@ -49,6 +49,12 @@ export const FAMILIES = {
 /** A family's name: a key of {@link FAMILIES}. */
 export type ModelFamily = keyof typeof FAMILIES;
 
+/**
+ * The family of a plain decoder layer under Llama's names (RMSNorm, SiLU-gated MLP, RoPE): what a
+ * draft head's one layer is, whatever its target's family.
+ */
+export const PLAIN_DECODER: ModelFamily = 'llama';
+
 const BY_NAME: ReadonlyMap<string, Family> = new Map(Object.entries(FAMILIES));
 
 /** The family of a spec; throws InvalidInputError for a name the table does not hold. */
