@@ -59,7 +59,8 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --kernels K          gpu or serial: the kernel forms (default: serial on a software adapter, else gpu)
   --draft D            speculative decoding: none (default), ngram, self (the model at int4; self-int2
                        for int2), mtp (the checkpoint's own multi-token-prediction layer: Qwen3.5,
-                       Qwen3.5-MoE), or a draft model folder sharing the tokenizer (a draft head's
+                       Qwen3.5-MoE), assistant (Gemma 4's, org/name-assistant beside a hub id
+                       org/name), or a draft model folder sharing the tokenizer (a draft head's
                        or a Gemma 4 assistant's folder is recognised)
   --tree-budget K      most draft tokens verified per target pass (1..32, default 8)
   --acceptance A       gumbel (default: the same text as plain sampling with the seed) or rejection
@@ -317,11 +318,12 @@ function draftSetup(args: GenerateArgs) {
       ? { draft: { self: args.draft === 'self-int4' ? ('int4' as const) : ('int2' as const) } }
       : {}),
     ...(args.draft === 'mtp' ? { draft: 'mtp' as const } : {}),
+    ...(args.draft === 'assistant' ? { draft: 'assistant' as const } : {}),
   };
-  const isDir = !['none', 'ngram', 'self-int4', 'self-int2', 'mtp'].includes(args.draft);
+  const isDir = !['none', 'ngram', 'self-int4', 'self-int2', 'mtp', 'assistant'].includes(args.draft);
   if (isDir && !(existsSync(args.draft) && statSync(args.draft).isDirectory()))
     throw new InvalidInputError(
-      `--draft: "${args.draft}" is not none, ngram, self, self-int2, mtp or a model folder`,
+      `--draft: "${args.draft}" is not none, ngram, self, self-int2, mtp, assistant or a model folder`,
     );
   const drafter: DrafterKind = args.draft === 'none' ? 'none' : args.draft === 'ngram' ? 'ngram' : 'draft';
   return { load, drafter, draftDir: isDir ? args.draft : undefined };

@@ -115,13 +115,15 @@ export interface CreateEngineOptions {
    * drafter (`Gemma4AssistantForCausalLM`, e.g. google/gemma-4-E2B-it-assistant beside
    * gemma-4-E2B-it; a `{ model }` that is one is recognised too): it attends over the target's own
    * KV cache. Beside a GPU target it reads that cache and the target's embedding back once per draft
-   * forward and computes its small step on the host.
+   * forward and computes its small step on the host. `'assistant'` takes the one published beside a
+   * hub model (`org/name-assistant`).
    */
   draft?:
     | { model: ModelRef; quant?: Quant }
     | { self: 'int4' | 'int2' }
     | { head: ModelRef; on?: 'gpu' | 'cpu' }
     | { assistant: ModelRef }
+    | 'assistant'
     | 'mtp';
   /**
    * Acceptance rule of speculative sampling for requests that do not name one: 'gumbel' (default,
@@ -217,9 +219,14 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
             weights: opened.weights,
           }),
         }
-      : options.draft && !('self' in options.draft)
-        ? await (await import('./open-draft.js')).openDraft(options.draft, opened, resolve, settings)
-        : undefined;
+      : options.draft === 'assistant'
+        ? await (async () => {
+            const { companionAssistant, openDraft } = await import('./open-draft.js');
+            return openDraft({ assistant: companionAssistant(options.model) }, opened, resolve, settings);
+          })()
+        : options.draft && !('self' in options.draft)
+          ? await (await import('./open-draft.js')).openDraft(options.draft, opened, resolve, settings)
+          : undefined;
   const draftModel = draft && 'opened' in draft ? draft : undefined;
   const head = draft && 'head' in draft ? draft.head : undefined;
   const assistant = draft && 'assistant' in draft ? draft.assistant : undefined;

@@ -6,9 +6,40 @@ import type { Assistant } from '../model/draft/assistant.js';
 import type { DraftHead } from '../model/draft/head.js';
 import { type OpenedModel, openModel } from '../model/load.js';
 import { ropeForContext } from '../model/spec/spec.js';
-import { type ModelRef, resolveModel } from '../store/source.js';
+import { type ModelRef, parseHubRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
 import { openModelSource } from './open.js';
+
+/**
+ * The assistant published beside a hub model (`draft: 'assistant'`): Google names it after its
+ * target, `google/gemma-4-E2B-it` → `google/gemma-4-E2B-it-assistant`. A target given otherwise (a
+ * URL, a folder, files, a GGUF file) has no such neighbour: InvalidInputError asks for
+ * `draft: { assistant: ref }`.
+ */
+export function companionAssistant(model: ModelRef): ModelRef {
+  const hub =
+    typeof model === 'string'
+      ? /^(\.{0,2}\/|[a-z]+:)/i.test(model)
+        ? undefined
+        : parseHubRef(model)
+      : 'kind' in model && model.kind === 'hub'
+        ? model
+        : undefined;
+  if (!hub || hub.file)
+    throw new InvalidInputError(
+      `draft 'assistant': the assistant is found beside a hub model id (org/name → org/name-assistant), and the model is ${describe(model)}; pass draft: { assistant: '<folder, URL or hub id>' }`,
+    );
+  const id = `${hub.id}-assistant`;
+  // The target's revision names the target's history, not the assistant's: its default branch.
+  const baseUrl = typeof model === 'string' ? undefined : (model as { baseUrl?: string }).baseUrl;
+  return typeof model === 'string' ? id : { kind: 'hub', id, ...(baseUrl ? { baseUrl } : {}) };
+}
+
+function describe(model: ModelRef): string {
+  if (typeof model === 'string') return JSON.stringify(model);
+  if ('kind' in model && model.kind === 'hub') return `hub ${model.id}${model.file ? `/${model.file}` : ''}`;
+  return 'name' in model && model.name ? JSON.stringify(model.name) : 'not a hub id';
+}
 
 /** A draft model's files and headers, opened beside its target. */
 export interface OpenedDraft {

@@ -16,6 +16,7 @@ export type EngineWorkerLoadOptions =
       readonly draft?:
         | { readonly model: ModelChoice; readonly quant?: Quant }
         | { readonly self: 'int4' | 'int2' }
+        | 'assistant'
         | 'mtp';
     })
   | ChoiceLoadOptions;

@@ -2,6 +2,9 @@
 // against the independent f64 oracle written from transformers' modeling_gemma4_assistant.py
 // (test/fixtures/naive-gemma4-assistant.ts), chains and trees; speculation with it equal to plain
 // decoding, greedy and seeded, chains and trees; and its refusals.
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Drafter } from '../../../src/decode/drafter.js';
 import { ModelDrafter } from '../../../src/decode/model-drafter.js';
@@ -27,6 +30,7 @@ import {
 import type { Gemma4Source } from '../../fixtures/naive-gemma4.js';
 import { naiveGemma4AssistantDraft } from '../../fixtures/naive-gemma4-assistant.js';
 import { configFixtureFiles, fixtureFiles } from '../../fixtures/write.js';
+import { startHubServer } from '../../helpers/hub-server.js';
 
 type Config = Record<string, unknown>;
 
@@ -197,6 +201,42 @@ describe('speculation with the Gemma 4 assistant on the CPU reference', () => {
       expect(await ids(engine, PROMPT, { maxTokens: 10, treeBudget: 8 })).toEqual(want);
       expect(engine.lastStats!.draft_passes).toBeGreaterThan(0);
     }
+  });
+
+  it("draft: 'assistant' takes the hub's org/name-assistant beside org/name, and asks for a ref otherwise", {
+    timeout: 120_000,
+  }, async () => {
+    const { files, aFiles } = await setup(true, 7);
+    const root = await mkdtemp(join(tmpdir(), 'weft-assistant-hub-'));
+    for (const [dir, fs] of [
+      ['gemma-4-tiny', files],
+      ['gemma-4-tiny-assistant', aFiles],
+    ] as const) {
+      await mkdir(join(root, 'google', dir), { recursive: true });
+      for (const [name, bytes] of fs) await writeFile(join(root, 'google', dir, name), bytes);
+    }
+    const hub = await startHubServer(root);
+    try {
+      const load = (draft?: 'assistant') =>
+        createEngine({
+          model: 'google/gemma-4-tiny',
+          hubBase: hub.url,
+          device: 'cpu',
+          quant: 'f32',
+          contextLength: 128,
+          draft,
+        });
+      const want = await ids(await load(), PROMPT, { maxTokens: 10 });
+      const engine = await load('assistant');
+      expect(await ids(engine, PROMPT, { maxTokens: 10, treeBudget: 8 })).toEqual(want);
+      expect(engine.lastStats!.draft_passes).toBeGreaterThan(0);
+    } finally {
+      await hub.close();
+      await rm(root, { recursive: true, force: true });
+    }
+    await expect(
+      createEngine({ model: memoryModelFiles('gemma-4-tiny', files), device: 'cpu', draft: 'assistant' }),
+    ).rejects.toThrow(/org\/name-assistant.*"gemma-4-tiny".*draft: \{ assistant/);
   });
 });
 
