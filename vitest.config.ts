@@ -51,6 +51,8 @@ const LAVAPIPE_MODEL_TESTS = [
   'test/families/gemma4.gpu.test.ts',
   'test/families/gemma4-moe.gpu.test.ts',
   'test/families/gemma4-gguf.gpu.test.ts',
+  'test/families/gemma4.head.gpu.test.ts',
+  'test/model/draft/assistant.gpu.test.ts',
   'test/families/lfm2.gpu.test.ts',
   'test/families/phi3.gpu.test.ts',
   'test/families/ministral3.gpu.test.ts',
