@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian machine (also run by CI): system packages weft's tests and the
-# Node host need (Chromium with SwiftShader, the Vulkan loader, Mesa 25's lavapipe), then the exact
+# Node host need (Chromium with SwiftShader, Firefox ESR, the Vulkan loader, Mesa 25's lavapipe), then the exact
 # npm dependencies from the lock file. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# Firefox ESR: the browser tests run weft's engine worker in Firefox's own WebGPU (wgpu) on lavapipe.
+[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
 # Vulkan loader for Dawn in Node (Chromium ships its own).
 ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || missing+=(libvulkan1)
 # Mesa's lavapipe, the second CPU Vulkan driver (shader-f16, subgroups of 8): the test suite runs the
