@@ -1,6 +1,7 @@
 import { playwright } from '@vitest/browser-playwright';
 import { defineConfig } from 'vitest/config';
 import { chromiumLaunchOptions } from './test/helpers/chromium.js';
+import { LAVAPIPE_MODEL_TESTS } from './test/projects.js';
 
 // Tests are found by module: test/ mirrors src/ (test/model/gpu/ tests src/model/gpu/), kernel tests
 // sit beside their kernels (src/kernels/<family>/*.test.ts), and each family's end-to-end tests sit
@@ -31,36 +32,6 @@ import { chromiumLaunchOptions } from './test/helpers/chromium.js';
 // runs them on Dawn in Node, in parallel with the gpu project's files in Chromium, whose kernels
 // are the same WGSL through the same Dawn. The kernel families' other tests stay in Chromium.
 const NODE_KERNEL_TESTS = ['src/kernels/matmul/fused.test.ts'];
-// The model-level GPU tests the lavapipe project runs in the GPU forms: every family and format
-// against the reference, the decode session, tree verification, every drafter and the draft head,
-// grammar, steering, the f16 KV cache, rotations, the counters, Qwen3.5's and LFM2's hybrid layers,
-// Gemma 3's sliding windows, SmolLM3's RoPE-less layers, Ministral 3's YaRN and query temperature, and the mixtures of experts. (The others check placement,
-// conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
-const LAVAPIPE_MODEL_TESTS = [
-  'test/model/gpu/forward.gpu.test.ts',
-  'test/model/gpu/decode-loop.gpu.test.ts',
-  'test/decode/speculate.gpu.test.ts',
-  'test/model/gpu/counters.gpu.test.ts',
-  'test/grammar/grammar.gpu.test.ts',
-  'test/steer/steer.gpu.test.ts',
-  'test/model/gpu/kv-f16.gpu.test.ts',
-  'test/model/gpu/rotate.gpu.test.ts',
-  'test/families/qwen3-5.gpu.test.ts',
-  'test/families/qwen3-5.trained.gpu.test.ts',
-  'test/families/gemma3.gpu.test.ts',
-  'test/families/gemma4.gpu.test.ts',
-  'test/families/gemma4-moe.gpu.test.ts',
-  'test/families/gemma4-gguf.gpu.test.ts',
-  'test/families/gemma4.head.gpu.test.ts',
-  'test/model/draft/assistant.gpu.test.ts',
-  'test/families/lfm2.gpu.test.ts',
-  'test/families/phi3.gpu.test.ts',
-  'test/families/ministral3.gpu.test.ts',
-  'test/families/qwen3-moe.gpu.test.ts',
-  'test/families/lfm2-moe.gpu.test.ts',
-  'test/families/qwen3-5-moe.gpu.test.ts',
-  'test/families/moe-gguf.gpu.test.ts',
-];
 // Kernel tests at real model shapes (128 MiB bindings, 8192-wide rows): on lavapipe only.
 const LAVAPIPE_ONLY_TESTS = ['src/kernels/matmul/matmul-shapes.test.ts'];
 // Kernel tests that run on lavapipe too: the families whose GPU forms, f16 variant or reductions

@@ -40,7 +40,7 @@ function samplerShape(forms: KernelForms, sampler: SamplerSpec): { dispatches: n
  * path, no rotation): each kernel encode is one dispatch and every weight matrix is one part.
  * Writes: the pass's small u32 inputs (ids, positions, slots, visibility masks of two words per
  * row, scored rows, sample positions) in one buffer, then each kernel instance's uniform block (16
- * bytes; 32 for the matmul blocks of 8 fields) only when its values changed since it was last
+ * bytes; 32 for the matmul blocks of 8 fields and the embedding's of 5) only when its values changed since it was last
  * written (UniformSlot). The fused q|k|v kernel and the attention write their blocks once, when they
  * are made, and read the context base from the slots buffer. `uniforms` says which blocks changed:
  * 'all' (a fresh runner), 'shape' (T changed: every block that holds T; the LM head and sampler
@@ -66,8 +66,9 @@ function expectedPass(
   const sample = samplerShape(forms, sampler);
   const fixed = 2 + sample.dispatches + gather;
   const dispatches = perLayer * spec.layers + fixed;
-  // Instances whose blocks hold T: each layer's matmuls (32 B); the embedding (16 B).
-  const shapedBytes = spec.layers * matmuls * 32 + 16;
+  // Instances whose blocks hold T: each layer's matmuls (32 B); the embedding (32 B: 5 fields, its
+  // scale among them).
+  const shapedBytes = spec.layers * matmuls * 32 + 32;
   const shapedWrites = spec.layers * matmuls + 1;
   // Instances whose blocks hold R only: the LM head (32 B), the sampler, the gather (16 B).
   const uniformWrites = { all: shapedWrites + 2 + gather, shape: shapedWrites, steady: 0 }[uniforms];
