@@ -7,34 +7,58 @@ import { LAVAPIPE_MODEL_TESTS } from './test/projects.js';
 // inside Deno, so `navigator.gpu` is the runtime's; the project fails where it is not (gpuHost's
 // `runtime`) or where the adapter is not lavapipe.
 //
-// What `npm test` runs here: every kernel family's test on random shapes but the fused matmul
-// variants', the model-level tests the lavapipe project runs under Dawn (LAVAPIPE_MODEL_TESTS:
+// What `npm test` runs here: every kernel family's test on random shapes in both kernel forms
+// (serial and GPU; project deno-kernels) but the fused matmul variants', the model-level tests the lavapipe project runs under Dawn (LAVAPIPE_MODEL_TESTS:
 // every family and format, the decode loop, tree verification, every drafter, grammar, steering),
 // and test/deno/ (the bundled trained model's text at f16, int4 and w8a8 equal to the reference's;
 // self-draft, draft-model and draft-head speculation lossless). WEFT_DENO_ALL=1 adds the fused
 // matmul variants' test (118 pipelines compiled by naga, about 10 minutes here).
 const all = process.env.WEFT_DENO_ALL === '1';
 
+/** The project's GPU, and the kernel forms its contexts take (undefined: both, as in Chromium). */
+const host = (kernels?: 'gpu') => ({
+  gpuHost: {
+    vulkan: 'lavapipe',
+    adapter: 'llvmpipe',
+    features: ['f16'],
+    runtime: 'deno',
+    ...(kernels ? { kernels } : {}),
+  },
+});
+const common = {
+  environment: 'node',
+  // Deno's worker_threads run vitest's workers; one file at a time (lavapipe uses every core).
+  pool: 'threads',
+  setupFiles: ['test/deno/setup.ts'],
+  fileParallelism: false,
+  testTimeout: 600_000,
+  hookTimeout: 300_000,
+} as const;
+
 export default defineConfig({
   test: {
-    name: 'deno',
-    include: ['src/kernels/**/*.test.ts', 'test/deno/**/*.deno.test.ts', ...LAVAPIPE_MODEL_TESTS],
-    exclude: all ? [] : ['src/kernels/matmul/fused.test.ts'],
-    environment: 'node',
-    // Deno's worker_threads run vitest's workers; one file at a time (lavapipe uses every core).
-    pool: 'threads',
-    setupFiles: ['test/deno/setup.ts'],
-    fileParallelism: false,
-    testTimeout: 600_000,
-    hookTimeout: 300_000,
-    provide: {
-      gpuHost: {
-        vulkan: 'lavapipe',
-        kernels: 'gpu',
-        adapter: 'llvmpipe',
-        features: ['f16'],
-        runtime: 'deno',
+    // One file at a time across both projects: lavapipe already spreads each dispatch over every core.
+    maxWorkers: 1,
+    projects: [
+      {
+        // The kernels in both forms (serial and GPU), each against its TS reference.
+        test: {
+          ...common,
+          name: 'deno-kernels',
+          include: ['src/kernels/**/*.test.ts'],
+          exclude: all ? [] : ['src/kernels/matmul/fused.test.ts'],
+          provide: host(),
+        },
       },
-    },
+      {
+        // The model-level tests in the GPU forms, as the lavapipe project runs them under Dawn.
+        test: {
+          ...common,
+          name: 'deno',
+          include: ['test/deno/**/*.deno.test.ts', ...LAVAPIPE_MODEL_TESTS],
+          provide: host('gpu'),
+        },
+      },
+    ],
   },
 });
