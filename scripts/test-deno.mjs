@@ -5,19 +5,25 @@
 // Extra arguments go to vitest (a file filter, -t).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const deno = `${root}node_modules/deno/deno`;
 const lavapipe = '/usr/share/vulkan/icd.d/lvp_icd.json';
-for (const [file, why] of [
-  [deno, 'the `deno` devDependency (npm ci)'],
-  [lavapipe, "Mesa 25's lavapipe (bash scripts/setup.sh)"],
-])
-  if (!existsSync(file)) {
-    console.error(`test:deno: ${file} is missing: install ${why}`);
-    process.exit(1);
-  }
+if (!existsSync(lavapipe)) {
+  console.error(`test:deno: ${lavapipe} is missing: install Mesa 25's lavapipe (bash scripts/setup.sh)`);
+  process.exit(1);
+}
+// The binary ships in the platform's package (@deno/linux-x64-glibc, ...); the `deno` package's own
+// install API finds it (npm runs no install script of its: package.json's allowScripts) and links it
+// into node_modules/deno once.
+let deno;
+try {
+  deno = createRequire(import.meta.url)('deno/install_api.cjs').runInstall();
+} catch (cause) {
+  console.error(`test:deno: no Deno binary (install the \`deno\` devDependency: npm ci): ${cause}`);
+  process.exit(1);
+}
 const args = [
   'run',
   '--allow-all',
