@@ -36,10 +36,17 @@ export { type OpenSourceOptions, openModelSource, remoteFileList, storedModelFil
 export type { ChatApi } from './engine/openai.js';
 // OpenAI's HTTP API served in the page, for the official client and the AI SDK.
 export { createOpenAIFetch, type FetchFunction, type OpenAIFetchEngine } from './engine/openai-fetch.js';
+export {
+  createSharedEngine,
+  inspectSharedEngine,
+  type SharedEngineOptions,
+  type SharedEngineWorkers,
+} from './engine/shared-client.js';
+export { serveSharedEngine } from './engine/shared-server.js';
 // Model choices as plain data, loaded through the weights cache (what weft's worker runs).
 export { type ChoiceLoadEvent, type ChoiceLoadOptions, loadChoice } from './engine/sources.js';
 export type * from './engine/types.js';
-export { createWorkerEngine, WorkerEngine } from './engine/worker-client.js';
+export { createWorkerEngine, type EngineSharing, WorkerEngine } from './engine/worker-client.js';
 export type { WireThrown } from './engine/worker-errors.js';
 export type {
   EngineWorkerApi,
@@ -47,6 +54,9 @@ export type {
   EngineWorkerLoadEvent,
   EngineWorkerLoadOptions,
   Reply,
+  SharedEngineState,
+  SharedEngineWorkerApi,
+  SharedLoadResult,
   StreamEvent,
 } from './engine/worker-protocol.js';
 export { serveEngine } from './engine/worker-server.js';

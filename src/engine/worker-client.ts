@@ -14,7 +14,7 @@ import type {
 } from './worker-protocol.js';
 
 /** The value of a worker call, or what it threw, built again as the same error class. */
-async function unwrap<T>(reply: Promise<Reply<T>>): Promise<T> {
+export async function unwrap<T>(reply: Promise<Reply<T>>): Promise<T> {
   const r = await reply;
   if (r.kind === 'threw') throw fromWire(r.thrown);
   return r.value;
@@ -58,6 +58,13 @@ class ChunkQueue {
 }
 
 /**
+ * How an engine from createSharedEngine is served: by the SharedWorker every tab of the origin
+ * shares, or by a worker of this tab's own, and why (no SharedWorker, no WebGPU in SharedWorkers,
+ * or the shared engine holding another model for other tabs).
+ */
+export type EngineSharing = { readonly shared: true } | { readonly shared: false; readonly reason: string };
+
+/**
  * An engine that runs in a Web Worker, with the same interface as the in-thread engine. Tokens
  * stream to the page as the worker produces them; errors arrive with their weft class.
  */
@@ -72,6 +79,11 @@ export class WorkerEngine implements WeftEngine {
     private readonly worker: { terminate(): void } | undefined,
     /** Tokens of context every request shares, as the worker's engine reported on load. */
     readonly contextLength: number,
+    /**
+     * Whether the engine is shared with the origin's other tabs (createSharedEngine), or why this
+     * tab has one of its own; undefined for a worker of the page's own (createWorkerEngine).
+     */
+    readonly sharing?: EngineSharing,
   ) {
     this.chat = chatApi({
       modelId,
@@ -149,14 +161,24 @@ export class WorkerEngine implements WeftEngine {
  * calls `serveEngine` with another load function names its types:
  * `createWorkerEngine<MyOptions, MyEvent>(worker, options)`.
  */
-export async function createWorkerEngine<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>(
+export function createWorkerEngine<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>(
   worker: Worker,
   options: NoInfer<O>,
   onProgress?: (event: E) => void,
+): Promise<WorkerEngine> {
+  return loadInWorker<O, E>(worker, options, onProgress, undefined);
+}
+
+/** Loads a model in `worker` (see {@link createWorkerEngine}); the engine reports `sharing`. */
+export async function loadInWorker<O, E>(
+  worker: Worker,
+  options: O,
+  onProgress: ((event: E) => void) | undefined,
+  sharing: EngineSharing | undefined,
 ): Promise<WorkerEngine> {
   const remote = Comlink.wrap<EngineWorkerApi<O, E>>(worker);
   const { modelId, contextLength } = await unwrap(
     remote.load({ options }, onProgress ? Comlink.proxy(onProgress) : undefined),
   );
-  return new WorkerEngine(remote, modelId, worker, contextLength);
+  return new WorkerEngine(remote, modelId, worker, contextLength, sharing);
 }

@@ -79,3 +79,49 @@ export interface EngineWorkerApi<O = EngineWorkerLoadOptions, E = EngineWorkerLo
     onProgress?: (event: E) => void,
   ): Promise<Reply<{ modelId: string; contextLength: number }>>;
 }
+
+/** What a tab's `load` answers: the engine's id and context, or that another model is in use. */
+export type SharedLoadResult =
+  | { readonly kind: 'loaded'; readonly modelId: string; readonly contextLength: number }
+  /**
+   * The shared engine holds (or is loading) other options for `tabs` other tabs: this tab cannot
+   * have its own model there without taking theirs away (createSharedEngine then gives it a worker
+   * of its own).
+   */
+  | { readonly kind: 'busy'; readonly modelId: string | undefined; readonly tabs: number };
+
+/** What the shared engine is doing, for an app (or a test) to show: `inspectSharedEngine`. */
+export interface SharedEngineState {
+  /** Whether WebGPU (`navigator.gpu`) is exposed where the engine runs. */
+  readonly gpu: boolean;
+  /** The loaded model's id; undefined while none is loaded (or while one is loading). */
+  readonly modelId: string | undefined;
+  /** Tabs holding the engine (that loaded it and have not gone or unloaded). */
+  readonly tabs: number;
+  /** Models loaded since the worker started (a second tab's load of the same model is not one). */
+  readonly loads: number;
+  /** Models freed since the worker started (the last tab gone, or another model asked for). */
+  readonly unloads: number;
+  /** Requests waiting, over every tab, and whether one is running. */
+  readonly queued: number;
+  readonly running: boolean;
+  /** Requests cancelled because their tab went away (closed, or unloaded the engine). */
+  readonly cancelled: number;
+}
+
+/**
+ * The API weft's shared engine worker (`weft/shared-worker`, serveSharedEngine) exposes on each
+ * tab's port: the engine calls, for that tab, once the tab has attached.
+ */
+export interface SharedEngineWorkerApi<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>
+  extends EngineWorkerCalls {
+  /**
+   * Names this port's tab: `tab` is also the name of a Web Lock the tab holds as long as it lives
+   * (after `weft-tab:`), which the worker waits on to learn that the tab has gone.
+   */
+  attach(tab: string): SharedEngineState;
+  /** What the shared engine is doing (no attach needed). */
+  state(): SharedEngineState;
+  /** Loads the model for this tab, sharing it with the tabs that asked for the same options. */
+  load(request: { readonly options: O }, onProgress?: (event: E) => void): Promise<Reply<SharedLoadResult>>;
+}

@@ -5,7 +5,7 @@ import { toWire } from './worker-errors.js';
 import type { EngineWorkerApi, Reply } from './worker-protocol.js';
 
 /** Runs one call and answers its value, or what it threw as plain data. */
-async function reply<T>(call: () => Promise<T>): Promise<Reply<T>> {
+export async function reply<T>(call: () => Promise<T>): Promise<Reply<T>> {
   try {
     return { kind: 'ok', value: await call() };
   } catch (err) {
