@@ -115,6 +115,12 @@ async function load(): Promise<void> {
     if (steer) loaded.dataset.steer = steer.mode ?? '';
     else delete loaded.dataset.steer;
     loaded.dataset.model = picked.label;
+    // One copy of the weights for every tab of the site, or this tab's own (and why).
+    const sharing = model.engine.sharing;
+    loaded.dataset.shared = sharing?.shared ? 'yes' : 'no';
+    loaded.title = sharing?.shared
+      ? 'Shared by every tab of this site'
+      : `This tab's own engine: ${sharing?.reason}`;
     mode.textContent = model.chat ? '· chat' : '· text completion';
     promptInput.placeholder = model.chat
       ? 'Ask something…'

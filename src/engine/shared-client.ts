@@ -1,5 +1,5 @@
 // The page side of one engine for every tab: createSharedEngine connects to weft's shared engine
-// worker (`weft/shared-worker`), where the tabs of an origin that load the same model share one copy
+// worker (`weft/worker` started as a SharedWorker), where the tabs of an origin that load the same model share one copy
 // of its weights, and falls back to a worker of the tab's own where that cannot serve it.
 import * as Comlink from 'comlink';
 import { AbortError } from '../errors.js';
@@ -16,12 +16,15 @@ import type {
 /** How createSharedEngine starts its workers (each called at most once). */
 export interface SharedEngineWorkers {
   /**
-   * Connects to the shared engine worker, e.g.
-   * `() => new SharedWorker(new URL('weft/shared-worker', import.meta.url), { type: 'module', name: 'weft' })`
+   * Connects to the shared engine worker: weft's worker started as a SharedWorker,
+   * `() => new SharedWorker(new URL('weft/worker', import.meta.url), { type: 'module', name: 'weft' })`
    * (every tab of the origin that names the same script and name reaches the same one).
    */
   shared(): SharedWorker;
-  /** A worker of this tab's own (`weft/worker`), for when the shared one cannot serve it. */
+  /**
+   * A worker of this tab's own, for when the shared one cannot serve it: the same script as a Web
+   * Worker, `() => new Worker(new URL('weft/worker', import.meta.url), { type: 'module' })`.
+   */
   dedicated(): Worker;
 }
 

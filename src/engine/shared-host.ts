@@ -29,6 +29,8 @@ interface Held<E> {
   /** The load options, as a canonical string: tabs asking for the same share it. */
   readonly key: string;
   readonly ready: Promise<WeftEngine>;
+  /** Aborts the load when every tab left before it ended. */
+  readonly cancel: AbortController;
   engine: WeftEngine | undefined;
   readonly holders: Set<string>;
   /** Tabs waiting for the load, each with its progress callback. */
@@ -83,7 +85,12 @@ export class SharedEngineHost<O, E> {
   private cancelled = 0;
 
   constructor(
-    private readonly loadEngine: (options: O, onProgress: (event: E) => void) => Promise<WeftEngine>,
+    /** Builds the engine; `signal` aborts when every tab waiting for it has left. */
+    private readonly loadEngine: (
+      options: O,
+      onProgress: (event: E) => void,
+      signal: AbortSignal,
+    ) => Promise<WeftEngine>,
     /** Whether WebGPU is exposed where the engine runs. */
     private readonly gpu: boolean,
   ) {}
@@ -144,9 +151,11 @@ export class SharedEngineHost<O, E> {
       events.push(e);
       for (const l of listeners.values()) l(e);
     };
+    const cancel = new AbortController();
     const held: Held<E> = {
       key,
-      ready: this.loadEngine(options, onProgress),
+      ready: this.loadEngine(options, onProgress, cancel.signal),
+      cancel,
       engine: undefined,
       holders: new Set(),
       listeners,
@@ -166,9 +175,10 @@ export class SharedEngineHost<O, E> {
     return held;
   }
 
-  /** Frees `held`'s model (once its load has ended), and forgets it. */
+  /** Frees `held`'s model (cancelling its load if it is still running), and forgets it. */
   private async free(held: Held<E>): Promise<void> {
     if (this.held === held) this.held = undefined;
+    if (!held.engine) held.cancel.abort(new AbortError('every tab left the shared engine while it loaded'));
     const engine = await held.ready.catch(() => undefined);
     if (!engine || held.engine === undefined) return;
     held.engine = undefined;

@@ -110,7 +110,7 @@ export interface SharedEngineState {
 }
 
 /**
- * The API weft's shared engine worker (`weft/shared-worker`, serveSharedEngine) exposes on each
+ * The API weft's worker started as a SharedWorker (serveSharedEngine) exposes on each
  * tab's port: the engine calls, for that tab, once the tab has attached.
  */
 export interface SharedEngineWorkerApi<O = EngineWorkerLoadOptions, E = EngineWorkerLoadEvent>

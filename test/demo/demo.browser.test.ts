@@ -120,6 +120,8 @@ describe('demo page', () => {
     expect(await page.getByTestId('mode').textContent()).toContain('text completion');
     expect(await page.getByTestId('send-button').isEnabled()).toBe(true);
     expect(await page.getByTestId('gpu-status').textContent()).toMatch(/^WebGPU adapter: /);
+    // In the engine every tab of the site shares (a SharedWorker: Chromium exposes WebGPU there).
+    expect(await page.getByTestId('loaded').getAttribute('data-shared')).toBe('yes');
     // The bundled model went through the weights cache, like a hub model.
     await expect
       .poll(() => page.getByTestId('cache-list').locator('li[data-model="KJV demo model (bundled)"]').count())

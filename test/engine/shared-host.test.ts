@@ -57,15 +57,18 @@ class FakeEngine implements WeftEngine {
 /** A host whose loads make FakeEngines (logged) and report two progress events each. */
 function fakeHost() {
   const engines: FakeEngine[] = [];
-  const host = new SharedEngineHost<Options, string>(async (options, onProgress) => {
+  const aborted: string[] = [];
+  const host = new SharedEngineHost<Options, string>(async (options, onProgress, signal) => {
     onProgress(`open ${options.model}`);
     await new Promise((r) => setTimeout(r, 5));
+    // The stand-in's download ends either way; it notes the abort.
+    if (signal.aborted) aborted.push(options.model);
     onProgress(`ready ${options.model}`);
     const e = new FakeEngine(options.model);
     engines.push(e);
     return e;
   }, true);
-  return { host, engines };
+  return { host, engines, aborted };
 }
 
 /** Runs a request of `tab` and collects its chunks' texts (and whether it finished). */
@@ -188,12 +191,13 @@ describe('the shared engine host', () => {
     ]);
   });
 
-  it('frees a model whose every tab left while it loaded', async () => {
-    const { host, engines } = fakeHost();
+  it('cancels the load of a model every tab left while it loaded, and frees what it placed', async () => {
+    const { host, engines, aborted } = fakeHost();
     const load = expect(host.load('a', { model: 'm' })).rejects.toBeInstanceOf(AbortError);
     await host.leave('a', 'unload');
     await load;
     await new Promise((r) => setTimeout(r, 1));
+    expect(aborted).toEqual(['m']);
     expect(engines[0]!.unloaded).toBe(true);
     expect(host.state()).toMatchObject({ modelId: undefined, tabs: 0, loads: 1, unloads: 1 });
   });

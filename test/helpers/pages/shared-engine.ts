@@ -6,7 +6,7 @@ import type { SharedEngineState } from '../../../src/engine/worker-protocol.js';
 
 const workers = {
   shared: () =>
-    new SharedWorker(new URL('../../../workers/engine.shared-worker.ts', import.meta.url), {
+    new SharedWorker(new URL('../../../workers/engine.worker.ts', import.meta.url), {
       type: 'module',
       name: 'weft-test',
     }),
