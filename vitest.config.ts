@@ -44,6 +44,7 @@ const LAVAPIPE_KERNEL_TESTS = [
   'src/kernels/matmul/matmul.test.ts',
   'src/kernels/moe/experts.test.ts',
   'src/kernels/attention/attention-split.test.ts',
+  'src/kernels/kv/kv-quant.test.ts',
   'src/kernels/sample/sample.test.ts',
   'src/kernels/moe/route.test.ts',
   'src/kernels/moe/combine.test.ts',

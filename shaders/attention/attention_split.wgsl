@@ -7,7 +7,9 @@
 // Bindings (group 0): 0 uniform Params { scale, first, window, ring, chunks }; 1 q:
 //   array<vec4<f32>> [T, heads, D]; 2 kc, 3 vc: [rows, kvHeads, D] as array<vec4<f32>>, or with
 //   KV_F16 array<vec2<u32>> (IEEE halves packed two per u32, element 2j in the low 16 bits: 4
-//   elements per vec2<u32>); slot s at row cache_row(s, ring) (kv_ring.wgsl): s mod ring with a
+//   elements per vec2<u32>), or with KV_INT array<u32> of int8 / int4 heads (KV_INT4), each its
+//   scale word then its values (kv_quant.wgsl's layout; a rotated cache is read as stored, its
+//   queries rotated the same way); slot s at row cache_row(s, ring) (kv_ring.wgsl): s mod ring with a
 //   ring (rows = ring, a sliding-window layer's cache), s itself with ring 0 (rows = capacity);
 //   4 vis: array<vec2<u32>> [T], per row a 64-bit mask (x low, y high) over the 64 slots ending at
 //   the row's own: bit d marks slot slots[r] - d visible; 5 slots: array<u32> [T], each row's own
@@ -77,6 +79,46 @@ const MASKED: f32 = -3.0e38;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+//#if KV_INT
+@group(0) @binding(2) var<storage, read> kc: array<u32>;
+@group(0) @binding(3) var<storage, read> vc: array<u32>;
+const HW: u32 = {{KV_HW}}u; // words per head: the scale, then the values (kv_quant.wgsl)
+
+// Four values of an int4 word from bit `sh` (nibbles hold q + 8), times the head's scale.
+fn int4s(w: u32, sh: u32, scale: f32) -> vec4<f32> {
+  let n = (vec4<u32>(w) >> (vec4<u32>(sh) + vec4<u32>(0u, 4u, 8u, 12u))) & vec4<u32>(15u);
+  return (vec4<f32>(n) - vec4<f32>(8.0)) * scale;
+}
+
+// The four two's-complement bytes of an int8 word, times the head's scale.
+fn int8s(w: u32, scale: f32) -> vec4<f32> {
+  let b = bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+  return vec4<f32>(b) * scale;
+}
+
+// Vec4 i of the cache as [rows, kvHeads, D / 4]: head block i / D4, column i % D4.
+fn k4(i: u32) -> vec4<f32> {
+  let base = (i / D4) * HW;
+  let d = i % D4;
+  let scale = bitcast<f32>(kc[base]);
+//#if KV_INT4
+  return int4s(kc[base + 1u + d / 2u], 16u * (d % 2u), scale);
+//#else
+  return int8s(kc[base + 1u + d], scale);
+//#endif
+}
+
+fn v4(i: u32) -> vec4<f32> {
+  let base = (i / D4) * HW;
+  let d = i % D4;
+  let scale = bitcast<f32>(vc[base]);
+//#if KV_INT4
+  return int4s(vc[base + 1u + d / 2u], 16u * (d % 2u), scale);
+//#else
+  return int8s(vc[base + 1u + d], scale);
+//#endif
+}
+//#else
 //#if KV_F16
 @group(0) @binding(2) var<storage, read> kc: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
@@ -101,6 +143,7 @@ fn k4(i: u32) -> vec4<f32> {
 fn v4(i: u32) -> vec4<f32> {
   return vc[i];
 }
+//#endif
 //#endif
 @group(0) @binding(4) var<storage, read> vis: array<vec2<u32>>;
 @group(0) @binding(5) var<storage, read> slots: array<u32>;

@@ -15,7 +15,8 @@
 //   5 q_out: array<f32> [T, heads, D] (written); 6 kc, 7 vc: [rows, kvHeads, D] (written), f32 or
 //   with KV_F16 IEEE halves packed two per u32 (element 2j in the low 16 bits, rounded to nearest
 //   even by half_bits, as kv_write.wgsl); slot s at row cache_row(s, ring), as kv_write.wgsl (s mod
-//   ring with a ring of rows = ring, s with ring 0 and rows = capacity);
+//   ring with a ring of rows = ring, s with ring 0 and rows = capacity); with STAGE_KV (an int8 or
+//   int4 cache) f32 rows [T, kvHeads, D] instead, which kv_quant.wgsl rounds into the cache;
 //   then, in this order from binding 8, with BIAS bias: array<f32> [qWidth + 2 · kvWidth] (q|k|v;
 //   q|k with V_FROM_K);
 //   with QK_NORM q_norm, k_norm: array<f32> [D] (binding numbers substituted by the wrapper).
@@ -76,6 +77,21 @@ const HALF: u32 = ROT / 2u;
 //#include half_bits
 //#endif
 //#include kv_ring
+
+// The element offset of row m's K/V row: in the cache at slots[m] (NONE past capacity: skipped), or
+// with STAGE_KV (an int8 / int4 cache, which kv_quant writes from them) in f32 rows [T, kvHeads, D].
+const NONE: u32 = 0xffffffffu;
+fn kv_row(m: u32) -> u32 {
+  let slot = slots[m];
+  if (slot >= p.capacity) {
+    return NONE;
+  }
+//#if STAGE_KV
+  return m * p.kvHeads * D;
+//#else
+  return cache_row(slot, p.ring) * p.kvHeads * D;
+//#endif
+}
 
 //#if Q_TEMP
 // Llama 4's query temperature at position pos: 1 + beta · ln(1 + floor(pos / FLOOR)).
@@ -167,11 +183,11 @@ fn pass_unit(m: u32, W: u32, col: u32, hh: u32, u: u32, isQ: bool, inv: f32) {
 //#endif
     return;
   }
-  let slot = slots[m];
-  if (slot >= p.capacity) {
+  let row = kv_row(m);
+  if (row == NONE) {
     return;
   }
-  let dst = cache_row(slot, p.ring) * p.kvHeads * D + (hh - p.heads) * D + e;
+  let dst = row + (hh - p.heads) * D + e;
 //#if KV_F16
   kc[dst / 2u] = half_bits(x.x) | (half_bits(x.y) << 16u);
   kc[dst / 2u + 1u] = half_bits(x.z) | (half_bits(x.w) << 16u);
@@ -228,11 +244,11 @@ fn rope_unit(m: u32, hh: u32, u: u32, inv: f32) {
 //#endif
     return;
   }
-  let slot = slots[m];
-  if (slot >= p.capacity) {
+  let row = kv_row(m);
+  if (row == NONE) {
     return;
   }
-  let dst = cache_row(slot, p.ring) * kvWidth + kh * D; // element offset of this KV head in the cache
+  let dst = row + kh * D; // element offset of this KV head in the cache (or its staging row)
 //#if KV_F16
 //#if INTERLEAVED
   kc[(dst + a0) / 2u] = half_bits(r0.x) | (half_bits(r0.y) << 16u);
@@ -264,12 +280,12 @@ fn v_at(m: u32, W: u32, col: u32, vinv: f32) -> f32 {
 fn copy_v(m: u32, kh: u32, u: u32, vinv: f32) {
   let kvWidth = p.kvHeads * D;
   let W = row_width();
-  let slot = slots[m];
-  if (slot >= p.capacity) {
+  let row = kv_row(m);
+  if (row == NONE) {
     return;
   }
   let src = v_col(kh) + 4u * u;
-  let dst = cache_row(slot, p.ring) * kvWidth + kh * D + 4u * u;
+  let dst = row + kh * D + 4u * u;
 //#if KV_F16
   vc[dst / 2u] = half_bits(v_at(m, W, src, vinv)) | (half_bits(v_at(m, W, src + 1u, vinv)) << 16u);
   vc[dst / 2u + 1u] = half_bits(v_at(m, W, src + 2u, vinv)) | (half_bits(v_at(m, W, src + 3u, vinv)) << 16u);

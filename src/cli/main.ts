@@ -45,8 +45,9 @@ const USAGE = `usage: weft generate --model <dir|url|org/name> [options]
   --rotate R           hadamard|none: rotate every *_proj input before rounding (default: a converted model's own;
                        for w8a8 every input whose width is a Hadamard size, the others reported; else none)
   --context N          KV cache length (default min(model, 2048))
-  --kv-cache F         f16 or f32: how the KV cache stores keys and values (default f16 on a GPU, f32 on a
-                       software adapter; f16 halves its memory)
+  --kv-cache F         f32, f16, int8 or int4: how the KV cache stores keys and values (default f16 on a
+                       GPU, f32 on a software adapter; f16 halves its memory, int8 and int4 (keys
+                       Hadamard-rotated per head) take about a quarter and an eighth of f32's)
   --expert-budget B    GPU memory a mixture's experts may take, in bytes or with K, M, G (powers of
                        1024): past it each mixture layer caches what fits on the GPU and loads the
                        other experts from CPU memory when chosen (default: every expert on the GPU)
@@ -104,7 +105,7 @@ export interface GenerateArgs {
   rotate: Rotation | undefined;
   context: number | undefined;
   /** KV cache element type (see createEngine's `kvCache`); undefined: the engine's default. */
-  kvCache: 'f32' | 'f16' | undefined;
+  kvCache: 'f32' | 'f16' | 'int8' | 'int4' | undefined;
   /** Bytes a mixture's experts may take on the GPU (see createEngine's `expertBudget`). */
   expertBudget: number | undefined;
   device: 'gpu' | 'cpu';
@@ -252,7 +253,7 @@ function fromValues(values: ReturnType<typeof parseOptions>['values']): Generate
     kvCache:
       values['kv-cache'] === undefined
         ? undefined
-        : oneOf('kv-cache', values['kv-cache'], ['f32', 'f16'] as const, 'f16'),
+        : oneOf('kv-cache', values['kv-cache'], ['f32', 'f16', 'int8', 'int4'] as const, 'f16'),
     expertBudget:
       values['expert-budget'] === undefined ? undefined : bytesOf('expert-budget', values['expert-budget']),
     device: oneOf('device', values.device, ['gpu', 'cpu'] as const, 'gpu'),

@@ -2,7 +2,7 @@ import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
 import { InvalidInputError } from '../errors.js';
 import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/device.js';
-import type { KvFormat } from '../kernels/kv/kv.js';
+import { KV_FORMATS, type KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
 import type { DraftHead } from '../model/draft/head.js';
@@ -90,10 +90,18 @@ export interface CreateEngineOptions {
    * How the KV cache stores keys and values: `'f16'` (IEEE halves, rounded to nearest even: half
    * the cache memory and half the bytes attention reads, so longer contexts fit; the default on a
    * GPU) or `'f32'` (exact; the default on a software adapter such as SwiftShader, where attention's
-   * bytes cost little, and with `device: 'cpu'`). The reference runner stores the same format.
-   * Applies to the target and a draft model.
+   * bytes cost little, and with `device: 'cpu'`), or `'int8'` / `'int4'` (per token and head a
+   * scale and the values rounded to it: about a quarter / an eighth of f32's memory and bytes read,
+   * for long contexts; keys rotated first, see `kvRotate`). The reference runner stores the same
+   * format. Applies to the target and a draft model.
    */
   kvCache?: KvFormat;
+  /**
+   * With an int8 or int4 cache: rotate each key head by a Hadamard transform before rounding (and
+   * the queries the same way, so every score is unchanged), which spreads the keys' outlier channels
+   * and lowers the rounding's error (default true; heads whose size is not a power of two stay plain).
+   */
+  kvRotate?: boolean;
   /**
    * The forms of the heavy kernels (matmul, attention, W8A8; see `GpuContext.kernels`): `'gpu'`,
    * launched wide for a GPU, or `'serial'`, one thread per output for a CPU implementation of
@@ -305,8 +313,12 @@ async function chooseSettings(options: CreateEngineOptions, opened: OpenedModel)
   const quant = options.quant ?? opened.packed?.format ?? 'f16';
   const rotate: RotationChoice =
     options.rotate ?? opened.packed?.rotation ?? (quant === 'w8a8' ? 'auto' : 'none');
-  if (options.kvCache !== undefined && options.kvCache !== 'f32' && options.kvCache !== 'f16')
-    throw new InvalidInputError(`kvCache must be 'f32' or 'f16', got ${JSON.stringify(options.kvCache)}`);
+  if (options.kvCache !== undefined && !KV_FORMATS.includes(options.kvCache))
+    throw new InvalidInputError(
+      `kvCache must be one of ${KV_FORMATS.map((f) => `'${f}'`).join(', ')}, got ${JSON.stringify(options.kvCache)}`,
+    );
+  if (options.kvRotate !== undefined && typeof options.kvRotate !== 'boolean')
+    throw new InvalidInputError(`kvRotate must be true or false, got ${JSON.stringify(options.kvRotate)}`);
   if (options.kernels !== undefined && options.kernels !== 'gpu' && options.kernels !== 'serial')
     throw new InvalidInputError(`kernels must be 'gpu' or 'serial', got ${JSON.stringify(options.kernels)}`);
   if (options.kernels !== undefined && options.gpu)
@@ -411,6 +423,7 @@ class Placer {
       const ref = new ReferenceRunner(model.spec, mapWeights(tensors), {
         capacity: context,
         kvFormat: this.kvFormat,
+        kvRotate: this.options.kvRotate ?? true,
       });
       if (o.steer) ref.residualHook = steerHook(o.steer);
       if (q === 'w8a8') ref.linearInput = w8a8Inputs(rotate);
@@ -425,6 +438,7 @@ class Placer {
       ownsContext: o.owner && !this.options.gpu,
       rotate,
       kvFormat: this.kvFormat,
+      kvRotate: this.options.kvRotate ?? true,
       steer: o.steer,
       features: o.features ?? false,
       // The target's experts (a draft placed beside it is its own, smaller model).

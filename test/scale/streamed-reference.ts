@@ -77,6 +77,7 @@ export async function streamedReferenceLogits(
     attended: positions.map((i) => positions.slice(0, i + 1)),
     invFreq: (layer) => invFreqs[layer],
     kvFormat: 'f32',
+    kvRotate: false,
     cache: new ReferenceKvCache(spec.layers, widths, T),
     recurrent: new RecurrentStates(),
     input: (a) => a,

@@ -3,7 +3,8 @@ import { gpu, projectForms, runOnce } from '../../../test/helpers/gpu.js';
 import { createBuffer, readF32, uploadBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../bind.js';
-import { kvRingOf, packHalves, unpackHalves } from '../kv/kv.js';
+import { decodeKvWords, type KvFormat, kvRingOf, packHalves } from '../kv/kv.js';
+import { encodeKvIntRow, isKvInt, kvIntHeadWords } from '../kv/kv-quant.js';
 import {
   ATTENTION_CHUNK,
   attentionChunks,
@@ -34,7 +35,7 @@ async function runSplit(
   const shape = { ...a, ring, maxRows: T };
   const cache = (x: Float32Array) => {
     const rows = ring ? kvRingOf(shape, x, a.base + T - 1) : x;
-    return a.format === 'f16' ? packHalves(rows) : rows;
+    return cacheWords(a, rows);
   };
   const out = await runOnce(ctx, 'attention-split', (run) => {
     const att = run.own(new SplitAttention(ctx, run.binds, shape));
@@ -60,6 +61,22 @@ async function runSplit(
     };
   });
   return { out, dispatches: ctx.counter.dispatches - before, grids };
+}
+
+/** Cache rows [n, kvHeads, headDim] in the cache's format: f32, packed halves, or int8 / int4 words per slot. */
+function cacheWords(a: AttentionInputs, rows: Float32Array): Float32Array | Uint32Array {
+  const format = a.format ?? 'f32';
+  if (format === 'f16') return packHalves(rows);
+  if (!isKvInt(format)) return rows;
+  const row = a.kvHeads * a.headDim;
+  const per = kvIntHeadWords(format, a.headDim) * a.kvHeads;
+  const out = new Uint32Array((rows.length / row) * per);
+  for (let s = 0; s < rows.length / row; s++)
+    out.set(
+      encodeKvIntRow(format, a.kvHeads, a.headDim, rows.subarray(s * row, (s + 1) * row), false),
+      s * per,
+    );
+  return out;
 }
 
 function rng(seed: number): () => number {
@@ -116,7 +133,7 @@ function inputs(
   headDim: number,
   base: number,
   ends: Uint32Array,
-  format: 'f32' | 'f16' = 'f32',
+  format: KvFormat = 'f32',
 ): AttentionInputs {
   const r = rng(seed);
   const capacity = base + ends.length + 5;
@@ -134,11 +151,17 @@ function inputs(
   };
 }
 
-/** The reference on the values the cache holds (halves for an f16 cache). */
+/** The reference on the values the cache holds (halves for an f16 cache, rounded heads for int8 / int4). */
 function reference(a: AttentionInputs): Float32Array {
-  if (a.format !== 'f16') return attentionRef(a);
-  const toHalf = (x: Float32Array) => unpackHalves(packHalves(x), x.length);
-  return attentionRef({ ...a, k: toHalf(a.k), v: toHalf(a.v) });
+  const format = a.format ?? 'f32';
+  if (format === 'f32') return attentionRef(a);
+  const held = (x: Float32Array) =>
+    decodeKvWords(
+      { capacity: a.capacity, kvHeads: a.kvHeads, headDim: a.headDim, format },
+      cacheWords(a, x) as Uint32Array,
+      false,
+    );
+  return attentionRef({ ...a, k: held(a.k), v: held(a.v) });
 }
 
 const TOL = 5e-5;
@@ -167,6 +190,10 @@ describe.each(FORMS)(
       // Gemma 4's full layers: head 512, each thread summing two V columns.
       [2, 1, 512, 37, 'f32'],
       [4, 1, 512, CH + 3, 'f16'],
+      // Integer caches: a scale word then the values per head (int4: two vec4s per word).
+      [8, 2, 64, 3 * CH + 17, 'int8'],
+      [4, 1, 128, CH + 3, 'int4'],
+      [2, 1, 512, 37, 'int4'],
     ] as const)(
       'decode: heads=%i kvHeads=%i headDim=%i at slot %i, %s cache',
       async (heads, kvHeads, headDim, base, format) => {
@@ -184,6 +211,8 @@ describe.each(FORMS)(
       [8, 2, 96, CH - 9, 17, 'f32'],
       [4, 1, 128, 2 * CH - 30, 40, 'f16'],
       [2, 1, 512, CH - 5, 9, 'f32'],
+      [4, 1, 128, 2 * CH - 30, 40, 'int8'],
+      [6, 3, 32, 0, 17, 'int4'],
     ] as const)(
       'causal prefill: heads=%i kvHeads=%i headDim=%i, %i cached + %i rows, %s cache',
       async (heads, kvHeads, headDim, base, M, format) => {

@@ -5,7 +5,8 @@ import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
-import { kvRows, kvWordsPerSlot, MAX_PASS_SLOTS } from '../kv/kv.js';
+import { type KvFormat, kvRows, kvWordsPerSlot, MAX_PASS_SLOTS } from '../kv/kv.js';
+import { isKvInt, kvIntHeadWords } from '../kv/kv-quant.js';
 import type { AttentionShape } from './reference.js';
 
 const WG = 64;
@@ -78,7 +79,8 @@ export interface SplitAttentionShape extends AttentionShape {
 interface Variant {
   G: number;
   D: number;
-  f16: boolean;
+  /** The cache's element format (f32, f16, int8, int4). */
+  format: KvFormat;
   /** The serial form of the partial kernel (see {@link GpuContext.kernels}). */
   serial: boolean;
 }
@@ -87,7 +89,7 @@ function variantOf(shape: AttentionShape, ctx: Pick<GpuContext, 'kernels'>): Var
   return {
     G: shape.heads / shape.kvHeads,
     D: shape.headDim,
-    f16: shape.format === 'f16',
+    format: shape.format ?? 'f32',
     serial: ctx.kernels === 'serial',
   };
 }
@@ -98,7 +100,10 @@ function splitWgsl(v: Variant): WgslVariant {
     CH: ATTENTION_CHUNK,
     G: v.G,
     D: v.D,
-    KV_F16: v.f16,
+    KV_F16: v.format === 'f16',
+    KV_INT: isKvInt(v.format),
+    KV_INT4: v.format === 'int4',
+    KV_HW: isKvInt(v.format) ? kvIntHeadWords(v.format, v.D) : 0,
     SERIAL: v.serial,
     VB: V_BATCH,
   });

@@ -6,6 +6,14 @@ import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { f16BitsToF32, f32ToF16Bits } from '../../quant/formats.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
+import {
+  decodeKvIntRow,
+  isKvInt,
+  type KvIntFormat,
+  kvIntHeadWords,
+  kvRotatable,
+  unrotateRow,
+} from './kv-quant.js';
 
 const WG = 64;
 const WriteParams = defineUniforms('Params', { M: 'u32', row: 'u32', capacity: 'u32', ring: 'u32' });
@@ -24,8 +32,15 @@ const CompactParams = defineUniforms('Params', {
  */
 export const MAX_PASS_SLOTS = 64;
 
-/** Element type of the KV cache: f32, or IEEE halves packed two per u32 (element 2j in the low 16 bits). */
-export type KvFormat = 'f32' | 'f16';
+/**
+ * Element type of the KV cache: f32; IEEE halves packed two per u32 (element 2j in the low 16
+ * bits); or `int8` / `int4`, per slot and head a scale and the values rounded to it (kv-quant.ts),
+ * with the keys optionally rotated per head first ({@link KvShape.rotate}).
+ */
+export type KvFormat = 'f32' | 'f16' | KvIntFormat;
+
+/** Every {@link KvFormat}, for checking input. */
+export const KV_FORMATS: readonly KvFormat[] = ['f32', 'f16', 'int8', 'int4'];
 
 /**
  * Shape of one layer's KV cache: K and V buffers [capacity, kvHeads, headDim], slot = absolute
@@ -41,6 +56,11 @@ export interface KvShape {
   headDim: number;
   /** Defaults to 'f32'. */
   format?: KvFormat;
+  /**
+   * An integer cache's keys are rotated per head (kv-quant.ts: R = H·diag(s)/√D) before rounding,
+   * and the queries that score them the same way; headDim a power of two. Ignored for f32 and f16.
+   */
+  rotate?: boolean;
   /**
    * Rows of a ring cache (Gemma 3's and Mistral's sliding-window layers, whose memory then does not
    * grow with the context): slot s at row s mod ring, so a slot overwrites the one `ring` before
@@ -71,6 +91,13 @@ function rowOf(shape: KvShape): number {
     if (!Number.isInteger(v) || v < 1) throw new InvalidInputError(`KV cache: ${name} must be ≥ 1, got ${v}`);
   if (shape.format === 'f16' && headDim % 2 !== 0)
     throw new InvalidInputError(`KV cache: an f16 cache needs an even headDim, got ${headDim}`);
+  if (isKvInt(shape.format)) {
+    kvIntHeadWords(shape.format, headDim);
+    if (shape.rotate && !kvRotatable(headDim))
+      throw new InvalidInputError(
+        `KV cache: rotated keys need headDim a power of two (≤ 512), got ${headDim}: pass rotate false`,
+      );
+  }
   if (ring !== 0 && !(Number.isInteger(ring) && ring >= MAX_PASS_SLOTS))
     throw new InvalidInputError(
       `KV cache: ring must be 0 (none) or an integer ≥ ${MAX_PASS_SLOTS} (the slots of one pass), got ${ring}`,
@@ -80,7 +107,35 @@ function rowOf(shape: KvShape): number {
 
 /** u32 words per cache slot. */
 export function kvWordsPerSlot(shape: KvShape): number {
-  return shape.format === 'f16' ? rowOf(shape) / 2 : rowOf(shape);
+  const row = rowOf(shape);
+  if (isKvInt(shape.format)) return shape.kvHeads * kvIntHeadWords(shape.format, shape.headDim);
+  return shape.format === 'f16' ? row / 2 : row;
+}
+
+/** Whether `shape`'s keys are stored rotated (an integer format with {@link KvShape.rotate}). */
+export function kvRotated(shape: KvShape): boolean {
+  return isKvInt(shape.format) && shape.rotate === true;
+}
+
+/**
+ * The values of whole slots of a cache's words (`words`: n slots of {@link kvWordsPerSlot}) as f32
+ * [n, kvHeads, headDim]: the keys of a rotated cache turned back (`keys`), so a plain query scores
+ * them as the rotated query scores the cache.
+ */
+export function decodeKvWords(shape: KvShape, words: Uint32Array, keys: boolean): Float32Array {
+  const row = rowOf(shape);
+  const per = kvWordsPerSlot(shape);
+  const n = Math.floor(words.length / per);
+  const { format = 'f32', kvHeads, headDim } = shape;
+  if (format === 'f32') return new Float32Array(words.buffer, words.byteOffset, n * row).slice();
+  if (format === 'f16') return unpackHalves(words, n * row);
+  const out = new Float32Array(n * row);
+  for (let s = 0; s < n; s++) {
+    const vals = decodeKvIntRow(format, kvHeads, headDim, words.subarray(s * per, (s + 1) * per));
+    if (keys && shape.rotate) out.set(unrotateRow(vals, kvHeads, headDim), s * row);
+    else out.set(vals, s * row);
+  }
+  return out;
 }
 
 /** Rows the K and V buffers of a cache of this shape hold: `ring`, or without one `capacity`. */
@@ -124,7 +179,7 @@ export function unpackHalves(words: Uint32Array, n: number): Float32Array {
   );
 }
 
-function checkCache(what: string, shape: KvShape, layers: readonly KvLayerBuffers[]): void {
+export function checkCache(what: string, shape: KvShape, layers: readonly KvLayerBuffers[]): void {
   const bytes = kvRows(shape) * kvWordsPerSlot(shape) * 4;
   layers.forEach((l, i) => {
     if (l.k.size < bytes || l.v.size < bytes)

@@ -6,6 +6,7 @@ import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { type KvFormat, type KvLayerBuffers, kvRows, kvWordsPerSlot, kvWriteRef } from '../kv/kv.js';
+import { isKvInt } from '../kv/kv-quant.js';
 import { rmsNormRef } from '../norm/rmsnorm.js';
 import {
   attentionFactorVars,
@@ -152,6 +153,8 @@ interface Variant {
   rotaryDim: number;
   gate: boolean;
   f16: boolean;
+  /** K and V go to f32 staging rows (an integer cache: KvQuantWrite rounds them in). */
+  stage: boolean;
   bias: boolean;
   norm: boolean;
   vNorm: boolean;
@@ -168,6 +171,7 @@ function variantOf(o: QkvRopeOptions): Variant {
     rotaryDim: o.rotaryDim ?? o.headDim,
     gate: o.outputGate ?? false,
     f16: o.format === 'f16',
+    stage: isKvInt(o.format),
     bias: o.bias,
     norm: o.qkNormEps !== undefined,
     vNorm: o.valueNorm !== undefined,
@@ -188,6 +192,7 @@ function wgsl(v: Variant): WgslVariant {
     ROT: v.rotaryDim,
     OUTPUT_GATE: v.gate,
     KV_F16: v.f16,
+    STAGE_KV: v.stage,
     BIAS: v.bias,
     QK_NORM: v.norm,
     V_NORM: v.vNorm,
@@ -277,7 +282,8 @@ export class QkvRope {
     if (!Number.isInteger(rows) || rows < 1)
       throw new InvalidInputError(`QkvRope: rows must be ≥ 1, got ${rows}`);
     const W = qkvRowWidth(o);
-    const cacheBytes = kvWordsPerSlot(o) * kvRows(o) * 4;
+    // An integer cache's K and V go to f32 staging rows [rows, kvHeads, headDim] instead.
+    const cacheBytes = isKvInt(o.format) ? rows * kvHeads * D * 4 : kvWordsPerSlot(o) * kvRows(o) * 4;
     const norm = o.qkNormEps !== undefined;
     const check = (name: string, b: GPUBuffer | undefined, bytes: number): GPUBuffer => {
       if (!b) throw new InvalidInputError(`QkvRope: ${name} is missing (the options ask for it)`);

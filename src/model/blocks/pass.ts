@@ -36,6 +36,8 @@ export interface RefPass {
   invFreq(layer: number): Float32Array | undefined;
   /** How the cache stores keys and values (f16: rounded to halves on the way in). */
   readonly kvFormat: KvFormat;
+  /** With an integer format: keys rounded per head in the rotated basis (see kernels/kv/kv-quant.ts). */
+  readonly kvRotate: boolean;
   /** Per layer, keys (after RoPE) and values: [capacity, kvHeads, headDim] (the layer's; empty for a KV-shared layer). */
   readonly cache: { readonly keys: readonly Float32Array[]; readonly values: readonly Float32Array[] };
   /** The recurrent blocks' states (deltanet/, shortconv/). */

@@ -14,7 +14,7 @@ import { InvalidInputError } from '../../errors.js';
 import { createBuffer, writeBuffer } from '../../gpu/buffers.js';
 import { BindGroupCache } from '../../kernels/bind.js';
 import { Embedding } from '../../kernels/embed/embed.js';
-import { type KvShape, kvRowOf, kvWordsPerSlot, unpackHalves } from '../../kernels/kv/kv.js';
+import { decodeKvWords, type KvShape, kvRowOf, kvWordsPerSlot } from '../../kernels/kv/kv.js';
 import { MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
 import { readStaging } from '../gpu/pass.js';
 import { GpuRunner } from '../gpu/runner.js';
@@ -50,7 +50,8 @@ export function kvRuns(shape: KvShape, from: number, to: number): KvRun[] {
 
 /**
  * Writes slots [from, to) of a cache of `shape`, from `words` (the rows of {@link kvRuns} back to
- * back, in the cache's format), into `out` [≥ to, kvHeads · headDim] as f32 by slot.
+ * back, in the cache's format), into `out` [≥ to, kvHeads · headDim] as f32 by slot (`keys` of a
+ * rotated cache turned back: the host's queries are plain).
  */
 export function kvSlotsInto(
   shape: KvShape,
@@ -58,13 +59,10 @@ export function kvSlotsInto(
   from: number,
   to: number,
   out: Float32Array,
+  keys: boolean,
 ): void {
-  const row = shape.kvHeads * shape.headDim;
-  const n = (to - from) * row;
-  out.set(
-    shape.format === 'f16' ? unpackHalves(words, n) : new Float32Array(words.buffer, words.byteOffset, n),
-    from * row,
-  );
+  const n = (to - from) * kvWordsPerSlot(shape);
+  out.set(decodeKvWords(shape, words.subarray(0, n), keys), from * shape.kvHeads * shape.headDim);
 }
 
 /** A layer's K and V as read so far: [capacity, kvHeads · headDim] by slot, valid at [lo, hi). */
@@ -198,8 +196,8 @@ export async function gpuTarget(runner: ModelRunner, name: string): Promise<Assi
       at = 0;
       for (const p of plan) {
         const n = ((p.to - p.from) * slotBytes(p.cache.shape)) / 4;
-        kvSlotsInto(p.cache.shape, words.subarray(at, at + n), p.from, p.to, p.h.keys);
-        kvSlotsInto(p.cache.shape, words.subarray(at + n, at + 2 * n), p.from, p.to, p.h.values);
+        kvSlotsInto(p.cache.shape, words.subarray(at, at + n), p.from, p.to, p.h.keys, true);
+        kvSlotsInto(p.cache.shape, words.subarray(at + n, at + 2 * n), p.from, p.to, p.h.values, false);
         p.h.lo = p.lo;
         p.h.hi = p.to;
         at += 2 * n;

@@ -170,6 +170,7 @@ export async function openMtpHead(target: {
           attended,
           invFreq: () => invFreq,
           kvFormat: 'f32',
+          kvRotate: false,
           cache,
           recurrent,
           input: (a) => a,

@@ -8,6 +8,7 @@ import { createBuffer, STORAGE } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { BindGroupCache } from '../../kernels/bind.js';
 import { type KvFormat, type KvShape, kvWordsPerSlot } from '../../kernels/kv/kv.js';
+import { isKvInt, kvRotatable } from '../../kernels/kv/kv-quant.js';
 import { RowCompact, RowScatter } from '../../kernels/kv/rows.js';
 import { maskWordsOf } from '../../kernels/sample/mask.js';
 import { TOPK_MAX, TopKChildren } from '../../kernels/sample/topk.js';
@@ -146,6 +147,7 @@ export function checkRunnerShapes(
     readonly rotate?: RotationChoice;
     readonly capacity: number;
     readonly kvFormat?: KvFormat;
+    readonly kvRotate?: boolean;
     readonly head?: unknown;
     readonly features?: boolean;
   },
@@ -188,6 +190,9 @@ export function checkRunnerShapes(
     kvHeads: spec.kvHeads,
     headDim: spec.headDim,
     format: o.kvFormat ?? 'f32',
+    // An integer cache rotates its keys unless told not to (a layer whose heads cannot be rotated
+    // keeps them plain: layerKvShape).
+    ...(isKvInt(o.kvFormat) && (o.kvRotate ?? true) && kvRotatable(spec.headDim) ? { rotate: true } : {}),
   };
   kvWordsPerSlot(kv);
   return kv;

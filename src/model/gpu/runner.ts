@@ -77,6 +77,11 @@ export interface GpuRunnerOptions {
    * the bytes attention reads. Default `'f32'`.
    */
   kvFormat?: KvFormat;
+  /**
+   * With an integer `kvFormat`: rotate keys (and the queries) per head before rounding, where the
+   * head size is a power of two (default true; see kernels/kv/kv-quant.ts).
+   */
+  kvRotate?: boolean;
   /** A draft head's placement (see model/draft/gpu-head.ts, which makes it); needs `features`. */
   head?: HeadPlacement;
   /** Allocate the weights' buffers without reading them (see PlaceWeightsOptions.allocateOnly). */

@@ -127,6 +127,8 @@ export interface ReferenceOptions {
    * the GPU's f16 cache stores them. Default `'f32'`.
    */
   readonly kvFormat?: KvFormat;
+  /** With an integer `kvFormat`: rotate keys per head before rounding, as the GPU does (default true). */
+  readonly kvRotate?: boolean;
 }
 
 /**
@@ -171,6 +173,8 @@ export class ReferenceRunner implements ModelRunner {
   linearInput: LinearInputHook | undefined;
   /** How cached keys and values are stored (see {@link ReferenceOptions.kvFormat}). */
   readonly kvFormat: KvFormat;
+  /** Whether an integer cache's keys are rotated (see {@link ReferenceOptions.kvRotate}). */
+  readonly kvRotate: boolean;
   /** The model's blocks, in forward order (`modelBlocks`). */
   readonly blocks: readonly Block[];
   /** The recurrent (linear-attention, short-convolution) layers' states (none without such layers). */
@@ -199,6 +203,7 @@ export class ReferenceRunner implements ModelRunner {
       return rope && ropeInverseFrequencies(rope, layerSpec(spec, layer).headDim);
     });
     this.kvFormat = options.kvFormat ?? 'f32';
+    this.kvRotate = options.kvRotate ?? true;
     this.capacity = options.capacity ?? spec.maxPositions;
     // Per layer its own K/V width (Gemma 4's full layers are wider); none for a KV-shared layer.
     const widths = Array.from({ length: spec.layers }, (_, l) =>
@@ -266,6 +271,7 @@ export class ReferenceRunner implements ModelRunner {
       attended,
       invFreq: (layer) => this.invFreqs[layer],
       kvFormat: this.kvFormat,
+      kvRotate: this.kvRotate,
       cache,
       recurrent: this.recurrentStates,
       input: (a, width, linears) => this.linearInput?.(a, width, linears) ?? a,

@@ -16,10 +16,13 @@ import {
   type KvLayerBuffers,
   type KvShape,
   KvWrite,
+  kvRotated,
   kvRows,
   kvWordsPerSlot,
   MAX_PASS_SLOTS,
 } from '../../../kernels/kv/kv.js';
+import { isKvInt, kvRotatable } from '../../../kernels/kv/kv-quant.js';
+import { KvQuantWrite } from '../../../kernels/kv/kv-quant-write.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import { RmsNorm } from '../../../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../../../kernels/rope/qkv-rope.js';
@@ -64,7 +67,8 @@ export const RING_ROLLBACK = 64;
 export function layerKvShape(spec: ModelSpec, kv: KvShape, layer: number): KvShape {
   const { window } = layerAttention(spec, layer);
   const { kvHeads, headDim } = layerSpec(spec, layer); // Gemma 4's full layers: their own
-  const own = kvHeads === kv.kvHeads && headDim === kv.headDim ? kv : { ...kv, kvHeads, headDim };
+  const same = kvHeads === kv.kvHeads && headDim === kv.headDim;
+  const own = same ? kv : { ...kv, kvHeads, headDim, ...(kv.rotate ? { rotate: kvRotatable(headDim) } : {}) };
   if (window === undefined) return own;
   const ring = window + MAX_PASS_SLOTS + RING_ROLLBACK;
   return ring < kv.capacity ? { ...own, ring } : own;
@@ -101,7 +105,9 @@ interface LayerKernels {
   kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
   vNorm: RmsNorm | undefined; // Gemma 4's weightless V norm (a weight of ones) on the unfused path
   rope: Rope;
-  kvWrite: KvWrite; // the unfused path's K/V write
+  // The K/V write: the unfused path's, and with an integer cache the fused path's too (q | k | v's
+  // kernel then leaves K and V in f32 staging rows); a rotated cache's also rotates the queries.
+  kvWrite: KvWrite | KvQuantWrite;
   compact: KvCompact; // a commit's compaction of the layers' rows
   qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
   attention: SplitAttention;
@@ -245,7 +251,9 @@ function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
       vNorm: spec.valueNorm ? norm(headDim) : undefined,
       rope: new Rope(ctx, binds, kind.rope),
       qkvRope: new QkvRope(ctx, binds, { ...kind.qkvRope, ...kind.rope, ring: kind.kv.ring }),
-      kvWrite: new KvWrite(ctx, binds, kind.kv),
+      kvWrite: isKvInt(kind.kv.format)
+        ? new KvQuantWrite(ctx, binds, kind.kv, heads)
+        : new KvWrite(ctx, binds, kind.kv),
       compact: new KvCompact(ctx, binds, kind.kv),
       attention,
     });
@@ -262,7 +270,9 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<AttentionKerne
   const options = layers.map((l) => forwardOptions(c, layerSpec(spec, l), l));
   await Promise.all([
     Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope), spec.queryTemperature),
-    KvWrite.prepare(ctx, c.kv.format),
+    ...(isKvInt(c.kv.format)
+      ? layers.map((l) => KvQuantWrite.prepare(ctx, layerKvShape(spec, c.kv, l)))
+      : [KvWrite.prepare(ctx, c.kv.format)]),
     KvCompact.prepare(ctx),
     // Every kind of attention layer's (a window and RoPE change uniforms and tables, not pipelines).
     ...options.flatMap((f) => [SplitAttention.prepare(ctx, f.attention), QkvRope.prepare(ctx, f.qkvRope)]),
@@ -438,7 +448,11 @@ function encodeAttention(
       : w.qNorm && w.kNorm
         ? { qNorm: w.qNorm, kNorm: w.kNorm }
         : {};
-    layer.qkvRope.encode(p.pass, k.qkv, a.positions, a.slots, k.q, cache, T, weights);
+    if (layer.kvWrite instanceof KvQuantWrite) {
+      // An integer cache: K and V in f32 staging rows, then rounded into the cache (q rotated).
+      layer.qkvRope.encode(p.pass, k.qkv, a.positions, a.slots, k.q, { k: k.k, v: k.v }, T, weights);
+      layer.kvWrite.encode(p.pass, k.k, k.v, a.slots, cache, T, k.q);
+    } else layer.qkvRope.encode(p.pass, k.qkv, a.positions, a.slots, k.q, cache, T, weights);
   } else {
     const hq = normedInput(p, w.inputNorm);
     const [lq, lk, lv] = qkv;
@@ -451,6 +465,9 @@ function encodeAttention(
     if (shared) {
       // Only q turns (the kernel rotates a k too: the scratch row, left unread).
       layer.rope.encode(p.pass, qIn, k.k, a.positions, T);
+      // Over a rotated cache the queries turn the same way.
+      if (layer.kvWrite instanceof KvQuantWrite && kvRotated(layer.kv))
+        layer.kvWrite.encodeQueries(p.pass, qIn, T);
     } else {
       encodeKv(p, w, k, layer, lk!, lv, hq, cache, qIn);
     }
@@ -514,5 +531,5 @@ function encodeKv(
     kIn = k.kn;
   }
   layer.rope.encode(p.pass, qIn, kIn, a.positions, T);
-  layer.kvWrite.encode(p.pass, kIn, vIn, a.slots, cache, T);
+  layer.kvWrite.encode(p.pass, kIn, vIn, a.slots, cache, T, qIn);
 }

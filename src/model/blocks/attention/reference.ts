@@ -2,6 +2,7 @@
 // gpu.ts): a decoder layer's input norm, q | k | v (with the spec's bias or QK-norm), RoPE, the KV
 // cache write, attention over the cache and o, added into the residual stream.
 
+import { isKvInt, kvIntRoundTrip, kvRotatable } from '../../../kernels/kv/kv-quant.js';
 import { queryTemperatureRef } from '../../../kernels/rope/rope.js';
 import {
   deriveSizes,
@@ -140,6 +141,16 @@ function writeKv(
   if (pass.kvFormat === 'f16') {
     roundToHalves(k);
     roundToHalves(v);
+  } else if (isKvInt(pass.kvFormat)) {
+    // Each row's heads as an integer cache gives them back: keys rounded in the rotated basis
+    // (where rotated) and turned back, so plain queries score them as the GPU's rotated ones.
+    const { kvHeads, headDim } = layerSpec(spec, block.layer);
+    const rotate = pass.kvRotate && kvRotatable(headDim);
+    for (let t = 0; t < T; t++) {
+      const at = t * kvWidth;
+      k.set(kvIntRoundTrip(pass.kvFormat, kvHeads, headDim, k.subarray(at, at + kvWidth), rotate), at);
+      v.set(kvIntRoundTrip(pass.kvFormat, kvHeads, headDim, v.subarray(at, at + kvWidth), false), at);
+    }
   }
   for (let t = 0; t < T; t++) {
     keys.set(k.subarray(t * kvWidth, (t + 1) * kvWidth), pass.cacheSlots[t]! * kvWidth);
