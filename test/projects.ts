@@ -14,6 +14,7 @@ export const LAVAPIPE_MODEL_TESTS = [
   'test/steer/steer.gpu.test.ts',
   'test/model/gpu/kv-f16.gpu.test.ts',
   'test/model/gpu/kv-int.gpu.test.ts',
+  'test/decode/kv-int-speculate.gpu.test.ts',
   'test/model/gpu/rotate.gpu.test.ts',
   'test/families/qwen3-5.gpu.test.ts',
   'test/families/qwen3-5.trained.gpu.test.ts',

@@ -297,6 +297,29 @@ describe('Gemma 4 assistant beside a GPU target', () => {
     await engine.unload();
   });
 
+  it('over an int8 KV cache with rotated keys (the shared and sliding layers too): it reads the rows back turned; speculation equals plain decoding', {
+    timeout: 300_000,
+  }, async () => {
+    const { ctx, files, aFiles } = await setup(true, 128, 11);
+    const engine = await createEngine({
+      model: memoryModelFiles('gemma-4-tiny', files),
+      quant: 'f32',
+      contextLength: 128,
+      kvCache: 'int8',
+      gpu: ctx,
+      draft: { assistant: memoryModelFiles('assistant', aFiles) },
+    });
+    for (const o of [
+      { maxTokens: 10 },
+      { maxTokens: 8, temperature: 1, seed: 5 },
+    ] satisfies GenerateOptions[]) {
+      const want = await ids(engine, PROMPT, { ...o, drafter: 'none' });
+      expect(await ids(engine, PROMPT, { ...o, treeBudget: 8 })).toEqual(want);
+      expect(engine.lastStats!.draft_passes).toBeGreaterThan(0);
+    }
+    await engine.unload();
+  });
+
   it('createEngine opens { assistant } beside a GPU target; a target runner without features is refused', {
     timeout: 300_000,
   }, async () => {
