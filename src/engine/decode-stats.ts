@@ -105,6 +105,7 @@ export class DecodeTally {
         ? {}
         : { draft_weight_bytes_per_pass: drafterWeightBytes }),
       ...(runner.kvBytes === undefined ? {} : { kv_bytes: runner.kvBytes }),
+      ...(runner.attentionBytes ? { attention_bytes_per_token: runner.attentionBytes(runner.kvLength) } : {}),
       ...this.expertFigures(),
       adapter: runner.device?.adapter,
       kernels: runner.device?.kernels,

@@ -249,6 +249,12 @@ export interface GenerationStats {
    */
   kv_bytes?: number;
   /**
+   * Bytes of cached keys and values attention reads for the next token at the request's end (every
+   * attention layer's visible slots, K and V, in the cache's format): with weight_bytes_per_pass,
+   * what a long context adds to each decode step. Absent off the GPU.
+   */
+  attention_bytes_per_token?: number;
+  /**
    * Forward passes of the drafter's model over the decode steps (its catch-up on each new context
    * included), and the bytes of weights one of them reads (on the GPU): with the target's
    * `weight_bytes_per_pass`, the weight bytes speculation moves per step. Absent without a model

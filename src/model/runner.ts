@@ -193,6 +193,11 @@ export interface ModelRunner {
    * layer's: its ring). Absent off the GPU.
    */
   readonly kvBytes?: number;
+  /**
+   * Bytes of cached keys and values attention reads for one new token after `keys` positions (every
+   * attention layer, a sliding one its window; see attentionReadBytes). Absent off the GPU.
+   */
+  attentionBytes?(keys: number): number;
   dispose(): void;
 }
 

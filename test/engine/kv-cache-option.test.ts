@@ -80,11 +80,45 @@ describe('f16 KV cache option', () => {
     expect(defaultKvCache(undefined)).toBe('f32');
   });
 
-  it('--kv-cache leaves the default to the engine, takes f16 or f32, and rejects anything else', () => {
+  it('--kv-cache leaves the default to the engine, takes f32, f16, int8 or int4, and rejects anything else', () => {
     const base = ['--model', 'm', '--prompt', 'x'];
     expect(parseGenerateArgs(base).kvCache).toBeUndefined();
-    expect(parseGenerateArgs([...base, '--kv-cache', 'f32']).kvCache).toBe('f32');
-    expect(parseGenerateArgs([...base, '--kv-cache', 'f16']).kvCache).toBe('f16');
-    expect(() => parseGenerateArgs([...base, '--kv-cache', 'int8'])).toThrow(/--kv-cache: "int8"/);
+    for (const f of ['f32', 'f16', 'int8', 'int4'])
+      expect(parseGenerateArgs([...base, '--kv-cache', f]).kvCache).toBe(f);
+    expect(() => parseGenerateArgs([...base, '--kv-cache', 'int2'])).toThrow(/--kv-cache: "int2"/);
+  });
+
+  it("createEngine's int4 cache reaches the CPU reference (keys rotated unless kvRotate is false); the greedy ids are the int4 reference's", async () => {
+    for (const kvRotate of [true, false]) {
+      const opened = await openModel(files());
+      const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+        capacity: 64,
+        kvFormat: 'int4',
+        kvRotate,
+      });
+      const want = greedy(ref, PROMPT, 8);
+      const engine = await createEngine({
+        model: files(),
+        device: 'cpu',
+        quant: 'f32',
+        kvCache: 'int4',
+        kvRotate,
+        contextLength: 64,
+      });
+      const got: number[] = [];
+      for await (const c of engine.generate(PROMPT, { maxTokens: 8 })) got.push(...c.ids);
+      expect(got).toEqual(want.slice(0, got.length));
+      // Each head of a cached row holds at most 15 distinct values (q · scale, |q| ≤ 7) when the
+      // keys are plain; rotated keys are turned back, so they do not.
+      // biome-ignore lint/complexity/useLiteralKeys: `model` is private; a test may look inside.
+      const runner = engine['model'].runner as ReferenceRunner;
+      const head = runner.cache.values[0]!.subarray(0, opened.spec.headDim);
+      expect(new Set(head).size).toBeLessThanOrEqual(15);
+      await engine.unload();
+    }
+    const err = await createEngine({ model: files(), device: 'cpu', kvRotate: 'yes' as never }).catch(
+      (e: unknown) => e,
+    );
+    expect(String(err)).toMatch(/kvRotate must be true or false, got "yes"/);
   });
 });

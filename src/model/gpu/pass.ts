@@ -5,6 +5,7 @@ import { InvalidInputError } from '../../errors.js';
 import { mapForRead, writeBuffer } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { GpuTimer } from '../../gpu/timing.js';
+import type { KvShape } from '../../kernels/kv/kv.js';
 import { type Block, layerEdges } from '../blocks/blocks.js';
 import type { CommitInputs, GpuPass, ProfileSection } from '../blocks/gpu.js';
 import type { SamplerSpec } from '../runner.js';
@@ -27,6 +28,8 @@ export interface RunnerParts {
   feats?: FeatureStore;
   /** A draft head's input and vocabulary stages (model/draft/gpu-head.ts). */
   stages?: HeadStages;
+  /** The KV cache's shape and format (each layer's: layerKvShape). */
+  kv: KvShape;
 }
 
 /** What else {@link encodePass} is told. */

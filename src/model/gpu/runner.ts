@@ -10,6 +10,7 @@ import { maskWordsOf } from '../../kernels/sample/mask.js';
 import { type Children, TOPK_MAX, TopKChildren, unpackChildren } from '../../kernels/sample/topk.js';
 import type { SteerPlan } from '../../kernels/steer/steer.js';
 import type { Quant, RotationChoice } from '../../quant/pack.js';
+import { attentionReadBytes } from '../blocks/attention/footprint.js';
 import { RING_ROLLBACK } from '../blocks/attention/gpu.js';
 import { type BoundBlock, MAX_FORWARD_TOKENS } from '../blocks/gpu.js';
 import { isRecurrentBlock } from '../blocks/index.js';
@@ -177,6 +178,11 @@ export class GpuRunner implements ModelRunner {
   /** See {@link ModelRunner.expertCache}: the paged mixture layers' caches, summed. */
   expertCache(): ExpertCacheCounts | undefined {
     return expertCacheCounts(this.parts.k.blocks);
+  }
+
+  /** See {@link ModelRunner.attentionBytes}. */
+  attentionBytes(keys: number): number {
+    return attentionReadBytes(this.spec, this.parts.kv, keys);
   }
 
   /** Bytes the attention layers' K and V buffers hold (see {@link ModelRunner.kvBytes}). */
@@ -568,7 +574,7 @@ export async function createGpuRunner(
   if (o.head)
     writeBuffer(ctx, acts.logits, new Float32Array(acts.logits.size / 4).fill(Number.NEGATIVE_INFINITY));
   const feats = o.features ? await makeFeatureStore(ctx, o.capacity, spec.hidden) : undefined;
-  const parts: RunnerParts = { ctx, spec, w: weights, k: kernels, blocks, a: acts, feats };
+  const parts: RunnerParts = { ctx, spec, w: weights, k: kernels, blocks, a: acts, feats, kv };
   if (o.head) parts.stages = o.head.stages;
   return new GpuRunner(spec, o.capacity, parts, o.ownsContext ?? !o.gpu);
 }

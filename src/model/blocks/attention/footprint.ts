@@ -2,13 +2,41 @@
 // norms and per-row biases, each layer's KV cache (a sliding layer's ring; none for a KV-shared
 // layer), and the q | k | v scratch rows. The sizes follow what gpu.ts allocates, each layer at its
 // own head size and KV heads (layerSpec).
-import { kvRows, kvWordsPerSlot } from '../../../kernels/kv/kv.js';
+import { type KvShape, kvRows, kvWordsPerSlot } from '../../../kernels/kv/kv.js';
 import { packedBytes, type WeightFormat } from '../../../quant/formats.js';
-import { deriveSizes, kvSourceLayer, layerSpec, type ModelSpec } from '../../spec/spec.js';
+import {
+  deriveSizes,
+  kvSourceLayer,
+  layerAttention,
+  layerKind,
+  layerSpec,
+  type ModelSpec,
+} from '../../spec/spec.js';
 import { MAX_FORWARD_TOKENS } from '../gpu.js';
 import type { BoundBuffer, FootprintOptions, KindFootprint } from '../kind.js';
 import { type AttentionBlock, kvProjections } from './block.js';
 import { layerKvShape } from './gpu.js';
+
+/**
+ * Bytes of cached keys and values attention reads for one new token after `keys` positions: every
+ * attention layer's visible slots (a sliding layer's window; a KV-shared layer reads its source's
+ * rows), K and V, at the cache's format (an integer format's scales included).
+ */
+export function attentionReadBytes(
+  model: ModelSpec,
+  kv: Pick<KvShape, 'format' | 'rotate'>,
+  keys: number,
+): number {
+  let bytes = 0;
+  for (let layer = 0; layer < model.layers; layer++) {
+    if (layerKind(model, layer) !== 'attention') continue;
+    const { window } = layerAttention(model, layer);
+    const base = { capacity: keys + 1, kvHeads: model.kvHeads, headDim: model.headDim, ...kv };
+    const shape = layerKvShape(model, base, kvSourceLayer(model, layer));
+    bytes += 2 * Math.min(keys, window ?? keys) * kvWordsPerSlot({ ...shape, ring: 0 }) * 4;
+  }
+  return bytes;
+}
 
 /** The bytes of a model's attention blocks (see BlockKind.footprint). */
 export function attentionFootprint(
