@@ -7,6 +7,7 @@ import { createEngine } from '../../src/engine/create.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { GenerateOptions } from '../../src/engine/types.js';
 import { memoryModelFiles } from '../../src/formats/io/files.js';
+import { specFromConfig } from '../../src/model/families/index.js';
 import { fixtureFiles, headFixtureFiles, qwen35FixtureFiles } from '../fixtures/write.js';
 import { gpu } from '../helpers/gpu.js';
 
@@ -44,6 +45,13 @@ describe.each(['int8', 'int4'] as const)('speculation over an %s KV cache', (kvC
     // The int4 self-draft is accepted on this fixture (about 2 tokens per pass over f32 caches).
     expect(await lossless(self, 'draft', `${kvCache} self-int4`)).toBeGreaterThan(1.2);
     await lossless(self, 'ngram', `${kvCache} n-gram`);
+    // The stats: the cache's bytes, and what attention reads for the next token at the end (every
+    // layer's K and V rows so far: a scale word and headDim / 4 or / 8 words per head).
+    const spec = specFromConfig(JSON.parse(new TextDecoder().decode(files.get('config.json')!)));
+    const s = self.lastStats!;
+    const perSlot = spec.layers * 2 * spec.kvHeads * 4 * (1 + spec.headDim / (kvCache === 'int8' ? 4 : 8));
+    expect(s.kv_bytes).toBe(128 * perSlot);
+    expect(s.attention_bytes_per_token).toBe((PROMPT.length + s.completion_tokens - 1) * perSlot);
     await self.unload();
     const drafted = await createEngine({ ...base, model: model(), draft: { model: model(), quant: 'int8' } });
     expect(await lossless(drafted, 'draft', `${kvCache} int8 draft model`)).toBeGreaterThan(1.2);
