@@ -2,10 +2,15 @@
 // a tally, which makes the request's GenerationStats at the end.
 import { addCounts, countsSince, type GpuCounts, zeroCounts } from '../gpu/counters.js';
 import type { ExpertCacheCounts, ExpertTally, ModelRunner } from '../model/runner.js';
-import type { DeviceLosses } from './request.js';
 import type { DecodeCounts, GenerationProgress, GenerationStats } from './types.js';
 
 const now = () => performance.now();
+
+/** Device losses recovered from, and the time their recoveries took, ms. */
+export interface DeviceLosses {
+  count: number;
+  ms: number;
+}
 
 /** What one request's decoding did, step by step (see {@link DecodeTally.stats}). */
 export class DecodeTally {

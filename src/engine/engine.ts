@@ -20,9 +20,9 @@ import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../gramma
 import { MAX_FORWARD_TOKENS } from '../model/blocks/gpu.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
-import { DecodeTally } from './decode-stats.js';
+import { DecodeTally, type DeviceLosses } from './decode-stats.js';
 import { type ChatApi, chatApi } from './openai.js';
-import { type DeviceLosses, RELOSS_WINDOW_MS, type Request, stepOptions } from './request.js';
+import { RELOSS_WINDOW_MS, type Request, stepOptions } from './request.js';
 import { TokenOutput } from './text-stream.js';
 import { draftTreeView } from './tree-view.js';
 import type {

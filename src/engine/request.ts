@@ -1,4 +1,4 @@
-// What one request settles before its first token, and what the engine keeps of device losses.
+// What one request settles before its first token, and how soon a second device loss ends it.
 
 import { InvalidInputError } from '../errors.js';
 import type { Constraint } from '../grammar/constraint.js';
@@ -6,12 +6,6 @@ import type { SamplerSpec } from '../model/runner.js';
 import type { DecodeTally } from './decode-stats.js';
 import type { TokenOutput } from './text-stream.js';
 import type { GenerateOptions } from './types.js';
-
-/** Device losses recovered from, and the time their recoveries took, ms. */
-export interface DeviceLosses {
-  count: number;
-  ms: number;
-}
 
 /**
  * A loss this soon after the engine recovered from one within a request (ms) ends the request:
