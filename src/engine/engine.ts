@@ -319,6 +319,7 @@ export class Engine implements WeftEngine {
         if (o.signal?.aborted) throw new AbortError('request aborted');
       },
       reused: undefined,
+      drafterBytes: undefined,
     };
     let recovered: number | undefined;
     try {
@@ -332,7 +333,7 @@ export class Engine implements WeftEngine {
           if (recovered !== undefined && now() - recovered < RELOSS_WINDOW_MS)
             throw new DeviceLostError(
               lost.reason,
-              `lost again ${Math.round(now() - recovered)} ms after weft placed the model on a new device (${lost.message}); the request ends, and the next one places the model again`,
+              `lost again ${Math.round(now() - recovered)} ms after weft placed the model on a new device; the request ends, and the next one places the model again (cause: the loss)`,
               { cause: lost },
             );
           await this.recover(lost);
@@ -345,7 +346,7 @@ export class Engine implements WeftEngine {
         this.lastStats = req.tally.stats(
           { tokens: prompt.length, reused: req.reused },
           req.output.count,
-          this.model.drafter?.weightBytesPerPass,
+          req.drafterBytes,
           this.losses,
         );
         this.losses = { count: 0, ms: 0 };
@@ -392,6 +393,7 @@ export class Engine implements WeftEngine {
     const experts = await runner.expertTally?.();
     const cache = runner.expertCache?.();
     const drafter = this.drafterFor(o);
+    req.drafterBytes = drafter?.weightBytesPerPass;
     const rejection = this.usesRejection(o, sampler);
     const { loop, budget, speculation, jumpForward } = stepOptions(o);
     if (constraint && drafter && rejection)

@@ -26,6 +26,8 @@ export interface Request {
   readonly abortCheck: () => void;
   /** Prompt tokens whose cached rows the request's first run reused. */
   reused: number | undefined;
+  /** Bytes of weights one pass of the request's drafter reads (a model drafter on the GPU). */
+  drafterBytes: number | undefined;
 }
 
 /** The step options of a request, checked: the decode loop, the tree budget, speculation, jump-forward. */
