@@ -53,7 +53,12 @@ export class GpuStepError extends WeftError {
   }
 }
 
-/** The GPU device was lost (driver reset, `device.destroy()`); create a new engine to continue. */
+/**
+ * The GPU device was lost (driver reset, `device.destroy()`, the browser reclaiming memory). The
+ * engine recovers from a loss on a new device by itself; this reaches the caller when it cannot: a
+ * second loss soon after a recovery (the message says so, `cause` is the loss), a loss while
+ * loading the retry, or an app's own context without `replaceGpu`.
+ */
 export class DeviceLostError extends WeftError {
   override readonly name = 'DeviceLostError';
 

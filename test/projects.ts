@@ -3,7 +3,7 @@
 // The model-level GPU tests the lavapipe project runs in the GPU forms: every family and format
 // against the reference, the decode session, tree verification, every drafter and the draft head,
 // grammar, steering, the f16 KV cache, rotations, the counters, Qwen3.5's and LFM2's hybrid layers,
-// Gemma 3's sliding windows, SmolLM3's RoPE-less layers, Ministral 3's YaRN and query temperature, and the mixtures of experts. (The others check placement,
+// Gemma 3's sliding windows, SmolLM3's RoPE-less layers, Ministral 3's YaRN and query temperature, the mixtures of experts, and the engine's recovery from a lost device. (The others check placement,
 // conversion and device limits, which do not depend on the kernel forms: Chromium runs them.)
 export const LAVAPIPE_MODEL_TESTS = [
   'test/model/gpu/forward.gpu.test.ts',
@@ -31,4 +31,5 @@ export const LAVAPIPE_MODEL_TESTS = [
   'test/families/lfm2-moe.gpu.test.ts',
   'test/families/qwen3-5-moe.gpu.test.ts',
   'test/families/moe-gguf.gpu.test.ts',
+  'test/engine/device-loss.gpu.test.ts',
 ];

@@ -1,7 +1,7 @@
 import type { Drafter } from '../decode/drafter.js';
 import { ModelDrafter } from '../decode/model-drafter.js';
-import { InvalidInputError } from '../errors.js';
-import { createGpuContext, type GpuContext, type KernelForms } from '../gpu/device.js';
+import { DeviceLostError, InvalidInputError } from '../errors.js';
+import { createGpuContext, type GpuContext, type KernelForms, lossBehind } from '../gpu/device.js';
 import { KV_FORMATS, type KvFormat } from '../kernels/kv/kv.js';
 import { GREEDY_TREE_SHARPEN } from '../kernels/sample/topk.js';
 import { type SteerPlan, steerHook } from '../kernels/steer/steer.js';
@@ -16,7 +16,7 @@ import { formatOf, type Quant, type Rotation, type RotationChoice, rotationFor }
 import { resolveSteer, type SteerOptions } from '../steer/plan.js';
 import { type ModelRef, resolveModel } from '../store/source.js';
 import type { WeftTokenizer } from '../tokenizer/tokenizer.js';
-import { Engine } from './engine.js';
+import { Engine, type EngineModel } from './engine.js';
 import { checkDeviceFit, estimateDeviceMemory, modelFootprint } from './limits.js';
 import { openModelSource } from './open.js';
 import type { OpenedDraft } from './open-draft.js';
@@ -161,6 +161,13 @@ export interface CreateEngineOptions {
   expertBudget?: number;
   /** A GPU context to use instead of creating one. */
   gpu?: GpuContext;
+  /**
+   * With `gpu`: a new context to place the model on when that one's device is lost, while loading
+   * or during a request (see `Engine`); the engine never destroys a context the app gave. Without
+   * it, a loss of the app's device ends the request in flight with {@link DeviceLostError}, and
+   * every later request with the same error.
+   */
+  replaceGpu?: (lost: DeviceLostError) => GpuContext | Promise<GpuContext>;
   onProgress?: (event: LoadProgress) => void;
 }
 
@@ -204,8 +211,38 @@ export function defaultKvCache(gpu: Pick<GpuContext, 'adapter'> | undefined): Kv
 /**
  * Loads a model and returns an engine over it. The same call works in a page, a Web Worker and
  * Node; in Node pass `await pathModel(path)` (`weft/node`) for a local folder or `.gguf` file.
+ * A device lost while the model is placed costs one more try on a new device (see
+ * {@link nextGpu}); a second loss throws {@link DeviceLostError}.
  */
 export async function createEngine(options: CreateEngineOptions): Promise<Engine> {
+  try {
+    return new Engine(await loadModel(options, options.gpu));
+  } catch (err) {
+    if (!(err instanceof DeviceLostError)) throw err;
+    const t0 = performance.now();
+    const model = await loadModel(options, await nextGpu(options, err));
+    return new Engine({ ...model, losses: { count: 1, ms: performance.now() - t0 } });
+  }
+}
+
+/**
+ * The context a model is placed on again after `lost`: the app's replacement (`replaceGpu`) where
+ * the app gave its own context, else undefined (a new one of the engine's own). Throws `lost` where
+ * the app gave a context and no way to replace it.
+ */
+async function nextGpu(options: CreateEngineOptions, lost: DeviceLostError): Promise<GpuContext | undefined> {
+  if (!options.gpu) return undefined;
+  if (!options.replaceGpu) throw lost;
+  return options.replaceGpu(lost);
+}
+
+/**
+ * Opens `options.model` and places it, with its drafter, on `given` (the app's context) or on a
+ * new context of the model's own: the model an {@link Engine} runs, with the way to place it again
+ * on a new device after a loss (the source opened again: memory, the weights cache or the files
+ * read in place). A failure caused by the device's loss throws the {@link DeviceLostError}.
+ */
+async function loadModel(options: CreateEngineOptions, given: GpuContext | undefined): Promise<EngineModel> {
   const progress = options.onProgress ?? (() => {});
   const resolve = { hubBase: options.hubBase };
   // Resolve and open: the model's headers, then the settings they allow and the draft's headers.
@@ -242,41 +279,55 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   // checked against the device before anything is uploaded.
   let gpu: GpuContext | undefined;
   try {
-    gpu = settings.cpu ? undefined : (options.gpu ?? (await createGpuContext({ kernels: options.kernels })));
+    gpu = settings.cpu ? undefined : (given ?? (await createGpuContext({ kernels: options.kernels })));
     if (gpu) checkFits(gpu, options, opened.spec, settings, draftModel);
   } catch (err) {
-    if (gpu && !options.gpu) gpu.destroy();
+    if (gpu && !given) gpu.destroy();
     await draftModel?.files.close?.();
     throw err;
   }
-  const placer = new Placer(options, settings, gpu, progress);
-  const runner = await placer.place(opened, settings.quant, {
-    owner: true,
-    steer: settings.steer,
-    features: !!head || !!assistant,
-  });
-  // Build the drafter over the placed target.
-  const drafter = assistant
-    ? new ModelDrafter(
-        `assistant ${assistant.name}`,
-        await (await import('../model/draft/assistant-runner.js')).openAssistantRunner(
-          assistant,
-          runner,
-          settings.context,
-        ),
-        { sharpen: GREEDY_TREE_SHARPEN },
-      )
-    : await makeDrafter(placer, options.draft, opened, runner, draftModel, head);
-  // Every tensor is on the device now: release file handles.
-  await files.close?.();
-  progress({ phase: 'ready', done: 1, total: 1 });
-  return new Engine({
-    id: files.name,
-    runner,
-    codec: codecOf(opened.tokenizer, runner.spec.vocabSize),
-    drafter,
-    acceptance: options.acceptance,
-  });
+  try {
+    const placer = new Placer(options, settings, gpu, !given, progress);
+    const runner = await placer.place(opened, settings.quant, {
+      owner: true,
+      steer: settings.steer,
+      features: !!head || !!assistant,
+    });
+    // Build the drafter over the placed target.
+    const drafter = assistant
+      ? new ModelDrafter(
+          `assistant ${assistant.name}`,
+          await (await import('../model/draft/assistant-runner.js')).openAssistantRunner(
+            assistant,
+            runner,
+            settings.context,
+          ),
+          { sharpen: GREEDY_TREE_SHARPEN },
+        )
+      : await makeDrafter(placer, options.draft, opened, runner, draftModel, head);
+    // A loss while placing may not have failed a step yet: wait for the uploads to land.
+    if (gpu) await Promise.race([gpu.device.queue.onSubmittedWorkDone(), gpu.lost]);
+    gpu?.assertAlive();
+    progress({ phase: 'ready', done: 1, total: 1 });
+    return {
+      id: files.name,
+      runner,
+      codec: codecOf(opened.tokenizer, runner.spec.vocabSize),
+      drafter,
+      acceptance: options.acceptance,
+      gpu,
+      // Off the GPU, or on an app's context that the app cannot replace, a loss is final.
+      replace:
+        gpu && (!given || options.replaceGpu)
+          ? async (lost) => loadModel(options, await nextGpu(options, lost))
+          : undefined,
+    };
+  } catch (err) {
+    throw (await lossBehind(gpu, err)) ?? err;
+  } finally {
+    // Every tensor is on the device now (or the load failed): release file handles.
+    await files.close?.();
+  }
 }
 
 /** What {@link createEngine} settles from its options and the opened model before placing it. */
@@ -321,6 +372,10 @@ async function chooseSettings(options: CreateEngineOptions, opened: OpenedModel)
     throw new InvalidInputError(`kvRotate must be true or false, got ${JSON.stringify(options.kvRotate)}`);
   if (options.kernels !== undefined && options.kernels !== 'gpu' && options.kernels !== 'serial')
     throw new InvalidInputError(`kernels must be 'gpu' or 'serial', got ${JSON.stringify(options.kernels)}`);
+  if (options.replaceGpu !== undefined && !options.gpu)
+    throw new InvalidInputError(
+      'replaceGpu replaces a context the app gave (gpu); without gpu the engine makes its own contexts',
+    );
   if (options.kernels !== undefined && options.gpu)
     throw new InvalidInputError(
       `kernels: '${options.kernels}' cannot apply to a given gpu context (its kernels are '${options.gpu.kernels}'); pass it to createGpuContext instead`,
@@ -393,6 +448,8 @@ class Placer {
     readonly settings: EngineSettings,
     /** Undefined: the reference runner (device 'cpu'). */
     private readonly gpu: GpuContext | undefined,
+    /** Whether the engine made `gpu` (and its target's runner destroys it), not the app. */
+    private readonly ownsGpu: boolean,
     private readonly progress: (event: LoadProgress) => void,
   ) {}
 
@@ -435,7 +492,7 @@ class Placer {
       capacity: context,
       onProgress: progress,
       gpu,
-      ownsContext: o.owner && !this.options.gpu,
+      ownsContext: o.owner && this.ownsGpu,
       rotate,
       kvFormat: this.kvFormat,
       kvRotate: this.options.kvRotate ?? true,

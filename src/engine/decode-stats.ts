@@ -6,6 +6,12 @@ import type { DecodeCounts, GenerationProgress, GenerationStats } from './types.
 
 const now = () => performance.now();
 
+/** Device losses recovered from, and the time their recoveries took, ms. */
+export interface DeviceLosses {
+  count: number;
+  ms: number;
+}
+
 /** What one request's decoding did, step by step (see {@link DecodeTally.stats}). */
 export class DecodeTally {
   private readonly t0 = now();
@@ -27,14 +33,22 @@ export class DecodeTally {
   /** A paged mixture's cache over the decode steps. */
   private cache: ExpertCacheCounts | undefined;
 
-  constructor(private readonly runner: ModelRunner) {
+  constructor(private runner: ModelRunner) {
     this.counts = runner.deviceCounts ? zeroCounts() : undefined;
   }
 
-  /** The prompt's prefill ended after `passes` target passes: the first token is known. */
+  /**
+   * A prefill ended after `passes` target passes: the prompt's (the first token is known then), or
+   * the one that rebuilt the request's KV cache on a new device, whose passes count too.
+   */
   prefilled(passes: number): void {
-    this.tFirst = now();
-    this.passes = passes;
+    if (this.tFirst === 0) this.tFirst = now();
+    this.passes += passes;
+  }
+
+  /** The request runs on from here on `runner`, the model placed again on a new device. */
+  rebind(runner: ModelRunner): void {
+    this.runner = runner;
   }
 
   /** Adds draft-model passes. */
@@ -54,20 +68,22 @@ export class DecodeTally {
     if (this.counts && before && after) this.counts = addCounts(this.counts, countsSince(after, before));
   }
 
-  /** The mixture layers' tallies before and after the decode steps. */
+  /** The mixture layers' tallies before and after decode steps (summed over the request's runs). */
   experts(before: ExpertTally, after: ExpertTally): void {
+    const r = this.expertReads ?? { experts: 0, routings: 0 };
     this.expertReads = {
-      experts: after.experts - before.experts,
-      routings: after.routings - before.routings,
+      experts: r.experts + after.experts - before.experts,
+      routings: r.routings + after.routings - before.routings,
     };
   }
 
   /** A paged mixture's cache counts before and after the decode steps. */
   expertCache(before: ExpertCacheCounts, after: ExpertCacheCounts): void {
+    const c = this.cache ?? { hits: 0, misses: 0, bytesLoaded: 0 };
     this.cache = {
-      hits: after.hits - before.hits,
-      misses: after.misses - before.misses,
-      bytesLoaded: after.bytesLoaded - before.bytesLoaded,
+      hits: c.hits + after.hits - before.hits,
+      misses: c.misses + after.misses - before.misses,
+      bytesLoaded: c.bytesLoaded + after.bytesLoaded - before.bytesLoaded,
     };
   }
 
@@ -76,11 +92,15 @@ export class DecodeTally {
     return { targetPasses: this.passes, decodePasses: this.decodePasses, decodeTokens: this.emittedByDecode };
   }
 
-  /** The request's stats: its prompt, what it reused and generated, and what its decoding asked. */
+  /**
+   * The request's stats: its prompt, what it reused and generated, what its decoding asked, and
+   * the device losses the engine recovered from since the last stats.
+   */
   stats(
     prompt: { tokens: number; reused: number },
     generated: number,
     drafterWeightBytes: number | undefined,
+    losses: DeviceLosses,
   ): GenerationStats {
     const tEnd = now();
     const { runner } = this;
@@ -109,6 +129,8 @@ export class DecodeTally {
       ...this.expertFigures(),
       adapter: runner.device?.adapter,
       kernels: runner.device?.kernels,
+      device_losses: losses.count,
+      recovery_ms: losses.ms,
     };
   }
 

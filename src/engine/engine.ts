@@ -8,13 +8,21 @@ import {
 import { type Drafter, type DraftProposal, EMPTY_PROPOSAL, NgramDrafter } from '../decode/drafter.js';
 import { SpeculationGovernor, type StepKind } from '../decode/governor.js';
 import { type VerifyStep, verify, verifyChain } from '../decode/speculate.js';
-import { AbortError, ContextLengthError, EngineClosedError, InvalidInputError } from '../errors.js';
+import {
+  AbortError,
+  ContextLengthError,
+  DeviceLostError,
+  EngineClosedError,
+  InvalidInputError,
+} from '../errors.js';
+import { type GpuContext, lossBehind } from '../gpu/device.js';
 import { type Constraint, type ConstraintSpec, GrammarCompiler } from '../grammar/constraint.js';
 import { MAX_FORWARD_TOKENS } from '../model/blocks/gpu.js';
 import { CachedPrefix } from '../model/prefix.js';
 import type { DecodeSession, ModelRunner, SamplerSpec } from '../model/runner.js';
-import { DecodeTally } from './decode-stats.js';
+import { DecodeTally, type DeviceLosses } from './decode-stats.js';
 import { type ChatApi, chatApi } from './openai.js';
+import { RELOSS_WINDOW_MS, type Request, stepOptions } from './request.js';
 import { TokenOutput } from './text-stream.js';
 import { draftTreeView } from './tree-view.js';
 import type {
@@ -38,6 +46,15 @@ export interface EngineModel {
   readonly drafter?: Drafter;
   /** The acceptance rule of requests that do not name one (default 'gumbel'). */
   readonly acceptance?: Acceptance;
+  /** The GPU context the runner is on; undefined off the GPU. */
+  readonly gpu?: GpuContext;
+  /**
+   * The model placed again, as it was loaded, on a new device after `lost` (see createEngine);
+   * undefined where a loss cannot be recovered from (an app's own context it cannot replace).
+   */
+  readonly replace?: (lost: DeviceLostError) => Promise<EngineModel>;
+  /** Device losses recovered from while the model was loading. */
+  readonly losses?: DeviceLosses;
 }
 
 const now = () => performance.now();
@@ -76,7 +93,9 @@ export class Engine implements WeftEngine {
 
   private queue: Promise<void> = Promise.resolve();
   /** The tokens in the target's KV cache, reused for the longest shared prompt prefix. */
-  private readonly cached: CachedPrefix;
+  private cached: CachedPrefix;
+  /** Losses recovered from since the last request's stats, which report them. */
+  private losses: DeviceLosses;
   /** Adaptive speculation's measurements, per drafter, budget and sampling mode (see governorFor). */
   private readonly governors = new Map<string, SpeculationGovernor>();
   private closed = false;
@@ -91,8 +110,9 @@ export class Engine implements WeftEngine {
     return this.model.codec.applyChatTemplate !== undefined;
   }
 
-  constructor(private readonly model: EngineModel) {
+  constructor(private model: EngineModel) {
     this.cached = new CachedPrefix(model.runner);
+    this.losses = { ...(model.losses ?? { count: 0, ms: 0 }) };
     const { codec } = model;
     this.spelling = {
       encode: (text) => codec.encode(text, { addSpecialTokens: false }),
@@ -105,6 +125,11 @@ export class Engine implements WeftEngine {
       generate: (ids, options) => this.generate(ids, options),
       stats: () => this.lastStats,
     });
+  }
+
+  /** The GPU context the model is on now (a new one after a loss); undefined off the GPU. */
+  get gpu(): GpuContext | undefined {
+    return this.model.gpu;
   }
 
   /** The model's id. */
@@ -257,64 +282,129 @@ export class Engine implements WeftEngine {
   }
 
   /**
-   * One request after its constraint is compiled: prefill the prompt (reusing the cached prefix),
-   * then stream tokens step by step, each step plain (the device-resident session, or one host
-   * pass under a constraint) or speculative ({@link Engine.speculate}), until EOS, a stop string,
-   * the token limit or the context ends it. Statistics go to a {@link DecodeTally}.
+   * One request after its constraint is compiled: checks its options, then runs it
+   * ({@link Engine.stream}) until it ends. When the device is lost the model is placed again on a
+   * new one ({@link Engine.recover}) and the request runs on from its prompt and the tokens it has
+   * emitted: their prefill rebuilds the KV cache, and the sampler's noise, keyed by position,
+   * makes the text the one an uninterrupted run gives. A second loss within
+   * {@link RELOSS_WINDOW_MS} of a recovery ends the request with {@link DeviceLostError}.
    */
   private async *decode(
     prompt: number[],
     o: GenerateOptions,
     constraint: Constraint | undefined,
   ): AsyncGenerator<GenerationChunk> {
-    const { runner, codec } = this.model;
     const maxTokens = o.maxTokens ?? 256;
-    const chunk = o.prefillChunk ?? 64;
     const sampler = this.sampler(o);
     if (prompt.length === 0) throw new InvalidInputError('prompt is empty');
     if (!Number.isInteger(maxTokens) || maxTokens < 1)
       throw new InvalidInputError(`max_tokens must be >= 1, got ${maxTokens}`);
     // Prompt and completion share the context: the prompt must leave room for one token, and the
     // completion ends ('length') where the context does, whatever max_tokens asked.
-    if (prompt.length >= runner.capacity)
-      throw new ContextLengthError(prompt.length, runner.capacity, runner.spec.maxPositions);
-    const limit = Math.min(maxTokens, runner.capacity - prompt.length);
-    const abortCheck = () => {
-      if (o.signal?.aborted) throw new AbortError('request aborted');
+    const { capacity, spec } = this.model.runner;
+    if (prompt.length >= capacity) throw new ContextLengthError(prompt.length, capacity, spec.maxPositions);
+    // A device lost since the last request (or while it ended it) is replaced first.
+    const idle = this.model.gpu?.lostError;
+    if (idle) await this.recover(idle);
+    const limit = Math.min(maxTokens, capacity - prompt.length);
+    const req: Request = {
+      prompt,
+      o,
+      constraint,
+      sampler,
+      limit,
+      output: new TokenOutput(this.model.codec, o.stop, limit, constraint),
+      tally: new DecodeTally(this.model.runner),
+      abortCheck: () => {
+        if (o.signal?.aborted) throw new AbortError('request aborted');
+      },
+      reused: undefined,
+      drafterBytes: undefined,
     };
-    const output = new TokenOutput(codec, o.stop, limit, constraint);
+    let recovered: number | undefined;
+    try {
+      for (;;) {
+        try {
+          yield* this.stream(req);
+          return;
+        } catch (err) {
+          const lost = await lossBehind(this.model.gpu, err);
+          if (!lost) throw err;
+          if (recovered !== undefined && now() - recovered < RELOSS_WINDOW_MS)
+            throw new DeviceLostError(
+              lost.reason,
+              `lost again ${Math.round(now() - recovered)} ms after weft placed the model on a new device; the request ends, and the next one places the model again (cause: the loss)`,
+              { cause: lost },
+            );
+          await this.recover(lost);
+          recovered = now();
+          req.tally.rebind(this.model.runner);
+        }
+      }
+    } finally {
+      if (req.reused !== undefined) {
+        this.lastStats = req.tally.stats(
+          { tokens: prompt.length, reused: req.reused },
+          req.output.count,
+          req.drafterBytes,
+          this.losses,
+        );
+        this.losses = { count: 0, ms: 0 };
+      }
+    }
+  }
+
+  /**
+   * Places the model again on a new device after `lost` (see {@link EngineModel.replace}), with an
+   * empty KV cache; throws `lost` where it cannot, or why no new device could be had (the next
+   * request tries again).
+   */
+  private async recover(lost: DeviceLostError): Promise<void> {
+    const { replace } = this.model;
+    if (!replace) throw lost;
+    const t0 = now();
+    const model = await replace(lost);
+    // What the old runner and drafter hold is on the lost device: gone with it.
+    this.model.runner.dispose();
+    this.model.drafter?.dispose();
+    this.model = model;
+    this.cached = new CachedPrefix(model.runner);
+    this.losses.count++;
+    this.losses.ms += now() - t0;
+  }
+
+  /**
+   * Runs `req` on the engine's runner from its prompt and the tokens it has emitted: prefill them
+   * (reusing the cached prefix), then stream tokens step by step, each step plain (the
+   * device-resident session, or one host pass under a constraint) or speculative
+   * ({@link Engine.speculate}), until EOS, a stop string, the token limit or the context ends it.
+   * Statistics go to the request's {@link DecodeTally}.
+   */
+  private async *stream(req: Request): AsyncGenerator<GenerationChunk> {
+    const { runner } = this.model;
+    const { o, constraint, sampler, limit, output, tally, abortCheck } = req;
+    const context = [...req.prompt, ...output.ids];
+    const chunk = o.prefillChunk ?? 64;
 
     // Reuse the cached rows of the longest shared prefix and prefill the rest.
-    const tally = new DecodeTally(runner);
-    const prefill = await this.cached.sync(prompt, sampler, chunk, abortCheck, await constraint?.mask());
+    const prefill = await this.cached.sync(context, sampler, chunk, abortCheck, await constraint?.mask());
     tally.prefilled(prefill.passes);
+    req.reused ??= prefill.reused;
     const experts = await runner.expertTally?.();
     const cache = runner.expertCache?.();
     const drafter = this.drafterFor(o);
+    req.drafterBytes = drafter?.weightBytesPerPass;
     const rejection = this.usesRejection(o, sampler);
-    const loop = o.decodeLoop ?? 'device';
-    if (loop !== 'device' && loop !== 'host')
-      throw new InvalidInputError(`decodeLoop must be "device" or "host", got ${JSON.stringify(loop)}`);
+    const { loop, budget, speculation, jumpForward } = stepOptions(o);
     if (constraint && drafter && rejection)
       throw new InvalidInputError(
         'acceptance "rejection" does not run under a constraint (json, jsonSchema, grammar, regex): use "gumbel"',
       );
-    // A model drafter takes in the prompt now, so that each speculative step runs only the tokens
+    // A model drafter takes in the context now, so that each speculative step runs only the tokens
     // after it (one chain pass in the step's own submission). Its time counts as decoding's.
-    if (drafter?.prefill && limit > 1) await drafter.prefill(prompt, sampler, abortCheck);
-    const budget = o.treeBudget ?? 8;
-    if (!Number.isInteger(budget) || budget < 1 || budget > 32)
-      throw new InvalidInputError(`tree budget must be an integer in 1..32, got ${budget}`);
-    const speculation = o.speculation ?? 'always';
-    if (speculation !== 'always' && speculation !== 'adaptive')
-      throw new InvalidInputError(
-        `speculation must be "always" or "adaptive", got ${JSON.stringify(speculation)}`,
-      );
+    if (drafter?.prefill && limit - output.count > 1) await drafter.prefill(context, sampler, abortCheck);
     const governor =
       drafter && speculation === 'adaptive' ? this.governorFor(drafter, budget, sampler) : undefined;
-    const jumpForward = o.jumpForward ?? true;
-    if (typeof jumpForward !== 'boolean')
-      throw new InvalidInputError(`jumpForward must be true or false, got ${JSON.stringify(jumpForward)}`);
     // Tokens the target chose and nobody has seen yet; all but the last are already in the cache.
     let pending = [prefill.next];
     let tree: DraftTreeView | undefined;
@@ -378,11 +468,6 @@ export class Engine implements WeftEngine {
       if (experts && after) tally.experts(experts, after);
       const cached = cache && runner.expertCache?.();
       if (cache && cached) tally.expertCache(cache, cached);
-      this.lastStats = tally.stats(
-        { tokens: prompt.length, reused: prefill.reused },
-        output.count,
-        drafter?.weightBytesPerPass,
-      );
     }
   }
 

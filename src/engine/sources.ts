@@ -9,7 +9,7 @@ import { type OpenSourceOptions, openModelSource } from './open.js';
 
 /** Load options of {@link loadChoice}: a {@link ModelChoice} and the engine's own settings. */
 export interface ChoiceLoadOptions
-  extends Omit<CreateEngineOptions, 'model' | 'draft' | 'onProgress' | 'gpu'> {
+  extends Omit<CreateEngineOptions, 'model' | 'draft' | 'onProgress' | 'gpu' | 'replaceGpu'> {
   readonly choice: ModelChoice;
   /** A separate draft model for speculative decoding (it must share the target's tokenizer). */
   readonly draft?: ModelChoice;

@@ -97,11 +97,16 @@ export class TextStream {
  * request's constraint.
  */
 export class TokenOutput {
-  /** Tokens emitted so far. */
-  count = 0;
+  /** Tokens emitted so far, in order. */
+  readonly ids: number[] = [];
   private readonly stream: TextStream;
   private readonly eos: Set<number>;
   private finish: FinishReason = 'length';
+
+  /** How many tokens were emitted so far. */
+  get count(): number {
+    return this.ids.length;
+  }
 
   constructor(
     codec: Pick<TextCodec, 'decode' | 'eosIds'>,
@@ -129,7 +134,7 @@ export class TokenOutput {
         break;
       }
       this.constraint?.accept(t);
-      this.count++;
+      this.ids.push(t);
       ids.push(t);
       text += this.stream.push([t]);
       if (this.stream.stopped) {
@@ -137,7 +142,7 @@ export class TokenOutput {
         done = true;
         break;
       }
-      if (this.count >= this.limit) {
+      if (this.ids.length >= this.limit) {
         done = true;
         break;
       }

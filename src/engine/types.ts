@@ -268,6 +268,14 @@ export interface GenerationStats {
   adapter?: string;
   /** The forms its heavy kernels took (`GpuContext.kernels`); absent off the GPU. */
   kernels?: 'gpu' | 'serial';
+  /**
+   * GPU devices lost and recovered from since the previous request's stats: during this request
+   * (the model placed again on a new device, and the request run on from its tokens so far), while
+   * the engine was idle, or, for the first request, while the engine loaded. 0 without a loss.
+   */
+  device_losses: number;
+  /** Time those recoveries took (a new device, the model placed again), ms; 0 without a loss. */
+  recovery_ms: number;
 }
 
 /** Totals of a request's decode steps (see {@link GenerationStats}). */

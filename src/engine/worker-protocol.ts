@@ -11,7 +11,7 @@ import type { WireThrown } from './worker-errors.js';
  * place; or a {@link ChoiceLoadOptions} (`choice`), through the weights cache unless `cache: false`.
  */
 export type EngineWorkerLoadOptions =
-  | (Omit<CreateEngineOptions, 'onProgress' | 'gpu' | 'model' | 'draft'> & {
+  | (Omit<CreateEngineOptions, 'onProgress' | 'gpu' | 'replaceGpu' | 'model' | 'draft'> & {
       readonly model: ModelChoice;
       readonly draft?:
         | { readonly model: ModelChoice; readonly quant?: Quant }

@@ -169,3 +169,28 @@ export function describeAdapter(a: AdapterSummary): string {
   const detail = a.description || a.device;
   return `${name}${detail ? ` (${detail})` : ''}${a.software ? ' [software]' : ''}`;
 }
+
+/**
+ * The device loss behind `err`, a failure of a step on `ctx`: `err` itself when it is a
+ * {@link DeviceLostError}, else the loss of `ctx`'s device when it is lost. A lost device can fail a
+ * step (a mapping, a validation) before its `lost` promise settles, so this waits a moment
+ * (`graceMs`) for it. Undefined when the failure is not a loss (or there is no context).
+ */
+export async function lossBehind(
+  ctx: Pick<GpuContext, 'lost' | 'lostError'> | undefined,
+  err: unknown,
+  graceMs = 50,
+): Promise<DeviceLostError | undefined> {
+  if (err instanceof DeviceLostError) return err;
+  if (!ctx) return undefined;
+  if (ctx.lostError) return ctx.lostError;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), graceMs);
+  });
+  try {
+    return await Promise.race([ctx.lost, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -29,6 +29,8 @@ function calls(worker: Worker): void {
   void createWorkerEngine(worker, { model: '/m/', quant: 'int3' });
   // @ts-expect-error: files in memory cannot cross postMessage; name the model by URL
   void createWorkerEngine(worker, { model: memoryModelFiles('m', new Map()) });
+  // @ts-expect-error: a GPU context's replacement cannot cross postMessage (the worker's engine makes its own)
+  void createWorkerEngine(worker, { model: '/m/', replaceGpu: () => Promise.reject(new Error('none')) });
   // @ts-expect-error: a choice kind that does not exist
   void createWorkerEngine(worker, { choice: { kind: 'ftp', url: 'x' } });
   // A worker of one's own names its option and event types...
