@@ -13,6 +13,9 @@
 //               importance matrix, read back through the GGUF loader; needs --calibration. Each
 //               row costs one more forward per chunk (about 1.4 s on a busy 2-core machine) and
 //               its quantisation (up to 2 minutes there for IQ3_S).
+//   --kv        the KV cache formats instead (bench/kv-quality.ts): --kv-models (default the two
+//               trained models) at --contexts (default 256,1024,2048), f32 / int8 / int4 caches,
+//               keys rotated or not, against the f16 cache.
 import { parseArgs } from 'node:util';
 import { printReport, withBareSources } from './ssr.mjs';
 
@@ -27,6 +30,9 @@ const { values } = parseArgs({
     quants: { type: 'string', default: 'int8,int4,int2,w8a8' },
     rotations: { type: 'string', default: 'none,hadamard' },
     gguf: { type: 'string', default: 'none' },
+    kv: { type: 'boolean', default: false },
+    'kv-models': { type: 'string', default: 'models/kjv-target,test/fixtures/qwen35-trained' },
+    contexts: { type: 'string', default: '256,1024,2048' },
   },
 });
 const fail = (message) => {
@@ -47,6 +53,29 @@ const rotations = list('rotations', ['none', 'hadamard']);
 const chunks = values.chunks === 'all' ? Number.POSITIVE_INFINITY : Number(values.chunks);
 if (chunks !== Number.POSITIVE_INFINITY && (!Number.isInteger(chunks) || chunks < 1))
   fail(`--chunks "${values.chunks}" must be a positive integer`);
+
+// --kv: the KV cache formats' rows instead (bench/kv-quality.ts): each of --kv-models at each of
+// --contexts, every cache format with and without key rotation, against the f16 cache.
+if (values.kv) {
+  const contexts = values.contexts.split(',').map(Number);
+  if (contexts.some((c) => !Number.isInteger(c) || c < 2))
+    fail(`--contexts "${values.contexts}" must be a list of integers >= 2`);
+  await withBareSources(async (load) => {
+    const { measureKvQuality, kvQualityTable } = await load('/bench/kv-quality.ts');
+    const report = await measureKvQuality({
+      models: values['kv-models'].split(','),
+      text: values.text,
+      contexts,
+      onRow: (r) =>
+        process.stderr.write(
+          `kv quality: ${r.model} ${r.context} ${r.kv}${r.rotate ? ' rotated' : ''}: kld ${r.kld.toExponential(2)}\n`,
+        ),
+    });
+    report.date = new Date().toISOString();
+    printReport(report, kvQualityTable(report), values.json);
+  });
+  process.exit(0);
+}
 
 await withBareSources(async (load) => {
   const { GGUF_QUANTS, measureQuality, qualityTable } = await load('/bench/quality.ts');

@@ -38,10 +38,13 @@ for (const file of files) {
 /**
  * Folders of shaders/ whose kernels load lazily (with the first model that needs them), each into a
  * module of its own, src/gen/shaders-<folder>.ts, so that the engine's bundle chunk does not carry
- * them: the mixture's (moe), whose kernels only src/model/blocks/moe/gpu.ts's dynamic import reaches.
+ * them: the mixture's (moe), whose kernels only src/model/blocks/moe/gpu.ts's dynamic import reaches;
+ * the integer KV cache's write (kvquant: src/kernels/kv/kv-quant-write.ts, which the attention
+ * block imports only for an int8 or int4 cache); the hybrid layers' (deltanet, shortconv), whose GPU
+ * sides load with the first Qwen3.5 or LFM2 placed.
  * Every other shader is in src/gen/shaders.ts.
  */
-const LAZY = ['moe'];
+const LAZY = ['moe', 'kvquant', 'deltanet', 'shortconv'];
 const folderOf = (file) => relative(dir, file).split(/[\\/]/)[0];
 
 /** The module text of the shaders `names`, its type named `typeName`. */

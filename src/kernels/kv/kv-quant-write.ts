@@ -1,7 +1,8 @@
-// The write of new K/V rows into an int8 or int4 cache (kv_quant.wgsl), and the rotation of the
+// The write of new K/V rows into an int8 or int4 cache (shaders/kvquant/kv_quant.wgsl, loaded with
+// this module: the attention block imports it only for an integer cache), and the rotation of the
 // queries that read a rotated one. Layout and references: kv-quant.ts.
 import { InvalidInputError } from '../../errors.js';
-import { shaders } from '../../gen/shaders.js';
+import { shaders } from '../../gen/shaders-kvquant.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../../errors.js';
-import { shaders } from '../../gen/shaders.js';
+import { shaders } from '../../gen/shaders-shortconv.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';

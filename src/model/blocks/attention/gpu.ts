@@ -22,7 +22,7 @@ import {
   MAX_PASS_SLOTS,
 } from '../../../kernels/kv/kv.js';
 import { isKvInt, kvRotatable } from '../../../kernels/kv/kv-quant.js';
-import { KvQuantWrite } from '../../../kernels/kv/kv-quant-write.js';
+import type { KvQuantWrite } from '../../../kernels/kv/kv-quant-write.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
 import { RmsNorm } from '../../../kernels/norm/rmsnorm.js';
 import { QkvRope, type QkvRopeOptions } from '../../../kernels/rope/qkv-rope.js';
@@ -105,9 +105,10 @@ interface LayerKernels {
   kNorm: RmsNorm | undefined; // n = headDim over T * kvHeads rows
   vNorm: RmsNorm | undefined; // Gemma 4's weightless V norm (a weight of ones) on the unfused path
   rope: Rope;
-  // The K/V write: the unfused path's, and with an integer cache the fused path's too (q | k | v's
-  // kernel then leaves K and V in f32 staging rows); a rotated cache's also rotates the queries.
-  kvWrite: KvWrite | KvQuantWrite;
+  kvWrite: KvWrite | undefined; // the unfused path's K/V write (f32 and f16 caches)
+  // An integer cache's K/V write, on both paths (q | k | v's kernel then leaves K and V in f32
+  // staging rows); a rotated cache's also rotates the queries.
+  kvQuant: KvQuantWrite | undefined;
   compact: KvCompact; // a commit's compaction of the layers' rows
   qkvRope: QkvRope; // bias, QK-norm, RoPE and the KV write of a stacked q | k | v, one dispatch
   attention: SplitAttention;
@@ -204,7 +205,7 @@ function gateOptions(spec: ModelSpec): SigmoidGateOptions {
  * ring, RoPE) among the attention layers (one for most models; Gemma 3: sliding and global; Gemma
  * 4: its full layers' wider heads too), undefined for a layer of another kind.
  */
-function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
+function layerKernels(c: KindContext, quant: KvQuantModule | undefined): (LayerKernels | undefined)[] {
   const { ctx, binds, spec } = c;
   const kinds = Array.from({ length: spec.layers }, (_, layer) => {
     if (layerKind(spec, layer) !== 'attention') return undefined;
@@ -251,9 +252,8 @@ function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
       vNorm: spec.valueNorm ? norm(headDim) : undefined,
       rope: new Rope(ctx, binds, kind.rope),
       qkvRope: new QkvRope(ctx, binds, { ...kind.qkvRope, ...kind.rope, ring: kind.kv.ring }),
-      kvWrite: isKvInt(kind.kv.format)
-        ? new KvQuantWrite(ctx, binds, kind.kv, heads)
-        : new KvWrite(ctx, binds, kind.kv),
+      kvWrite: quant ? undefined : new KvWrite(ctx, binds, kind.kv),
+      kvQuant: quant ? new quant.KvQuantWrite(ctx, binds, kind.kv, heads) : undefined,
       compact: new KvCompact(ctx, binds, kind.kv),
       attention,
     });
@@ -262,16 +262,20 @@ function layerKernels(c: KindContext): (LayerKernels | undefined)[] {
 }
 
 /** The model's attention kernels and scratch rows, its pipelines compiled first. */
+/** The integer KV cache's write, loaded only for such a cache (its kernel's module and shader). */
+type KvQuantModule = typeof import('../../../kernels/kv/kv-quant-write.js');
+
 const modelKernels = new PerModel(async (c: KindContext): Promise<AttentionKernels> => {
   const { ctx, binds, spec } = c;
+  const quant = isKvInt(c.kv.format) ? await import('../../../kernels/kv/kv-quant-write.js') : undefined;
   const layers = Array.from({ length: spec.layers }, (_, l) => l).filter(
     (l) => layerKind(spec, l) === 'attention',
   );
   const options = layers.map((l) => forwardOptions(c, layerSpec(spec, l), l));
   await Promise.all([
     Rope.prepare(ctx, spec.rope.layout, ropeAttentionFactor(spec.rope), spec.queryTemperature),
-    ...(isKvInt(c.kv.format)
-      ? layers.map((l) => KvQuantWrite.prepare(ctx, layerKvShape(spec, c.kv, l)))
+    ...(quant
+      ? layers.map((l) => quant.KvQuantWrite.prepare(ctx, layerKvShape(spec, c.kv, l)))
       : [KvWrite.prepare(ctx, c.kv.format)]),
     KvCompact.prepare(ctx),
     // Every kind of attention layer's (a window and RoPE change uniforms and tables, not pipelines).
@@ -285,7 +289,7 @@ const modelKernels = new PerModel(async (c: KindContext): Promise<AttentionKerne
   const maxHead = Math.max(0, ...layers.map((l) => layerSpec(spec, l).headDim));
   const rows = (n: number, label: string) => createBuffer(ctx, MAX_FORWARD_TOKENS * n * 4, label);
   const k: AttentionKernels = {
-    layers: layerKernels(c),
+    layers: layerKernels(c, quant),
     caches: new Map(),
     ones: spec.valueNorm ? uploadBuffer(ctx, new Float32Array(maxHead).fill(1), 'v-norm-ones') : undefined,
     addQ: new AddInPlace(ctx, binds),
@@ -448,10 +452,10 @@ function encodeAttention(
       : w.qNorm && w.kNorm
         ? { qNorm: w.qNorm, kNorm: w.kNorm }
         : {};
-    if (layer.kvWrite instanceof KvQuantWrite) {
+    if (layer.kvQuant) {
       // An integer cache: K and V in f32 staging rows, then rounded into the cache (q rotated).
       layer.qkvRope.encode(p.pass, k.qkv, a.positions, a.slots, k.q, { k: k.k, v: k.v }, T, weights);
-      layer.kvWrite.encode(p.pass, k.k, k.v, a.slots, cache, T, k.q);
+      layer.kvQuant.encode(p.pass, k.k, k.v, a.slots, cache, T, k.q);
     } else layer.qkvRope.encode(p.pass, k.qkv, a.positions, a.slots, k.q, cache, T, weights);
   } else {
     const hq = normedInput(p, w.inputNorm);
@@ -466,8 +470,7 @@ function encodeAttention(
       // Only q turns (the kernel rotates a k too: the scratch row, left unread).
       layer.rope.encode(p.pass, qIn, k.k, a.positions, T);
       // Over a rotated cache the queries turn the same way.
-      if (layer.kvWrite instanceof KvQuantWrite && kvRotated(layer.kv))
-        layer.kvWrite.encodeQueries(p.pass, qIn, T);
+      if (layer.kvQuant && kvRotated(layer.kv)) layer.kvQuant.encodeQueries(p.pass, qIn, T);
     } else {
       encodeKv(p, w, k, layer, lk!, lv, hq, cache, qIn);
     }
@@ -531,5 +534,6 @@ function encodeKv(
     kIn = k.kn;
   }
   layer.rope.encode(p.pass, qIn, kIn, a.positions, T);
-  layer.kvWrite.encode(p.pass, kIn, vIn, a.slots, cache, T, qIn);
+  if (layer.kvQuant) layer.kvQuant.encode(p.pass, kIn, vIn, a.slots, cache, T, qIn);
+  else layer.kvWrite!.encode(p.pass, kIn, vIn, a.slots, cache, T);
 }

@@ -7,14 +7,10 @@
 import { InvalidInputError } from '../../../errors.js';
 import { createBuffer } from '../../../gpu/buffers.js';
 import { DeltaNet } from '../../../kernels/deltanet/deltanet.js';
-import {
-  type DeltaNetShape,
-  type DeltaNetState,
-  deltaNetSizes,
-} from '../../../kernels/deltanet/reference.js';
+import type { DeltaNetState } from '../../../kernels/deltanet/reference.js';
 import { GatherRows } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
-import { deltaNetWidths, type ModelSpec } from '../../spec/spec.js';
+import { deltaNetWidths } from '../../spec/spec.js';
 import { encodeResidual, normedInput } from '../encode.js';
 import {
   type BoundBlock,
@@ -29,6 +25,7 @@ import {
   type StatePair,
 } from '../gpu.js';
 import type { DeltaNetBlock } from './block.js';
+import { deltaNetShape, deltaNetStateBytes, projWidth, stateFloats } from './footprint.js';
 
 /** The DeltaNet block's weights on the GPU. */
 interface DeltaNetGpuWeights {
@@ -48,33 +45,6 @@ interface DeltaNetKernels {
   gather: GatherRows; // a commit's path rows gathered from a layer's projection rows (width P)
   proj: GPUBuffer; // [T, P] an accepted path's projection rows, gathered for a commit
   mixed: GPUBuffer; // [T, valueWidth] the delta rule's gated norm, input of out_proj
-}
-
-/** The kernel shape of a spec's DeltaNet layers. */
-function deltaNetShape(spec: ModelSpec): DeltaNetShape {
-  const dn = spec.deltaNet;
-  if (!dn) throw new InvalidInputError(`the ${spec.family} spec has no DeltaNet layers`);
-  return { ...dn, eps: spec.rmsEps };
-}
-
-/** Columns of a DeltaNet layer's projection row q | k | v | z | b | a (the kernel's row P). */
-export function projWidth(spec: ModelSpec): number {
-  return deltaNetSizes(deltaNetShape(spec)).row;
-}
-
-/** Floats of one copy of a layer's state: the conv window [K - 1, C] and S [Hv, dk, dv]. */
-function stateFloats(spec: ModelSpec): { conv: number; recurrent: number } {
-  const dn = deltaNetShape(spec);
-  return {
-    conv: (dn.convKernel - 1) * deltaNetWidths(spec).convChannels,
-    recurrent: dn.valueHeads * dn.keyDim * dn.valueDim,
-  };
-}
-
-/** Bytes of one layer's state (both copies; its projection rows apart). */
-export function deltaNetStateBytes(spec: ModelSpec): number {
-  const { conv, recurrent } = stateFloats(spec);
-  return 2 * 4 * (conv + recurrent);
 }
 
 /** The model's DeltaNet kernels and scratch rows, the delta rule compiled first. */

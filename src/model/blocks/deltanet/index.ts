@@ -4,7 +4,6 @@
 import type { BlockKind } from '../kind.js';
 import { type DeltaNetBlock, deltaNetTensors } from './block.js';
 import { deltaNetFootprint } from './footprint.js';
-import { placeDeltaNet } from './gpu.js';
 import { deltaNetRef, readDeltaNet } from './reference.js';
 
 export const deltanet: BlockKind<DeltaNetBlock> = {
@@ -14,6 +13,11 @@ export const deltanet: BlockKind<DeltaNetBlock> = {
     const w = readDeltaNet(take, spec, block);
     return (pass) => deltaNetRef(pass, block, w);
   },
-  place: placeDeltaNet,
+  // The GPU side (its kernels and shaders) loads with the first hybrid model placed: the engine
+  // worker's chunk carries none of it for the other models.
+  async place(placer, block) {
+    const { placeDeltaNet } = await import('./gpu.js');
+    return placeDeltaNet(placer, block);
+  },
   footprint: deltaNetFootprint,
 };

@@ -1,15 +1,7 @@
-// The short-convolution block on the GPU: LFM2's gated short convolution, its weights as placed,
-// its kernels (the model's convolution kernel, its commit's row gather and its scratch rows, made
-// once), its state (the window of the last kernel - 1 rows of B · x, twice: see StatePair), its
-// encode and its commit. Per pass, three dispatches: in_proj to B | C | x (the input norm folded
-// in), the gated convolution (kernels/shortconv), and out_proj added into the residual stream.
-import { InvalidInputError } from '../../../errors.js';
 import { createBuffer } from '../../../gpu/buffers.js';
 import { GatherRows } from '../../../kernels/elementwise/elementwise.js';
 import type { GpuMatrix } from '../../../kernels/matmul/matrix.js';
-import type { ShortConvShape } from '../../../kernels/shortconv/reference.js';
 import { ShortConv } from '../../../kernels/shortconv/shortconv.js';
-import type { ModelSpec } from '../../spec/spec.js';
 import { encodeResidual, normedInput, rotatedInput } from '../encode.js';
 import {
   type BoundBlock,
@@ -24,6 +16,7 @@ import {
   type StatePair,
 } from '../gpu.js';
 import type { ShortConvBlock } from './block.js';
+import { shortConvShape, shortConvStateBytes, windowFloats } from './footprint.js';
 
 /** The short-convolution block's weights on the GPU. */
 interface ShortConvGpuWeights {
@@ -39,24 +32,6 @@ interface ShortConvKernels {
   gather: GatherRows; // a commit's path rows gathered from a layer's in_proj rows (width 3H)
   proj: GPUBuffer; // [T, 3H] an accepted path's in_proj rows, gathered for a commit
   mixed: GPUBuffer; // [T, H] C · conv, input of out_proj
-}
-
-/** The kernel shape of a spec's short-convolution layers. */
-function shortConvShape(spec: ModelSpec): ShortConvShape {
-  const sc = spec.shortConv;
-  if (!sc) throw new InvalidInputError(`the ${spec.family} spec has no short-convolution layers`);
-  return { channels: spec.hidden, kernel: sc.kernel };
-}
-
-/** Floats of one copy of a layer's window [K - 1, H]. */
-function windowFloats(spec: ModelSpec): number {
-  const { channels, kernel } = shortConvShape(spec);
-  return (kernel - 1) * channels;
-}
-
-/** Bytes of one layer's window (both copies; its in_proj rows apart). */
-export function shortConvStateBytes(spec: ModelSpec): number {
-  return 2 * 4 * windowFloats(spec);
 }
 
 /** The model's short-convolution kernels and scratch rows, the convolution compiled first. */

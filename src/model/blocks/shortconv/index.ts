@@ -4,7 +4,6 @@
 import type { BlockKind } from '../kind.js';
 import { type ShortConvBlock, shortConvTensors } from './block.js';
 import { shortConvFootprint } from './footprint.js';
-import { placeShortConv } from './gpu.js';
 import { readShortConv, shortConvRef } from './reference.js';
 
 export const shortconv: BlockKind<ShortConvBlock> = {
@@ -14,6 +13,10 @@ export const shortconv: BlockKind<ShortConvBlock> = {
     const w = readShortConv(take, spec, block);
     return (pass) => shortConvRef(pass, block, w);
   },
-  place: placeShortConv,
+  // The GPU side (its kernel and shader) loads with the first LFM2 placed, as the mixture's does.
+  async place(placer, block) {
+    const { placeShortConv } = await import('./gpu.js');
+    return placeShortConv(placer, block);
+  },
   footprint: shortConvFootprint,
 };
