@@ -26,6 +26,7 @@
 // Registers can lower residency below these; the split-K GEMV keeps ≤ 64 B of codes and 64 B of grid
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
+import type { KvFormat } from '../src/kernels/kv/kv.js';
 import { blocksPerUnit, splitLanes, unitsPerTrip, wideLoads } from '../src/kernels/matmul/plan.js';
 import { MatmulParams } from '../src/kernels/matmul/variant.js';
 import { specFromConfig } from '../src/model/families/index.js';
@@ -86,6 +87,10 @@ export interface OccupancyReport {
   readonly quant: Quant;
   /** Context length of the decode step (attention reads this many keys). */
   readonly context: number;
+  /** The KV cache's format, and the bytes the step reads: weights, and cached K/V (every layer). */
+  readonly kvFormat: KvFormat;
+  readonly weightBytes: number;
+  readonly attentionBytes: number;
   readonly dispatchesPerLayer: number;
   readonly dispatchesPerToken: number;
   /** Layer 0's dispatches and the per-token ones (embedding, LM head, sampler), in order. */
@@ -209,7 +214,8 @@ function launchRows(d: RecordedDispatch, vocab: number): LaunchRow[] {
     // weighted V: a thread's trip is VB vec4s of V rows (the accumulation waits on them), over keys
     // j ≡ part (mod S) of the chunk, S = WG / (D / 4) parts.
     const D = Number(v.D);
-    const elt = v.KV_F16 ? 2 : 4;
+    // Bytes per element: f32, halves, or an integer head's codes plus its scale word (kv_quant.wgsl).
+    const elt = v.KV_INT4 ? 0.5 + 4 / D : v.KV_INT ? 1 + 4 / D : v.KV_F16 ? 2 : 4;
     const cache = d.buffers.filter((b) => /_cache$/.test(b.label));
     const slots = cache[0] ? cache[0].size / (elt * D) : 0; // capacity · kvHeads
     const keys = Math.min(slots, d.workgroups[0] * Number(v.CH) * d.workgroups[1]);
@@ -256,14 +262,19 @@ const PARAM_FIELDS = [...MatmulParams.wgsl.matchAll(/^\s+(\w+):/gm)].map((m) => 
  * Records one greedy decode step of `model` at `quant` with `context` keys before it on the GPU
  * forms (f16 KV cache, as a GPU gets by default), and models every dispatch.
  */
-export async function occupancy(model: ScaleShape, quant: Quant, context: number): Promise<OccupancyReport> {
+export async function occupancy(
+  model: ScaleShape,
+  quant: Quant,
+  context: number,
+  kvFormat: KvFormat = 'f16',
+): Promise<OccupancyReport> {
   const spec = specFromConfig(SCALE_MODELS[model].config);
   // The checkpoint's names and shapes, as the loader checks them (never read: allocateOnly).
   const tensors = new Map([...weightShapes(spec)].map(([name, shape]) => [name, { shape: [...shape] }]));
   const { ctx, dispatches } = recordingGpu('gpu');
   const runner = await createGpuRunner(
     { spec, weights: { tensors, readF32: () => Promise.reject(new Error('no weights')) }, packed: undefined },
-    { quant, capacity: context + 1, gpu: ctx, kvFormat: 'f16', allocateOnly: true },
+    { quant, capacity: context + 1, gpu: ctx, kvFormat, allocateOnly: true },
   );
   runner.resident.adopt(context);
   const step = runner.decode(0, GREEDY, 1);
@@ -276,11 +287,16 @@ export async function occupancy(model: ScaleShape, quant: Quant, context: number
   const perLayer = next - start;
   const tail = first(spec.layers - 1) + perLayer;
   const rows = [...dispatches.slice(0, next), ...dispatches.slice(tail)];
+  const weightBytes = runner.weightBytesPerPass;
+  const attentionBytes = runner.attentionBytes(context);
   runner.dispose();
   return {
     model,
     quant,
     context,
+    kvFormat,
+    weightBytes,
+    attentionBytes,
     dispatchesPerLayer: perLayer,
     dispatchesPerToken: dispatches.length - perLayer * spec.layers,
     rows: rows.flatMap((d) => launchRows(d, spec.vocabSize)),
@@ -378,4 +394,62 @@ export function occupancyTable(s: OccupancySummary): string {
       `- ${b.model} ${b.quant} ${b.name} on ${b.device}: ${pct(b.predicted)} (bound ${pct(b.bound)})`,
     );
   return lines.join('\n');
+}
+
+/** One model × KV format × context: what attention reads in a decode step and its predicted share. */
+export interface AttentionRow {
+  readonly model: ScaleShape;
+  readonly kvFormat: KvFormat;
+  readonly context: number;
+  /** Bytes of cached K/V attention reads for the token (every layer), and of weights. */
+  readonly attentionBytes: number;
+  readonly weightBytes: number;
+  /** attentionBytes over all the step reads. */
+  readonly share: number;
+  /** Per device: the attention kernel's predicted fraction of bandwidth (its K and V phases' mean). */
+  readonly predicted: { device: string; predicted: number }[];
+}
+
+/** The KV formats and contexts of the attention table (issue 58). */
+export const ATTENTION_FORMATS: readonly KvFormat[] = ['f16', 'int8', 'int4'];
+export const ATTENTION_CONTEXTS: readonly number[] = [4096, 32768];
+
+/** Attention's bytes and predicted bandwidth share for every model × format × context, at int4 weights. */
+export async function attentionSummary(
+  models: readonly ScaleShape[] = OCCUPANCY_MODELS,
+  formats: readonly KvFormat[] = ATTENTION_FORMATS,
+  contexts: readonly number[] = ATTENTION_CONTEXTS,
+): Promise<AttentionRow[]> {
+  const rows: AttentionRow[] = [];
+  for (const model of models)
+    for (const context of contexts)
+      for (const kvFormat of formats) {
+        const r = await occupancy(model, 'int4', context, kvFormat);
+        const phases = r.rows.filter((row) => row.kind === 'attention');
+        rows.push({
+          model,
+          kvFormat,
+          context,
+          attentionBytes: r.attentionBytes,
+          weightBytes: r.weightBytes,
+          share: r.attentionBytes / (r.attentionBytes + r.weightBytes),
+          predicted: DEVICES.map((d, i) => ({
+            device: d.name,
+            predicted: phases.reduce((s, p) => s + p.devices[i]!.predicted, 0) / Math.max(1, phases.length),
+          })),
+        });
+      }
+  return rows;
+}
+
+/** The attention rows as markdown. */
+export function attentionTable(rows: readonly AttentionRow[]): string {
+  return [
+    `| model | context | KV cache | attention bytes / token | weight bytes (int4) | attention's share | ${DEVICES.map((d) => `${d.name} predicted`).join(' | ')} |`,
+    `|---|---|---|---|---|---|${DEVICES.map(() => '---').join('|')}|`,
+    ...rows.map(
+      (r) =>
+        `| ${r.model} | ${r.context} | ${r.kvFormat} | ${mb(r.attentionBytes)} | ${mb(r.weightBytes)} | ${pct(r.share)} | ${r.predicted.map((p) => pct(p.predicted)).join(' | ')} |`,
+    ),
+  ].join('\n');
 }
