@@ -19,7 +19,7 @@ import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type GateActivation, siluMulRef } from '../elementwise/elementwise.js';
 import type { GpuMatrix } from './matrix.js';
-import { gemmVariants, matmulTiles } from './plan.js';
+import { GEMM_COLUMNS, GEMM_MIN_ROWS, GEMM_ROWS, gemmVariants, matmulTiles } from './plan.js';
 import {
   gatedEpilogue,
   type MatmulEpilogue,
@@ -27,6 +27,7 @@ import {
   type MatmulOptions,
   MatmulParams,
   type MatrixShape,
+  matmulGemmWgsl,
   matmulParams,
   matmulRowsPerWorkgroup,
   matmulVariant,
@@ -61,19 +62,21 @@ export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer 
  * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format,
  * shape and these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics
  * instead of a later validation error. The smaller tiles share their WGSL and compile on first
- * use. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
+ * use. `prefill`: the prefill GEMM too (matmul_gemm.wgsl), where maxM reaches {@link GEMM_MIN_ROWS}. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
  */
 export async function prepareMatmul(
   ctx: GpuContext,
   format: WeightFormat,
   shape: MatrixShape,
   maxM = 16,
-  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
+  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'>; prefill?: boolean } = {},
 ): Promise<void> {
   const v = matmulVariant(ctx, format, shape, opts);
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM, v.serial).at(-1)!] : [1];
-  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulWgsl(format, tm, v))));
+  const wgsl = tms.map((tm) => matmulWgsl(format, tm, v));
+  if (opts.prefill && maxM >= GEMM_MIN_ROWS) wgsl.push(matmulGemmWgsl(format, v));
+  await Promise.all(wgsl.map((code) => ctx.pipelines.prepare('matmul', ...code)));
 }
 
 /**
@@ -106,7 +109,7 @@ export abstract class PartedMatmul {
    * (which then loops over the batch).
    */
   protected constructor(
-    private readonly ctx: GpuContext,
+    protected readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
     readonly w: GpuMatrix,
     maxM: number,
@@ -158,6 +161,34 @@ export abstract class PartedMatmul {
     if (gemm && M > 1) gemm.pipeline ??= this.compile(gemm.mt);
     const [mt, pipeline] = M === 1 || !gemm?.pipeline ? [1, this.gemv] : [gemm.mt, gemm.pipeline];
     const rows = this.rowsPerWorkgroup(mt);
+    this.dispatchParts(
+      pass,
+      pipeline,
+      (part) => Math.ceil(part / rows),
+      inputs,
+      y,
+      M,
+      xOffsetRows,
+      after,
+      eps,
+    );
+  }
+
+  /**
+   * Dispatches every part on `pipeline`, `groups(rows of the part)` workgroups each: bindings
+   * uniform, weights, `inputs`..., y, then scales, then `after`...
+   */
+  protected dispatchParts(
+    pass: GPUComputePassEncoder,
+    pipeline: GPUComputePipeline,
+    groups: (partRows: number) => number,
+    inputs: readonly GPUBuffer[],
+    y: GPUBuffer,
+    M: number,
+    xOffsetRows: number,
+    after: readonly GPUBuffer[],
+    eps: number,
+  ): void {
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {
       const slot = this.params[i]!;
@@ -166,8 +197,10 @@ export abstract class PartedMatmul {
       if (part.scales) buffers.push(part.scales);
       buffers.push(...after);
       pass.setBindGroup(0, this.binds.get(pipeline, buffers));
-      const groups = Math.ceil(part.rows / rows);
-      this.ctx.counter.dispatch(pass, ...grid(groups, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+      this.ctx.counter.dispatch(
+        pass,
+        ...grid(groups(part.rows), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+      );
     });
   }
 
@@ -191,6 +224,9 @@ export class Matmul extends PartedMatmul {
   /** A lattice format's codebook (binding 5), shared per context (see {@link latticeTable}). */
   private readonly table: GPUBuffer | undefined;
   readonly epilogue: MatmulEpilogue;
+  /** The prefill GEMM (matmul_gemm.wgsl), compiled when a prefill first takes it (see {@link prepareMatmul}). */
+  private gemm: GPUComputePipeline | undefined;
+  private readonly gemmWgsl: () => WgslVariant;
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
     const v = matmulVariant(ctx, w.format, w, opts);
@@ -218,14 +254,25 @@ export class Matmul extends PartedMatmul {
     this.epilogue = v.epilogue;
     this.lanes = v.lanes;
     this.table = latticeFormat(w.format) ? latticeTable(ctx, w.format) : undefined;
+    this.gemmWgsl = () => matmulGemmWgsl(w.format, v);
   }
 
   /**
    * Records y[0..M) = f(x[xOffsetRows .. xOffsetRows + M)) · Wᵀ into `pass` (f: the fused norm, if
    * any; `add`: y += ...). x holds f32 rows of K elements, y M rows of N elements (N = the outputs,
-   * I for a gated pair). Creates nothing after the first call per buffer set.
+   * I for a gated pair). Creates nothing after the first call per buffer set. `prefill`: the rows
+   * are a prompt chunk, which at {@link GEMM_MIN_ROWS} rows or more takes the tiled GEMM
+   * (matmul_gemm.wgsl: other bits than the decode forms', within the tests' tolerance); decode and
+   * draft trees leave it false, so their rows stay bit-identical whatever M is.
    */
-  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, xOffsetRows = 0): void {
+  encode(
+    pass: GPUComputePassEncoder,
+    x: GPUBuffer,
+    y: GPUBuffer,
+    M: number,
+    xOffsetRows = 0,
+    prefill = false,
+  ): void {
     const { rows: N, cols: K } = this.w;
     this.checkRows(M, xOffsetRows);
     if (x === y) throw new InvalidInputError('Matmul.encode: x and y must be different buffers');
@@ -239,7 +286,15 @@ export class Matmul extends PartedMatmul {
       );
     const norm = this.norm;
     const after = [...(this.table ? [this.table] : []), ...(norm ? [norm.weight] : [])];
-    this.dispatch(pass, [x], y, M, xOffsetRows, after, norm?.eps ?? 0);
+    const eps = norm?.eps ?? 0;
+    if (!prefill || M < GEMM_MIN_ROWS) {
+      this.dispatch(pass, [x], y, M, xOffsetRows, after, eps);
+      return;
+    }
+    this.gemm ??= this.ctx.pipelines.get('matmul', ...this.gemmWgsl());
+    const tiles = Math.ceil(M / GEMM_ROWS);
+    const groups = (rows: number) => tiles * Math.ceil(rows / GEMM_COLUMNS);
+    this.dispatchParts(pass, this.gemm, groups, [x], y, M, xOffsetRows, after, eps);
   }
 }
 

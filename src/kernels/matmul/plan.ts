@@ -46,6 +46,20 @@ export function matmulTiles(maxM: number, serial = true): number[] {
   return [2, 4, 8].filter((tm) => tm === 2 || tm / 2 < maxM);
 }
 
+/**
+ * The tile of the prefill GEMM (matmul_gemm.wgsl): {@link GEMM_THREADS} threads compute
+ * GEMM_ROWS rows of x by GEMM_COLUMNS output columns, 4 x 4 per thread.
+ */
+export const GEMM_ROWS = 32;
+export const GEMM_COLUMNS = 32;
+export const GEMM_THREADS = 64;
+
+/**
+ * Fewest rows a prefill chunk has for {@link Matmul} to take the GEMM (below, the tile would be
+ * mostly rows past M and the decode form's tiles serve as well).
+ */
+export const GEMM_MIN_ROWS = 16;
+
 /** Output columns per row group (the WGSL constant R) of the split-K form: 1 in the GEMV, 2 in the tiles. */
 export function columnsPerGroup(tm: number): number {
   return tm === 1 ? 1 : 2;
