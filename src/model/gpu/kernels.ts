@@ -42,7 +42,11 @@ function matmulLinear(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, o: M
   const mm = new Matmul(ctx, binds, w, o);
   const gated = o.epilogue !== undefined && gatedEpilogue(o.epilogue);
   const fused = { norm: o.norm !== undefined, add: o.epilogue === 'add', gated };
-  return { fused, encode: (pass, x, y, M) => mm.encode(pass, x, y, M), destroy: () => mm.destroy() };
+  return {
+    fused,
+    encode: (pass, x, y, M, prefill) => mm.encode(pass, x, y, M, 0, prefill),
+    destroy: () => mm.destroy(),
+  };
 }
 
 /**
