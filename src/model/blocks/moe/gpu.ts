@@ -482,7 +482,13 @@ function encodeOutput(p: GpuPass, w: MoeGpuWeights, k: MoeKernels, dense: Dense 
   }
   p.section('mlp');
   if ('encode' in dense.gateUp) {
-    dense.gateUp.encode(p.pass, dense.gateUp.fused.norm ? a.x : normedInput(p, d.norm), k.hidden, T, p.prefill);
+    dense.gateUp.encode(
+      p.pass,
+      dense.gateUp.fused.norm ? a.x : normedInput(p, d.norm),
+      k.hidden,
+      T,
+      p.prefill,
+    );
   } else {
     const hm = normedInput(p, d.norm);
     dense.gateUp[0].encode(p.pass, hm, k.gate, T, p.prefill);
