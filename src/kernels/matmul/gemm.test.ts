@@ -40,7 +40,7 @@ const FORMATS: WeightFormat[] = lavapipe ? ALL_FORMATS : ['f16', 'int4', 'q6_k',
 // whole steps.
 const SHAPES: [number, number, number][] = [
   [GEMM_MIN_ROWS, 37, 256],
-  [61, 9, 688],
+  [70, 9, 688],
   [33, 70, 80],
 ];
 const EPS = 1e-5;

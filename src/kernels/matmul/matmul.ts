@@ -34,8 +34,11 @@ import {
   matmulWgsl,
 } from './variant.js';
 
-/** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
+/** Largest batch (rows of x) one dispatch of a decode form or of the W8A8 matmul accepts. */
 export const MATMUL_MAX_M = 64;
+
+/** Largest batch one {@link Matmul} accepts: a prompt chunk through the prefill GEMM. */
+export const PREFILL_MAX_M = 512;
 
 /** Each context's lattice codebooks, uploaded on first use. */
 const LATTICE_TABLES = new WeakMap<GpuContext, Map<LatticeFormat, GPUBuffer>>();
@@ -106,7 +109,7 @@ export abstract class PartedMatmul {
    * variant with `mt` accumulators (1 for the GEMV), whose workgroups each compute
    * `rowsPerWorkgroup(mt)` rows of a part (default 1). `variants` are the GEMM variants' `mt`
    * (default {@link gemmVariants}(maxM)); a batch runs the smallest that holds it, or the largest
-   * (which then loops over the batch).
+   * (which then loops over the batch). `limit` bounds maxM (default {@link MATMUL_MAX_M}).
    */
   protected constructor(
     protected readonly ctx: GpuContext,
@@ -118,10 +121,11 @@ export abstract class PartedMatmul {
     wgsl: (mt: number) => WgslVariant,
     private readonly rowsPerWorkgroup: (mt: number) => number = () => 1,
     variants: (maxM: number) => number[] = gemmVariants,
+    limit = MATMUL_MAX_M,
   ) {
     this.maxM = maxM;
-    if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
-      throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
+    if (!Number.isInteger(maxM) || maxM < 1 || maxM > limit)
+      throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${limit}]`);
     this.compile = (mt) => ctx.pipelines.get(kernel, ...wgsl(mt));
     this.gemv = this.compile(1);
     const mts = maxM > 1 ? variants(maxM) : [];
@@ -249,6 +253,7 @@ export class Matmul extends PartedMatmul {
       (tm) => matmulWgsl(w.format, tm, v),
       (tm) => matmulRowsPerWorkgroup(tm, v),
       (maxM) => matmulTiles(maxM, v.serial),
+      PREFILL_MAX_M,
     );
     this.norm = norm;
     this.epilogue = v.epilogue;

@@ -102,7 +102,7 @@ export interface MatmulNorm {
 
 /** Static options of a {@link Matmul}: the largest batch, the fused prologue and epilogue. */
 export interface MatmulOptions {
-  /** Largest M accepted by encode (default 16, at most {@link MATMUL_MAX_M}). */
+  /** Largest M accepted by encode (default 16, at most PREFILL_MAX_M: matmul.ts). */
   maxM?: number;
   norm?: MatmulNorm;
   /** Default `store`. */
