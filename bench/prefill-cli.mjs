@@ -4,6 +4,7 @@
 // chunk size prompts are prefilled in (chunk).
 // Usage: npm run bench:prefill -- --vulkan lavapipe|swiftshader [--json] [--kernels gpu|serial]
 //   [--formats f16,int8,int4,int2,q4_0,q6_k] [--ms 64,256,512] [--shapes 2048x2048,8192x2048] [--reps 2]
+//   [--forms decode,gemm (which forms to time)]
 // The defaults are the issue's shapes; on a 2-core CPU driver the full list takes long (an M = 512,
 // 8192x2048 decode-form row is ~17 GFLOP): name a subset with --formats, --ms and --shapes.
 import { parseArgs } from 'node:util';
@@ -18,6 +19,7 @@ const { values } = parseArgs({
     ms: { type: 'string', default: '64,256,512' },
     shapes: { type: 'string', default: '2048x2048,8192x2048' },
     reps: { type: 'string', default: '2' },
+    forms: { type: 'string', default: 'decode,gemm' },
   },
 });
 if (!['lavapipe', 'swiftshader'].includes(values.vulkan)) {
@@ -55,7 +57,14 @@ const report = await withSources(async (load) => {
   const ctx = await createGpuContext({ kernels: values.kernels });
   const log = values.json ? (line) => console.error(line) : (line) => console.log(line);
   log(`adapter: ${ctx.adapter.description} (Node, Dawn, --vulkan ${values.vulkan}); kernels: ${ctx.kernels}`);
-  return runPrefillBench(ctx, { formats: list(values.formats), ms, shapes, reps, log });
+  return runPrefillBench(ctx, {
+    formats: list(values.formats),
+    ms,
+    shapes,
+    reps,
+    forms: list(values.forms),
+    log,
+  });
 });
 if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 else {

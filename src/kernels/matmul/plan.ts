@@ -47,12 +47,15 @@ export function matmulTiles(maxM: number, serial = true): number[] {
 }
 
 /**
- * The tile of the prefill GEMM (matmul_gemm.wgsl): {@link GEMM_THREADS} threads compute
- * GEMM_ROWS rows of x by GEMM_COLUMNS output columns, 4 x 4 per thread.
+ * The tile of the prefill GEMM (matmul_gemm.wgsl): {@link GEMM_THREADS} threads, a grid of 8 x 8,
+ * each computing GEMM_THREAD_ROWS rows of x by 4 · GEMM_THREAD_QUADS output columns: a tile of
+ * GEMM_ROWS x GEMM_COLUMNS outputs.
  */
-export const GEMM_ROWS = 32;
-export const GEMM_COLUMNS = 32;
+export const GEMM_THREAD_ROWS = 4;
+export const GEMM_THREAD_QUADS = 2;
 export const GEMM_THREADS = 64;
+export const GEMM_ROWS = 8 * GEMM_THREAD_ROWS;
+export const GEMM_COLUMNS = 32 * GEMM_THREAD_QUADS;
 
 /**
  * Fewest rows a prefill chunk has for {@link Matmul} to take the GEMM (below, the tile would be
