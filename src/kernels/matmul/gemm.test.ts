@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { gpu, gpuHost, runOnce } from '../../../test/helpers/gpu.js';
 import { randomF32, randomMatrix } from '../../../test/helpers/random.js';
-import { readF32 } from '../../gpu/buffers.js';
+import { readF32, readU32 } from '../../gpu/buffers.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { QuantizedMatrix, WeightFormat } from '../../quant/formats.js';
 import { rmsNormRef } from '../norm/rmsnorm.js';
@@ -142,5 +142,23 @@ describe('prefill GEMM', () => {
     const ref = matmulRef(w, x.subarray(x0 * K), M);
     const got = await prefill(ctx, { w, x, M, x0, limit: (10 * K * 6) / 8 });
     expectClose(got, ref.y, ref.magnitude);
+  });
+
+  it('below GEMM_MIN_ROWS a prefill keeps the decode form: the same bits as without the flag', async () => {
+    const ctx = await context();
+    const [M, N, K] = [GEMM_MIN_ROWS - 1, 37, 256];
+    const w = randomMatrix('int4', N, K, 41);
+    const x = randomF32(M * K, 42);
+    await prepareMatmul(ctx, w.format, w, M);
+    const bits = (prefillFlag: boolean) =>
+      runOnce(ctx, 'gemm-min', (run) => {
+        const mm = run.own(new Matmul(ctx, run.binds, run.own(uploadMatrix(ctx, w, 'w')), { maxM: M }));
+        const [xb, yb] = [run.upload(x), run.empty(M * N * 4)];
+        return {
+          encode: (pass) => mm.encode(pass, xb, yb, M, 0, prefillFlag),
+          read: () => readU32(ctx, yb, M * N),
+        };
+      });
+    expect(Array.from(await bits(true))).toEqual(Array.from(await bits(false)));
   });
 });
