@@ -1,5 +1,5 @@
-// matmul_gemm: the tiled GEMM of prefill (both kernel forms; src/kernels/matmul/matmul.ts takes it
-// for a prompt chunk of at least GEMM_MIN_ROWS rows, never for decode or a draft tree):
+// matmul_gemm: the tiled GEMM of prefill (the GPU forms; src/kernels/matmul/matmul.ts takes it for
+// a prompt chunk of at least GEMM_MIN_ROWS rows, never for decode or a draft tree):
 // y[m, n] = sum_k x[x_off + m, k] * W[n, k] (and the fusions), a tile of x and a tile of the
 // dequantized W staged in workgroup memory and RT x 4 CT outputs per thread kept in registers, so
 // each weight is decoded once per TM rows and each staged value read once per RT or 4 CT outputs.

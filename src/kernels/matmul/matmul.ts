@@ -65,7 +65,8 @@ export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer 
  * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format,
  * shape and these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics
  * instead of a later validation error. The smaller tiles share their WGSL and compile on first
- * use. `prefill`: the prefill GEMM too (matmul_gemm.wgsl), where maxM reaches {@link GEMM_MIN_ROWS}. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
+ * use. `prefill`: the prefill GEMM too (matmul_gemm.wgsl), in the GPU forms where maxM reaches
+ * {@link GEMM_MIN_ROWS}. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
  */
 export async function prepareMatmul(
   ctx: GpuContext,
@@ -78,7 +79,7 @@ export async function prepareMatmul(
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM, v.serial).at(-1)!] : [1];
   const wgsl = tms.map((tm) => matmulWgsl(format, tm, v));
-  if (opts.prefill && maxM >= GEMM_MIN_ROWS) wgsl.push(matmulGemmWgsl(format, v));
+  if (opts.prefill && !v.serial && maxM >= GEMM_MIN_ROWS) wgsl.push(matmulGemmWgsl(format, v));
   await Promise.all(wgsl.map((code) => ctx.pipelines.prepare('matmul', ...code)));
 }
 
@@ -231,6 +232,12 @@ export class Matmul extends PartedMatmul {
   /** The prefill GEMM (matmul_gemm.wgsl), compiled when a prefill first takes it (see {@link prepareMatmul}). */
   private gemm: GPUComputePipeline | undefined;
   private readonly gemmWgsl: () => WgslVariant;
+  /**
+   * Whether prefill takes the GEMM: in the GPU forms. On SwiftShader the serial form's prompt
+   * chunks ran 1.4-2.9x faster than the GEMM's (its workgroups and barriers are what a CPU
+   * implementation charges for; bench/RESULTS.md).
+   */
+  private readonly tiled: boolean;
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
     const v = matmulVariant(ctx, w.format, w, opts);
@@ -260,15 +267,16 @@ export class Matmul extends PartedMatmul {
     this.lanes = v.lanes;
     this.table = latticeFormat(w.format) ? latticeTable(ctx, w.format) : undefined;
     this.gemmWgsl = () => matmulGemmWgsl(w.format, v);
+    this.tiled = !v.serial;
   }
 
   /**
    * Records y[0..M) = f(x[xOffsetRows .. xOffsetRows + M)) · Wᵀ into `pass` (f: the fused norm, if
    * any; `add`: y += ...). x holds f32 rows of K elements, y M rows of N elements (N = the outputs,
    * I for a gated pair). Creates nothing after the first call per buffer set. `prefill`: the rows
-   * are a prompt chunk, which at {@link GEMM_MIN_ROWS} rows or more takes the tiled GEMM
-   * (matmul_gemm.wgsl: other bits than the decode forms', within the tests' tolerance); decode and
-   * draft trees leave it false, so their rows stay bit-identical whatever M is.
+   * are a prompt chunk, which at {@link GEMM_MIN_ROWS} rows or more takes the tiled GEMM in the GPU
+   * forms (matmul_gemm.wgsl: other bits than the decode forms', within the tests' tolerance);
+   * decode and draft trees leave it false, so their rows stay bit-identical whatever M is.
    */
   encode(
     pass: GPUComputePassEncoder,
@@ -292,7 +300,7 @@ export class Matmul extends PartedMatmul {
     const norm = this.norm;
     const after = [...(this.table ? [this.table] : []), ...(norm ? [norm.weight] : [])];
     const eps = norm?.eps ?? 0;
-    if (!prefill || M < GEMM_MIN_ROWS) {
+    if (!prefill || !this.tiled || M < GEMM_MIN_ROWS) {
       this.dispatch(pass, [x], y, M, xOffsetRows, after, eps);
       return;
     }
