@@ -1,6 +1,6 @@
 // Prefill benchmark (npm run bench:prefill, bench/prefill-cli.mjs): the adapter's f32 FMA peak from
-// a register-only microkernel, then the matmul's decode form (what every prompt chunk ran before
-// the prefill GEMM: the 8-row tiles over M rows) against the prefill GEMM (matmul_gemm.wgsl) on
+// a register-only microkernel, then the matmul's decode form of the context's kernel forms (what
+// every prompt chunk ran before the prefill GEMM: its 2- to 8-row tiles over M rows) against the prefill GEMM (matmul_gemm.wgsl) on
 // prompt-sized batches, each as a share of that peak. Timed by the wall clock around one submitted
 // dispatch (best of `reps`, after a warm-up that also compiles). The peak is measured again before
 // each format's rows and the best kept, as each row keeps its best time: on a shared machine both
@@ -140,12 +140,16 @@ export async function runPrefillBench(ctx: GpuContext, o: PrefillOptions): Promi
     for (const format of o.formats) {
       await measurePeak();
       const w = uploadMatrix(ctx, quantize(weights, N, K, format), 'w');
+      // The decode form, and the GEMM (taken by default in the GPU forms only: set here).
       const mm = new Matmul(ctx, binds, w, { maxM });
+      const tiled = new Matmul(ctx, binds, w, { maxM, prefillGemm: true });
       for (const M of o.ms)
         for (const form of ['decode', 'gemm'] as const) {
           if ((form === 'gemm' && M < GEMM_MIN_ROWS) || !(o.forms ?? ['decode', 'gemm']).includes(form))
             continue;
-          const ms = await time(ctx, o.reps, (pass) => mm.encode(pass, x, y, M, 0, form === 'gemm'));
+          const ms = await time(ctx, o.reps, (pass) =>
+            form === 'gemm' ? tiled.encode(pass, x, y, M, 0, true) : mm.encode(pass, x, y, M),
+          );
           const flops = (2 * M * N * K) / (ms / 1000);
           rows.push({ format, form, M, N, K, ms, flops, of_peak: 0 });
           o.log(
@@ -153,6 +157,7 @@ export async function runPrefillBench(ctx: GpuContext, o: PrefillOptions): Promi
           );
         }
       mm.destroy();
+      tiled.destroy();
       w.destroy();
     }
     x.destroy();

@@ -233,9 +233,9 @@ export class Matmul extends PartedMatmul {
   private gemm: GPUComputePipeline | undefined;
   private readonly gemmWgsl: () => WgslVariant;
   /**
-   * Whether prefill takes the GEMM: in the GPU forms. On SwiftShader the serial form's prompt
-   * chunks ran 1.4-2.9x faster than the GEMM's (its workgroups and barriers are what a CPU
-   * implementation charges for; bench/RESULTS.md).
+   * Whether prefill takes the GEMM ({@link MatmulOptions.prefillGemm}; by default in the GPU forms:
+   * on the CPU drivers the serial form's prompt chunks ran as fast as the GEMM's or faster, whose
+   * workgroups and barriers are what a CPU implementation charges for; bench/RESULTS.md).
    */
   private readonly tiled: boolean;
 
@@ -267,7 +267,7 @@ export class Matmul extends PartedMatmul {
     this.lanes = v.lanes;
     this.table = latticeFormat(w.format) ? latticeTable(ctx, w.format) : undefined;
     this.gemmWgsl = () => matmulGemmWgsl(w.format, v);
-    this.tiled = !v.serial;
+    this.tiled = opts.prefillGemm ?? !v.serial;
   }
 
   /**

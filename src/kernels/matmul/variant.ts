@@ -109,6 +109,11 @@ export interface MatmulOptions {
   norm?: MatmulNorm;
   /** Default `store`. */
   epilogue?: MatmulEpilogue;
+  /**
+   * Whether a prefill of GEMM_MIN_ROWS rows or more takes the tiled GEMM (matmul_gemm.wgsl).
+   * Default: in the GPU forms, not in the serial ones (bench:prefill compares them with it set).
+   */
+  prefillGemm?: boolean;
 }
 
 /** The parts of a matmul variant (either form) that do not depend on the accumulator count. */
