@@ -8,7 +8,7 @@
 import { createBuffer, uploadBuffer } from '../src/gpu/buffers.js';
 import { describeAdapter, type GpuContext } from '../src/gpu/device.js';
 import { BindGroupCache } from '../src/kernels/bind.js';
-import { Matmul } from '../src/kernels/matmul/matmul.js';
+import { loadPrefillGemm, Matmul } from '../src/kernels/matmul/matmul.js';
 import { uploadMatrix } from '../src/kernels/matmul/matrix.js';
 import { GEMM_MIN_ROWS } from '../src/kernels/matmul/plan.js';
 import { MAX_FORWARD_TOKENS } from '../src/model/blocks/gpu.js';
@@ -130,6 +130,7 @@ export async function runPrefillBench(ctx: GpuContext, o: PrefillOptions): Promi
     peak = Math.max(peak, now);
     o.log(`peak ${(now / 1e9).toFixed(2)} GFLOP/s (best so far ${(peak / 1e9).toFixed(2)})`);
   };
+  await loadPrefillGemm();
   const rows: PrefillRow[] = [];
   const binds = new BindGroupCache(ctx.device);
   const maxM = Math.max(...o.ms);

@@ -38,10 +38,11 @@ for (const file of files) {
 /**
  * Folders of shaders/ whose kernels load lazily (with the first model that needs them), each into a
  * module of its own, src/gen/shaders-<folder>.ts, so that the engine's bundle chunk does not carry
- * them: the mixture's (moe), whose kernels only src/model/blocks/moe/gpu.ts's dynamic import reaches.
+ * them: the mixture's (moe), whose kernels only src/model/blocks/moe/gpu.ts's dynamic import reaches,
+ * and the prefill GEMM's (prefill), which src/kernels/matmul/matmul.ts's loadPrefillGemm imports.
  * Every other shader is in src/gen/shaders.ts.
  */
-const LAZY = ['moe'];
+const LAZY = ['moe', 'prefill'];
 const folderOf = (file) => relative(dir, file).split(/[\\/]/)[0];
 
 /** The module text of the shaders `names`, its type named `typeName`. */

@@ -26,8 +26,8 @@ import {
   type MatmulNorm,
   type MatmulOptions,
   MatmulParams,
+  type MatmulVariant,
   type MatrixShape,
-  matmulGemmWgsl,
   matmulParams,
   matmulRowsPerWorkgroup,
   matmulVariant,
@@ -39,6 +39,18 @@ export const MATMUL_MAX_M = 64;
 
 /** Largest batch one {@link Matmul} accepts: a prompt chunk through the prefill GEMM. */
 export const PREFILL_MAX_M = 512;
+
+/** The prefill GEMM's WGSL, once {@link loadPrefillGemm} has imported it (./gemm.ts). */
+let gemmWgsl: ((format: WeightFormat, v: MatmulVariant) => WgslVariant) | undefined;
+
+/**
+ * Imports the prefill GEMM's WGSL (a module of its own, so the engine's first chunk does not carry
+ * it). {@link prepareMatmul} with `prefill` and the runner of a context in the GPU forms call it;
+ * a {@link Matmul} asked for the GEMM before it throws.
+ */
+export async function loadPrefillGemm(): Promise<void> {
+  gemmWgsl ??= (await import('./gemm.js')).matmulGemmWgsl;
+}
 
 /** Each context's lattice codebooks, uploaded on first use. */
 const LATTICE_TABLES = new WeakMap<GpuContext, Map<LatticeFormat, GPUBuffer>>();
@@ -65,8 +77,8 @@ export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer 
  * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format,
  * shape and these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics
  * instead of a later validation error. The smaller tiles share their WGSL and compile on first
- * use. `prefill`: the prefill GEMM too (matmul_gemm.wgsl), in the GPU forms where maxM reaches
- * {@link GEMM_MIN_ROWS}. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
+ * use. `prefill`: the prefill GEMM too (matmul_gemm.wgsl; loaded by {@link loadPrefillGemm}) where
+ * maxM reaches {@link GEMM_MIN_ROWS}. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
  */
 export async function prepareMatmul(
   ctx: GpuContext,
@@ -79,7 +91,10 @@ export async function prepareMatmul(
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM, v.serial).at(-1)!] : [1];
   const wgsl = tms.map((tm) => matmulWgsl(format, tm, v));
-  if (opts.prefill && !v.serial && maxM >= GEMM_MIN_ROWS) wgsl.push(matmulGemmWgsl(format, v));
+  if (opts.prefill && maxM >= GEMM_MIN_ROWS) {
+    await loadPrefillGemm();
+    wgsl.push(gemmWgsl!(format, v));
+  }
   await Promise.all(wgsl.map((code) => ctx.pipelines.prepare('matmul', ...code)));
 }
 
@@ -231,7 +246,7 @@ export class Matmul extends PartedMatmul {
   readonly epilogue: MatmulEpilogue;
   /** The prefill GEMM (matmul_gemm.wgsl), compiled when a prefill first takes it (see {@link prepareMatmul}). */
   private gemm: GPUComputePipeline | undefined;
-  private readonly gemmWgsl: () => WgslVariant;
+  private readonly variant: MatmulVariant;
   /**
    * Whether prefill takes the GEMM ({@link MatmulOptions.prefillGemm}; by default in the GPU forms:
    * on the CPU drivers the serial form's prompt chunks ran as fast as the GEMM's or faster, whose
@@ -266,7 +281,7 @@ export class Matmul extends PartedMatmul {
     this.epilogue = v.epilogue;
     this.lanes = v.lanes;
     this.table = latticeFormat(w.format) ? latticeTable(ctx, w.format) : undefined;
-    this.gemmWgsl = () => matmulGemmWgsl(w.format, v);
+    this.variant = v;
     this.tiled = opts.prefillGemm ?? !v.serial;
   }
 
@@ -304,7 +319,11 @@ export class Matmul extends PartedMatmul {
       this.dispatch(pass, [x], y, M, xOffsetRows, after, eps);
       return;
     }
-    this.gemm ??= this.ctx.pipelines.get('matmul', ...this.gemmWgsl());
+    if (!gemmWgsl)
+      throw new InvalidInputError(
+        'Matmul.encode: the prefill GEMM is not loaded (await loadPrefillGemm() first)',
+      );
+    this.gemm ??= this.ctx.pipelines.get('matmul', ...gemmWgsl(this.w.format, this.variant));
     const tiles = Math.ceil(M / GEMM_ROWS);
     const groups = (rows: number) => tiles * Math.ceil(rows / GEMM_COLUMNS);
     this.dispatchParts(pass, this.gemm, groups, [x], y, M, xOffsetRows, after, eps);

@@ -22,11 +22,6 @@ import type { GateActivation } from '../elementwise/elementwise.js';
 import type { GpuMatrix, GpuMatrixPart } from './matrix.js';
 import {
   columnsPerGroup,
-  GEMM_COLUMNS,
-  GEMM_ROWS,
-  GEMM_THREAD_QUADS,
-  GEMM_THREAD_ROWS,
-  GEMM_THREADS,
   gridPerGroup,
   groupPairs,
   loadsPerUnit,
@@ -269,25 +264,6 @@ export function matmulVars(format: WeightFormat, tm: number, v: MatmulVariant): 
     // The expert matmul's variant (kernels/moe/experts.ts sets it, with its own uniforms).
     GROUPS: false,
   };
-}
-
-/**
- * Pipeline key and WGSL of the prefill GEMM of a variant (matmul_gemm.wgsl over matmul_common and
- * matmul_block): the same format and fusions, read per 16-element block as the serial form reads
- * them, in tiles of {@link GEMM_ROWS} x {@link GEMM_COLUMNS} outputs.
- */
-export function matmulGemmWgsl(format: WeightFormat, v: MatmulVariant): WgslVariant {
-  const vars = matmulVars(format, GEMM_ROWS, { ...v, serial: true, wide: false, pairs: false });
-  return wgslVariant(shaders.matmul_gemm, MatmulParams, {
-    ...vars,
-    R: GEMM_COLUMNS,
-    TPR: GEMM_THREADS,
-    RT: GEMM_THREAD_ROWS,
-    CT: GEMM_THREAD_QUADS,
-    SERIAL: false,
-    GROUPED: false,
-    GEMM: true,
-  });
 }
 
 /**
