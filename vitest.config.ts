@@ -42,6 +42,7 @@ const LAVAPIPE_SUBGROUP_KERNEL_TESTS = ['src/kernels/w8a8/w8a8.test.ts'];
 const LAVAPIPE_KERNEL_TESTS = [
   ...LAVAPIPE_ONLY_TESTS,
   'src/kernels/matmul/matmul.test.ts',
+  'src/kernels/matmul/gemm.test.ts',
   'src/kernels/moe/experts.test.ts',
   'src/kernels/attention/attention-split.test.ts',
   'src/kernels/kv/kv-quant.test.ts',

@@ -1,6 +1,7 @@
 // Launch occupancy of a decode step on real model shapes (bench/occupancy.ts), in Node through
 // Vite's SSR loader (no build, no GPU): prints markdown tables; with --json, one JSON object on
-// stdout and the tables on stderr.
+// stdout and the tables on stderr. Then the prefill GEMM's arithmetic intensity per tile and per
+// product at M = 256 and 512, and whether it is compute-bound on each device.
 // Usage: node bench/occupancy-cli.mjs [--json] [--models llama-3.2-1b,qwen3-0.6b]
 //   [--quants f16,int8,int4,int2] [--context 4096] [--attention]
 //   --attention: attention's bytes, share of the step and predicted bandwidth at 4K and 32K keys for
@@ -30,7 +31,13 @@ await withBareSources(async (load) => {
     printReport({ rows }, attentionTable(rows), values.json);
     return;
   }
-  const { occupancySummary, occupancyTable } = await load('/bench/occupancy.ts');
+  const { occupancySummary, occupancyTable, prefillGemmIntensity, gemmIntensityTable } =
+    await load('/bench/occupancy.ts');
   const summary = await occupancySummary(values.models.split(','), values.quants.split(','), context);
-  printReport(summary, occupancyTable(summary), values.json);
+  const prefill = prefillGemmIntensity(values.quants.split(','));
+  printReport(
+    { ...summary, prefill },
+    `${occupancyTable(summary)}\n\n${gemmIntensityTable(prefill)}`,
+    values.json,
+  );
 });

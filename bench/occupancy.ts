@@ -27,7 +27,14 @@
 // words per weight row per trip in registers, and launches at most N · 64 threads.
 
 import type { KvFormat } from '../src/kernels/kv/kv.js';
-import { blocksPerUnit, splitLanes, unitsPerTrip, wideLoads } from '../src/kernels/matmul/plan.js';
+import {
+  blocksPerUnit,
+  GEMM_COLUMNS,
+  GEMM_ROWS,
+  splitLanes,
+  unitsPerTrip,
+  wideLoads,
+} from '../src/kernels/matmul/plan.js';
 import { MatmulParams } from '../src/kernels/matmul/variant.js';
 import { specFromConfig } from '../src/model/families/index.js';
 import { createGpuRunner } from '../src/model/gpu/runner.js';
@@ -55,6 +62,17 @@ export const DEVICES: readonly Device[] = [
   { name: 'RTX 4090', bandwidth: 1008e9, latency: 700e-9, residentThreads: 128 * 1536 },
   { name: 'H100', bandwidth: 3350e9, latency: 700e-9, residentThreads: 132 * 2048 },
 ];
+
+/**
+ * f32 FMA throughput (FLOP/s, no tensor cores) of each device: NVIDIA's specifications (RTX 4090
+ * 82.6 T, H100 SXM5 66.9 T); Apple publishes none for the M3 Max, so an estimate: 40 cores × 128
+ * ALUs × 2 × 1.38 GHz = 14.1 T.
+ */
+export const F32_FLOPS: Readonly<Record<string, number>> = {
+  'M3 Max': 14.1e12,
+  'RTX 4090': 82.6e12,
+  H100: 66.9e12,
+};
 
 /** Bytes a device must have in flight to stream at full bandwidth (Little's law). */
 export function neededInFlight(d: Device): number {
@@ -452,4 +470,80 @@ export function attentionTable(rows: readonly AttentionRow[]): string {
         `| ${r.model} | ${r.context} | ${r.kvFormat} | ${mb(r.attentionBytes)} | ${mb(r.weightBytes)} | ${pct(r.share)} | ${r.predicted.map((p) => pct(p.predicted)).join(' | ')} |`,
     ),
   ].join('\n');
+}
+
+/** Columns of K the prefill GEMM stages per step (matmul_gemm.wgsl's BK, ungated). */
+const GEMM_STEP = 32;
+
+/** The prefill GEMM's arithmetic intensity on one shape, and where it is compute-bound. */
+export interface GemmIntensityRow {
+  quant: WeightFormat;
+  M: number;
+  N: number;
+  K: number;
+  /**
+   * FLOP per byte a workgroup's tile (GEMM_ROWS x GEMM_COLUMNS outputs) fetches per K step: its x
+   * (f32) and its weights (packed, scales included), each counted once per tile, as if no other
+   * workgroup's fetch were cached (the lower bound).
+   */
+  tile: number;
+  /** FLOP per byte of the whole product, x, W and y each moved once (perfect cache reuse: the upper bound). */
+  matrix: number;
+  /** Per device: its balance (f32 FLOP/s ÷ bandwidth) and whether each bound reaches it. */
+  devices: { device: string; balance: number; tileBound: boolean; matrixBound: boolean }[];
+}
+
+/**
+ * The prefill GEMM's arithmetic intensity for `quants` on [N, K] matrices at each M: per tile and
+ * for the whole product, against each device's FLOP-per-byte balance. Compute-bound where the
+ * intensity reaches the balance; the tile's figure is what a device needs from L2 (whose bandwidth
+ * is several times DRAM's), the product's what it needs from DRAM.
+ */
+export function prefillGemmIntensity(
+  quants: readonly WeightFormat[] = ['f16', 'int8', 'int4', 'int2'],
+  shapes: readonly [number, number][] = [
+    [2048, 2048],
+    [8192, 2048],
+  ],
+  ms: readonly number[] = [256, 512],
+): GemmIntensityRow[] {
+  const tileFlops = 2 * GEMM_ROWS * GEMM_COLUMNS * GEMM_STEP;
+  return quants.flatMap((quant) => {
+    const tileBytes = GEMM_ROWS * GEMM_STEP * 4 + packedBytes(quant, GEMM_COLUMNS, 256) * (GEMM_STEP / 256);
+    const tile = tileFlops / tileBytes;
+    return shapes.flatMap(([N, K]) =>
+      ms.map((M) => {
+        const matrix = (2 * M * N * K) / (packedBytes(quant, N, K) + 4 * M * K + 4 * M * N);
+        return {
+          quant,
+          M,
+          N,
+          K,
+          tile,
+          matrix,
+          devices: DEVICES.map((d) => {
+            const balance = F32_FLOPS[d.name]! / d.bandwidth;
+            return { device: d.name, balance, tileBound: tile >= balance, matrixBound: matrix >= balance };
+          }),
+        };
+      }),
+    );
+  });
+}
+
+/** {@link prefillGemmIntensity} as markdown. */
+export function gemmIntensityTable(rows: readonly GemmIntensityRow[]): string {
+  const devices = rows[0]?.devices ?? [];
+  const lines = [
+    `### Prefill GEMM (tile ${GEMM_ROWS} x ${GEMM_COLUMNS}, ${GEMM_STEP} columns of K per step): FLOP per byte against each device's f32 balance (${devices.map((d) => `${d.device} ${d.balance.toFixed(1)}`).join(', ')})`,
+    '',
+    `| format | M | N×K | per tile | whole product | ${devices.map((d) => `${d.device}: tile / product`).join(' | ')} |`,
+    `|---|---|---|---|---|${devices.map(() => '---').join('|')}|`,
+  ];
+  const bound = (b: boolean) => (b ? 'compute' : 'memory');
+  for (const r of rows)
+    lines.push(
+      `| ${r.quant} | ${r.M} | ${r.N}×${r.K} | ${r.tile.toFixed(1)} | ${r.matrix.toFixed(0)} | ${r.devices.map((d) => `${bound(d.tileBound)} / ${bound(d.matrixBound)}`).join(' | ')} |`,
+    );
+  return lines.join('\n');
 }

@@ -41,10 +41,11 @@ for (const file of files) {
  * them: the mixture's (moe), whose kernels only src/model/blocks/moe/gpu.ts's dynamic import reaches;
  * the integer KV cache's write (kvquant: src/kernels/kv/kv-quant-write.ts, which the attention
  * block imports only for an int8 or int4 cache); the hybrid layers' (deltanet, shortconv), whose GPU
- * sides load with the first Qwen3.5 or LFM2 placed.
+ * sides load with the first Qwen3.5 or LFM2 placed; the prefill GEMM's (prefill), which
+ * src/kernels/matmul/matmul.ts's loadPrefillGemm imports.
  * Every other shader is in src/gen/shaders.ts.
  */
-const LAZY = ['moe', 'kvquant', 'deltanet', 'shortconv'];
+const LAZY = ['moe', 'kvquant', 'deltanet', 'shortconv', 'prefill'];
 const folderOf = (file) => relative(dir, file).split(/[\\/]/)[0];
 
 /** The module text of the shaders `names`, its type named `typeName`. */

@@ -73,7 +73,7 @@ export class CachedPrefix {
       beforeChunk?.();
       const part = context.slice(at, at + chunk);
       const last = at + chunk >= context.length;
-      const input = last && mask ? { tokens: part, masks: mask } : { tokens: part };
+      const input = { tokens: part, prefill: true, ...(last && mask ? { masks: mask } : {}) };
       next = (await this.runner.forward(input, sampler, 'last'))[0]!;
       this.runner.commit(part.map((_, i) => i));
       this.ids.push(...part);

@@ -42,6 +42,12 @@ export interface ForwardInput {
    * R is 1 for rows 'last', the number of new tokens for 'all'. Omitted: no constraint.
    */
   readonly masks?: Uint32Array;
+  /**
+   * The tokens are a chunk of a prompt (the prefix cache's prefill): the runner may take its prefill
+   * GEMM, whose sums differ from the decode forms' in their last bits. Decode steps and tree
+   * verification leave it unset, so speculation stays lossless. Omitted: false.
+   */
+  readonly prefill?: boolean;
 }
 
 /**

@@ -48,6 +48,18 @@ async function greedyIds(runner: ModelRunner, p: number[], n: number, prefillChu
 }
 
 describe('LFM2 on the GPU', () => {
+  // The GEMM is the GPU forms' (the lavapipe project); the serial forms keep their decode kernels.
+  it.skipIf(gpuHost().kernels !== 'gpu')(
+    'a 40-token prompt in one chunk (the prefill GEMM through its short-convolution layers) gives the reference greedy ids',
+    async () => {
+      const { opened, dev } = await open();
+      const ref = await reference(opened);
+      const long = Array.from({ length: 40 }, (_, i) => (i * 37 + 5) % 300);
+      expect(await greedyIds(dev, long, 8)).toEqual(await greedyIds(ref, long, 8));
+      dev.dispose();
+    },
+  );
+
   it('greedy 32 tokens at f32 equal the reference, across prefill chunks, and the next request reuses the window', async () => {
     const { opened, dev } = await open();
     expect(opened.spec.layerKinds).toEqual(['shortconv', 'shortconv', 'attention', 'shortconv']);

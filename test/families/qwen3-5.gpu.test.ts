@@ -35,6 +35,20 @@ async function greedyIds(runner: ModelRunner, p: number[], n: number, prefillChu
 }
 
 describe('Qwen3.5 on the GPU', () => {
+  // The GEMM is the GPU forms' (the lavapipe project); the serial forms keep their decode kernels.
+  it.skipIf(gpuHost().kernels !== 'gpu')(
+    'a 40-token prompt in one chunk (the prefill GEMM through its DeltaNet layers) gives the reference greedy ids',
+    async () => {
+      const { opened, dev } = await open();
+      const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {
+        capacity: 128,
+      });
+      const long = Array.from({ length: 40 }, (_, i) => (i * 37 + 5) % 300);
+      expect(await greedyIds(dev, long, 8)).toEqual(await greedyIds(ref, long, 8));
+      dev.dispose();
+    },
+  );
+
   it('greedy 32 tokens at f32 equal the reference, across prefill chunks, and the next request reuses the state', async () => {
     const { opened, dev } = await open();
     const ref = new ReferenceRunner(opened.spec, mapWeights(await readAllF32(opened.weights)), {

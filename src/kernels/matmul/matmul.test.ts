@@ -494,7 +494,8 @@ describe('matmul input checks', () => {
     expect(() => mm.encode(pass, x, y, 1, 2)).toThrow(/xOffsetRows|rows \[2, 3\)/);
     pass.end();
     expect(() => uploadMatrix(ctx, quantize(randomF32(24, 1), 1, 24, 'f32'), 'w')).toThrow(/multiple of 16/);
-    expect(() => new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: 65 })).toThrow(/maxM = 65/);
+    // A Matmul takes up to PREFILL_MAX_M rows (a prompt chunk through the prefill GEMM).
+    expect(() => new Matmul(ctx, new BindGroupCache(ctx.device), w, { maxM: 513 })).toThrow(/maxM = 513/);
     for (const b of [x, y]) b.destroy();
     mm.destroy();
     w.destroy();

@@ -19,13 +19,14 @@ import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { grid } from '../dispatch.js';
 import { type GateActivation, siluMulRef } from '../elementwise/elementwise.js';
 import type { GpuMatrix } from './matrix.js';
-import { gemmVariants, matmulTiles } from './plan.js';
+import { GEMM_COLUMNS, GEMM_MIN_ROWS, GEMM_ROWS, gemmVariants, matmulTiles } from './plan.js';
 import {
   gatedEpilogue,
   type MatmulEpilogue,
   type MatmulNorm,
   type MatmulOptions,
   MatmulParams,
+  type MatmulVariant,
   type MatrixShape,
   matmulParams,
   matmulRowsPerWorkgroup,
@@ -33,8 +34,23 @@ import {
   matmulWgsl,
 } from './variant.js';
 
-/** Largest batch (rows of x) one {@link Matmul} dispatch accepts. */
+/** Largest batch (rows of x) one dispatch of a decode form or of the W8A8 matmul accepts. */
 export const MATMUL_MAX_M = 64;
+
+/** Largest batch one {@link Matmul} accepts: a prompt chunk through the prefill GEMM. */
+export const PREFILL_MAX_M = 512;
+
+/** The prefill GEMM's WGSL, once {@link loadPrefillGemm} has imported it (./gemm.ts). */
+let gemmWgsl: ((format: WeightFormat, v: MatmulVariant) => WgslVariant) | undefined;
+
+/**
+ * Imports the prefill GEMM's WGSL (a module of its own, so the engine's first chunk does not carry
+ * it). {@link prepareMatmul} with `prefill` and the runner of a context in the GPU forms call it;
+ * a {@link Matmul} asked for the GEMM before it throws.
+ */
+export async function loadPrefillGemm(): Promise<void> {
+  gemmWgsl ??= (await import('./gemm.js')).matmulGemmWgsl;
+}
 
 /** Each context's lattice codebooks, uploaded on first use. */
 const LATTICE_TABLES = new WeakMap<GpuContext, Map<LatticeFormat, GPUBuffer>>();
@@ -61,19 +77,25 @@ export function latticeTable(ctx: GpuContext, format: LatticeFormat): GPUBuffer 
  * Compiles (and waits for) the GEMV and the largest GEMM tile a {@link Matmul} of this format,
  * shape and these options needs, so WGSL errors surface as {@link GpuStepError} with diagnostics
  * instead of a later validation error. The smaller tiles share their WGSL and compile on first
- * use. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
+ * use. `prefill`: the prefill GEMM too (matmul_gemm.wgsl; loaded by {@link loadPrefillGemm}) where
+ * maxM reaches {@link GEMM_MIN_ROWS}. The shape picks the load width ({@link wideLoads}) and the lanes ({@link splitLanes}).
  */
 export async function prepareMatmul(
   ctx: GpuContext,
   format: WeightFormat,
   shape: MatrixShape,
   maxM = 16,
-  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'> } = {},
+  opts: Omit<MatmulOptions, 'maxM' | 'norm'> & { norm?: Pick<MatmulNorm, 'onePlus'>; prefill?: boolean } = {},
 ): Promise<void> {
   const v = matmulVariant(ctx, format, shape, opts);
   // The GEMV and the largest tile; the smaller tiles compile when a batch first needs them.
   const tms = maxM > 1 ? [1, matmulTiles(maxM, v.serial).at(-1)!] : [1];
-  await Promise.all(tms.map((tm) => ctx.pipelines.prepare('matmul', ...matmulWgsl(format, tm, v))));
+  const wgsl = tms.map((tm) => matmulWgsl(format, tm, v));
+  if (opts.prefill && maxM >= GEMM_MIN_ROWS) {
+    await loadPrefillGemm();
+    wgsl.push(gemmWgsl!(format, v));
+  }
+  await Promise.all(wgsl.map((code) => ctx.pipelines.prepare('matmul', ...code)));
 }
 
 /**
@@ -103,10 +125,10 @@ export abstract class PartedMatmul {
    * variant with `mt` accumulators (1 for the GEMV), whose workgroups each compute
    * `rowsPerWorkgroup(mt)` rows of a part (default 1). `variants` are the GEMM variants' `mt`
    * (default {@link gemmVariants}(maxM)); a batch runs the smallest that holds it, or the largest
-   * (which then loops over the batch).
+   * (which then loops over the batch). `limit` bounds maxM (default {@link MATMUL_MAX_M}).
    */
   protected constructor(
-    private readonly ctx: GpuContext,
+    protected readonly ctx: GpuContext,
     private readonly binds: BindGroupCache,
     readonly w: GpuMatrix,
     maxM: number,
@@ -115,10 +137,11 @@ export abstract class PartedMatmul {
     wgsl: (mt: number) => WgslVariant,
     private readonly rowsPerWorkgroup: (mt: number) => number = () => 1,
     variants: (maxM: number) => number[] = gemmVariants,
+    limit = MATMUL_MAX_M,
   ) {
     this.maxM = maxM;
-    if (!Number.isInteger(maxM) || maxM < 1 || maxM > MATMUL_MAX_M)
-      throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${MATMUL_MAX_M}]`);
+    if (!Number.isInteger(maxM) || maxM < 1 || maxM > limit)
+      throw new InvalidInputError(`${name}: maxM = ${maxM} must be an integer in [1, ${limit}]`);
     this.compile = (mt) => ctx.pipelines.get(kernel, ...wgsl(mt));
     this.gemv = this.compile(1);
     const mts = maxM > 1 ? variants(maxM) : [];
@@ -158,6 +181,34 @@ export abstract class PartedMatmul {
     if (gemm && M > 1) gemm.pipeline ??= this.compile(gemm.mt);
     const [mt, pipeline] = M === 1 || !gemm?.pipeline ? [1, this.gemv] : [gemm.mt, gemm.pipeline];
     const rows = this.rowsPerWorkgroup(mt);
+    this.dispatchParts(
+      pass,
+      pipeline,
+      (part) => Math.ceil(part / rows),
+      inputs,
+      y,
+      M,
+      xOffsetRows,
+      after,
+      eps,
+    );
+  }
+
+  /**
+   * Dispatches every part on `pipeline`, `groups(rows of the part)` workgroups each: bindings
+   * uniform, weights, `inputs`..., y, then scales, then `after`...
+   */
+  protected dispatchParts(
+    pass: GPUComputePassEncoder,
+    pipeline: GPUComputePipeline,
+    groups: (partRows: number) => number,
+    inputs: readonly GPUBuffer[],
+    y: GPUBuffer,
+    M: number,
+    xOffsetRows: number,
+    after: readonly GPUBuffer[],
+    eps: number,
+  ): void {
     pass.setPipeline(pipeline);
     this.w.parts.forEach((part, i) => {
       const slot = this.params[i]!;
@@ -166,8 +217,10 @@ export abstract class PartedMatmul {
       if (part.scales) buffers.push(part.scales);
       buffers.push(...after);
       pass.setBindGroup(0, this.binds.get(pipeline, buffers));
-      const groups = Math.ceil(part.rows / rows);
-      this.ctx.counter.dispatch(pass, ...grid(groups, this.ctx.limits.maxComputeWorkgroupsPerDimension));
+      this.ctx.counter.dispatch(
+        pass,
+        ...grid(groups(part.rows), this.ctx.limits.maxComputeWorkgroupsPerDimension),
+      );
     });
   }
 
@@ -191,6 +244,15 @@ export class Matmul extends PartedMatmul {
   /** A lattice format's codebook (binding 5), shared per context (see {@link latticeTable}). */
   private readonly table: GPUBuffer | undefined;
   readonly epilogue: MatmulEpilogue;
+  /** The prefill GEMM (matmul_gemm.wgsl), compiled when a prefill first takes it (see {@link prepareMatmul}). */
+  private gemm: GPUComputePipeline | undefined;
+  private readonly variant: MatmulVariant;
+  /**
+   * Whether prefill takes the GEMM ({@link MatmulOptions.prefillGemm}; by default in the GPU forms:
+   * on the CPU drivers the serial form's prompt chunks ran as fast as the GEMM's or faster, whose
+   * workgroups and barriers are what a CPU implementation charges for; bench/RESULTS.md).
+   */
+  private readonly tiled: boolean;
 
   constructor(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, opts: MatmulOptions = {}) {
     const v = matmulVariant(ctx, w.format, w, opts);
@@ -213,19 +275,32 @@ export class Matmul extends PartedMatmul {
       (tm) => matmulWgsl(w.format, tm, v),
       (tm) => matmulRowsPerWorkgroup(tm, v),
       (maxM) => matmulTiles(maxM, v.serial),
+      PREFILL_MAX_M,
     );
     this.norm = norm;
     this.epilogue = v.epilogue;
     this.lanes = v.lanes;
     this.table = latticeFormat(w.format) ? latticeTable(ctx, w.format) : undefined;
+    this.variant = v;
+    this.tiled = opts.prefillGemm ?? !v.serial;
   }
 
   /**
    * Records y[0..M) = f(x[xOffsetRows .. xOffsetRows + M)) · Wᵀ into `pass` (f: the fused norm, if
    * any; `add`: y += ...). x holds f32 rows of K elements, y M rows of N elements (N = the outputs,
-   * I for a gated pair). Creates nothing after the first call per buffer set.
+   * I for a gated pair). Creates nothing after the first call per buffer set. `prefill`: the rows
+   * are a prompt chunk, which at {@link GEMM_MIN_ROWS} rows or more takes the tiled GEMM in the GPU
+   * forms (matmul_gemm.wgsl: other bits than the decode forms', within the tests' tolerance);
+   * decode and draft trees leave it false, so their rows stay bit-identical whatever M is.
    */
-  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, xOffsetRows = 0): void {
+  encode(
+    pass: GPUComputePassEncoder,
+    x: GPUBuffer,
+    y: GPUBuffer,
+    M: number,
+    xOffsetRows = 0,
+    prefill = false,
+  ): void {
     const { rows: N, cols: K } = this.w;
     this.checkRows(M, xOffsetRows);
     if (x === y) throw new InvalidInputError('Matmul.encode: x and y must be different buffers');
@@ -239,7 +314,19 @@ export class Matmul extends PartedMatmul {
       );
     const norm = this.norm;
     const after = [...(this.table ? [this.table] : []), ...(norm ? [norm.weight] : [])];
-    this.dispatch(pass, [x], y, M, xOffsetRows, after, norm?.eps ?? 0);
+    const eps = norm?.eps ?? 0;
+    if (!prefill || !this.tiled || M < GEMM_MIN_ROWS) {
+      this.dispatch(pass, [x], y, M, xOffsetRows, after, eps);
+      return;
+    }
+    if (!gemmWgsl)
+      throw new InvalidInputError(
+        'Matmul.encode: the prefill GEMM is not loaded (await loadPrefillGemm() first)',
+      );
+    this.gemm ??= this.ctx.pipelines.get('matmul', ...gemmWgsl(this.w.format, this.variant));
+    const tiles = Math.ceil(M / GEMM_ROWS);
+    const groups = (rows: number) => tiles * Math.ceil(rows / GEMM_COLUMNS);
+    this.dispatchParts(pass, this.gemm, groups, [x], y, M, xOffsetRows, after, eps);
   }
 }
 

@@ -46,6 +46,23 @@ export function matmulTiles(maxM: number, serial = true): number[] {
   return [2, 4, 8].filter((tm) => tm === 2 || tm / 2 < maxM);
 }
 
+/**
+ * The tile of the prefill GEMM (matmul_gemm.wgsl): {@link GEMM_THREADS} threads, a grid of 8 x 8,
+ * each computing GEMM_THREAD_ROWS rows of x by 4 · GEMM_THREAD_QUADS output columns: a tile of
+ * GEMM_ROWS x GEMM_COLUMNS outputs.
+ */
+export const GEMM_THREAD_ROWS = 4;
+export const GEMM_THREAD_QUADS = 2;
+export const GEMM_THREADS = 64;
+export const GEMM_ROWS = 8 * GEMM_THREAD_ROWS;
+export const GEMM_COLUMNS = 32 * GEMM_THREAD_QUADS;
+
+/**
+ * Fewest rows a prefill chunk has for {@link Matmul} to take the GEMM (below, the tile would be
+ * mostly rows past M and the decode form's tiles serve as well).
+ */
+export const GEMM_MIN_ROWS = 16;
+
 /** Output columns per row group (the WGSL constant R) of the split-K form: 1 in the GEMV, 2 in the tiles. */
 export function columnsPerGroup(tm: number): number {
   return tm === 1 ? 1 : 2;

@@ -99,11 +99,16 @@ export interface MatmulNorm {
 
 /** Static options of a {@link Matmul}: the largest batch, the fused prologue and epilogue. */
 export interface MatmulOptions {
-  /** Largest M accepted by encode (default 16, at most {@link MATMUL_MAX_M}). */
+  /** Largest M accepted by encode (default 16, at most PREFILL_MAX_M: matmul.ts). */
   maxM?: number;
   norm?: MatmulNorm;
   /** Default `store`. */
   epilogue?: MatmulEpilogue;
+  /**
+   * Whether a prefill of GEMM_MIN_ROWS rows or more takes the tiled GEMM (matmul_gemm.wgsl).
+   * Default: in the GPU forms, not in the serial ones (bench:prefill compares them with it set).
+   */
+  prefillGemm?: boolean;
 }
 
 /** The parts of a matmul variant (either form) that do not depend on the accumulator count. */

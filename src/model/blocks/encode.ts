@@ -28,14 +28,14 @@ export function encodeResidual(p: GpuPass, linear: Linear, input: GPUBuffer, out
   const { a, T } = p;
   if (outNorm) {
     if (!p.k.normAdd) throw new Error('encodeResidual: a model with sandwich norms has the norm-add kernel');
-    linear.encode(p.pass, input, a.tmp, T);
+    linear.encode(p.pass, input, a.tmp, T, p.prefill);
     p.k.normAdd.encode(p.pass, a.tmp, outNorm, a.x, T);
     return;
   }
   if (linear.fused.add) {
-    linear.encode(p.pass, input, a.x, T);
+    linear.encode(p.pass, input, a.x, T, p.prefill);
     return;
   }
-  linear.encode(p.pass, input, a.tmp, T);
+  linear.encode(p.pass, input, a.tmp, T, p.prefill);
   p.k.add.encode(p.pass, a.tmp, a.x, T * p.spec.hidden);
 }

@@ -96,7 +96,8 @@ export interface ExpertStore {
  */
 export interface Linear {
   readonly fused: { readonly norm: boolean; readonly add: boolean; readonly gated: boolean };
-  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number): void;
+  /** `prefill`: the rows are a prompt chunk (see {@link GpuPass.prefill}). */
+  encode(pass: GPUComputePassEncoder, x: GPUBuffer, y: GPUBuffer, M: number, prefill?: boolean): void;
   destroy(): void;
 }
 
@@ -171,6 +172,11 @@ export interface GpuPass {
   readonly version: number;
   /** The rows are a draft tree (depth first, `a.vis` their visibility), not a chain. */
   readonly tree: boolean;
+  /**
+   * The rows are a prompt chunk (ForwardInput.prefill): the linears may take their prefill GEMM.
+   * Decode steps and draft trees never do, so their rows keep the batch-invariant forms' bits.
+   */
+  readonly prefill: boolean;
   /** Starts a profiled section (a no-op unless profiling). */
   section(name: ProfileSection): void;
 }

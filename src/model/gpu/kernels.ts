@@ -10,7 +10,7 @@ import type { Softcap } from '../../kernels/elementwise/scale.js';
 import { Embedding } from '../../kernels/embed/embed.js';
 import { Hadamard } from '../../kernels/hadamard/hadamard.js';
 import type { KvShape } from '../../kernels/kv/kv.js';
-import { Matmul, prepareMatmul } from '../../kernels/matmul/matmul.js';
+import { loadPrefillGemm, Matmul, prepareMatmul } from '../../kernels/matmul/matmul.js';
 import type { GpuMatrix } from '../../kernels/matmul/matrix.js';
 import { gatedEpilogue, type MatmulOptions } from '../../kernels/matmul/variant.js';
 import { RmsNorm, RmsNormAdd } from '../../kernels/norm/rmsnorm.js';
@@ -42,7 +42,11 @@ function matmulLinear(ctx: GpuContext, binds: BindGroupCache, w: GpuMatrix, o: M
   const mm = new Matmul(ctx, binds, w, o);
   const gated = o.epilogue !== undefined && gatedEpilogue(o.epilogue);
   const fused = { norm: o.norm !== undefined, add: o.epilogue === 'add', gated };
-  return { fused, encode: (pass, x, y, M) => mm.encode(pass, x, y, M), destroy: () => mm.destroy() };
+  return {
+    fused,
+    encode: (pass, x, y, M, prefill) => mm.encode(pass, x, y, M, 0, prefill),
+    destroy: () => mm.destroy(),
+  };
 }
 
 /**
@@ -147,6 +151,8 @@ export async function buildKernels(
   const normFused = rotationFor(o.rotate, H) === 'none';
   await prepareKernels(ctx, spec, w, o, normFused);
   const serial = ctx.kernels === 'serial';
+  // The GPU forms' prompt chunks take the prefill GEMM (compiled when a prefill first runs it).
+  if (!serial) await loadPrefillGemm();
   const { qWidth } = deriveSizes(spec);
   // W8A8 scratch: int8 activations [maxT, maxK] packed 4 per u32, and one scale per row.
   const maxK = Math.max(H, Ip, qWidth, ...widths.map((w) => w.padded));

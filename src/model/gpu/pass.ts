@@ -51,6 +51,8 @@ export interface PassOptions {
   version?: number;
   /** The rows are a draft tree (depth first), not a chain (default false). */
   tree?: boolean;
+  /** The rows are a prompt chunk: the linears may take their prefill GEMM (default false). */
+  prefill?: boolean;
 }
 
 /** The per-pass u32 arrays the kernels read, as {@link stageInputs} writes them. */
@@ -198,6 +200,7 @@ function beginPass(
       k: k.common,
       version: o.version ?? 0,
       tree: o.tree ?? false,
+      prefill: o.prefill ?? false,
       section: (name) => p.section(name),
     },
   };

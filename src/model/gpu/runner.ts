@@ -298,7 +298,12 @@ export class GpuRunner implements ModelRunner {
       // The token after node i stands at position base + depth(i) + 1: the Gumbel key's position.
       samplePositions: picked.map((i) => base + tree.depth[i]! + 1),
     });
-    const o = { ...(input.masks ? { masks: input.masks } : {}), version: this.cur.version, tree: isTree };
+    const o = {
+      ...(input.masks ? { masks: input.masks } : {}),
+      version: this.cur.version,
+      tree: isTree,
+      prefill: input.prefill === true && !isTree,
+    };
     // A model with blocks that need the host between layers (paged experts) ends in another encoder.
     let last = enc;
     if (this.hostDriven) last = await encodeHostPass(this.parts, enc, T, R, base, sampler, o);

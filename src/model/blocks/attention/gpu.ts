@@ -446,7 +446,7 @@ function encodeAttention(
   p.section('qkv');
   let qIn = k.q;
   if ('encode' in qkv) {
-    qkv.encode(p.pass, qkv.fused.norm ? a.x : normedInput(p, w.inputNorm), k.qkv, T);
+    qkv.encode(p.pass, qkv.fused.norm ? a.x : normedInput(p, w.inputNorm), k.qkv, T, p.prefill);
     const weights = w.qkvBias
       ? { bias: w.qkvBias }
       : w.qNorm && w.kNorm
@@ -460,7 +460,7 @@ function encodeAttention(
   } else {
     const hq = normedInput(p, w.inputNorm);
     const [lq, lk, lv] = qkv;
-    lq!.encode(p.pass, hq, k.q, T);
+    lq!.encode(p.pass, hq, k.q, T, p.prefill);
     if (w.qBias) k.addQ.encode(p.pass, w.qBias, k.q, T * qWidth);
     if (layer.qNorm && w.qNorm) {
       layer.qNorm.encode(p.pass, k.q, w.qNorm, k.qn, T * heads);
@@ -516,8 +516,8 @@ function encodeKv(
   const { a, T } = p;
   const { kvWidth } = layer;
   const kvHeads = layer.kv.kvHeads;
-  lk.encode(p.pass, hq, k.k, T);
-  if (lv) lv.encode(p.pass, hq, k.v, T);
+  lk.encode(p.pass, hq, k.k, T, p.prefill);
+  if (lv) lv.encode(p.pass, hq, k.v, T, p.prefill);
   if (w.kBias && w.vBias) {
     k.addKv.encode(p.pass, w.kBias, k.k, T * kvWidth);
     k.addKv.encode(p.pass, w.vBias, k.v, T * kvWidth);

@@ -196,7 +196,7 @@ function encodeDeltaNet(
   if (!a.count) throw new Error('encodeDeltaNet: the runner stages no row count');
   p.section('qkv');
   // Into the layer's own rows: a commit after a tree reads the accepted ones from there.
-  proj.encode(p.pass, proj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T);
+  proj.encode(p.pass, proj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T, p.prefill);
   p.section('attention');
   const from = state.pair[p.version % 2]!;
   const to = state.pair[(p.version + 1) % 2]!;

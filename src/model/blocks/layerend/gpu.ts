@@ -115,9 +115,9 @@ function encodeLayerEnd(
   const { a, T } = p;
   if (w.ple && linears && inputs && k.gate && k.g && k.gated) {
     if (!p.k.normAdd) throw new Error('layerend: a model with per-layer inputs has the norm-add kernel');
-    linears.gate.encode(p.pass, a.x, k.g, T);
+    linears.gate.encode(p.pass, a.x, k.g, T, p.prefill);
     k.gate.encode(p.pass, k.g, inputs, k.gated, T, block.layer);
-    linears.projection.encode(p.pass, k.gated, a.tmp, T);
+    linears.projection.encode(p.pass, k.gated, a.tmp, T, p.prefill);
     p.k.normAdd.encode(p.pass, a.tmp, w.ple.norm, a.x, T);
   }
   if (w.scalar) k.scale.encode(p.pass, w.scalar, a.x, T * p.spec.hidden);

@@ -144,11 +144,11 @@ function encodeMlp(
   const { a, T } = p;
   p.section('mlp');
   if ('encode' in gateUp) {
-    gateUp.encode(p.pass, gateUp.fused.norm ? a.x : normedInput(p, w.postNorm), k.act, T);
+    gateUp.encode(p.pass, gateUp.fused.norm ? a.x : normedInput(p, w.postNorm), k.act, T, p.prefill);
   } else {
     const hm = normedInput(p, w.postNorm);
-    gateUp[0].encode(p.pass, hm, k.gate, T);
-    gateUp[1].encode(p.pass, hm, k.up, T);
+    gateUp[0].encode(p.pass, hm, k.gate, T, p.prefill);
+    gateUp[1].encode(p.pass, hm, k.up, T, p.prefill);
     k.silu(Ip).encode(p.pass, [k.gate, k.up], k.act, T);
   }
   p.section('down');

@@ -441,15 +441,15 @@ function encodeCombine(
   const { a, T } = p;
   if (shared && k.sharedOut) {
     const [g, u, prod] = k.sharedRows as [GPUBuffer, GPUBuffer, GPUBuffer];
-    if ('encode' in shared.gateUp) shared.gateUp.encode(p.pass, a.h, prod, T);
+    if ('encode' in shared.gateUp) shared.gateUp.encode(p.pass, a.h, prod, T, p.prefill);
     else {
-      shared.gateUp[0].encode(p.pass, a.h, g, T);
-      shared.gateUp[1].encode(p.pass, a.h, u, T);
+      shared.gateUp[0].encode(p.pass, a.h, g, T, p.prefill);
+      shared.gateUp[1].encode(p.pass, a.h, u, T, p.prefill);
       k.sharedSilu!.encode(p.pass, [g, u], prod, T);
     }
   }
   p.section('down');
-  if (shared && k.sharedOut) shared.down.encode(p.pass, k.sharedRows[2]!, k.sharedOut, T);
+  if (shared && k.sharedOut) shared.down.encode(p.pass, k.sharedRows[2]!, k.sharedOut, T, p.prefill);
   k.combine.encode(
     p.pass,
     {
@@ -482,15 +482,21 @@ function encodeOutput(p: GpuPass, w: MoeGpuWeights, k: MoeKernels, dense: Dense 
   }
   p.section('mlp');
   if ('encode' in dense.gateUp) {
-    dense.gateUp.encode(p.pass, dense.gateUp.fused.norm ? a.x : normedInput(p, d.norm), k.hidden, T);
+    dense.gateUp.encode(
+      p.pass,
+      dense.gateUp.fused.norm ? a.x : normedInput(p, d.norm),
+      k.hidden,
+      T,
+      p.prefill,
+    );
   } else {
     const hm = normedInput(p, d.norm);
-    dense.gateUp[0].encode(p.pass, hm, k.gate, T);
-    dense.gateUp[1].encode(p.pass, hm, k.up, T);
+    dense.gateUp[0].encode(p.pass, hm, k.gate, T, p.prefill);
+    dense.gateUp[1].encode(p.pass, hm, k.up, T, p.prefill);
     k.denseSilu!.encode(p.pass, [k.gate, k.up], k.hidden, T);
   }
   p.section('down');
-  dense.down.encode(p.pass, rotatedInput(p, p.k.rot?.of(d.I), k.hidden), a.tmp, T);
+  dense.down.encode(p.pass, rotatedInput(p, p.k.rot?.of(d.I), k.hidden), a.tmp, T, p.prefill);
   p.k.norm.encode(p.pass, a.tmp, d.outNorm, a.h, T);
   normAdd.encode(p.pass, k.mixture, d.expertsOutNorm, a.h, T);
   normAdd.encode(p.pass, a.h, w.outNorm, a.x, T);

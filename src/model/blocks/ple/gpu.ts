@@ -99,6 +99,6 @@ function encodePle(
 ): void {
   const { a, T } = p;
   lookup.encode(p.pass, a.ids, rows.tok, T);
-  projection.encode(p.pass, a.x, rows.proj, T);
+  projection.encode(p.pass, a.x, rows.proj, T, p.prefill);
   combine.encode(p.pass, rows.proj, rows.tok, w.norm, rows.inputs, T);
 }

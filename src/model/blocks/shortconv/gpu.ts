@@ -152,7 +152,7 @@ function encodeShortConv(
   if (!a.count) throw new Error('encodeShortConv: the runner stages no row count');
   p.section('qkv');
   // Into the layer's own rows: a commit after a tree reads the accepted ones from there.
-  inProj.encode(p.pass, inProj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T);
+  inProj.encode(p.pass, inProj.fused.norm ? a.x : normedInput(p, w.inputNorm), state.proj, T, p.prefill);
   p.section('attention');
   const from = state.pair[p.version % 2]!;
   const to = state.pair[(p.version + 1) % 2]!;
