@@ -33,3 +33,28 @@ export const LAVAPIPE_MODEL_TESTS = [
   'test/families/moe-gguf.gpu.test.ts',
   'test/engine/device-loss.gpu.test.ts',
 ];
+
+// The model-level tests `npm test` runs under Deno (wgpu, vitest.deno.config.ts): the subset of
+// LAVAPIPE_MODEL_TESTS that fits CI's time with the kernels' own tests beside it (every kernel family
+// in both forms; the model files below take about 3 minutes there): every family and format's
+// forward, the decode loop, the counters, the f16 and integer KV caches, rotations, steering,
+// grammar, device-loss recovery, LFM2's short convolutions, Gemma 4's per-layer inputs and shared
+// KV, a mixture; test/deno/ adds the bundled trained model's text at f16, int4 and w8a8 and
+// self-draft, draft-model and draft-head speculation. The rest of LAVAPIPE_MODEL_TESTS (speculation
+// in every family, the assistant, Qwen3.5 and its trained model, Gemma 3, the other Gemma 4 and
+// mixture files, Phi-3, Ministral 3, speculation over integer caches) runs there with
+// WEFT_DENO_ALL=1 (about 10 minutes more).
+export const DENO_MODEL_TESTS = [
+  'test/model/gpu/forward.gpu.test.ts',
+  'test/model/gpu/decode-loop.gpu.test.ts',
+  'test/model/gpu/counters.gpu.test.ts',
+  'test/grammar/grammar.gpu.test.ts',
+  'test/steer/steer.gpu.test.ts',
+  'test/model/gpu/kv-f16.gpu.test.ts',
+  'test/model/gpu/kv-int.gpu.test.ts',
+  'test/model/gpu/rotate.gpu.test.ts',
+  'test/families/gemma4.gpu.test.ts',
+  'test/families/lfm2.gpu.test.ts',
+  'test/families/qwen3-moe.gpu.test.ts',
+  'test/engine/device-loss.gpu.test.ts',
+];
