@@ -6,10 +6,9 @@ import { shaders } from '../../gen/shaders-kvquant.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { defineUniforms, type LayoutKeys } from '../../gpu/uniforms.js';
 import { type WgslVariant, wgslVariant } from '../../gpu/wgsl.js';
-import { hadamardSigns } from '../../quant/hadamard.js';
 import { type BindGroupCache, UniformSlot } from '../bind.js';
 import { checkCache, type KvLayerBuffers, type KvShape, kvRotated, kvWordsPerSlot } from './kv.js';
-import { isKvInt, KV_INT_LEVELS, KV_ROTATION_SEED, type KvIntFormat, kvIntPerWord } from './kv-quant.js';
+import { isKvInt, KV_INT_LEVELS, type KvIntFormat, kvIntPerWord, kvRotationSigns } from './kv-quant.js';
 
 const WG = 64;
 const Params = defineUniforms('Params', {
@@ -22,7 +21,7 @@ const Params = defineUniforms('Params', {
 
 /** The rotation's signs as bits (1: -1), 32 per word, as kv_quant.wgsl's SIGNS. */
 function signWords(headDim: number): string {
-  const s = hadamardSigns(headDim, KV_ROTATION_SEED);
+  const s = kvRotationSigns(headDim);
   const words = new Uint32Array(Math.ceil(headDim / 32));
   s.forEach((v, i) => {
     if (v < 0) words[i >> 5]! |= 1 << (i & 31);

@@ -16,6 +16,21 @@ export type KvIntFormat = keyof typeof KV_INT_LEVELS;
 /** Seed of the per-head rotation's signs (fixed: the cache's layout, like its element order). */
 export const KV_ROTATION_SEED = 0x6b76;
 
+const SIGNS = new Map<number, Float32Array>();
+
+/**
+ * The rotation's signs s [headDim] (fixed by {@link KV_ROTATION_SEED}), made once per head size:
+ * the reference and the host readers turn every cached head with them.
+ */
+export function kvRotationSigns(headDim: number): Float32Array {
+  let s = SIGNS.get(headDim);
+  if (!s) {
+    s = hadamardSigns(headDim, KV_ROTATION_SEED);
+    SIGNS.set(headDim, s);
+  }
+  return s;
+}
+
 /** Whether `format` is an integer (scaled) KV format. */
 export function isKvInt(format: string | undefined): format is KvIntFormat {
   return format === 'int8' || format === 'int4';
@@ -92,7 +107,7 @@ export function encodeKvIntRow(
   const bits = 32 / per;
   const mask = (1 << bits) - 1;
   const bias = format === 'int4' ? 8 : 0;
-  const signs = rotate ? hadamardSigns(headDim, KV_ROTATION_SEED) : undefined;
+  const signs = rotate ? kvRotationSigns(headDim) : undefined;
   const out = new Uint32Array(kvHeads * hw);
   const f32 = new Float32Array(1);
   const u32 = new Uint32Array(f32.buffer);
@@ -140,7 +155,7 @@ export function decodeKvIntRow(
 
 /** `rows` [kvHeads, headDim] (f32, in the rotated basis) turned back per head: R⁻¹ in f64, then f32. */
 export function unrotateRow(rows: Float32Array, kvHeads: number, headDim: number): Float32Array {
-  const signs = hadamardSigns(headDim, KV_ROTATION_SEED);
+  const signs = kvRotationSigns(headDim);
   const out = new Float32Array(rows.length);
   for (let h = 0; h < kvHeads; h++) {
     const t = Float64Array.from(rows.subarray(h * headDim, (h + 1) * headDim));
